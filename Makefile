@@ -1,0 +1,27 @@
+# Two commands for a newcomer: `make demo` (offline demo end to end) and `make test` (the test suite).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export HF_HUB_DISABLE_TELEMETRY := 1
+
+.PHONY: setup demo test clean-demo
+
+# torch first, pinned: this machine's CPU build lies on disk; an open range would pull a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(VENV)/bin/dormant demo
+
+test: setup
+	$(PY) -m pytest -q -rs
+
+clean-demo:
+	rm -rf data/series/tiny-olmo2 data/store reports/tiny-olmo2

@@ -1,0 +1,39 @@
+"""Named exceptions. The CLI turns any `DormantError` into a one-line message and exit code 2."""
+
+from __future__ import annotations
+
+import difflib
+
+
+class DormantError(Exception):
+    """Base class: a problem the user can fix; the message names it and the fix."""
+
+
+class ConfigError(DormantError):
+    """A bad option value (unknown score function, unparseable tau, bad selection ...)."""
+
+
+class CheckpointError(DormantError):
+    """A checkpoint source or revision that cannot be listed, downloaded or loaded."""
+
+
+class ScoringError(DormantError):
+    """Inputs or a model that the score engine cannot score."""
+
+
+class StoreError(DormantError):
+    """A Parquet store that is missing, incompatible or inconsistent with the request."""
+
+
+class EvaluationError(DormantError):
+    """A task, threshold or model that the intervention evaluation cannot use."""
+
+
+class ReportError(DormantError):
+    """A store or model id from which no report can be rendered."""
+
+
+def did_you_mean(name: str, choices) -> str:
+    """' (did you mean "x"?)' for the closest choice, or '' when nothing is close."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    return f' (did you mean "{close[0]}"?)' if close else ""

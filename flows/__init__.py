@@ -1,0 +1,1 @@
+"""The top layer: thin Prefect flows (`track`, `evaluate`, `demo`), their deployments, and the `dormant` CLI."""
