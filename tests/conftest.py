@@ -45,3 +45,24 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+def save_random_series(folder, tokenizer, names, n_layers=2, n_heads=4, hidden_size=64):
+    """Random-init tiny OLMo-2 checkpoints (one seed each) saved as a local series under OLMo-2 branch names."""
+    import torch
+    from transformers import Olmo2ForCausalLM
+
+    for seed, name in enumerate(names):
+        torch.manual_seed(seed)
+        model = Olmo2ForCausalLM(tiny_config(tokenizer, n_layers=n_layers, n_heads=n_heads, hidden_size=hidden_size))
+        model.save_pretrained(folder / name)
+        tokenizer.save_pretrained(folder / name)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def random_series(tmp_path_factory, tiny_tokenizer):
+    """A local series of three random tiny OLMo-2 checkpoints (not trained: real files, arbitrary weights)."""
+    folder = tmp_path_factory.mktemp("series") / "random-olmo2"
+    return save_random_series(folder, tiny_tokenizer,
+                              ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "stage1-step25-tokens51K"])

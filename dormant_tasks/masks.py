@@ -1,0 +1,169 @@
+"""From per-input scores to a checkpoint's dormancy mask (SPEC §3): taus and aggregation.
+
+A tau is either a fixed value or "quantile q of a reference checkpoint's per-input scores, pooled over
+layers, heads and inputs". Either way it is fixed once per series and reused for every checkpoint, so
+that the fraction of dormant heads can move between checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import ConfigError
+from .score_functions import SCORE_FUNCTIONS, get_score_function, is_inactive
+
+DEFAULT_QUANTILE = 0.15
+# Fixed defaults of SPEC §3; every _ln/_hn function not listed is "< 0.5" (below half the layer mean).
+FIXED_DEFAULTS = {"awft": 0.8, "awft_ln": 2.0, "random": DEFAULT_QUANTILE}
+QUANTILE_DEFAULTS = ("ahon", "lthon", "avvn", "ftvvn", "aeqd", "fhon")
+
+
+@dataclass(frozen=True)
+class TauSpec:
+    """How a function's tau is chosen: a fixed `value`, or the `quantile` of a reference checkpoint."""
+
+    score_fn: str
+    value: float | None = None
+    quantile: float | None = None
+
+    def __post_init__(self):
+        get_score_function(self.score_fn)
+        if (self.value is None) == (self.quantile is None):
+            raise ConfigError(f"tau for {self.score_fn!r}: give exactly one of a fixed value or a quantile")
+        if self.quantile is not None and not 0.0 <= self.quantile <= 1.0:
+            raise ConfigError(f"tau for {self.score_fn!r}: quantile {self.quantile} is outside [0, 1]")
+
+
+@dataclass(frozen=True)
+class Tau:
+    """A resolved tau, stored with every result."""
+
+    score_fn: str
+    value: float
+    direction: str
+    source: str  # "fixed" or "quantile"
+    quantile: float | None = None
+    reference_revision: str | None = None
+
+
+def default_tau_spec(score_fn: str) -> TauSpec:
+    if score_fn in FIXED_DEFAULTS:
+        return TauSpec(score_fn, value=FIXED_DEFAULTS[score_fn])
+    if score_fn in QUANTILE_DEFAULTS:
+        return TauSpec(score_fn, quantile=DEFAULT_QUANTILE)
+    return TauSpec(score_fn, value=0.5)
+
+
+_TAU_RE = re.compile(r"^\s*(?P<fn>[a-z_]+)\s*=\s*(?P<q>q)?(?P<num>[-+0-9.eE]+)\s*$")
+
+
+def parse_tau_option(text: str) -> TauSpec:
+    """`FN=VALUE` (fixed tau) or `FN=qQ` (quantile Q in [0, 1] of the reference checkpoint), e.g. `ahon=q0.1`."""
+    m = _TAU_RE.match(text)
+    if not m:
+        raise ConfigError(f"cannot parse --tau {text!r}; write FN=VALUE (e.g. ahon_ln=0.4) or FN=qQ (e.g. ahon=q0.15)")
+    try:
+        number = float(m["num"])
+    except ValueError:
+        raise ConfigError(f"cannot parse the number in --tau {text!r}; e.g. ahon_ln=0.4 or ahon=q0.15") from None
+    if not np.isfinite(number):
+        raise ConfigError(f"--tau {text!r}: the value must be a finite number")
+    if m["q"]:
+        return TauSpec(m["fn"], quantile=number)
+    return TauSpec(m["fn"], value=number)
+
+
+def tau_specs(score_fns, overrides=()) -> dict[str, TauSpec]:
+    """Default specs for `score_fns`, replaced by `overrides` (TauSpecs or `--tau` strings)."""
+    specs = {fn: default_tau_spec(fn) for fn in score_fns}
+    for item in overrides:
+        spec = parse_tau_option(item) if isinstance(item, str) else item
+        if spec.score_fn not in specs:
+            raise ConfigError(f"--tau given for {spec.score_fn!r}, which is not among the scored functions "
+                              f"({', '.join(specs)}); add it to --scores or drop the --tau")
+        specs[spec.score_fn] = spec
+    return specs
+
+
+def needs_reference(specs: dict[str, TauSpec]) -> bool:
+    return any(s.quantile is not None for s in specs.values())
+
+
+def pooled_threshold(values: np.ndarray, q: float, direction: str) -> float:
+    """The q-quantile (linear interpolation) of per-input scores pooled over layers, heads and inputs.
+
+    For ">" functions (inactive if score > tau) the (1 - q)-quantile is used, so that q is always
+    the fraction of pooled scores on the inactive side. NaN scores are left out.
+    """
+    flat = np.asarray(values, dtype=np.float64).ravel()
+    flat = flat[~np.isnan(flat)]
+    if flat.size == 0:
+        return float("nan")
+    return float(np.quantile(flat, q if direction == "<" else 1.0 - q))
+
+
+def resolve_taus(specs: dict[str, TauSpec], reference_values: np.ndarray | None = None, score_fns=(),
+                 reference_revision: str | None = None) -> dict[str, Tau]:
+    """Turn specs into values; quantile specs need the reference checkpoint's per-input scores.
+
+    reference_values: [n_inputs, n_fns, n_layers, n_heads] in the order of `score_fns`.
+    """
+    taus = {}
+    for fn, spec in specs.items():
+        direction = SCORE_FUNCTIONS[fn].direction
+        if spec.value is not None:
+            taus[fn] = Tau(fn, float(spec.value), direction, "fixed")
+            continue
+        if reference_values is None or fn not in score_fns:
+            raise ConfigError(f"tau for {fn!r} is a quantile of a reference checkpoint, but no reference scores were given")
+        value = pooled_threshold(reference_values[:, list(score_fns).index(fn)], spec.quantile, direction)
+        taus[fn] = Tau(fn, value, direction, "quantile", spec.quantile, reference_revision)
+    return taus
+
+
+def taus_id(taus: dict[str, Tau]) -> str:
+    """A short hash of the tau values and directions: equal ids <=> comparable dormancy masks."""
+    payload = json.dumps(sorted((t.score_fn, repr(t.value), t.direction) for t in taus.values()))
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau]) -> pa.Table:
+    """Per (score_fn, layer, head): score, score_std, tau, direction, dormant_rate, dormant.
+
+    values: per-input scores [n_inputs, n_fns, n_layers, n_heads]. `score` and `score_std` ignore NaN
+    inputs (a single-token input has aeqd_ln NaN); a NaN input is never inactive but still counts in
+    the dormant_rate's denominator; `dormant` = dormant_rate >= 0.5.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    n_inputs, _, n_layers, n_heads = values.shape
+    layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")  # [layer, head]
+    parts = []
+    for f, fn in enumerate(score_fns):
+        tau = taus[fn]
+        v = values[:, f]  # [input, layer, head]
+        with warnings.catch_warnings():  # nanmean of an all-NaN head is NaN by definition (SPEC §2)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            score = np.nanmean(v, axis=0)  # [layer, head]
+            score_std = np.nanstd(v, axis=0)  # [layer, head]
+            rate = is_inactive(v, tau.value, tau.direction).mean(axis=0)  # [layer, head]
+        parts.append({
+            "score_fn": np.full(layer.size, fn, dtype=object),
+            "layer": layer.ravel().astype(np.int32),
+            "head": head.ravel().astype(np.int32),
+            "score": score.ravel(),
+            "score_std": score_std.ravel(),
+            "tau": np.full(layer.size, tau.value),
+            "direction": np.full(layer.size, tau.direction, dtype=object),
+            "dormant_rate": rate.ravel(),
+            "dormant": (rate >= 0.5).ravel(),
+        })
+    columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return pa.table(columns)
+

@@ -1,0 +1,563 @@
+"""The Parquet store of SPEC §8: table schemas, atomic writes, reads, a per-series lock.
+
+Layout (hive-partitioned, so pyarrow, pandas, polars and DuckDB read it without this project):
+
+    <store>/_store.json                                  {"schema_version": 1, "created_by": ...}
+    <store>/<table>/series=<slug>/<file_key>.parquet     one file per checkpoint and run (or per derived table)
+    <store>/_locks/<slug>.lock                           `series_lock` (readers ignore "_" and "." names)
+
+The partition key is `series` (a filesystem-safe form of model_id, see `series_slug`); `model_id` stays a
+real column with its "/" in every file. `read_table` returns exactly the columns of `SCHEMAS[table]`
+(the `series` partition column is dropped: model_id carries the same information).
+
+Concurrency, without duplicates and without corrupt files:
+- every file is written to a hidden temp file in its destination folder and renamed over its final name
+  (`os.replace`), so a reader sees either no file or a whole one; a temp file left by a killed writer is
+  hidden from readers and swept by the next write to that series folder from the same host;
+- per-checkpoint files (checkpoints, head_scores, input_scores) should use the same `file_key` for one
+  checkpoint and run, best `checkpoint_file_key(...)`, which depends only on what identifies the result:
+  a second run of the same checkpoint then replaces the same files instead of adding new ones;
+- a flow claims a checkpoint under `series_lock(store, model_id)`: re-check `stored_checkpoint_keys`, then
+  write head_scores/input_scores first and the `checkpoints` row last (that row marks the result complete);
+- as a safety net `read_table(..., dedupe=True)` (the default) keeps, per checkpoint identity, the newest
+  `checkpoints` row (by analyzed_at) and, for head_scores/input_scores, only the file of that row when
+  several files hold the same (model_id, revision, calibration_id[, taus_id]); this works per file, so a
+  file should hold one checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import socket
+import uuid
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from . import __version__
+from .errors import StoreError, did_you_mean
+
+SCHEMA_VERSION = 1
+MARKER = "_store.json"
+# Default store of local runs, relative to the repository root (git-ignored).
+DEFAULT_STORE = Path(__file__).resolve().parent.parent / "data" / "store"
+
+
+def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable)
+
+
+# Every table starts with these: which series and which checkpoint a row belongs to.
+COMMON: list[pa.Field] = [
+    _f("model_id", pa.string()),
+    _f("revision", pa.string()),
+    _f("stage", pa.int32()),
+    _f("step", pa.int64()),
+    _f("tokens", pa.int64()),
+]
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "checkpoints": pa.schema(
+        COMMON
+        + [
+            _f("commit", pa.string()),
+            _f("n_layers", pa.int32()),
+            _f("n_heads", pa.int32()),
+            _f("calibration_id", pa.string()),
+            _f("n_inputs", pa.int32()),
+            _f("dtype", pa.string()),
+            _f("device", pa.string()),
+            _f("seconds", pa.float64()),
+            _f("analyzed_at", pa.timestamp("us", tz="UTC")),
+            _f("code_version", pa.string()),
+            _f("taus_id", pa.string()),
+            _f("scoring_version", pa.string()),
+            _f("ingredient", pa.int32(), nullable=True),
+        ]
+    ),
+    "head_scores": pa.schema(
+        COMMON
+        + [
+            _f("score_fn", pa.string()),
+            _f("layer", pa.int32()),
+            _f("head", pa.int32()),
+            _f("score", pa.float64()),
+            _f("score_std", pa.float64()),
+            _f("tau", pa.float64()),
+            _f("direction", pa.string()),
+            _f("dormant_rate", pa.float64()),
+            _f("dormant", pa.bool_()),
+            _f("calibration_id", pa.string()),
+            _f("taus_id", pa.string()),
+        ]
+    ),
+    "input_scores": pa.schema(
+        COMMON
+        + [
+            _f("input_index", pa.int32()),
+            _f("score_fn", pa.string()),
+            _f("layer", pa.int32()),
+            _f("head", pa.int32()),
+            _f("value", pa.float64()),
+            _f("calibration_id", pa.string()),
+        ]
+    ),
+    "transitions": pa.schema(
+        COMMON
+        + [
+            _f("score_fn", pa.string()),
+            _f("tau", pa.float64()),
+            _f("layer", pa.int32()),
+            _f("head", pa.int32()),
+            _f("from_revision", pa.string()),
+            _f("to_revision", pa.string()),
+            _f("from_step", pa.int64()),
+            _f("to_step", pa.int64()),
+            _f("from_tokens", pa.int64()),
+            _f("to_tokens", pa.int64()),
+            _f("from_state", pa.string()),
+            _f("to_state", pa.string()),
+        ]
+    ),
+    "head_histories": pa.schema(
+        COMMON
+        + [
+            _f("score_fn", pa.string()),
+            _f("tau", pa.float64()),
+            _f("layer", pa.int32()),
+            _f("head", pa.int32()),
+            _f("first_dormant_step", pa.int64(), nullable=True),
+            _f("first_dormant_tokens", pa.int64(), nullable=True),
+            _f("first_dormant_revision", pa.string(), nullable=True),
+            _f("n_changes", pa.int32()),
+            _f("final_state", pa.string()),
+        ]
+    ),
+    "taus": pa.schema(
+        COMMON
+        + [
+            _f("score_fn", pa.string()),
+            _f("tau", pa.float64()),
+            _f("direction", pa.string()),
+            _f("source", pa.string()),
+            _f("quantile", pa.float64(), nullable=True),
+            _f("reference_revision", pa.string(), nullable=True),
+            _f("calibration_id", pa.string()),
+            _f("taus_id", pa.string()),
+        ]
+    ),
+    "evaluations": pa.schema(
+        COMMON
+        + [
+            _f("task", pa.string()),
+            _f("shots", pa.int32()),
+            _f("mode", pa.string()),
+            _f("score_fn", pa.string()),
+            _f("quantile", pa.float64(), nullable=True),
+            _f("tau", pa.float64(), nullable=True),
+            _f("pct_zeroed", pa.float64()),
+            _f("accuracy", pa.float64()),
+            _f("n_items", pa.int32()),
+            _f("base_accuracy", pa.float64()),
+            _f("code_version", pa.string()),
+        ]
+    ),
+}
+TABLES: tuple[str, ...] = tuple(SCHEMAS)
+# Tables with one file per checkpoint and run; the others are derived or per evaluation run.
+PER_CHECKPOINT_TABLES: tuple[str, ...] = ("checkpoints", "head_scores", "input_scores")
+
+
+class CheckpointKey(NamedTuple):
+    """What identifies one stored scoring result of a checkpoint within a series (ARCHITECTURE: skip if stored)."""
+
+    revision: str
+    commit: str
+    calibration_id: str
+    taus_id: str
+    scoring_version: str
+
+
+_CHECKPOINT_KEY_COLUMNS = ("model_id",) + CheckpointKey._fields
+# Per-checkpoint rows that belong to one result; several files with the same group are duplicates.
+_RESULT_GROUP = ("model_id", "revision", "calibration_id", "taus_id")
+
+_SAFE = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def series_slug(model_id: str) -> str:
+    """model_id as a folder name: "allenai/OLMo-2-1124-7B" -> "allenai--OLMo-2-1124-7B".
+
+    Allowed: letters, digits, ".", "_", "-" and "/" (which becomes "--"). "--" and ".." are refused (as on
+    the Hugging Face Hub), so the slug maps back to exactly one model_id (`model_id_of_slug`).
+    """
+    parts = model_id.split("/") if isinstance(model_id, str) else [""]
+    if not all(_SAFE.fullmatch(p) for p in parts) or "--" in model_id or ".." in model_id:
+        raise StoreError(
+            f"model id {model_id!r} cannot name a store series: use letters, digits, '.', '_', '-' and '/' "
+            "(no '--' or '..', no empty part), e.g. 'allenai/OLMo-2-1124-7B' or 'tiny-olmo2'"
+        )
+    return "--".join(parts)
+
+
+def model_id_of_slug(slug: str) -> str:
+    return slug.replace("--", "/")
+
+
+def _safe_file_key(file_key: str) -> str:
+    """Unsafe characters become "_"; a leading "." or "_" is dropped (readers skip such files)."""
+    key = re.sub(r"[^A-Za-z0-9._=-]", "_", str(file_key)).lstrip("._")
+    if not key:
+        raise StoreError(f"file key {file_key!r} is empty once made filesystem-safe: name the file by revision and run")
+    return key
+
+
+def checkpoint_file_key(key: CheckpointKey) -> str:
+    """A file key that depends only on the result's identity: a rerun replaces its own files."""
+    digest = hashlib.sha256("\0".join(key[1:]).encode()).hexdigest()[:12]
+    return f"{_safe_file_key(key.revision)}-{digest}"
+
+
+# ---------------------------------------------------------------------------------------------- store
+
+
+def open_store(path, create: bool = False) -> Path:
+    """The store folder, checked for its schema version; with create=True, made (with its marker) if needed."""
+    root = Path(path)
+    marker = root / MARKER
+    if not marker.is_file():
+        if not create:
+            what = "does not exist" if not root.exists() else f"has no {MARKER} (not a dormant store)"
+            raise StoreError(f"store {str(root)!r} {what}: run `dormant track` to fill it, or pass the right --store")
+        root.mkdir(parents=True, exist_ok=True)
+        content = {"schema_version": SCHEMA_VERSION, "created_by": f"dormant-heads {__version__}"}
+        _atomic_write_bytes(marker, (json.dumps(content, indent=1) + "\n").encode())
+        return root
+    try:
+        version = json.loads(marker.read_text(encoding="utf-8"))["schema_version"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise StoreError(
+            f"store marker {str(marker)!r} is unreadable ({e}): restore it or use a new --store folder"
+        ) from None
+    if version != SCHEMA_VERSION:
+        raise StoreError(
+            f"store {str(root)!r} has schema_version {version}, this dormant-heads reads schema_version "
+            f"{SCHEMA_VERSION}: use a new --store folder, or migrate the store to schema_version {SCHEMA_VERSION}"
+        )
+    return root
+
+
+def check_store(path) -> None:
+    """Validate an existing store's schema version before any work; a missing store is fine (the first
+    write creates it), so a run that fails early leaves no empty store behind."""
+    root = Path(path)
+    if root.is_dir() and any(root.iterdir()) or root.is_file():
+        open_store(root)
+
+
+def _schema(table: str) -> pa.Schema:
+    if table not in SCHEMAS:
+        raise StoreError(f"unknown table {table!r}{did_you_mean(table, SCHEMAS)}; tables: {', '.join(TABLES)}")
+    return SCHEMAS[table]
+
+
+def _series_dir(root: Path, table: str, model_id: str) -> Path:
+    return root / table / f"series={series_slug(model_id)}"
+
+
+def _is_data_file(p: Path) -> bool:
+    return p.suffix == ".parquet" and not p.name.startswith((".", "_"))
+
+
+def _data_files(root: Path, table: str, model_id: str | None) -> list[Path]:
+    base = root / table
+    dirs = [_series_dir(root, table, model_id)] if model_id is not None else sorted(base.glob("series=*"))
+    return [p for d in dirs if d.is_dir() for p in sorted(d.iterdir()) if _is_data_file(p)]
+
+
+def list_models(store) -> list[str]:
+    """Model ids with at least one file in any table, sorted."""
+    root = open_store(store)
+    slugs = {p.parent.name.removeprefix("series=") for t in TABLES for p in _data_files(root, t, None)}
+    return sorted(model_id_of_slug(s) for s in slugs)
+
+
+@contextlib.contextmanager
+def series_lock(store, model_id: str) -> Iterator[None]:
+    """Exclusive lock on one series (fcntl.flock on <store>/_locks/<slug>.lock), released on exit.
+
+    Hold it only around check-then-write, never around scoring. flock works between processes of one
+    host and on most network filesystems that support POSIX locks.
+    """
+    root = open_store(store, create=True)
+    lock_dir = root / "_locks"
+    lock_dir.mkdir(exist_ok=True)
+    with open(lock_dir / f"{series_slug(model_id)}.lock", "a+b") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------------------------------------- writes
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+
+
+def _temp_path(final: Path) -> Path:
+    # Hidden (readers skip "."), names its writer so that a leftover of a dead writer can be swept.
+    return final.with_name(f".{final.name}.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _sweep_dead_temps(folder: Path) -> None:
+    """Remove temp files that writers on this host left when killed (their pid no longer runs)."""
+    host = _host()
+    for p in folder.glob(".*.tmp"):
+        parts = p.name.rsplit(".", 4)  # [.name, host, pid, rand, tmp]
+        if len(parts) != 5 or parts[1] != host or not parts[2].isdigit():
+            continue
+        try:
+            os.kill(int(parts[2]), 0)
+        except ProcessLookupError:
+            p.unlink(missing_ok=True)
+        except PermissionError:  # alive, another user's
+            pass
+
+
+def _atomic_write_bytes(final: Path, data: bytes) -> None:
+    tmp = _temp_path(final)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _from_rows(rows: list[dict], table: str) -> pa.Table:
+    if not rows:
+        return _schema(table).empty_table()
+    names = list(dict.fromkeys(k for r in rows for k in r))  # every key of any row, first-seen order
+    columns = {}
+    for name in names:
+        try:
+            columns[name] = pa.array([r.get(name) for r in rows])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+            raise StoreError(
+                f"table {table!r}: column {name!r} has values of mixed or unsupported types ({e})"
+            ) from None
+    return pa.table(columns)
+
+
+def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    if pa.types.is_null(src) or src == dst:
+        return True
+    if pa.types.is_integer(dst):
+        return pa.types.is_integer(src)
+    if pa.types.is_floating(dst):
+        return pa.types.is_integer(src) or pa.types.is_floating(src)
+    if pa.types.is_string(dst):
+        return pa.types.is_string(src) or pa.types.is_large_string(src) or pa.types.is_dictionary(src)
+    if pa.types.is_timestamp(dst):
+        return pa.types.is_timestamp(src) and src.tz is not None
+    return False
+
+
+def conform(data: pa.Table | list[dict], table: str) -> pa.Table:
+    """`data` cast to SCHEMAS[table]; StoreError naming any missing, unknown, null or mistyped column."""
+    schema = _schema(table)
+    t = _from_rows(data, table) if isinstance(data, list) else data
+    if not isinstance(t, pa.Table):
+        raise StoreError(f"table {table!r}: expected a pyarrow Table or a list of dicts, got {type(data).__name__}")
+    unknown = [c for c in t.column_names if c not in schema.names]
+    if unknown:
+        raise StoreError(
+            f"table {table!r} has no column {unknown[0]!r}{did_you_mean(unknown[0], schema.names)}; "
+            f"its columns: {', '.join(schema.names)}"
+        )
+    arrays = []
+    for field in schema:
+        if field.name not in t.column_names:
+            if field.nullable:
+                arrays.append(pa.nulls(t.num_rows, field.type))
+                continue
+            raise StoreError(f"table {table!r}: missing column {field.name!r} ({field.type}); add it to every row")
+        col = t.column(field.name)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        if not _castable(col.type, field.type):
+            hint = " (use timezone-aware UTC datetimes)" if pa.types.is_timestamp(field.type) else ""
+            raise StoreError(f"table {table!r}: column {field.name!r} has type {col.type}, expected {field.type}{hint}")
+        if col.null_count and not field.nullable:
+            raise StoreError(
+                f"table {table!r}: column {field.name!r} has {col.null_count} null value(s); it needs a value in every row"
+            )
+        try:
+            arrays.append(col.cast(field.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise StoreError(f"table {table!r}: column {field.name!r} does not fit {field.type} ({e})") from None
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def write_table(store, table: str, data: pa.Table | list[dict], *, file_key: str, model_id: str | None = None) -> Path:
+    """Write one file of `table` atomically and return its path; an existing file with the same key is replaced.
+
+    All rows must share one model_id; `model_id` names the series for an empty table (and, when given,
+    must match the rows). The store is created on the first write.
+    """
+    t = conform(data, table)
+    ids = t.column("model_id").unique().to_pylist()
+    if len(ids) > 1:
+        raise StoreError(
+            f"table {table!r}: one file holds one series, got model ids {sorted(ids)}: write one file per model_id"
+        )
+    if model_id is not None and ids and ids[0] != model_id:
+        raise StoreError(f"table {table!r}: rows are of model id {ids[0]!r}, not {model_id!r}")
+    if not ids and model_id is None:
+        raise StoreError(f"table {table!r}: an empty table needs model_id=... to name its series")
+    series = ids[0] if ids else model_id
+    folder = _series_dir(open_store(store, create=True), table, series)
+    folder.mkdir(parents=True, exist_ok=True)
+    _sweep_dead_temps(folder)
+    final = folder / f"{_safe_file_key(file_key)}.parquet"
+    tmp = _temp_path(final)
+    try:
+        with open(tmp, "wb") as f:
+            pq.write_table(t, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return final
+
+
+# ---------------------------------------------------------------------------------------------- reads
+
+
+def _filter_expression(filters, schema: pa.Schema):
+    if filters is None or isinstance(filters, ds.Expression):
+        return filters
+    if not isinstance(filters, Mapping):
+        raise StoreError("filters: pass a dict {column: value or list of values} or a pyarrow.dataset expression")
+    expr = None
+    for name, value in filters.items():
+        if name not in schema.names:
+            raise StoreError(f"filter on unknown column {name!r}{did_you_mean(name, schema.names)}")
+        if isinstance(value, (list, tuple, set, frozenset)):
+            term = ds.field(name).isin(list(value))
+        else:
+            term = ds.field(name) == value
+        expr = term if expr is None else expr & term
+    return expr
+
+
+def _read_files(files: list[Path], schema: pa.Schema, expr) -> pa.Table:
+    if not files:
+        return schema.empty_table()
+    return ds.dataset([str(p) for p in files], schema=schema, format="parquet").to_table(filter=expr)
+
+
+def read_table(store, table: str, model_id: str | None = None, filters=None, *, dedupe: bool = True) -> pa.Table:
+    """All rows of `table` (optionally of one series and matching `filters`), with exactly SCHEMAS[table]'s columns.
+
+    `filters`: {column: value or list of values} (all must hold) or a pyarrow.dataset expression.
+    An empty table with the right schema when nothing is stored. `dedupe`: see the module docstring.
+    """
+    schema = _schema(table)
+    root = open_store(store)
+    expr = _filter_expression(filters, schema)
+    if model_id is not None:
+        model_expr = ds.field("model_id") == model_id
+        expr = model_expr if expr is None else expr & model_expr
+    files = _data_files(root, table, model_id)
+    if dedupe and table in ("head_scores", "input_scores"):
+        files = _winning_files(root, table, files)
+    t = _read_files(files, schema, expr)
+    if dedupe and table == "checkpoints":
+        t = dedupe_checkpoints(t)
+    return t
+
+
+def dedupe_checkpoints(checkpoints: pa.Table) -> pa.Table:
+    """One row per (model_id, revision, commit, calibration_id, taus_id, scoring_version): the newest analyzed_at."""
+    if checkpoints.num_rows == 0:
+        return checkpoints
+    newest_first = checkpoints.sort_by([("analyzed_at", "descending")])
+    keys = zip(*(newest_first.column(c).to_pylist() for c in _CHECKPOINT_KEY_COLUMNS))
+    seen: set = set()
+    keep = []
+    for i, key in enumerate(keys):
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    if len(keep) == checkpoints.num_rows:
+        return checkpoints
+    return newest_first.take(sorted(keep)) if keep else newest_first.slice(0, 0)
+
+
+def _winning_files(root: Path, table: str, files: list[Path]) -> list[Path]:
+    """Drop per-checkpoint files that duplicate another file's result group, keeping the newest result.
+
+    Rank of a file: the analyzed_at of the `checkpoints` row written under the same series and file key
+    (files without one rank lowest), then the file key.
+    """
+    schema = _schema(table)
+    group = [c for c in _RESULT_GROUP if c in schema.names]  # input_scores do not depend on taus
+    groups: dict[tuple, list[Path]] = {}
+    for p in files:
+        for key in _result_groups(p, group):
+            groups.setdefault(key, []).append(p)
+    dropped: set[Path] = set()
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        best = max(members, key=lambda p: (_result_time(root, p), p.name))
+        dropped.update(m for m in members if m != best)
+    return [p for p in files if p not in dropped]
+
+
+def _result_groups(path: Path, group: list[str]) -> set[tuple]:
+    """The distinct values of the `group` columns in a file: from its footer statistics when every row
+    group holds one value per column (the usual case, and no data is read), else by reading those columns."""
+    meta = pq.ParquetFile(path).metadata
+    positions = [meta.schema.names.index(c) for c in group]
+    keys = set()
+    for g in range(meta.num_row_groups):
+        stats = [meta.row_group(g).column(i).statistics for i in positions]
+        if not all(s is not None and s.has_min_max and s.min == s.max and not s.null_count for s in stats):
+            t = pq.read_table(path, columns=group)
+            return set(zip(*(t.column(c).to_pylist() for c in group)))
+        keys.add(tuple(s.min for s in stats))
+    return keys
+
+
+def _result_time(root: Path, per_checkpoint_file: Path) -> datetime:
+    marker = root / "checkpoints" / per_checkpoint_file.parent.name / per_checkpoint_file.name
+    if not marker.is_file():
+        return datetime.min.replace(tzinfo=timezone.utc)
+    times = pq.read_table(marker, columns=["analyzed_at"]).column("analyzed_at").to_pylist()
+    return max(times)
+
+
+def stored_checkpoint_keys(store, model_id: str) -> set[CheckpointKey]:
+    """The results already stored for a series (empty when the store or series does not exist yet)."""
+    if not (Path(store) / MARKER).is_file():
+        return set()
+    t = read_table(store, "checkpoints", model_id=model_id, dedupe=False)
+    return set(map(CheckpointKey._make, zip(*(t.column(c).to_pylist() for c in CheckpointKey._fields))))

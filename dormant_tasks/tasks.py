@@ -1,0 +1,80 @@
+"""Prefect @task wrappers around the library: thin, no science here. Flows in `flows/` call these.
+
+Retries are for transient failures only (network, a worker lost): a `DormantError` is the user's to fix
+and is never retried.
+"""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+
+from . import tracker
+from .checkpoints import Revision, Selection, list_revisions
+from .errors import DormantError
+from .loading import fetch_revision
+
+
+def _transient(task, task_run, state) -> bool:
+    """retry_condition_fn: retry anything but a DormantError (bad input does not get better by retrying)."""
+    try:
+        state.result()
+    except DormantError:
+        return False
+    except Exception:
+        return True
+    return False
+
+
+@task(name="list-checkpoints", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient)
+def list_checkpoints(source: str, selection: Selection, include_main: bool = False) -> list[Revision]:
+    listing = list_revisions(source, include_main=include_main)
+    if listing.skipped:
+        get_run_logger().info("skipped %d names that are not checkpoints: %s", len(listing.skipped),
+                              ", ".join(listing.skipped[:10]) + (" ..." if len(listing.skipped) > 10 else ""))
+    return selection.apply(listing.revisions)
+
+
+@task(name="series-taus")
+def series_taus(cfg: tracker.TrackConfig, selected: list[Revision]) -> tracker.SeriesTaus:
+    return tracker.resolve_series_taus(cfg, selected)
+
+
+@task(name="prefetch-checkpoint", task_run_name="prefetch-{revision.name}", retries=3,
+      retry_delay_seconds=[10, 60, 300], retry_condition_fn=_transient)
+def prefetch_checkpoint(cfg: tracker.TrackConfig, revision: Revision) -> str:
+    """Download a Hub revision ahead of its scoring (a local checkpoint is used in place)."""
+    return str(fetch_revision(cfg.source, revision, cfg.cache_dir))
+
+
+@task(name="analyze-checkpoint", task_run_name="analyze-{revision.name}", retries=2,
+      retry_delay_seconds=[10, 60], retry_condition_fn=_transient)
+def analyze_checkpoint(cfg: tracker.TrackConfig, revision: Revision,
+                       series: tracker.SeriesTaus) -> tracker.CheckpointResult:
+    result = tracker.analyze_checkpoint(cfg, revision, series)
+    log = get_run_logger()
+    if result.skipped:
+        log.info("%s: already stored, skipped without loading the model", revision.name)
+    else:
+        s = result.seconds
+        log.info("%s: download %.1fs, load %.1fs, score %.1fs, write %.1fs; ahon_ln dormant %s",
+                 revision.name, s.get("download", 0), s.get("load", 0), s.get("score", 0), s.get("write", 0),
+                 f"{result.pct_dormant['ahon_ln']:.1f}%" if "ahon_ln" in result.pct_dormant else "n/a")
+    return result
+
+
+@task(name="derive-transitions")
+def derive_transitions(cfg: tracker.TrackConfig, taus_id: str) -> tracker.SeriesSummary:
+    return tracker.derive_series(cfg, taus_id)
+
+
+@task(name="evaluate-checkpoint", task_run_name="evaluate-{target.revision.name}-{mode}", retries=1,
+      retry_delay_seconds=[30], retry_condition_fn=_transient)
+def evaluate_checkpoint(store: str, target, score_fns: tuple[str, ...], mode: str, task_name: str, shots: int,
+                        limit: int | None, batch_size: int, dtype: str, device: str,
+                        quantiles: tuple[float, ...] | None = None) -> list[dict]:
+    from .leaderboard import evaluate_target, format_leaderboard
+
+    rows = evaluate_target(store, target, score_fns, mode, task_name, shots, limit, batch_size, dtype, device,
+                           quantiles=quantiles)
+    get_run_logger().info("\n%s", format_leaderboard(target, rows))
+    return rows

@@ -1,0 +1,238 @@
+"""Dormant <-> active transitions between consecutively analysed checkpoints of a series (SPEC §4).
+
+Order of a series: (stage, ingredient, step), ingredient 0 for stage 1. Stage-2 ingredients are separate
+branches that start from stage 1, so each checkpoint is compared with its predecessor in the tree:
+- the previous checkpoint of the same (stage, ingredient) branch, or
+- for the first checkpoint of a branch, the last checkpoint of the earlier stages (the branch point:
+  every stage-2 ingredient starts from the end of stage 1, not from the previous ingredient).
+A series without stage 2 is thus a plain chain. Checkpoints are consecutive per score function: a
+function scored on only some checkpoints is compared between those.
+
+Ingredients come from the `checkpoints` table (head_scores rows do not carry them); without it every
+checkpoint is on branch 0, and two revisions at the same (stage, step) are refused as ambiguous.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import StoreError
+from .store import SCHEMAS
+
+
+def _state(dormant: np.ndarray) -> np.ndarray:
+    return np.where(dormant, "dormant", "active")
+
+
+@dataclass(frozen=True)
+class SeriesStates:
+    """The dormant states of one (model_id, score_fn) over its ordered checkpoints."""
+
+    model_id: str
+    score_fn: str
+    revision: np.ndarray  # [checkpoint] str, in series order
+    stage: np.ndarray  # [checkpoint]
+    step: np.ndarray  # [checkpoint]
+    tokens: np.ndarray  # [checkpoint]
+    predecessor: np.ndarray  # [checkpoint] index of the checkpoint compared with, -1 for the first
+    layer: np.ndarray  # [head] int, heads sorted by (layer, head)
+    head: np.ndarray  # [head]
+    tau: float
+    dormant: np.ndarray  # [checkpoint, head] bool
+
+
+def _ingredients(checkpoints: pa.Table | None) -> dict[tuple[str, str], int]:
+    if checkpoints is None:
+        return {}
+    rows = zip(*(checkpoints.column(c).to_pylist() for c in ("model_id", "revision", "ingredient")))
+    return {(m, r): (i or 0) for m, r, i in rows}
+
+
+def series_order(stage, ingredient, step, tokens, revision) -> np.ndarray:
+    """Indices that sort checkpoints into series order: (stage, ingredient, step), then tokens and revision."""
+    return np.lexsort((np.asarray(revision), tokens, step, ingredient, stage))
+
+
+def _predecessors(stage: np.ndarray, ingredient: np.ndarray) -> np.ndarray:
+    """[checkpoint] predecessor index in the branch tree (checkpoints already in series order)."""
+    pred = np.arange(len(stage)) - 1  # same branch: the previous one
+    for c in range(1, len(stage)):
+        if (stage[c], ingredient[c]) != (stage[c - 1], ingredient[c - 1]):
+            earlier = np.flatnonzero(stage[:c] < stage[c])
+            pred[c] = earlier[-1] if earlier.size else c - 1  # branch point: end of the earlier stages
+    return pred
+
+
+def _dense(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(keys, return_inverse=True) for small non-negative ints, in O(rows) instead of a sort."""
+    present = np.flatnonzero(np.bincount(keys)) if keys.size else np.zeros(0, np.int64)  # sorted distinct keys
+    index = np.zeros(present[-1] + 1 if present.size else 0, dtype=np.int64)
+    index[present] = np.arange(present.size)
+    return present, index[keys]
+
+
+def _unique_per_checkpoint(
+    values: np.ndarray, ckpt: np.ndarray, rep: np.ndarray, what: str, model_id: str, revision: np.ndarray
+) -> np.ndarray:
+    """[checkpoint] the one value of `what` that each checkpoint's rows share (`rep`: one row of each)."""
+    out = values[rep]
+    same = (values == out[ckpt]) | (_isnan(values) & _isnan(out[ckpt]))
+    if not same.all():
+        bad = revision[ckpt[np.flatnonzero(~same)[0]]]
+        raise StoreError(
+            f"{model_id} {bad}: its head_scores rows disagree on {what}: keep one scoring result per checkpoint"
+        )
+    return out
+
+
+def _isnan(a: np.ndarray) -> np.ndarray:
+    return np.isnan(a) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
+
+
+# String columns are compared as dictionary codes: a 7B series holds millions of head_scores rows.
+_CODED = ("model_id", "score_fn", "revision", "calibration_id", "taus_id")
+_NUMERIC = ("stage", "step", "tokens", "layer", "head", "tau", "dormant")
+
+
+def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """[row] int codes and [code] the strings they stand for."""
+    encoded = column.combine_chunks().dictionary_encode()
+    return encoded.indices.to_numpy(zero_copy_only=False), np.array(encoded.dictionary.to_pylist(), dtype=object)
+
+
+def series_states(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> Iterator[SeriesStates]:
+    """Per (model_id, score_fn), sorted: the dormant matrix over ordered checkpoints, after checking that
+    every compared pair shares calibration set, taus and tau, and that every checkpoint has the same heads."""
+    ingredient_of = _ingredients(checkpoints)
+    cols = {c: head_scores.column(c).to_numpy(zero_copy_only=False) for c in _NUMERIC}
+    names = {}
+    for c in _CODED:
+        cols[c], names[c] = _codes(head_scores.column(c))
+    groups = {(names["model_id"][m], names["score_fn"][f]): (m, f)
+              for m, f in set(zip(cols["model_id"].tolist(), cols["score_fn"].tolist()))}
+    for (model_id, score_fn), (m, f) in sorted(groups.items()):
+        rows = np.flatnonzero((cols["model_id"] == m) & (cols["score_fn"] == f))
+        yield _states_of(model_id, score_fn, {k: v[rows] for k, v in cols.items()}, names, ingredient_of)
+
+
+def _states_of(model_id: str, score_fn: str, c: dict[str, np.ndarray], names, ingredient_of) -> SeriesStates:
+    revision_codes, ckpt = _dense(c["revision"])  # ckpt: [row] checkpoint index
+    revisions = names["revision"][revision_codes]  # [checkpoint] str
+    n = len(revisions)
+    rep = np.empty(n, dtype=np.int64)
+    rep[ckpt] = np.arange(len(ckpt))  # [checkpoint] one of its rows
+    per = {k: _unique_per_checkpoint(c[k], ckpt, rep, k, model_id, revisions) for k in ("stage", "step", "tokens")}
+    ingredient = np.array([ingredient_of.get((model_id, r), 0) for r in revisions])
+    order = series_order(per["stage"], ingredient, per["step"], per["tokens"], revisions)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    revision = revisions[order]
+    stage, step, tokens, ingredient = per["stage"][order], per["step"][order], per["tokens"][order], ingredient[order]
+    for i in range(1, n):
+        if (stage[i], ingredient[i], step[i]) == (stage[i - 1], ingredient[i - 1], step[i - 1]):
+            raise StoreError(
+                f"{model_id}: revisions {revision[i - 1]!r} and {revision[i]!r} both sit at stage {stage[i]} "
+                f"step {step[i]}: pass the checkpoints table so that stage-2 ingredients become separate branches"
+            )
+    pred = _predecessors(stage, ingredient)
+
+    # Taus and calibration must not change between compared checkpoints.
+    for what in ("calibration_id", "taus_id", "tau"):
+        v = _unique_per_checkpoint(c[what], ckpt, rep, what, model_id, revisions)[order]  # [checkpoint]
+        for i in range(1, n):
+            a, b = v[pred[i]], v[i]
+            if a != b and not (what == "tau" and np.isnan(a) and np.isnan(b)):
+                a, b = (names[what][a], names[what][b]) if what in names else (a, b)
+                raise StoreError(
+                    f"{model_id} {score_fn}: cannot compare {revision[pred[i]]!r} with {revision[i]!r}: {what} differs "
+                    f"({a!r} vs {b!r}); score both with the same calibration set and taus (re-tau the whole series)"
+                )
+
+    width = int(c["head"].max()) + 1
+    head_keys, head_idx = _dense(c["layer"].astype(np.int64) * width + c["head"])  # head_idx: [row]
+    heads = np.stack([head_keys // width, head_keys % width], axis=1)  # [head, (layer, head)]
+    cell = rank[ckpt] * len(heads) + head_idx  # [row] position in the [checkpoint, head] matrix
+    count = np.bincount(cell, minlength=n * len(heads)).reshape(n, len(heads))
+    if (count != 1).any():
+        i, h = np.argwhere(count != 1)[0]
+        what = "twice" if count[i, h] > 1 else "not at all"
+        raise StoreError(
+            f"{model_id} {score_fn}: head (layer {heads[h, 0]}, head {heads[h, 1]}) appears {what} at {revision[i]!r}; "
+            "read head_scores with dedupe and one calibration_id/taus_id, with the same heads at every checkpoint"
+        )
+    dormant = np.zeros(n * len(heads), dtype=bool)
+    dormant[cell] = c["dormant"].astype(bool)
+    tau = c["tau"][0] if len(c["tau"]) else np.nan
+    return SeriesStates(model_id, score_fn, revision, stage, step, tokens, pred, heads[:, 0], heads[:, 1],
+                        float(tau), dormant.reshape(n, len(heads)))
+
+
+def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> pa.Table:
+    """One row per change of `dormant` state between a checkpoint and its predecessor, per (score_fn, layer, head).
+
+    The common columns (revision, stage, step, tokens) are those of the `to` checkpoint. StoreError when
+    compared checkpoints differ in calibration_id, taus_id or tau, or a head is missing or duplicated.
+    """
+    parts = []
+    for s in series_states(head_scores, checkpoints):
+        to = np.flatnonzero(s.predecessor >= 0)  # [pair] the later checkpoint of each compared pair
+        frm = s.predecessor[to]  # [pair]
+        changed = s.dormant[frm] != s.dormant[to]  # [pair, head]
+        p, h = np.nonzero(changed)  # one entry per transition, ordered by (pair, head)
+        t_i, f_i = to[p], frm[p]
+        parts.append({
+            "model_id": np.full(len(p), s.model_id, dtype=object),
+            "revision": s.revision[t_i], "stage": s.stage[t_i], "step": s.step[t_i], "tokens": s.tokens[t_i],
+            "score_fn": np.full(len(p), s.score_fn, dtype=object), "tau": np.full(len(p), s.tau),
+            "layer": s.layer[h], "head": s.head[h],
+            "from_revision": s.revision[f_i], "to_revision": s.revision[t_i],
+            "from_step": s.step[f_i], "to_step": s.step[t_i],
+            "from_tokens": s.tokens[f_i], "to_tokens": s.tokens[t_i],
+            "from_state": _state(s.dormant[f_i, h]), "to_state": _state(s.dormant[t_i, h]),
+        })
+    return _to_table(parts, "transitions")
+
+
+def head_histories(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> pa.Table:
+    """Per (model_id, score_fn, layer, head): first checkpoint at which it is dormant (null if never),
+    number of state changes (over all branches), and its state at the last checkpoint in series order.
+
+    The common columns are those of that last checkpoint.
+    """
+    parts = []
+    for s in series_states(head_scores, checkpoints):
+        n_heads, last = len(s.layer), len(s.revision) - 1
+        ever = s.dormant.any(axis=0)  # [head]
+        first = np.where(ever, s.dormant.argmax(axis=0), -1)  # [head] first dormant checkpoint, -1 never
+        has_pred = s.predecessor >= 0
+        n_changes = (s.dormant[s.predecessor[has_pred]] != s.dormant[has_pred]).sum(axis=0)  # [head]
+        first_or_0 = np.maximum(first, 0)
+        parts.append({
+            "model_id": np.full(n_heads, s.model_id, dtype=object),
+            "revision": np.full(n_heads, s.revision[last], dtype=object),
+            "stage": np.full(n_heads, s.stage[last]), "step": np.full(n_heads, s.step[last]),
+            "tokens": np.full(n_heads, s.tokens[last]),
+            "score_fn": np.full(n_heads, s.score_fn, dtype=object), "tau": np.full(n_heads, s.tau),
+            "layer": s.layer, "head": s.head,
+            "first_dormant_step": pa.array(s.step[first_or_0], mask=~ever, type=pa.int64()),
+            "first_dormant_tokens": pa.array(s.tokens[first_or_0], mask=~ever, type=pa.int64()),
+            "first_dormant_revision": pa.array(s.revision[first_or_0].astype(object), mask=~ever, type=pa.string()),
+            "n_changes": n_changes, "final_state": _state(s.dormant[last]),
+        })
+    return _to_table(parts, "head_histories")
+
+
+def _to_table(parts: list[dict], table: str) -> pa.Table:
+    schema = SCHEMAS[table]
+    if not parts:
+        return schema.empty_table()
+    pieces = [
+        pa.Table.from_arrays([pa.array(p[f.name], type=f.type) if not isinstance(p[f.name], pa.Array) else p[f.name]
+                              for f in schema], schema=schema)
+        for p in parts
+    ]
+    return pa.concat_tables(pieces)

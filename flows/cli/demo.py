@@ -1,0 +1,34 @@
+"""`dormant demo`: pretrain the tiny OLMo-2 series offline, track it, render its report (`make demo`)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from dormant_tasks.store import DEFAULT_STORE
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("demo", help="the offline demo: pretrain a tiny OLMo-2, track it, report",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("--series", help="folder of the tiny series (default: data/series/tiny-olmo2)")
+    parser.add_argument("--store", default=str(DEFAULT_STORE), help="Parquet store (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=3000, help="pretraining steps (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, default=128, help="calibration sentences (default: %(default)s)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from flows.demo import DEMO_SERIES, demo
+
+    from .track import print_summary
+
+    started = time.perf_counter()
+    summary = demo(series_dir=args.series or str(DEMO_SERIES), store=args.store, steps=args.steps, seed=args.seed,
+                   limit=args.limit)
+    print()
+    print_summary(summary)
+    print(f"demo finished in {time.perf_counter() - started:.0f} s; "
+          f"`dormant status --store {args.store}` summarises the store, `dormant report` re-renders the report")
+    return 0

@@ -1,0 +1,31 @@
+"""`dormant serve`: run `track` on a cron schedule as a Prefect deployment (needs a Prefect server).
+
+Start a server once with `prefect server start` and `export PREFECT_API_URL=http://127.0.0.1:4200/api`;
+then `dormant serve --repo allenai/OLMo-2-0425-1B --max 50 --cron "0 3 * * *"` serves the deployment
+until interrupted. Each scheduled run analyses only checkpoints not yet in the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .track import add_track_arguments, flow_parameters
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("serve", help="serve the track flow on a cron schedule (Prefect deployment)",
+                                   description=__doc__.split("\n\n")[0],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    add_track_arguments(parser)
+    parser.add_argument("--cron", required=True, help='cron schedule, e.g. "0 3 * * *" (03:00 daily)')
+    parser.add_argument("--name", help="deployment name (default: track-<repo>)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from flows.deployments import build_deployment, serve
+
+    params = flow_parameters(args)
+    build_deployment(params, args.cron, args.name)  # validates the schedule before serving
+    serve(params, args.cron, args.name)
+    return 0

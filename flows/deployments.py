@@ -1,0 +1,35 @@
+"""Scheduled tracking: the track flow served as a Prefect deployment with a cron schedule.
+
+`dormant serve --repo allenai/OLMo-2-0425-1B --cron "0 3 * * *"` runs a process that polls the Prefect
+API (start one with `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api`)
+and runs `track` on schedule; each run only analyses the checkpoints that are new since the last one.
+"""
+
+from __future__ import annotations
+
+from dormant_tasks.errors import ConfigError
+
+from .track import track
+
+
+def deployment_name(model_id: str) -> str:
+    return "track-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in model_id)
+
+
+def build_deployment(parameters: dict, cron: str, name: str | None = None):
+    """A `RunnerDeployment` of the track flow with `parameters` on a cron schedule (not yet applied or served)."""
+    from prefect.client.schemas.schedules import construct_schedule
+
+    try:
+        construct_schedule(cron=cron)
+    except Exception as e:
+        raise ConfigError(f"--cron {cron!r} is not a cron expression ({e}); e.g. \"0 3 * * *\" for 03:00 daily") from None
+    return track.to_deployment(name=name or deployment_name(parameters["source"]), cron=cron,
+                               parameters=parameters, description=track.description,
+                               tags=["dormant-heads"])
+
+
+def serve(parameters: dict, cron: str, name: str | None = None) -> None:
+    from prefect import serve as prefect_serve
+
+    prefect_serve(build_deployment(parameters, cron, name))

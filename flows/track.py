@@ -1,0 +1,143 @@
+"""The track flow: checkpoints -> load -> score -> masks -> store -> transitions -> report.
+
+Core functions: `dormant_tasks.tracker.resolve_series_taus`, `analyze_checkpoint`, `derive_series`
+(through the task wrappers of `dormant_tasks.tasks`). The flow resolves config, fans the checkpoints
+out to its task runner, and logs; the science is in the library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+from prefect.futures import as_completed
+
+from dormant_tasks import tasks
+from dormant_tasks.calibration import load_calibration
+from dormant_tasks.checkpoints import Selection
+from dormant_tasks.score_functions import parse_score_functions
+from dormant_tasks.store import DEFAULT_STORE, check_store, stored_checkpoint_keys
+from dormant_tasks.tracker import CheckpointResult, TrackConfig, is_stored, known_commit
+
+
+@flow(name="track", log_prints=True)
+def track(
+    source: str,
+    store: str = str(DEFAULT_STORE),
+    revisions: tuple[str, ...] = (),
+    steps: str | None = None,
+    every: int | None = None,
+    max_n: int | None = None,
+    include_main: bool = False,
+    scores: tuple[str, ...] | None = None,
+    taus: tuple[str, ...] = (),
+    texts: str | None = None,
+    limit: int | None = None,
+    dtype: str = "float32",
+    device: str = "auto",
+    batch_size: int = 8,
+    seed: int = 0,
+    cache_dir: str | None = None,
+    keep_checkpoints: bool = False,
+    input_scores: bool | None = None,
+    retau: bool = False,
+    parallel: bool = False,
+    report: bool = True,
+    progress: bool = False,
+) -> dict:
+    """Track dormant heads through a series of checkpoints; returns a summary dict.
+
+    `parallel=False` scores one checkpoint at a time while the next one downloads (a disk that holds two
+    checkpoints is enough); `parallel=True` submits every checkpoint at once, for a Dask task runner.
+    """
+    log = get_run_logger()
+    check_store(store)
+    cfg = track_config(source, store, scores, taus, texts, limit, dtype, device, batch_size, seed, cache_dir,
+                       keep_checkpoints, input_scores, retau)
+    selection = Selection(tuple(revisions), steps, every, max_n)
+    selected = tasks.list_checkpoints(source, selection, include_main)
+    log.info("%s: %d checkpoints selected (%s), calibration %s", cfg.model_id, len(selected),
+             selection.describe(), cfg.calibration.calibration_id)
+    series = tasks.series_taus(cfg, selected)
+    log.info("taus %s: %s", series.taus_id, ", ".join(f"{t.score_fn} {t.direction} {t.value:.4g}"
+                                                      for t in series.taus.values()))
+    results = _run_checkpoints(cfg, selected, series, parallel, progress)
+    done = [r for r in results if not r.skipped]
+    summary = tasks.derive_transitions(cfg, series.taus_id)
+    log.info("%s: %d checkpoints analysed now, %d already stored; series holds %d checkpoints, %d transitions",
+             cfg.model_id, len(done), len(results) - len(done), summary.n_checkpoints, summary.n_transitions)
+    out = {"model_id": cfg.model_id, "store": str(Path(store).resolve()), "analysed": len(done),
+           "skipped": len(results) - len(done), "n_checkpoints": summary.n_checkpoints,
+           "n_transitions": summary.n_transitions, "taus_id": series.taus_id, "report": None}
+    if report:
+        out["report"] = str(_report(store, cfg.model_id))
+    return out
+
+
+def track_config(source, store, scores=None, taus=(), texts=None, limit=None, dtype="float32", device="auto",
+                 batch_size=8, seed=0, cache_dir=None, keep_checkpoints=False, input_scores=None,
+                 retau=False) -> TrackConfig:
+    """The library's TrackConfig from the flow's parameters (validates scores, calibration and taus)."""
+    return TrackConfig(
+        source=source, store=Path(store), calibration=load_calibration(texts, limit),
+        score_fns=tuple(parse_score_functions(scores)), tau_overrides=tuple(taus), dtype=dtype, device=device,
+        batch_size=batch_size, seed=seed, cache_dir=cache_dir, keep_checkpoints=keep_checkpoints,
+        input_scores=input_scores, retau=retau,
+    )
+
+
+def _run_checkpoints(cfg, selected, series, parallel: bool, progress: bool):
+    """Analyse every selected checkpoint not yet stored; the reference one (if any) is already done."""
+    done = [series.reference] if series.reference is not None else []
+    stored = stored_checkpoint_keys(cfg.store, cfg.model_id)
+    skipped = [CheckpointResult(r, known_commit(r) or "", True, {}, {}) for r in selected
+               if r not in [d.revision for d in done] and is_stored(cfg, r, series.taus_id, stored)]
+    todo = [r for r in selected if r not in [d.revision for d in done + skipped]]
+    results = done + skipped
+    artifact = create_progress_artifact(100.0 * len(results) / len(selected),
+                                        description=f"checkpoints of {cfg.model_id} analysed")
+    bar = _bar(len(selected), progress)
+    bar.update(len(results))
+
+    def advance(result):
+        results.append(result)
+        bar.update(1)
+        update_progress_artifact(artifact, 100.0 * len(results) / len(selected))
+
+    if parallel:
+        for future in as_completed([tasks.analyze_checkpoint.submit(cfg, r, series) for r in todo]):
+            advance(future.result())
+    else:
+        for current, nxt in zip(todo, todo[1:] + [None]):
+            if nxt is not None and nxt.path is None:
+                tasks.prefetch_checkpoint.submit(cfg, nxt)  # the next download overlaps this scoring
+            advance(tasks.analyze_checkpoint(cfg, current, series))
+    bar.close()
+    return results
+
+
+def _bar(total: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="checkpoints", unit="ckpt", disable=not enabled)
+
+
+def _report(store: str, model_id: str) -> Path:
+    """Render the evolution report and publish its summary as Prefect artifacts (markdown, table, link)."""
+    from dormant_tasks.report import render_report
+
+    result = render_report(store, model_id)
+    key = "dormant-" + "".join(c if c.isalnum() else "-" for c in model_id.lower())
+    create_markdown_artifact(result.markdown, key=key, description=f"dormant heads of {model_id}")
+    create_table_artifact(result.summary_rows, key=f"{key}-table",
+                          description="per score function: first dormant checkpoint, final % dormant, transitions")
+    create_link_artifact(result.index_html.resolve().as_uri(), link_text=f"evolution report of {model_id}",
+                         key=f"{key}-report")
+    return result.index_html

@@ -1,0 +1,178 @@
+"""The track flow under a real Prefect test server, on a real local series and a real Parquet store."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from dormant_tasks import tracker
+from dormant_tasks.errors import ConfigError, StoreError
+from dormant_tasks.store import read_table
+from flows.track import track
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _files(store: Path) -> list[Path]:
+    return sorted(p for p in store.rglob("*") if p.is_file())
+
+
+def _dormant_cli(*args, env=None, **kw):
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          env=env, **kw)
+
+
+def _prefect_env():
+    from prefect.settings import PREFECT_API_URL
+
+    return {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+
+
+def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_series, tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    summary = track(source=str(random_series), store=str(store), limit=6, report=False)
+    assert summary["analysed"] == 3 and summary["skipped"] == 0
+    ckpts = read_table(store, "checkpoints")
+    assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
+    heads = read_table(store, "head_scores")
+    assert heads.num_rows == 3 * 16 * 2 * 4  # checkpoints x functions x layers x heads
+    taus = read_table(store, "taus")
+    ahon = [r for r in taus.to_pylist() if r["score_fn"] == "ahon"][0]
+    assert ahon["source"] == "quantile" and ahon["reference_revision"] == "stage1-step25-tokens51K"
+    transitions = read_table(store, "transitions")
+    # every transition is a real change of state between consecutive checkpoints
+    for row in transitions.to_pylist():
+        assert row["from_state"] != row["to_state"]
+
+    def no_loading(*a, **k):  # fault injection: the rerun must not load any model
+        raise AssertionError("a stored checkpoint was loaded again")
+
+    monkeypatch.setattr(tracker, "load_checkpoint", no_loading)
+    before = {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts}
+    again = track(source=str(random_series), store=str(store), limit=6, report=False)
+    assert again["analysed"] == 0 and again["skipped"] == 3
+    assert {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts} == before
+    assert again["n_transitions"] == summary["n_transitions"]
+
+
+def test_taus_that_differ_from_the_stored_series_are_refused(random_series, tmp_path):
+    store = tmp_path / "store"
+    track(source=str(random_series), store=str(store), limit=4, scores=("ahon_ln", "awft"), report=False)
+    before = {p: p.read_bytes() for p in _files(store)}
+    with pytest.raises(StoreError, match="already uses tau"):
+        track(source=str(random_series), store=str(store), limit=4, scores=("ahon_ln", "awft"),
+              taus=("ahon_ln=0.3",), report=False)
+    with pytest.raises(StoreError, match="calibration set"):
+        track(source=str(random_series), store=str(store), limit=5, scores=("ahon_ln", "awft"), report=False)
+    assert {p: p.read_bytes() for p in _files(store)} == before
+
+
+def test_retau_reaggregates_from_kept_input_scores(random_series, tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    track(source=str(random_series), store=str(store), limit=4, scores=("ahon_ln",), report=False)
+    monkeypatch.setattr(tracker, "load_checkpoint", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
+    out = track(source=str(random_series), store=str(store), limit=4, scores=("ahon_ln",), taus=("ahon_ln=0.9",),
+                retau=True, report=False)
+    assert out["analysed"] == 3
+    taus = read_table(store, "taus").to_pylist()
+    assert [t["tau"] for t in taus] == [0.9]
+    heads = read_table(store, "head_scores", filters={"taus_id": out["taus_id"]})
+    assert heads.num_rows == 3 * 2 * 4 and set(heads.column("tau").to_pylist()) == {0.9}
+    old = read_table(store, "head_scores")
+    assert old.num_rows == 2 * heads.num_rows  # the old taus' results stay (append-only), keyed by taus_id
+
+
+def test_cli_bad_inputs_exit_2_and_leave_the_store_untouched(random_series, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "_store.json").write_text(json.dumps({"schema_version": 999}))
+    cases = [
+        (["--tau", "ahon_ln"], "cannot parse --tau"),
+        (["--scores", "ahon_lm"], 'did you mean "ahon_ln"'),
+        (["--steps", "500:900"], "matches none"),
+        ([], "schema"),
+    ]
+    for extra, needle in cases:
+        r = _dormant_cli("track", "--repo", str(random_series), "--store", str(store), "--limit", "2", "--no-report",
+                         *extra, env=_prefect_env())
+        assert r.returncode == 2, (extra, r.stderr[-2000:])
+        last = r.stderr.strip().splitlines()[-1]
+        assert needle in last and last.startswith("dormant track: error:"), last
+    assert [p.name for p in _files(store)] == ["_store.json"]
+
+
+def test_sigkill_mid_checkpoint_then_rerun_completes_with_each_checkpoint_once(random_series, tmp_path):
+    store = tmp_path / "store"
+    args = ["track", "--repo", str(random_series), "--store", str(store), "--limit", "48", "--no-report"]
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=REPO, env=_prefect_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    ckpt_dir = store / "checkpoints"
+    while time.monotonic() < deadline and proc.poll() is None:
+        if ckpt_dir.exists() and len(list(ckpt_dir.rglob("*.parquet"))) >= 1:
+            break  # the reference checkpoint is stored; the next one is being scored
+        time.sleep(0.05)
+    assert proc.poll() is None, "the flow finished before it could be killed: make the checkpoints slower"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_with = len(list(ckpt_dir.rglob("*.parquet")))
+    assert killed_with < 3
+    summary = track(source=str(random_series), store=str(store), limit=48, report=False)
+    assert summary["skipped"] == killed_with and summary["analysed"] == 3 - killed_with
+    ckpts = read_table(store, "checkpoints", dedupe=False)
+    assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
+    heads = read_table(store, "head_scores", dedupe=False)
+    assert heads.num_rows == 3 * 16 * 2 * 4
+    assert not [p for p in _files(store) if p.name.startswith(".")]
+
+
+def test_two_concurrent_runs_leave_no_duplicate(random_series, tmp_path):
+    store = tmp_path / "store"
+    args = ["track", "--repo", str(random_series), "--store", str(store), "--limit", "8", "--no-report",
+            "--scores", "ahon_ln", "lthon_ln", "awft"]
+    env = _prefect_env()
+    procs = [subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    ckpts = read_table(store, "checkpoints", dedupe=False)
+    assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
+    heads = read_table(store, "head_scores", dedupe=False)
+    assert heads.num_rows == 3 * 3 * 2 * 4
+    trans = read_table(store, "transitions", dedupe=False)
+    keys = list(zip(*(trans.column(c).to_pylist() for c in ("score_fn", "layer", "head", "to_revision"))))
+    assert len(keys) == len(set(keys))
+    for f in store.rglob("*.parquet"):
+        import pyarrow.parquet as pq
+
+        pq.read_table(f)  # every file is whole
+
+
+def test_deployment_reads_back_with_its_schedule_and_parameters(random_series, tmp_path):
+    from prefect.client.orchestration import get_client
+
+    from flows.cli import build_parser
+    from flows.cli.track import flow_parameters
+    from flows.deployments import build_deployment
+
+    args = build_parser().parse_args(["serve", "--repo", str(random_series), "--store", str(tmp_path / "s"),
+                                      "--max", "2", "--cron", "0 3 * * *", "--scores", "ahon_ln"])
+    params = flow_parameters(args)
+    deployment_id = build_deployment(params, args.cron).apply()
+    with get_client(sync_client=True) as client:
+        d = client.read_deployment(deployment_id)
+    assert d.name == "track-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in str(random_series))
+    assert [s.schedule.cron for s in d.schedules] == ["0 3 * * *"]
+    assert d.parameters["source"] == str(random_series) and d.parameters["max_n"] == 2
+    assert d.parameters["scores"] == ["ahon_ln"]
+    with pytest.raises(ConfigError, match="not a cron expression"):
+        build_deployment(params, "every day")
