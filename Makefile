@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: setup demo test clean-demo
+.PHONY: setup demo test clean-demo olah
 
 # torch first, pinned: this machine's CPU build lies on disk; an open range would pull a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
@@ -17,10 +17,17 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# The loopback Hub mirror of the integration tests lives in a venv of its own (its pins clash with ours).
+.venv-olah/bin/olah-cli:
+	$(PYTHON) -m venv .venv-olah
+	.venv-olah/bin/pip install -q olah==0.5.4
+
+olah: .venv-olah/bin/olah-cli
+
 demo: setup
 	$(VENV)/bin/dormant demo
 
-test: setup
+test: setup olah
 	$(PY) -m pytest -q -rs
 
 clean-demo:

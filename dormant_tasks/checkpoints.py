@@ -1,0 +1,260 @@
+"""Discover, parse, order and select the checkpoints (revisions) of a series: a Hub repo or a local folder.
+
+Names (SPEC §7): `stage1-step{S}-tokens{T}B`, early 7B branches without the prefix (`step150-tokens1B`,
+stage 1), `stage2-ingredient{N}-step{S}-tokens{T}B`, and `main` (the final model). The token count is
+parsed from the name (the Hub rounds it inconsistently, so names are never built from a step number);
+its unit suffix is K = 1e3, M = 1e6, B = 1e9, T = 1e12, or none for an exact count (the local tiny
+series uses `tokens256K`). `main` has no step or token count in its name: its `stage`, `step` and
+`tokens` are `UNKNOWN` (-1), and it sorts after every other revision.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import math
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from .errors import CheckpointError, ConfigError, did_you_mean
+
+log = logging.getLogger(__name__)
+
+UNKNOWN = -1  # stage/step/tokens of `main`, whose name carries none of them
+MAIN = "main"
+TOKEN_UNITS = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+_NAME = re.compile(
+    r"(?:stage(?P<stage>\d+)-(?:ingredient(?P<ingredient>\d+)-)?)?"
+    r"step(?P<step>\d+)-tokens(?P<tokens>\d+(?:\.\d+)?)(?P<unit>[KMBT]?)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One checkpoint of a series. `commit` is the Hub commit sha (None for local folders, whose
+    content hash is computed when loaded); `path` is set for local checkpoint folders."""
+
+    name: str
+    stage: int
+    step: int
+    tokens: int
+    ingredient: int | None = None
+    commit: str | None = None
+    path: Path | None = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.name == MAIN
+
+    @property
+    def sort_key(self) -> tuple:
+        """Training order: stage 1 by step, then each later stage's ingredients by (ingredient, step); main last."""
+        return (self.is_main, self.stage, self.ingredient or 0, self.step, self.tokens, self.name)
+
+
+def parse_revision_name(name: str) -> Revision | None:
+    """The Revision a branch/folder name stands for, or None when it follows none of the known forms."""
+    if name == MAIN:
+        return Revision(MAIN, stage=UNKNOWN, step=UNKNOWN, tokens=UNKNOWN)
+    m = _NAME.fullmatch(name)
+    if m is None:
+        return None
+    tokens = int(Decimal(m["tokens"]) * TOKEN_UNITS[m["unit"].upper()])
+    ingredient = int(m["ingredient"]) if m["ingredient"] is not None else None
+    return Revision(name, stage=int(m["stage"] or 1), step=int(m["step"]), tokens=tokens, ingredient=ingredient)
+
+
+def format_tokens(tokens: int) -> str:
+    """A token count with a unit suffix: 256000 -> '256K', 4001e9 -> '4.001T'; UNKNOWN -> '?'."""
+    if tokens < 0:
+        return "?"
+    for unit in ("T", "B", "M", "K"):
+        if tokens >= TOKEN_UNITS[unit]:
+            return f"{tokens / TOKEN_UNITS[unit]:.4g}{unit}"
+    return str(tokens)
+
+
+@dataclass
+class Listing:
+    """The revisions of one source in training order, and the names that were not checkpoints."""
+
+    source: str
+    is_local: bool
+    revisions: list[Revision]
+    skipped: list[str]
+
+
+def is_local_source(source: str | Path) -> bool:
+    """A source is a local folder when it exists on disk or is spelled like a path (./x, /x, ~/x)."""
+    s = str(source)
+    return Path(s).expanduser().exists() or s.startswith((".", "/", "~")) or s.endswith("/")
+
+
+def list_revisions(source: str | Path, include_main: bool = False) -> Listing:
+    """All checkpoints of `source` (a local folder of checkpoint folders, or a Hub repo id), in training order."""
+    if is_local_source(source):
+        names, paths, commits = _local_names(Path(source).expanduser())
+    else:
+        names, commits = _hub_branches(str(source))
+        paths = {}
+    revisions, skipped = [], []
+    for name in names:
+        rev = parse_revision_name(name)
+        if rev is None:
+            skipped.append(name)
+        elif not rev.is_main or include_main:
+            revisions.append(Revision(rev.name, rev.stage, rev.step, rev.tokens, rev.ingredient,
+                                      commit=commits.get(name), path=paths.get(name)))
+    revisions.sort(key=lambda r: r.sort_key)
+    if not revisions:
+        hint = (" (it has a `main` revision: pass --include-main to analyse the final model)"
+                if MAIN in names and not include_main else "")
+        raise CheckpointError(
+            f"{source}: no checkpoints found{hint}; checkpoints are "
+            f"{'subfolders with a config.json' if is_local_source(source) else 'branches'} named like "
+            f"stage1-step1000-tokens4B or stage2-ingredient1-step100-tokens1B"
+            + (f"; skipped names: {', '.join(sorted(skipped)[:5])}" if skipped else "")
+        )
+    if skipped:
+        log.info("%s: skipped %d names that are not checkpoints: %s", source, len(skipped), ", ".join(skipped))
+    return Listing(str(source), is_local_source(source), revisions, sorted(skipped))
+
+
+def _local_names(folder: Path) -> tuple[list[str], dict[str, Path], dict[str, str]]:
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: no such folder; point --repo at a folder of checkpoint folders "
+                              "or at a Hub repo id like allenai/OLMo-2-0425-1B")
+    if (folder / "config.json").exists():
+        raise CheckpointError(f"{folder} is itself a checkpoint, not a series; point --repo at its parent folder "
+                              f"{folder.parent}, whose subfolders are the checkpoints")
+    subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    names = [p.name for p in subfolders]
+    paths = {p.name: p for p in subfolders if (p / "config.json").exists()}
+    # A subfolder without config.json is listed as skipped through a name no checkpoint can have.
+    return [n if n in paths else f"{n}/ (no config.json)" for n in names], paths, {}
+
+
+def _hub_branches(repo: str) -> tuple[list[str], dict[str, str]]:
+    from huggingface_hub import list_repo_refs
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    from .loading import with_hub_retries  # loading owns the network error handling
+
+    try:
+        validate_repo_id(repo)
+    except HFValidationError:
+        raise CheckpointError(f"{repo!r} is neither an existing folder nor a Hub repo id (org/name); "
+                              "check the spelling or the path") from None
+    refs = with_hub_retries(lambda: list_repo_refs(repo), what=f"listing the branches of {repo}")
+    commits = {b.name: b.target_commit for b in refs.branches}
+    return list(commits), commits
+
+
+def parse_steps(steps: str | tuple[int | None, int | None] | None) -> tuple[int | None, int | None] | None:
+    """'A:B' (inclusive, either side optional) or 'A' (exactly A) -> (A, B)."""
+    if steps is None or isinstance(steps, tuple):
+        return steps
+    text = steps.strip()
+    lo, sep, hi = text.partition(":")
+    try:
+        bounds = (int(lo) if lo.strip() else None, int(hi) if hi.strip() else None) if sep else (int(text), int(text))
+    except ValueError:
+        raise ConfigError(f"--steps {steps!r}: expected A:B with integer steps (either side optional), "
+                          "e.g. 1000:50000, :20000 or 5000:") from None
+    return bounds
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which checkpoints of a listing to analyse. Filters apply in this order: `revisions_glob` (fnmatch on
+    the name, any of several), `steps` (inclusive range), `every` (every K-th of what is left, in training
+    order, starting with the first), `max_n` (that many, spread evenly in log(1 + tokens), first and last
+    always included). `main`, when listed, is kept by every filter but the glob and stays last."""
+
+    revisions_glob: tuple[str, ...] = ()
+    steps: tuple[int | None, int | None] | None = None
+    every: int | None = None
+    max_n: int | None = None
+
+    def __post_init__(self):
+        if isinstance(self.revisions_glob, str):
+            object.__setattr__(self, "revisions_glob", (self.revisions_glob,))
+        object.__setattr__(self, "revisions_glob", tuple(self.revisions_glob or ()))
+        object.__setattr__(self, "steps", parse_steps(self.steps))
+        if self.steps is not None and None not in self.steps and self.steps[0] > self.steps[1]:
+            raise ConfigError(f"--steps {self.steps[0]}:{self.steps[1]}: the first step is after the last; swap them")
+        if self.every is not None and self.every < 1:
+            raise ConfigError(f"--every {self.every}: must be a positive integer (1 keeps every checkpoint)")
+        if self.max_n is not None and self.max_n < 1:
+            raise ConfigError(f"--max {self.max_n}: must be a positive integer")
+
+    def describe(self) -> str:
+        parts = [f"--revisions {g}" for g in self.revisions_glob]
+        if self.steps is not None:
+            parts.append(f"--steps {'' if self.steps[0] is None else self.steps[0]}:"
+                         f"{'' if self.steps[1] is None else self.steps[1]}")
+        parts += [f"--every {self.every}"] if self.every else []
+        parts += [f"--max {self.max_n}"] if self.max_n else []
+        return " ".join(parts) or "(everything)"
+
+    def apply(self, revisions: list[Revision]) -> list[Revision]:
+        """The selected revisions, in training order; ConfigError when nothing is left."""
+        ordered = ordered_all = sorted(revisions, key=lambda r: r.sort_key)
+        if self.revisions_glob:
+            ordered = [r for r in ordered if any(fnmatch.fnmatchcase(r.name, g) for g in self.revisions_glob)]
+        main = [r for r in ordered if r.is_main]
+        kept = [r for r in ordered if not r.is_main]
+        if self.steps is not None:
+            lo, hi = self.steps
+            kept = [r for r in kept if (lo is None or r.step >= lo) and (hi is None or r.step <= hi)]
+        if self.every:
+            kept = kept[:: self.every]
+        if self.max_n and len(kept) > self.max_n:
+            kept = _spread_in_log_tokens(kept, self.max_n)
+        selected = kept + main
+        if not selected:
+            names = [r.name for r in revisions]
+            hint = did_you_mean(self.revisions_glob[0], names) if len(self.revisions_glob) == 1 else ""
+            span = f" ({ordered_all[0].name} ... {ordered_all[-1].name})" if revisions else ""
+            raise ConfigError(f"the selection {self.describe()} matches none of the {len(revisions)} revisions"
+                              f"{span}{hint}; widen it or run `dormant checkpoints` to see the names")
+        return selected
+
+
+def select_revisions(revisions: list[Revision], revisions_glob: str | tuple[str, ...] | list[str] | None = None,
+                     steps: str | tuple[int | None, int | None] | None = None, every: int | None = None,
+                     max_n: int | None = None) -> list[Revision]:
+    """`Selection(...).apply(revisions)`: see `Selection` for the meaning and order of the filters."""
+    return Selection(tuple([revisions_glob] if isinstance(revisions_glob, str) else revisions_glob or ()),
+                     steps, every, max_n).apply(revisions)
+
+
+def training_positions(revisions: list[Revision]) -> list[int]:
+    """Cumulative tokens seen at each revision of an ordered list. A stage or ingredient whose token count
+    restarts (counts tokens since its own start) is placed after the end of the group before it."""
+    positions, offset, prev_group, prev_pos, prev_tokens = [], 0, None, 0, 0
+    for r in revisions:
+        group = (r.stage, r.ingredient)
+        if prev_group is not None and group != prev_group and r.tokens < prev_tokens:
+            offset = prev_pos
+        positions.append(offset + max(r.tokens, 0))
+        prev_group, prev_pos, prev_tokens = group, positions[-1], r.tokens
+    return positions
+
+
+def _spread_in_log_tokens(revisions: list[Revision], n: int) -> list[Revision]:
+    """`n` revisions whose log(1 + tokens) are closest to n evenly spaced targets; first and last included.
+    log1p keeps a step-0 checkpoint (0 tokens) finite."""
+    if n == 1:
+        return [revisions[-1]]
+    x = [math.log1p(p) for p in training_positions(revisions)]
+    targets = [x[0] + (x[-1] - x[0]) * i / (n - 1) for i in range(n)]
+    chosen = {0, len(revisions) - 1}
+    for t in targets[1:-1]:
+        free = [i for i in range(len(revisions)) if i not in chosen]
+        chosen.add(min(free, key=lambda i: (abs(x[i] - t), i)))
+    return [revisions[i] for i in sorted(chosen)]

@@ -1,0 +1,237 @@
+"""Listing, downloading and loading checkpoints through the real, unmocked huggingface_hub client talking
+HTTP to a real Hub server (olah) on loopback.
+
+The client side runs in subprocesses: huggingface_hub reads HF_ENDPOINT when it is imported, so a fresh
+interpreter with the environment set is the only faithful way to point it at the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hub_server import REPO_ROOT, OlahServer, client_env
+
+pytestmark = pytest.mark.slow
+REPO = "test-org/tiny-olmo2"  # hub_series.repo, spelled out for readability
+DORMANT = REPO_ROOT / ".venv" / "bin" / "dormant"
+TEXT = "The trophy does not fit into the suitcase because it is too large."
+
+
+def run_client(code: str, endpoint: str, hf_home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], env=client_env(endpoint, hf_home),
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def local_logits(folder: Path) -> list[float]:
+    from dormant_tasks.loading import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer(folder, None, "float32", "cpu")
+    with torch.no_grad():
+        return model(**tokenizer(TEXT, return_tensors="pt")).logits[0, -1, :16].tolist()  # [16] of the last position
+
+
+def test_cli_lists_branches_in_training_order(hub_server, hub_series, tmp_path):
+    out = subprocess.run([str(DORMANT), "checkpoints", "--repo", REPO, "--include-main"], capture_output=True,
+                         text=True, env=client_env(hub_server.endpoint, tmp_path), timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    names = [line.split()[0] for line in lines[1:5]]
+    assert names == ["step50-tokens102K", "stage1-step100-tokens205K", "stage2-ingredient1-step20-tokens41K", "main"]
+    for line in lines[1:5]:  # the short commit shown is the server's commit of that branch
+        assert hub_series.commits[line.split()[0]][:10] in line
+    assert "skipped 1 names that are not checkpoints: experiment-notes" in out.stdout
+
+
+def test_download_at_each_branch_matches_its_checkpoint(hub_server, hub_series, tmp_path):
+    """Every branch is fetched pinned to its commit with only the needed files, loads, and has its own weights."""
+    code = """
+        import json, sys, torch
+        from dormant_tasks.checkpoints import list_revisions
+        from dormant_tasks.loading import load_checkpoint
+        listing = list_revisions(sys.argv[1], include_main=True)
+        out = {}
+        for rev in listing.revisions:
+            loaded = load_checkpoint(sys.argv[1], rev, device="cpu", cache_dir=sys.argv[2], keep=True)
+            with torch.no_grad():
+                logits = loaded.model(**loaded.tokenizer(sys.argv[3], return_tensors="pt")).logits[0, -1, :16]
+            out[rev.name] = {"commit": loaded.commit, "path": str(loaded.local_path),
+                             "files": sorted(p.name for p in loaded.local_path.iterdir()), "logits": logits.tolist()}
+        print(json.dumps(out))
+    """
+    cache = tmp_path / "cache"
+    result = run_client(code, hub_server.endpoint, tmp_path / "hf", REPO, str(cache), TEXT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    fetched = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(fetched) == set(hub_series.folders) - {"experiment-notes"}
+    for branch, got in fetched.items():
+        folder = hub_series.folders[branch]
+        assert got["commit"] == hub_series.commits[branch]
+        assert got["files"] == sorted(p.name for p in folder.iterdir())
+        assert sha256(Path(got["path"]) / "model.safetensors") == sha256(folder / "model.safetensors")
+        assert torch.allclose(torch.tensor(got["logits"]), torch.tensor(local_logits(folder)), atol=1e-5)
+    logits = [tuple(got["logits"]) for got in fetched.values()]
+    assert len(set(logits)) == len(logits), "branches must carry different weights"
+
+
+def test_evict_removes_one_revision_only(hub_server, hub_series, tmp_path):
+    code = """
+        import sys
+        from dormant_tasks.checkpoints import list_revisions
+        from dormant_tasks.loading import evict_revision, fetch_revision
+        revs = list_revisions(sys.argv[1]).revisions
+        paths = [fetch_revision(sys.argv[1], r, cache_dir=sys.argv[2]) for r in revs[:2]]
+        freed = evict_revision(sys.argv[1], revs[0].commit, cache_dir=sys.argv[2])
+        print(freed, paths[0].exists(), paths[1].exists(), (paths[1] / "model.safetensors").exists())
+    """
+    result = run_client(code, hub_server.endpoint, tmp_path / "hf", REPO, str(tmp_path / "cache"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    freed, first_exists, second_exists, second_weights = result.stdout.split()
+    assert int(freed) >= (hub_series.folders["step50-tokens102K"] / "model.safetensors").stat().st_size
+    assert (first_exists, second_exists, second_weights) == ("False", "True", "True")
+
+
+def test_unknown_repo_and_revision_give_one_line_errors(hub_server, tmp_path):
+    code = """
+        import sys
+        from dormant_tasks.checkpoints import Revision, list_revisions
+        from dormant_tasks.errors import CheckpointError
+        from dormant_tasks.loading import fetch_revision
+        for call in (lambda: list_revisions("test-org/no-such-repo"),
+                     lambda: fetch_revision(sys.argv[1], Revision("stage1-step999-tokens9K", 1, 999, 9000), retries=0)):
+            try:
+                call()
+                print("no error")
+            except CheckpointError as e:
+                print(e)
+    """
+    result = run_client(code, hub_server.endpoint, tmp_path / "hf", REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    repo_msg, rev_msg = result.stdout.strip().splitlines()[-2:]
+    assert "test-org/no-such-repo" in repo_msg and "not found" in repo_msg
+    assert "stage1-step999-tokens9K" in rev_msg and "dormant checkpoints" in rev_msg
+
+
+def test_corrupt_cached_file_is_detected_evicted_and_refetched(hub_server, hub_series, tmp_path):
+    """A cached weight file whose bytes no longer match the Hub's sha256 (bit rot, a truncated copy) is
+    refused with a clear error and removed; the next fetch downloads it again intact."""
+    code = """
+        import sys
+        from dormant_tasks.checkpoints import list_revisions
+        from dormant_tasks.errors import CheckpointError
+        from dormant_tasks.loading import fetch_revision
+        rev = list_revisions(sys.argv[1]).revisions[0]
+        path = fetch_revision(sys.argv[1], rev, cache_dir=sys.argv[2])
+        blob = (path / "model.safetensors").resolve()
+        data = bytearray(blob.read_bytes()); data[-1] ^= 0xFF; blob.write_bytes(bytes(data))
+        try:
+            fetch_revision(sys.argv[1], rev, cache_dir=sys.argv[2])
+            print("not detected")
+        except CheckpointError as e:
+            print(e)
+        print(path.exists())
+        print(fetch_revision(sys.argv[1], rev, cache_dir=sys.argv[2]))
+    """
+    result = run_client(code, hub_server.endpoint, tmp_path / "hf", REPO, str(tmp_path / "cache"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    message, existed_after_error, path = result.stdout.strip().splitlines()[-3:]
+    assert "model.safetensors is corrupt" in message and "step50-tokens102K" in message
+    assert existed_after_error == "False"
+    assert sha256(Path(path) / "model.safetensors") == sha256(hub_series.folders["step50-tokens102K"] / "model.safetensors")
+
+
+def test_interrupted_download_leaves_nothing_and_the_retry_succeeds(hub_series, tmp_path):
+    """The server is killed while the ~130 MB weight file is streaming; the client fails with one clear line
+    and leaves no partial file or half revision in the cache; with the server back, the fetch succeeds."""
+    fetch = """
+        import sys
+        from dormant_tasks.checkpoints import list_revisions
+        from dormant_tasks.errors import CheckpointError
+        from dormant_tasks.loading import fetch_revision
+        rev = list_revisions(sys.argv[1]).revisions[0]
+        try:
+            print(fetch_revision(sys.argv[1], rev, cache_dir=sys.argv[2], retries=0))
+        except CheckpointError as e:
+            print(e)
+            sys.exit(2)
+    """
+    BIG_REPO, BIG_BRANCH = hub_series.big_repo, hub_series.big_branch
+    cache = tmp_path / "cache"
+    blobs = cache / f"models--{BIG_REPO.replace('/', '--')}" / "blobs"
+    weights_sha = sha256(hub_series.big_folder / "model.safetensors")  # the LFS etag names the blob being written
+    server = OlahServer(hub_series.mirrors, tmp_path / "olah").start()
+    try:
+        client = subprocess.Popen([sys.executable, "-c", textwrap.dedent(fetch), BIG_REPO, str(cache)],
+                                  env=client_env(server.endpoint, tmp_path / "hf"), cwd=REPO_ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        killed = False
+        while client.poll() is None and not killed:
+            partial = list(blobs.glob(f"{weights_sha}.*.incomplete")) if blobs.exists() else []
+            if any(p.stat().st_size > 0 for p in partial if p.exists()):
+                server.stop()
+                killed = True
+            time.sleep(0.002)
+        stdout, stderr = client.communicate(timeout=300)
+        assert killed, f"the download ended before the server could be stopped: {stdout} {stderr[-2000:]}"
+        assert client.returncode == 2, stderr[-3000:]
+        assert BIG_REPO in stdout and BIG_BRANCH in stdout and len(stdout.strip().splitlines()) == 1
+        assert not list(cache.rglob("*.incomplete"))
+        assert not (blobs.parent / "snapshots" / hub_series.big_commit).exists()
+        assert not (blobs.exists() and any(blobs.iterdir())), "no half revision stays in the cache"
+
+        server.start()
+        client = subprocess.run([sys.executable, "-c", textwrap.dedent(fetch), BIG_REPO, str(cache)],
+                                env=client_env(server.endpoint, tmp_path / "hf"), cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=300)
+    finally:
+        server.stop()
+    assert client.returncode == 0, client.stderr[-3000:]
+    path = Path(client.stdout.strip().splitlines()[-1])
+    assert path.name == hub_series.big_commit
+    for f in hub_series.big_folder.iterdir():
+        assert sha256(path / f.name) == sha256(f), f.name
+    from dormant_tasks.loading import load_model_and_tokenizer
+
+    model, _ = load_model_and_tokenizer(path, None, "float32", "cpu")
+    assert model.config.num_hidden_layers == 8
+
+
+def test_dormant_score_on_a_hub_revision(hub_server, hub_series, tmp_path):
+    """`dormant score --model REPO --revision BRANCH` loads through the Hub client and writes per-input scores."""
+    import pyarrow.parquet as pq
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text(f"{TEXT}\nA second, shorter sentence.\n")
+    out = tmp_path / "scores.parquet"
+    branch = "stage1-step100-tokens205K"
+    result = subprocess.run([str(DORMANT), "score", "--model", REPO, "--revision", branch, "--texts", str(texts),
+                             "--scores", "ahon_ln", "awft", "--device", "cpu", "--out", str(out)],
+                            env=client_env(hub_server.endpoint, tmp_path / "hf"), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = pq.read_table(out).to_pandas()
+    assert set(table["revision"]) == {branch} and set(table["model_id"]) == {REPO}
+    assert len(table) == 2 * 2 * 2 * 4  # inputs x functions x layers x heads
+
+    from flows.cli import main
+
+    local_out = tmp_path / "local.parquet"  # the same checkpoint scored from the folder the branch was built from
+    assert main(["score", "--model", str(hub_series.folders[branch]), "--texts", str(texts), "--scores", "ahon_ln",
+                 "awft", "--device", "cpu", "--out", str(local_out)]) == 0
+    local = pq.read_table(local_out).to_pandas()
+    key = ["input_index", "score_fn", "layer", "head"]
+    merged = table.merge(local, on=key, suffixes=("_hub", "_local"))
+    assert len(merged) == len(table)
+    assert np.allclose(merged["value_hub"], merged["value_local"], rtol=1e-6, equal_nan=True)

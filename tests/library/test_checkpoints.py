@@ -1,0 +1,271 @@
+"""Revision names, training order, selection, local series folders, and the download safety checks."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import shutil
+import subprocess
+
+import pytest
+from huggingface_hub.hf_api import RepoFile
+
+from dormant_tasks.checkpoints import (UNKNOWN, Revision, Selection, format_tokens, list_revisions,
+                                       parse_revision_name, select_revisions, training_positions)
+from dormant_tasks.errors import CheckpointError, ConfigError
+from dormant_tasks.loading import check_free_disk, load_checkpoint, local_content_hash, verify_files
+from flows.cli import main
+
+
+@pytest.mark.parametrize("name, stage, ingredient, step, tokens", [
+    ("stage1-step140000-tokens294B", 1, None, 140000, 294 * 10**9),
+    ("stage1-step1907359-tokens4001B", 1, None, 1907359, 4001 * 10**9),
+    ("step150-tokens1B", 1, None, 150, 10**9),  # early 7B branches: no stage prefix
+    ("stage2-ingredient3-step11931-tokens50B", 2, 3, 11931, 50 * 10**9),
+    ("stage1-step250-tokens256K", 1, None, 250, 256_000),  # the local tiny series
+    ("stage1-step3-tokens1536", 1, None, 3, 1536),  # no unit: an exact count
+    ("stage1-step10-tokens2.5M", 1, None, 10, 2_500_000),
+    ("stage1-step10-tokens1T", 1, None, 10, 10**12),
+])
+def test_parse_every_name_form(name, stage, ingredient, step, tokens):
+    rev = parse_revision_name(name)
+    assert (rev.name, rev.stage, rev.ingredient, rev.step, rev.tokens) == (name, stage, ingredient, step, tokens)
+
+
+def test_token_suffix_is_parsed_not_derived_from_the_step():
+    """The Hub rounds the token suffix inconsistently: two neighbouring 7B steps can carry the same count,
+    and tokens per step vary; the name's own number is what counts."""
+    a, b = parse_revision_name("stage1-step1000-tokens5B"), parse_revision_name("stage1-step2000-tokens9B")
+    c = parse_revision_name("stage1-step2000-tokens8B")
+    assert (a.tokens, b.tokens, c.tokens) == (5 * 10**9, 9 * 10**9, 8 * 10**9)
+    assert b.tokens / b.step != a.tokens / a.step
+
+
+@pytest.mark.parametrize("name", ["", "v1.0", "experiment-notes", "stage1-step", "step100", "stage1-tokens4B",
+                                  "stage1-step100-tokens4X", "ingredient1-step100-tokens4B", "stage1-step100-tokens4B-old",
+                                  "pr/1", "stage-1-step100-tokens4B"])
+def test_junk_names_do_not_parse(name):
+    assert parse_revision_name(name) is None
+
+
+def test_main_is_unknown_and_sorts_last():
+    main_rev = parse_revision_name("main")
+    assert (main_rev.stage, main_rev.step, main_rev.tokens) == (UNKNOWN, UNKNOWN, UNKNOWN)
+    later = parse_revision_name("stage2-ingredient9-step99999-tokens999T")
+    assert sorted([main_rev, later], key=lambda r: r.sort_key)[-1] is main_rev
+
+
+def test_training_order_stage1_by_step_then_ingredients():
+    names = ["stage2-ingredient2-step10-tokens1B", "stage1-step2000-tokens9B", "stage2-ingredient1-step20-tokens2B",
+             "step150-tokens1B", "main", "stage2-ingredient1-step10-tokens1B", "stage1-step1000-tokens5B"]
+    ordered = sorted((parse_revision_name(n) for n in names), key=lambda r: r.sort_key)
+    assert [r.name for r in ordered] == [
+        "step150-tokens1B", "stage1-step1000-tokens5B", "stage1-step2000-tokens9B",
+        "stage2-ingredient1-step10-tokens1B", "stage2-ingredient1-step20-tokens2B",
+        "stage2-ingredient2-step10-tokens1B", "main"]
+
+
+def test_training_positions_continue_after_a_restarting_group():
+    revs = [parse_revision_name(n) for n in ("stage1-step0-tokens0", "stage1-step10-tokens100",
+                                              "stage2-ingredient1-step1-tokens5", "stage2-ingredient1-step2-tokens9",
+                                              "stage2-ingredient2-step1-tokens4")]
+    assert training_positions(revs) == [0, 100, 105, 109, 113]
+
+
+def test_format_tokens():
+    assert [format_tokens(t) for t in (256_000, 4001 * 10**9, 294 * 10**9, 1536, 0, UNKNOWN)] == \
+        ["256K", "4.001T", "294B", "1.536K", "0", "?"]
+
+
+def series(steps, tokens_per_step=1000):
+    return [Revision(f"stage1-step{s}-tokens{s * tokens_per_step}", 1, s, s * tokens_per_step) for s in steps]
+
+
+def test_select_steps_inclusive_and_open_ended():
+    revs = series([0, 100, 200, 300, 400])
+    assert [r.step for r in select_revisions(revs, steps="100:300")] == [100, 200, 300]
+    assert [r.step for r in select_revisions(revs, steps=":100")] == [0, 100]
+    assert [r.step for r in select_revisions(revs, steps="300:")] == [300, 400]
+    assert [r.step for r in select_revisions(revs, steps="200")] == [200]
+    assert [r.step for r in select_revisions(revs, steps=(None, 0))] == [0]
+
+
+def test_select_every_kth_in_training_order():
+    revs = series([0, 7, 100, 150, 900, 1000, 5000])[::-1]  # irregular spacing, given in reverse
+    assert [r.step for r in select_revisions(revs, every=3)] == [0, 150, 5000]
+    assert [r.step for r in select_revisions(revs, every=1)] == sorted(r.step for r in revs)
+
+
+def test_select_globs_any_of_several():
+    revs = series([100, 200]) + [parse_revision_name("stage2-ingredient1-step5-tokens1B"),
+                                 parse_revision_name("stage2-ingredient2-step5-tokens1B")]
+    assert [r.name for r in select_revisions(revs, revisions_glob="stage2-*")] == [
+        "stage2-ingredient1-step5-tokens1B", "stage2-ingredient2-step5-tokens1B"]
+    got = select_revisions(revs, revisions_glob=["*ingredient2*", "stage1-step100-*"])
+    assert [r.name for r in got] == ["stage1-step100-tokens100000", "stage2-ingredient2-step5-tokens1B"]
+
+
+def test_max_spreads_evenly_in_log_tokens_with_first_and_last():
+    """Against a brute-force oracle: of all subsets of size n holding first and last, the chosen one has
+    the smallest total distance of its sorted log1p(tokens) to the evenly spaced targets."""
+    import itertools
+
+    steps = [0, 1, 2, 3, 5, 8, 10, 20, 40, 80, 100, 200, 400, 800, 1000, 2000, 5000, 10000]
+    revs = series(steps)
+    for n in (2, 3, 4, 5):
+        got = select_revisions(revs, max_n=n)
+        assert got[0] is revs[0] and got[-1] is revs[-1] and len(got) == n
+        x = [math.log1p(r.tokens) for r in revs]
+        targets = [x[0] + (x[-1] - x[0]) * i / (n - 1) for i in range(n)]
+
+        def cost(idx):
+            return sum(abs(x[i] - t) for i, t in zip(idx, targets))
+
+        best = min(cost((0, *mid, len(revs) - 1)) for mid in itertools.combinations(range(1, len(revs) - 1), n - 2))
+        assert cost([revs.index(r) for r in got]) == pytest.approx(best)
+    assert [r.step for r in select_revisions(revs, max_n=1)] == [10000]
+    assert len(select_revisions(revs, max_n=100)) == len(revs)
+
+
+def test_filters_compose_in_order_and_main_stays_last():
+    revs = series([0, 100, 200, 300, 400, 500, 600]) + [parse_revision_name("main")]
+    got = select_revisions(revs, steps="100:", every=2, max_n=2)
+    assert [r.name for r in got] == ["stage1-step100-tokens100000", "stage1-step500-tokens500000", "main"]
+    assert [r.name for r in select_revisions(revs, revisions_glob="stage1-*")][-1] == "stage1-step600-tokens600000"
+
+
+def test_empty_selection_names_itself_and_the_count():
+    revs = series([100, 200, 300])
+    with pytest.raises(ConfigError, match=r"--steps 5000:6000 matches none of the 3 revisions"):
+        select_revisions(revs, steps="5000:6000")
+    with pytest.raises(ConfigError, match=r"--revisions stage1-step100-tokens100001.*did you mean "
+                                          r"\"stage1-step100-tokens100000\""):
+        select_revisions(revs, revisions_glob="stage1-step100-tokens100001")
+
+
+@pytest.mark.parametrize("kwargs, match", [({"steps": "a:b"}, "--steps"), ({"steps": "300:100"}, "swap"),
+                                           ({"every": 0}, "--every"), ({"max_n": 0}, "--max")])
+def test_bad_selection_options(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        Selection(**kwargs)
+
+
+@pytest.fixture
+def local_series(tmp_path, tiny_model_dir):
+    """A folder of checkpoint folders (copies of the tiny random model) plus things that are not checkpoints."""
+    for name in ("stage1-step250-tokens256K", "stage1-step1000-tokens1024K", "stage2-ingredient1-step10-tokens10K",
+                 "main", "scratch-run"):
+        shutil.copytree(tiny_model_dir, tmp_path / name)
+    (tmp_path / "notes").mkdir()  # no config.json: not a checkpoint
+    (tmp_path / "README.txt").write_text("not a folder")
+    return tmp_path
+
+
+def test_local_folder_listing(local_series):
+    listing = list_revisions(local_series)
+    assert listing.is_local
+    assert [r.name for r in listing.revisions] == ["stage1-step250-tokens256K", "stage1-step1000-tokens1024K",
+                                                    "stage2-ingredient1-step10-tokens10K"]
+    assert all(r.path == local_series / r.name and r.commit is None for r in listing.revisions)
+    assert listing.skipped == ["notes/ (no config.json)", "scratch-run"]
+    assert list_revisions(local_series, include_main=True).revisions[-1].name == "main"
+
+
+def test_empty_folder_and_bad_sources_are_clear_errors(tmp_path, tiny_model_dir):
+    with pytest.raises(CheckpointError, match="no checkpoints found"):
+        list_revisions(tmp_path)
+    (tmp_path / "junk").mkdir()
+    shutil.copytree(tiny_model_dir, tmp_path / "main")
+    with pytest.raises(CheckpointError, match="--include-main"):
+        list_revisions(tmp_path)
+    with pytest.raises(CheckpointError, match="no such folder"):
+        list_revisions(tmp_path / "missing")
+    with pytest.raises(CheckpointError, match="itself a checkpoint"):
+        list_revisions(tiny_model_dir)
+    with pytest.raises(CheckpointError, match="neither an existing folder nor a Hub repo id"):
+        list_revisions("not a/valid/repo id")
+
+
+def test_cli_table_and_errors(local_series, capsys):
+    assert main(["checkpoints", "--repo", str(local_series), "--include-main", "--max", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["name", "stage", "ingredient", "step", "tokens", "commit"]
+    assert out[1].split() == ["stage1-step250-tokens256K", "1", "250", "256K", "local"]
+    assert out[2].split() == ["stage2-ingredient1-step10-tokens10K", "2", "1", "10", "10K", "local"]
+    assert out[3].split() == ["main", "?", "?", "?", "local"]
+    assert "skipped 2 names" in out[-1]
+    assert main(["checkpoints", "--repo", str(local_series), "--steps", "9:8"]) == 2
+    assert "swap" in capsys.readouterr().err
+
+
+def test_local_checkpoint_loads_in_place_with_a_content_hash(local_series, tiny_model_dir):
+    rev = list_revisions(local_series).revisions[0]
+    loaded = load_checkpoint(local_series, rev, device="cpu", keep=False)
+    assert loaded.local_path == rev.path and rev.path.exists()  # never evicted
+    assert loaded.commit == local_content_hash(tiny_model_dir)  # same bytes, same hash
+    (rev.path / "config.json").write_text((rev.path / "config.json").read_text() + " ")
+    assert local_content_hash(rev.path) != loaded.commit
+
+
+def repo_file(path, data: bytes, lfs: bool):
+    if lfs:
+        sha = hashlib.sha256(data).hexdigest()
+        return RepoFile(path=path, size=len(data), oid="0" * 40, lfs={"size": len(data), "oid": sha, "pointerSize": 130})
+    # The oracle for a plain blob's id is git itself.
+    oid = subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True).stdout.decode().strip()
+    return RepoFile(path=path, size=len(data), oid=oid)
+
+
+def test_verify_files_against_hub_hashes(tmp_path):
+    """RepoFile entries as the Hub's tree listing returns them (built here: no Hub is reachable)."""
+    weights, config = b"\x00\x01weights" * 1000, b'{"model_type": "olmo2"}'
+    (tmp_path / "model.safetensors").write_bytes(weights)
+    (tmp_path / "config.json").write_bytes(config)
+    files = [repo_file("model.safetensors", weights, lfs=True), repo_file("config.json", config, lfs=False)]
+    verify_files("r@x", tmp_path, files)
+    (tmp_path / "config.json").write_bytes(config + b" ")
+    with pytest.raises(CheckpointError, match="r@x: config.json is corrupt"):
+        verify_files("r@x", tmp_path, files)
+    (tmp_path / "config.json").write_bytes(config)
+    (tmp_path / "model.safetensors").write_bytes(weights[:-1] + b"X")
+    with pytest.raises(CheckpointError, match="model.safetensors is corrupt"):
+        verify_files("r@x", tmp_path, files)
+
+
+def test_free_disk_check(tmp_path):
+    """Sizes as the Hub lists them; one larger than any disk here stands for a checkpoint that does not fit."""
+    snapshot = tmp_path / "models--org--m" / "snapshots" / ("a" * 40)  # not created yet: the check walks up
+    check_free_disk("org/m@b", [RepoFile(path="model.safetensors", size=10**6, oid="0" * 40)], snapshot)
+    with pytest.raises(CheckpointError, match=r"org/m@b needs 1000000000.00 GB .* free; pass --cache-dir"):
+        check_free_disk("org/m@b", [RepoFile(path="model.safetensors", size=10**18, oid="0" * 40)], snapshot)
+    check_free_disk("org/m@b", [RepoFile(path="model.safetensors", size=None, oid="0" * 40)], snapshot)  # skipped
+
+
+def test_hub_retries_transient_errors_only():
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    from dormant_tasks.loading import with_hub_retries
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionError("connection reset by peer")
+        return "listed"
+
+    assert with_hub_retries(flaky, "listing r", retries=2, backoff_s=0) == "listed" and len(calls) == 3
+    calls.clear()
+    with pytest.raises(CheckpointError, match=r"listing r: the Hub at .* did not answer after 2 attempts"):
+        with_hub_retries(flaky, "listing r", retries=1, backoff_s=0)
+
+    def broken(exc):
+        calls.append(1)
+        raise exc
+
+    for exc, match in ((ValueError("bad json"), r"listing r failed \(ValueError: bad json\)"),
+                       (OfflineModeIsEnabled("offline"), "HF_HUB_OFFLINE is set")):
+        calls.clear()
+        with pytest.raises(CheckpointError, match=match):
+            with_hub_retries(lambda: broken(exc), "listing r", retries=3, backoff_s=0)
+        assert len(calls) == 1, "a permanent error is not retried"
