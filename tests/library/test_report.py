@@ -1,0 +1,250 @@
+"""The evolution report, from hand-built stores whose pictures are known.
+
+The stores are real Parquet stores written through `dormant_tasks.store`; their transitions are derived
+by the real `dormant_tasks.transitions.derive_transitions`. Only the head scores are made up (chosen on
+the right side of tau for the states each test wants), since no model is needed to draw a report.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dormant_tasks.errors import ConfigError, ReportError, StoreError
+from dormant_tasks.report import (
+    agreement_iou,
+    dormant_percent,
+    evaluation_groups,
+    layer_counts,
+    load_series,
+    raster_data,
+    render_report,
+    report_markdown,
+    score_bands,
+    summary_rows,
+    transition_counts,
+)
+from dormant_tasks.store import open_store, read_table, write_table
+from dormant_tasks.transitions import derive_transitions
+from flows.cli import main
+
+MODEL = "test-org/tiny-series"
+CAL, TAUS = "winogrande-dev-4-abc", "taus-1"
+T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def write_series(root: Path, dormant: dict[str, np.ndarray], tokens, *, model_id: str = MODEL, scores=None,
+                 taus_ids=None, transitions: bool = True, order=None) -> Path:
+    """A store of one series. dormant: score_fn -> bool [checkpoint, layer, head]; tokens: [checkpoint].
+
+    Checkpoint c is revision f"stage1-step{c * 10}-tokens{tokens[c]}"; files are written in `order`.
+    Scores (unless given, score_fn -> float [checkpoint, layer, head]) are 0.1 + 0.01 * head for dormant
+    heads and 1.0 + 0.01 * head for active ones, under the fixed tau "<" 0.5.
+    """
+    open_store(root, create=True)
+    n_ckpt, n_layers, n_heads = next(iter(dormant.values())).shape
+    for c in order if order is not None else range(n_ckpt):
+        revision = f"stage1-step{c * 10}-tokens{tokens[c]}"
+        common = {"model_id": model_id, "revision": revision, "stage": 1, "step": c * 10, "tokens": int(tokens[c])}
+        taus_id = taus_ids[c] if taus_ids else TAUS
+        rows = []
+        for fn, states in dormant.items():
+            for layer, head in itertools.product(range(n_layers), range(n_heads)):
+                d = bool(states[c, layer, head])
+                s = scores[fn][c, layer, head] if scores else (0.1 if d else 1.0) + 0.01 * head
+                rows.append(common | {"score_fn": fn, "layer": layer, "head": head, "score": float(s), "score_std": 0.0,
+                                      "tau": 0.5, "direction": "<", "dormant_rate": float(d), "dormant": d,
+                                      "calibration_id": CAL, "taus_id": taus_id})
+        write_table(root, "head_scores", rows, file_key=revision)
+        write_table(root, "checkpoints", [common | {
+            "commit": f"sha{c}", "n_layers": n_layers, "n_heads": n_heads, "calibration_id": CAL, "n_inputs": 4,
+            "dtype": "float32", "device": "cpu", "seconds": 1.5, "analyzed_at": T0 + timedelta(minutes=c),
+            "code_version": "0.1.0", "taus_id": taus_id, "scoring_version": "1"}], file_key=revision)
+    write_table(root, "taus", [{"model_id": model_id, "revision": "", "stage": 0, "step": 0, "tokens": 0,
+                                "score_fn": fn, "tau": 0.5, "direction": "<", "source": "fixed", "calibration_id": CAL,
+                                "taus_id": TAUS} for fn in dormant], file_key="taus")
+    if transitions:
+        t = derive_transitions(read_table(root, "head_scores", model_id), read_table(root, "checkpoints", model_id))
+        write_table(root, "transitions", t, file_key="transitions", model_id=model_id)
+    return root
+
+
+def known_picture() -> np.ndarray:
+    """6 checkpoints x 2 layers x 3 heads: head (1, 2) falls dormant at checkpoint 3 and wakes at 5;
+    head (0, 0) falls dormant at checkpoint 1 and stays dormant."""
+    d = np.zeros((6, 2, 3), dtype=bool)
+    d[3:5, 1, 2] = True
+    d[1:, 0, 0] = True
+    return d
+
+
+TOKENS = [0, 1_000, 10_000, 100_000, 1_000_000, 4_000_000]
+
+
+@pytest.fixture
+def known_store(tmp_path):
+    # Files written out of series order: the report must order checkpoints by (stage, step).
+    return write_series(tmp_path / "store", {"ahon_ln": known_picture()}, TOKENS, order=[4, 0, 5, 2, 1, 3])
+
+
+def test_raster_and_transition_counts_show_the_known_picture(known_store):
+    series = load_series(known_store, MODEL)
+    r = raster_data(series, "ahon_ln")
+    assert r.row_labels == ["L0.H0", "L0.H1", "L0.H2", "L1.H0", "L1.H1", "L1.H2"]
+    assert r.columns == [f"stage1-step{c * 10}-tokens{TOKENS[c]}" for c in range(6)]
+    np.testing.assert_array_equal(r.states[5], [0, 0, 0, 1, 1, 0])  # row of L1.H2
+    np.testing.assert_array_equal(r.states[0], [0, 1, 1, 1, 1, 1])  # row of L0.H0
+    assert not r.states[[1, 2, 3, 4]].any()
+    marks = {(int(h), int(c)): int(r.marks[h, c]) for h, c in np.argwhere(r.marks)}
+    assert marks == {(0, 1): 1, (5, 3): 1, (5, 5): -1}
+
+    counts = transition_counts(series, "ahon_ln")
+    assert counts.to_revisions == r.columns[1:]
+    np.testing.assert_array_equal(counts.fell, [1, 0, 1, 0, 0])
+    np.testing.assert_array_equal(counts.woke, [0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(layer_counts(series, "ahon_ln"), [[0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 0]])
+    np.testing.assert_allclose(dormant_percent(series)[0], 100 * np.array([0, 1, 1, 2, 2, 1]) / 6)
+
+
+def test_summary_rows_and_markdown(known_store):
+    series = load_series(known_store, MODEL)
+    (row,) = summary_rows(series)
+    assert row["score_fn"] == "ahon_ln" and row["tau"] == 0.5 and row["direction"] == "<"
+    assert row["first_dormant_revision"] == "stage1-step10-tokens1000" and row["first_dormant_tokens"] == 1000
+    assert row["final_pct_dormant"] == round(100 / 6, 2)
+    assert (row["fell_dormant"], row["woke"], row["heads_ever_changed"]) == (2, 1, 2)
+    md = report_markdown(series)
+    assert md.startswith(f"# Dormant heads: {MODEL}")
+    assert "| ahon_ln | < 0.5 | stage1-step10-tokens1000 (1K tokens) | 16.67 | 2 | 1 | 2 |" in md
+
+
+def test_score_bands_and_agreement_match_brute_force(tmp_path):
+    rng = np.random.default_rng(0)
+    a = rng.random((3, 2, 4)) < 0.4
+    b = a.copy()
+    b[2] = rng.random((2, 4)) < 0.5
+    never = np.zeros_like(a)
+    scores = {fn: rng.random((3, 2, 4)) for fn in ("ahon_ln", "lthon_ln", "avvn_ln")}
+    root = write_series(tmp_path / "s", {"ahon_ln": a, "lthon_ln": b, "avvn_ln": never}, [0, 10, 20], scores=scores)
+    series = load_series(root, MODEL)
+    assert series.score_fns == ("avvn_ln", "lthon_ln", "ahon_ln")  # SPEC order, not file order
+    bands = score_bands(series, "lthon_ln")
+    for c in range(3):
+        values = sorted(scores["lthon_ln"][c].ravel())
+        np.testing.assert_allclose(bands[:, c], np.percentile(values, [10, 50, 90]))
+    iou = agreement_iou(series)
+    sets = {fn: {h for h in range(8) if m[-1].ravel()[h]} for fn, m in (("avvn_ln", never), ("lthon_ln", b), ("ahon_ln", a))}
+    for (i, f), (j, g) in itertools.product(enumerate(series.score_fns), repeat=2):
+        union = sets[f] | sets[g]
+        if union:
+            assert iou[i, j] == pytest.approx(len(sets[f] & sets[g]) / len(union))
+        else:
+            assert np.isnan(iou[i, j])
+
+
+def test_render_report_writes_an_offline_report(known_store, tmp_path):
+    out = tmp_path / "reports" / "tiny"
+    result = render_report(known_store, MODEL, out_dir=out)
+    assert result.out_dir == out and result.index_html == out / "index.html" and result.summary_md.is_file()
+    assert set(result.figures) == {"dormant_percent", "raster_ahon_ln", "layers_ahon_ln", "transitions_ahon_ln",
+                                   "scores_ahon_ln", "agreement"}
+    for png, svg in result.figures.values():
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and b"<svg" in svg.read_bytes()[:2000]
+    html = result.index_html.read_text()
+    for png, svg in result.figures.values():
+        assert f'src="figures/{png.name}"' in html and f'href="figures/{svg.name}"' in html
+    assert "http://" not in html and "https://" not in html  # opens offline: no CDN
+    assert CAL in html and TAUS in html and "fixed" in html and "0.1.0" in html
+    assert result.summary_md.read_text() == result.markdown == report_markdown(load_series(known_store, MODEL))
+    assert result.summary_rows == summary_rows(load_series(known_store, MODEL))
+    assert sorted(p.name for p in out.parent.iterdir()) == ["tiny"]  # no temp folder left behind
+
+
+def test_rerender_replaces_the_old_report(known_store, tmp_path):
+    out = tmp_path / "r"
+    render_report(known_store, MODEL, out_dir=out)
+    (out / "stale.txt").write_text("from an older report")
+    render_report(known_store, MODEL, out_dir=out)
+    assert not (out / "stale.txt").exists() and (out / "index.html").is_file()
+    assert [p.name for p in tmp_path.iterdir() if p.name != "store"] == ["r"]
+
+
+def test_single_checkpoint_report_has_no_transitions_section(tmp_path):
+    root = write_series(tmp_path / "s", {"ahon_ln": known_picture()[3:4]}, [5_000])
+    result = render_report(root, None, out_dir=tmp_path / "out")  # the store's only model
+    assert "transitions_ahon_ln" not in result.figures and "raster_ahon_ln" in result.figures
+    html = result.index_html.read_text()
+    assert "<h2>Transitions</h2>" not in html and "no transitions" in html
+    assert result.summary_rows[0]["final_pct_dormant"] == round(100 * 2 / 6, 2)
+
+
+def test_evaluations_give_the_within_one_point_table(known_store, tmp_path):
+    rev = "stage1-step50-tokens4000000"
+    base = {"model_id": MODEL, "revision": rev, "stage": 1, "step": 50, "tokens": 4_000_000, "task": "winogrande",
+            "shots": 5, "mode": "dynamic", "n_items": 100, "base_accuracy": 60.0, "code_version": "0.1.0"}
+    # ahon_ln crosses 59 between (10, 59.5) and (20, 58.5): at 15. lthon_ln never drops below 59.
+    points = {"ahon_ln": [(0.0, 60.0), (10.0, 59.5), (20.0, 58.5)], "lthon_ln": [(0.0, 60.0), (12.0, 59.8)]}
+    write_table(known_store, "evaluations", [base | {"score_fn": f, "quantile": q / 100, "tau": 0.1, "pct_zeroed": x,
+                                                     "accuracy": y} for f, pts in points.items()
+                                             for q, (x, y) in zip((0, 5, 10), pts)], file_key="eval-1")
+    write_table(known_store, "evaluations", [base | {"mode": "static", "score_fn": "ahon_ln", "tau": 0.5,
+                                                     "pct_zeroed": 16.67, "accuracy": 57.25}], file_key="eval-2")
+    (group,) = evaluation_groups(load_series(known_store, MODEL))
+    assert (group.revision, group.task, group.shots, group.base_accuracy) == (rev, "winogrande", 5, 60.0)
+    assert group.within_1pt == {"lthon_ln": 0.0, "ahon_ln": pytest.approx(15.0)}
+    result = render_report(known_store, MODEL, out_dir=tmp_path / "out")
+    assert "accuracy_vs_zeroed_0" in result.figures
+    html = result.index_html.read_text()
+    assert "5-shot" in html and "other WinoGrande dev items" in html and "<td>15.00</td>" in html
+    assert "| ahon_ln | 15.00 |" in result.markdown
+    assert "Static zeroing" in html and "<td>57.25</td>" in html  # a static row is listed, not drawn as a curve
+
+
+def _assert_no_report(parent: Path):
+    assert not parent.exists() or list(parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", ["no_store", "empty_store", "unknown_model", "no_head_scores", "no_transitions",
+                                  "mixed_taus", "unknown_fn", "untracked_fn"])
+def test_bad_input_raises_and_leaves_no_report(case, tmp_path):
+    root, model, fn = tmp_path / "store", MODEL, None
+    if case == "empty_store":
+        open_store(root, create=True)
+    elif case in ("unknown_model", "unknown_fn", "untracked_fn"):
+        write_series(root, {"ahon_ln": known_picture()}, TOKENS)
+        model = {"unknown_model": "test-org/tiny-serie"}.get(case, MODEL)
+        fn = {"unknown_fn": "ahon_lnn", "untracked_fn": "lthon_ln"}.get(case)
+    elif case == "no_head_scores":
+        write_series(root, {"ahon_ln": known_picture()}, TOKENS)
+        for p in (root / "head_scores").rglob("*.parquet"):
+            p.unlink()
+    elif case == "no_transitions":
+        write_series(root, {"ahon_ln": known_picture()}, TOKENS, transitions=False)
+    elif case == "mixed_taus":
+        write_series(root, {"ahon_ln": known_picture()}, TOKENS, taus_ids=["taus-1"] * 3 + ["taus-2"] * 3,
+                     transitions=False)  # derive_transitions itself refuses such a series
+    expected = {"no_store": StoreError, "unknown_fn": ConfigError}.get(case, ReportError)
+    with pytest.raises(expected) as err:
+        render_report(root, model, out_dir=tmp_path / "reports" / "x", score_fn=fn)
+    message = str(err.value)
+    if case == "unknown_model":
+        assert 'did you mean "test-org/tiny-series"' in message
+    if case == "mixed_taus":
+        assert "taus-1" in message and "taus-2" in message
+    _assert_no_report(tmp_path / "reports")
+
+
+def test_cli_report(known_store, tmp_path, capsys):
+    out = tmp_path / "cli-out"
+    assert main(["report", "--store", str(known_store), "--out", str(out)]) == 0
+    assert (out / "index.html").is_file() and (out / "figures" / "raster_ahon_ln.svg").is_file()
+    assert "index.html" in capsys.readouterr().out
+    write_series(known_store, {"ahon_ln": known_picture()}, TOKENS, model_id="other-series")
+    assert main(["report", "--store", str(known_store), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dormant report: error:") and MODEL in err and "other-series" in err and "--model" in err
+    assert not (tmp_path / "x").exists()
