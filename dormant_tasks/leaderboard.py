@@ -17,7 +17,7 @@ from . import __version__
 from .checkpoints import UNKNOWN, Revision, is_local_source, parse_revision_name
 from .errors import EvaluationError, StoreError, did_you_mean
 from .evaluation import DEFAULT_QUANTILES, evaluate_static, normalised_auc, pct_zeroed_within_1pt, run_sweep
-from .loading import load_model_and_tokenizer
+from .loading import load_model_at
 from .store import read_table, write_table
 from .tracker import common_columns, model_id_for
 
@@ -99,15 +99,12 @@ def evaluate_target(store, target: Target, score_fns, mode: str = "dynamic", tas
     if mode not in MODES:
         raise EvaluationError(f"unknown --mode {mode!r}{did_you_mean(mode, MODES)}; use dynamic or static")
     masks = {fn: tracker_mask(store, target, fn) for fn in score_fns} if mode == "static" else {}
-    model, tokenizer = load_model_and_tokenizer(target.path_or_repo, target.load_revision, dtype, device)
+    model, tokenizer = load_model_at(target.path_or_repo, target.load_revision, dtype, device)
     common = common_columns(target.model_id, target.revision)
     if mode == "dynamic":
         sweep = run_sweep(model, tokenizer, score_fns, task=task, shots=shots, limit=limit, batch_size=batch_size,
                           quantiles=quantiles or DEFAULT_QUANTILES, progress=progress)
-        base = {"task": task, "shots": shots, "mode": "base", "score_fn": None, "quantile": None, "tau": None,
-                "pct_zeroed": 0.0, "accuracy": sweep.base_accuracy, "n_items": sweep.n_items,
-                "base_accuracy": sweep.base_accuracy}
-        rows = [base, *sweep.rows]
+        rows = list(sweep.rows)  # each row carries the un-intervened base accuracy
     else:
         rows, base_accuracy = [], None
         for fn, (heads, tau) in masks.items():
@@ -126,8 +123,8 @@ def leaderboard(rows: list[dict]) -> list[dict]:
     """Per function: % of heads zeroed within 1 point, normalised AUC, base accuracy (dynamic sweeps);
     % zeroed and accuracy of the mask (static)."""
     out = []
-    for fn in dict.fromkeys(r["score_fn"] for r in rows if r["mode"] != "base"):
-        mine = [r for r in rows if r["score_fn"] == fn and r["mode"] != "base"]
+    for fn in dict.fromkeys(r["score_fn"] for r in rows):
+        mine = [r for r in rows if r["score_fn"] == fn]
         base = mine[0]["base_accuracy"]
         if mine[0]["mode"] == "dynamic":
             points = [(r["pct_zeroed"], r["accuracy"]) for r in mine]

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from .checkpoints import Revision
+from .checkpoints import UNKNOWN, Revision, is_local_source, parse_revision_name
 from .errors import CheckpointError, ConfigError, did_you_mean
 
 log = logging.getLogger(__name__)
@@ -301,3 +301,15 @@ def load_checkpoint(source: str | Path, revision: Revision, dtype: str = "float3
         if not keep:
             evict_revision(str(source), commit, cache_dir)
     return LoadedCheckpoint(model, tokenizer, revision, commit, path, t1 - t0, t2 - t1)
+
+
+def load_model_at(path_or_repo: str | Path, revision: str | None = None, dtype: str = "float32",
+                  device: str = "auto", cache_dir: str | Path | None = None):
+    """(model, tokenizer) of one checkpoint: a local folder in place, or a Hub branch/tag (default `main`)
+    downloaded through `fetch_revision`, i.e. pinned to its commit, disk-checked and hash-checked."""
+    if is_local_source(path_or_repo):
+        return load_model_and_tokenizer(path_or_repo, revision, dtype, device)
+    name = revision or "main"
+    rev = parse_revision_name(name) or Revision(name, UNKNOWN, UNKNOWN, UNKNOWN)
+    loaded = load_checkpoint(str(path_or_repo), rev, dtype, device, cache_dir)
+    return loaded.model, loaded.tokenizer

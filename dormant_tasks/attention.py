@@ -1,0 +1,245 @@
+"""The scoring attention function: the model's normal attention output plus every SPEC §2 score, in one pass.
+
+`scoring_attention` is registered in `transformers.AttentionInterface` under `ATTENTION_NAME` and called by
+every decoder layer with `(module, query, key, value, attention_mask, scaling, dropout, **kwargs)`. The
+per-pass state (input lengths, wanted functions, zeroing, results) arrives as the keyword argument
+`dormant_session` (a `ScoringSession`), which transformers forwards from `model(...)` to the attention call.
+`dormant_tasks.scoring.scoring_pass` installs the function for one forward pass and builds the session.
+
+How each layer computes its scores, never holding more than this layer's tensors and never the S x S matrix:
+- inputs are RIGHT-padded and attention is causal, so real queries never see padding; the 2-D padding mask
+  is only used (as per-input lengths) to drop padded queries/keys from every mean;
+- the attention output comes from a fused kernel; on CPU `_scaled_dot_product_flash_attention_for_cpu`
+  also returns each query's log-sum-exp (lse). With z_ij = scale q_i.k_j:
+  entropy_i = lse_i - sum_j A_ij z_ij = lse_i - scale q_i.(sum_j A_ij k_j), and the bracket is a second fused
+  attention whose values are the keys; the first-token weight is A_i0 = exp(z_i0 - lse_i);
+- elsewhere (or when `ScoringSession.query_block` is set) entropy and first-token weight come from explicit
+  float32 softmax rows, a block of queries at a time ([batch, head, block, seq] at most);
+- full head output norms need no projection: ||o W_O[h]^T||^2 = o G_h o^T with the d_head x d_head Gram
+  matrix G_h = W_O[h]^T W_O[h], computed once per layer per session.
+All per-position quantities are float32, per-input means float64, whatever the model dtype.
+
+Zeroing (SPEC §5) happens here too, after the layer has computed its scores from its pre-zeroing output:
+`DynamicZeroing(score_fn, tau)` zeroes, per input, the heads that `score_functions.is_inactive` marks;
+`StaticZeroing(heads)` zeroes a fixed set of (layer, head) pairs for every input. The zeroed
+(input, layer, head) mask is recorded either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .errors import ScoringError
+from .score_functions import get_score_function, is_inactive
+
+ATTENTION_NAME = "dormant_scoring"
+
+# Each "_ln" id -> the raw id that it divides by that raw score's mean over the layer's heads (SPEC §2).
+LN_OF = {f"{raw}_ln": raw for raw in ("awft", "aeqd", "ftvvn", "avvn", "ahon", "fhon")}
+DEFAULT_BLOCK = 256  # queries per block on the query-block path (devices without the CPU lse kernel)
+_FUSED_CPU = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
+
+@dataclass(frozen=True)
+class DynamicZeroing:
+    """Zero, per input, the heads a layer marks inactive under `score_fn` and `tau` (SPEC §5, dynamic)."""
+
+    score_fn: str
+    tau: float
+
+    def __post_init__(self):
+        get_score_function(self.score_fn)  # raises ConfigError for an unknown id
+
+
+@dataclass(frozen=True)
+class StaticZeroing:
+    """Zero a fixed set of (layer, head) pairs for every input (SPEC §5, static)."""
+
+    heads: frozenset[tuple[int, int]]
+
+
+@dataclass
+class ScoringSession:
+    """State of one scoring forward pass, shared by all layers through the `dormant_session` kwarg."""
+
+    lengths: torch.Tensor  # [batch] number of non-padding tokens of each (right-padded) input
+    score_fns: tuple[str, ...]  # ids whose scores are recorded, in this order
+    random_u: torch.Tensor  # [batch, layer, head] float64, the seeded `random` baseline
+    zeroing: DynamicZeroing | StaticZeroing | None = None
+    query_block: int | None = None  # force the float32 query-block path with this many queries per block
+    scores: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [batch, fn, head] float64
+    zeroed: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [batch, head] bool
+    gram: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [head, d_head, d_head], see head_gram
+
+    def needed(self) -> set[str]:
+        """Every function whose value some recorded score or the zeroing rule depends on."""
+        wanted = set(self.score_fns)
+        if isinstance(self.zeroing, DynamicZeroing):
+            wanted.add(self.zeroing.score_fn)
+        return wanted
+
+
+def head_gram(o_proj_weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """G_h = W_O[h]^T W_O[h] for every head: [head, d_head, d_head] float32."""
+    w = o_proj_weight.detach().float()  # [width, head * d_head]
+    w = w.view(w.shape[0], n_heads, -1)  # [width, head, d_head]
+    return torch.einsum("whd,whe->hde", w, w)  # [head, d_head, d_head]
+
+
+def _repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """[batch, kv_head, seq, d] -> [batch, kv_head * n_rep, seq, d]: query head h reads KV head h // n_rep."""
+    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
+
+
+def _entropy_and_first_weight_fused(q32, k32, scaling):
+    """Per-query entropy and A_i0 from the log-sum-exp and a fused attention whose values are the keys."""
+    k_mean, lse = _FUSED_CPU(q32, k32, k32, 0.0, True, scale=scaling)  # [batch, head, seq, d], [batch, head, seq]
+    entropy = lse - scaling * (q32 * k_mean).sum(-1)  # [batch, head, seq]
+    first_logit = scaling * (q32 * k32[:, :, :1]).sum(-1)  # [batch, head, seq]
+    return entropy, torch.exp(first_logit - lse)
+
+
+def _entropy_and_first_weight_blocks(q32, k32, scaling, block_size):
+    """The same two quantities from explicit float32 softmax rows, `block_size` queries at a time."""
+    seq = q32.shape[2]
+    entropy = torch.empty(q32.shape[:3], dtype=torch.float32, device=q32.device)  # [batch, head, seq]
+    first = torch.empty_like(entropy)  # [batch, head, seq]
+    for start in range(0, seq, block_size):
+        stop = min(start + block_size, seq)
+        logits = scaling * q32[:, :, start:stop] @ k32[:, :, :stop].transpose(-1, -2)  # [batch, head, block, key]
+        future = torch.arange(stop, device=q32.device) > torch.arange(start, stop, device=q32.device)[:, None]
+        log_a = torch.log_softmax(logits.masked_fill(future, float("-inf")), dim=-1)  # [batch, head, block, key]
+        a = log_a.exp()  # [batch, head, block, key]
+        entropy[:, :, start:stop] = -(a * log_a.masked_fill(future, 0.0)).sum(-1)  # 0 ln 0 = 0
+        first[:, :, start:stop] = a[..., 0]
+    return entropy, first
+
+
+def _masked_mean(x: torch.Tensor, valid: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Mean over the non-padding positions: x [batch, head, seq], valid [batch, seq] -> [batch, head] float64."""
+    return (x.double() * valid[:, None, :]).sum(-1) / lengths[:, None]
+
+
+def _layer_ratio(x: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    """x / den with NaN where the denominator is 0 (SPEC §2 edge case)."""
+    return torch.where(den == 0, torch.nan, x / den)
+
+
+def layer_scores(module, query, key, value, attn_output, scaling, session: ScoringSession) -> dict[str, torch.Tensor]:
+    """Every needed score of this layer, each [batch, head] float64, from the pre-zeroing output."""
+    needed = session.needed()
+    batch, n_heads, seq, _ = query.shape
+    lengths = session.lengths.to(query.device)  # [batch]
+    valid = (torch.arange(seq, device=query.device) < lengths[:, None]).double()  # [batch, seq]
+    n_rep = n_heads // key.shape[1]
+    raw: dict[str, torch.Tensor] = {}
+
+    if needed & {"awft", "awft_ln", "aeqd", "aeqd_ln"}:
+        q32 = query.float()  # [batch, head, seq, d]
+        k32 = _repeat_kv(key.float(), n_rep)  # [batch, head, seq, d]
+        if session.query_block is None and query.device.type == "cpu" and _FUSED_CPU is not None:
+            entropy, first = _entropy_and_first_weight_fused(q32, k32, scaling)
+        else:
+            entropy, first = _entropy_and_first_weight_blocks(q32, k32, scaling, session.query_block or DEFAULT_BLOCK)
+        # Query 0 sees only itself: entropy exactly 0, whatever the rounding of lse - z.
+        entropy = entropy.clamp_min(0.0)  # [batch, head, seq]
+        entropy[:, :, 0] = 0.0
+        raw["aeqd"] = _masked_mean(entropy, valid, lengths)
+        raw["awft"] = _masked_mean(first, valid, lengths)
+
+    if needed & {"ftvvn", "ftvvn_ln", "avvn", "avvn_ln"}:
+        v_norm = _repeat_kv(value.float().norm(dim=-1, keepdim=True), n_rep)[..., 0]  # [batch, head, seq]
+        raw["ftvvn"] = v_norm[:, :, 0].double()
+        raw["avvn"] = _masked_mean(v_norm, valid, lengths)
+
+    o32 = attn_output.float()  # [batch, head, seq, d]
+    if needed & {"ahon", "ahon_ln", "lthon", "lthon_ln", "lthon_hn"}:
+        o_norm = o32.norm(dim=-1)  # [batch, head, seq]
+        raw["ahon"] = _masked_mean(o_norm, valid, lengths)
+        last = (lengths - 1)[:, None, None].expand(batch, n_heads, 1)  # [batch, head, 1]
+        raw["lthon"] = o_norm.gather(2, last)[..., 0].double()  # [batch, head]
+
+    if needed & {"fhon", "fhon_ln"}:
+        if module.layer_idx not in session.gram:  # cached for the session: the weights do not change within it
+            session.gram[module.layer_idx] = head_gram(module.o_proj.weight, n_heads)
+        gram = session.gram[module.layer_idx]  # [head, d, d]
+        sq = torch.einsum("bhsd,hde,bhse->bhs", o32, gram, o32)  # [batch, head, seq] = ||o W_O[h]^T||^2
+        raw["fhon"] = _masked_mean(sq.clamp_min(0.0).sqrt(), valid, lengths)
+
+    out: dict[str, torch.Tensor] = {}
+    for fn in needed:
+        if fn == "random":
+            out[fn] = session.random_u[:, module.layer_idx].to(query.device, torch.float64)  # [batch, head]
+        elif fn in LN_OF:
+            base = raw[LN_OF[fn]]  # [batch, head]
+            out[fn] = _layer_ratio(base, base.mean(-1, keepdim=True))
+        elif fn == "lthon_ln":
+            out[fn] = _layer_ratio(raw["lthon"], raw["ahon"].mean(-1, keepdim=True))
+        elif fn == "lthon_hn":
+            out[fn] = _layer_ratio(raw["lthon"], raw["ahon"])
+        else:
+            out[fn] = raw[fn]
+    return out
+
+
+def _zero_mask(session: ScoringSession, layer: int, scores: dict[str, torch.Tensor], shape, device) -> torch.Tensor:
+    """[batch, head] bool: which heads of this layer are zeroed for which input."""
+    zeroing = session.zeroing
+    if isinstance(zeroing, DynamicZeroing):
+        direction = get_score_function(zeroing.score_fn).direction
+        return is_inactive(scores[zeroing.score_fn], zeroing.tau, direction)  # NaN is never inactive
+    mask = torch.zeros(shape, dtype=torch.bool, device=device)
+    if isinstance(zeroing, StaticZeroing):
+        for zl, zh in zeroing.heads:
+            if zl == layer:
+                mask[:, zh] = True
+    return mask
+
+
+def scoring_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, dormant_session=None,
+                      **kwargs):
+    """AttentionInterface function: (attn_output [batch, query, head, d_head], None) plus the session's scores.
+
+    query [batch, head, seq, d]; key, value [batch, kv_head, seq, d] (GQA repeat happens here).
+    """
+    session: ScoringSession | None = dormant_session
+    if session is None:
+        raise ScoringError(f"the {ATTENTION_NAME!r} attention ran outside dormant_tasks.scoring.scoring_pass; "
+                           "call scoring_pass/score_texts instead of the model directly")
+    if kwargs.get("sliding_window") is not None or kwargs.get("softcap") is not None:
+        raise ScoringError(f"{type(module).__name__} uses sliding-window or soft-capped attention, which the score "
+                           "engine does not support; score a model with plain causal attention")
+    if query.shape[2] != key.shape[2]:
+        raise ScoringError("the score engine scores whole inputs in one pass; call the model without a KV cache")
+    n_rep = query.shape[1] // key.shape[1]
+    k = _repeat_kv(key, n_rep)  # [batch, head, seq, d]
+    v = _repeat_kv(value, n_rep)  # [batch, head, seq, d]
+    if query.device.type == "cpu" and _FUSED_CPU is not None:
+        attn_output, _ = _FUSED_CPU(query, k, v, 0.0, True, scale=scaling)  # [batch, head, seq, d]
+    else:
+        attn_output = torch.nn.functional.scaled_dot_product_attention(
+            query, k, v, is_causal=True, scale=scaling)  # [batch, head, seq, d]
+
+    scores = layer_scores(module, query, key, value, attn_output, scaling, session)
+    layer = module.layer_idx
+    batch, n_heads = query.shape[:2]
+    session.scores[layer] = torch.stack(
+        [scores[fn] for fn in session.score_fns], dim=1
+    ) if session.score_fns else query.new_zeros((batch, 0, n_heads), dtype=torch.float64)  # [batch, fn, head]
+    zero = _zero_mask(session, layer, scores, (batch, n_heads), query.device)  # [batch, head]
+    session.zeroed[layer] = zero
+    if zero.any():
+        attn_output = attn_output.masked_fill(zero[:, :, None, None], 0.0)  # [batch, head, seq, d]
+    return attn_output.transpose(1, 2).contiguous(), None  # [batch, seq, head, d]
+
+
+def random_baseline(seed: int, input_indices, n_layers: int, n_heads: int) -> np.ndarray:
+    """u ~ U(0,1) [input, layer, head], each input from its own generator seeded by (seed, input_index)."""
+    return np.stack([np.random.default_rng([seed, int(i)]).random((n_layers, n_heads)) for i in input_indices])
+
+
+__all__ = ["ATTENTION_NAME", "DynamicZeroing", "ScoringSession", "StaticZeroing",
+           "head_gram", "layer_scores", "random_baseline", "scoring_attention"]

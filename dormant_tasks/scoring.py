@@ -1,0 +1,184 @@
+"""The score engine's driver: one forward pass gives logits, every SPEC §2 score and the zeroed-head mask.
+
+Public API
+- `scoring_pass(model, input_ids, attention_mask, score_fns, zeroing=None, seed=0, input_offset=0)
+  -> PassResult(logits [batch, seq, vocab], scores float64 [batch, fn, layer, head], zeroed bool [batch, layer, head])`:
+  one forward pass under `torch.no_grad()` with the scoring attention (`dormant_tasks.attention`) installed for
+  the duration of the call only. Inputs must be RIGHT-padded (`attention_mask` rows are 1s then 0s).
+  `zeroing` is a `DynamicZeroing(score_fn, tau)` or `StaticZeroing(heads)` (or None). The `random` baseline of
+  input b is seeded by (seed, input_offset + b), so it does not depend on batching.
+- `score_texts(model, tokenizer, texts, score_fns=None, batch_size=8, seed=0, progress=False) -> InputScores`:
+  tokenises each text exactly as `tokenizer(text)` does (no truncation), batches right-padded inputs, and
+  collects per-input scores; `InputScores.to_table()` is the SPEC §8 `input_scores` layout.
+A model whose attention does not go through `transformers.AttentionInterface` raises `ScoringError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from .attention import (
+    ATTENTION_NAME,
+    DynamicZeroing,
+    ScoringSession,
+    StaticZeroing,
+    random_baseline,
+    scoring_attention,
+)
+from .errors import ConfigError, ScoringError
+from .score_functions import parse_score_functions
+
+__all__ = ["DynamicZeroing", "InputScores", "PassResult", "StaticZeroing", "score_texts", "scoring_pass"]
+
+
+@dataclass
+class PassResult:
+    logits: torch.Tensor  # [batch, seq, vocab], on the model's device
+    score_fns: tuple[str, ...]
+    scores: np.ndarray  # float64 [batch, fn, layer, head]
+    zeroed: np.ndarray  # bool [batch, layer, head]
+
+
+@dataclass
+class InputScores:
+    """Per-input scores of one model over a list of texts."""
+
+    score_fns: tuple[str, ...]
+    values: np.ndarray  # float64 [n_inputs, n_fns, n_layers, n_heads]
+    n_tokens: np.ndarray  # int64 [n_inputs]
+
+    def get(self, score_fn: str) -> np.ndarray:
+        """[n_inputs, n_layers, n_heads] values of one function."""
+        if score_fn not in self.score_fns:
+            raise ConfigError(f"score function {score_fn!r} was not computed; computed: {', '.join(self.score_fns)}")
+        return self.values[:, self.score_fns.index(score_fn)]
+
+    def to_table(self) -> pa.Table:
+        """Long table (SPEC §8 `input_scores`): input_index, score_fn, layer, head, value (NaN kept)."""
+        idx = np.indices(self.values.shape).reshape(4, -1)  # [4, n_inputs * n_fns * n_layers * n_heads]
+        return pa.table({
+            "input_index": pa.array(idx[0], pa.int32()),
+            "score_fn": pa.array(np.asarray(self.score_fns, dtype=object)[idx[1]], pa.string()),
+            "layer": pa.array(idx[2], pa.int32()),
+            "head": pa.array(idx[3], pa.int32()),
+            "value": pa.array(self.values.reshape(-1), pa.float64()),
+        })
+
+
+def _shape(model) -> tuple[int, int]:
+    config = model.config.get_text_config()
+    return config.num_hidden_layers, config.num_attention_heads
+
+
+@contextlib.contextmanager
+def scoring_attention_installed(model):
+    """Set the model's attention implementation to the scoring function for the block, then restore it."""
+    from transformers import AttentionInterface
+
+    if not model._can_set_attn_implementation():
+        raise ScoringError(f"{type(model).__name__}'s attention does not go through transformers' AttentionInterface, "
+                           "so its heads cannot be scored; use a model such as OLMo-2, Llama, Qwen2 or Mistral")
+    AttentionInterface.register(ATTENTION_NAME, scoring_attention)
+    previous = model.config._attn_implementation
+    model.set_attn_implementation(ATTENTION_NAME)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(previous)
+
+
+def _validate_zeroing(zeroing, n_layers: int, n_heads: int) -> None:
+    if zeroing is None or isinstance(zeroing, DynamicZeroing):
+        return
+    if not isinstance(zeroing, StaticZeroing):
+        raise ConfigError(f"zeroing must be DynamicZeroing, StaticZeroing or None, got {type(zeroing).__name__}")
+    bad = [(l, h) for l, h in zeroing.heads if not (0 <= l < n_layers and 0 <= h < n_heads)]
+    if bad:
+        raise ConfigError(f"static zeroing names heads outside the model's {n_layers} layers x {n_heads} heads: "
+                          f"{sorted(bad)[:5]}; use 0-based (layer, head) pairs")
+
+
+def input_lengths(attention_mask: torch.Tensor) -> torch.Tensor:
+    """[batch] token counts of a right-padded 0/1 mask; ScoringError for left padding or an empty row."""
+    mask = attention_mask.bool()  # [batch, seq]
+    lengths = mask.sum(-1)  # [batch]
+    right_padded = torch.arange(mask.shape[1], device=mask.device) < lengths[:, None]  # [batch, seq]
+    if not torch.equal(mask, right_padded):
+        raise ScoringError("inputs must be right-padded (attention_mask rows of 1s then 0s); "
+                           "pad on the right, e.g. tokenizer.padding_side = 'right'")
+    if (lengths == 0).any():
+        raise ScoringError(f"input {int((lengths == 0).nonzero()[0])} has no tokens; every input needs at least one")
+    return lengths
+
+
+@torch.no_grad()
+def scoring_pass(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, score_fns=None,
+                 zeroing: DynamicZeroing | StaticZeroing | None = None, seed: int = 0, input_offset: int = 0,
+                 query_block: int | None = None) -> PassResult:
+    """One forward pass: logits, per-input scores [batch, fn, layer, head] and the zeroed mask [batch, layer, head].
+
+    `query_block` forces the float32 query-block path (used where the CPU log-sum-exp kernel is absent).
+    """
+    fns = tuple(parse_score_functions(score_fns))
+    n_layers, n_heads = _shape(model)
+    _validate_zeroing(zeroing, n_layers, n_heads)
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    lengths = input_lengths(attention_mask)  # [batch]
+    batch = input_ids.shape[0]
+    session = ScoringSession(
+        lengths=lengths,
+        score_fns=fns,
+        random_u=torch.from_numpy(random_baseline(seed, range(input_offset, input_offset + batch), n_layers, n_heads)),
+        zeroing=zeroing,
+        query_block=query_block,
+    )
+    with scoring_attention_installed(model):
+        out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, dormant_session=session)
+    if sorted(session.scores) != list(range(n_layers)):
+        raise ScoringError(f"only {len(session.scores)} of {n_layers} layers of {type(model).__name__} reported "
+                           "scores: its attention does not go through transformers' AttentionInterface")
+    scores = torch.stack([session.scores[l] for l in range(n_layers)], dim=2)  # [batch, fn, layer, head]
+    zeroed = torch.stack([session.zeroed[l] for l in range(n_layers)], dim=1)  # [batch, layer, head]
+    return PassResult(out.logits, fns, scores.cpu().numpy(), zeroed.cpu().numpy())
+
+
+def score_texts(model, tokenizer, texts, score_fns=None, batch_size: int = 8, seed: int = 0,
+                progress: bool = False, query_block: int | None = None) -> InputScores:
+    """Per-input scores of `model` over `texts`, each tokenised as `tokenizer(text)` does (no truncation)."""
+    fns = tuple(parse_score_functions(score_fns))
+    if batch_size < 1:
+        raise ConfigError(f"--batch-size must be at least 1, got {batch_size}")
+    texts = list(texts)
+    if not texts:
+        raise ScoringError("no texts to score; give at least one text")
+    encoded = [tokenizer(text)["input_ids"] for text in texts]
+    for i, ids in enumerate(encoded):
+        if not ids:
+            raise ScoringError(f"text {i} ({texts[i][:40]!r}) tokenises to zero tokens; remove it or change it")
+    n_layers, n_heads = _shape(model)
+    values = np.empty((len(texts), len(fns), n_layers, n_heads), dtype=np.float64)
+    starts = range(0, len(texts), batch_size)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0  # padding is never attended to
+    device = next(model.parameters()).device
+    if progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc="scoring", unit="batch")
+    for start in starts:
+        chunk = encoded[start:start + batch_size]
+        width = max(len(ids) for ids in chunk)
+        input_ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)  # [batch, seq], right padding
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)  # [batch, seq]
+        for row, ids in enumerate(chunk):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            mask[row, : len(ids)] = 1
+        result = scoring_pass(model, input_ids.to(device), mask.to(device), fns, seed=seed, input_offset=start,
+                              query_block=query_block)
+        values[start:start + len(chunk)] = result.scores
+    return InputScores(fns, values, np.array([len(ids) for ids in encoded], dtype=np.int64))

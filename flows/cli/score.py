@@ -1,0 +1,68 @@
+"""`dormant score`: per-input scores of one model over a calibration set, written as one Parquet file.
+
+Thin: load (`loading.load_model_at`: a Hub revision is pinned to its commit and hash-checked), read texts
+(`calibration.load_calibration`), score (`scoring.score_texts`), write the SPEC §8 `input_scores` layout plus `model_id` and `revision` columns
+atomically (temp file in the same folder, then rename: never a partial file).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dormant_tasks.calibration import load_calibration
+from dormant_tasks.errors import ConfigError
+from dormant_tasks.loading import DTYPES, load_model_at
+from dormant_tasks.score_functions import parse_score_functions
+from dormant_tasks.scoring import score_texts
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("score", help="score every attention head of one model on a calibration set")
+    p.add_argument("--model", required=True, help="checkpoint folder or Hub repo")
+    p.add_argument("--revision", default=None, help="Hub branch/tag/commit (default: the repo's main)")
+    p.add_argument("--texts", default=None,
+                   help="UTF-8 file, one text per line (default: WinoGrande dev sentences, blank filled)")
+    p.add_argument("--limit", type=int, default=None, help="score only the first N texts (default: 128 WinoGrande)")
+    p.add_argument("--batch-size", type=int, default=8, help="inputs per forward pass (default: %(default)s)")
+    p.add_argument("--dtype", choices=list(DTYPES), default="float32", help="model dtype (default: %(default)s)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: %(default)s)")
+    p.add_argument("--scores", nargs="+", default=None,
+                   help="score function ids, space- or comma-separated (default: all, incl. random)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random baseline (default: %(default)s)")
+    p.add_argument("--out", required=True, help="output .parquet file")
+    p.set_defaults(func=run)
+
+
+def write_parquet_atomic(table: pa.Table, out: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, out)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def run(args) -> int:
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise ConfigError(f"--out folder {str(out.parent)!r} does not exist; create it first")
+    score_fns = parse_score_functions(args.scores)
+    calibration = load_calibration(args.texts, args.limit)
+    model, tokenizer = load_model_at(args.model, args.revision, args.dtype, args.device)
+    scores = score_texts(model, tokenizer, calibration.texts, score_fns, batch_size=args.batch_size,
+                         seed=args.seed, progress=True)
+    table = scores.to_table()
+    n = table.num_rows
+    table = table.add_column(0, "revision", pa.array([args.revision or "local"] * n, pa.string()))
+    table = table.add_column(0, "model_id", pa.array([args.model] * n, pa.string()))
+    write_parquet_atomic(table, out)
+    n_layers, n_heads = scores.values.shape[2:]
+    print(f"scored {len(calibration.texts)} inputs ({calibration.calibration_id}) x {len(score_fns)} functions "
+          f"x {n_layers} layers x {n_heads} heads -> {out}")
+    return 0

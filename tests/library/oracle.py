@@ -1,0 +1,129 @@
+"""Brute-force oracle of the SPEC §2 score functions and of SPEC §5 dynamic zeroing, for ONE unpadded input.
+
+Independent of the engine's tricks: eager attention with `output_attentions=True` gives every A[h] in full,
+a forward hook on `v_proj` gives the value vectors, a forward pre-hook on `o_proj` gives (and, for
+interventions, zeroes) the head outputs o[h,i]; each definition is then evaluated literally in float64,
+head by head, with the full projection o W_O[h]^T for fhon (no Gram matrix).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dormant_tasks.score_functions import DETERMINISTIC_IDS, get_score_function
+
+
+@dataclass
+class OracleRun:
+    scores: dict[str, np.ndarray]  # score_fn -> [layer, head] float64, from the pre-zeroing head outputs
+    logits: torch.Tensor  # [seq, vocab]
+    o_proj_inputs: list[torch.Tensor]  # per layer [seq, head * d_head] as o_proj received it (after zeroing)
+
+
+def _ratio(x: float, den: float) -> float:
+    return float("nan") if den == 0 else x / den
+
+
+def _layer_scores(attn: np.ndarray, v: np.ndarray, o: np.ndarray, w_o: np.ndarray) -> dict[str, np.ndarray]:
+    """attn [head, seq, seq]; v [seq, head, d] (after GQA repeat); o [seq, head, d]; w_o [width, head * d]."""
+    n_heads, seq, _ = attn.shape
+    d = o.shape[-1]
+    raw = {name: np.zeros(n_heads) for name in ("awft", "aeqd", "ftvvn", "avvn", "lthon", "ahon", "fhon")}
+    for h in range(n_heads):
+        a = attn[h]
+        raw["awft"][h] = sum(a[i, 0] for i in range(seq)) / seq
+        entropies = []
+        for i in range(seq):
+            row = a[i, : i + 1]
+            entropies.append(-sum(p * np.log(p) for p in row if p > 0))  # 0 ln 0 = 0
+        raw["aeqd"][h] = sum(entropies) / seq
+        raw["ftvvn"][h] = np.linalg.norm(v[0, h])
+        raw["avvn"][h] = sum(np.linalg.norm(v[j, h]) for j in range(seq)) / seq
+        raw["lthon"][h] = np.linalg.norm(o[seq - 1, h])
+        raw["ahon"][h] = sum(np.linalg.norm(o[i, h]) for i in range(seq)) / seq
+        w_h = w_o[:, h * d:(h + 1) * d]  # [width, d]
+        raw["fhon"][h] = sum(np.linalg.norm(o[i, h] @ w_h.T) for i in range(seq)) / seq
+    out = dict(raw)
+    for name in ("awft", "aeqd", "ftvvn", "avvn", "ahon", "fhon"):
+        out[f"{name}_ln"] = np.array([_ratio(raw[name][h], raw[name].mean()) for h in range(n_heads)])
+    out["lthon_ln"] = np.array([_ratio(raw["lthon"][h], raw["ahon"].mean()) for h in range(n_heads)])
+    out["lthon_hn"] = np.array([_ratio(raw["lthon"][h], raw["ahon"][h]) for h in range(n_heads)])
+    return out
+
+
+@torch.no_grad()
+def oracle_run(model, input_ids, zero: dict[int, set[int]] | None = None) -> OracleRun:
+    """All 15 deterministic scores of one input; heads in `zero` ({layer: {head}}) are zeroed before o_proj."""
+    zero = zero or {}
+    config = model.config
+    n_heads, n_kv = config.num_attention_heads, config.num_key_value_heads
+    layers = model.model.layers
+    values, o_inputs, o_zeroed, hooks = {}, {}, {}, []
+
+    def v_hook(layer):
+        def hook(module, args, output):
+            values[layer] = output[0].double().cpu()  # [seq, kv_head * d]
+        return hook
+
+    def o_hook(layer):
+        def hook(module, args):
+            x = args[0]  # [1, seq, head * d]
+            o_inputs[layer] = x[0].double().cpu()
+            if zero.get(layer):
+                x = x.clone()
+                d = x.shape[-1] // n_heads
+                for h in zero[layer]:
+                    x[..., h * d:(h + 1) * d] = 0
+            o_zeroed[layer] = x[0].clone()
+            return (x,)
+        return hook
+
+    for i, layer in enumerate(layers):
+        hooks.append(layer.self_attn.v_proj.register_forward_hook(v_hook(i)))
+        hooks.append(layer.self_attn.o_proj.register_forward_pre_hook(o_hook(i)))
+    previous = config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        ids = torch.as_tensor(input_ids).reshape(1, -1)
+        out = model(input_ids=ids, output_attentions=True, use_cache=False)
+    finally:
+        model.set_attn_implementation(previous)
+        for hook in hooks:
+            hook.remove()
+
+    seq = ids.shape[1]
+    per_layer = []
+    for i, layer in enumerate(layers):
+        attn = out.attentions[i][0].double().cpu().numpy()  # [head, seq, seq]
+        v = values[i].view(seq, n_kv, -1).numpy()  # [seq, kv_head, d]
+        v = np.repeat(v, n_heads // n_kv, axis=1)  # [seq, head, d]: head h reads KV head h // (H / KV)
+        o = o_inputs[i].view(seq, n_heads, -1).numpy()  # [seq, head, d]
+        w_o = layer.self_attn.o_proj.weight.double().cpu().numpy()  # [width, head * d]
+        per_layer.append(_layer_scores(attn, v, o, w_o))
+    scores = {fn: np.stack([s[fn] for s in per_layer]) for fn in DETERMINISTIC_IDS}
+    return OracleRun(scores, out.logits[0], [o_zeroed[i] for i in range(len(layers))])
+
+
+def oracle_dynamic(model, input_ids, score_fn: str, tau: float):
+    """SPEC §5 dynamic zeroing, layer by layer: run l decides layer l's heads with layers < l already zeroed.
+
+    Returns (scores {fn: [layer, head]} from each layer's deciding run, zeroed bool [layer, head], logits [seq, vocab]).
+    """
+    direction = get_score_function(score_fn).direction
+    n_layers = model.config.num_hidden_layers
+    zero: dict[int, set[int]] = {}
+    scores = {fn: np.zeros((n_layers, model.config.num_attention_heads)) for fn in DETERMINISTIC_IDS}
+    for layer in range(n_layers):
+        run = oracle_run(model, input_ids, zero)
+        for fn in DETERMINISTIC_IDS:
+            scores[fn][layer] = run.scores[fn][layer]
+        s = run.scores[score_fn][layer]
+        zero[layer] = {h for h in range(len(s)) if (s[h] > tau if direction == ">" else s[h] < tau)}
+    final = oracle_run(model, input_ids, zero)
+    zeroed = np.zeros((n_layers, model.config.num_attention_heads), dtype=bool)
+    for layer, heads in zero.items():
+        zeroed[layer, list(heads)] = True
+    return scores, zeroed, final.logits

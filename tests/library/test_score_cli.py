@@ -1,0 +1,109 @@
+"""`dormant score` in-process through `flows.cli.main`, on real tiny checkpoints saved to disk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformers import BloomConfig, BloomForCausalLM, Olmo2ForCausalLM, PreTrainedTokenizerFast
+
+from dormant_tasks.calibration import load_calibration
+from dormant_tasks.loading import load_model_and_tokenizer
+from dormant_tasks.scoring import score_texts
+from dormant_tasks.tiny import tiny_config
+from flows.cli import main
+
+
+def run_cli(capsys, *args) -> tuple[int, str]:
+    code = main(["score", *map(str, args)])
+    return code, capsys.readouterr().err
+
+
+def assert_refused(capsys, out, *args, match: str):
+    code, err = run_cli(capsys, *args, "--out", out)
+    assert code == 2
+    last = err.strip().splitlines()[-1]  # above it, transformers' own weight-loading progress bar
+    assert last.startswith("dormant score: error: ") and match in last, err
+    assert list(out.parent.iterdir()) == [], "no output file, not even a temp file"
+
+
+def test_scores_a_texts_file(tiny_model_dir, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("The cat sat on the mat.\n\nA second, somewhat longer line of text to score.\n", encoding="utf-8")
+    out = tmp_path / "out" / "scores.parquet"
+    out.parent.mkdir()
+    code, err = run_cli(capsys, "--model", tiny_model_dir, "--texts", texts, "--batch-size", 2, "--device", "cpu",
+                        "--scores", "ahon_ln,awft", "random", "--out", out)
+    assert code == 0, err
+    table = pq.read_table(out)
+    assert {"model_id", "revision", "input_index", "score_fn", "layer", "head", "value"} <= set(table.column_names)
+    assert table.num_rows == 2 * 3 * 2 * 4  # inputs x functions x layers x heads
+    assert set(table.column("model_id").to_pylist()) == {str(tiny_model_dir)}
+    assert set(table.column("revision").to_pylist()) == {"local"}
+    # the Python API returns the same data
+    model, tokenizer = load_model_and_tokenizer(tiny_model_dir, device="cpu")
+    api = score_texts(model, tokenizer, load_calibration(texts).texts, ["ahon_ln", "awft", "random"]).to_table()
+    key = ["input_index", "score_fn", "layer", "head"]
+    got = table.select(key + ["value"]).sort_by([(k, "ascending") for k in key])
+    want = api.sort_by([(k, "ascending") for k in key])
+    np.testing.assert_allclose(got.column("value").to_numpy(), want.column("value").to_numpy(), rtol=1e-6)
+    assert list(out.parent.iterdir()) == [out]
+
+
+def test_default_calibration_is_winogrande(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "w.parquet"
+    code, err = run_cli(capsys, "--model", tiny_model_dir, "--limit", 3, "--scores", "ahon", "--device", "cpu",
+                        "--out", out)
+    assert code == 0, err
+    assert sorted(set(pq.read_table(out).column("input_index").to_pylist())) == [0, 1, 2]
+
+
+def test_not_a_model(tmp_path, capsys):
+    (tmp_path / "notamodel").mkdir()
+    (tmp_path / "out").mkdir()
+    assert_refused(capsys, tmp_path / "out" / "s.parquet", "--model", tmp_path / "notamodel", "--limit", 2,
+                   match="notamodel")
+
+
+def test_model_without_attention_interface(tmp_path, tiny_tokenizer, capsys):
+    path = tmp_path / "bloom"
+    BloomForCausalLM(BloomConfig(vocab_size=len(tiny_tokenizer), hidden_size=64, n_layer=2, n_head=4)).save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    (tmp_path / "out").mkdir()
+    assert_refused(capsys, tmp_path / "out" / "s.parquet", "--model", path, "--limit", 2, "--device", "cpu",
+                   match="AttentionInterface")
+
+
+def test_empty_texts_file(tiny_model_dir, tmp_path, capsys):
+    texts = tmp_path / "empty.txt"
+    texts.write_text("\n  \n", encoding="utf-8")
+    (tmp_path / "out").mkdir()
+    assert_refused(capsys, tmp_path / "out" / "s.parquet", "--model", tiny_model_dir, "--texts", texts,
+                   match="holds no text")
+
+
+@pytest.fixture
+def dropping_tokenizer_model(tmp_path):
+    """A real tokenizer with no special tokens whose BPE has no unknown token, so characters it never saw
+    vanish: a text of only such characters tokenises to zero tokens. Saved with a tiny OLMo-2."""
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(["the cat sat on the mat"] * 10, trainers.BpeTrainer(vocab_size=60, show_progress=False))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok)
+    assert tokenizer("☃☃")["input_ids"] == []
+    torch.manual_seed(0)
+    config = tiny_config(tokenizer, n_layers=2, n_heads=4, hidden_size=64)
+    path = tmp_path / "dropping"
+    Olmo2ForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def test_text_with_zero_tokens(dropping_tokenizer_model, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the cat\n☃☃\n", encoding="utf-8")
+    (tmp_path / "out").mkdir()
+    assert_refused(capsys, tmp_path / "out" / "s.parquet", "--model", dropping_tokenizer_model, "--texts", texts,
+                   "--device", "cpu", match="text 1")
