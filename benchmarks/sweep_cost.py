@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from dormant_tasks.calibration import DEMO_CORPUS, load_winogrande_items
+from dormant_tasks.checkpoints import list_revisions
 from dormant_tasks.evaluation import DEFAULT_QUANTILES, encode_requests, run_sweep
 from dormant_tasks.loading import load_model_and_tokenizer
 from dormant_tasks.winogrande import winogrande_requests
@@ -30,8 +31,7 @@ FUNCTIONS = ("ahon_ln", "lthon_ln", "awft")
 
 def demo_model(device: str):
     """(model, tokenizer, description): the series' last checkpoint, or a random-init model of its shape."""
-    checkpoints = sorted((p for p in SERIES.glob("*") if (p / "config.json").is_file()),
-                         key=lambda p: p.stat().st_mtime) if SERIES.is_dir() else []
+    checkpoints = [r.path for r in list_revisions(SERIES).revisions] if SERIES.is_dir() else []
     if checkpoints:
         model, tok = load_model_and_tokenizer(checkpoints[-1], device=device)
         return model, tok, f"trained checkpoint {checkpoints[-1]}"

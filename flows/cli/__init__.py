@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from dormant_tasks.errors import DormantError
 
 # Subcommand modules of this package, in the order `--help` lists them.
-COMMANDS = []
+COMMANDS = ["demo", "track", "serve", "status", "report", "evaluate", "checkpoints", "score", "pretrain_tiny"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +27,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _prefect_defaults() -> None:
+    """Before prefect is imported: no telemetry (often no network), and time for the temporary server's
+    first start (20-75 s on a fresh machine) when no PREFECT_API_URL points at a running server."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _prefect_defaults()
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0

@@ -1,0 +1,34 @@
+"""`dormant pretrain-tiny`: pretrain the tiny OLMo-2 on the bundled demo corpus into a local checkpoint series."""
+
+from __future__ import annotations
+
+import argparse
+
+from dormant_tasks.tiny import pretrain_tiny
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "pretrain-tiny",
+        help="pretrain a tiny OLMo-2 on the demo corpus, saving branch-named checkpoints (offline series)",
+        description="Pretrain a 4-layer x 8-head OLMo-2 (width 128) with its own BPE tokenizer on the bundled "
+                    "demo corpus; save checkpoints named stage1-step{S}-tokens{T}K into --out. Deterministic "
+                    "for a seed; a rerun with the same options is a no-op.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--out", required=True, help="folder of the series (new, empty, or a previous run's)")
+    parser.add_argument("--steps", type=int, default=3000, help="optimizer steps (the last step is saved)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for initialisation and data order")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    result = pretrain_tiny(args.out, steps=args.steps, seed=args.seed, threads=args.threads)
+    if not result.trained:
+        print(f"{args.out}: all {len(result.checkpoints)} checkpoints already there, nothing to do")
+        return 0
+    last = result.checkpoints[-1]
+    print(f"{args.out}: {len(result.checkpoints)} checkpoints, last {last.name} "
+          f"(loss {last.loss:.3f}) in {result.seconds:.0f} s")
+    return 0
