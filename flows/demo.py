@@ -10,7 +10,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from dormant_tasks.store import DEFAULT_STORE
-from dormant_tasks.tiny import pretrain_tiny
+from dormant_tasks.tiny import DEFAULT_STEPS, pretrain_tiny
 
 from .track import track
 
@@ -24,8 +24,8 @@ def pretrain(series_dir: str, steps: int, seed: int) -> int:
 
 
 @flow(name="demo", log_prints=True)
-def demo(series_dir: str = str(DEMO_SERIES), store: str = str(DEFAULT_STORE), steps: int = 3000, seed: int = 0,
-         limit: int = 128, report: bool = True) -> dict:
+def demo(series_dir: str = str(DEMO_SERIES), store: str = str(DEFAULT_STORE), steps: int = DEFAULT_STEPS,
+         seed: int = 0, limit: int = 128, report: bool = True) -> dict:
     log = get_run_logger()
     n = pretrain(series_dir, steps, seed)
     log.info("tiny OLMo-2 series: %d checkpoints in %s", n, series_dir)

@@ -7,6 +7,7 @@ out to its task runner, and logs; the science is in the library.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from prefect import flow, get_run_logger
@@ -112,7 +113,9 @@ def _run_checkpoints(cfg, selected, series, parallel: bool, progress: bool):
         update_progress_artifact(artifact, 100.0 * len(results) / len(selected))
 
     if parallel:
-        for future in as_completed([tasks.analyze_checkpoint.submit(cfg, r, series) for r in todo]):
+        with _resources(cfg.device):
+            futures = [tasks.analyze_checkpoint.submit(cfg, r, series) for r in todo]
+        for future in as_completed(futures):
             advance(future.result())
     else:
         for current, nxt in zip(todo, todo[1:] + [None]):
@@ -121,6 +124,15 @@ def _run_checkpoints(cfg, selected, series, parallel: bool, progress: bool):
             advance(tasks.analyze_checkpoint(cfg, current, series))
     bar.close()
     return results
+
+
+def _resources(device: str):
+    """On a Dask cluster, a CUDA task asks for one `GPU` resource (workers started with `--resources GPU=1`)."""
+    if not device.startswith("cuda"):
+        return contextlib.nullcontext()
+    import dask
+
+    return dask.annotate(resources={"GPU": 1})
 
 
 def _bar(total: int, enabled: bool):

@@ -6,6 +6,7 @@ import argparse
 import time
 
 from dormant_tasks.store import DEFAULT_STORE
+from dormant_tasks.tiny import DEFAULT_STEPS
 
 
 def add_parser(subparsers) -> None:
@@ -13,20 +14,28 @@ def add_parser(subparsers) -> None:
                                    description=__doc__.splitlines()[0])
     parser.add_argument("--series", help="folder of the tiny series (default: data/series/tiny-olmo2)")
     parser.add_argument("--store", default=str(DEFAULT_STORE), help="Parquet store (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=3000, help="pretraining steps (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="pretraining steps (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=128, help="calibration sentences (default: %(default)s)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from dormant_tasks.tiny import is_complete
+    from flows.cli import build_parser
     from flows.demo import DEMO_SERIES, demo
 
-    from .track import print_summary
+    from .track import answer_from_store, flow_parameters, print_summary
 
     started = time.perf_counter()
-    summary = demo(series_dir=args.series or str(DEMO_SERIES), store=args.store, steps=args.steps, seed=args.seed,
-                   limit=args.limit)
+    series = args.series or str(DEMO_SERIES)
+    track_args = build_parser().parse_args(["track", "--repo", series, "--store", args.store,
+                                            "--limit", str(args.limit)])
+    if is_complete(series, args.steps, args.seed) and answer_from_store(track_args, flow_parameters(track_args)):
+        print(f"demo: the series and its store are complete ({time.perf_counter() - started:.0f} s); "
+              f"`make clean-demo` starts over")
+        return 0
+    summary = demo(series_dir=series, store=args.store, steps=args.steps, seed=args.seed, limit=args.limit)
     print()
     print_summary(summary)
     print(f"demo finished in {time.perf_counter() - started:.0f} s; "

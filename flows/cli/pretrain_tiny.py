@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dormant_tasks.tiny import pretrain_tiny
+from dormant_tasks.tiny import DEFAULT_STEPS, pretrain_tiny
 
 
 def add_parser(subparsers) -> None:
@@ -17,7 +17,7 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--out", required=True, help="folder of the series (new, empty, or a previous run's)")
-    parser.add_argument("--steps", type=int, default=3000, help="optimizer steps (the last step is saved)")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="optimizer steps (the last step is saved)")
     parser.add_argument("--seed", type=int, default=0, help="seed for initialisation and data order")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.set_defaults(func=run)

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     for t in args.taus:
         parse_tau_option(t)
     params = flow_parameters(args)
-    if _nothing_to_do(args, params):
+    if answer_from_store(args, params):
         return 0
     runner = task_runner(args.runner, args.address, args.workers, args.device)
     summary = track.with_options(task_runner=runner)(**params, progress=True)
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _nothing_to_do(args, params: dict) -> bool:
+def answer_from_store(args, params: dict) -> bool:
     """A rerun on a fully stored series answers from the store, without loading a model or starting Prefect."""
     from dormant_tasks.checkpoints import list_revisions
     from dormant_tasks.tracker import pending_revisions
