@@ -25,8 +25,9 @@ def pretrain(series_dir: str, steps: int, seed: int) -> int:
 
 @flow(name="demo", log_prints=True)
 def demo(series_dir: str = str(DEMO_SERIES), store: str = str(DEFAULT_STORE), steps: int = DEFAULT_STEPS,
-         seed: int = 0, limit: int = 128, report: bool = True) -> dict:
+         seed: int = 0, limit: int = 128, report: bool = True, reports_dir: str | None = None) -> dict:
     log = get_run_logger()
     n = pretrain(series_dir, steps, seed)
     log.info("tiny OLMo-2 series: %d checkpoints in %s", n, series_dir)
-    return track(source=series_dir, store=store, limit=limit, report=report, progress=True)
+    return track(source=series_dir, store=store, limit=limit, report=report, reports_dir=reports_dir,
+                 progress=True)

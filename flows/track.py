@@ -51,12 +51,14 @@ def track(
     retau: bool = False,
     parallel: bool = False,
     report: bool = True,
+    reports_dir: str | None = None,
     progress: bool = False,
 ) -> dict:
     """Track dormant heads through a series of checkpoints; returns a summary dict.
 
     `parallel=False` scores one checkpoint at a time while the next one downloads (a disk that holds two
     checkpoints is enough); `parallel=True` submits every checkpoint at once, for a Dask task runner.
+    The report goes to `reports_dir` (default: reports/<series>/).
     """
     log = get_run_logger()
     check_store(store)
@@ -78,7 +80,7 @@ def track(
            "skipped": len(results) - len(done), "n_checkpoints": summary.n_checkpoints,
            "n_transitions": summary.n_transitions, "taus_id": series.taus_id, "report": None}
     if report:
-        out["report"] = str(_report(store, cfg.model_id))
+        out["report"] = str(_report(store, cfg.model_id, reports_dir))
     return out
 
 
@@ -141,11 +143,11 @@ def _bar(total: int, enabled: bool):
     return tqdm(total=total, desc="checkpoints", unit="ckpt", disable=not enabled)
 
 
-def _report(store: str, model_id: str) -> Path:
+def _report(store: str, model_id: str, out_dir: str | None) -> Path:
     """Render the evolution report and publish its summary as Prefect artifacts (markdown, table, link)."""
     from dormant_tasks.report import render_report
 
-    result = render_report(store, model_id)
+    result = render_report(store, model_id, out_dir)
     key = "dormant-" + "".join(c if c.isalnum() else "-" for c in model_id.lower())
     create_markdown_artifact(result.markdown, key=key, description=f"dormant heads of {model_id}")
     create_table_artifact(result.summary_rows, key=f"{key}-table",

@@ -17,6 +17,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="pretraining steps (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=128, help="calibration sentences (default: %(default)s)")
+    parser.add_argument("--reports-dir", metavar="DIR", help="where the report goes (default: reports/<series>/)")
     parser.set_defaults(func=run)
 
 
@@ -30,12 +31,14 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     series = args.series or str(DEMO_SERIES)
     track_args = build_parser().parse_args(["track", "--repo", series, "--store", args.store,
-                                            "--limit", str(args.limit)])
+                                            "--limit", str(args.limit)]
+                                           + (["--reports-dir", args.reports_dir] if args.reports_dir else []))
     if is_complete(series, args.steps, args.seed) and answer_from_store(track_args, flow_parameters(track_args)):
         print(f"demo: the series and its store are complete ({time.perf_counter() - started:.0f} s); "
               f"`make clean-demo` starts over")
         return 0
-    summary = demo(series_dir=series, store=args.store, steps=args.steps, seed=args.seed, limit=args.limit)
+    summary = demo(series_dir=series, store=args.store, steps=args.steps, seed=args.seed, limit=args.limit,
+                   reports_dir=args.reports_dir)
     print()
     print_summary(summary)
     print(f"demo finished in {time.perf_counter() - started:.0f} s; "

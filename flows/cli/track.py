@@ -38,6 +38,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--address", help="scheduler address of an existing Dask cluster (default: a local cluster)")
     g.add_argument("--workers", type=int, default=2, help="workers of a local Dask cluster (default: %(default)s)")
     g.add_argument("--no-report", action="store_true", help="do not render the report at the end")
+    g.add_argument("--reports-dir", metavar="DIR", help="where the report goes (default: reports/<series>/)")
 
 
 def flow_parameters(args: argparse.Namespace) -> dict:
@@ -49,7 +50,7 @@ def flow_parameters(args: argparse.Namespace) -> dict:
                 taus=tuple(args.taus), texts=args.texts, limit=args.limit, dtype=args.dtype, device=args.device,
                 batch_size=args.batch_size, seed=args.seed, cache_dir=args.cache_dir,
                 keep_checkpoints=args.keep_checkpoints, input_scores=args.input_scores, retau=args.retau,
-                parallel=args.runner == "dask", report=not args.no_report)
+                parallel=args.runner == "dask", report=not args.no_report, reports_dir=args.reports_dir)
 
 
 def add_parser(subparsers) -> None:
@@ -96,7 +97,7 @@ def answer_from_store(args, params: dict) -> bool:
     if params["report"]:
         from dormant_tasks.report import render_report
 
-        report = render_report(args.store, cfg.model_id).index_html
+        report = render_report(args.store, cfg.model_id, params["reports_dir"]).index_html
     print_summary({"store": str(Path(args.store).resolve()), "model_id": cfg.model_id, "analysed": 0,
                    "skipped": len(selected), "report": report})
     return True

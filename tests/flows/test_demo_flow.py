@@ -1,0 +1,37 @@
+"""The demo flow end to end on a short tiny run: pretrain -> track -> report, then a rerun answered from the store."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dormant_tasks.store import read_table
+from flows.demo import demo
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_short_demo_pretrains_tracks_and_reports(tmp_path):
+    series, store, reports = tmp_path / "tiny-demo", tmp_path / "store", tmp_path / "reports"
+    summary = demo(series_dir=str(series), store=str(store), steps=60, limit=8, reports_dir=str(reports))
+    names = sorted(p.name for p in series.iterdir() if p.is_dir())
+    assert summary["analysed"] == len(names) == 5  # steps 0, 10, 25, 50 and 60 (the last)
+    ckpts = read_table(store, "checkpoints")
+    assert sorted(ckpts.column("revision").to_pylist()) == names
+    assert set(ckpts.column("model_id").to_pylist()) == {"tiny-demo"}
+    html = Path(summary["report"])
+    assert html == reports / "index.html" and html.is_file()
+    pngs = sorted(p.name for p in (reports / "figures").glob("*.png"))
+    assert "dormant_percent.png" in pngs and "raster_ahon_ln.png" in pngs
+
+    # `dormant demo` on the complete series and store answers from the store: no training, no model, no flow
+    r = subprocess.run([sys.executable, "-m", "flows.cli", "demo", "--series", str(series), "--store", str(store),
+                        "--steps", "60", "--limit", "8", "--reports-dir", str(reports)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "the series and its store are complete" in r.stdout
+    assert "0 checkpoints analysed, 5 already stored" in r.stdout
+    assert "Flow run" not in r.stderr and "pretrain-tiny" not in r.stderr
