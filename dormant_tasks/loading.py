@@ -8,6 +8,7 @@ use unless kept). Local checkpoint folders are used in place and never evicted.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import shutil
@@ -212,9 +213,16 @@ def _git_blob_sha1(path: Path) -> str:
 
 def local_content_hash(folder: Path) -> str:
     """sha256 over the names and sha256s of a local checkpoint's loadable files: its `commit` in the store."""
+    files = sorted(p for p in folder.iterdir() if p.is_file() and any(fnmatch(p.name, a) for a in ALLOW_PATTERNS))
+    return _content_hash(tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+
+
+@functools.lru_cache(maxsize=4096)
+def _content_hash(files: tuple[tuple[str, int, int], ...]) -> str:
+    """Cached per (path, size, mtime) of every file: a run checks each checkpoint's hash more than once."""
     h = hashlib.sha256()
-    for path in sorted(p for p in folder.iterdir() if p.is_file() and any(fnmatch(p.name, a) for a in ALLOW_PATTERNS)):
-        h.update(f"{path.name}\0{_sha256(path)}\n".encode())
+    for path, _, _ in files:
+        h.update(f"{Path(path).name}\0{_sha256(Path(path))}\n".encode())
     return h.hexdigest()
 
 

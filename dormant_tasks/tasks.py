@@ -1,12 +1,14 @@
 """Prefect @task wrappers around the library: thin, no science here. Flows in `flows/` call these.
 
 Retries are for transient failures only (network, a worker lost): a `DormantError` is the user's to fix
-and is never retried.
+and is never retried. No Prefect caching (`cache_policy=NONE`): the store is the cache, and hashing the
+inputs of every task run (config, calibration texts) costs time for nothing.
 """
 
 from __future__ import annotations
 
 from prefect import get_run_logger, task
+from prefect.cache_policies import NONE
 
 from . import tracker
 from .checkpoints import Revision, Selection, list_revisions
@@ -25,7 +27,8 @@ def _transient(task, task_run, state) -> bool:
     return False
 
 
-@task(name="list-checkpoints", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient)
+@task(name="list-checkpoints", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient,
+      cache_policy=NONE)
 def list_checkpoints(source: str, selection: Selection, include_main: bool = False) -> list[Revision]:
     listing = list_revisions(source, include_main=include_main)
     if listing.skipped:
@@ -34,20 +37,20 @@ def list_checkpoints(source: str, selection: Selection, include_main: bool = Fal
     return selection.apply(listing.revisions)
 
 
-@task(name="series-taus")
+@task(name="series-taus", cache_policy=NONE)
 def series_taus(cfg: tracker.TrackConfig, selected: list[Revision]) -> tracker.SeriesTaus:
     return tracker.resolve_series_taus(cfg, selected)
 
 
 @task(name="prefetch-checkpoint", task_run_name="prefetch-{revision.name}", retries=3,
-      retry_delay_seconds=[10, 60, 300], retry_condition_fn=_transient)
+      retry_delay_seconds=[10, 60, 300], retry_condition_fn=_transient, cache_policy=NONE)
 def prefetch_checkpoint(cfg: tracker.TrackConfig, revision: Revision) -> str:
     """Download a Hub revision ahead of its scoring (a local checkpoint is used in place)."""
     return str(fetch_revision(cfg.source, revision, cfg.cache_dir))
 
 
 @task(name="analyze-checkpoint", task_run_name="analyze-{revision.name}", retries=2,
-      retry_delay_seconds=[10, 60], retry_condition_fn=_transient)
+      retry_delay_seconds=[10, 60], retry_condition_fn=_transient, cache_policy=NONE)
 def analyze_checkpoint(cfg: tracker.TrackConfig, revision: Revision,
                        series: tracker.SeriesTaus) -> tracker.CheckpointResult:
     result = tracker.analyze_checkpoint(cfg, revision, series)
@@ -62,13 +65,13 @@ def analyze_checkpoint(cfg: tracker.TrackConfig, revision: Revision,
     return result
 
 
-@task(name="derive-transitions")
+@task(name="derive-transitions", cache_policy=NONE)
 def derive_transitions(cfg: tracker.TrackConfig, taus_id: str) -> tracker.SeriesSummary:
     return tracker.derive_series(cfg, taus_id)
 
 
 @task(name="evaluate-checkpoint", task_run_name="evaluate-{target.revision.name}-{mode}", retries=1,
-      retry_delay_seconds=[30], retry_condition_fn=_transient)
+      retry_delay_seconds=[30], retry_condition_fn=_transient, cache_policy=NONE)
 def evaluate_checkpoint(store: str, target, score_fns: tuple[str, ...], mode: str, task_name: str, shots: int,
                         limit: int | None, batch_size: int, dtype: str, device: str,
                         quantiles: tuple[float, ...] | None = None) -> list[dict]:

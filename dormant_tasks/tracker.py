@@ -16,11 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import __version__
-from .calibration import CalibrationSet
+from .calibration import CalibrationSet, load_calibration
 from .checkpoints import Revision, is_local_source
 from .errors import StoreError
 from .loading import evict_revision, load_checkpoint
 from .masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, taus_id
+from .score_functions import parse_score_functions
 from .scoring import InputScores, score_texts
 from .store import (
     CheckpointKey,
@@ -59,6 +60,16 @@ class TrackConfig:
     @property
     def model_id(self) -> str:
         return model_id_for(self.source)
+
+    @classmethod
+    def build(cls, source, store, scores=None, taus=(), texts=None, limit=None, dtype="float32", device="auto",
+              batch_size=8, seed=0, cache_dir=None, keep_checkpoints=False, input_scores=None,
+              retau=False) -> "TrackConfig":
+        """From the track flow's parameters: validates the functions and reads the calibration set."""
+        return cls(source=source, store=Path(store), calibration=load_calibration(texts, limit),
+                   score_fns=tuple(parse_score_functions(scores)), tau_overrides=tuple(taus), dtype=dtype,
+                   device=device, batch_size=batch_size, seed=seed, cache_dir=cache_dir,
+                   keep_checkpoints=keep_checkpoints, input_scores=input_scores, retau=retau)
 
 
 def model_id_for(source: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NONE
 
 from dormant_tasks.store import DEFAULT_STORE
 from dormant_tasks.tiny import DEFAULT_STEPS, pretrain_tiny
@@ -17,7 +18,7 @@ from .track import track
 DEMO_SERIES = Path(__file__).resolve().parent.parent / "data" / "series" / "tiny-olmo2"
 
 
-@task(name="pretrain-tiny")
+@task(name="pretrain-tiny", cache_policy=NONE)
 def pretrain(series_dir: str, steps: int, seed: int) -> int:
     """Pretrain (or find complete) the tiny series; returns its number of checkpoints."""
     return len(pretrain_tiny(series_dir, steps=steps, seed=seed, progress=True).checkpoints)

@@ -21,9 +21,7 @@ from prefect.artifacts import (
 from prefect.futures import as_completed
 
 from dormant_tasks import tasks
-from dormant_tasks.calibration import load_calibration
 from dormant_tasks.checkpoints import Selection
-from dormant_tasks.score_functions import parse_score_functions
 from dormant_tasks.store import DEFAULT_STORE, check_store, stored_checkpoint_keys
 from dormant_tasks.tracker import CheckpointResult, TrackConfig, is_stored, known_commit
 
@@ -62,8 +60,8 @@ def track(
     """
     log = get_run_logger()
     check_store(store)
-    cfg = track_config(source, store, scores, taus, texts, limit, dtype, device, batch_size, seed, cache_dir,
-                       keep_checkpoints, input_scores, retau)
+    cfg = TrackConfig.build(source, store, scores, taus, texts, limit, dtype, device, batch_size, seed, cache_dir,
+                            keep_checkpoints, input_scores, retau)
     selection = Selection(tuple(revisions), steps, every, max_n)
     selected = tasks.list_checkpoints(source, selection, include_main)
     log.info("%s: %d checkpoints selected (%s), calibration %s", cfg.model_id, len(selected),
@@ -82,18 +80,6 @@ def track(
     if report:
         out["report"] = str(_report(store, cfg.model_id, reports_dir))
     return out
-
-
-def track_config(source, store, scores=None, taus=(), texts=None, limit=None, dtype="float32", device="auto",
-                 batch_size=8, seed=0, cache_dir=None, keep_checkpoints=False, input_scores=None,
-                 retau=False) -> TrackConfig:
-    """The library's TrackConfig from the flow's parameters (validates scores, calibration and taus)."""
-    return TrackConfig(
-        source=source, store=Path(store), calibration=load_calibration(texts, limit),
-        score_fns=tuple(parse_score_functions(scores)), tau_overrides=tuple(taus), dtype=dtype, device=device,
-        batch_size=batch_size, seed=seed, cache_dir=cache_dir, keep_checkpoints=keep_checkpoints,
-        input_scores=input_scores, retau=retau,
-    )
 
 
 def _run_checkpoints(cfg, selected, series, parallel: bool, progress: bool):

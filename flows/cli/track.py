@@ -63,8 +63,6 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.masks import parse_tau_option
     from dormant_tasks.score_functions import parse_score_functions
-    from flows.runners import task_runner
-    from flows.track import track
 
     parse_score_functions(args.scores)  # fail fast, before Prefect starts
     for t in args.taus:
@@ -72,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     params = flow_parameters(args)
     if answer_from_store(args, params):
         return 0
+    from flows.runners import task_runner
+    from flows.track import track
+
     runner = task_runner(args.runner, args.address, args.workers, args.device)
     summary = track.with_options(task_runner=runner)(**params, progress=True)
     print_summary(summary)
@@ -81,14 +82,13 @@ def run(args: argparse.Namespace) -> int:
 def answer_from_store(args, params: dict) -> bool:
     """A rerun on a fully stored series answers from the store, without loading a model or starting Prefect."""
     from dormant_tasks.checkpoints import list_revisions
-    from dormant_tasks.tracker import pending_revisions
-    from flows.track import track_config
+    from dormant_tasks.tracker import TrackConfig, pending_revisions
 
     if not (Path(args.store) / "_store.json").is_file():
         return False
     keys = ("source", "store", "scores", "taus", "texts", "limit", "dtype", "device", "batch_size", "seed",
             "cache_dir", "keep_checkpoints", "input_scores", "retau")
-    cfg = track_config(**{k: params[k] for k in keys})
+    cfg = TrackConfig.build(**{k: params[k] for k in keys})
     selected = selection_from_args(args).apply(list_revisions(args.repo, include_main=args.include_main).revisions)
     pending = pending_revisions(cfg, selected)
     if pending is None or pending:
