@@ -19,19 +19,24 @@ def add_parser(subparsers) -> None:
 
 
 def series_line(store, model_id: str) -> str:
-    ckpts = read_table(store, "checkpoints", model_id=model_id)
+    # Only the series' current taus (a --retau leaves the older results in the store, keyed by their taus_id).
+    taus = read_table(store, "taus", model_id=model_id).to_pylist()
+    current = {"taus_id": taus[0]["taus_id"]} if taus else None
+    tau_of = {t["score_fn"]: t["tau"] for t in taus}
+    ckpts = read_table(store, "checkpoints", model_id=model_id, filters=current)
     parts = [f"{ckpts.num_rows} checkpoint{'s' if ckpts.num_rows != 1 else ''}"]
     if ckpts.num_rows:
         col = {c: ckpts.column(c).to_numpy(zero_copy_only=False) for c in ("stage", "step", "tokens", "revision")}
         ingredient = np.array([i or 0 for i in ckpts.column("ingredient").to_pylist()])
         order = series_order(col["stage"], ingredient, col["step"], col["tokens"], col["revision"])
         parts.append(f"steps {col['step'][order[0]]}..{col['step'][order[-1]]}")
-    scores = read_table(store, "head_scores", model_id=model_id, filters={"score_fn": MAIN_FN})
+    scores = read_table(store, "head_scores", model_id=model_id, filters={"score_fn": MAIN_FN, **(current or {})})
     states = next(series_states(scores, ckpts), None)
     if states is not None:
         first, last = 100 * states.dormant[0].mean(), 100 * states.dormant[-1].mean()
         parts.append(f"{MAIN_FN} dormant {first:.1f}% -> {last:.1f}%")
-    transitions = read_table(store, "transitions", model_id=model_id).column("score_fn").to_pylist()
+    transitions = [r["score_fn"] for r in read_table(store, "transitions", model_id=model_id).to_pylist()
+                   if not tau_of or tau_of.get(r["score_fn"]) == r["tau"]]
     parts.append(f"transitions {sum(f == MAIN_FN for f in transitions)} {MAIN_FN} / {len(transitions)} total")
     return f"{model_id}: " + ", ".join(parts)
 

@@ -89,6 +89,10 @@ def test_retau_reaggregates_from_kept_input_scores(random_series, tmp_path, monk
     assert heads.num_rows == 3 * 2 * 4 and set(heads.column("tau").to_pylist()) == {0.9}
     old = read_table(store, "head_scores")
     assert old.num_rows == 2 * heads.num_rows  # the old taus' results stay (append-only), keyed by taus_id
+    from flows.cli.status import series_line
+
+    # status summarises the current taus only, not the old results beside them
+    assert series_line(store, "random-olmo2").startswith("random-olmo2: 3 checkpoints, steps 0..25")
 
 
 def test_cli_bad_inputs_exit_2_and_leave_the_store_untouched(random_series, tmp_path):
