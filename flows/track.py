@@ -8,6 +8,7 @@ out to its task runner, and logs; the science is in the library.
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger
@@ -24,6 +25,9 @@ from dormant_tasks import tasks
 from dormant_tasks.checkpoints import Selection
 from dormant_tasks.store import DEFAULT_STORE, check_store, stored_checkpoint_keys
 from dormant_tasks.tracker import CheckpointResult, TrackConfig, is_stored, known_commit
+
+
+PROGRESS_EVERY_S = 5.0
 
 
 @flow(name="track", log_prints=True)
@@ -95,10 +99,15 @@ def _run_checkpoints(cfg, selected, series, parallel: bool, progress: bool):
     bar = _bar(len(selected), progress)
     bar.update(len(results))
 
+    last_update = [time.monotonic()]
+
     def advance(result):
         results.append(result)
         bar.update(1)
-        update_progress_artifact(artifact, 100.0 * len(results) / len(selected))
+        # An artifact update is an API round trip: at most one every few seconds, and the final one.
+        if len(results) == len(selected) or time.monotonic() - last_update[0] > PROGRESS_EVERY_S:
+            update_progress_artifact(artifact, 100.0 * len(results) / len(selected))
+            last_update[0] = time.monotonic()
 
     if parallel:
         with _resources(cfg.device):
