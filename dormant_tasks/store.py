@@ -241,7 +241,8 @@ def open_store(path, create: bool = False) -> Path:
             raise StoreError(f"store {str(root)!r} {what}: run `dormant track` to fill it, or pass the right --store")
         root.mkdir(parents=True, exist_ok=True)
         content = {"schema_version": SCHEMA_VERSION, "created_by": f"dormant-heads {__version__}"}
-        _atomic_write_bytes(marker, (json.dumps(content, indent=1) + "\n").encode())
+        with atomic_file(marker) as f:
+            f.write((json.dumps(content, indent=1) + "\n").encode())
         return root
     try:
         version = json.loads(marker.read_text(encoding="utf-8"))["schema_version"]
@@ -337,11 +338,15 @@ def _sweep_dead_temps(folder: Path) -> None:
             pass
 
 
-def _atomic_write_bytes(final: Path, data: bytes) -> None:
+@contextlib.contextmanager
+def atomic_file(final: Path) -> Iterator:
+    """An open binary file that becomes `final` only when the block ends without error (temp file in the
+    same folder, fsync, os.replace): readers see no file or a whole one, never a partial one."""
+    final = Path(final)
     tmp = _temp_path(final)
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
@@ -435,15 +440,8 @@ def write_table(store, table: str, data: pa.Table | list[dict], *, file_key: str
     folder.mkdir(parents=True, exist_ok=True)
     _sweep_dead_temps(folder)
     final = folder / f"{_safe_file_key(file_key)}.parquet"
-    tmp = _temp_path(final)
-    try:
-        with open(tmp, "wb") as f:
-            pq.write_table(t, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_file(final) as f:
+        pq.write_table(t, f)
     return final
 
 

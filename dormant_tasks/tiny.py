@@ -23,6 +23,7 @@ from transformers import Olmo2Config, PreTrainedTokenizerFast
 
 from .calibration import DEMO_CORPUS
 from .errors import ConfigError
+from .store import atomic_file
 
 BOUNDARY = "<|endoftext|>"
 
@@ -205,9 +206,8 @@ def _check_out_dir(out: Path, config: TinyRunConfig) -> None:
 
 
 def _write_json_atomic(path: Path, payload: dict) -> None:
-    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_file(path) as f:
+        f.write((json.dumps(payload, indent=2) + "\n").encode("utf-8"))
 
 
 @contextmanager

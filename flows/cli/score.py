@@ -7,8 +7,6 @@ atomically (temp file in the same folder, then rename: never a partial file).
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,6 +17,7 @@ from dormant_tasks.errors import ConfigError
 from dormant_tasks.loading import DTYPES, load_model_at
 from dormant_tasks.score_functions import parse_score_functions
 from dormant_tasks.scoring import score_texts
+from dormant_tasks.store import atomic_file
 
 
 def add_parser(subparsers) -> None:
@@ -38,16 +37,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def write_parquet_atomic(table: pa.Table, out: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, out)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 def run(args) -> int:
     out = Path(args.out)
     if not out.parent.is_dir():
@@ -61,7 +50,8 @@ def run(args) -> int:
     n = table.num_rows
     table = table.add_column(0, "revision", pa.array([args.revision or "local"] * n, pa.string()))
     table = table.add_column(0, "model_id", pa.array([args.model] * n, pa.string()))
-    write_parquet_atomic(table, out)
+    with atomic_file(out) as f:
+        pq.write_table(table, f)
     n_layers, n_heads = scores.values.shape[2:]
     print(f"scored {len(calibration.texts)} inputs ({calibration.calibration_id}) x {len(score_fns)} functions "
           f"x {n_layers} layers x {n_heads} heads -> {out}")
