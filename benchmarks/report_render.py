@@ -59,7 +59,7 @@ def build_store(root: Path, n_ckpt: int, n_layers: int, n_heads: int, seed: int 
         common = {"model_id": [MODEL] * n, "revision": [revision] * n, "stage": np.full(n, 1, np.int32),
                   "step": np.full(n, step), "tokens": np.full(n, tokens)}
         write_table(root, "head_scores", pa.table(common | {
-            "score_fn": fn_col, "layer": layer_col, "head": head_col, "score": scores[:, :, c].ravel(),
+            "score_fn": fn_col, "layer": layer_col, "head_index": head_col, "score": scores[:, :, c].ravel(),
             "score_std": np.zeros(n), "tau": np.repeat(taus, H), "direction": np.repeat(np.array(directions, dtype=object), H),
             "dormant_rate": dormant[:, :, c].ravel().astype(float), "dormant": dormant[:, :, c].ravel(),
             "calibration_id": ["winogrande-dev-128-bench"] * n, "taus_id": ["taus-bench"] * n}), file_key=revision)

@@ -46,26 +46,25 @@ def random_series(folder: Path) -> Path:
 
 def library_run(source: str, store: Path, limit: int) -> float:
     from dormant_tasks import tracker
-    from dormant_tasks.calibration import load_calibration
-    from dormant_tasks.checkpoints import list_revisions
-    from dormant_tasks.score_functions import ALL_IDS
+    from dormant_tasks.requests import TrackRequest
 
     t0 = time.perf_counter()
-    cfg = tracker.TrackConfig(source=source, store=store, calibration=load_calibration(None, limit), score_fns=ALL_IDS)
-    selected = list_revisions(source).revisions
-    series = tracker.resolve_series_taus(cfg, selected)
-    for revision in selected:
+    request = TrackRequest(source=source, store=str(store), limit=limit, report=False)
+    plan = tracker.plan_series(request)
+    series = tracker.resolve_series_taus(request, plan)
+    for revision in plan.selected:
         if series.reference is None or revision != series.reference.revision:
-            tracker.analyze_checkpoint(cfg, revision, series)
-    tracker.derive_series(cfg, series.taus_id)
+            tracker.analyze_checkpoint(request, revision, series)
+    tracker.derive_series(request)
     return time.perf_counter() - t0
 
 
 def flow_run(source: str, store: Path, limit: int) -> float:
+    from dormant_tasks.requests import TrackRequest
     from flows.track import track
 
     t0 = time.perf_counter()
-    track(source=source, store=str(store), limit=limit, report=False)
+    track(TrackRequest(source=source, store=str(store), limit=limit, report=False))
     return time.perf_counter() - t0
 
 

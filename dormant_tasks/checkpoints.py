@@ -19,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from .errors import CheckpointError, ConfigError, did_you_mean
+from .hub import list_branches
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,15 @@ class Revision:
 
     @property
     def sort_key(self) -> tuple:
-        """Training order: stage 1 by step, then each later stage's ingredients by (ingredient, step); main last."""
-        return (self.is_main, self.stage, self.ingredient or 0, self.step, self.tokens, self.name)
+        """The series order (`series_sort_key`) of this revision."""
+        return series_sort_key(self.name, self.stage, self.ingredient, self.step, self.tokens)
+
+
+def series_sort_key(name: str, stage: int, ingredient: int | None, step: int, tokens: int) -> tuple:
+    """The one series order, for a `Revision` or a stored row alike: stage 1 by step, then each later stage's
+    ingredients by (ingredient, step), then `main`. Main is ranked last by its name, not by its stored
+    stage, which is UNKNOWN (-1) and would otherwise put it first. Ties fall to tokens, then the name."""
+    return (name == MAIN, stage, ingredient or 0, step, tokens, name)
 
 
 def parse_revision_name(name: str) -> Revision | None:
@@ -99,8 +107,8 @@ def list_revisions(source: str | Path, include_main: bool = False) -> Listing:
     if is_local_source(source):
         names, paths, commits = _local_names(Path(source).expanduser())
     else:
-        names, commits = _hub_branches(str(source))
-        paths = {}
+        commits = list_branches(str(source))
+        names, paths = list(commits), {}
     revisions, skipped = [], []
     for name in names:
         rev = parse_revision_name(name)
@@ -138,22 +146,6 @@ def _local_names(folder: Path) -> tuple[list[str], dict[str, Path], dict[str, st
     return [n if n in paths else f"{n}/ (no config.json)" for n in names], paths, {}
 
 
-def _hub_branches(repo: str) -> tuple[list[str], dict[str, str]]:
-    from huggingface_hub import list_repo_refs
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    from .loading import with_hub_retries  # loading owns the network error handling
-
-    try:
-        validate_repo_id(repo)
-    except HFValidationError:
-        raise CheckpointError(f"{repo!r} is neither an existing folder nor a Hub repo id (org/name); "
-                              "check the spelling or the path") from None
-    refs = with_hub_retries(lambda: list_repo_refs(repo), what=f"listing the branches of {repo}")
-    commits = {b.name: b.target_commit for b in refs.branches}
-    return list(commits), commits
-
-
 def parse_steps(steps: str | tuple[int | None, int | None] | None) -> tuple[int | None, int | None] | None:
     """'A:B' (inclusive, either side optional) or 'A' (exactly A) -> (A, B)."""
     if steps is None or isinstance(steps, tuple):
@@ -172,8 +164,11 @@ def parse_steps(steps: str | tuple[int | None, int | None] | None) -> tuple[int 
 class Selection:
     """Which checkpoints of a listing to analyse. Filters apply in this order: `revisions_glob` (fnmatch on
     the name, any of several), `steps` (inclusive range), `every` (every K-th of what is left, in training
-    order, starting with the first), `max_n` (that many, spread evenly in log(1 + tokens), first and last
-    always included). `main`, when listed, is kept by every filter but the glob and stays last."""
+    order, starting with the first), `max_n` (that many, first and last always included, the rest nearest to
+    evenly spaced points of log(tokens + one step's tokens)). The one-step shift keeps step 0 finite and one
+    step before step 1; log(1 + tokens) put it so far below the rest that `--max 6` on the demo series took
+    0, 10, 25, 50, 100, 2000 (now 0, 10, 25, 100, 500, 2000). `main`, when listed, is kept by every filter
+    but the glob and stays last."""
 
     revisions_glob: tuple[str, ...] = ()
     steps: tuple[int | None, int | None] | None = None
@@ -247,14 +242,21 @@ def training_positions(revisions: list[Revision]) -> list[int]:
 
 
 def _spread_in_log_tokens(revisions: list[Revision], n: int) -> list[Revision]:
-    """`n` revisions whose log(1 + tokens) are closest to n evenly spaced targets; first and last included.
-    log1p keeps a step-0 checkpoint (0 tokens) finite."""
+    """`n` revisions whose log(tokens + one step's tokens) are closest to n evenly spaced targets, first and
+    last included (see `Selection`: log1p spent most targets on the first few steps)."""
     if n == 1:
         return [revisions[-1]]
-    x = [math.log1p(p) for p in training_positions(revisions)]
+    one_step = _tokens_per_step(revisions)
+    x = [math.log(p + one_step) for p in training_positions(revisions)]
     targets = [x[0] + (x[-1] - x[0]) * i / (n - 1) for i in range(n)]
     chosen = {0, len(revisions) - 1}
     for t in targets[1:-1]:
         free = [i for i in range(len(revisions)) if i not in chosen]
         chosen.add(min(free, key=lambda i: (abs(x[i] - t), i)))
     return [revisions[i] for i in sorted(chosen)]
+
+
+def _tokens_per_step(revisions: list[Revision]) -> float:
+    """One step's tokens: the smallest tokens/step among revisions past step 0 (names round their token
+    counts, so the ratios differ a little); 1 token when no revision has both."""
+    return min((r.tokens / r.step for r in revisions if r.step > 0 and r.tokens > 0), default=1.0)

@@ -25,12 +25,12 @@ import torch
 from .calibration import load_winogrande_items
 from .errors import EvaluationError, did_you_mean
 from .masks import pooled_threshold
+from .requests import DEFAULT_QUANTILES
 from .score_functions import get_score_function, parse_score_functions
 from .scoring import DynamicZeroing, StaticZeroing, scoring_pass
 from .winogrande import DEFAULT_FEWSHOT_SEED, EncodedOption, Request, encode_option, winogrande_requests
 
 TASKS = ("winogrande",)
-DEFAULT_QUANTILES = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 WITHIN_POINTS = 1.0  # the leaderboard's tolerance: one absolute accuracy point (in %)
 # Thresholds a function accepts: awft is a mean attention weight and `random` a probability, both in
 # [0, 1]; every other score (norms, entropies, ratios of them) is >= 0, so tau must be too.
@@ -284,9 +284,10 @@ def _requests_for(task: str, shots: int, fewshot_seed: int, limit: int | None) -
 
 
 def _row(task, shots, mode, score_fn, quantile, tau, result: ItemResults, base_accuracy: float) -> dict:
+    """An `evaluations` row: the store keeps proportions as fractions in [0, 1] (this module computes in %)."""
     return {"task": task, "shots": shots, "mode": mode, "score_fn": score_fn, "quantile": quantile,
-            "tau": tau, "pct_zeroed": result.pct_zeroed, "accuracy": result.accuracy,
-            "n_items": result.n_items, "base_accuracy": base_accuracy}
+            "tau": tau, "frac_zeroed": result.pct_zeroed / 100.0, "accuracy": result.accuracy / 100.0,
+            "n_items": result.n_items, "base_accuracy": base_accuracy / 100.0}
 
 
 def run_sweep(model, tokenizer, score_fns, *, task: str = "winogrande", quantiles=DEFAULT_QUANTILES,

@@ -304,8 +304,8 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) 
     if static:
         parts += ["<h3>Static zeroing (a fixed head set, e.g. a tracker mask)</h3>",
                   _table(["revision", "task", "shots", "score function", "tau", "% zeroed", "accuracy", "base accuracy"],
-                         [[e["revision"], e["task"], e["shots"], e["score_fn"], e["tau"], f"{e['pct_zeroed']:.2f}",
-                           f"{e['accuracy']:.2f}", f"{e['base_accuracy']:.2f}"] for e in static])]
+                         [[e["revision"], e["task"], e["shots"], e["score_fn"], e["tau"], f"{100 * e['frac_zeroed']:.2f}",
+                           f"{100 * e['accuracy']:.2f}", f"{100 * e['base_accuracy']:.2f}"] for e in static])]
     parts += ["<h2>Checkpoints</h2>", f"<details><summary>{len(c0)} checkpoints</summary>{ckpts}</details>"]
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Dormant heads: "
             f"{escape(series.model_id)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(parts)

@@ -6,23 +6,18 @@ decides which checkpoint and which heads, and writes the rows (SPEC §8 `evaluat
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.compute as pc
-
 from . import __version__
 from .checkpoints import UNKNOWN, Revision, is_local_source, parse_revision_name
-from .errors import EvaluationError, StoreError, did_you_mean
-from .evaluation import DEFAULT_QUANTILES, evaluate_static, normalised_auc, pct_zeroed_within_1pt, run_sweep
+from .errors import StoreError, did_you_mean
+from .evaluation import evaluate_static, normalised_auc, pct_zeroed_within_1pt, run_sweep
 from .loading import load_model_at
-from .store import read_table, write_table
-from .tracker import common_columns, model_id_for
-
-MODES = ("dynamic", "static")
-DEFAULT_SCORES = ("ahon_ln", "lthon_ln", "awft")
+from .requests import EvalRequest, Mode, model_id_for
+from .series import SeriesView
+from .store import read_table, write_request, write_table
+from .tracker import common_columns
 
 
 @dataclass(frozen=True)
@@ -52,19 +47,16 @@ def _label(name: str) -> Revision:
 
 
 def series_targets(store, source: str) -> list[Target]:
-    """Every checkpoint of a tracked series, in training order (for `--series`)."""
+    """Every current checkpoint of a tracked series, in series order (for `--series`)."""
     model_id = model_id_for(source)
-    ckpts = read_table(store, "checkpoints", model_id=model_id)
-    if ckpts.num_rows == 0:
-        known = sorted(set(read_table(store, "checkpoints").column("model_id").to_pylist()))
+    if not SeriesView.exists(store, model_id):
+        known = sorted(set(read_table(store, "taus").column("model_id").to_pylist()))
         raise StoreError(f"no tracked checkpoints of {model_id!r} in {store}{did_you_mean(model_id, known)}; "
                          "run `dormant track` first (evaluate --series uses the tracker's masks)")
-    seen, targets = set(), []
-    for row in sorted(ckpts.to_pylist(), key=lambda r: (r["stage"], r["ingredient"] or 0, r["step"])):
-        if row["revision"] in seen:
-            continue
-        seen.add(row["revision"])
-        rev = Revision(row["revision"], row["stage"], row["step"], row["tokens"], row["ingredient"])
+    view = SeriesView.open(store, model_id)
+    targets = []
+    for name in view.revisions:
+        rev = view.revision(name)
         if is_local_source(source):
             targets.append(Target(str(Path(source).expanduser().resolve() / rev.name), None, model_id, rev))
         else:
@@ -72,67 +64,59 @@ def series_targets(store, source: str) -> list[Target]:
     return targets
 
 
-def tracker_mask(store, target: Target, score_fn: str) -> tuple[frozenset[tuple[int, int]], float]:
-    """The dormant (layer, head) set and tau of `score_fn` at a tracked checkpoint (latest taus of the series)."""
-    taus = read_table(store, "taus", model_id=target.model_id)
-    heads = read_table(store, "head_scores", model_id=target.model_id,
-                       filters={"revision": target.revision.name, "score_fn": score_fn})
-    if taus.num_rows:
-        heads = heads.filter(pc.equal(heads.column("taus_id"), taus.column("taus_id")[0]))
-    if heads.num_rows == 0:
-        raise StoreError(f"{target.model_id}@{target.revision.name}: no tracked {score_fn} mask in {store}; "
-                         f"run `dormant track` with --scores {score_fn} first, or use --mode dynamic")
-    rows = heads.filter(heads.column("dormant")).to_pylist()
-    return frozenset((r["layer"], r["head"]) for r in rows), float(heads.column("tau")[0].as_py())
+def request_targets(request: EvalRequest) -> list[Target]:
+    if request.series:
+        return series_targets(request.store, request.model)
+    return [single_target(request.model, request.revision)]
 
 
-def run_key(target: Target, **params) -> str:
-    payload = json.dumps({"revision": target.revision.name, **params, "code": __version__}, sort_keys=True)
-    return f"{target.revision.name}-{params['mode']}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
-
-
-def evaluate_target(store, target: Target, score_fns, mode: str = "dynamic", task: str = "winogrande",
-                    shots: int = 0, limit: int | None = None, batch_size: int = 16, dtype: str = "float32",
-                    device: str = "auto", quantiles: tuple[float, ...] | None = None,
-                    progress: bool = True) -> list[dict]:
+def evaluate_target(request: EvalRequest, target: Target, progress: bool = True) -> list[dict]:
     """Evaluate one checkpoint (the dynamic sweep, or the static tracker masks) and append its `evaluations`."""
-    if mode not in MODES:
-        raise EvaluationError(f"unknown --mode {mode!r}{did_you_mean(mode, MODES)}; use dynamic or static")
-    masks = {fn: tracker_mask(store, target, fn) for fn in score_fns} if mode == "static" else {}
-    model, tokenizer = load_model_at(target.path_or_repo, target.load_revision, dtype, device)
+    masks = {}
+    if request.mode is Mode.STATIC:
+        view = SeriesView.open(request.store, target.model_id) if SeriesView.exists(request.store, target.model_id) \
+            else None
+        if view is None:
+            raise StoreError(f"{target.model_id}: --mode static zeroes the tracker's mask, and the store "
+                             f"{request.store} has no tracked series {target.model_id!r}; run `dormant track` "
+                             "first, or use --mode dynamic")
+        masks = {fn: view.mask(target.revision.name, fn) for fn in request.score_fns}
+    model, tokenizer = load_model_at(target.path_or_repo, target.load_revision, request.dtype, request.device)
     common = common_columns(target.model_id, target.revision)
-    if mode == "dynamic":
-        sweep = run_sweep(model, tokenizer, score_fns, task=task, shots=shots, limit=limit, batch_size=batch_size,
-                          quantiles=quantiles or DEFAULT_QUANTILES, progress=progress)
+    if request.mode is Mode.DYNAMIC:
+        sweep = run_sweep(model, tokenizer, request.score_fns, task=request.task, shots=request.shots,
+                          limit=request.limit, batch_size=request.batch_size, quantiles=request.quantiles,
+                          progress=progress)
         rows = list(sweep.rows)  # each row carries the un-intervened base accuracy
     else:
-        rows, base_accuracy = [], None
+        rows, base_pct = [], None
         for fn, (heads, tau) in masks.items():
-            row = evaluate_static(model, tokenizer, heads, score_fn=fn, tau=tau, task=task, shots=shots, limit=limit,
-                                  batch_size=batch_size, base_accuracy=base_accuracy, progress=progress)
-            base_accuracy = row["base_accuracy"]
+            row = evaluate_static(model, tokenizer, heads, score_fn=fn, tau=tau, task=request.task,
+                                  shots=request.shots, limit=request.limit, batch_size=request.batch_size,
+                                  base_accuracy=base_pct, progress=progress)
+            base_pct = 100.0 * row["base_accuracy"]
             rows.append(row)
-    rows = [{**common, **r, "code_version": __version__} for r in rows]
-    key = run_key(target, mode=mode, task=task, shots=shots, limit=limit, scores=sorted(score_fns),
-                  quantiles=list(quantiles or DEFAULT_QUANTILES))
-    write_table(store, "evaluations", rows, file_key=key)
+    rows = [{**common, **r, "code_version": __version__, "request_id": request.request_id} for r in rows]
+    write_request(request.store, target.model_id, request)
+    write_table(request.store, "evaluations", rows,
+                file_key=f"{target.revision.name}-{request.mode}-{request.request_id}")
     return rows
 
 
 def leaderboard(rows: list[dict]) -> list[dict]:
     """Per function: % of heads zeroed within 1 point, normalised AUC, base accuracy (dynamic sweeps);
-    % zeroed and accuracy of the mask (static)."""
+    % zeroed and accuracy of the mask (static). Stored fractions are shown as percentages."""
     out = []
     for fn in dict.fromkeys(r["score_fn"] for r in rows):
         mine = [r for r in rows if r["score_fn"] == fn]
         base = mine[0]["base_accuracy"]
         if mine[0]["mode"] == "dynamic":
-            points = [(r["pct_zeroed"], r["accuracy"]) for r in mine]
-            out.append({"score_fn": fn, "within_1pt": pct_zeroed_within_1pt(points, base),
-                        "auc": normalised_auc(points), "base_accuracy": base})
+            points = [(100.0 * r["frac_zeroed"], 100.0 * r["accuracy"]) for r in mine]
+            out.append({"score_fn": fn, "within_1pt": pct_zeroed_within_1pt(points, 100.0 * base),
+                        "auc": normalised_auc(points), "base_accuracy": 100.0 * base})
         else:
-            out.append({"score_fn": fn, "pct_zeroed": mine[0]["pct_zeroed"], "accuracy": mine[0]["accuracy"],
-                        "base_accuracy": base})
+            out.append({"score_fn": fn, "pct_zeroed": 100.0 * mine[0]["frac_zeroed"],
+                        "accuracy": 100.0 * mine[0]["accuracy"], "base_accuracy": 100.0 * base})
     return out
 
 

@@ -156,7 +156,7 @@ def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau]) -> pa.Table:
         parts.append({
             "score_fn": np.full(layer.size, fn, dtype=object),
             "layer": layer.ravel().astype(np.int32),
-            "head": head.ravel().astype(np.int32),
+            "head_index": head.ravel().astype(np.int32),
             "score": score.ravel(),
             "score_std": score_std.ravel(),
             "tau": np.full(layer.size, tau.value),

@@ -28,7 +28,7 @@ from .errors import ReportError, did_you_mean
 from .evaluation import normalised_auc, pct_zeroed_within_1pt
 from .score_functions import ALL_IDS, get_score_function
 from .store import list_models, open_store, read_table, series_slug
-from .transitions import series_order
+from .series import SeriesView
 
 DEFAULT_REPORTS = Path(__file__).resolve().parent.parent / "reports"  # reports/<series slug>/
 DEFAULT_SCORE_FN = "ahon_ln"
@@ -86,82 +86,64 @@ def resolve_model_id(store, model_id: str | None) -> str:
 
 
 def load_series(store, model_id: str) -> Series:
-    """Read one model's series from the store; ReportError when the store cannot give a consistent one."""
+    """One model's current series (`SeriesView`); ReportError when the store cannot give a consistent one."""
     root = open_store(store)
     model_id = resolve_model_id(root, model_id)
-    rows = read_table(root, "checkpoints", model_id).to_pylist()
-    if not rows:
-        raise ReportError(f"the store has no `checkpoints` rows for {model_id}; run `dormant track` for it")
-    latest: dict[str, dict] = {}  # a re-analysed revision: its latest analysis counts
-    for row in sorted(rows, key=lambda r: (r["analyzed_at"] is not None, r["analyzed_at"] or 0)):
-        latest[row["revision"]] = row
-    rows = list(latest.values())
-    order = series_order(*(np.array([r[k] or 0 for r in rows]) for k in ("stage", "ingredient", "step", "tokens")),
-                         np.array([r["revision"] for r in rows]))
-    checkpoints = [rows[i] for i in order]
-    for key, what in (("calibration_id", "calibration sets"), ("taus_id", "taus")):
-        seen = sorted({str(c[key]) for c in checkpoints})
-        if len(seen) > 1:
-            raise ReportError(
-                f"the checkpoints of {model_id} were scored with different {what} ({', '.join(seen)}); "
-                "re-tau / re-score the whole series so that they compare (SPEC §3)"
-            )
-    calibration_id, taus_id = checkpoints[0]["calibration_id"], checkpoints[0]["taus_id"]
+    if not SeriesView.exists(root, model_id):
+        raise ReportError(f"{model_id} has no tracked checkpoints in the store (evaluations only?); "
+                          "run `dormant track` for it")
+    view = SeriesView.open(root, model_id)
+    checkpoints = list(view.checkpoints)
+    if not checkpoints:
+        raise ReportError(f"{model_id} has no checkpoints under its current taus {view.taus_id}"
+                          f"{f' ({view.n_stale} under older ones)' if view.n_stale else ''}; "
+                          "run `dormant track --retau` on the whole series")
     n_layers = max(int(c["n_layers"]) for c in checkpoints)
     n_heads = max(int(c["n_heads"]) for c in checkpoints)
-    revisions = pa.array([c["revision"] for c in checkpoints], pa.string())
+    revisions = pa.array(view.revisions, pa.string())
 
-    hs = read_table(root, "head_scores", model_id, filters={
-        "revision": revisions.to_pylist(), "calibration_id": calibration_id, "taus_id": taus_id})
+    hs = view.head_scores()
     if hs.num_rows == 0:
         raise ReportError(
-            f"the store has checkpoints but no `head_scores` for {model_id} (calibration {calibration_id}, "
-            f"taus {taus_id}); the store is incomplete: run `dormant track` for it again"
+            f"the store has checkpoints but no `head_scores` for {model_id} (calibration {view.calibration_id}, "
+            f"taus {view.taus_id}); the store is incomplete: run `dormant track` for it again"
         )
     present = set(hs["score_fn"].unique().to_pylist())
     score_fns = tuple(f for f in ALL_IDS if f in present) + tuple(sorted(present - set(ALL_IDS)))
     col = pc.index_in(hs["revision"], value_set=revisions).to_numpy()  # [row]
     fn = pc.index_in(hs["score_fn"], value_set=pa.array(score_fns)).to_numpy()  # [row]
-    head = hs["layer"].to_numpy().astype(np.int64) * n_heads + hs["head"].to_numpy()  # [row]
+    head = hs["layer"].to_numpy().astype(np.int64) * n_heads + hs["head_index"].to_numpy()  # [row]
     shape = (len(score_fns), n_layers * n_heads, len(checkpoints))
     dormant = np.full(shape, -1, dtype=np.int8)  # [fn, head, checkpoint]
     score = np.full(shape, np.nan)  # [fn, head, checkpoint]
     dormant[fn, head, col] = hs["dormant"].to_numpy(zero_copy_only=False).astype(np.int8)
     score[fn, head, col] = hs["score"].to_numpy(zero_copy_only=False)
-    first = np.unique(fn, return_index=True)[1]  # tau is fixed per function across a series (SPEC §3)
-    tau_col = hs["tau"].to_numpy(zero_copy_only=False)  # [row]
-    directions = hs["direction"].take(pa.array(first)).to_pylist()
-    taus = {score_fns[fn[i]]: (float(tau_col[i]), d) for i, d in zip(first, directions)}
+    taus = {f: (view.taus[f].value, str(view.taus[f].direction)) for f in score_fns}
 
-    marks = _transition_marks(root, model_id, revisions, score_fns, taus, n_heads, shape)
+    marks = _transition_marks(view.transitions(score_fns), revisions, score_fns, n_heads, shape)
     changes = (np.diff(dormant.astype(np.int16), axis=2) != 0) & (dormant[:, :, 1:] >= 0) & (dormant[:, :, :-1] >= 0)
     if not marks.any() and changes.any():
         raise ReportError(
             f"the `transitions` table has no rows for {model_id} although its head states change; "
             "run `dormant track` again to derive them"
         )
-    tau_rows = [r for r in read_table(root, "taus", model_id).to_pylist() if r["taus_id"] == taus_id]
+    tau_rows = [r for r in read_table(root, "taus", model_id).to_pylist() if r["taus_id"] == view.taus_id]
     evaluations = read_table(root, "evaluations", model_id).to_pylist()
     return Series(
         model_id, checkpoints, n_layers, n_heads, score_fns, taus, dormant, score, marks, tau_rows, evaluations
     )
 
 
-def _transition_marks(root, model_id, revisions, score_fns, taus, n_heads, shape) -> np.ndarray:
-    """+1 / -1 at (fn, head, checkpoint the change lands in) for the stored transitions under the series' taus."""
+def _transition_marks(tr: pa.Table, revisions, score_fns, n_heads, shape) -> np.ndarray:
+    """+1 / -1 at (fn, head, checkpoint the change lands in) for the series' current transitions."""
     marks = np.zeros(shape, dtype=np.int8)  # [fn, head, checkpoint]
-    tr = read_table(root, "transitions", model_id)
     if tr.num_rows == 0:
         return marks
-    fns = pa.array(score_fns)
-    tr = tr.filter(pc.and_(pc.is_in(tr["to_revision"], value_set=revisions), pc.is_in(tr["score_fn"], value_set=fns)))
-    fn = pc.index_in(tr["score_fn"], value_set=fns).to_numpy()  # [row]
-    series_tau = np.array([taus[f][0] for f in score_fns])[fn]  # [row]
-    ok = np.isclose(tr["tau"].to_numpy(zero_copy_only=False), series_tau)  # a re-tau leaves old rows: skip them
-    col = pc.index_in(tr["to_revision"], value_set=revisions).to_numpy()[ok]
-    head = (tr["layer"].to_numpy().astype(np.int64) * n_heads + tr["head"].to_numpy())[ok]
-    kind = np.where(pc.equal(tr["to_state"], "dormant").to_numpy(zero_copy_only=False)[ok], 1, -1).astype(np.int8)
-    marks[fn[ok], head, col] = kind
+    fn = pc.index_in(tr["score_fn"], value_set=pa.array(score_fns)).to_numpy()  # [row]
+    col = pc.index_in(tr["to_revision"], value_set=revisions).to_numpy()  # [row]
+    head = tr["layer"].to_numpy().astype(np.int64) * n_heads + tr["head_index"].to_numpy()  # [row]
+    kind = np.where(pc.equal(tr["to_state"], "dormant").to_numpy(zero_copy_only=False), 1, -1).astype(np.int8)
+    marks[fn, head, col] = kind
     return marks
 
 
@@ -267,11 +249,13 @@ def evaluation_groups(series: Series) -> list[EvaluationGroup]:
     for row in series.evaluations:
         if row["mode"] == "dynamic":
             key = (row["revision"], row["task"], row["shots"], row["base_accuracy"], row["n_items"])
-            groups.setdefault(key, {}).setdefault(row["score_fn"], []).append((row["pct_zeroed"], row["accuracy"]))
+            groups.setdefault(key, {}).setdefault(row["score_fn"], []).append(
+                (100.0 * row["frac_zeroed"], 100.0 * row["accuracy"]))  # stored fractions, shown in %
     order = {rev: i for i, rev in enumerate(series.revisions)}
     out = []
     ordered = sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], -1), kv[0][1:3]))  # series order, task
     for (revision, task, shots, base, n_items), by_fn in ordered:
+        base = 100.0 * base
         fns = sorted(by_fn, key=lambda f: ALL_IDS.index(f) if f in ALL_IDS else len(ALL_IDS))
         curves = {f: np.array(sorted(by_fn[f])) for f in fns}  # [point, 2]
         within = {f: pct_zeroed_within_1pt(curves[f], base) for f in fns}

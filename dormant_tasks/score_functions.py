@@ -6,37 +6,48 @@ Every other module names functions by these ids (CLI, Parquet `score_fn`, report
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from .errors import ConfigError, did_you_mean
+
+# Bump when the score engine's results change: stored results of another version are scored again.
+SCORING_VERSION = "1"
+
+
+class Direction(StrEnum):
+    """The side of tau on which a score marks a head inactive (stored as "<" / ">")."""
+
+    BELOW = "<"  # inactive if score < tau
+    ABOVE = ">"  # inactive if score > tau
 
 
 @dataclass(frozen=True)
 class ScoreFunction:
     id: str
     paper_name: str
-    direction: str  # "<": inactive if score < tau; ">": inactive if score > tau
+    direction: Direction
     normalised: bool  # an _ln/_hn ratio (unitless) rather than a raw-unit score
 
 
 SCORE_FUNCTIONS: dict[str, ScoreFunction] = {
     f.id: f
     for f in [
-        ScoreFunction("awft", "Avg Weight of First Token", ">", False),
-        ScoreFunction("awft_ln", "AWFT (LN)", ">", True),
-        ScoreFunction("aeqd", "Avg Entropy of Query Distributions", "<", False),
-        ScoreFunction("aeqd_ln", "AEQD (LN)", "<", True),
-        ScoreFunction("ftvvn", "First Token Value Vector Norm", "<", False),
-        ScoreFunction("ftvvn_ln", "FTVVN (LN)", "<", True),
-        ScoreFunction("avvn", "Avg Value Vector Norm", "<", False),
-        ScoreFunction("avvn_ln", "AVVN (LN)", "<", True),
-        ScoreFunction("lthon", "Last Token Head Output Norm", "<", False),
-        ScoreFunction("lthon_ln", "LTHON (LN)", "<", True),
-        ScoreFunction("lthon_hn", "LTHON (HN)", "<", True),
-        ScoreFunction("ahon", "Avg Head Output Norm", "<", False),
-        ScoreFunction("ahon_ln", "AHON (LN)", "<", True),
-        ScoreFunction("fhon", "Full Head Output Norm", "<", False),
-        ScoreFunction("fhon_ln", "FHON (LN)", "<", True),
-        ScoreFunction("random", "Random baseline", "<", False),
+        ScoreFunction("awft", "Avg Weight of First Token", Direction.ABOVE, False),
+        ScoreFunction("awft_ln", "AWFT (LN)", Direction.ABOVE, True),
+        ScoreFunction("aeqd", "Avg Entropy of Query Distributions", Direction.BELOW, False),
+        ScoreFunction("aeqd_ln", "AEQD (LN)", Direction.BELOW, True),
+        ScoreFunction("ftvvn", "First Token Value Vector Norm", Direction.BELOW, False),
+        ScoreFunction("ftvvn_ln", "FTVVN (LN)", Direction.BELOW, True),
+        ScoreFunction("avvn", "Avg Value Vector Norm", Direction.BELOW, False),
+        ScoreFunction("avvn_ln", "AVVN (LN)", Direction.BELOW, True),
+        ScoreFunction("lthon", "Last Token Head Output Norm", Direction.BELOW, False),
+        ScoreFunction("lthon_ln", "LTHON (LN)", Direction.BELOW, True),
+        ScoreFunction("lthon_hn", "LTHON (HN)", Direction.BELOW, True),
+        ScoreFunction("ahon", "Avg Head Output Norm", Direction.BELOW, False),
+        ScoreFunction("ahon_ln", "AHON (LN)", Direction.BELOW, True),
+        ScoreFunction("fhon", "Full Head Output Norm", Direction.BELOW, False),
+        ScoreFunction("fhon_ln", "FHON (LN)", Direction.BELOW, True),
+        ScoreFunction("random", "Random baseline", Direction.BELOW, False),
     ]
 }
 

@@ -59,14 +59,14 @@ class InputScores:
         return self.values[:, self.score_fns.index(score_fn)]
 
     def to_table(self) -> pa.Table:
-        """Long table (SPEC §8 `input_scores`): input_index, score_fn, layer, head, value (NaN kept)."""
+        """Long table (the store's `input_scores`): input_index, score_fn, layer, head_index, score (NaN kept)."""
         idx = np.indices(self.values.shape).reshape(4, -1)  # [4, n_inputs * n_fns * n_layers * n_heads]
         return pa.table({
             "input_index": pa.array(idx[0], pa.int32()),
             "score_fn": pa.array(np.asarray(self.score_fns, dtype=object)[idx[1]], pa.string()),
             "layer": pa.array(idx[2], pa.int32()),
-            "head": pa.array(idx[3], pa.int32()),
-            "value": pa.array(self.values.reshape(-1), pa.float64()),
+            "head_index": pa.array(idx[3], pa.int32()),
+            "score": pa.array(self.values.reshape(-1), pa.float64()),
         })
 
 

@@ -2,8 +2,9 @@
 
 Layout (hive-partitioned, so pyarrow, pandas, polars and DuckDB read it without this project):
 
-    <store>/_store.json                                  {"schema_version": 1, "created_by": ...}
+    <store>/_store.json                                  {"schema_version": 2, "created_by": ...}
     <store>/<table>/series=<slug>/<file_key>.parquet     one file per checkpoint and run (or per derived table)
+    <store>/requests/series=<slug>/<request_id>.json     the request of every run that wrote rows
     <store>/_locks/<slug>.lock                           `series_lock` (readers ignore "_" and "." names)
 
 The partition key is `series` (a filesystem-safe form of model_id, see `series_slug`); `model_id` stays a
@@ -47,8 +48,9 @@ import pyarrow.parquet as pq
 from . import __version__
 from .errors import StoreError, did_you_mean
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MARKER = "_store.json"
+REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
 # Default store of local runs, relative to the repository root (git-ignored).
 DEFAULT_STORE = Path(__file__).resolve().parent.parent / "data" / "store"
 
@@ -83,6 +85,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("taus_id", pa.string()),
             _f("scoring_version", pa.string()),
             _f("ingredient", pa.int32(), nullable=True),
+            _f("request_id", pa.string(), nullable=True),
         ]
     ),
     "head_scores": pa.schema(
@@ -90,7 +93,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         + [
             _f("score_fn", pa.string()),
             _f("layer", pa.int32()),
-            _f("head", pa.int32()),
+            _f("head_index", pa.int32()),
             _f("score", pa.float64()),
             _f("score_std", pa.float64()),
             _f("tau", pa.float64()),
@@ -107,8 +110,8 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("input_index", pa.int32()),
             _f("score_fn", pa.string()),
             _f("layer", pa.int32()),
-            _f("head", pa.int32()),
-            _f("value", pa.float64()),
+            _f("head_index", pa.int32()),
+            _f("score", pa.float64()),
             _f("calibration_id", pa.string()),
         ]
     ),
@@ -118,7 +121,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("score_fn", pa.string()),
             _f("tau", pa.float64()),
             _f("layer", pa.int32()),
-            _f("head", pa.int32()),
+            _f("head_index", pa.int32()),
             _f("from_revision", pa.string()),
             _f("to_revision", pa.string()),
             _f("from_step", pa.int64()),
@@ -127,6 +130,8 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("to_tokens", pa.int64()),
             _f("from_state", pa.string()),
             _f("to_state", pa.string()),
+            _f("calibration_id", pa.string()),
+            _f("taus_id", pa.string()),
         ]
     ),
     "head_histories": pa.schema(
@@ -135,12 +140,14 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("score_fn", pa.string()),
             _f("tau", pa.float64()),
             _f("layer", pa.int32()),
-            _f("head", pa.int32()),
+            _f("head_index", pa.int32()),
             _f("first_dormant_step", pa.int64(), nullable=True),
             _f("first_dormant_tokens", pa.int64(), nullable=True),
             _f("first_dormant_revision", pa.string(), nullable=True),
             _f("n_changes", pa.int32()),
             _f("final_state", pa.string()),
+            _f("calibration_id", pa.string()),
+            _f("taus_id", pa.string()),
         ]
     ),
     "taus": pa.schema(
@@ -165,11 +172,12 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("score_fn", pa.string()),
             _f("quantile", pa.float64(), nullable=True),
             _f("tau", pa.float64(), nullable=True),
-            _f("pct_zeroed", pa.float64()),
+            _f("frac_zeroed", pa.float64()),
             _f("accuracy", pa.float64()),
             _f("n_items", pa.int32()),
             _f("base_accuracy", pa.float64()),
             _f("code_version", pa.string()),
+            _f("request_id", pa.string(), nullable=True),
         ]
     ),
 }
@@ -231,8 +239,9 @@ def checkpoint_file_key(key: CheckpointKey) -> str:
 # ---------------------------------------------------------------------------------------------- store
 
 
-def open_store(path, create: bool = False) -> Path:
-    """The store folder, checked for its schema version; with create=True, made (with its marker) if needed."""
+def open_store(path, create: bool = False, allow_old: bool = False) -> Path:
+    """The store folder, checked for its schema version; with create=True, made (with its marker) if needed.
+    `allow_old` is for `store_upgrade` alone: it opens a store of an older schema version."""
     root = Path(path)
     marker = root / MARKER
     if not marker.is_file():
@@ -240,9 +249,7 @@ def open_store(path, create: bool = False) -> Path:
             what = "does not exist" if not root.exists() else f"has no {MARKER} (not a dormant store)"
             raise StoreError(f"store {str(root)!r} {what}: run `dormant track` to fill it, or pass the right --store")
         root.mkdir(parents=True, exist_ok=True)
-        content = {"schema_version": SCHEMA_VERSION, "created_by": f"dormant-heads {__version__}"}
-        with atomic_file(marker) as f:
-            f.write((json.dumps(content, indent=1) + "\n").encode())
+        write_marker(root)
         return root
     try:
         version = json.loads(marker.read_text(encoding="utf-8"))["schema_version"]
@@ -250,12 +257,29 @@ def open_store(path, create: bool = False) -> Path:
         raise StoreError(
             f"store marker {str(marker)!r} is unreadable ({e}): restore it or use a new --store folder"
         ) from None
-    if version != SCHEMA_VERSION:
+    if version != SCHEMA_VERSION and not allow_old:
+        if isinstance(version, int) and version < SCHEMA_VERSION:
+            raise StoreError(
+                f"store {str(root)!r} has schema_version {version}, this dormant-heads reads {SCHEMA_VERSION}: "
+                f"run `dormant store upgrade --store {root}` once (it rewrites the store in place)"
+            )
         raise StoreError(
-            f"store {str(root)!r} has schema_version {version}, this dormant-heads reads schema_version "
-            f"{SCHEMA_VERSION}: use a new --store folder, or migrate the store to schema_version {SCHEMA_VERSION}"
+            f"store {str(root)!r} has schema_version {version}, newer than this dormant-heads reads "
+            f"({SCHEMA_VERSION}): upgrade dormant-heads, or use another --store folder"
         )
     return root
+
+
+def store_version(path) -> int:
+    """The schema version written in a store's marker (StoreError when there is none)."""
+    root = open_store(path, allow_old=True)
+    return json.loads((root / MARKER).read_text(encoding="utf-8"))["schema_version"]
+
+
+def write_marker(root: Path) -> None:
+    content = {"schema_version": SCHEMA_VERSION, "created_by": f"dormant-heads {__version__}"}
+    with atomic_file(root / MARKER) as f:
+        f.write((json.dumps(content, indent=1) + "\n").encode())
 
 
 def check_store(path) -> None:
@@ -559,3 +583,27 @@ def stored_checkpoint_keys(store, model_id: str) -> set[CheckpointKey]:
         return set()
     t = read_table(store, "checkpoints", model_id=model_id, dedupe=False)
     return set(map(CheckpointKey._make, zip(*(t.column(c).to_pylist() for c in CheckpointKey._fields))))
+
+
+# ------------------------------------------------------------------------------------------- requests
+
+
+def request_path(store, model_id: str, request_id: str) -> Path:
+    return Path(store) / REQUESTS / f"series={series_slug(model_id)}" / f"{_safe_file_key(request_id)}.json"
+
+
+def write_request(store, model_id: str, request) -> Path:
+    """Save a run's request (`requests.TrackRequest`/`EvalRequest`) as JSON beside its results; rows that the run
+    writes carry its `request_id`. The same request twice is the same file."""
+    path = request_path(open_store(store, create=True), model_id, request.request_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as f:
+        f.write(request.to_json().encode())
+    return path
+
+
+def read_request_json(store, model_id: str, request_id: str) -> str:
+    path = request_path(open_store(store), model_id, request_id)
+    if not path.is_file():
+        raise StoreError(f"no request {request_id!r} of {model_id!r} in {store}: see {path.parent} for the saved ones")
+    return path.read_text(encoding="utf-8")

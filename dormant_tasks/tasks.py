@@ -11,9 +11,10 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
 from . import tracker
-from .checkpoints import Revision, Selection, list_revisions
+from .checkpoints import Revision
 from .errors import DormantError
 from .loading import fetch_revision
+from .requests import EvalRequest, TrackRequest
 
 
 def _transient(task, task_run, state) -> bool:
@@ -27,33 +28,34 @@ def _transient(task, task_run, state) -> bool:
     return False
 
 
-@task(name="list-checkpoints", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient,
+@task(name="plan-series", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient,
       cache_policy=NONE)
-def list_checkpoints(source: str, selection: Selection, include_main: bool = False) -> list[Revision]:
-    listing = list_revisions(source, include_main=include_main)
-    if listing.skipped:
-        get_run_logger().info("skipped %d names that are not checkpoints: %s", len(listing.skipped),
-                              ", ".join(listing.skipped[:10]) + (" ..." if len(listing.skipped) > 10 else ""))
-    return selection.apply(listing.revisions)
+def plan_series(request: TrackRequest) -> tracker.SeriesPlan:
+    plan = tracker.plan_series(request)
+    if plan.skipped_names:
+        names = plan.skipped_names
+        get_run_logger().info("skipped %d names that are not checkpoints: %s", len(names),
+                              ", ".join(names[:10]) + (" ..." if len(names) > 10 else ""))
+    return plan
 
 
 @task(name="series-taus", cache_policy=NONE)
-def series_taus(cfg: tracker.TrackConfig, selected: list[Revision]) -> tracker.SeriesTaus:
-    return tracker.resolve_series_taus(cfg, selected)
+def series_taus(request: TrackRequest, plan: tracker.SeriesPlan) -> tracker.SeriesTaus:
+    return tracker.resolve_series_taus(request, plan)
 
 
 @task(name="prefetch-checkpoint", task_run_name="prefetch-{revision.name}", retries=3,
       retry_delay_seconds=[10, 60, 300], retry_condition_fn=_transient, cache_policy=NONE)
-def prefetch_checkpoint(cfg: tracker.TrackConfig, revision: Revision) -> str:
+def prefetch_checkpoint(request: TrackRequest, revision: Revision) -> str:
     """Download a Hub revision ahead of its scoring (a local checkpoint is used in place)."""
-    return str(fetch_revision(cfg.source, revision, cfg.cache_dir))
+    return str(fetch_revision(request.source, revision, request.cache_dir))
 
 
 @task(name="analyze-checkpoint", task_run_name="analyze-{revision.name}", retries=2,
       retry_delay_seconds=[10, 60], retry_condition_fn=_transient, cache_policy=NONE)
-def analyze_checkpoint(cfg: tracker.TrackConfig, revision: Revision,
+def analyze_checkpoint(request: TrackRequest, revision: Revision,
                        series: tracker.SeriesTaus) -> tracker.CheckpointResult:
-    result = tracker.analyze_checkpoint(cfg, revision, series)
+    result = tracker.analyze_checkpoint(request, revision, series)
     log = get_run_logger()
     if result.skipped:
         log.info("%s: already stored, skipped without loading the model", revision.name)
@@ -66,18 +68,15 @@ def analyze_checkpoint(cfg: tracker.TrackConfig, revision: Revision,
 
 
 @task(name="derive-transitions", cache_policy=NONE)
-def derive_transitions(cfg: tracker.TrackConfig, taus_id: str) -> tracker.SeriesSummary:
-    return tracker.derive_series(cfg, taus_id)
+def derive_transitions(request: TrackRequest) -> tracker.SeriesSummary:
+    return tracker.derive_series(request)
 
 
-@task(name="evaluate-checkpoint", task_run_name="evaluate-{target.revision.name}-{mode}", retries=1,
+@task(name="evaluate-checkpoint", task_run_name="evaluate-{target.revision.name}", retries=1,
       retry_delay_seconds=[30], retry_condition_fn=_transient, cache_policy=NONE)
-def evaluate_checkpoint(store: str, target, score_fns: tuple[str, ...], mode: str, task_name: str, shots: int,
-                        limit: int | None, batch_size: int, dtype: str, device: str,
-                        quantiles: tuple[float, ...] | None = None) -> list[dict]:
+def evaluate_checkpoint(request: EvalRequest, target) -> list[dict]:
     from .leaderboard import evaluate_target, format_leaderboard
 
-    rows = evaluate_target(store, target, score_fns, mode, task_name, shots, limit, batch_size, dtype, device,
-                           quantiles=quantiles)
+    rows = evaluate_target(request, target)
     get_run_logger().info("\n%s", format_leaderboard(target, rows))
     return rows

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from .checkpoints import series_sort_key
 from .errors import StoreError
 from .store import SCHEMAS
 
@@ -39,10 +40,12 @@ class SeriesStates:
     step: np.ndarray  # [checkpoint]
     tokens: np.ndarray  # [checkpoint]
     predecessor: np.ndarray  # [checkpoint] index of the checkpoint compared with, -1 for the first
-    layer: np.ndarray  # [head] int, heads sorted by (layer, head)
-    head: np.ndarray  # [head]
+    layer: np.ndarray  # [head] int, heads sorted by (layer, head_index)
+    head_index: np.ndarray  # [head]
     tau: float
     dormant: np.ndarray  # [checkpoint, head] bool
+    calibration_id: str  # shared by every compared pair (checked)
+    taus_id: str
 
 
 def _ingredients(checkpoints: pa.Table | None) -> dict[tuple[str, str], int]:
@@ -53,8 +56,10 @@ def _ingredients(checkpoints: pa.Table | None) -> dict[tuple[str, str], int]:
 
 
 def series_order(stage, ingredient, step, tokens, revision) -> np.ndarray:
-    """Indices that sort checkpoints into series order: (stage, ingredient, step), then tokens and revision."""
-    return np.lexsort((np.asarray(revision), tokens, step, ingredient, stage))
+    """Indices that sort checkpoints into the one series order (`checkpoints.series_sort_key`: main last)."""
+    keys = [series_sort_key(str(r), int(s), None if i is None else int(i), int(st), int(t))
+            for s, i, st, t, r in zip(stage, ingredient, step, tokens, revision)]
+    return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
 
 
 def _predecessors(stage: np.ndarray, ingredient: np.ndarray) -> np.ndarray:
@@ -95,7 +100,7 @@ def _isnan(a: np.ndarray) -> np.ndarray:
 
 # String columns are compared as dictionary codes: a 7B series holds millions of head_scores rows.
 _CODED = ("model_id", "score_fn", "revision", "calibration_id", "taus_id")
-_NUMERIC = ("stage", "step", "tokens", "layer", "head", "tau", "dormant")
+_NUMERIC = ("stage", "step", "tokens", "layer", "head_index", "tau", "dormant")
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,8 +157,8 @@ def _states_of(model_id: str, score_fn: str, c: dict[str, np.ndarray], names, in
                     f"({a!r} vs {b!r}); score both with the same calibration set and taus (re-tau the whole series)"
                 )
 
-    width = int(c["head"].max()) + 1
-    head_keys, head_idx = _dense(c["layer"].astype(np.int64) * width + c["head"])  # head_idx: [row]
+    width = int(c["head_index"].max()) + 1
+    head_keys, head_idx = _dense(c["layer"].astype(np.int64) * width + c["head_index"])  # head_idx: [row]
     heads = np.stack([head_keys // width, head_keys % width], axis=1)  # [head, (layer, head)]
     cell = rank[ckpt] * len(heads) + head_idx  # [row] position in the [checkpoint, head] matrix
     count = np.bincount(cell, minlength=n * len(heads)).reshape(n, len(heads))
@@ -161,14 +166,16 @@ def _states_of(model_id: str, score_fn: str, c: dict[str, np.ndarray], names, in
         i, h = np.argwhere(count != 1)[0]
         what = "twice" if count[i, h] > 1 else "not at all"
         raise StoreError(
-            f"{model_id} {score_fn}: head (layer {heads[h, 0]}, head {heads[h, 1]}) appears {what} at {revision[i]!r}; "
+            f"{model_id} {score_fn}: head (layer {heads[h, 0]}, head_index {heads[h, 1]}) appears {what} at {revision[i]!r}; "
             "read head_scores with dedupe and one calibration_id/taus_id, with the same heads at every checkpoint"
         )
     dormant = np.zeros(n * len(heads), dtype=bool)
     dormant[cell] = c["dormant"].astype(bool)
     tau = c["tau"][0] if len(c["tau"]) else np.nan
+    first = rep[order[0]]  # a row of the first checkpoint: every compared pair shares its ids (checked above)
     return SeriesStates(model_id, score_fn, revision, stage, step, tokens, pred, heads[:, 0], heads[:, 1],
-                        float(tau), dormant.reshape(n, len(heads)))
+                        float(tau), dormant.reshape(n, len(heads)), str(names["calibration_id"][c["calibration_id"][first]]),
+                        str(names["taus_id"][c["taus_id"][first]]))
 
 
 def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> pa.Table:
@@ -188,11 +195,13 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
             "model_id": np.full(len(p), s.model_id, dtype=object),
             "revision": s.revision[t_i], "stage": s.stage[t_i], "step": s.step[t_i], "tokens": s.tokens[t_i],
             "score_fn": np.full(len(p), s.score_fn, dtype=object), "tau": np.full(len(p), s.tau),
-            "layer": s.layer[h], "head": s.head[h],
+            "layer": s.layer[h], "head_index": s.head_index[h],
             "from_revision": s.revision[f_i], "to_revision": s.revision[t_i],
             "from_step": s.step[f_i], "to_step": s.step[t_i],
             "from_tokens": s.tokens[f_i], "to_tokens": s.tokens[t_i],
             "from_state": _state(s.dormant[f_i, h]), "to_state": _state(s.dormant[t_i, h]),
+            "calibration_id": np.full(len(p), s.calibration_id, dtype=object),
+            "taus_id": np.full(len(p), s.taus_id, dtype=object),
         })
     return _to_table(parts, "transitions")
 
@@ -217,11 +226,13 @@ def head_histories(head_scores: pa.Table, checkpoints: pa.Table | None = None) -
             "stage": np.full(n_heads, s.stage[last]), "step": np.full(n_heads, s.step[last]),
             "tokens": np.full(n_heads, s.tokens[last]),
             "score_fn": np.full(n_heads, s.score_fn, dtype=object), "tau": np.full(n_heads, s.tau),
-            "layer": s.layer, "head": s.head,
+            "layer": s.layer, "head_index": s.head_index,
             "first_dormant_step": pa.array(s.step[first_or_0], mask=~ever, type=pa.int64()),
             "first_dormant_tokens": pa.array(s.tokens[first_or_0], mask=~ever, type=pa.int64()),
             "first_dormant_revision": pa.array(s.revision[first_or_0].astype(object), mask=~ever, type=pa.string()),
             "n_changes": n_changes, "final_state": _state(s.dormant[last]),
+            "calibration_id": np.full(n_heads, s.calibration_id, dtype=object),
+            "taus_id": np.full(n_heads, s.taus_id, dtype=object),
         })
     return _to_table(parts, "head_histories")
 

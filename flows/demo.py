@@ -1,6 +1,6 @@
 """The offline demo flow: pretrain the tiny OLMo-2 series (once), track it, render its report.
 
-Core functions: `dormant_tasks.tiny.pretrain_tiny` and the `track` flow.
+Core functions: `dormant_tasks.tiny.pretrain_tiny` and the `track` flow (with the demo's `TrackRequest`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
-from dormant_tasks.store import DEFAULT_STORE
-from dormant_tasks.tiny import DEFAULT_STEPS, pretrain_tiny
+from dormant_tasks.requests import TrackRequest
+from dormant_tasks.tiny import pretrain_tiny
 
 from .track import track
 
@@ -24,11 +24,10 @@ def pretrain(series_dir: str, steps: int, seed: int) -> int:
     return len(pretrain_tiny(series_dir, steps=steps, seed=seed, progress=True).checkpoints)
 
 
-@flow(name="demo", log_prints=True)
-def demo(series_dir: str = str(DEMO_SERIES), store: str = str(DEFAULT_STORE), steps: int = DEFAULT_STEPS,
-         seed: int = 0, limit: int = 128, report: bool = True, reports_dir: str | None = None) -> dict:
-    log = get_run_logger()
-    n = pretrain(series_dir, steps, seed)
-    log.info("tiny OLMo-2 series: %d checkpoints in %s", n, series_dir)
-    return track(source=series_dir, store=store, limit=limit, report=report, reports_dir=reports_dir,
-                 progress=True)
+@flow(name="demo", log_prints=True, validate_parameters=False)
+def demo(request: TrackRequest, steps: int, seed: int = 0) -> dict:
+    """Pretrain `steps` steps of the tiny series at `request.source`, then track it with `request`."""
+    request = TrackRequest.coerce(request)
+    n = pretrain(request.source, steps, seed)
+    get_run_logger().info("tiny OLMo-2 series: %d checkpoints in %s", n, request.source)
+    return track(request, progress=True)

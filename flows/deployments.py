@@ -8,6 +8,7 @@ and runs `track` on schedule; each run only analyses the checkpoints that are ne
 from __future__ import annotations
 
 from dormant_tasks.errors import ConfigError
+from dormant_tasks.requests import TrackRequest
 
 from .track import track
 
@@ -16,20 +17,21 @@ def deployment_name(model_id: str) -> str:
     return "track-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in model_id)
 
 
-def build_deployment(parameters: dict, cron: str, name: str | None = None):
-    """A `RunnerDeployment` of the track flow with `parameters` on a cron schedule (not yet applied or served)."""
+def build_deployment(request: TrackRequest, cron: str, name: str | None = None):
+    """A `RunnerDeployment` of the track flow with the request (as JSON) on a cron schedule (not yet applied
+    or served). Every scheduled run gets the same request, so its rows carry the same request_id."""
     from prefect.client.schemas.schedules import construct_schedule
 
     try:
         construct_schedule(cron=cron)
     except Exception as e:
         raise ConfigError(f"--cron {cron!r} is not a cron expression ({e}); e.g. \"0 3 * * *\" for 03:00 daily") from None
-    return track.to_deployment(name=name or deployment_name(parameters["source"]), cron=cron,
-                               parameters=parameters, description=track.description,
+    return track.to_deployment(name=name or deployment_name(request.model_id), cron=cron,
+                               parameters={"request": request.to_dict()}, description=track.description,
                                tags=["dormant-heads"])
 
 
-def serve(parameters: dict, cron: str, name: str | None = None) -> None:
+def serve(request: TrackRequest, cron: str, name: str | None = None) -> None:
     from prefect import serve as prefect_serve
 
-    prefect_serve(build_deployment(parameters, cron, name))
+    prefect_serve(build_deployment(request, cron, name))

@@ -1,8 +1,8 @@
 """The track flow: checkpoints -> load -> score -> masks -> store -> transitions -> report.
 
-Core functions: `dormant_tasks.tracker.resolve_series_taus`, `analyze_checkpoint`, `derive_series`
-(through the task wrappers of `dormant_tasks.tasks`). The flow resolves config, fans the checkpoints
-out to its task runner, and logs; the science is in the library.
+Core functions: `dormant_tasks.tracker.plan_series`, `resolve_series_taus`, `analyze_checkpoint`,
+`derive_series` (through the task wrappers of `dormant_tasks.tasks`). The flow takes the run's
+`TrackRequest` whole, fans the checkpoints out to its task runner, and logs; the science is in the library.
 """
 
 from __future__ import annotations
@@ -22,80 +22,55 @@ from prefect.artifacts import (
 from prefect.futures import as_completed
 
 from dormant_tasks import tasks
-from dormant_tasks.checkpoints import Selection
-from dormant_tasks.store import DEFAULT_STORE, check_store, stored_checkpoint_keys
-from dormant_tasks.tracker import CheckpointResult, TrackConfig, is_stored, known_commit
-
+from dormant_tasks.requests import Runner, TrackRequest
+from dormant_tasks.store import check_store, stored_checkpoint_keys
+from dormant_tasks.tracker import CheckpointResult, is_stored, known_commit
 
 PROGRESS_EVERY_S = 5.0
 
 
-@flow(name="track", log_prints=True)
-def track(
-    source: str,
-    store: str = str(DEFAULT_STORE),
-    revisions: tuple[str, ...] = (),
-    steps: str | None = None,
-    every: int | None = None,
-    max_n: int | None = None,
-    include_main: bool = False,
-    scores: tuple[str, ...] | None = None,
-    taus: tuple[str, ...] = (),
-    texts: str | None = None,
-    limit: int | None = None,
-    dtype: str = "float32",
-    device: str = "auto",
-    batch_size: int = 8,
-    seed: int = 0,
-    cache_dir: str | None = None,
-    keep_checkpoints: bool = False,
-    input_scores: bool | None = None,
-    retau: bool = False,
-    parallel: bool = False,
-    report: bool = True,
-    reports_dir: str | None = None,
-    progress: bool = False,
-) -> dict:
+@flow(name="track", log_prints=True, validate_parameters=False)
+def track(request: TrackRequest, progress: bool = False) -> dict:
     """Track dormant heads through a series of checkpoints; returns a summary dict.
 
-    `parallel=False` scores one checkpoint at a time while the next one downloads (a disk that holds two
-    checkpoints is enough); `parallel=True` submits every checkpoint at once, for a Dask task runner.
-    The report goes to `reports_dir` (default: reports/<series>/).
+    `request` is a `TrackRequest` (or its dict, as a deployment passes it). With the local runner one
+    checkpoint is scored while the next one downloads (a disk that holds two checkpoints is enough); with
+    the Dask runner every checkpoint is submitted at once.
     """
+    request = TrackRequest.coerce(request)
     log = get_run_logger()
-    check_store(store)
-    cfg = TrackConfig.build(source, store, scores, taus, texts, limit, dtype, device, batch_size, seed, cache_dir,
-                            keep_checkpoints, input_scores, retau)
-    selection = Selection(tuple(revisions), steps, every, max_n)
-    selected = tasks.list_checkpoints(source, selection, include_main)
-    log.info("%s: %d checkpoints selected (%s), calibration %s", cfg.model_id, len(selected),
-             selection.describe(), cfg.calibration.calibration_id)
-    series = tasks.series_taus(cfg, selected)
+    check_store(request.store)
+    plan = tasks.plan_series(request)
+    log.info("%s: %d of %d checkpoints selected (%s), calibration %s, request %s", request.model_id,
+             len(plan.selected), len(plan.listed), request.selection.describe(),
+             request.calibration.calibration_id, request.request_id)
+    series = tasks.series_taus(request, plan)
     log.info("taus %s: %s", series.taus_id, ", ".join(f"{t.score_fn} {t.direction} {t.value:.4g}"
                                                       for t in series.taus.values()))
-    results = _run_checkpoints(cfg, selected, series, parallel, progress)
+    results = _run_checkpoints(request, plan.selected, series, progress)
     done = [r for r in results if not r.skipped]
-    summary = tasks.derive_transitions(cfg, series.taus_id)
+    summary = tasks.derive_transitions(request)
     log.info("%s: %d checkpoints analysed now, %d already stored; series holds %d checkpoints, %d transitions",
-             cfg.model_id, len(done), len(results) - len(done), summary.n_checkpoints, summary.n_transitions)
-    out = {"model_id": cfg.model_id, "store": str(Path(store).resolve()), "analysed": len(done),
+             request.model_id, len(done), len(results) - len(done), summary.n_checkpoints, summary.n_transitions)
+    out = {"model_id": request.model_id, "store": request.store, "analysed": len(done),
            "skipped": len(results) - len(done), "n_checkpoints": summary.n_checkpoints,
-           "n_transitions": summary.n_transitions, "taus_id": series.taus_id, "report": None}
-    if report:
-        out["report"] = str(_report(store, cfg.model_id, reports_dir))
+           "n_transitions": summary.n_transitions, "n_stale": summary.n_stale, "taus_id": series.taus_id,
+           "request_id": request.request_id, "report": None}
+    if request.report:
+        out["report"] = str(_report(request.store, request.model_id, request.reports_dir))
     return out
 
 
-def _run_checkpoints(cfg, selected, series, parallel: bool, progress: bool):
+def _run_checkpoints(request: TrackRequest, selected, series, progress: bool) -> list[CheckpointResult]:
     """Analyse every selected checkpoint not yet stored; the reference one (if any) is already done."""
     done = [series.reference] if series.reference is not None else []
-    stored = stored_checkpoint_keys(cfg.store, cfg.model_id)
+    stored = stored_checkpoint_keys(request.store, request.model_id)
     skipped = [CheckpointResult(r, known_commit(r) or "", True, {}, {}) for r in selected
-               if r not in [d.revision for d in done] and is_stored(cfg, r, series.taus_id, stored)]
+               if r not in [d.revision for d in done] and is_stored(request, r, series.taus_id, stored)]
     todo = [r for r in selected if r not in [d.revision for d in done + skipped]]
     results = done + skipped
     artifact = create_progress_artifact(100.0 * len(results) / len(selected),
-                                        description=f"checkpoints of {cfg.model_id} analysed")
+                                        description=f"checkpoints of {request.model_id} analysed")
     bar = _bar(len(selected), progress)
     bar.update(len(results))
 
@@ -109,23 +84,23 @@ def _run_checkpoints(cfg, selected, series, parallel: bool, progress: bool):
             update_progress_artifact(artifact, 100.0 * len(results) / len(selected))
             last_update[0] = time.monotonic()
 
-    if parallel:
-        with _resources(cfg.device):
-            futures = [tasks.analyze_checkpoint.submit(cfg, r, series) for r in todo]
+    if request.runner is Runner.DASK:
+        with _resources(request.device):
+            futures = [tasks.analyze_checkpoint.submit(request, r, series) for r in todo]
         for future in as_completed(futures):
             advance(future.result())
     else:
         for current, nxt in zip(todo, todo[1:] + [None]):
             if nxt is not None and nxt.path is None:
-                tasks.prefetch_checkpoint.submit(cfg, nxt)  # the next download overlaps this scoring
-            advance(tasks.analyze_checkpoint(cfg, current, series))
+                tasks.prefetch_checkpoint.submit(request, nxt)  # the next download overlaps this scoring
+            advance(tasks.analyze_checkpoint(request, current, series))
     bar.close()
     return results
 
 
 def _resources(device: str):
     """On a Dask cluster, a CUDA task asks for one `GPU` resource (workers started with `--resources GPU=1`)."""
-    if not device.startswith("cuda"):
+    if device != "cuda":
         return contextlib.nullcontext()
     import dask
 

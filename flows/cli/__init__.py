@@ -13,7 +13,7 @@ import sys
 from dormant_tasks.errors import DormantError
 
 # Subcommand modules of this package, in the order `--help` lists them.
-COMMANDS = ["demo", "track", "serve", "status", "report", "evaluate", "checkpoints", "score", "pretrain_tiny"]
+COMMANDS = ["demo", "track", "serve", "status", "report", "evaluate", "checkpoints", "score", "pretrain_tiny", "store"]
 
 
 def build_parser() -> argparse.ArgumentParser:

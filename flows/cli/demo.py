@@ -12,33 +12,31 @@ from dormant_tasks.tiny import DEFAULT_STEPS
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("demo", help="the offline demo: pretrain a tiny OLMo-2, track it, report",
                                    description=__doc__.splitlines()[0])
-    parser.add_argument("--series", help="folder of the tiny series (default: data/series/tiny-olmo2)")
-    parser.add_argument("--store", default=str(DEFAULT_STORE), help="Parquet store (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="pretraining steps (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--limit", type=int, default=128, help="calibration sentences (default: %(default)s)")
+    parser.add_argument("--series", metavar="DIR", help="folder of the tiny series (default: data/series/tiny-olmo2)")
+    parser.add_argument("--store", default=str(DEFAULT_STORE), metavar="DIR", help="Parquet store (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
+                        help="pretraining steps (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="pretraining seed (default: %(default)s)")
+    parser.add_argument("--limit", type=int, default=128, metavar="N", help="calibration sentences (default: %(default)s)")
     parser.add_argument("--reports-dir", metavar="DIR", help="where the report goes (default: reports/<series>/)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from dormant_tasks.requests import TrackRequest
     from dormant_tasks.tiny import is_complete
-    from flows.cli import build_parser
     from flows.demo import DEMO_SERIES, demo
 
-    from .track import answer_from_store, flow_parameters, print_summary
+    from .track import answer_from_store, print_summary
 
     started = time.perf_counter()
-    series = args.series or str(DEMO_SERIES)
-    track_args = build_parser().parse_args(["track", "--repo", series, "--store", args.store,
-                                            "--limit", str(args.limit)]
-                                           + (["--reports-dir", args.reports_dir] if args.reports_dir else []))
-    if is_complete(series, args.steps, args.seed) and answer_from_store(track_args, flow_parameters(track_args)):
+    request = TrackRequest(source=str(args.series or DEMO_SERIES), store=args.store, limit=args.limit,
+                           reports_dir=args.reports_dir)
+    if is_complete(request.source, args.steps, args.seed) and answer_from_store(request):
         print(f"demo: the series and its store are complete ({time.perf_counter() - started:.0f} s); "
               f"`make clean-demo` starts over")
         return 0
-    summary = demo(series_dir=series, store=args.store, steps=args.steps, seed=args.seed, limit=args.limit,
-                   reports_dir=args.reports_dir)
+    summary = demo(request, steps=args.steps, seed=args.seed)
     print()
     print_summary(summary)
     print(f"demo finished in {time.perf_counter() - started:.0f} s; "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from .track import add_track_arguments, flow_parameters
+from .track import add_track_arguments, request_from_args
 
 
 def add_parser(subparsers) -> None:
@@ -25,7 +25,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from flows.deployments import build_deployment, serve
 
-    params = flow_parameters(args)
-    build_deployment(params, args.cron, args.name)  # validates the schedule before serving
-    serve(params, args.cron, args.name)
+    request = request_from_args(args)
+    build_deployment(request, args.cron, args.name)  # validates the schedule before serving
+    serve(request, args.cron, args.name)
     return 0

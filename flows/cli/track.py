@@ -1,4 +1,8 @@
-"""`dormant track`: score every selected checkpoint of a series, store dormancy masks and transitions."""
+"""`dormant track`: score every selected checkpoint of a series, store dormancy masks and transitions.
+
+The options build one `TrackRequest` (validated once, conflicting flags refused); the flow receives it
+whole and saves it beside the results (`<store>/requests/...`); `--request FILE` runs a saved one again.
+"""
 
 from __future__ import annotations
 
@@ -12,94 +16,122 @@ from .checkpoints import add_selection_arguments, selection_from_args
 
 def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a track run; shared with `dormant serve`."""
-    parser.add_argument("--repo", required=True, metavar="REPO_OR_DIR",
-                        help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders")
-    parser.add_argument("--store", default=str(DEFAULT_STORE), help="Parquet store folder (default: %(default)s)")
+    parser.add_argument("--repo", metavar="REPO_OR_DIR",
+                        help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders (required "
+                             "unless --request)")
+    parser.add_argument("--store", default=str(DEFAULT_STORE), metavar="DIR",
+                        help="Parquet store folder (default: %(default)s)")
+    parser.add_argument("--request", metavar="FILE",
+                        help="run a saved request again (a <store>/requests/.../*.json file); no other option")
     add_selection_arguments(parser)
     g = parser.add_argument_group("scoring")
     g.add_argument("--scores", nargs="+", metavar="FN", help="score functions (default: all 16)")
     g.add_argument("--tau", action="append", default=[], metavar="FN=VALUE|FN=qQ", dest="taus",
-                   help="fix a tau: a value (ahon_ln=0.4) or a quantile of the last checkpoint (ahon=q0.15)")
+                   help="fix a tau: a value (ahon_ln=0.4) or a quantile of the reference checkpoint (ahon=q0.15)")
+    g.add_argument("--reference", metavar="REV",
+                   help="reference checkpoint of quantile taus (default: the last checkpoint of the whole series)")
     g.add_argument("--retau", action="store_true",
                    help="replace the series' stored taus (re-aggregates from kept per-input scores, else rescores)")
     g.add_argument("--texts", metavar="FILE", help="calibration texts, one per line (default: WinoGrande dev)")
     g.add_argument("--limit", type=int, metavar="N", help="first N calibration texts (default: 128)")
-    g.add_argument("--batch-size", type=int, default=8)
-    g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    g.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the random baseline")
+    g.add_argument("--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)")
+    g.add_argument("--max-tokens", type=int, metavar="N",
+                   help="truncate each input to N tokens (default: the model's context length)")
+    g.add_argument("--max-batch-tokens", type=int, metavar="N",
+                   help="padded tokens per batch, which bounds attention memory (default: the engine's budget)")
+    g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="model dtype (default: %(default)s)")
+    g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
+                   help="where to score (default: %(default)s = cuda when available)")
+    g.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)")
     g.add_argument("--input-scores", action=argparse.BooleanOptionalAction, default=None,
                    help="keep per-input scores (default: when they are small)")
     g = parser.add_argument_group("checkpoints on disk")
-    g.add_argument("--cache-dir", help="Hugging Face cache folder for downloads (default: HF_HUB_CACHE)")
+    g.add_argument("--cache-dir", metavar="DIR", help="Hugging Face cache folder for downloads (default: HF_HUB_CACHE)")
     g.add_argument("--keep-checkpoints", action="store_true", help="keep downloaded revisions after scoring")
     g = parser.add_argument_group("execution")
-    g.add_argument("--runner", default="local", choices=["local", "dask"])
-    g.add_argument("--address", help="scheduler address of an existing Dask cluster (default: a local cluster)")
-    g.add_argument("--workers", type=int, default=2, help="workers of a local Dask cluster (default: %(default)s)")
+    g.add_argument("--runner", default="local", choices=["local", "dask"],
+                   help="local: one checkpoint at a time, next download overlapped; dask: one task per "
+                        "checkpoint on a Dask cluster (default: %(default)s)")
+    g.add_argument("--address", metavar="URL", help="scheduler of an existing Dask cluster (with --runner dask)")
+    g.add_argument("--workers", type=int, metavar="N",
+                   help="workers of a local Dask cluster (with --runner dask; default: 2)")
     g.add_argument("--no-report", action="store_true", help="do not render the report at the end")
     g.add_argument("--reports-dir", metavar="DIR", help="where the report goes (default: reports/<series>/)")
 
 
-def flow_parameters(args: argparse.Namespace) -> dict:
-    """The track flow's parameters from parsed options (validated by the library before anything runs)."""
-    sel = selection_from_args(args)
-    return dict(source=args.repo, store=args.store, revisions=sel.revisions_glob,
-                steps=None if sel.steps is None else f"{sel.steps[0] or ''}:{sel.steps[1] or ''}",
-                every=sel.every, max_n=sel.max_n, include_main=args.include_main, scores=args.scores,
-                taus=tuple(args.taus), texts=args.texts, limit=args.limit, dtype=args.dtype, device=args.device,
-                batch_size=args.batch_size, seed=args.seed, cache_dir=args.cache_dir,
-                keep_checkpoints=args.keep_checkpoints, input_scores=args.input_scores, retau=args.retau,
-                parallel=args.runner == "dask", report=not args.no_report, reports_dir=args.reports_dir)
+# Options that a saved request replaces: given together with --request they are refused.
+_REQUEST_OPTIONS = ("repo", "revisions", "steps", "every", "max_n", "include_main", "scores", "taus", "reference",
+                    "retau", "texts", "limit", "max_tokens", "max_batch_tokens", "input_scores", "cache_dir",
+                    "keep_checkpoints", "address", "workers", "no_report", "reports_dir")
+
+
+def request_from_args(args: argparse.Namespace):
+    """The run's `TrackRequest` from parsed options (ConfigError for a bad or conflicting option)."""
+    from dormant_tasks.errors import ConfigError
+    from dormant_tasks.requests import TrackRequest
+
+    if args.request:
+        given = [o for o in _REQUEST_OPTIONS if getattr(args, o) not in (None, False, [], ())]
+        if given:
+            flag = {"max_n": "max", "taus": "tau"}.get(given[0], given[0]).replace("_", "-")
+            raise ConfigError(f"--request replays a saved request (edit the JSON file to change it); drop --{flag}")
+        path = Path(args.request)
+        if not path.is_file():
+            raise ConfigError(f"--request {args.request!r}: no such file; pass a <store>/requests/.../*.json file")
+        return TrackRequest.from_json(path.read_text(encoding="utf-8"))
+    if not args.repo:
+        raise ConfigError("--repo is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder")
+    return TrackRequest(
+        source=args.repo, store=args.store, selection=selection_from_args(args), include_main=args.include_main,
+        score_fns=args.scores, taus=tuple(args.taus), reference=args.reference, retau=args.retau, texts=args.texts,
+        limit=args.limit, batch_size=args.batch_size, max_tokens=args.max_tokens,
+        max_batch_tokens=args.max_batch_tokens, dtype=args.dtype, device=args.device, seed=args.seed,
+        input_scores=args.input_scores, cache_dir=args.cache_dir, keep_checkpoints=args.keep_checkpoints,
+        runner=args.runner, address=args.address, workers=args.workers, report=not args.no_report,
+        reports_dir=args.reports_dir)
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("track", help="track dormant heads through a series of checkpoints",
-                                   description=__doc__.splitlines()[0])
+                                   description=__doc__.split("\n\n")[0])
     add_track_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from dormant_tasks.masks import parse_tau_option
-    from dormant_tasks.score_functions import parse_score_functions
-
-    parse_score_functions(args.scores)  # fail fast, before Prefect starts
-    for t in args.taus:
-        parse_tau_option(t)
-    params = flow_parameters(args)
-    if answer_from_store(args, params):
+    request = request_from_args(args)  # validated before Prefect starts: a bad option costs nothing
+    if answer_from_store(request):
         return 0
-    from flows.runners import task_runner
-    from flows.track import track
-
-    runner = task_runner(args.runner, args.address, args.workers, args.device)
-    summary = track.with_options(task_runner=runner)(**params, progress=True)
-    print_summary(summary)
+    print_summary(run_track(request))
     return 0
 
 
-def answer_from_store(args, params: dict) -> bool:
-    """A rerun on a fully stored series answers from the store, without loading a model or starting Prefect."""
-    from dormant_tasks.checkpoints import list_revisions
-    from dormant_tasks.tracker import TrackConfig, pending_revisions
+def run_track(request) -> dict:
+    """Run the track flow on the request's task runner; returns the flow's summary."""
+    from flows.runners import task_runner
+    from flows.track import track
 
-    if not (Path(args.store) / "_store.json").is_file():
+    return track.with_options(task_runner=task_runner(request))(request, progress=True)
+
+
+def answer_from_store(request) -> bool:
+    """A rerun on a fully stored series answers from the store, without loading a model or starting Prefect."""
+    from dormant_tasks.tracker import pending_revisions, plan_series
+
+    if not (Path(request.store) / "_store.json").is_file():
         return False
-    keys = ("source", "store", "scores", "taus", "texts", "limit", "dtype", "device", "batch_size", "seed",
-            "cache_dir", "keep_checkpoints", "input_scores", "retau")
-    cfg = TrackConfig.build(**{k: params[k] for k in keys})
-    selected = selection_from_args(args).apply(list_revisions(args.repo, include_main=args.include_main).revisions)
-    pending = pending_revisions(cfg, selected)
+    plan = plan_series(request)
+    pending = pending_revisions(request, plan)
     if pending is None or pending:
         return False
     report = None
-    if params["report"]:
+    if request.report:
         from dormant_tasks.report import render_report
 
-        report = render_report(args.store, cfg.model_id, params["reports_dir"]).index_html
-    print_summary({"store": str(Path(args.store).resolve()), "model_id": cfg.model_id, "analysed": 0,
-                   "skipped": len(selected), "report": report})
+        report = render_report(request.store, request.model_id, request.reports_dir).index_html
+    print_summary({"store": request.store, "model_id": request.model_id, "analysed": 0,
+                   "skipped": len(plan.selected), "report": report})
     return True
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store import read_table
 from flows.demo import demo
 
@@ -17,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_short_demo_pretrains_tracks_and_reports(tmp_path):
     series, store, reports = tmp_path / "tiny-demo", tmp_path / "store", tmp_path / "reports"
-    summary = demo(series_dir=str(series), store=str(store), steps=60, limit=8, reports_dir=str(reports))
+    request = TrackRequest(source=str(series), store=str(store), limit=8, reports_dir=str(reports))
+    summary = demo(request, steps=60)
     names = sorted(p.name for p in series.iterdir() if p.is_dir())
     assert summary["analysed"] == len(names) == 5  # steps 0, 10, 25, 50 and 60 (the last)
     ckpts = read_table(store, "checkpoints")

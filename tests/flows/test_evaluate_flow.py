@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dormant_tasks.evaluation import pct_zeroed_within_1pt
+from dormant_tasks.requests import EvalRequest, TrackRequest
 from dormant_tasks.store import read_table
 from flows.evaluate import evaluate
 from flows.track import track
@@ -19,24 +20,26 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_dir, tmp_path):
     store = tmp_path / "store"
-    rows = evaluate(model=str(tiny_model_dir), scores=("ahon_ln", "awft"), limit=12, store=str(store))
+    rows = evaluate(EvalRequest(model=str(tiny_model_dir), score_fns=("ahon_ln", "awft"), limit=12, store=str(store)))
     stored = read_table(store, "evaluations").to_pylist()
     assert len(stored) == len(rows) == 2 * 7
     assert {r["n_items"] for r in stored} == {12} and len({r["base_accuracy"] for r in stored}) == 1
     for fn in ("ahon_ln", "awft"):
         mine = sorted((r for r in stored if r["score_fn"] == fn), key=lambda r: r["quantile"])
         assert [r["quantile"] for r in mine] == pytest.approx([0, .05, .1, .15, .2, .25, .3])
-        assert mine[0]["pct_zeroed"] <= mine[-1]["pct_zeroed"]
-        assert mine[0]["mode"] == "dynamic"
-        points = [(r["pct_zeroed"], r["accuracy"]) for r in mine]
-        base = mine[0]["base_accuracy"]
+        assert mine[0]["frac_zeroed"] <= mine[-1]["frac_zeroed"] <= 1.0
+        assert mine[0]["mode"] == "dynamic" and 0.0 <= mine[0]["accuracy"] <= 1.0
+        points = [(100 * r["frac_zeroed"], 100 * r["accuracy"]) for r in mine]
+        base = 100 * mine[0]["base_accuracy"]
         assert 0.0 <= pct_zeroed_within_1pt(points, base) <= max(p[0] for p in points)
 
 
 def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path):
     store = tmp_path / "store"
-    track(source=str(random_series), store=str(store), limit=4, scores=("ahon_ln", "awft"), report=False)
-    rows = evaluate(model=str(random_series), scores=("ahon_ln",), limit=6, store=str(store), series=True)
+    track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"),
+                       report=False))
+    rows = evaluate(EvalRequest(model=str(random_series), score_fns=("ahon_ln",), limit=6, store=str(store),
+                                series=True))
     assert [r["revision"] for r in rows] == sorted((p.name for p in random_series.iterdir()),
                                                    key=lambda n: int(n.split("step")[1].split("-")[0]))
     heads = read_table(store, "head_scores", filters={"score_fn": "ahon_ln"})
@@ -44,13 +47,14 @@ def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path):
         assert row["mode"] == "static"
         dormant = [r for r in heads.to_pylist() if r["revision"] == row["revision"] and r["dormant"]]
         # a static mask zeroes its heads on every input: % zeroed = dormant heads / all heads
-        assert row["pct_zeroed"] == pytest.approx(100.0 * len(dormant) / 8)
+        assert row["frac_zeroed"] == pytest.approx(len(dormant) / 8)
 
 
 @pytest.mark.parametrize("extra,needle", [
     (["--task", "winogrnde"], 'did you mean "winogrande"'),
     (["--scores", "ahon_lm"], 'did you mean "ahon_ln"'),
-    (["--limit", "0"], "--limit must be at least 1"),
+    (["--limit", "0"], "--limit must be a positive integer"),
+    (["--series", "--mode", "dynamic"], "--mode dynamic contradicts it"),
     (["--quantiles", "5"], "fractions in [0, 1]"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(tiny_model_dir, tmp_path, extra, needle):
@@ -72,5 +76,5 @@ def test_model_without_tokenizer_is_a_clear_error(tiny_model_dir, tmp_path):
     from dormant_tasks.errors import CheckpointError
 
     with pytest.raises(CheckpointError, match="no tokenizer"):
-        evaluate(model=str(bare), scores=("ahon_ln",), limit=2, store=str(tmp_path / "store"))
+        evaluate(EvalRequest(model=str(bare), score_fns=("ahon_ln",), limit=2, store=str(tmp_path / "store")))
     assert not list((tmp_path / "store").rglob("*.parquet"))

@@ -16,6 +16,7 @@ import pytest
 from dormant_tasks import tracker
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.store import read_table
+from dormant_tasks.requests import TrackRequest
 from flows.track import track
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -39,7 +40,7 @@ def _prefect_env():
 
 def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_series, tmp_path, monkeypatch):
     store = tmp_path / "store"
-    summary = track(source=str(random_series), store=str(store), limit=6, report=False)
+    summary = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
     assert summary["analysed"] == 3 and summary["skipped"] == 0
     ckpts = read_table(store, "checkpoints")
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
@@ -58,7 +59,7 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
 
     monkeypatch.setattr(tracker, "load_checkpoint", no_loading)
     before = {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts}
-    again = track(source=str(random_series), store=str(store), limit=6, report=False)
+    again = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
     assert again["analysed"] == 0 and again["skipped"] == 3
     assert {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts} == before
     assert again["n_transitions"] == summary["n_transitions"]
@@ -66,22 +67,22 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
 
 def test_taus_that_differ_from_the_stored_series_are_refused(random_series, tmp_path):
     store = tmp_path / "store"
-    track(source=str(random_series), store=str(store), limit=4, scores=("ahon_ln", "awft"), report=False)
+    track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"), report=False))
     before = {p: p.read_bytes() for p in _files(store)}
     with pytest.raises(StoreError, match="already uses tau"):
-        track(source=str(random_series), store=str(store), limit=4, scores=("ahon_ln", "awft"),
-              taus=("ahon_ln=0.3",), report=False)
+        track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"),
+                           taus=("ahon_ln=0.3",), report=False))
     with pytest.raises(StoreError, match="calibration set"):
-        track(source=str(random_series), store=str(store), limit=5, scores=("ahon_ln", "awft"), report=False)
+        track(TrackRequest(source=str(random_series), store=str(store), limit=5, score_fns=("ahon_ln", "awft"), report=False))
     assert {p: p.read_bytes() for p in _files(store)} == before
 
 
 def test_retau_reaggregates_from_kept_input_scores(random_series, tmp_path, monkeypatch):
     store = tmp_path / "store"
-    track(source=str(random_series), store=str(store), limit=4, scores=("ahon_ln",), report=False)
+    track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln",), report=False))
     monkeypatch.setattr(tracker, "load_checkpoint", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
-    out = track(source=str(random_series), store=str(store), limit=4, scores=("ahon_ln",), taus=("ahon_ln=0.9",),
-                retau=True, report=False)
+    out = track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln",),
+                             taus=("ahon_ln=0.9",), retau=True, report=False))
     assert out["analysed"] == 3
     taus = read_table(store, "taus").to_pylist()
     assert [t["tau"] for t in taus] == [0.9]
@@ -130,7 +131,7 @@ def test_sigkill_mid_checkpoint_then_rerun_completes_with_each_checkpoint_once(r
     proc.wait()
     killed_with = len(list(ckpt_dir.rglob("*.parquet")))
     assert killed_with < 3
-    summary = track(source=str(random_series), store=str(store), limit=48, report=False)
+    summary = track(TrackRequest(source=str(random_series), store=str(store), limit=48, report=False))
     assert summary["skipped"] == killed_with and summary["analysed"] == 3 - killed_with
     ckpts = read_table(store, "checkpoints", dedupe=False)
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
@@ -153,7 +154,7 @@ def test_two_concurrent_runs_leave_no_duplicate(random_series, tmp_path):
     heads = read_table(store, "head_scores", dedupe=False)
     assert heads.num_rows == 3 * 3 * 2 * 4
     trans = read_table(store, "transitions", dedupe=False)
-    keys = list(zip(*(trans.column(c).to_pylist() for c in ("score_fn", "layer", "head", "to_revision"))))
+    keys = list(zip(*(trans.column(c).to_pylist() for c in ("score_fn", "layer", "head_index", "to_revision"))))
     assert len(keys) == len(set(keys))
     for f in store.rglob("*.parquet"):
         import pyarrow.parquet as pq
@@ -161,22 +162,23 @@ def test_two_concurrent_runs_leave_no_duplicate(random_series, tmp_path):
         pq.read_table(f)  # every file is whole
 
 
-def test_deployment_reads_back_with_its_schedule_and_parameters(random_series, tmp_path):
+def test_deployment_reads_back_with_its_schedule_and_request(random_series, tmp_path):
     from prefect.client.orchestration import get_client
 
+    from dormant_tasks.requests import TrackRequest
     from flows.cli import build_parser
-    from flows.cli.track import flow_parameters
+    from flows.cli.track import request_from_args
     from flows.deployments import build_deployment
 
     args = build_parser().parse_args(["serve", "--repo", str(random_series), "--store", str(tmp_path / "s"),
                                       "--max", "2", "--cron", "0 3 * * *", "--scores", "ahon_ln"])
-    params = flow_parameters(args)
-    deployment_id = build_deployment(params, args.cron).apply()
+    request = request_from_args(args)
+    deployment_id = build_deployment(request, args.cron).apply()
     with get_client(sync_client=True) as client:
         d = client.read_deployment(deployment_id)
-    assert d.name == "track-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in str(random_series))
+    assert d.name == "track-random-olmo2"
     assert [s.schedule.cron for s in d.schedules] == ["0 3 * * *"]
-    assert d.parameters["source"] == str(random_series) and d.parameters["max_n"] == 2
-    assert d.parameters["scores"] == ["ahon_ln"]
+    again = TrackRequest.coerce(d.parameters["request"])  # what a scheduled run receives
+    assert again == request and again.selection.max_n == 2 and again.score_fns == ("ahon_ln",)
     with pytest.raises(ConfigError, match="not a cron expression"):
-        build_deployment(params, "every day")
+        build_deployment(request, "every day")

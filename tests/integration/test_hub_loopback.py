@@ -87,20 +87,25 @@ def test_download_at_each_branch_matches_its_checkpoint(hub_server, hub_series, 
 
 
 def test_evict_removes_one_revision_only(hub_server, hub_series, tmp_path):
+    """`hub.evict_revision` deletes exactly one revision; `load_checkpoint(keep=False)` asks it once loaded."""
     code = """
         import sys
         from dormant_tasks.checkpoints import list_revisions
-        from dormant_tasks.loading import evict_revision, fetch_revision
+        from dormant_tasks.hub import evict_revision
+        from dormant_tasks.loading import fetch_revision, load_checkpoint
         revs = list_revisions(sys.argv[1]).revisions
         paths = [fetch_revision(sys.argv[1], r, cache_dir=sys.argv[2]) for r in revs[:2]]
         freed = evict_revision(sys.argv[1], revs[0].commit, cache_dir=sys.argv[2])
-        print(freed, paths[0].exists(), paths[1].exists(), (paths[1] / "model.safetensors").exists())
+        loaded = load_checkpoint(sys.argv[1], revs[2], device="cpu", cache_dir=sys.argv[2], keep=False)
+        print(freed, paths[0].exists(), paths[1].exists(), (paths[1] / "model.safetensors").exists(),
+              loaded.commit == revs[2].commit, loaded.local_path.exists())
     """
     result = run_client(code, hub_server.endpoint, tmp_path / "hf", REPO, str(tmp_path / "cache"))
     assert result.returncode == 0, result.stderr[-3000:]
-    freed, first_exists, second_exists, second_weights = result.stdout.split()
+    freed, first_exists, second_exists, second_weights, same_commit, third_exists = result.stdout.split()
     assert int(freed) >= (hub_series.folders["step50-tokens102K"] / "model.safetensors").stat().st_size
     assert (first_exists, second_exists, second_weights) == ("False", "True", "True")
+    assert (same_commit, third_exists) == ("True", "False")
 
 
 def test_unknown_repo_and_revision_give_one_line_errors(hub_server, tmp_path):
@@ -231,7 +236,7 @@ def test_dormant_score_on_a_hub_revision(hub_server, hub_series, tmp_path):
     assert main(["score", "--model", str(hub_series.folders[branch]), "--texts", str(texts), "--scores", "ahon_ln",
                  "awft", "--device", "cpu", "--out", str(local_out)]) == 0
     local = pq.read_table(local_out).to_pandas()
-    key = ["input_index", "score_fn", "layer", "head"]
+    key = ["input_index", "score_fn", "layer", "head_index"]
     merged = table.merge(local, on=key, suffixes=("_hub", "_local"))
     assert len(merged) == len(table)
-    assert np.allclose(merged["value_hub"], merged["value_local"], rtol=1e-6, equal_nan=True)
+    assert np.allclose(merged["score_hub"], merged["score_local"], rtol=1e-6, equal_nan=True)

@@ -1,19 +1,17 @@
-"""Revision names, training order, selection, local series folders, and the download safety checks."""
+"""Revision names, the series order, selection, and local series folders (the Hub side: test_hub.py)."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 import shutil
-import subprocess
 
 import pytest
-from huggingface_hub.hf_api import RepoFile
 
 from dormant_tasks.checkpoints import (UNKNOWN, Revision, Selection, format_tokens, list_revisions,
-                                       parse_revision_name, select_revisions, training_positions)
+                                       parse_revision_name, select_revisions, series_sort_key, training_positions)
 from dormant_tasks.errors import CheckpointError, ConfigError
-from dormant_tasks.loading import check_free_disk, load_checkpoint, local_content_hash, verify_files
+from dormant_tasks.loading import load_checkpoint, local_content_hash
+from dormant_tasks.tiny import branch_name
 from flows.cli import main
 
 
@@ -53,6 +51,16 @@ def test_main_is_unknown_and_sorts_last():
     assert (main_rev.stage, main_rev.step, main_rev.tokens) == (UNKNOWN, UNKNOWN, UNKNOWN)
     later = parse_revision_name("stage2-ingredient9-step99999-tokens999T")
     assert sorted([main_rev, later], key=lambda r: r.sort_key)[-1] is main_rev
+
+
+def test_series_sort_key_puts_main_after_stage2_ingredients():
+    """Stored rows carry main's stage as UNKNOWN (-1): the key must rank it last by its name, not first."""
+    stage1 = series_sort_key("stage1-step1907359-tokens4001B", 1, None, 1907359, 4001 * 10**9)
+    stage2 = series_sort_key("stage2-ingredient3-step11931-tokens50B", 2, 3, 11931, 50 * 10**9)
+    main_key = series_sort_key("main", UNKNOWN, None, UNKNOWN, UNKNOWN)
+    assert sorted([main_key, stage2, stage1]) == [stage1, stage2, main_key]
+    rev = parse_revision_name("stage2-ingredient3-step11931-tokens50B")
+    assert rev.sort_key == stage2
 
 
 def test_training_order_stage1_by_step_then_ingredients():
@@ -107,15 +115,15 @@ def test_select_globs_any_of_several():
 
 def test_max_spreads_evenly_in_log_tokens_with_first_and_last():
     """Against a brute-force oracle: of all subsets of size n holding first and last, the chosen one has
-    the smallest total distance of its sorted log1p(tokens) to the evenly spaced targets."""
+    the smallest total distance of its sorted log(tokens + one step's tokens) to the evenly spaced targets."""
     import itertools
 
     steps = [0, 1, 2, 3, 5, 8, 10, 20, 40, 80, 100, 200, 400, 800, 1000, 2000, 5000, 10000]
-    revs = series(steps)
+    revs = series(steps)  # 1000 tokens per step
     for n in (2, 3, 4, 5):
         got = select_revisions(revs, max_n=n)
         assert got[0] is revs[0] and got[-1] is revs[-1] and len(got) == n
-        x = [math.log1p(r.tokens) for r in revs]
+        x = [math.log(r.tokens + 1000) for r in revs]
         targets = [x[0] + (x[-1] - x[0]) * i / (n - 1) for i in range(n)]
 
         def cost(idx):
@@ -125,6 +133,23 @@ def test_max_spreads_evenly_in_log_tokens_with_first_and_last():
         assert cost([revs.index(r) for r in got]) == pytest.approx(best)
     assert [r.step for r in select_revisions(revs, max_n=1)] == [10000]
     assert len(select_revisions(revs, max_n=100)) == len(revs)
+
+
+DEMO_STEPS = [0, 10, 25, 50, 100, 250, 500, 750, 1000, 1250, 1500, 2000]  # `make demo`'s checkpoints
+DEMO_TOKENS_PER_STEP = 8 * 64  # TinyRunConfig: batch_size x seq_len
+
+
+def test_max_on_the_demo_series_covers_early_middle_and_late():
+    """With step 0 at one step's tokens on the log axis, --max 6 no longer spends every pick on the first
+    100 steps (log1p gave 0, 10, 25, 50, 100, 2000)."""
+    revs = [parse_revision_name(branch_name(s, s * DEMO_TOKENS_PER_STEP)) for s in DEMO_STEPS]
+    assert revs[5].name == "stage1-step250-tokens128K"  # the demo's own names, token counts rounded in them
+    got = [r.step for r in select_revisions(revs, max_n=6)]
+    assert got == [0, 10, 25, 100, 500, 2000]
+    early, middle, late = DEMO_STEPS[:4], DEMO_STEPS[4:8], DEMO_STEPS[8:]
+    assert got[0] == 0 and got[-1] == 2000
+    assert any(s in middle and 250 <= s <= 1500 for s in got)
+    assert all(any(s in third for s in got) for third in (early, middle, late))
 
 
 def test_filters_compose_in_order_and_main_stays_last():
@@ -205,67 +230,3 @@ def test_local_checkpoint_loads_in_place_with_a_content_hash(local_series, tiny_
     assert loaded.commit == local_content_hash(tiny_model_dir)  # same bytes, same hash
     (rev.path / "config.json").write_text((rev.path / "config.json").read_text() + " ")
     assert local_content_hash(rev.path) != loaded.commit
-
-
-def repo_file(path, data: bytes, lfs: bool):
-    if lfs:
-        sha = hashlib.sha256(data).hexdigest()
-        return RepoFile(path=path, size=len(data), oid="0" * 40, lfs={"size": len(data), "oid": sha, "pointerSize": 130})
-    # The oracle for a plain blob's id is git itself.
-    oid = subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True).stdout.decode().strip()
-    return RepoFile(path=path, size=len(data), oid=oid)
-
-
-def test_verify_files_against_hub_hashes(tmp_path):
-    """RepoFile entries as the Hub's tree listing returns them (built here: no Hub is reachable)."""
-    weights, config = b"\x00\x01weights" * 1000, b'{"model_type": "olmo2"}'
-    (tmp_path / "model.safetensors").write_bytes(weights)
-    (tmp_path / "config.json").write_bytes(config)
-    files = [repo_file("model.safetensors", weights, lfs=True), repo_file("config.json", config, lfs=False)]
-    verify_files("r@x", tmp_path, files)
-    (tmp_path / "config.json").write_bytes(config + b" ")
-    with pytest.raises(CheckpointError, match="r@x: config.json is corrupt"):
-        verify_files("r@x", tmp_path, files)
-    (tmp_path / "config.json").write_bytes(config)
-    (tmp_path / "model.safetensors").write_bytes(weights[:-1] + b"X")
-    with pytest.raises(CheckpointError, match="model.safetensors is corrupt"):
-        verify_files("r@x", tmp_path, files)
-
-
-def test_free_disk_check(tmp_path):
-    """Sizes as the Hub lists them; one larger than any disk here stands for a checkpoint that does not fit."""
-    snapshot = tmp_path / "models--org--m" / "snapshots" / ("a" * 40)  # not created yet: the check walks up
-    check_free_disk("org/m@b", [RepoFile(path="model.safetensors", size=10**6, oid="0" * 40)], snapshot)
-    with pytest.raises(CheckpointError, match=r"org/m@b needs 1000000000.00 GB .* free; pass --cache-dir"):
-        check_free_disk("org/m@b", [RepoFile(path="model.safetensors", size=10**18, oid="0" * 40)], snapshot)
-    check_free_disk("org/m@b", [RepoFile(path="model.safetensors", size=None, oid="0" * 40)], snapshot)  # skipped
-
-
-def test_hub_retries_transient_errors_only():
-    from huggingface_hub.errors import OfflineModeIsEnabled
-
-    from dormant_tasks.loading import with_hub_retries
-
-    calls = []
-
-    def flaky():
-        calls.append(1)
-        if len(calls) < 3:
-            raise ConnectionError("connection reset by peer")
-        return "listed"
-
-    assert with_hub_retries(flaky, "listing r", retries=2, backoff_s=0) == "listed" and len(calls) == 3
-    calls.clear()
-    with pytest.raises(CheckpointError, match=r"listing r: the Hub at .* did not answer after 2 attempts"):
-        with_hub_retries(flaky, "listing r", retries=1, backoff_s=0)
-
-    def broken(exc):
-        calls.append(1)
-        raise exc
-
-    for exc, match in ((ValueError("bad json"), r"listing r failed \(ValueError: bad json\)"),
-                       (OfflineModeIsEnabled("offline"), "HF_HUB_OFFLINE is set")):
-        calls.clear()
-        with pytest.raises(CheckpointError, match=match):
-            with_hub_retries(lambda: broken(exc), "listing r", retries=3, backoff_s=0)
-        assert len(calls) == 1, "a permanent error is not retried"

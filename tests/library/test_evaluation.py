@@ -203,9 +203,10 @@ def test_static_zeroing_matches_hook_oracle(model_and_tokenizer, requests, base)
 
     row = evaluate_static(model, tok, heads, score_fn="ahon_ln", tau=0.5, limit=N_ITEMS, batch_size=8)
     assert row["mode"] == "static" and row["quantile"] is None and row["tau"] == 0.5
-    assert row["accuracy"] == pytest.approx(result.accuracy)
-    assert row["base_accuracy"] == pytest.approx(base.accuracy)
-    assert row["pct_zeroed"] == pytest.approx(100 * 3 / 8) and row["n_items"] == N_ITEMS
+    # rows are in the store's units: fractions in [0, 1]
+    assert row["accuracy"] == pytest.approx(result.accuracy / 100)
+    assert row["base_accuracy"] == pytest.approx(base.accuracy / 100)
+    assert row["frac_zeroed"] == pytest.approx(3 / 8) and row["n_items"] == N_ITEMS
 
 
 # --- the sweep ----------------------------------------------------------------------------------------
@@ -216,7 +217,7 @@ def test_sweep_rows_and_summaries(model_and_tokenizer, base):
     sweep = run_sweep(model, tok, ["ahon_ln", "awft"], limit=N_ITEMS, batch_size=8, progress=False)
     assert sweep.base_accuracy == base.accuracy and sweep.n_items == N_ITEMS
     assert len(sweep.rows) == 2 * len(DEFAULT_QUANTILES)
-    columns = {"task", "shots", "mode", "score_fn", "quantile", "tau", "pct_zeroed", "accuracy", "n_items",
+    columns = {"task", "shots", "mode", "score_fn", "quantile", "tau", "frac_zeroed", "accuracy", "n_items",
                "base_accuracy"}
     assert all(set(row) == columns for row in sweep.rows)
     for fn, direction in (("ahon_ln", "<"), ("awft", ">")):
@@ -226,9 +227,9 @@ def test_sweep_rows_and_summaries(model_and_tokenizer, base):
         assert taus == sorted(taus, reverse=(direction == ">"))  # quantile 1-q for ">" functions
         pooled = base.scores_of(fn).ravel()
         assert taus[3] == pytest.approx(np.quantile(pooled, 0.15 if direction == "<" else 0.85))
-        assert rows[0]["pct_zeroed"] == 0.0 and rows[0]["accuracy"] == base.accuracy  # q = 0 zeroes nothing
-        assert rows[-1]["pct_zeroed"] > 0
-        points = [(r["pct_zeroed"], r["accuracy"]) for r in rows]
+        assert rows[0]["frac_zeroed"] == 0.0 and rows[0]["accuracy"] == base.accuracy / 100  # q = 0 zeroes nothing
+        assert rows[-1]["frac_zeroed"] > 0
+        points = [(100 * r["frac_zeroed"], 100 * r["accuracy"]) for r in rows]
         summary = sweep.summaries[fn]
         assert summary.points == tuple(points)
         assert summary.within_1pt == pct_zeroed_within_1pt(points, base.accuracy)

@@ -45,7 +45,7 @@ def test_aggregate_matches_oracle_with_nan_inputs():
     expected = oracle_aggregate(values, score_fns, taus)
     assert len(table) == len(expected) == 3 * 2 * 5
     for row, (fn, layer, head, mean, std, rate, dormant) in zip(table, expected):
-        assert (row["score_fn"], row["layer"], row["head"]) == (fn, layer, head)
+        assert (row["score_fn"], row["layer"], row["head_index"]) == (fn, layer, head)
         if math.isnan(mean):
             assert math.isnan(row["score"]) and row["dormant_rate"] == 0.0 and not row["dormant"]
         else:

@@ -1,4 +1,4 @@
-"""The leaderboard metric (SPEC §5): % of heads zeroed within 1 point, and the normalised AUC."""
+"""The leaderboard metric (docs/SCORES.md §6): % of heads zeroed within 1 point, and the normalised AUC."""
 
 from __future__ import annotations
 
@@ -11,25 +11,21 @@ import pytest
 from dormant_tasks.errors import EvaluationError
 from dormant_tasks.evaluation import normalised_auc, pct_zeroed_within_1pt
 
-# shared/ lies beside the repository root (/work/shared here, a copy beside the clone in CI).
-PAPER_CURVES = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "paper_mmlu_curves.json"
+# The authors' published MMLU curves, kept in the repository (see tests/data/README.md). A missing file
+# is an error at collection, never a skip.
+PAPER_CURVES = Path(__file__).resolve().parent.parent / "data" / "paper_mmlu_curves.json"
 
 
 def _paper_curves():
-    if not PAPER_CURVES.is_file():
-        return []
-    return json.loads(PAPER_CURVES.read_text())["curves"]
+    return json.loads(PAPER_CURVES.read_text(encoding="utf-8"))["curves"]
 
 
-@pytest.mark.skipif(not PAPER_CURVES.is_file(), reason=f"reference curves not found at {PAPER_CURVES}")
 @pytest.mark.parametrize("curve", _paper_curves(), ids=lambda c: f"{c['model']}-{c['function']}")
 def test_reproduces_paper_table_2(curve):
     assert pct_zeroed_within_1pt(curve["points"], curve["base"]) == pytest.approx(curve["expected"], abs=0.01)
 
 
 def test_paper_curves_file_has_the_five_published_curves():
-    if not PAPER_CURVES.is_file():
-        pytest.skip(f"reference curves not found at {PAPER_CURVES}")
     assert len(_paper_curves()) == 5
 
 

@@ -56,7 +56,7 @@ def write_series(root: Path, dormant: dict[str, np.ndarray], tokens, *, model_id
             for layer, head in itertools.product(range(n_layers), range(n_heads)):
                 d = bool(states[c, layer, head])
                 s = scores[fn][c, layer, head] if scores else (0.1 if d else 1.0) + 0.01 * head
-                rows.append(common | {"score_fn": fn, "layer": layer, "head": head, "score": float(s), "score_std": 0.0,
+                rows.append(common | {"score_fn": fn, "layer": layer, "head_index": head, "score": float(s), "score_std": 0.0,
                                       "tau": 0.5, "direction": "<", "dormant_rate": float(d), "dormant": d,
                                       "calibration_id": CAL, "taus_id": taus_id})
         write_table(root, "head_scores", rows, file_key=revision)
@@ -185,16 +185,18 @@ def test_single_checkpoint_report_has_no_transitions_section(tmp_path):
 def test_evaluations_give_the_within_one_point_table(known_store, tmp_path):
     rev = "stage1-step50-tokens4000000"
     base = {"model_id": MODEL, "revision": rev, "stage": 1, "step": 50, "tokens": 4_000_000, "task": "winogrande",
-            "shots": 5, "mode": "dynamic", "n_items": 100, "base_accuracy": 60.0, "code_version": "0.1.0"}
+            "shots": 5, "mode": "dynamic", "n_items": 100, "base_accuracy": 0.60, "code_version": "0.1.0"}
     # ahon_ln crosses 59 between (10, 59.5) and (20, 58.5): at 15. lthon_ln never drops below 59.
     points = {"ahon_ln": [(0.0, 60.0), (10.0, 59.5), (20.0, 58.5)], "lthon_ln": [(0.0, 60.0), (12.0, 59.8)]}
-    write_table(known_store, "evaluations", [base | {"score_fn": f, "quantile": q / 100, "tau": 0.1, "pct_zeroed": x,
-                                                     "accuracy": y} for f, pts in points.items()
+    write_table(known_store, "evaluations", [base | {"score_fn": f, "quantile": q / 100, "tau": 0.1,
+                                                     "frac_zeroed": x / 100, "accuracy": y / 100}
+                                             for f, pts in points.items()
                                              for q, (x, y) in zip((0, 5, 10), pts)], file_key="eval-1")
     write_table(known_store, "evaluations", [base | {"mode": "static", "score_fn": "ahon_ln", "tau": 0.5,
-                                                     "pct_zeroed": 16.67, "accuracy": 57.25}], file_key="eval-2")
+                                                     "frac_zeroed": 0.1667, "accuracy": 0.5725}], file_key="eval-2")
     (group,) = evaluation_groups(load_series(known_store, MODEL))
-    assert (group.revision, group.task, group.shots, group.base_accuracy) == (rev, "winogrande", 5, 60.0)
+    assert (group.revision, group.task, group.shots) == (rev, "winogrande", 5)
+    assert group.base_accuracy == pytest.approx(60.0)  # stored as a fraction, shown in %
     assert group.within_1pt == {"lthon_ln": 0.0, "ahon_ln": pytest.approx(15.0)}
     result = render_report(known_store, MODEL, out_dir=tmp_path / "out")
     assert "accuracy_vs_zeroed_0" in result.figures
@@ -209,7 +211,7 @@ def _assert_no_report(parent: Path):
 
 
 @pytest.mark.parametrize("case", ["no_store", "empty_store", "unknown_model", "no_head_scores", "no_transitions",
-                                  "mixed_taus", "unknown_fn", "untracked_fn"])
+                                  "unknown_fn", "untracked_fn"])
 def test_bad_input_raises_and_leaves_no_report(case, tmp_path):
     root, model, fn = tmp_path / "store", MODEL, None
     if case == "empty_store":
@@ -224,18 +226,28 @@ def test_bad_input_raises_and_leaves_no_report(case, tmp_path):
             p.unlink()
     elif case == "no_transitions":
         write_series(root, {"ahon_ln": known_picture()}, TOKENS, transitions=False)
-    elif case == "mixed_taus":
-        write_series(root, {"ahon_ln": known_picture()}, TOKENS, taus_ids=["taus-1"] * 3 + ["taus-2"] * 3,
-                     transitions=False)  # derive_transitions itself refuses such a series
     expected = {"no_store": StoreError, "unknown_fn": ConfigError}.get(case, ReportError)
     with pytest.raises(expected) as err:
         render_report(root, model, out_dir=tmp_path / "reports" / "x", score_fn=fn)
     message = str(err.value)
     if case == "unknown_model":
         assert 'did you mean "test-org/tiny-series"' in message
-    if case == "mixed_taus":
-        assert "taus-1" in message and "taus-2" in message
     _assert_no_report(tmp_path / "reports")
+
+
+def test_checkpoints_of_older_taus_are_not_current(tmp_path):
+    """After a partial re-tau the series' current taus hold 3 checkpoints; the 3 of older taus are left out."""
+    root = write_series(tmp_path / "store", {"ahon_ln": known_picture()}, TOKENS,
+                        taus_ids=[TAUS] * 3 + ["older-taus"] * 3, transitions=False)
+    from dormant_tasks.series import SeriesView
+
+    view = SeriesView.open(root, MODEL)
+    assert view.n_stale == 3
+    write_table(root, "transitions", derive_transitions(view.head_scores(), view.checkpoints_table()),
+                file_key="transitions", model_id=MODEL)
+    series = load_series(root, MODEL)
+    assert series.revisions == [f"stage1-step{c * 10}-tokens{TOKENS[c]}" for c in range(3)]
+    assert {c["taus_id"] for c in series.checkpoints} == {TAUS}
 
 
 def test_cli_report(known_store, tmp_path, capsys):

@@ -38,17 +38,17 @@ def test_scores_a_texts_file(tiny_model_dir, tmp_path, capsys):
                         "--scores", "ahon_ln,awft", "random", "--out", out)
     assert code == 0, err
     table = pq.read_table(out)
-    assert {"model_id", "revision", "input_index", "score_fn", "layer", "head", "value"} <= set(table.column_names)
+    assert {"model_id", "revision", "input_index", "score_fn", "layer", "head_index", "score"} <= set(table.column_names)
     assert table.num_rows == 2 * 3 * 2 * 4  # inputs x functions x layers x heads
     assert set(table.column("model_id").to_pylist()) == {str(tiny_model_dir)}
     assert set(table.column("revision").to_pylist()) == {"local"}
     # the Python API returns the same data
     model, tokenizer = load_model_and_tokenizer(tiny_model_dir, device="cpu")
     api = score_texts(model, tokenizer, load_calibration(texts).texts, ["ahon_ln", "awft", "random"]).to_table()
-    key = ["input_index", "score_fn", "layer", "head"]
-    got = table.select(key + ["value"]).sort_by([(k, "ascending") for k in key])
+    key = ["input_index", "score_fn", "layer", "head_index"]
+    got = table.select(key + ["score"]).sort_by([(k, "ascending") for k in key])
     want = api.sort_by([(k, "ascending") for k in key])
-    np.testing.assert_allclose(got.column("value").to_numpy(), want.column("value").to_numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got.column("score").to_numpy(), want.column("score").to_numpy(), rtol=1e-6)
     assert list(out.parent.iterdir()) == [out]
 
 

@@ -242,8 +242,8 @@ def test_bad_inputs_are_refused(olmo2, tiny_tokenizer):
 def test_input_scores_table_layout(olmo2, tiny_tokenizer, texts):
     scores = score_texts(olmo2, tiny_tokenizer, texts[:3], ["ahon_ln", "random"], batch_size=2)
     table = scores.to_table()
-    assert table.column_names == ["input_index", "score_fn", "layer", "head", "value"]
+    assert table.column_names == ["input_index", "score_fn", "layer", "head_index", "score"]
     assert table.num_rows == 3 * 2 * 2 * 4
     rows = table.to_pylist()
     for row in rows[:: 7]:
-        assert row["value"] == scores.get(row["score_fn"])[row["input_index"], row["layer"], row["head"]]
+        assert row["score"] == scores.get(row["score_fn"])[row["input_index"], row["layer"], row["head_index"]]

@@ -40,7 +40,7 @@ def head_score_rows(step: int, model_id: str = MODEL, dormant=(), score_fn: str 
     base = checkpoint_row(step, model_id)
     return [
         dict(model_id=model_id, revision=base["revision"], stage=1, step=step, tokens=base["tokens"], score_fn=score_fn,
-             layer=layer, head=head, score=0.1 * (layer * 3 + head), score_std=0.01, tau=0.5, direction="<",
+             layer=layer, head_index=head, score=0.1 * (layer * 3 + head), score_std=0.01, tau=0.5, direction="<",
              dormant_rate=1.0 if (layer, head) in dormant else 0.0, dormant=(layer, head) in dormant,
              calibration_id="cal", taus_id="taus") | changes
         for layer in range(2) for head in range(3)
@@ -69,7 +69,7 @@ def test_round_trip_layout_and_marker(tmp_path):
                          file_key="stage1-step1000-tokens4000B--run1")
     assert path == store / "checkpoints" / "series=allenai--OLMo-2-1124-7B" / "stage1-step1000-tokens4000B--run1.parquet"
     marker = json.loads((store / "_store.json").read_text())
-    assert marker["schema_version"] == S.SCHEMA_VERSION == 1 and marker["created_by"].startswith("dormant-heads ")
+    assert marker["schema_version"] == S.SCHEMA_VERSION == 2 and marker["created_by"].startswith("dormant-heads ")
 
     S.write_table(store, "head_scores", pa.Table.from_pylist(head_score_rows(1000, dormant={(1, 2)})), file_key="k")
     back = S.read_table(store, "head_scores")
@@ -77,7 +77,7 @@ def test_round_trip_layout_and_marker(tmp_path):
     assert back.to_pylist() == S.conform(head_score_rows(1000, dormant={(1, 2)}), "head_scores").to_pylist()
     assert back.column("model_id")[0].as_py() == MODEL  # the real id, '/' intact
     ck = S.read_table(store, "checkpoints").to_pylist()
-    assert ck == [checkpoint_row(1000)]  # python values survive: ints, floats, tz-aware timestamp, null ingredient
+    assert ck == [checkpoint_row(1000) | {"request_id": None}]  # python values survive: ints, floats, tz-aware timestamp, null ingredient
     assert ck[0]["analyzed_at"].utcoffset() == timedelta(0)
 
 
@@ -89,7 +89,7 @@ def test_read_filters_models_and_empty_tables(tmp_path):
     assert S.read_table(store, "head_scores").num_rows == 18
     assert set(S.read_table(store, "head_scores", model_id="tiny").column("model_id").to_pylist()) == {"tiny"}
     got = S.read_table(store, "head_scores", model_id=MODEL, filters={"step": 10, "dormant": True})
-    assert [(r["layer"], r["head"]) for r in got.to_pylist()] == [(0, 0)]
+    assert [(r["layer"], r["head_index"]) for r in got.to_pylist()] == [(0, 0)]
     assert S.read_table(store, "head_scores", filters={"step": [10, 20]}).num_rows == 18
     assert S.read_table(store, "head_scores", filters=ds.field("layer") == 1).num_rows == 9
     assert S.list_models(store) == sorted([MODEL, "tiny"])
@@ -162,11 +162,16 @@ def test_missing_store_and_schema_version_mismatch(tmp_path):
         S.open_store(tmp_path)
     assert S.stored_checkpoint_keys(tmp_path / "nope", MODEL) == set()
     S.write_table(tmp_path / "s", "checkpoints", [checkpoint_row(1)], file_key="k")
-    (tmp_path / "s" / "_store.json").write_text(json.dumps({"schema_version": 2}))
-    for call in (lambda: S.read_table(tmp_path / "s", "checkpoints"),
-                 lambda: S.write_table(tmp_path / "s", "checkpoints", [checkpoint_row(2)], file_key="k2"),
-                 lambda: S.stored_checkpoint_keys(tmp_path / "s", MODEL)):
-        with pytest.raises(StoreError, match="schema_version 2.*schema_version 1.*new --store folder.*migrate"):
+    calls = (lambda: S.read_table(tmp_path / "s", "checkpoints"),
+             lambda: S.write_table(tmp_path / "s", "checkpoints", [checkpoint_row(2)], file_key="k2"),
+             lambda: S.stored_checkpoint_keys(tmp_path / "s", MODEL))
+    (tmp_path / "s" / "_store.json").write_text(json.dumps({"schema_version": 3}))
+    for call in calls:
+        with pytest.raises(StoreError, match="schema_version 3, newer than this dormant-heads reads .2.: upgrade"):
+            call()
+    (tmp_path / "s" / "_store.json").write_text(json.dumps({"schema_version": 1}))
+    for call in calls:
+        with pytest.raises(StoreError, match="schema_version 1.*run `dormant store upgrade --store"):
             call()
 
 
@@ -203,7 +208,7 @@ n = 4_000_000
 t = pa.table({"model_id": pa.array(["m"] * n), "revision": pa.array(["r"] * n),
     "stage": np.ones(n, np.int32), "step": np.arange(n), "tokens": np.arange(n),
     "input_index": np.arange(n, dtype=np.int32), "score_fn": pa.array(["ahon"] * n),
-    "layer": np.zeros(n, np.int32), "head": np.zeros(n, np.int32), "value": np.random.rand(n),
+    "layer": np.zeros(n, np.int32), "head_index": np.zeros(n, np.int32), "score": np.random.rand(n),
     "calibration_id": pa.array(["c"] * n)})
 print("ready", flush=True)
 write_table(sys.argv[1], "input_scores", t, file_key="big")
@@ -228,7 +233,7 @@ def test_killed_writer_leaves_no_visible_file(tmp_path):
     assert S.read_table(tmp_path, "input_scores").num_rows == 0  # the leftover temp is invisible
     assert ds.dataset(tmp_path / "input_scores", format="parquet", partitioning="hive").count_rows() == 0
     rows = [dict(model_id="m", revision="r", stage=1, step=1, tokens=1, input_index=0, score_fn="ahon", layer=0,
-                 head=0, value=1.0, calibration_id="c")]
+                 head_index=0, score=1.0, calibration_id="c")]
     S.write_table(tmp_path, "input_scores", rows, file_key="small")
     assert files_under(folder) == ["small.parquet"]
 
@@ -258,14 +263,14 @@ def test_dedupe_keeps_the_newest_result(tmp_path):
 def test_dedupe_input_scores_and_files_holding_several_checkpoints(tmp_path):
     def inputs(step, value):
         return [dict(model_id=MODEL, revision=f"r{step}", stage=1, step=step, tokens=step, input_index=i,
-                     score_fn="ahon", layer=0, head=0, value=value, calibration_id="cal") for i in range(3)]
+                     score_fn="ahon", layer=0, head_index=0, score=value, calibration_id="cal") for i in range(3)]
 
     S.write_table(tmp_path, "input_scores", inputs(1, 0.0), file_key="r1--runA")
     S.write_table(tmp_path, "input_scores", inputs(1, 1.0), file_key="r1--runB")
     S.write_table(tmp_path, "checkpoints", [checkpoint_row(1, revision="r1", analyzed_at=T0)], file_key="r1--runA")
     S.write_table(tmp_path, "checkpoints", [checkpoint_row(1, revision="r1", analyzed_at=T0 - timedelta(1))],
                   file_key="r1--runB")
-    assert S.read_table(tmp_path, "input_scores").column("value").to_pylist() == [0.0] * 3  # runA is newer
+    assert S.read_table(tmp_path, "input_scores").column("score").to_pylist() == [0.0] * 3  # runA is newer
     # A file holding two checkpoints (its footer has no single value) against a newer one-checkpoint file:
     # dedupe works per file, so the older file is dropped whole (per-checkpoint files hold one checkpoint).
     S.write_table(tmp_path, "head_scores", head_score_rows(1) + head_score_rows(2), file_key="both")
@@ -312,7 +317,7 @@ def test_two_processes_write_one_series(tmp_path, use_lock):
     assert sorted(ck.column("step").to_pylist()) == steps  # one result per checkpoint
     hs = S.read_table(tmp_path, "head_scores")
     assert hs.num_rows == 6 * len(steps)
-    assert len(set(zip(*(hs.column(c).to_pylist() for c in ("revision", "layer", "head"))))) == hs.num_rows
+    assert len(set(zip(*(hs.column(c).to_pylist() for c in ("revision", "layer", "head_index"))))) == hs.num_rows
     raw = S.read_table(tmp_path, "checkpoints", dedupe=False).num_rows
     assert raw == len(steps) if use_lock else len(steps) <= raw <= 2 * len(steps)
     assert not [f for f in files_under(tmp_path) if f.endswith(".tmp")]
@@ -378,17 +383,28 @@ def test_readable_by_duckdb_and_polars(two_series_store):
 # ------------------------------------------------------------------------------------------ `dormant status`
 
 
+def taus_rows(model_id: str = MODEL, fns=("ahon_ln", "awft"), taus_id: str = "taus") -> list[dict]:
+    base = checkpoint_row(20, model_id)
+    return [dict(model_id=model_id, revision=base["revision"], stage=1, step=20, tokens=base["tokens"], score_fn=fn,
+                 tau=0.5, direction="<", source="fixed", quantile=None, reference_revision=None, calibration_id="cal",
+                 taus_id=taus_id) for fn in fns]
+
+
 def test_status_cli(two_series_store, capsys):
     S.write_table(two_series_store, "checkpoints", [checkpoint_row(20)], file_key="b")
-    rows = [dict(model_id=MODEL, revision="r", stage=1, step=20, tokens=1, score_fn=fn, tau=0.5, layer=0, head=0,
-                 from_revision="q", to_revision="r", from_step=10, to_step=20, from_tokens=0, to_tokens=1,
-                 from_state="dormant", to_state="active") for fn in ("ahon_ln", "awft", "awft")]
+    S.write_table(two_series_store, "taus", taus_rows(), file_key="taus")
+    r10, r20 = checkpoint_row(10)["revision"], checkpoint_row(20)["revision"]
+    rows = [dict(model_id=MODEL, revision=r20, stage=1, step=20, tokens=1, score_fn=fn, tau=0.5, layer=0,
+                 head_index=0, from_revision=r10, to_revision=r20, from_step=10, to_step=20, from_tokens=0,
+                 to_tokens=1, from_state="dormant", to_state="active", calibration_id="cal", taus_id=tid)
+            for fn, tid in (("ahon_ln", "taus"), ("awft", "taus"), ("awft", "taus"), ("awft", "older-taus"))]
     S.write_table(two_series_store, "transitions", rows, file_key="transitions")
     assert cli_main(["status", "--store", str(two_series_store)]) == 0
     lines = capsys.readouterr().out.splitlines()
+    # the row of older taus is not current: 3 transitions, not 4
     assert lines[0] == (f"{MODEL}: 2 checkpoints, steps 10..20, ahon_ln dormant 16.7% -> 0.0%, "
                         "transitions 1 ahon_ln / 3 total")
-    assert lines[1].startswith("tiny: 0 checkpoints")
+    assert lines[1] == "tiny: not tracked (0 evaluation rows)"
 
 
 def test_status_cli_errors(tmp_path, capsys):

@@ -25,7 +25,7 @@ def score_rows(c: dict, score_fn: str, states: dict[tuple[int, int], bool], tau=
                taus_id="taus") -> list[dict]:
     return [
         dict(model_id=c["model_id"], revision=c["revision"], stage=c["stage"], step=c["step"], tokens=c["tokens"],
-             score_fn=score_fn, layer=layer, head=head, score=0.3 if d else 0.9, score_std=0.1, tau=tau, direction="<",
+             score_fn=score_fn, layer=layer, head_index=head, score=0.3 if d else 0.9, score_std=0.1, tau=tau, direction="<",
              dormant_rate=float(d), dormant=d, calibration_id=calibration_id, taus_id=taus_id)
         for (layer, head), d in states.items()
     ]
@@ -52,14 +52,14 @@ def test_falls_dormant_at_3_and_wakes_at_5():
     for i, c in enumerate(cks):
         rows += score_rows(c, "ahon_ln", {(0, 0): False, (0, 1): True, (1, 0): pattern[i], (1, 1): False})
     tr = derive_transitions(table(rows)).to_pylist()
-    assert [(r["layer"], r["head"], r["from_step"], r["to_step"], r["from_state"], r["to_state"]) for r in tr] == [
+    assert [(r["layer"], r["head_index"], r["from_step"], r["to_step"], r["from_state"], r["to_state"]) for r in tr] == [
         (1, 0, 200, 300, "active", "dormant"),
         (1, 0, 400, 500, "dormant", "active"),
     ]
     assert tr[0]["revision"] == tr[0]["to_revision"] == cks[2]["revision"] and tr[0]["from_revision"] == cks[1]["revision"]
     assert tr[1]["to_tokens"] == cks[4]["tokens"] and tr[1]["tau"] == 0.5 and tr[1]["model_id"] == "m"
 
-    hist = {(r["layer"], r["head"]): r for r in head_histories(table(rows)).to_pylist()}
+    hist = {(r["layer"], r["head_index"]): r for r in head_histories(table(rows)).to_pylist()}
     h = hist[(1, 0)]
     assert (h["first_dormant_step"], h["first_dormant_revision"], h["n_changes"], h["final_state"]) == (
         300, cks[2]["revision"], 2, "active")
@@ -114,7 +114,7 @@ def test_nan_tau_is_the_same_tau():
 def test_missing_or_duplicate_heads_are_refused():
     a, b = ckpt("m", 1, 1), ckpt("m", 1, 2)
     rows = score_rows(a, "ahon", {(0, 0): True, (0, 1): True}) + score_rows(b, "ahon", {(0, 0): True})
-    with pytest.raises(StoreError, match=r"\(layer 0, head 1\) appears not at all"):
+    with pytest.raises(StoreError, match=r"\(layer 0, head_index 1\) appears not at all"):
         derive_transitions(table(rows))
     with pytest.raises(StoreError, match="appears twice"):
         derive_transitions(table(rows + score_rows(b, "ahon", {(0, 1): True, (0, 0): True})))
@@ -134,10 +134,10 @@ def oracle(rows: list[dict], checkpoints: list[dict]):
     ingredient = {(c["model_id"], c["revision"]): c["ingredient"] or 0 for c in checkpoints}
     state, info = {}, {}
     for r in rows:
-        state[(r["model_id"], r["score_fn"], r["layer"], r["head"], r["revision"])] = r["dormant"]
+        state[(r["model_id"], r["score_fn"], r["layer"], r["head_index"], r["revision"])] = r["dormant"]
         info[(r["model_id"], r["revision"])] = (r["stage"], ingredient[(r["model_id"], r["revision"])], r["step"], r["tokens"])
     transitions, histories = set(), {}
-    for model, fn, layer, head in {(r["model_id"], r["score_fn"], r["layer"], r["head"]) for r in rows}:
+    for model, fn, layer, head in {(r["model_id"], r["score_fn"], r["layer"], r["head_index"]) for r in rows}:
         revs = sorted({r["revision"] for r in rows if (r["model_id"], r["score_fn"]) == (model, fn)},
                       key=lambda rev: info[(model, rev)][:3])
         changes, first = 0, None
@@ -182,13 +182,13 @@ def test_matches_the_oracle_on_random_series(seed):
 
     got = derive_transitions(hs, ck).to_pylist()
     assert len(got) == len(want_tr)
-    assert {(r["model_id"], r["score_fn"], r["layer"], r["head"], r["from_revision"], r["to_revision"], r["to_state"])
+    assert {(r["model_id"], r["score_fn"], r["layer"], r["head_index"], r["from_revision"], r["to_revision"], r["to_state"])
             for r in got} == want_tr
     for r in got:
         assert r["from_state"] != r["to_state"] and r["revision"] == r["to_revision"]
 
     hist = head_histories(hs, ck).to_pylist()
-    assert {(r["model_id"], r["score_fn"], r["layer"], r["head"]):
+    assert {(r["model_id"], r["score_fn"], r["layer"], r["head_index"]):
             (r["first_dormant_revision"], r["n_changes"], r["final_state"], r["revision"]) for r in hist} == want_hist
     assert len(hist) == len(want_hist)
 

@@ -1,0 +1,251 @@
+"""Everything that talks to the Hugging Face Hub or its local cache: refs, pinned downloads, hashes, eviction.
+
+A Hub revision is listed from the repo's refs (SPEC §7: one branch per checkpoint, names never guessed),
+downloaded pinned to its commit sha with only the files loading needs (`ALLOW_PATTERNS`), after a
+free-disk check, verified against the Hub's own hashes, and retried on transient network errors only
+(`with_hub_retries`). `evict_revision` is the one function that deletes a cached revision: a failed
+download calls it here, and callers that are done with a revision ask it; nothing else removes cache files.
+
+This module sits below `checkpoints` and `loading` and imports neither: it speaks in repo ids, ref names
+and commit shas, not in `Revision`s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import TypeVar
+
+from huggingface_hub import HfApi, constants, list_repo_refs, scan_cache_dir, snapshot_download
+from huggingface_hub.errors import (CacheNotFound, EntryNotFoundError, GatedRepoError, HfHubHTTPError,
+                                    LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError,
+                                    RevisionNotFoundError)
+from huggingface_hub.file_download import repo_folder_name
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+from .errors import CheckpointError, did_you_mean
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Only what loading needs: config, generation config, tokenizer files, safetensors weights (+ shard index).
+ALLOW_PATTERNS = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                  "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model",
+                  "*.safetensors", "*.safetensors.index.json"]
+
+
+def is_loading_file(name: str) -> bool:
+    """Whether a checkpoint file is one loading needs (`ALLOW_PATTERNS`); the rest is never downloaded."""
+    return any(fnmatch(name, pattern) for pattern in ALLOW_PATTERNS)
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, read in 16 MiB chunks so a multi-GB shard never sits in memory whole."""
+    return _hash_file(hashlib.sha256(), path)
+
+
+def _git_blob_sha1(path: Path) -> str:
+    """The git object id of a file stored as a plain (non-LFS) blob: sha1 of 'blob <size>\\0' + content."""
+    return _hash_file(hashlib.sha1(f"blob {path.stat().st_size}\0".encode()), path)
+
+
+def _hash_file(h, path: Path) -> str:
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 24), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---- network errors: retried when transient, else one line that names the fix ----
+
+
+def _status(e: BaseException) -> int | None:
+    response = getattr(e, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def is_transient(e: BaseException) -> bool:
+    """A network failure worth retrying: connection errors, timeouts, 5xx, 408/429, a truncated body.
+    Never a missing repo/revision/file, a gated repo or offline mode."""
+    if isinstance(e, (RepositoryNotFoundError, RevisionNotFoundError, OfflineModeIsEnabled)):
+        return False
+    if isinstance(e, LocalEntryNotFoundError):  # the HEAD call failed and nothing is cached: a connection problem
+        return True
+    if isinstance(e, EntryNotFoundError):
+        return False
+    if isinstance(e, HfHubHTTPError):
+        status = _status(e)
+        return status is None or status >= 500 or status in (408, 429)
+    if isinstance(e, (ConnectionError, TimeoutError)):
+        return True
+    # httpx/httpcore transport errors (the Hub client's HTTP stack) do not derive from the builtins above.
+    if any(c.__name__ in ("TransportError", "TimeoutException") and c.__module__.startswith(("httpx", "httpcore"))
+           for c in type(e).__mro__):
+        return True
+    return isinstance(e, OSError) and "Consistency check failed" in str(e)  # body shorter than announced
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def with_hub_retries(call: Callable[[], T], what: str, retries: int = 3, backoff_s: float = 2.0) -> T:
+    """`call()`, retried with exponential backoff (backoff_s, 2*backoff_s, ...) on transient network errors;
+    any failure ends as a one-line CheckpointError naming `what` and the fix."""
+    for attempt in range(retries + 1):
+        try:
+            return call()
+        except CheckpointError:
+            raise
+        except (GatedRepoError, RepositoryNotFoundError) as e:
+            gated = "is gated or private: run `hf auth login`" if isinstance(e, GatedRepoError) else \
+                "was not found: check the repo id (org/name), or log in with `hf auth login` if it is private"
+            raise CheckpointError(f"{what}: the repo on {constants.ENDPOINT} {gated}") from None
+        except RevisionNotFoundError:
+            raise CheckpointError(f"{what}: no such revision on {constants.ENDPOINT}; "
+                                  "run `dormant checkpoints --repo ...` to list the branches") from None
+        except OfflineModeIsEnabled:
+            raise CheckpointError(f"{what}: HF_HUB_OFFLINE is set; unset it, or use a local checkpoint folder") from None
+        except Exception as e:  # noqa: BLE001 - classified below: retried or turned into a CheckpointError
+            if _status(e) == 404:  # a server that does not say what is missing (no X-Error-Code header)
+                raise CheckpointError(f"{what}: not found on {constants.ENDPOINT}; check the repo id (org/name) "
+                                      "and run `dormant checkpoints --repo ...` to list its branches") from None
+            if not is_transient(e):
+                raise CheckpointError(f"{what} failed ({_one_line(e)})") from e
+            if attempt == retries:
+                raise CheckpointError(f"{what}: the Hub at {constants.ENDPOINT} did not answer after {retries + 1} "
+                                      f"attempts ({_one_line(e)}); check the network and retry") from None
+            wait = backoff_s * 2**attempt
+            log.warning("%s: transient error (%s); retrying in %.0f s", what, _one_line(e), wait)
+            time.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+# ---- refs: the branch list is the only source of checkpoint names ----
+
+
+def list_branches(repo: str, retries: int = 3, backoff_s: float = 2.0) -> dict[str, str]:
+    """{branch name: commit sha} of a Hub model repo, in the order the Hub lists them."""
+    refs = _list_refs(repo, retries, backoff_s)
+    return {b.name: b.target_commit for b in refs.branches}
+
+
+def resolve_ref(repo: str, name: str, retries: int = 3, backoff_s: float = 2.0) -> str:
+    """The commit a branch or tag points to, looked up in the repo's ref list (a name is never guessed)."""
+    refs = _list_refs(repo, retries, backoff_s)
+    commits = {r.name: r.target_commit for r in [*refs.branches, *refs.tags]}
+    if name not in commits:
+        raise CheckpointError(f"{repo}@{name}: no such branch or tag{did_you_mean(name, commits)}; "
+                              f"run `dormant checkpoints --repo {repo}` to list its checkpoints")
+    return commits[name]
+
+
+def _list_refs(repo: str, retries: int, backoff_s: float):
+    try:
+        validate_repo_id(repo)
+    except HFValidationError:
+        raise CheckpointError(f"{repo!r} is neither an existing folder nor a Hub repo id (org/name); "
+                              "check the spelling or the path") from None
+    return with_hub_retries(lambda: list_repo_refs(repo), f"listing the branches of {repo}", retries, backoff_s)
+
+
+# ---- pinned, disk-checked, hash-checked download ----
+
+
+def repo_cache_dir(repo: str, cache_dir: str | Path | None = None) -> Path:
+    """The HF cache folder of a model repo (`models--org--name`), under `cache_dir` or the default cache."""
+    return Path(cache_dir or constants.HF_HUB_CACHE) / repo_folder_name(repo_id=repo, repo_type="model")
+
+
+def download_revision(repo: str, name: str, commit: str | None = None, cache_dir: str | Path | None = None,
+                      retries: int = 3, backoff_s: float = 2.0) -> Path:
+    """The snapshot folder of `repo` at branch/tag `name`, pinned to `commit` (resolved from the refs when None).
+
+    Only `ALLOW_PATTERNS` files are fetched, after checking that the missing ones fit on the disk, and each
+    is checked against the Hub's hash of it. A failed download (also Ctrl-C) evicts the revision, so the
+    cache never keeps half a revision. The folder is named by the commit sha.
+    """
+    commit = commit or resolve_ref(repo, name, retries, backoff_s)
+    where = f"{repo}@{name} ({commit[:10]})"
+    files = _loading_files(repo, commit, where, retries, backoff_s)
+    snapshot = repo_cache_dir(repo, cache_dir) / "snapshots" / commit
+    check_free_disk(where, [f for f in files if not (snapshot / f.path).exists()], snapshot)
+
+    def download() -> Path:
+        return Path(snapshot_download(repo, revision=commit, allow_patterns=ALLOW_PATTERNS, cache_dir=cache_dir))
+
+    try:
+        path = with_hub_retries(download, f"downloading {where}", retries, backoff_s)
+        verify_files(where, path, files)
+    except BaseException:  # also KeyboardInterrupt: the cache keeps no half revision
+        evict_revision(repo, commit, cache_dir)
+        raise
+    return path
+
+
+def _loading_files(repo: str, commit: str, where: str, retries: int, backoff_s: float) -> list:
+    """The Hub's entries (RepoFile: path, size, blob id, LFS sha256) of the files loading needs at `commit`."""
+    tree = with_hub_retries(lambda: list(HfApi().list_repo_tree(repo, revision=commit, recursive=True)),
+                            f"listing the files of {where}", retries, backoff_s)
+    files = [f for f in tree if hasattr(f, "blob_id") and is_loading_file(f.path)]  # files, not folders
+    if not any(f.path.endswith(".safetensors") for f in files) or not any(f.path == "config.json" for f in files):
+        raise CheckpointError(f"{where} has no config.json + safetensors weights (found: "
+                              f"{', '.join(f.path for f in files) or 'none'}); only safetensors checkpoints load")
+    return files
+
+
+def _free_bytes(folder: Path) -> int:
+    existing = folder
+    while not existing.exists():  # the snapshot folder does not exist before its first download
+        existing = existing.parent
+    return shutil.disk_usage(existing).free
+
+
+def check_free_disk(where: str, missing: list, snapshot: Path) -> None:
+    """Refuse a download whose missing files (RepoFile entries with sizes) do not fit on the cache's disk:
+    better a clear error up front than a disk filled half-way through a 29 GB revision."""
+    sizes = [f.size for f in missing]
+    if any(s is None for s in sizes):
+        log.info("%s: the server gives no file sizes; free disk space is not checked before downloading", where)
+        return
+    needed, free = sum(sizes), _free_bytes(snapshot)
+    if needed > free:
+        raise CheckpointError(f"{where} needs {needed / 1e9:.2f} GB but {snapshot.parents[2]} has "
+                              f"{free / 1e9:.2f} GB free; pass --cache-dir on a larger disk or free space")
+
+
+def verify_files(where: str, path: Path, files: list) -> None:
+    """Every file against the Hub's own hash of it: sha256 for LFS files, the git blob id otherwise
+    (huggingface_hub only checks sizes)."""
+    for f in files:
+        local = path / f.path
+        expected, actual = (f.lfs.sha256, file_sha256(local)) if f.lfs is not None else (f.blob_id, _git_blob_sha1(local))
+        if actual != expected:
+            raise CheckpointError(f"{where}: {f.path} is corrupt (hash {actual[:12]} instead of {expected[:12]}); "
+                                  "it was removed from the cache, retry the download")
+
+
+# ---- eviction: the one place that deletes cached revisions ----
+
+
+def evict_revision(repo: str, commit: str, cache_dir: str | Path | None = None) -> int:
+    """Delete one revision of `repo` from the HF cache (its snapshot and the blobs no other revision uses).
+    Returns the bytes freed; 0 when the revision is not cached."""
+    try:
+        cache = scan_cache_dir(cache_dir)
+    except CacheNotFound:
+        return 0
+    cached = [rev.commit_hash for r in cache.repos if r.repo_id == repo and r.repo_type == "model"
+              for rev in r.revisions if rev.commit_hash == commit]
+    if not cached:
+        return 0
+    strategy = cache.delete_revisions(*cached)
+    strategy.execute()
+    log.info("evicted %s@%s from the cache (%s freed)", repo, commit[:10], strategy.expected_freed_size_str)
+    return strategy.expected_freed_size

@@ -1,0 +1,271 @@
+"""Run requests: one frozen, validated object per run (`TrackRequest`, `EvalRequest`).
+
+The CLI (or a Python caller) builds a request once; the flow receives it whole and hands it to the
+library, which reads its fields. Nothing copies options from layer to layer. A request validates itself
+in `__post_init__` (one `ConfigError` naming the bad field and the fix), is saved as JSON beside the
+results it produced (`store.write_request`; rows carry its `request_id`), and `from_json` rebuilds an
+identical request from that file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from .checkpoints import Selection, is_local_source
+from .errors import ConfigError, did_you_mean
+from .masks import parse_tau_option
+from .score_functions import parse_score_functions
+
+# Bump when a field is added or changes meaning; `from_json` refuses a request of a newer version.
+REQUEST_VERSION = 1
+DEFAULT_EVAL_SCORES = ("ahon_ln", "lthon_ln", "awft")
+DEFAULT_QUANTILES = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
+
+
+class Runner(StrEnum):
+    """Where the checkpoints of a track run are scored."""
+
+    LOCAL = "local"  # Prefect's thread runner: one checkpoint scoring while the next downloads
+    DASK = "dask"  # one task per checkpoint on a Dask cluster (local processes or --address)
+
+
+class Device(StrEnum):
+    AUTO = "auto"  # cuda when available, else cpu
+    CPU = "cpu"
+    CUDA = "cuda"
+    MPS = "mps"
+
+
+class DType(StrEnum):
+    FLOAT32 = "float32"
+    BFLOAT16 = "bfloat16"
+    FLOAT16 = "float16"
+
+
+class Mode(StrEnum):
+    """How an evaluation picks the heads it zeroes (SPEC: interventions)."""
+
+    DYNAMIC = "dynamic"  # per input and layer, from the already-intervened activations (the paper's protocol)
+    STATIC = "static"  # a fixed (layer, head) set: the tracker's dormancy mask of the checkpoint
+
+
+def _enum(cls: type[StrEnum], value, name: str) -> StrEnum:
+    try:
+        return cls(value)
+    except ValueError:
+        choices = [m.value for m in cls]
+        raise ConfigError(f"{name} {value!r}{did_you_mean(str(value), choices)}: use one of {', '.join(choices)}") from None
+
+
+def _positive(value: int | None, name: str) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _set(obj, name: str, value) -> None:
+    object.__setattr__(obj, name, value)  # normalising a frozen dataclass's own field in __post_init__
+
+
+def _absolute(path: str | None) -> str | None:
+    """Paths are stored absolute, so a saved request means the same thing from any working directory."""
+    return None if path is None else str(Path(path).expanduser().resolve())
+
+
+def model_id_for(source: str) -> str:
+    """A Hub repo id as is; a local series by its folder name (e.g. `tiny-olmo2`)."""
+    return Path(source).expanduser().resolve().name if is_local_source(source) else str(source)
+
+
+class _Request:
+    """JSON round trip and identity, shared by both request kinds."""
+
+    KIND = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.KIND, "request_version": REQUEST_VERSION}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Selection):
+                value = dataclasses.asdict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value.value if isinstance(value, StrEnum) else value
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
+
+    @property
+    def request_id(self) -> str:
+        """A short hash of every option: equal ids <=> the same request."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        data = dict(data)
+        kind, version = data.pop("kind", None), data.pop("request_version", None)
+        if kind != cls.KIND:
+            raise ConfigError(f"this is a {kind!r} request, not a {cls.KIND!r} one: pass it to `dormant {kind}`")
+        if not isinstance(version, int) or version > REQUEST_VERSION:
+            raise ConfigError(f"the request has request_version {version!r}; this dormant-heads reads up to "
+                              f"{REQUEST_VERSION}: upgrade dormant-heads (pip install -U dormant-heads)")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(f"the request has unknown field {unknown[0]!r}{did_you_mean(unknown[0], names)}")
+        if isinstance(data.get("selection"), dict):
+            sel = data["selection"]
+            steps = sel.get("steps")
+            data["selection"] = Selection(tuple(sel.get("revisions_glob") or ()),
+                                          None if steps is None else tuple(steps), sel.get("every"), sel.get("max_n"))
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+    @classmethod
+    def from_json(cls, text: str):
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise ConfigError(f"the request is not valid JSON ({e}); pass a file written by dormant-heads") from None
+        if not isinstance(data, dict):
+            raise ConfigError("the request JSON is not an object; pass a file written by dormant-heads")
+        return cls.from_dict(data)
+
+    @classmethod
+    def coerce(cls, value):
+        """A request from itself or its dict (a deployment's parameters arrive from the API as JSON)."""
+        return value if isinstance(value, cls) else cls.from_dict(value)
+
+
+@dataclass(frozen=True)
+class TrackRequest(_Request):
+    """Everything that fixes a `track` run: the series, the selection, what is scored and how, where it runs."""
+
+    KIND = "track"
+
+    source: str  # Hub repo id, or a folder of checkpoint folders (stored absolute)
+    store: str  # Parquet store folder (stored absolute)
+    selection: Selection = field(default_factory=Selection)
+    include_main: bool = False  # also list `main`, ordered after every other checkpoint
+    score_fns: tuple[str, ...] | None = None  # None: all 16
+    taus: tuple[str, ...] = ()  # `--tau FN=VALUE` / `FN=qQ`, on top of the defaults
+    reference: str | None = None  # the reference revision of quantile taus (default: the series' last)
+    retau: bool = False  # replace the series' stored taus
+    texts: str | None = None  # calibration texts file (default: the bundled WinoGrande dev sentences)
+    limit: int | None = None  # first N calibration texts (default 128)
+    batch_size: int = 8
+    max_tokens: int | None = None  # truncate inputs to this many tokens (default: the model's context)
+    max_batch_tokens: int | None = None  # padded tokens per batch (default: the score engine's budget)
+    dtype: DType = DType.FLOAT32
+    device: Device = Device.AUTO
+    seed: int = 0  # of the random baseline
+    input_scores: bool | None = None  # keep per-input scores (None: when they are small)
+    cache_dir: str | None = None  # Hugging Face cache for downloads (default: HF_HUB_CACHE)
+    keep_checkpoints: bool = False  # keep downloaded revisions after scoring
+    runner: Runner = Runner.LOCAL
+    address: str | None = None  # scheduler of an existing Dask cluster (runner dask)
+    workers: int | None = None  # workers of a local Dask cluster (runner dask; default 2)
+    report: bool = True  # render the report at the end
+    reports_dir: str | None = None  # default: reports/<series>/
+
+    def __post_init__(self):
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise ConfigError("--repo is empty: name a Hub repo id (org/name) or a folder of checkpoint folders")
+        if is_local_source(self.source):
+            _set(self, "source", _absolute(self.source))
+        for name in ("store", "texts", "cache_dir", "reports_dir"):
+            _set(self, name, _absolute(getattr(self, name)))
+        if not isinstance(self.selection, Selection):
+            raise ConfigError("selection must be a Selection (built from --revisions/--steps/--every/--max)")
+        if self.selection.revisions_glob and self.selection.steps is not None:
+            raise ConfigError("--steps and --revisions both select checkpoints: use one of them "
+                              "(--revisions 'stage1-step1?000-*' or --steps 10000:19000)")
+        _set(self, "score_fns", None if self.score_fns is None else tuple(parse_score_functions(self.score_fns)))
+        _set(self, "taus", tuple(self.taus))
+        fns = self.score_fns or parse_score_functions(None)
+        for t in self.taus:
+            spec = parse_tau_option(t)
+            if spec.score_fn not in fns:
+                raise ConfigError(f"--tau given for {spec.score_fn!r}, which is not among the scored functions; "
+                                  "add it to --scores or drop the --tau")
+        for name in ("limit", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
+            _positive(getattr(self, name), f"--{name.replace('_', '-')}")
+        _set(self, "dtype", _enum(DType, self.dtype, "--dtype"))
+        _set(self, "device", _enum(Device, self.device, "--device"))
+        _set(self, "runner", _enum(Runner, self.runner, "--runner"))
+        if self.runner is Runner.LOCAL and (self.address or self.workers):
+            flag = "--address" if self.address else "--workers"
+            raise ConfigError(f"{flag} is for a Dask cluster: add --runner dask, or drop {flag}")
+        if self.address and self.workers:
+            raise ConfigError("--workers sizes a local Dask cluster; with --address the cluster exists: drop --workers")
+        if self.reports_dir and not self.report:
+            raise ConfigError("--reports-dir with --no-report: drop one of them")
+
+    @property
+    def model_id(self) -> str:
+        return model_id_for(self.source)
+
+    @property
+    def score_fn_ids(self) -> tuple[str, ...]:
+        return tuple(self.score_fns or parse_score_functions(None))
+
+    @cached_property
+    def calibration(self):
+        """The calibration set (read once per request object; its content hash is the calibration_id)."""
+        from .calibration import load_calibration
+
+        return load_calibration(self.texts, self.limit)
+
+
+@dataclass(frozen=True)
+class EvalRequest(_Request):
+    """Everything that fixes an `evaluate` run: which checkpoint(s), task, functions, mode, thresholds."""
+
+    KIND = "evaluate"
+
+    model: str  # checkpoint folder or Hub repo; with series=True the tracked repo or series folder
+    store: str
+    revision: str | None = None
+    series: bool = False  # every tracked checkpoint of `model`, with its static tracker mask
+    task: str = "winogrande"
+    shots: int = 0
+    score_fns: tuple[str, ...] = DEFAULT_EVAL_SCORES
+    mode: Mode | None = None  # None: dynamic, or static with series=True
+    quantiles: tuple[float, ...] = DEFAULT_QUANTILES
+    limit: int | None = None
+    batch_size: int = 16
+    dtype: DType = DType.FLOAT32
+    device: Device = Device.AUTO
+
+    def __post_init__(self):
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ConfigError("--model is empty: name a checkpoint folder or a Hub repo id")
+        if is_local_source(self.model):
+            _set(self, "model", _absolute(self.model))
+        _set(self, "store", _absolute(self.store))
+        mode = None if self.mode is None else _enum(Mode, self.mode, "--mode")
+        if self.series and mode is Mode.DYNAMIC:
+            raise ConfigError("--series evaluates the tracker's static masks; --mode dynamic contradicts it: "
+                              "drop --mode, or drop --series and name one checkpoint")
+        if self.series and self.revision:
+            raise ConfigError("--series evaluates every tracked checkpoint; --revision names one: drop one of them")
+        _set(self, "mode", mode or (Mode.STATIC if self.series else Mode.DYNAMIC))
+        _set(self, "score_fns", tuple(parse_score_functions(self.score_fns)))
+        _set(self, "quantiles", tuple(float(q) for q in self.quantiles))
+        if not self.quantiles or not all(0.0 <= q <= 1.0 for q in self.quantiles):
+            raise ConfigError(f"--quantiles must be fractions in [0, 1] (e.g. 0.05 for 5%), got {list(self.quantiles)}")
+        if self.mode is Mode.STATIC and self.quantiles != DEFAULT_QUANTILES:
+            raise ConfigError("--quantiles place the thresholds of --mode dynamic; static mode zeroes the tracker "
+                              "mask: drop --quantiles")
+        _positive(self.limit, "--limit")
+        _positive(self.batch_size, "--batch-size")
+        if not isinstance(self.shots, int) or self.shots < 0:
+            raise ConfigError(f"--shots must be 0 or more, got {self.shots!r}")
+        _set(self, "dtype", _enum(DType, self.dtype, "--dtype"))
+        _set(self, "device", _enum(Device, self.device, "--device"))

@@ -1,0 +1,134 @@
+"""`SeriesView`: the one answer to "what is current" for a series of a store.
+
+A series' `taus` table names its current taus (`taus_id`) and the calibration set they were fixed with
+(`calibration_id`). Current results are the rows stored under both, by the current scoring version;
+rows of older taus (a `--retau` keeps them, append-only) or of another calibration set are never read
+as current. Checkpoints come in the one series order (`checkpoints.series_sort_key`: stage 1 by step,
+stage-2 ingredients after it, `main` last), one per revision (its newest analysis).
+
+`status`, `report`, `evaluate --series`/`--mode static` and transition derivation read a series only
+through this view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .checkpoints import Revision, series_sort_key
+from .errors import StoreError, did_you_mean
+from .masks import Tau
+from .score_functions import SCORING_VERSION
+from .store import MARKER, list_models, open_store, read_table
+from .transitions import SeriesStates, series_states
+
+
+@dataclass(frozen=True)
+class SeriesView:
+    store: Path
+    model_id: str
+    taus: dict[str, Tau]  # score_fn -> the series' current tau
+    taus_id: str
+    calibration_id: str
+    reference_revision: str | None  # the checkpoint the quantile taus came from (None: all fixed)
+    checkpoints: tuple[dict, ...]  # current `checkpoints` rows, one per revision, in series order
+    n_stale: int  # revisions stored only under other taus, calibration or scoring version
+
+    @classmethod
+    def open(cls, store, model_id: str) -> "SeriesView":
+        """The current view of `model_id`; StoreError (with the models the store holds) when it has none."""
+        root = open_store(store)
+        tau_rows = read_table(root, "taus", model_id=model_id).to_pylist()
+        if not tau_rows:
+            known = list_models(root)
+            raise StoreError(f"the store {str(root)!r} holds no tracked series {model_id!r}"
+                             f"{did_you_mean(model_id, known)}; it holds: {', '.join(known) or 'nothing'}. "
+                             "Run `dormant track` for it first")
+        first = tau_rows[0]
+        taus = {r["score_fn"]: Tau(r["score_fn"], r["tau"], r["direction"], r["source"], r["quantile"],
+                                   r["reference_revision"]) for r in tau_rows}
+        rows = read_table(root, "checkpoints", model_id=model_id).to_pylist()
+        current = [r for r in rows if (r["taus_id"], r["calibration_id"], r["scoring_version"])
+                   == (first["taus_id"], first["calibration_id"], SCORING_VERSION)]
+        latest: dict[str, dict] = {}
+        for r in sorted(current, key=lambda r: r["analyzed_at"]):
+            latest[r["revision"]] = r  # a re-analysed revision: its newest analysis counts
+        ordered = tuple(sorted(latest.values(), key=checkpoint_sort_key))
+        stale = {r["revision"] for r in rows} - set(latest)
+        reference = next((t.reference_revision for t in taus.values() if t.reference_revision), None)
+        return cls(root, model_id, taus, first["taus_id"], first["calibration_id"], reference, ordered, len(stale))
+
+    @classmethod
+    def exists(cls, store, model_id: str) -> bool:
+        """True when the store holds taus for the series (it has been tracked), without raising."""
+        if not (Path(store) / MARKER).is_file():
+            return False
+        return read_table(store, "taus", model_id=model_id).num_rows > 0
+
+    # ------------------------------------------------------------------------------------ checkpoints
+
+    @property
+    def revisions(self) -> list[str]:
+        return [c["revision"] for c in self.checkpoints]
+
+    def revision(self, name: str) -> Revision:
+        """The Revision of a current checkpoint; StoreError with did-you-mean for an unknown name."""
+        for c in self.checkpoints:
+            if c["revision"] == name:
+                return Revision(c["revision"], c["stage"], c["step"], c["tokens"], c["ingredient"])
+        raise StoreError(f"{self.model_id}: revision {name!r} is not tracked under the current taus"
+                         f"{did_you_mean(name, self.revisions)}; run `dormant track` for it first")
+
+    def checkpoints_table(self) -> pa.Table:
+        from .store import SCHEMAS
+
+        return pa.Table.from_pylist(list(self.checkpoints), schema=SCHEMAS["checkpoints"])
+
+    # ------------------------------------------------------------------------------------ results
+
+    def _current(self, table: str, score_fns=None, revisions=None) -> pa.Table:
+        filters = {"taus_id": self.taus_id, "calibration_id": self.calibration_id}
+        if score_fns is not None:
+            filters["score_fn"] = list(score_fns)
+        t = read_table(self.store, table, model_id=self.model_id, filters=filters)
+        keep = pa.array(self.revisions if revisions is None else list(revisions), pa.string())
+        return t.filter(pc.is_in(t.column("revision"), value_set=keep))
+
+    def head_scores(self, score_fns=None, revisions=None) -> pa.Table:
+        """The current head_scores rows of the current checkpoints (optionally of some functions/revisions)."""
+        return self._current("head_scores", score_fns, revisions)
+
+    def transitions(self, score_fns=None) -> pa.Table:
+        """The stored transitions derived under the current taus and calibration set."""
+        t = self._current("transitions", score_fns)
+        return t.filter(pc.is_in(t.column("to_revision"), value_set=pa.array(self.revisions, pa.string())))
+
+    def histories(self, score_fns=None) -> pa.Table:
+        return self._current("head_histories", score_fns)
+
+    def states(self, score_fns=None) -> Iterator[SeriesStates]:
+        """Per score function, the dormant matrix over the current checkpoints in series order."""
+        return series_states(self.head_scores(score_fns), self.checkpoints_table())
+
+    def mask(self, revision: str, score_fn: str) -> tuple[frozenset[tuple[int, int]], float]:
+        """The dormant (layer, head_index) set and tau of `score_fn` at a current checkpoint."""
+        self.revision(revision)
+        if score_fn not in self.taus:
+            raise StoreError(f"{self.model_id}: {score_fn} is not tracked (tracked: {', '.join(self.taus)}); "
+                             f"run `dormant track --retau --scores ... {score_fn}`, or use --mode dynamic")
+        heads = self.head_scores([score_fn], [revision])
+        if heads.num_rows == 0:
+            raise StoreError(f"{self.model_id}@{revision}: no {score_fn} mask under the current taus; "
+                             "run `dormant track` for it again")
+        dormant = heads.filter(heads.column("dormant"))
+        pairs = zip(dormant.column("layer").to_pylist(), dormant.column("head_index").to_pylist())
+        return frozenset(pairs), self.taus[score_fn].value
+
+
+def checkpoint_sort_key(row: dict) -> tuple:
+    """The series order of a `checkpoints` row (the same order as `Revision.sort_key`)."""
+    return series_sort_key(row["revision"], row["stage"], row["ingredient"], row["step"], row["tokens"])
