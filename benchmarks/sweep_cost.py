@@ -1,4 +1,4 @@
-"""Cost of one threshold sweep (SPEC §5) next to the plain forward passes it needs at the least.
+"""Cost of one threshold sweep (docs/SCORES.md §6) next to the plain forward passes it needs at the least.
 
 One sweep = 1 un-intervened pass + 7 thresholds x 3 functions (ahon_ln, lthon_ln, awft) = 22 passes
 over the WinoGrande dev set, each giving logits, per-input scores and the zeroed mask. The baseline is

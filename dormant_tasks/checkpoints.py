@@ -1,6 +1,6 @@
 """Discover, parse, order and select the checkpoints (revisions) of a series: a Hub repo or a local folder.
 
-Names (SPEC §7): `stage1-step{S}-tokens{T}B`, early 7B branches without the prefix (`step150-tokens1B`,
+Names (docs/CHECKPOINTS.md): `stage1-step{S}-tokens{T}B`, early 7B branches without the prefix (`step150-tokens1B`,
 stage 1), `stage2-ingredient{N}-step{S}-tokens{T}B`, and `main` (the final model). The token count is
 parsed from the name (the Hub rounds it inconsistently, so names are never built from a step number);
 its unit suffix is K = 1e3, M = 1e6, B = 1e9, T = 1e12, or none for an exact count (the local tiny

@@ -1,4 +1,4 @@
-"""Interventions (SPEC §5): WinoGrande accuracy with heads zeroed, the threshold sweep, the leaderboard metric.
+"""Interventions (docs/SCORES.md §6): WinoGrande accuracy with heads zeroed, the threshold sweep, the leaderboard metric.
 
 One forward pass per (batch, setting) gives the logits (for the continuation log-likelihoods), the
 per-input scores and the zeroed-head mask (`scoring.scoring_pass`), so the un-intervened run yields
@@ -11,6 +11,8 @@ Public API
 - `evaluate_static(model, tokenizer, heads, ...) -> dict` (one `evaluations` row, mode "static")
 - `pct_zeroed_within_1pt(points, base) -> float`, `normalised_auc(points) -> float`
 - `check_tau(score_fn, tau)`: the range of thresholds each function accepts.
+- `chance_note(task, n_items, base_accuracy_pct)`, `item_step_note(n_items)`, `item_step_pct(n_items)`:
+  the warnings printed with a leaderboard (chance from `TASK_CHOICES`).
 An "input" is one (item, option) sequence, index 2 * item + option.
 """
 
@@ -30,7 +32,9 @@ from .score_functions import get_score_function, parse_score_functions
 from .scoring import DynamicZeroing, StaticZeroing, scoring_pass
 from .winogrande import DEFAULT_FEWSHOT_SEED, EncodedOption, Request, encode_option, winogrande_requests
 
-TASKS = ("winogrande",)
+# Answer options per item of each task, the one place that knows them: chance accuracy is 1 / choices.
+TASK_CHOICES = {"winogrande": 2}
+TASKS = tuple(TASK_CHOICES)
 WITHIN_POINTS = 1.0  # the leaderboard's tolerance: one absolute accuracy point (in %)
 # Thresholds a function accepts: awft is a mean attention weight and `random` a probability, both in
 # [0, 1]; every other score (norms, entropies, ratios of them) is >= 0, so tau must be too.
@@ -47,6 +51,45 @@ def check_tau(score_fn: str, tau: float) -> float:
         raise EvaluationError(f"tau {tau} is outside the range of {score_fn} ({allowed}); "
                               f"pick a threshold in that range")
     return tau
+
+
+def item_step_pct(n_items: int) -> float:
+    """Accuracy points that one item moves: 100 / n. Differences smaller than this cannot be measured."""
+    return 100.0 / n_items
+
+
+def item_step_note(n_items: int) -> str:
+    """The line shown beside every leaderboard: the accuracy step of one item, flagged when it is as large as
+    the metric's 1-point tolerance (then a single answer decides whether a point lies within 1 point)."""
+    step = item_step_pct(n_items)
+    line = f"one item = {step:.2f} accuracy points ({n_items} items)"
+    if step >= WITHIN_POINTS:
+        line += (f", >= the metric's {WITHIN_POINTS:g}-point tolerance: one answer can decide "
+                 f"'% zeroed within {WITHIN_POINTS:g} pt'; evaluate more items (--limit)")
+    return line
+
+
+def chance_band_pct(task: str, n_items: int) -> tuple[float, float]:
+    """(chance %, half-width in points) of the two-sided 95% band of a model that guesses uniformly.
+
+    A guesser's accuracy on n items is Binomial(n, p)/n with p = 1 / choices; the band uses the normal
+    approximation 1.96 * sqrt(p (1 - p) / n), whose ends lie within one item of the exact binomial
+    2.5% and 97.5% quantiles for every n from 10 to all 1,267 WinoGrande dev items.
+    """
+    p = 1.0 / TASK_CHOICES[check_task(task)]
+    return 100.0 * p, 100.0 * 1.96 * math.sqrt(p * (1.0 - p) / n_items)
+
+
+def chance_note(task: str, n_items: int, base_accuracy_pct: float) -> str | None:
+    """A warning when the un-intervened accuracy cannot be told from guessing on this many items: a
+    leaderboard of such a model ranks noise, not how many heads it can spare. None otherwise."""
+    chance, half = chance_band_pct(task, n_items)
+    if abs(base_accuracy_pct - chance) > half:
+        return None
+    return (f"base accuracy {base_accuracy_pct:.2f}% is within the 95% binomial noise of chance for {task} "
+            f"({chance:g}% +/- {half:.2f} points on {n_items} items, {TASK_CHOICES[task]} choices): the model may be "
+            f"guessing, so the leaderboard ranks noise; evaluate a trained checkpoint, or more items if --limit "
+            f"held them back")
 
 
 def check_task(task: str) -> str:
@@ -293,7 +336,7 @@ def _row(task, shots, mode, score_fn, quantile, tau, result: ItemResults, base_a
 def run_sweep(model, tokenizer, score_fns, *, task: str = "winogrande", quantiles=DEFAULT_QUANTILES,
               shots: int = 0, fewshot_seed: int = DEFAULT_FEWSHOT_SEED, limit: int | None = None,
               batch_size: int = 16, seed: int = 0, progress: bool = True) -> SweepResult:
-    """The threshold sweep of SPEC §5 for each function: 1 un-intervened pass + len(quantiles) per function.
+    """The threshold sweep of docs/SCORES.md §6 for each function: 1 un-intervened pass + len(quantiles) per function.
 
     Thresholds are the quantiles of the function's per-input scores of the un-intervened pass, pooled
     over layers, heads and inputs (">" functions use 1 - q); each point is measured (% zeroed, accuracy).

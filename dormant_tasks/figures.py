@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
+from .masks import QUANTILE_DEFAULTS
 from .score_functions import get_score_function
 
 DPI = 150
@@ -275,6 +276,7 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) 
                    [[c["revision"], c["stage"], c["step"], format_tokens(c["tokens"]), c["analyzed_at"],
                      f"{c['seconds']:.1f}" if c["seconds"] is not None else ""] for c in c0])
     figure = lambda kind: _figure(kind, fig[kind], fn)  # noqa: E731
+    note = raw_quantile_note(series.tau_sources)
     parts = [
         f"<h1>Dormant heads through training: {escape(series.model_id)}</h1>",
         f"<p>{len(t)} checkpoint(s), {escape(series.revisions[0])} ({format_tokens(t[0])} tokens) to "
@@ -282,6 +284,7 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) 
         f"{series.n_heads} heads; per-function figures for <b>{escape(fn)}</b>.</p>",
         "<h2>Provenance</h2>", prov, "<h3>Taus</h3>", taus,
         "<h2>Summary</h2>", summary, figure("dormant_percent"),
+        *([f'<p class="note">{escape(note)}</p>'] if note else []),
         "<h2>Head states</h2>", figure("raster"), figure("layers"),
     ]
     if "transitions" in fig:
@@ -319,6 +322,26 @@ def first_dormant_label(row: dict) -> str:
     return f"{row['first_dormant_revision']} ({format_tokens(row['first_dormant_tokens'])} tokens)"
 
 
+def raw_quantile_note(tau_sources: list[dict]) -> str | None:
+    """Why the raw-unit functions with a quantile tau do not read like the _ln ones (HTML and summary.md).
+
+    Their tau is the q-quantile of the reference checkpoint's own pooled scores, so their curve is pinned
+    near q there whatever the heads do; elsewhere it follows the raw scale of the layers, which training
+    grows and shrinks. None when no such function is in the series.
+    """
+    rows = [r for r in tau_sources if r["source"] == "quantile" and r["score_fn"] in QUANTILE_DEFAULTS]
+    if not rows:
+        return None
+    fns = ", ".join(f"{r['score_fn']} (q = {r['quantile']:g})" for r in rows)
+    refs = ", ".join(sorted({str(r["reference_revision"]) for r in rows}))
+    return (f"Raw-unit functions with a quantile tau: {fns}. Each tau is the q-quantile of the pooled per-input "
+            f"scores of the reference checkpoint {refs} (by default the series' last), so these functions mark "
+            "about q of the (input, head) pairs inactive there and their % dormant ends near q by construction. "
+            "Raw norms and entropies change scale as training proceeds, so their \"dormant\" heads at earlier "
+            "checkpoints reflect the layer's scale rather than the head's behaviour: their curves are not "
+            "comparable with those of the _ln functions.")
+
+
 def _tau_source(row: dict | None) -> str:
     if row is None:
         return "not recorded"
@@ -330,4 +353,4 @@ def _tau_source(row: dict | None) -> str:
 STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
          "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:90%}"
          "th{background:#f2f2f2}figure{margin:1.5em 0}img{max-width:100%;height:auto}"
-         "figcaption{font-size:90%;color:#444}")
+         "figcaption{font-size:90%;color:#444}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:.4em .8em}")

@@ -1,6 +1,6 @@
 """Everything that talks to the Hugging Face Hub or its local cache: refs, pinned downloads, hashes, eviction.
 
-A Hub revision is listed from the repo's refs (SPEC §7: one branch per checkpoint, names never guessed),
+A Hub revision is listed from the repo's refs (docs/CHECKPOINTS.md: one branch per checkpoint, names never guessed),
 downloaded pinned to its commit sha with only the files loading needs (`ALLOW_PATTERNS`), after a
 free-disk check, verified against the Hub's own hashes, and retried on transient network errors only
 (`with_hub_retries`). `evict_revision` is the one function that deletes a cached revision: a failed
@@ -122,7 +122,7 @@ def with_hub_retries(call: Callable[[], T], what: str, retries: int = 3, backoff
                 raise CheckpointError(f"{what}: the Hub at {constants.ENDPOINT} did not answer after {retries + 1} "
                                       f"attempts ({_one_line(e)}); check the network and retry") from None
             wait = backoff_s * 2**attempt
-            log.warning("%s: transient error (%s); retrying in %.0f s", what, _one_line(e), wait)
+            log.info("%s: transient error (%s); retrying in %.0f s", what, _one_line(e), wait)
             time.sleep(wait)
     raise AssertionError("unreachable")
 
@@ -146,12 +146,17 @@ def resolve_ref(repo: str, name: str, retries: int = 3, backoff_s: float = 2.0) 
     return commits[name]
 
 
-def _list_refs(repo: str, retries: int, backoff_s: float):
+def check_repo_id(repo: str) -> None:
+    """CheckpointError unless `repo` is spelled like a Hub repo id (no network: a cheap check before a run)."""
     try:
         validate_repo_id(repo)
     except HFValidationError:
         raise CheckpointError(f"{repo!r} is neither an existing folder nor a Hub repo id (org/name); "
                               "check the spelling or the path") from None
+
+
+def _list_refs(repo: str, retries: int, backoff_s: float):
+    check_repo_id(repo)
     return with_hub_retries(lambda: list_repo_refs(repo), f"listing the branches of {repo}", retries, backoff_s)
 
 

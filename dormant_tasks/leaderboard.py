@@ -1,7 +1,7 @@
 """Interventions against the store: sweep or static-mask a checkpoint, write `evaluations`, print the leaderboard.
 
 The science (WinoGrande log-likelihoods, zeroing, the sweep, the metric) is in `evaluation`; this module
-decides which checkpoint and which heads, and writes the rows (SPEC §8 `evaluations`).
+decides which checkpoint and which heads, and writes the rows (docs/DATA_CONTRACT.md `evaluations`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,16 @@ from pathlib import Path
 
 from . import __version__
 from .checkpoints import UNKNOWN, Revision, is_local_source, parse_revision_name
-from .errors import StoreError, did_you_mean
-from .evaluation import evaluate_static, normalised_auc, pct_zeroed_within_1pt, run_sweep
+from .errors import CheckpointError, StoreError, did_you_mean
+from .evaluation import (
+    chance_note,
+    evaluate_static,
+    item_step_note,
+    normalised_auc,
+    pct_zeroed_within_1pt,
+    run_sweep,
+)
+from .hub import check_repo_id
 from .loading import load_model_at
 from .requests import EvalRequest, Mode, model_id_for
 from .series import SeriesView
@@ -35,10 +43,15 @@ def single_target(model: str, revision: str | None = None) -> Target:
     folder) is labelled with its series, so its rows join the tracker's in reports."""
     if is_local_source(model):
         folder = Path(model).expanduser().resolve()
+        if not (folder / "config.json").is_file():
+            what = "does not exist" if not folder.exists() else "has no config.json"
+            raise CheckpointError(f"--model {model}: {folder} {what}; point it at a checkpoint folder "
+                                  "(config.json, tokenizer, safetensors) or a Hub repo id")
         parsed = parse_revision_name(folder.name)
         if parsed is not None and revision is None:
             return Target(str(folder), None, folder.parent.name, parsed)
         return Target(str(folder), revision, folder.name, _label(revision or "local"))
+    check_repo_id(model)
     return Target(model, revision, model, _label(revision or "main"))
 
 
@@ -133,4 +146,9 @@ def format_leaderboard(target: Target, rows: list[dict]) -> str:
         lines = [f"{'function':<10} {'% zeroed (mask)':>16} {'accuracy':>9} {'base acc':>9}"]
         lines += [f"{b['score_fn']:<10} {b['pct_zeroed']:>16.2f} {b['accuracy']:>9.2f} {b['base_accuracy']:>9.2f}"
                   for b in board]
+    # One un-intervened pass per checkpoint: every row carries the same base accuracy.
+    lines.append(item_step_note(rows[0]["n_items"]))
+    chance = chance_note(rows[0]["task"], rows[0]["n_items"], board[0]["base_accuracy"])
+    if chance:
+        lines.append(f"warning: {chance}")
     return "\n".join([head, *lines])

@@ -1,4 +1,4 @@
-"""From per-input scores to a checkpoint's dormancy mask (SPEC §3): taus and aggregation.
+"""From per-input scores to a checkpoint's dormancy mask (docs/SCORES.md §3): taus and aggregation.
 
 A tau is either a fixed value or "quantile q of a reference checkpoint's per-input scores, pooled over
 layers, heads and inputs". Either way it is fixed once per series and reused for every checkpoint, so
@@ -20,7 +20,7 @@ from .errors import ConfigError
 from .score_functions import SCORE_FUNCTIONS, get_score_function, is_inactive
 
 DEFAULT_QUANTILE = 0.15
-# Fixed defaults of SPEC §3; every _ln/_hn function not listed is "< 0.5" (below half the layer mean).
+# Fixed defaults of docs/SCORES.md §3; every _ln/_hn function not listed is "< 0.5" (below half the layer mean).
 FIXED_DEFAULTS = {"awft": 0.8, "awft_ln": 2.0, "random": DEFAULT_QUANTILE}
 QUANTILE_DEFAULTS = ("ahon", "lthon", "avvn", "ftvvn", "aeqd", "fhon")
 
@@ -128,6 +128,36 @@ def resolve_taus(specs: dict[str, TauSpec], reference_values: np.ndarray | None 
     return taus
 
 
+def tau_warnings(taus: dict[str, Tau], reference_values: np.ndarray | None = None, score_fns=()) -> list[str]:
+    """One line per tau that cannot mark what it aims at; the tau is kept, the user is told why and what to do.
+
+    - A quantile tau aims at q of the reference's pooled per-input scores on the inactive side. When far
+      fewer lie strictly beyond it (< q/2), the scores tie at tau (e.g. every ftvvn is exactly 0, so
+      tau = 0 and "< 0" never holds) and the function marks (almost) nothing. Checked only when the
+      reference's scores are given: [n_inputs, n_fns, n_layers, n_heads] in the order of `score_fns`.
+    - `random` marks each (input, head) with probability p; a head is dormant when inactive on >= half the
+      inputs, so with p < 0.5 its dormant rate, Binomial(n, p)/n, reaches 0.5 only by chance fluctuation.
+    """
+    out = []
+    for fn, tau in taus.items():
+        if tau.source == "quantile" and reference_values is not None and fn in score_fns:
+            flat = np.asarray(reference_values, dtype=np.float64)[:, list(score_fns).index(fn)].ravel()
+            flat = flat[~np.isnan(flat)]
+            frac = float(is_inactive(flat, tau.value, tau.direction).mean()) if flat.size else 0.0
+            if frac < tau.quantile / 2:
+                out.append(f"{fn}: tau = {tau.value:g} (quantile {tau.quantile:g} of {tau.reference_revision}) puts "
+                           f"{100 * frac:.1f}% of the reference's pooled scores on the inactive side "
+                           f"(score {tau.direction} {tau.value:g}), not about {100 * tau.quantile:g}%: the scores "
+                           f"tie at tau, so {fn} marks (almost) no head dormant. Use a fixed --tau {fn}=VALUE "
+                           f"(with --retau on a tracked series) or drop {fn} from --scores")
+        if fn == "random" and tau.value < 0.5:
+            out.append(f"random: tau = p = {tau.value:g} < 0.5, but a head is dormant only when inactive on at "
+                       f"least half the inputs; its dormant rate is Binomial(n, {tau.value:g})/n, so random marks "
+                       "a head dormant only by chance fluctuation (read it as a zero baseline). For a baseline "
+                       "that marks heads, use --tau random=P with P near 0.5")
+    return out
+
+
 def taus_id(taus: dict[str, Tau]) -> str:
     """A short hash of the tau values and directions: equal ids <=> comparable dormancy masks."""
     payload = json.dumps(sorted((t.score_fn, repr(t.value), t.direction) for t in taus.values()))
@@ -148,7 +178,7 @@ def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau]) -> pa.Table:
     for f, fn in enumerate(score_fns):
         tau = taus[fn]
         v = values[:, f]  # [input, layer, head]
-        with warnings.catch_warnings():  # nanmean of an all-NaN head is NaN by definition (SPEC §2)
+        with warnings.catch_warnings():  # nanmean of an all-NaN head is NaN by definition (docs/SCORES.md §2)
             warnings.simplefilter("ignore", RuntimeWarning)
             score = np.nanmean(v, axis=0)  # [layer, head]
             score_std = np.nanstd(v, axis=0)  # [layer, head]

@@ -42,7 +42,7 @@ class Series:
     checkpoints: list[dict]  # the `checkpoints` rows used, one per revision, in series order
     n_layers: int
     n_heads: int
-    score_fns: tuple[str, ...]  # tracked functions, in SPEC order
+    score_fns: tuple[str, ...]  # tracked functions, in the paper's order
     taus: dict[str, tuple[float, str]]  # score_fn -> (tau, direction)
     dormant: np.ndarray  # int8 [fn, layer*n_heads+head, checkpoint]: 1 dormant, 0 active, -1 not scored
     score: np.ndarray  # float64 [fn, layer*n_heads+head, checkpoint]: the mean score (NaN if not scored)
@@ -240,7 +240,7 @@ class EvaluationGroup:
     base_accuracy: float
     n_items: int
     curves: dict[str, np.ndarray]  # score_fn -> [point, 2] (% zeroed, accuracy), sorted by % zeroed
-    within_1pt: dict[str, float]  # score_fn -> % of heads zeroed within 1 point (SPEC §5)
+    within_1pt: dict[str, float]  # score_fn -> % of heads zeroed within 1 point (docs/SCORES.md §6)
     auc: dict[str, float]  # score_fn -> normalised AUC
 
 
@@ -309,6 +309,9 @@ def report_markdown(series: Series) -> str:
         lines.append(f"| {r['score_fn']} | {r['direction']} {r['tau']:g} | {fg.first_dormant_label(r)} | "
                      f"{r['final_pct_dormant']:.2f} | "
                      f"{r['fell_dormant']} | {r['woke']} | {r['heads_ever_changed']} |")
+    note = fg.raw_quantile_note(series.tau_sources)
+    if note:
+        lines += ["", f"Note: {note}"]
     for g in evaluation_groups(series):
         lines += ["", f"## {g.task}, {g.shots}-shot, {g.revision}: % of heads zeroed within 1 point "
                       f"(base accuracy {g.base_accuracy:.2f}%, {g.n_items} items)", "",

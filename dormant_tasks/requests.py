@@ -50,7 +50,7 @@ class DType(StrEnum):
 
 
 class Mode(StrEnum):
-    """How an evaluation picks the heads it zeroes (SPEC: interventions)."""
+    """How an evaluation picks the heads it zeroes (docs/SCORES.md §6)."""
 
     DYNAMIC = "dynamic"  # per input and layer, from the already-intervened activations (the paper's protocol)
     STATIC = "static"  # a fixed (layer, head) set: the tracker's dormancy mask of the checkpoint

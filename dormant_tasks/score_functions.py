@@ -1,4 +1,4 @@
-"""The score functions of SPEC §2: public ids, paper names, and the direction that marks a head inactive.
+"""The score functions of docs/SCORES.md §2: public ids, paper names, and the direction that marks a head inactive.
 
 Every other module names functions by these ids (CLI, Parquet `score_fn`, reports).
 """
@@ -51,7 +51,7 @@ SCORE_FUNCTIONS: dict[str, ScoreFunction] = {
     ]
 }
 
-# The 15 deterministic functions, in SPEC order; `random` is the seeded baseline.
+# The 15 deterministic functions, in the paper's order; `random` is the seeded baseline.
 DETERMINISTIC_IDS: tuple[str, ...] = tuple(k for k in SCORE_FUNCTIONS if k != "random")
 ALL_IDS: tuple[str, ...] = tuple(SCORE_FUNCTIONS)
 

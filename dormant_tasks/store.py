@@ -1,4 +1,4 @@
-"""The Parquet store of SPEC §8: table schemas, atomic writes, reads, a per-series lock.
+"""The Parquet store of docs/DATA_CONTRACT.md: table schemas, atomic writes, reads, a per-series lock.
 
 Layout (hive-partitioned, so pyarrow, pandas, polars and DuckDB read it without this project):
 
@@ -29,12 +29,14 @@ Concurrency, without duplicates and without corrupt files:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import re
 import socket
+import tempfile
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
@@ -187,7 +189,7 @@ PER_CHECKPOINT_TABLES: tuple[str, ...] = ("checkpoints", "head_scores", "input_s
 
 
 class CheckpointKey(NamedTuple):
-    """What identifies one stored scoring result of a checkpoint within a series (ARCHITECTURE: skip if stored)."""
+    """What identifies one stored scoring result of a checkpoint within a series (a stored result is skipped without loading its model)."""
 
     revision: str
     commit: str
@@ -248,7 +250,8 @@ def open_store(path, create: bool = False, allow_old: bool = False) -> Path:
         if not create:
             what = "does not exist" if not root.exists() else f"has no {MARKER} (not a dormant store)"
             raise StoreError(f"store {str(root)!r} {what}: run `dormant track` to fill it, or pass the right --store")
-        root.mkdir(parents=True, exist_ok=True)
+        with _writing(root):
+            root.mkdir(parents=True, exist_ok=True)
         write_marker(root)
         return root
     try:
@@ -282,12 +285,24 @@ def write_marker(root: Path) -> None:
         f.write((json.dumps(content, indent=1) + "\n").encode())
 
 
-def check_store(path) -> None:
+def check_store(path, writable: bool = False) -> None:
     """Validate an existing store's schema version before any work; a missing store is fine (the first
-    write creates it), so a run that fails early leaves no empty store behind."""
+    write creates it), so a run that fails early leaves no empty store behind. With `writable`, also
+    probe that the store (or the folder it will be created in) takes a file: a read-only or full disk is
+    then refused before any model is loaded."""
     root = Path(path)
     if root.is_dir() and any(root.iterdir()) or root.is_file():
         open_store(root)
+    if writable:
+        folder = root
+        while not folder.exists():
+            folder = folder.parent
+        if not folder.is_dir():
+            raise StoreError(f"--store {str(root)!r}: {str(folder)!r} is a file, not a folder; choose another --store")
+        with _writing(folder), tempfile.TemporaryFile(dir=folder, prefix=".dormant-probe-") as probe:
+            probe.write(b"probe")
+            probe.flush()
+            os.fsync(probe.fileno())
 
 
 def _schema(table: str) -> pa.Schema:
@@ -326,8 +341,10 @@ def series_lock(store, model_id: str) -> Iterator[None]:
     """
     root = open_store(store, create=True)
     lock_dir = root / "_locks"
-    lock_dir.mkdir(exist_ok=True)
-    with open(lock_dir / f"{series_slug(model_id)}.lock", "a+b") as f:
+    with _writing(lock_dir):
+        lock_dir.mkdir(exist_ok=True)
+        lock = open(lock_dir / f"{series_slug(model_id)}.lock", "a+b")  # noqa: SIM115 (closed below)
+    with lock as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -369,13 +386,27 @@ def atomic_file(final: Path) -> Iterator:
     final = Path(final)
     tmp = _temp_path(final)
     try:
-        with open(tmp, "wb") as f:
+        with _writing(final.parent), open(tmp, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, final)
+        with _writing(final.parent):
+            os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _writing(folder: Path) -> Iterator[None]:
+    """OS errors of a write as a StoreError that names the folder and the fix (a full disk is not retried)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                           errno.EEXIST):
+            raise
+        raise StoreError(f"cannot write to {str(folder)!r}: {e.strerror}; free space, fix its permissions, "
+                         "or choose another folder (what was written before is intact)") from e
 
 
 def _from_rows(rows: list[dict], table: str) -> pa.Table:
@@ -461,7 +492,8 @@ def write_table(store, table: str, data: pa.Table | list[dict], *, file_key: str
         raise StoreError(f"table {table!r}: an empty table needs model_id=... to name its series")
     series = ids[0] if ids else model_id
     folder = _series_dir(open_store(store, create=True), table, series)
-    folder.mkdir(parents=True, exist_ok=True)
+    with _writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
     _sweep_dead_temps(folder)
     final = folder / f"{_safe_file_key(file_key)}.parquet"
     with atomic_file(final) as f:
@@ -596,7 +628,8 @@ def write_request(store, model_id: str, request) -> Path:
     """Save a run's request (`requests.TrackRequest`/`EvalRequest`) as JSON beside its results; rows that the run
     writes carry its `request_id`. The same request twice is the same file."""
     path = request_path(open_store(store, create=True), model_id, request.request_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with _writing(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path) as f:
         f.write(request.to_json().encode())
     return path

@@ -19,7 +19,7 @@ from . import __version__
 from .checkpoints import Revision, list_revisions
 from .errors import ConfigError, StoreError, did_you_mean
 from .loading import load_checkpoint
-from .masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, taus_id
+from .masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, tau_warnings, taus_id
 from .requests import TrackRequest
 from .score_functions import SCORING_VERSION
 from .scoring import InputScores, score_texts
@@ -35,7 +35,7 @@ from .store import (
 )
 from .transitions import derive_transitions, head_histories
 
-# Per-input scores are kept by default only while they stay small (SPEC §8: off by default for big models).
+# Per-input scores are kept by default only while they stay small (docs/DATA_CONTRACT.md: off by default for big models).
 INPUT_SCORES_AUTO_LIMIT = 2_000_000
 
 
@@ -76,10 +76,11 @@ class SeriesTaus:
     taus: dict[str, Tau]
     taus_id: str
     reference: "CheckpointResult | None" = None  # the reference checkpoint, already analysed with these taus
+    warnings: tuple[str, ...] = ()  # taus that cannot mark what they aim at (`masks.tau_warnings`)
 
 
 def reference_revision(request: TrackRequest, plan: SeriesPlan) -> Revision:
-    """SPEC §3: the last checkpoint of the whole series as listed (not of this run's selection), or --reference."""
+    """docs/SCORES.md §3: the last checkpoint of the whole series as listed (not of this run's selection), or --reference."""
     if request.reference is None:
         return plan.listed[-1]
     for r in plan.listed:
@@ -91,7 +92,7 @@ def reference_revision(request: TrackRequest, plan: SeriesPlan) -> Revision:
 
 
 def resolve_series_taus(request: TrackRequest, plan: SeriesPlan) -> SeriesTaus:
-    """SPEC §3: the series' taus are fixed the first time it is tracked and reused afterwards.
+    """docs/SCORES.md §3: the series' taus are fixed the first time it is tracked and reused afterwards.
 
     Explicit `--tau`/`--reference` that differ from the stored ones are refused unless `retau` is set. A new
     series with quantile taus scores its reference checkpoint first; it is stored only when selected.
@@ -99,16 +100,18 @@ def resolve_series_taus(request: TrackRequest, plan: SeriesPlan) -> SeriesTaus:
     specs = tau_specs(request.score_fn_ids, request.taus)
     if not request.retau and SeriesView.exists(request.store, request.model_id):
         taus = _check_against_stored(request, specs, SeriesView.open(request.store, request.model_id))
-        return SeriesTaus(taus, taus_id(taus))
+        # The reference's scores are not at hand: only the random warning, which needs none, is recomputed.
+        return SeriesTaus(taus, taus_id(taus), warnings=tuple(tau_warnings(taus)))
     if not needs_reference(specs):
         taus = resolve_taus(specs)
         _write_taus(request, taus, plan.selected[-1])
-        return SeriesTaus(taus, taus_id(taus))
+        return SeriesTaus(taus, taus_id(taus), warnings=tuple(tau_warnings(taus)))
     reference = reference_revision(request, plan)
     scored = score_checkpoint(request, reference)
     taus = resolve_taus(specs, scored.scores.values, scored.scores.score_fns, reference.name)
     _write_taus(request, taus, reference)
-    series = SeriesTaus(taus, taus_id(taus))
+    series = SeriesTaus(taus, taus_id(taus),
+                        warnings=tuple(tau_warnings(taus, scored.scores.values, scored.scores.score_fns)))
     if reference in plan.selected:
         series.reference = write_checkpoint(request, scored, series)
     return series
@@ -268,7 +271,7 @@ def analyze_checkpoint(request: TrackRequest, revision: Revision, series: Series
 
 
 def reaggregate_from_input_scores(request: TrackRequest, revision: Revision, series: SeriesTaus) -> CheckpointResult | None:
-    """Re-tau without loading the model when this checkpoint's per-input scores were kept (SPEC §3)."""
+    """Re-tau without loading the model when this checkpoint's per-input scores were kept (docs/SCORES.md §3)."""
     commit = known_commit(revision)
     cal_id = request.calibration.calibration_id
     ckpts = read_table(request.store, "checkpoints", model_id=request.model_id,

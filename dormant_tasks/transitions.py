@@ -1,4 +1,4 @@
-"""Dormant <-> active transitions between consecutively analysed checkpoints of a series (SPEC §4).
+"""Dormant <-> active transitions between consecutively analysed checkpoints of a series (docs/SCORES.md §5).
 
 Order of a series: (stage, ingredient, step), ingredient 0 for stage 1. Stage-2 ingredients are separate
 branches that start from stage 1, so each checkpoint is compared with its predecessor in the tree:

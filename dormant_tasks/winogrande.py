@@ -1,4 +1,4 @@
-"""WinoGrande as lm-evaluation-harness scores it ("partial evaluation", SPEC §5), as token sequences.
+"""WinoGrande as lm-evaluation-harness scores it ("partial evaluation", docs/SCORES.md §6), as token sequences.
 
 With k = index of "_" in the sentence: context_c = sentence[:k] + option_c, continuation =
 " " + sentence[k+1:].strip(); the predicted option is the one whose context gives the continuation

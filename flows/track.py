@@ -47,6 +47,8 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
     series = tasks.series_taus(request, plan)
     log.info("taus %s: %s", series.taus_id, ", ".join(f"{t.score_fn} {t.direction} {t.value:.4g}"
                                                       for t in series.taus.values()))
+    for warning in series.warnings:
+        log.warning("%s", warning)
     results = _run_checkpoints(request, plan.selected, series, progress)
     done = [r for r in results if not r.skipped]
     summary = tasks.derive_transitions(request)
@@ -55,7 +57,7 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
     out = {"model_id": request.model_id, "store": request.store, "analysed": len(done),
            "skipped": len(results) - len(done), "n_checkpoints": summary.n_checkpoints,
            "n_transitions": summary.n_transitions, "n_stale": summary.n_stale, "taus_id": series.taus_id,
-           "request_id": request.request_id, "report": None}
+           "request_id": request.request_id, "warnings": list(series.warnings), "report": None}
     if request.report:
         out["report"] = str(_report(request.store, request.model_id, request.reports_dir))
     return out
@@ -110,7 +112,7 @@ def _resources(device: str):
 def _bar(total: int, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="checkpoints", unit="ckpt", disable=not enabled)
+    return tqdm(total=total, desc="checkpoints", unit="ckpt", disable=None if enabled else True)  # None: TTY only
 
 
 def _report(store: str, model_id: str, out_dir: str | None) -> Path:

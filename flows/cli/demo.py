@@ -36,9 +36,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"demo: the series and its store are complete ({time.perf_counter() - started:.0f} s); "
               f"`make clean-demo` starts over")
         return 0
+    from flows.session import start_prefect
+
+    start_prefect()
     summary = demo(request, steps=args.steps, seed=args.seed)
     print()
     print_summary(summary)
     print(f"demo finished in {time.perf_counter() - started:.0f} s; "
           f"`dormant status --store {args.store}` summarises the store, `dormant report` re-renders the report")
     return 0
+
+
+def interrupted(args: argparse.Namespace) -> str:
+    from dormant_tasks.requests import TrackRequest
+    from flows.demo import DEMO_SERIES
+
+    from .track import stored_note
+
+    return stored_note(TrackRequest(source=str(args.series or DEMO_SERIES), store=args.store))

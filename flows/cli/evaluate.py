@@ -59,11 +59,21 @@ def run(args: argparse.Namespace) -> int:
     from flows.evaluate import evaluate
 
     # Validate before Prefect starts: a bad option costs nothing and writes nothing.
+    from dormant_tasks.store import check_store
+
     request = request_from_args(args)
     check_task(request.task)
+    check_store(request.store, writable=True)
     targets = request_targets(request)
+    from flows.session import start_prefect
+
+    start_prefect()
     rows = evaluate(request)
     for target in targets:
         print(format_leaderboard(target, [r for r in rows if r["revision"] == target.revision.name]))
     print(f"evaluations written to {request.store}")
     return 0
+
+
+def interrupted(args: argparse.Namespace) -> str:
+    return "interrupted: the evaluations of finished checkpoints are stored, rerun the rest"

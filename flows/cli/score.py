@@ -1,7 +1,7 @@
 """`dormant score`: per-input scores of one model over a calibration set, written as one Parquet file.
 
 Thin: load (`loading.load_model_at`: a Hub revision is pinned to its commit and hash-checked), read texts
-(`calibration.load_calibration`), score (`scoring.score_texts`), write the SPEC §8 `input_scores` layout plus `model_id` and `revision` columns
+(`calibration.load_calibration`), score (`scoring.score_texts`), write the docs/DATA_CONTRACT.md `input_scores` layout plus `model_id` and `revision` columns
 atomically (temp file in the same folder, then rename: never a partial file).
 """
 

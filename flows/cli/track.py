@@ -100,8 +100,13 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dormant_tasks.store import check_store
+    from dormant_tasks.tracker import plan_series
+
     request = request_from_args(args)  # validated before Prefect starts: a bad option costs nothing
-    if answer_from_store(request):
+    check_store(request.store, writable=True)
+    plan = plan_series(request)  # an unknown folder, repo or an empty selection fails here, as cheaply
+    if answer_from_store(request, plan):
         return 0
     print_summary(run_track(request))
     return 0
@@ -110,18 +115,32 @@ def run(args: argparse.Namespace) -> int:
 def run_track(request) -> dict:
     """Run the track flow on the request's task runner; returns the flow's summary."""
     from flows.runners import task_runner
+    from flows.session import start_prefect
     from flows.track import track
 
+    start_prefect()
     return track.with_options(task_runner=task_runner(request))(request, progress=True)
 
 
-def answer_from_store(request) -> bool:
+def interrupted(args: argparse.Namespace) -> str:
+    """The line an interrupted `track` prints (`boundary.run_command`)."""
+    return stored_note(request_from_args(args))
+
+
+def stored_note(request) -> str:
+    from dormant_tasks.store import stored_checkpoint_keys
+
+    n = len({key.revision for key in stored_checkpoint_keys(request.store, request.model_id)})
+    return f"interrupted: {n} checkpoint{'s' if n != 1 else ''} of {request.model_id} stored, rerun to continue"
+
+
+def answer_from_store(request, plan=None) -> bool:
     """A rerun on a fully stored series answers from the store, without loading a model or starting Prefect."""
     from dormant_tasks.tracker import pending_revisions, plan_series
 
     if not (Path(request.store) / "_store.json").is_file():
         return False
-    plan = plan_series(request)
+    plan = plan or plan_series(request)
     pending = pending_revisions(request, plan)
     if pending is None or pending:
         return False
@@ -141,5 +160,7 @@ def print_summary(summary: dict) -> None:
     print(f"store: {summary['store']}")
     print(f"{summary['model_id']}: {summary['analysed']} checkpoints analysed, {summary['skipped']} already stored")
     print(series_line(summary["store"], summary["model_id"]))
+    for warning in summary.get("warnings", []):
+        print(f"warning: {warning}")
     if summary.get("report"):
         print(f"report: {summary['report']}")

@@ -11,7 +11,7 @@ from hub_server import OlahServer, OlahUnavailable, build_mirror_repo, olah_cli
 
 REPO = "test-org/tiny-olmo2"
 BIG_REPO = "test-org/tiny-olmo2-big"
-# Branch -> seed of its random init. The forms of SPEC §7: an early unprefixed stage-1 branch, a prefixed
+# Branch -> seed of its random init. The forms of docs/CHECKPOINTS.md: an early unprefixed stage-1 branch, a prefixed
 # one, a stage-2 ingredient (its token count restarts), `main`, and a name that is not a checkpoint.
 BRANCH_SEEDS = {"step50-tokens102K": 1, "stage1-step100-tokens205K": 2, "stage2-ingredient1-step20-tokens41K": 3,
                 "main": 4, "experiment-notes": 1}

@@ -1,4 +1,4 @@
-"""Brute-force oracle of the SPEC §2 score functions and of SPEC §5 dynamic zeroing, for ONE unpadded input.
+"""Brute-force oracle of the docs/SCORES.md §2 score functions and of docs/SCORES.md §6 dynamic zeroing, for ONE unpadded input.
 
 Independent of the engine's tricks: eager attention with `output_attentions=True` gives every A[h] in full,
 a forward hook on `v_proj` gives the value vectors, a forward pre-hook on `o_proj` gives (and, for
@@ -108,7 +108,7 @@ def oracle_run(model, input_ids, zero: dict[int, set[int]] | None = None) -> Ora
 
 
 def oracle_dynamic(model, input_ids, score_fn: str, tau: float):
-    """SPEC §5 dynamic zeroing, layer by layer: run l decides layer l's heads with layers < l already zeroed.
+    """docs/SCORES.md §6 dynamic zeroing, layer by layer: run l decides layer l's heads with layers < l already zeroed.
 
     Returns (scores {fn: [layer, head]} from each layer's deciding run, zeroed bool [layer, head], logits [seq, vocab]).
     """

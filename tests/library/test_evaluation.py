@@ -1,4 +1,4 @@
-"""WinoGrande partial evaluation, batched log-likelihood, zeroing integration and the sweep (SPEC §5).
+"""WinoGrande partial evaluation, batched log-likelihood, zeroing integration and the sweep (docs/SCORES.md §6).
 
 Oracles: a plain forward of the model (its default attention) on each sequence alone, and zeroing by an
 o_proj forward pre-hook, both independent of the score engine's attention function.

@@ -1,4 +1,4 @@
-"""Taus and aggregation (SPEC §3) against plain-Python oracles."""
+"""Taus and aggregation (docs/SCORES.md §3) against plain-Python oracles."""
 
 import math
 

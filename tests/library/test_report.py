@@ -131,7 +131,7 @@ def test_score_bands_and_agreement_match_brute_force(tmp_path):
     scores = {fn: rng.random((3, 2, 4)) for fn in ("ahon_ln", "lthon_ln", "avvn_ln")}
     root = write_series(tmp_path / "s", {"ahon_ln": a, "lthon_ln": b, "avvn_ln": never}, [0, 10, 20], scores=scores)
     series = load_series(root, MODEL)
-    assert series.score_fns == ("avvn_ln", "lthon_ln", "ahon_ln")  # SPEC order, not file order
+    assert series.score_fns == ("avvn_ln", "lthon_ln", "ahon_ln")  # the paper's order, not file order
     bands = score_bands(series, "lthon_ln")
     for c in range(3):
         values = sorted(scores["lthon_ln"][c].ravel())

@@ -1,0 +1,80 @@
+"""The one error boundary of `dormant`: every subcommand runs through `run_command`.
+
+- an expected failure (any `DormantError`, raised before or inside a Prefect run, and the OS errors a
+  user causes: disk full, read-only or unwritable folder, a file where a folder should be) prints ONE
+  line `dormant CMD: error: ...` on stderr and exits 2; `--debug` adds its traceback;
+- an unexpected exception keeps its traceback (exit 1);
+- SIGINT and SIGTERM stop the run: the temporary Prefect server is stopped, one line says what is stored
+  (`interrupted: N checkpoints stored, rerun to continue`), exit 130. Every finished checkpoint is stored
+  once and nothing partial is left: the store's writes are atomic, as after a kill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import importlib
+import os
+import signal
+import sys
+import traceback
+
+from dormant_tasks.errors import DormantError
+
+# OS errors that name something the user can fix; others are bugs and keep their traceback.
+USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR}
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from flows.session import stop_prefect
+
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill`, a scheduler's stop, a container's stop: like Ctrl-C
+    debug = getattr(args, "debug", False) or os.environ.get("DORMANT_DEBUG") == "1"
+    try:
+        return args.func(args) or 0
+    except DormantError as e:
+        return _fail(args, str(e), debug)
+    except OSError as e:
+        if e.errno not in USER_ERRNOS:
+            raise
+        where = f" ({e.filename})" if e.filename else ""
+        return _fail(args, f"{e.strerror or e}{where}: free space, fix the permissions or choose another folder",
+                     debug)
+    except BaseException as e:
+        if not _is_interrupt(e):
+            raise
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
+        stop_prefect()
+        print(f"dormant {args.command}: {_interrupted_note(args)}", file=sys.stderr)
+        return 130
+
+
+def _is_interrupt(e: BaseException) -> bool:
+    """Ctrl-C, or SIGTERM (ours, or Prefect's `TerminationSignal` while a flow run holds the handler)."""
+    terminated = sys.modules.get("prefect.exceptions")
+    return isinstance(e, KeyboardInterrupt) or (
+        terminated is not None and isinstance(e, terminated.TerminationSignal))
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _fail(args, message: str, debug: bool) -> int:
+    from flows.session import stop_prefect
+
+    stop_prefect()
+    if debug:
+        traceback.print_exc()
+    print(f"dormant {args.command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _interrupted_note(args) -> str:
+    """What the interrupted command left: its module's `interrupted(args)` when it has one."""
+    module = importlib.import_module(f"flows.cli.{args.command.replace('-', '_')}")
+    note = getattr(module, "interrupted", None)
+    try:
+        return note(args) if note else "interrupted; rerun to continue"
+    except Exception:  # the note is a courtesy: never mask the interrupt with a second failure
+        return "interrupted; rerun to continue"

@@ -1,0 +1,229 @@
+"""Ctrl-C and expected failures of real `dormant` subprocesses: exit codes, stderr, and what the store keeps.
+
+Each run starts its own temporary Prefect server (no PREFECT_API_URL), as a user's does; the signal goes to
+the run's whole process group, as a terminal's Ctrl-C does. Faked, because it cannot be timed otherwise:
+"SIGINT during a write" slows the head_scores write down by a sitecustomize hook (see `_SLOW_WRITE`); a
+full disk is a real size-limited tmpfs filled while the run goes on, a read-only store a real read-only
+bind mount (both skipped where mounting is not allowed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from dormant_tasks.checkpoints import Selection
+from dormant_tasks.requests import TrackRequest
+from dormant_tasks.store import read_table
+from flows.track import track
+
+pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+EXIT_WITHIN_S = 5.0
+
+# Imported by every Python process of a run whose PYTHONPATH holds its folder: the head_scores write of
+# each checkpoint first touches a marker file, then takes 4 s, so a signal can land inside it.
+_SLOW_WRITE = """
+import os, time
+import pyarrow.parquet as pq
+_write = pq.write_table
+def _slow(table, where, *a, **k):
+    if "dormant" in table.column_names:  # a head_scores file
+        open(os.environ["DORMANT_TEST_WRITE_MARKER"], "a").close()
+        time.sleep(4)
+    return _write(table, where, *a, **k)
+pq.write_table = _slow
+"""
+
+
+def _env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # the run's own temporary server
+    return {**env, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1", **extra}
+
+
+def _start(args, env) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=REPO, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _children(pid: int) -> list[str]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            try:
+                out.append(Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+            except OSError:
+                pass
+    return out
+
+
+def _wait_for(condition, proc, timeout=240.0, what=""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before {what}: {proc.stderr.read()[-2000:]}")
+        if condition():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _interrupt(proc) -> tuple[float, str]:
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's foreground process group
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    return time.monotonic() - t0, err
+
+
+def _no_temp_files(store: Path) -> list[Path]:
+    return [p for p in store.rglob("*") if p.name.startswith(".") and p.is_file()]
+
+
+@pytest.mark.parametrize("moment", ["prefect-start", "mid-scoring", "during-write"])
+def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment, random_series, tmp_path):
+    store = tmp_path / "store"
+    args = ["track", "--repo", str(random_series), "--store", str(store), "--limit", "400", "--no-report"]
+    env = _env()
+    if moment == "during-write":
+        hook = tmp_path / "hook"
+        hook.mkdir()
+        (hook / "sitecustomize.py").write_text(_SLOW_WRITE)
+        marker = tmp_path / "writing"
+        env = _env(PYTHONPATH=f"{hook}{os.pathsep}{env.get('PYTHONPATH', '')}",
+                   DORMANT_TEST_WRITE_MARKER=str(marker))
+    proc = _start(args, env)
+    if moment == "prefect-start":
+        _wait_for(lambda: any("uvicorn" in c for c in _children(proc.pid)), proc, what="the server to start")
+    elif moment == "mid-scoring":
+        _wait_for(lambda: len(list((store / "checkpoints").rglob("*.parquet"))) >= 1, proc,
+                  what="the first stored checkpoint")
+    else:
+        _wait_for(marker.exists, proc, what="a head_scores write")
+        time.sleep(1.0)
+    seconds, err = _interrupt(proc)
+    assert proc.returncode == 130, err[-2000:]
+    assert seconds < EXIT_WITHIN_S, f"exit took {seconds:.1f} s"
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("dormant track: interrupted: ") and last.endswith("stored, rerun to continue"), last
+    assert "Traceback" not in err
+    assert not _no_temp_files(store) if store.exists() else True
+
+    summary = track(TrackRequest(source=str(random_series), store=str(store), limit=400, report=False))
+    ckpts = read_table(store, "checkpoints", dedupe=False)
+    assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
+    assert summary["analysed"] + summary["skipped"] == 3
+    assert read_table(store, "head_scores", dedupe=False).num_rows == 3 * 16 * 2 * 4
+    assert not _no_temp_files(store)
+
+
+def _checksum(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")) if root.exists() else []:
+        if p.is_file() and "_locks" not in p.parts:
+            h.update(str(p.relative_to(root)).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def _run(args, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=REPO, env=_env(**env),
+                          capture_output=True, text=True, timeout=600)
+
+
+def _assert_one_line_error(r: subprocess.CompletedProcess, command: str, needle: str) -> None:
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert 1 <= len(lines) <= 2, r.stderr[-3000:]
+    assert lines[0].startswith(f"dormant {command}: error: ") and needle in lines[0], lines
+
+
+def test_a_truncated_checkpoint_mid_series_is_one_line_and_leaves_the_store(random_series, tmp_path):
+    series = Path(shutil.copytree(random_series, tmp_path / "random-olmo2"))
+    store = tmp_path / "store"
+    track(TrackRequest(source=str(series), store=str(store), limit=4, report=False,
+                       selection=Selection(steps=(0, 0))))
+    weights = series / "stage1-step10-tokens20K" / "model.safetensors"
+    with open(weights, "r+b") as f:
+        f.truncate(weights.stat().st_size // 3)
+    before = _checksum(store)
+    r = _run(["track", "--repo", str(series), "--store", str(store), "--limit", "4", "--no-report"])
+    _assert_one_line_error(r, "track", "SafetensorError")
+    assert _checksum(store) == before
+
+
+@pytest.mark.parametrize("case", ["missing-path", "unreachable-hub", "store-is-a-file"])
+def test_evaluate_errors_are_one_line_and_write_nothing(case, tiny_model_dir, tmp_path):
+    store = tmp_path / "store"
+    model, env, needle = str(tiny_model_dir), {}, ""
+    if case == "missing-path":
+        model, needle = str(tmp_path / "no-such-checkpoint"), "does not exist"
+    elif case == "unreachable-hub":
+        model, needle = "allenai/OLMo-2-1124-7B", "did not answer"
+        env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens on port 9
+    else:
+        store.write_text("not a store")
+        needle = "not a dormant store"
+    before = _checksum(tmp_path)
+    r = _run(["evaluate", "--model", model, "--store", str(store), "--limit", "2"], **env)
+    _assert_one_line_error(r, "evaluate", needle)
+    assert _checksum(tmp_path) == before
+
+
+def _mount(args: list[str]) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+def test_a_read_only_store_is_refused_before_any_work(random_series, tmp_path):
+    store = tmp_path / "store"
+    track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln",), report=False))
+    if not _mount(["--bind", "-o", "ro", str(store), str(store)]):
+        pytest.skip("bind mounts are not allowed here")
+    try:
+        before = _checksum(store)
+        t0 = time.monotonic()
+        r = _run(["track", "--repo", str(random_series), "--store", str(store), "--limit", "5", "--no-report"])
+        _assert_one_line_error(r, "track", "Read-only file system")
+        assert time.monotonic() - t0 < 30  # refused before Prefect starts or a model loads
+        assert _checksum(store) == before
+    finally:
+        subprocess.run(["umount", str(store)], check=True)
+
+
+def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_series, tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not _mount(["-t", "tmpfs", "-o", "size=6m", "tmpfs", str(disk)]):
+        pytest.skip("tmpfs mounts are not allowed here")
+    try:
+        store = disk / "store"
+        proc = _start(["track", "--repo", str(random_series), "--store", str(store), "--limit", "400",
+                       "--no-report", "--input-scores", "--scores", "ahon_ln", "awft", "lthon"], _env())
+        _wait_for(lambda: len(list((store / "checkpoints").rglob("*.parquet"))) >= 1, proc,
+                  what="the first stored checkpoint")
+        with open(disk / "filler", "wb") as f:  # fill the rest of the disk while the next one is scored
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        _, err = proc.communicate(timeout=600)
+        lines = err.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) <= 2, err[-3000:]
+        assert "No space left on device" in lines[0] and lines[0].startswith("dormant track: error: ")
+        (disk / "filler").unlink()
+        ckpts = read_table(store, "checkpoints", dedupe=False)
+        assert ckpts.num_rows >= 1
+        for p in store.rglob("*.parquet"):
+            pq.read_table(p)  # every file that is there is whole
+        assert not _no_temp_files(store)
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
