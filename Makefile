@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: setup demo test clean-demo olah
+.PHONY: setup demo test lint clean-demo olah
 
 # torch first, pinned: this machine's CPU build lies on disk; an open range would pull a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
@@ -27,7 +27,11 @@ olah: .venv-olah/bin/olah-cli
 demo: setup
 	$(VENV)/bin/dormant demo
 
-test: setup olah
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: setup olah lint
 	$(PY) -m pytest -q -rs
 
 clean-demo:

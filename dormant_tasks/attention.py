@@ -1,4 +1,4 @@
-"""The scoring attention function: the model's normal attention output plus every SPEC §2 score, in one pass.
+"""The scoring attention function: the model's normal attention output plus every docs/SCORES.md §2 score, in one pass.
 
 `scoring_attention` is registered in `transformers.AttentionInterface` under `ATTENTION_NAME` and called by
 every decoder layer with `(module, query, key, value, attention_mask, scaling, dropout, **kwargs)`. The
@@ -19,7 +19,7 @@ How each layer computes its scores, never holding more than this layer's tensors
   matrix G_h = W_O[h]^T W_O[h], computed once per layer per session.
 All per-position quantities are float32, per-input means float64, whatever the model dtype.
 
-Zeroing (SPEC §5) happens here too, after the layer has computed its scores from its pre-zeroing output:
+Zeroing (docs/SCORES.md §6) happens here too, after the layer has computed its scores from its pre-zeroing output:
 `DynamicZeroing(score_fn, tau)` zeroes, per input, the heads that `score_functions.is_inactive` marks;
 `StaticZeroing(heads)` zeroes a fixed set of (layer, head) pairs for every input. The zeroed
 (input, layer, head) mask is recorded either way.
@@ -37,7 +37,7 @@ from .score_functions import get_score_function, is_inactive
 
 ATTENTION_NAME = "dormant_scoring"
 
-# Each "_ln" id -> the raw id that it divides by that raw score's mean over the layer's heads (SPEC §2).
+# Each "_ln" id -> the raw id that it divides by that raw score's mean over the layer's heads (docs/SCORES.md §2).
 LN_OF = {f"{raw}_ln": raw for raw in ("awft", "aeqd", "ftvvn", "avvn", "ahon", "fhon")}
 DEFAULT_BLOCK = 256  # queries per block on the query-block path (devices without the CPU lse kernel)
 _FUSED_CPU = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
@@ -45,7 +45,7 @@ _FUSED_CPU = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cp
 
 @dataclass(frozen=True)
 class DynamicZeroing:
-    """Zero, per input, the heads a layer marks inactive under `score_fn` and `tau` (SPEC §5, dynamic)."""
+    """Zero, per input, the heads a layer marks inactive under `score_fn` and `tau` (docs/SCORES.md §6, dynamic)."""
 
     score_fn: str
     tau: float
@@ -56,7 +56,7 @@ class DynamicZeroing:
 
 @dataclass(frozen=True)
 class StaticZeroing:
-    """Zero a fixed set of (layer, head) pairs for every input (SPEC §5, static)."""
+    """Zero a fixed set of (layer, head) pairs for every input (docs/SCORES.md §6, static)."""
 
     heads: frozenset[tuple[int, int]]
 
@@ -124,7 +124,7 @@ def _masked_mean(x: torch.Tensor, valid: torch.Tensor, lengths: torch.Tensor) ->
 
 
 def _layer_ratio(x: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
-    """x / den with NaN where the denominator is 0 (SPEC §2 edge case)."""
+    """x / den with NaN where the denominator is 0 (docs/SCORES.md §2 edge case)."""
     return torch.where(den == 0, torch.nan, x / den)
 
 

@@ -1,7 +1,7 @@
 """Calibration sets: the bundled WinoGrande dev set and user text files, with a content hash.
 
 The default calibration set is the first N WinoGrande dev sentences with the blank filled by the
-correct option (SPEC §3). `calibration_id` = name + short sha256 of the exact texts, stored with
+correct option (docs/SCORES.md §3). `calibration_id` = name + short sha256 of the exact texts, stored with
 every result so that results from different calibration sets are never compared.
 """
 
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ConfigError, ScoringError
+from .paths import bundled_file
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-WINOGRANDE_DEV = DATA_DIR / "winogrande_dev.jsonl"
-DEMO_CORPUS = DATA_DIR / "demo_corpus.txt"
+WINOGRANDE_DEV = bundled_file("winogrande_dev.jsonl")
+DEMO_CORPUS = bundled_file("demo_corpus.txt")
 DEFAULT_CALIBRATION_SIZE = 128
 
 

@@ -380,7 +380,7 @@ def evaluate_static(model, tokenizer, heads, *, score_fn: str | None = None, tau
     `score_fn`/`tau` label the row (e.g. the tracker mask's function and tau); `base_accuracy` is
     measured with one extra un-intervened pass when not given.
     """
-    heads = frozenset((int(l), int(h)) for l, h in heads)
+    heads = frozenset((int(layer), int(h)) for layer, h in heads)
     if score_fn is not None:
         get_score_function(score_fn)
     if tau is not None and score_fn is not None:

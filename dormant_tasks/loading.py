@@ -51,14 +51,21 @@ def load_model_and_tokenizer(path_or_repo: str | Path, revision: str | None = No
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path_or_repo), revision=revision)
     except Exception as e:  # transformers raises OSError/ValueError/... for a folder with no tokenizer
-        raise CheckpointError(f"{where}: no tokenizer could be loaded ({type(e).__name__}: {str(e).splitlines()[0]}); "
+        raise CheckpointError(f"{where}: no tokenizer could be loaded ({type(e).__name__}: {_first_line(e)}); "
                               "point --model at a checkpoint folder or Hub repo with tokenizer files") from None
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path_or_repo), revision=revision, dtype=torch_dtype)
+        return model.to(device).eval(), tokenizer
+    except (MemoryError, torch.OutOfMemoryError) as e:
+        raise CheckpointError(f"out of memory loading {where} on {device} ({type(e).__name__}: {_first_line(e)}); "
+                              "use --dtype bfloat16, another --device, or a machine with more memory") from None
     except Exception as e:
-        raise CheckpointError(f"{where} is not a loadable causal LM ({type(e).__name__}: {str(e).splitlines()[0]}); "
+        raise CheckpointError(f"{where} is not a loadable causal LM ({type(e).__name__}: {_first_line(e)}); "
                               "point --model at a checkpoint folder with config.json and safetensors") from None
-    return model.to(device).eval(), tokenizer
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [""])[0]
 
 
 # ---- Checkpoints of a series: local folders used in place, Hub revisions downloaded through `hub` ----

@@ -25,12 +25,13 @@ import pyarrow.compute as pc
 
 from . import figures as fg
 from .errors import ReportError, did_you_mean
+from .paths import default_reports_dir
 from .evaluation import normalised_auc, pct_zeroed_within_1pt
 from .score_functions import ALL_IDS, get_score_function
 from .store import list_models, open_store, read_table, series_slug
 from .series import SeriesView
 
-DEFAULT_REPORTS = Path(__file__).resolve().parent.parent / "reports"  # reports/<series slug>/
+DEFAULT_REPORTS = default_reports_dir()  # ./reports/<series slug>/ under the working directory, or $DORMANT_REPORTS
 DEFAULT_SCORE_FN = "ahon_ln"
 
 
@@ -226,8 +227,14 @@ def publish_folder(tmp: Path, out: Path) -> None:
 
 
 def staging_folder(out: Path) -> Path:
+    """A private temp folder beside `out`, given the mode the user's umask gives a new folder (mkdtemp makes
+    it 0700, and a published report must be readable by a group or a web server as any folder would be)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)
+    return tmp
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The score engine's driver: one forward pass gives logits, every SPEC §2 score and the zeroed-head mask.
+"""The score engine's driver: one forward pass gives logits, every docs/SCORES.md §2 score and the zeroed-head mask.
 
 Public API
 - `scoring_pass(model, input_ids, attention_mask, score_fns, zeroing=None, seed=0, input_offset=0)
@@ -7,15 +7,20 @@ Public API
   the duration of the call only. Inputs must be RIGHT-padded (`attention_mask` rows are 1s then 0s).
   `zeroing` is a `DynamicZeroing(score_fn, tau)` or `StaticZeroing(heads)` (or None). The `random` baseline of
   input b is seeded by (seed, input_offset + b), so it does not depend on batching.
-- `score_texts(model, tokenizer, texts, score_fns=None, batch_size=8, seed=0, progress=False) -> InputScores`:
-  tokenises each text exactly as `tokenizer(text)` does (no truncation), batches right-padded inputs, and
-  collects per-input scores; `InputScores.to_table()` is the SPEC §8 `input_scores` layout.
+- `score_texts(model, tokenizer, texts, score_fns=None, batch_size=8, seed=0, progress=False, max_tokens=None,
+  max_batch_tokens=None) -> InputScores`: tokenises each text as `tokenizer(text)` does, keeps its first
+  `max_tokens` tokens (default and upper bound: the model's `max_position_embeddings`; one warning names how many
+  inputs were cut, counted in `InputScores.n_truncated`), batches right-padded inputs in input order, cutting a
+  batch at `batch_size` inputs or where padded length x batch size would exceed `max_batch_tokens` (default
+  65,536; an input longer than that goes alone), and collects per-input scores in input order;
+  `InputScores.to_table()` is the docs/DATA_CONTRACT.md `input_scores` layout.
 A model whose attention does not go through `transformers.AttentionInterface` raises `ScoringError`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +40,10 @@ from .score_functions import parse_score_functions
 
 __all__ = ["DynamicZeroing", "InputScores", "PassResult", "StaticZeroing", "score_texts", "scoring_pass"]
 
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BATCH_TOKENS = 65_536  # padded tokens (batch size x padded length) per forward pass
+
 
 @dataclass
 class PassResult:
@@ -50,7 +59,8 @@ class InputScores:
 
     score_fns: tuple[str, ...]
     values: np.ndarray  # float64 [n_inputs, n_fns, n_layers, n_heads]
-    n_tokens: np.ndarray  # int64 [n_inputs]
+    n_tokens: np.ndarray  # int64 [n_inputs], after truncation
+    n_truncated: int = 0  # inputs cut to the token limit
 
     def get(self, score_fn: str) -> np.ndarray:
         """[n_inputs, n_layers, n_heads] values of one function."""
@@ -97,7 +107,7 @@ def _validate_zeroing(zeroing, n_layers: int, n_heads: int) -> None:
         return
     if not isinstance(zeroing, StaticZeroing):
         raise ConfigError(f"zeroing must be DynamicZeroing, StaticZeroing or None, got {type(zeroing).__name__}")
-    bad = [(l, h) for l, h in zeroing.heads if not (0 <= l < n_layers and 0 <= h < n_heads)]
+    bad = [(layer, h) for layer, h in zeroing.heads if not (0 <= layer < n_layers and 0 <= h < n_heads)]
     if bad:
         raise ConfigError(f"static zeroing names heads outside the model's {n_layers} layers x {n_heads} heads: "
                           f"{sorted(bad)[:5]}; use 0-based (layer, head) pairs")
@@ -143,42 +153,95 @@ def scoring_pass(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | 
     if sorted(session.scores) != list(range(n_layers)):
         raise ScoringError(f"only {len(session.scores)} of {n_layers} layers of {type(model).__name__} reported "
                            "scores: its attention does not go through transformers' AttentionInterface")
-    scores = torch.stack([session.scores[l] for l in range(n_layers)], dim=2)  # [batch, fn, layer, head]
-    zeroed = torch.stack([session.zeroed[l] for l in range(n_layers)], dim=1)  # [batch, layer, head]
+    scores = torch.stack([session.scores[layer] for layer in range(n_layers)], dim=2)  # [batch, fn, layer, head]
+    zeroed = torch.stack([session.zeroed[layer] for layer in range(n_layers)], dim=1)  # [batch, layer, head]
     return PassResult(out.logits, fns, scores.cpu().numpy(), zeroed.cpu().numpy())
 
 
+def _context_length(model) -> int | None:
+    value = getattr(model.config.get_text_config(), "max_position_embeddings", None)
+    return int(value) if value else None
+
+
+_PREFIX_MARGIN = 64  # tokens past the limit that a character prefix must give before it stands in for the text
+
+
+def _encode(tokenizer, text: str, limit: int | None) -> tuple[list[int], bool]:
+    """(`tokenizer(text)` ids, cut to `limit`; whether it was cut). A long text is tokenised from a character
+    prefix (doubled until it gives `limit` + a margin of tokens), so its cost does not grow with its length;
+    the first `limit` ids equal those of the whole text, since only the tokens at the prefix's end can differ."""
+    if limit is None:
+        return tokenizer(text)["input_ids"], False
+    chars = 8 * (limit + _PREFIX_MARGIN)
+    while len(text) > chars:
+        ids = tokenizer(text[:chars])["input_ids"]
+        if len(ids) >= limit + _PREFIX_MARGIN:
+            return ids[:limit], True
+        chars *= 2
+    ids = tokenizer(text)["input_ids"]
+    return ids[:limit], len(ids) > limit
+
+
+def _batches(lengths: list[int], batch_size: int, max_batch_tokens: int) -> list[range]:
+    """Contiguous runs of input indices: a run is cut at `batch_size` inputs or before its padded size
+    (inputs x longest) would exceed `max_batch_tokens`; an input longer than the budget goes alone."""
+    runs, start, longest = [], 0, 0
+    for i, n in enumerate(lengths):
+        size = i - start
+        if size and (size >= batch_size or (size + 1) * max(longest, n) > max_batch_tokens):
+            runs.append(range(start, i))
+            start, longest = i, 0
+        longest = max(longest, n)
+    runs.append(range(start, len(lengths)))
+    return runs
+
+
 def score_texts(model, tokenizer, texts, score_fns=None, batch_size: int = 8, seed: int = 0,
-                progress: bool = False, query_block: int | None = None) -> InputScores:
-    """Per-input scores of `model` over `texts`, each tokenised as `tokenizer(text)` does (no truncation)."""
+                progress: bool = False, query_block: int | None = None, max_tokens: int | None = None,
+                max_batch_tokens: int | None = None) -> InputScores:
+    """Per-input scores of `model` over `texts`, each tokenised as `tokenizer(text)` does and cut to the first
+    `max_tokens` tokens (at most the model's context); batches hold at most `max_batch_tokens` padded tokens."""
     fns = tuple(parse_score_functions(score_fns))
     if batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, got {batch_size}")
+    if max_tokens is not None and max_tokens < 1:
+        raise ConfigError(f"--max-tokens must be at least 1, got {max_tokens}")
+    budget = DEFAULT_MAX_BATCH_TOKENS if max_batch_tokens is None else max_batch_tokens
+    if budget < 1:
+        raise ConfigError(f"--max-batch-tokens must be at least 1, got {budget}")
+    context = _context_length(model)
+    limits = [x for x in (max_tokens, context) if x is not None]
+    limit = min(limits) if limits else None  # None: a model that states no context length
     texts = list(texts)
     if not texts:
         raise ScoringError("no texts to score; give at least one text")
-    encoded = [tokenizer(text)["input_ids"] for text in texts]
+    encoded, cut = zip(*(_encode(tokenizer, text, limit) for text in texts))
     for i, ids in enumerate(encoded):
         if not ids:
             raise ScoringError(f"text {i} ({texts[i][:40]!r}) tokenises to zero tokens; remove it or change it")
+    n_truncated = sum(cut)
+    if n_truncated:
+        source = "--max-tokens" if limit == max_tokens else "the model's max_position_embeddings"
+        log.warning("%d of %d inputs were cut to their first %d tokens (%s); set --max-tokens to choose the limit",
+                    n_truncated, len(encoded), limit, source)
     n_layers, n_heads = _shape(model)
     values = np.empty((len(texts), len(fns), n_layers, n_heads), dtype=np.float64)
-    starts = range(0, len(texts), batch_size)
+    batches = _batches([len(ids) for ids in encoded], batch_size, budget)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0  # padding is never attended to
     device = next(model.parameters()).device
     if progress:
         from tqdm.auto import tqdm
 
-        starts = tqdm(starts, desc="scoring", unit="batch")
-    for start in starts:
-        chunk = encoded[start:start + batch_size]
+        batches = tqdm(batches, desc="scoring", unit="batch")
+    for run in batches:
+        chunk = encoded[run.start:run.stop]
         width = max(len(ids) for ids in chunk)
         input_ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)  # [batch, seq], right padding
         mask = torch.zeros((len(chunk), width), dtype=torch.long)  # [batch, seq]
         for row, ids in enumerate(chunk):
             input_ids[row, : len(ids)] = torch.tensor(ids)
             mask[row, : len(ids)] = 1
-        result = scoring_pass(model, input_ids.to(device), mask.to(device), fns, seed=seed, input_offset=start,
+        result = scoring_pass(model, input_ids.to(device), mask.to(device), fns, seed=seed, input_offset=run.start,
                               query_block=query_block)
-        values[start:start + len(chunk)] = result.scores
-    return InputScores(fns, values, np.array([len(ids) for ids in encoded], dtype=np.int64))
+        values[run.start:run.stop] = result.scores
+    return InputScores(fns, values, np.array([len(ids) for ids in encoded], dtype=np.int64), n_truncated)

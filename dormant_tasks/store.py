@@ -49,12 +49,13 @@ import pyarrow.parquet as pq
 
 from . import __version__
 from .errors import StoreError, did_you_mean
+from .paths import default_store
 
 SCHEMA_VERSION = 2
 MARKER = "_store.json"
 REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
 # Default store of local runs, relative to the repository root (git-ignored).
-DEFAULT_STORE = Path(__file__).resolve().parent.parent / "data" / "store"
+DEFAULT_STORE = default_store()  # ./data/store under the working directory, or $DORMANT_STORE
 
 
 def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:

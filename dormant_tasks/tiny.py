@@ -1,8 +1,8 @@
 """The tiny OLMo-2 used offline: its byte-level BPE tokenizer, its config, and (issue 3) its pretraining run.
 
 Every sequence starts with the document-boundary token `<|endoftext|>`, which is also the pad token:
-`nn.Embedding(padding_idx=pad_token_id)` keeps its embedding at zero, as in the run described in
-ARCHITECTURE.md, so every sequence begins with a zero-value "sink".
+`nn.Embedding(padding_idx=pad_token_id)` keeps its embedding at zero, so every sequence begins with a
+zero-value "sink" (the first token that the attention-sink scores look at).
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def branch_name(step: int, tokens: int) -> str:
 def training_sequences(tokenizer: PreTrainedTokenizerFast, texts, seq_len: int) -> torch.Tensor:
     """All documents joined by the boundary token, cut into windows that each start with the boundary token.
 
-    [n_sequences, seq_len]. The boundary token opens every window (the "sink" of ARCHITECTURE.md) and also
+    [n_sequences, seq_len]. The boundary token opens every window (the zero-value "sink") and also
     separates documents inside a window, as an end-of-text token does in OLMo-2's own data.
     """
     boundary_id = tokenizer.convert_tokens_to_ids(BOUNDARY)

@@ -209,7 +209,8 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
     try:
         t0 = time.perf_counter()
         scores = score_texts(loaded.model, loaded.tokenizer, request.calibration.texts, request.score_fn_ids,
-                             batch_size=request.batch_size, seed=request.seed, progress=progress)
+                             batch_size=request.batch_size, seed=request.seed, progress=progress,
+                             max_tokens=request.max_tokens, max_batch_tokens=request.max_batch_tokens)
         seconds_score = time.perf_counter() - t0
         n_layers, n_heads = scores.values.shape[2:]
         device = str(next(loaded.model.parameters()).device)

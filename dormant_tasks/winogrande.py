@@ -71,7 +71,7 @@ def sample_shots(items: list[dict], shots: int, seed: int = DEFAULT_FEWSHOT_SEED
     rnd = random.Random(seed)
     pool = list(range(len(items)))
     out = []
-    for i, item in enumerate(items):
+    for item in items:
         drawn = [j for j in rnd.sample(pool, shots + 1) if items[j] != item][:shots]
         if len(drawn) < shots:  # the item has identical copies in the pool: draw again without them
             drawn = rnd.sample([j for j in pool if items[j] != item], shots)

@@ -5,17 +5,16 @@ Core functions: `dormant_tasks.tiny.pretrain_tiny` and the `track` flow (with th
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
+from dormant_tasks.paths import default_series_dir
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.tiny import pretrain_tiny
 
 from .track import track
 
-DEMO_SERIES = Path(__file__).resolve().parent.parent / "data" / "series" / "tiny-olmo2"
+DEMO_SERIES = default_series_dir() / "tiny-olmo2"  # under the working directory
 
 
 @task(name="pretrain-tiny", cache_policy=NONE)

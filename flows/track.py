@@ -48,7 +48,7 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
     log.info("taus %s: %s", series.taus_id, ", ".join(f"{t.score_fn} {t.direction} {t.value:.4g}"
                                                       for t in series.taus.values()))
     for warning in series.warnings:
-        log.warning("%s", warning)
+        log.info("%s", warning)
     results = _run_checkpoints(request, plan.selected, series, progress)
     done = [r for r in results if not r.skipped]
     summary = tasks.derive_transitions(request)

@@ -15,10 +15,14 @@ COMMANDS = ["demo", "track", "serve", "status", "report", "evaluate", "checkpoin
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand; light: no torch, pyarrow or prefect is imported to build it."""
+    from dormant_tasks import __version__
+
     parser = argparse.ArgumentParser(
         prog="dormant",
         description="Track dormant (inactive) attention heads through a language model's pretraining.",
     )
+    parser.add_argument("--version", action="version", version=f"dormant-heads {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").add_parser(sub)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-from dormant_tasks.checkpoints import Selection, format_tokens, list_revisions
-
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that pick which checkpoints of a series to analyse (see `Selection` for their order)."""
@@ -17,15 +15,17 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--revisions", action="append", metavar="GLOB", default=[],
                        help="keep revisions whose name matches this fnmatch pattern, e.g. 'stage1-*' (repeatable)")
     group.add_argument("--steps", metavar="A:B", help="keep steps A..B inclusive; either side may be left out")
-    group.add_argument("--every", type=int, metavar="K",
-                       help="keep every K-th checkpoint in training order, starting with the first")
+    group.add_argument("--every", type=int, metavar="N",
+                       help="keep every N-th checkpoint in training order, starting with the first")
     group.add_argument("--max", type=int, metavar="N", dest="max_n",
                        help="keep N checkpoints spread evenly in log(tokens), always the first and the last")
     group.add_argument("--include-main", action="store_true",
                        help="also list the `main` revision (the final model), ordered last")
 
 
-def selection_from_args(args: argparse.Namespace) -> Selection:
+def selection_from_args(args: argparse.Namespace):
+    from dormant_tasks.checkpoints import Selection
+
     return Selection(tuple(args.revisions), args.steps, args.every, args.max_n)
 
 
@@ -33,12 +33,14 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("checkpoints", help="list the checkpoints of a Hub repo or a local series",
                                    description=__doc__.splitlines()[0])
     parser.add_argument("--repo", required=True, metavar="REPO_OR_DIR",
-                        help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders")
+                        help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders (required)")
     add_selection_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from dormant_tasks.checkpoints import format_tokens, list_revisions
+
     selection = selection_from_args(args)  # validates the options before any network call
     listing = list_revisions(args.repo, include_main=args.include_main)
     selected = selection.apply(listing.revisions)

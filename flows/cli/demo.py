@@ -5,20 +5,21 @@ from __future__ import annotations
 import argparse
 import time
 
-from dormant_tasks.store import DEFAULT_STORE
-from dormant_tasks.tiny import DEFAULT_STEPS
+from .pretrain_tiny import DEFAULT_STEPS
+from .store import add_store_argument
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("demo", help="the offline demo: pretrain a tiny OLMo-2, track it, report",
                                    description=__doc__.splitlines()[0])
-    parser.add_argument("--series", metavar="DIR", help="folder of the tiny series (default: data/series/tiny-olmo2)")
-    parser.add_argument("--store", default=str(DEFAULT_STORE), metavar="DIR", help="Parquet store (default: %(default)s)")
+    parser.add_argument("--series", metavar="DIR", help="folder of the tiny series (default: ./data/series/tiny-olmo2)")
+    add_store_argument(parser)
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
                         help="pretraining steps (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="pretraining seed (default: %(default)s)")
     parser.add_argument("--limit", type=int, default=128, metavar="N", help="calibration sentences (default: %(default)s)")
-    parser.add_argument("--reports-dir", metavar="DIR", help="where the report goes (default: reports/<series>/)")
+    parser.add_argument("--reports-dir", metavar="DIR",
+                        help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)")
     parser.set_defaults(func=run)
 
 

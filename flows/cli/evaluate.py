@@ -4,14 +4,14 @@ Dynamic mode (the paper's protocol): thresholds at the 0-30% quantiles of each f
 in every layer the heads below threshold on an input are zeroed before o_proj. The metric is the largest
 % of heads zeroed with accuracy within 1 point of the un-intervened model. Static mode zeroes the tracker's
 dormancy mask of the checkpoint (from the store); `--series` does so for every tracked checkpoint.
-Few-shot examples (`--shots K`) come from other WinoGrande dev items than the one scored.
+Few-shot examples (`--shots N`) come from other WinoGrande dev items than the one scored.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from dormant_tasks.store import DEFAULT_STORE
+from .store import add_store_argument
 
 
 def add_parser(subparsers) -> None:
@@ -19,22 +19,22 @@ def add_parser(subparsers) -> None:
                                    description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, metavar="PATH_OR_REPO",
-                        help="checkpoint folder or Hub repo (with --series: the tracked repo or series folder)")
+                        help="checkpoint folder or Hub repo (with --series: the tracked repo or series folder; required)")
     parser.add_argument("--revision", metavar="REV", help="Hub revision (branch) of --model")
     parser.add_argument("--task", default="winogrande", metavar="TASK", help="evaluation task (default: %(default)s)")
-    parser.add_argument("--shots", type=int, default=0, metavar="K",
+    parser.add_argument("--shots", type=int, default=0, metavar="N",
                         help="few-shot examples from other dev items (default: %(default)s)")
     parser.add_argument("--scores", nargs="+", default=["ahon_ln", "lthon_ln", "awft"], metavar="FN",
-                        help="score functions (default: %(default)s)")
+                        help="score functions (default: ahon_ln lthon_ln awft)")
     parser.add_argument("--mode", choices=["dynamic", "static"],
-                        help="dynamic: the paper's per-input zeroing (default); static: the tracker's mask "
-                             "(the default with --series)")
+                        help="dynamic: the paper's per-input zeroing; static: the tracker's mask "
+                             "(default: dynamic, static with --series)")
     parser.add_argument("--series", action="store_true",
                         help="evaluate the static tracker mask of every stored checkpoint of --model")
     parser.add_argument("--quantiles", type=float, nargs="+", metavar="Q",
                         help="dynamic thresholds as quantiles of the un-intervened scores (default: 0 .05 ... .30)")
     parser.add_argument("--limit", type=int, metavar="N", help="first N dev items (default: all 1,267)")
-    parser.add_argument("--store", default=str(DEFAULT_STORE), metavar="DIR", help="Parquet store (default: %(default)s)")
+    add_store_argument(parser)
     parser.add_argument("--batch-size", type=int, default=16, metavar="N",
                         help="items per forward pass (default: %(default)s)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
@@ -56,11 +56,10 @@ def request_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.evaluation import check_task
     from dormant_tasks.leaderboard import format_leaderboard, request_targets
+    from dormant_tasks.store import check_store
     from flows.evaluate import evaluate
 
     # Validate before Prefect starts: a bad option costs nothing and writes nothing.
-    from dormant_tasks.store import check_store
-
     request = request_from_args(args)
     check_task(request.task)
     check_store(request.store, writable=True)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from dormant_tasks.tiny import DEFAULT_STEPS, pretrain_tiny
+DEFAULT_STEPS = 2000  # = dormant_tasks.tiny.DEFAULT_STEPS (not imported: it loads torch; a test checks they agree)
 
 
 def add_parser(subparsers) -> None:
@@ -14,16 +12,20 @@ def add_parser(subparsers) -> None:
         description="Pretrain a 4-layer x 8-head OLMo-2 (width 128) with its own BPE tokenizer on the bundled "
                     "demo corpus; save checkpoints named stage1-step{S}-tokens{T}K into --out. Deterministic "
                     "for a seed; a rerun with the same options is a no-op.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--out", required=True, help="folder of the series (new, empty, or a previous run's)")
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="optimizer steps (the last step is saved)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for initialisation and data order")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="folder of the series: new, empty, or a previous run's (required)")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
+                        help="optimizer steps, the last one saved (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N",
+                        help="seed for initialisation and data order (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, metavar="N", help="torch CPU threads (default: %(default)s)")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from dormant_tasks.tiny import pretrain_tiny
+
     result = pretrain_tiny(args.out, steps=args.steps, seed=args.seed, threads=args.threads)
     if not result.trained:
         print(f"{args.out}: all {len(result.checkpoints)} checkpoints already there, nothing to do")

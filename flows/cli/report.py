@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from dormant_tasks.report import DEFAULT_REPORTS, render_report
-from dormant_tasks.store import DEFAULT_STORE
+from .store import add_store_argument
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("report", help="render the evolution report of a tracked model series")
-    p.add_argument("--store", default=str(DEFAULT_STORE), help="store folder (default: %(default)s)")
-    p.add_argument("--model", default=None, help="model id of the series (optional when the store holds one)")
-    p.add_argument("--out", default=None, help=f"report folder (default: {DEFAULT_REPORTS}/<series slug>/)")
-    p.add_argument("--score-fn", default=None,
+    p = subparsers.add_parser("report", help="render the evolution report of a tracked model series",
+                              description=__doc__.splitlines()[0])
+    add_store_argument(p)
+    p.add_argument("--model", default=None, metavar="MODEL_ID",
+                   help="the series: a Hub repo id or a local series' folder name, as `dormant status` lists them "
+                        "(default: the store's only series)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)")
+    p.add_argument("--score-fn", default=None, metavar="FN",
                    help="function of the per-function figures (default: ahon_ln when tracked)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from dormant_tasks.report import render_report
+
     result = render_report(args.store, args.model, out_dir=args.out, score_fn=args.score_fn, progress=True)
     print(f"report: {result.index_html} ({len(result.figures)} figures, summary {result.summary_md})")
     return 0

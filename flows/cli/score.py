@@ -9,35 +9,39 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from dormant_tasks.calibration import load_calibration
-from dormant_tasks.errors import ConfigError
-from dormant_tasks.loading import DTYPES, load_model_at
-from dormant_tasks.score_functions import parse_score_functions
-from dormant_tasks.scoring import score_texts
-from dormant_tasks.store import atomic_file
-
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("score", help="score every attention head of one model on a calibration set")
-    p.add_argument("--model", required=True, help="checkpoint folder or Hub repo")
-    p.add_argument("--revision", default=None, help="Hub branch/tag/commit (default: the repo's main)")
-    p.add_argument("--texts", default=None,
-                   help="UTF-8 file, one text per line (default: WinoGrande dev sentences, blank filled)")
-    p.add_argument("--limit", type=int, default=None, help="score only the first N texts (default: 128 WinoGrande)")
-    p.add_argument("--batch-size", type=int, default=8, help="inputs per forward pass (default: %(default)s)")
-    p.add_argument("--dtype", choices=list(DTYPES), default="float32", help="model dtype (default: %(default)s)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: %(default)s)")
-    p.add_argument("--scores", nargs="+", default=None,
-                   help="score function ids, space- or comma-separated (default: all, incl. random)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random baseline (default: %(default)s)")
-    p.add_argument("--out", required=True, help="output .parquet file")
+    p = subparsers.add_parser("score", help="score every attention head of one model on a calibration set",
+                              description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True, metavar="PATH_OR_REPO", help="checkpoint folder or Hub repo (required)")
+    p.add_argument("--revision", default=None, metavar="REV", help="Hub branch, tag or commit (default: the repo's main)")
+    p.add_argument("--texts", default=None, metavar="FILE",
+                   help="calibration texts, UTF-8, one per line (default: WinoGrande dev sentences, blank filled)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="first N calibration texts (default: 128 WinoGrande sentences, all of --texts)")
+    p.add_argument("--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                   help="model dtype (default: %(default)s)")
+    p.add_argument("--device", default="auto", metavar="DEVICE",
+                   help="auto, cpu, cuda or cuda:N (default: %(default)s = cuda when available)")
+    p.add_argument("--scores", nargs="+", default=None, metavar="FN",
+                   help="score functions, space- or comma-separated (default: all 16, incl. random)")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)")
+    p.add_argument("--out", required=True, metavar="FILE", help="output .parquet file (required)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dormant_tasks.calibration import load_calibration
+    from dormant_tasks.errors import ConfigError
+    from dormant_tasks.loading import load_model_at
+    from dormant_tasks.score_functions import parse_score_functions
+    from dormant_tasks.scoring import score_texts
+    from dormant_tasks.store import atomic_file
+
     out = Path(args.out)
     if not out.parent.is_dir():
         raise ConfigError(f"--out folder {str(out.parent)!r} does not exist; create it first")

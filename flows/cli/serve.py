@@ -17,8 +17,9 @@ def add_parser(subparsers) -> None:
                                    description=__doc__.split("\n\n")[0],
                                    formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     add_track_arguments(parser)
-    parser.add_argument("--cron", required=True, help='cron schedule, e.g. "0 3 * * *" (03:00 daily)')
-    parser.add_argument("--name", help="deployment name (default: track-<repo>)")
+    parser.add_argument("--cron", required=True, metavar="CRON",
+                        help='cron schedule, e.g. "0 3 * * *" (03:00 daily; required)')
+    parser.add_argument("--name", metavar="NAME", help="deployment name (default: track-<repo>)")
     parser.set_defaults(func=run)
 
 

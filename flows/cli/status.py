@@ -5,7 +5,7 @@ Counts are of the series' current results (`SeriesView`): its current taus and c
 
 from __future__ import annotations
 
-from dormant_tasks.store import DEFAULT_STORE
+from .store import add_store_argument
 
 # The v1 "dormant head" rule, the function the status line summarises.
 MAIN_FN = "ahon_ln"
@@ -14,7 +14,7 @@ MAIN_FN = "ahon_ln"
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("status", help="summarise the model series stored in a Parquet store",
                               description=__doc__.split("\n\n")[0])
-    p.add_argument("--store", default=str(DEFAULT_STORE), metavar="DIR", help="store folder (default: %(default)s)")
+    add_store_argument(p)
     p.set_defaults(func=run)
 
 

@@ -1,10 +1,18 @@
-"""`dormant store`: maintain a Parquet store (`upgrade` rewrites a store of an older schema version)."""
+"""`dormant store`: maintain a Parquet store (`upgrade` rewrites a store of an older schema version).
+
+`add_store_argument` is the one `--store` option of every command that reads or writes a store.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from dormant_tasks.store import DEFAULT_STORE
+from dormant_tasks.paths import default_store
+
+
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", default=str(default_store()), metavar="DIR",
+                        help="Parquet store folder (default: $DORMANT_STORE or ./data/store)")
 
 
 def add_parser(subparsers) -> None:
@@ -14,8 +22,7 @@ def add_parser(subparsers) -> None:
     upgrade = actions.add_parser("upgrade", help="rewrite a store of schema version 1 as the current version",
                                  description="Rewrite a store of an older schema version in place (atomically "
                                              "per file, the marker last; rerun it after an interruption).")
-    upgrade.add_argument("--store", default=str(DEFAULT_STORE), metavar="DIR",
-                         help="store folder (default: %(default)s)")
+    add_store_argument(upgrade)
     upgrade.set_defaults(func=run_upgrade)
 
 

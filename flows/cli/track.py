@@ -9,9 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dormant_tasks.store import DEFAULT_STORE
-
 from .checkpoints import add_selection_arguments, selection_from_args
+from .store import add_store_argument
 
 
 def add_track_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,21 +18,23 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", metavar="REPO_OR_DIR",
                         help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders (required "
                              "unless --request)")
-    parser.add_argument("--store", default=str(DEFAULT_STORE), metavar="DIR",
-                        help="Parquet store folder (default: %(default)s)")
+    add_store_argument(parser)
     parser.add_argument("--request", metavar="FILE",
                         help="run a saved request again (a <store>/requests/.../*.json file); no other option")
     add_selection_arguments(parser)
     g = parser.add_argument_group("scoring")
-    g.add_argument("--scores", nargs="+", metavar="FN", help="score functions (default: all 16)")
+    g.add_argument("--scores", nargs="+", metavar="FN", help="score functions (default: all 16, incl. random)")
     g.add_argument("--tau", action="append", default=[], metavar="FN=VALUE|FN=qQ", dest="taus",
-                   help="fix a tau: a value (ahon_ln=0.4) or a quantile of the reference checkpoint (ahon=q0.15)")
+                   help="fix a tau: a value (ahon_ln=0.4) or a quantile of the reference checkpoint (ahon=q0.15); "
+                        "repeatable")
     g.add_argument("--reference", metavar="REV",
                    help="reference checkpoint of quantile taus (default: the last checkpoint of the whole series)")
     g.add_argument("--retau", action="store_true",
                    help="replace the series' stored taus (re-aggregates from kept per-input scores, else rescores)")
-    g.add_argument("--texts", metavar="FILE", help="calibration texts, one per line (default: WinoGrande dev)")
-    g.add_argument("--limit", type=int, metavar="N", help="first N calibration texts (default: 128)")
+    g.add_argument("--texts", metavar="FILE",
+                   help="calibration texts, UTF-8, one per line (default: WinoGrande dev sentences, blank filled)")
+    g.add_argument("--limit", type=int, metavar="N",
+                   help="first N calibration texts (default: 128 WinoGrande sentences, all of --texts)")
     g.add_argument("--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)")
     g.add_argument("--max-tokens", type=int, metavar="N",
                    help="truncate each input to N tokens (default: the model's context length)")
@@ -47,7 +48,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--input-scores", action=argparse.BooleanOptionalAction, default=None,
                    help="keep per-input scores (default: when they are small)")
     g = parser.add_argument_group("checkpoints on disk")
-    g.add_argument("--cache-dir", metavar="DIR", help="Hugging Face cache folder for downloads (default: HF_HUB_CACHE)")
+    g.add_argument("--cache-dir", metavar="DIR", help="Hugging Face cache folder for downloads (default: $HF_HUB_CACHE)")
     g.add_argument("--keep-checkpoints", action="store_true", help="keep downloaded revisions after scoring")
     g = parser.add_argument_group("execution")
     g.add_argument("--runner", default="local", choices=["local", "dask"],
@@ -55,9 +56,10 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
                         "checkpoint on a Dask cluster (default: %(default)s)")
     g.add_argument("--address", metavar="URL", help="scheduler of an existing Dask cluster (with --runner dask)")
     g.add_argument("--workers", type=int, metavar="N",
-                   help="workers of a local Dask cluster (with --runner dask; default: 2)")
+                   help="workers of a local Dask cluster, with --runner dask (default: 2)")
     g.add_argument("--no-report", action="store_true", help="do not render the report at the end")
-    g.add_argument("--reports-dir", metavar="DIR", help="where the report goes (default: reports/<series>/)")
+    g.add_argument("--reports-dir", metavar="DIR",
+                   help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)")
 
 
 # Options that a saved request replaces: given together with --request they are refused.

@@ -126,7 +126,7 @@ def test_max_spreads_evenly_in_log_tokens_with_first_and_last():
         x = [math.log(r.tokens + 1000) for r in revs]
         targets = [x[0] + (x[-1] - x[0]) * i / (n - 1) for i in range(n)]
 
-        def cost(idx):
+        def cost(idx, x=x, targets=targets):
             return sum(abs(x[i] - t) for i, t in zip(idx, targets))
 
         best = min(cost((0, *mid, len(revs) - 1)) for mid in itertools.combinations(range(1, len(revs) - 1), n - 2))

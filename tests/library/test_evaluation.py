@@ -162,8 +162,8 @@ def test_dynamic_pct_zeroed_is_measured(model_and_tokenizer, requests, base):
     result = evaluate_winogrande(model, tok, requests, zeroing=DynamicZeroing("ahon_ln", tau),
                                  score_fns=("ahon_ln",), batch_size=8)
     n_inputs, n_layers, n_heads = result.zeroed.shape
-    per_layer = [sum(bool(result.zeroed[i, l, h]) for i in range(n_inputs) for h in range(n_heads))
-                 / (n_inputs * n_heads) for l in range(n_layers)]
+    per_layer = [sum(bool(result.zeroed[i, layer, h]) for i in range(n_inputs) for h in range(n_heads))
+                 / (n_inputs * n_heads) for layer in range(n_layers)]
     assert result.pct_zeroed == pytest.approx(100 * sum(per_layer) / n_layers, abs=1e-12)
     assert 0 < result.pct_zeroed < 100
     # each layer zeroed exactly the heads its own recorded (pre-zeroing) scores mark inactive
@@ -178,13 +178,13 @@ def _hooked_loglikelihoods(model, tok, requests, heads) -> np.ndarray:
     def hook_for(layer):
         def hook(module, args):
             x = args[0].clone()  # [batch, seq, head * d_head]
-            for l, h in heads:
-                if l == layer:
+            for zeroed_layer, h in heads:
+                if zeroed_layer == layer:
                     x[..., h * d_head:(h + 1) * d_head] = 0
             return (x,)
         return hook
 
-    handles = [layers[l].self_attn.o_proj.register_forward_pre_hook(hook_for(l)) for l in range(len(layers))]
+    handles = [layers[i].self_attn.o_proj.register_forward_pre_hook(hook_for(i)) for i in range(len(layers))]
     try:
         return _brute_force_loglikelihoods(model, tok, requests)
     finally:

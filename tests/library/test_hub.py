@@ -76,7 +76,7 @@ def test_hub_retries_transient_errors_only():
                        (OfflineModeIsEnabled("offline"), "HF_HUB_OFFLINE is set")):
         calls.clear()
         with pytest.raises(CheckpointError, match=match):
-            with_hub_retries(lambda: broken(exc), "listing r", retries=3, backoff_s=0)
+            with_hub_retries(lambda exc=exc: broken(exc), "listing r", retries=3, backoff_s=0)
         assert len(calls) == 1, "a permanent error is not retried"
 
 

@@ -260,3 +260,16 @@ def test_cli_report(known_store, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("dormant report: error:") and MODEL in err and "other-series" in err and "--model" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_report_folders_follow_the_umask(known_store, tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        result = render_report(known_store, MODEL, out_dir=tmp_path / "published")
+    finally:
+        os.umask(old)
+    assert (result.out_dir.stat().st_mode & 0o777) == 0o755
+    assert ((result.out_dir / "figures").stat().st_mode & 0o777) == 0o755
+    assert (result.index_html.stat().st_mode & 0o777) == 0o644

@@ -107,3 +107,18 @@ def test_text_with_zero_tokens(dropping_tokenizer_model, tmp_path, capsys):
     (tmp_path / "out").mkdir()
     assert_refused(capsys, tmp_path / "out" / "s.parquet", "--model", dropping_tokenizer_model, "--texts", texts,
                    "--device", "cpu", match="text 1")
+
+
+def test_out_of_memory_keeps_its_cause(tiny_model_dir, monkeypatch):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from dormant_tasks.errors import CheckpointError
+    from dormant_tasks.loading import load_model_and_tokenizer
+
+    def no_memory(*a, **k):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", no_memory)
+    with pytest.raises(CheckpointError, match=r"out of memory loading .*OutOfMemoryError: CUDA out of memory"):
+        load_model_and_tokenizer(tiny_model_dir)

@@ -1,0 +1,31 @@
+"""Where things are: the package's bundled data, and the default store, reports and series folders.
+
+Bundled inputs ship inside the package (`dormant_tasks/data/`, read through `importlib.resources`), so an
+installed wheel finds them from any folder. Outputs default to folders under the current working directory
+(`./data/store`, `./reports`, `./data/series`), never inside the installed package; `$DORMANT_STORE` and
+`$DORMANT_REPORTS` move the first two. Stdlib only: the CLI builds its `--help` from these without loading
+pyarrow or torch.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+
+def bundled_file(name: str) -> Path:
+    """A file of the package's bundled data (`dormant_tasks/data/NAME`), as a real path on disk."""
+    return Path(str(resources.files("dormant_tasks") / "data" / name))
+
+
+def default_store() -> Path:
+    return Path(os.environ.get("DORMANT_STORE", "data/store"))
+
+
+def default_reports_dir() -> Path:
+    return Path(os.environ.get("DORMANT_REPORTS", "reports"))
+
+
+def default_series_dir() -> Path:
+    return Path("data/series")

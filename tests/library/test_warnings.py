@@ -1,0 +1,111 @@
+"""Warnings that matter (issue 11, point 6): a leaderboard at chance, taus that cannot mark what they aim at,
+and the report's note on raw-unit functions with a quantile tau. Hand-made numbers and hand-built stores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_report import CAL, MODEL, TAUS, TOKENS, known_picture, write_series
+
+from dormant_tasks.evaluation import chance_note, item_step_note, item_step_pct
+from dormant_tasks.leaderboard import format_leaderboard, single_target
+from dormant_tasks.masks import resolve_taus, tau_specs, tau_warnings
+from dormant_tasks.report import load_series, render_report, report_markdown
+from dormant_tasks.store import write_table
+
+# ------------------------------------------------------------------------------------------- evaluate
+
+
+def test_chance_note_on_hand_made_numbers():
+    note = chance_note("winogrande", 100, 50.0)
+    assert note is not None and "50.00%" in note and "50% +/- 9.80 points on 100 items" in note
+    assert chance_note("winogrande", 100, 59.0) is not None  # inside 50 +/- 9.8
+    assert chance_note("winogrande", 100, 61.0) is None
+    assert chance_note("winogrande", 1267, 75.0) is None
+    assert chance_note("winogrande", 1267, 52.0) is not None  # 1.96 * sqrt(.25 / 1267) = 2.75 points
+
+
+def test_item_step():
+    assert item_step_pct(100) == pytest.approx(1.0)
+    assert item_step_note(100).startswith("one item = 1.00 accuracy points (100 items), >= the metric's 1-point")
+    assert item_step_note(1267) == "one item = 0.08 accuracy points (1267 items)"
+
+
+def _rows(base, n_items):
+    points = [(0.0, base), (0.1, base - 0.01), (0.2, base - 0.05)]
+    return [{"task": "winogrande", "shots": 0, "mode": "dynamic", "score_fn": "ahon_ln", "quantile": q,
+             "frac_zeroed": x, "accuracy": a, "n_items": n_items, "base_accuracy": base}
+            for q, (x, a) in zip((0.0, 0.05, 0.1), points, strict=True)]
+
+
+def test_leaderboard_prints_the_item_step_and_the_chance_warning():
+    target = single_target("org/model")
+    at_chance = format_leaderboard(target, _rows(0.5, 100)).splitlines()  # stored fractions: 0.5 = 50%
+    assert at_chance[-2].startswith("one item = 1.00 accuracy points")
+    assert at_chance[-1].startswith("warning: base accuracy 50.00% is within the 95% binomial noise of chance")
+    trained = format_leaderboard(target, _rows(0.75, 1267)).splitlines()
+    assert trained[-1] == "one item = 0.08 accuracy points (1267 items)"
+
+
+# ------------------------------------------------------------------------------------------- taus
+
+FNS = ("ftvvn", "ahon", "random")
+
+
+def _reference(ftvvn):
+    rng = np.random.default_rng(0)
+    values = rng.random((16, len(FNS), 2, 4)) + 0.5  # [input, fn, layer, head]
+    values[:, 0] = ftvvn
+    values[:, 2] = rng.random((16, 2, 4))
+    return values
+
+
+def test_all_zero_reference_warns_and_a_spread_one_does_not():
+    specs = tau_specs(FNS, ["random=0.5"])
+    zeros = _reference(0.0)
+    taus = resolve_taus(specs, zeros, FNS, "stage1-step90")
+    assert taus["ftvvn"].value == 0.0
+    (line,) = tau_warnings(taus, zeros, FNS)
+    assert line.startswith("ftvvn: tau = 0 (quantile 0.15 of stage1-step90) puts 0.0% of the reference's")
+    assert "--tau ftvvn=VALUE" in line and "drop ftvvn" in line
+
+    spread = _reference(np.random.default_rng(1).random((16, 2, 4)))
+    assert tau_warnings(resolve_taus(specs, spread, FNS, "stage1-step90"), spread, FNS) == []
+
+
+def test_random_below_one_half_warns_even_without_reference_scores():
+    taus = resolve_taus(tau_specs(["random", "ahon_ln"]))  # random's default p = 0.15
+    (line,) = tau_warnings(taus)
+    assert line.startswith("random: tau = p = 0.15 < 0.5") and "Binomial(n, 0.15)/n" in line
+    assert tau_warnings(resolve_taus(tau_specs(["random"], ["random=0.5"]))) == []
+
+
+# ------------------------------------------------------------------------------------------- report
+
+
+def _with_quantile_ahon(root):
+    """Replace write_series' fixed taus by a quantile tau for ahon (ahon_ln stays fixed)."""
+    base = {"model_id": MODEL, "revision": "", "stage": 0, "step": 0, "tokens": 0, "tau": 0.5, "direction": "<",
+            "calibration_id": CAL, "taus_id": TAUS}
+    write_table(root, "taus", [
+        base | {"score_fn": "ahon", "source": "quantile", "quantile": 0.15, "reference_revision": "stage1-step50-tokens4000000"},
+        base | {"score_fn": "ahon_ln", "source": "fixed"},
+    ], file_key="taus")
+    return root
+
+
+def test_report_notes_raw_functions_with_a_quantile_tau(tmp_path):
+    d = known_picture()
+    root = _with_quantile_ahon(write_series(tmp_path / "store", {"ahon": d, "ahon_ln": d}, TOKENS))
+    md = report_markdown(load_series(root, MODEL))
+    assert "Note: Raw-unit functions with a quantile tau: ahon (q = 0.15)." in md
+    assert "stage1-step50-tokens4000000" in md and "not comparable with those of the _ln functions" in md
+    html = render_report(root, MODEL, tmp_path / "report").index_html.read_text(encoding="utf-8")
+    assert '<p class="note">Raw-unit functions with a quantile tau: ahon (q = 0.15).' in html
+
+
+def test_no_note_for_ln_functions_alone(tmp_path):
+    root = write_series(tmp_path / "store", {"ahon_ln": known_picture()}, TOKENS)
+    assert "Raw-unit" not in report_markdown(load_series(root, MODEL))
+    html = render_report(root, MODEL, tmp_path / "report").index_html.read_text(encoding="utf-8")
+    assert "Raw-unit" not in html
