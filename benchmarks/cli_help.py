@@ -26,8 +26,9 @@ def help_seconds(argv: list[str]) -> float:
     times = []
     for _ in range(REPEATS):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "flows.cli", *argv, "--help"], cwd=REPO, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "flows.cli", *argv, "--help"], cwd=REPO, check=True, stdout=subprocess.DEVNULL
+        )
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -36,7 +37,9 @@ def main() -> None:
     print(f"{'command':<30} {'median s':>9} {'target s':>9} {'ratio':>6}")
     for argv in [[]] + [[name.replace("_", "-")] for name in COMMANDS]:
         seconds = help_seconds(argv)
-        print(f"{' '.join(['dormant', *argv, '--help']):<30} {seconds:>9.2f} {TARGET_S:>9.2f} {seconds / TARGET_S:>6.2f}")
+        print(
+            f"{' '.join(['dormant', *argv, '--help']):<30} {seconds:>9.2f} {TARGET_S:>9.2f} {seconds / TARGET_S:>6.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -43,12 +43,15 @@ def build_store(root: Path, n_ckpt: int, n_layers: int, n_heads: int, seed: int 
     H = n_layers * n_heads
     scores = random_walk_scores(rng, n_ckpt, H, len(fns))  # [fn, head, checkpoint]
     directions = [get_score_function(f).direction for f in fns]
-    scores[[d == ">" for d in directions]] = 1.0 / scores[[d == ">" for d in directions]]  # ">" functions: high = inactive
+    scores[[d == ">" for d in directions]] = (
+        1.0 / scores[[d == ">" for d in directions]]
+    )  # ">" functions: high = inactive
     taus = np.array([2.0 if d == ">" else 0.5 for d in directions])  # [fn]
-    dormant = np.where(np.array(directions)[:, None, None] == ">", scores > taus[:, None, None],
-                       scores < taus[:, None, None])  # [fn, head, checkpoint]
+    dormant = np.where(
+        np.array(directions)[:, None, None] == ">", scores > taus[:, None, None], scores < taus[:, None, None]
+    )  # [fn, head, checkpoint]
     open_store(root, create=True)
-    t0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
     steps = np.concatenate([[0], np.linspace(10_000, 1_900_000, n_ckpt - 1).astype(np.int64)])
     fn_col = np.repeat(np.array(fns, dtype=object), H)  # [fn * head]
     layer_col = np.tile(np.repeat(np.arange(n_layers, dtype=np.int32), n_heads), len(fns))
@@ -56,18 +59,60 @@ def build_store(root: Path, n_ckpt: int, n_layers: int, n_heads: int, seed: int 
     for c, step in enumerate(steps):
         revision, tokens = f"stage1-step{step}-tokens{step * TOKENS_PER_STEP // 10**9}B", int(step * TOKENS_PER_STEP)
         n = len(fn_col)
-        common = {"model_id": [MODEL] * n, "revision": [revision] * n, "stage": np.full(n, 1, np.int32),
-                  "step": np.full(n, step), "tokens": np.full(n, tokens)}
-        write_table(root, "head_scores", pa.table(common | {
-            "score_fn": fn_col, "layer": layer_col, "head_index": head_col, "score": scores[:, :, c].ravel(),
-            "score_std": np.zeros(n), "tau": np.repeat(taus, H), "direction": np.repeat(np.array(directions, dtype=object), H),
-            "dormant_rate": dormant[:, :, c].ravel().astype(float), "dormant": dormant[:, :, c].ravel(),
-            "calibration_id": ["winogrande-dev-128-bench"] * n, "taus_id": ["taus-bench"] * n}), file_key=revision)
-        write_table(root, "checkpoints", [{
-            "model_id": MODEL, "revision": revision, "stage": 1, "step": int(step), "tokens": tokens,
-            "commit": f"sha{c}", "n_layers": n_layers, "n_heads": n_heads, "calibration_id": "winogrande-dev-128-bench",
-            "n_inputs": 128, "dtype": "float32", "device": "cpu", "seconds": 10.0, "analyzed_at": t0 + timedelta(hours=c),
-            "code_version": "bench", "taus_id": "taus-bench", "scoring_version": "1"}], file_key=revision)
+        common = {
+            "model_id": [MODEL] * n,
+            "revision": [revision] * n,
+            "stage": np.full(n, 1, np.int32),
+            "step": np.full(n, step),
+            "tokens": np.full(n, tokens),
+        }
+        write_table(
+            root,
+            "head_scores",
+            pa.table(
+                common
+                | {
+                    "score_fn": fn_col,
+                    "layer": layer_col,
+                    "head_index": head_col,
+                    "score": scores[:, :, c].ravel(),
+                    "score_std": np.zeros(n),
+                    "tau": np.repeat(taus, H),
+                    "direction": np.repeat(np.array(directions, dtype=object), H),
+                    "dormant_rate": dormant[:, :, c].ravel().astype(float),
+                    "dormant": dormant[:, :, c].ravel(),
+                    "calibration_id": ["winogrande-dev-128-bench"] * n,
+                    "taus_id": ["taus-bench"] * n,
+                }
+            ),
+            file_key=revision,
+        )
+        write_table(
+            root,
+            "checkpoints",
+            [
+                {
+                    "model_id": MODEL,
+                    "revision": revision,
+                    "stage": 1,
+                    "step": int(step),
+                    "tokens": tokens,
+                    "commit": f"sha{c}",
+                    "n_layers": n_layers,
+                    "n_heads": n_heads,
+                    "calibration_id": "winogrande-dev-128-bench",
+                    "n_inputs": 128,
+                    "dtype": "float32",
+                    "device": "cpu",
+                    "seconds": 10.0,
+                    "analyzed_at": t0 + timedelta(hours=c),
+                    "code_version": "bench",
+                    "taus_id": "taus-bench",
+                    "scoring_version": "1",
+                }
+            ],
+            file_key=revision,
+        )
     transitions = derive_transitions(read_table(root, "head_scores", MODEL), read_table(root, "checkpoints", MODEL))
     write_table(root, "transitions", transitions, file_key="transitions", model_id=MODEL)
 
@@ -83,15 +128,19 @@ def main() -> None:
         store = Path(tmp) / "store"
         t = time.perf_counter()
         build_store(store, args.checkpoints, args.layers, args.heads)
-        print(f"store: {args.checkpoints} checkpoints x {args.layers * args.heads} heads x {len(DETERMINISTIC_IDS)} "
-              f"functions built in {time.perf_counter() - t:.1f} s (not timed below)")
+        print(
+            f"store: {args.checkpoints} checkpoints x {args.layers * args.heads} heads x {len(DETERMINISTIC_IDS)} "
+            f"functions built in {time.perf_counter() - t:.1f} s (not timed below)"
+        )
         t, cpu = time.perf_counter(), time.process_time()
         result = render_report(store, MODEL, out_dir=args.keep or Path(tmp) / "report")
         seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
         # CPU time too: on a shared machine the wall time also counts other processes' turns.
-        print(f"render_report: {seconds:.1f} s wall, {cpu:.1f} s CPU, {len(result.figures)} figures (PNG + SVG) | "
-              f"target {TARGET_S:.0f} s | ratio wall/target {seconds / TARGET_S:.2f}, CPU/target {cpu / TARGET_S:.2f} "
-              f"({'met' if seconds < TARGET_S else 'MISSED'} on wall time)")
+        print(
+            f"render_report: {seconds:.1f} s wall, {cpu:.1f} s CPU, {len(result.figures)} figures (PNG + SVG) | "
+            f"target {TARGET_S:.0f} s | ratio wall/target {seconds / TARGET_S:.2f}, CPU/target {cpu / TARGET_S:.2f} "
+            f"({'met' if seconds < TARGET_S else 'MISSED'} on wall time)"
+        )
 
 
 if __name__ == "__main__":

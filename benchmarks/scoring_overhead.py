@@ -45,9 +45,18 @@ def build(length: int):
     from transformers import Olmo2Config, Olmo2ForCausalLM
 
     torch.manual_seed(0)
-    config = Olmo2Config(vocab_size=1024, hidden_size=512, intermediate_size=2048, num_hidden_layers=8,
-                         num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=4096,
-                         pad_token_id=0, bos_token_id=0, eos_token_id=0)
+    config = Olmo2Config(
+        vocab_size=1024,
+        hidden_size=512,
+        intermediate_size=2048,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        max_position_embeddings=4096,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     model = Olmo2ForCausalLM(config).eval()
     ids = torch.randint(1, 1024, (1, length))  # [1, seq]
     return model, ids
@@ -59,10 +68,8 @@ def naive_pass(model, ids):
 
     values, outputs, hooks = {}, {}, []
     for i, layer in enumerate(model.model.layers):
-        hooks.append(layer.self_attn.v_proj.register_forward_hook(
-            lambda m, a, out, i=i: values.__setitem__(i, out)))
-        hooks.append(layer.self_attn.o_proj.register_forward_pre_hook(
-            lambda m, a, i=i: outputs.__setitem__(i, a[0])))
+        hooks.append(layer.self_attn.v_proj.register_forward_hook(lambda m, a, out, i=i: values.__setitem__(i, out)))
+        hooks.append(layer.self_attn.o_proj.register_forward_pre_hook(lambda m, a, i=i: outputs.__setitem__(i, a[0])))
     try:
         out = model(input_ids=ids, output_attentions=True, use_cache=False)
     finally:
@@ -85,8 +92,9 @@ def naive_pass(model, ids):
             "fhon": torch.einsum("shd,whd->hsw", o, w).norm(dim=-1).mean(-1),  # full projection per head
         }
         ln = {f"{k}_ln": x / x.mean() for k, x in raw.items() if k != "lthon"}
-        scores.append({**raw, **ln, "lthon_ln": raw["lthon"] / raw["ahon"].mean(),
-                       "lthon_hn": raw["lthon"] / raw["ahon"]})
+        scores.append(
+            {**raw, **ln, "lthon_ln": raw["lthon"] / raw["ahon"].mean(), "lthon_hn": raw["lthon"] / raw["ahon"]}
+        )
     return out.logits, scores
 
 
@@ -120,24 +128,31 @@ def child(variant: str, length: int) -> dict:
 def main() -> None:
     import torch
 
-    print(f"OLMo-2 8 layers x 8 heads, width 512, random init, batch 1, float32, CPU, "
-          f"{torch.get_num_threads()} threads, median of {REPEATS}")
+    print(
+        f"OLMo-2 8 layers x 8 heads, width 512, random init, batch 1, float32, CPU, "
+        f"{torch.get_num_threads()} threads, median of {REPEATS}"
+    )
     results = {}
     for length in LENGTHS:
         for variant in VARIANTS:
-            proc = subprocess.run([sys.executable, __file__, "--child", variant, str(length)],
-                                  capture_output=True, text=True, check=True)
+            proc = subprocess.run(
+                [sys.executable, __file__, "--child", variant, str(length)], capture_output=True, text=True, check=True
+            )
             results[variant, length] = json.loads(proc.stdout.strip().splitlines()[-1])
     print(f"{'tokens':>6} {'variant':>7} {'seconds':>9} {'peak MiB':>9} {'time/plain':>11} {'mem/plain':>10}")
     for length in LENGTHS:
         plain = results["plain", length]
         for variant in VARIANTS:
             r = results[variant, length]
-            print(f"{length:>6} {variant:>7} {r['seconds']:>9.3f} {r['peak_mib']:>9.1f} "
-                  f"{r['seconds'] / plain['seconds']:>10.2f}x {r['peak_mib'] / plain['peak_mib']:>9.2f}x")
+            print(
+                f"{length:>6} {variant:>7} {r['seconds']:>9.3f} {r['peak_mib']:>9.1f} "
+                f"{r['seconds'] / plain['seconds']:>10.2f}x {r['peak_mib'] / plain['peak_mib']:>9.2f}x"
+            )
         ours, naive = results["ours", length], results["naive", length]
-        print(f"{length:>6} naive/ours: time {naive['seconds'] / ours['seconds']:.2f}x, "
-              f"memory {naive['peak_mib'] / ours['peak_mib']:.2f}x")
+        print(
+            f"{length:>6} naive/ours: time {naive['seconds'] / ours['seconds']:.2f}x, "
+            f"memory {naive['peak_mib'] / ours['peak_mib']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -59,8 +59,10 @@ def main() -> None:
     n_passes = 1 + len(FUNCTIONS) * len(DEFAULT_QUANTILES)
     requests = winogrande_requests(load_winogrande_items(), limit=args.limit)
     batches = encode_requests(tok, requests, args.batch_size, args.device).batches
-    print(f"model: {described}; {len(requests)} items, {len(batches)} batches of <= {args.batch_size} "
-          f"sequences, {n_passes} passes, device {args.device}, {torch.get_num_threads()} threads")
+    print(
+        f"model: {described}; {len(requests)} items, {len(batches)} batches of <= {args.batch_size} "
+        f"sequences, {n_passes} passes, device {args.device}, {torch.get_num_threads()} threads"
+    )
 
     def sync():
         if args.device.startswith("cuda"):
@@ -68,8 +70,15 @@ def main() -> None:
 
     with torch.no_grad():  # warm-up: first calls allocate and pick kernels
         model(batches[0].input_ids, attention_mask=batches[0].attention_mask)
-    run_sweep(model, tok, FUNCTIONS[:1], quantiles=(0.1,), limit=min(len(requests), 8),
-              batch_size=args.batch_size, progress=False)
+    run_sweep(
+        model,
+        tok,
+        FUNCTIONS[:1],
+        quantiles=(0.1,),
+        limit=min(len(requests), 8),
+        batch_size=args.batch_size,
+        progress=False,
+    )
 
     sync()
     start = time.perf_counter()

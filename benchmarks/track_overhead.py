@@ -76,8 +76,10 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-track-"))
     source = args.series if Path(args.series).is_dir() else str(random_series(work / "random-olmo2"))
-    print(f"series: {source} ({len([p for p in Path(source).iterdir() if p.is_dir()])} checkpoints), "
-          f"calibration: {args.limit} WinoGrande sentences")
+    print(
+        f"series: {source} ({len([p for p in Path(source).iterdir() if p.is_dir()])} checkpoints), "
+        f"calibration: {args.limit} WinoGrande sentences"
+    )
 
     from prefect.testing.utilities import prefect_test_harness
 
@@ -85,7 +87,9 @@ def main() -> None:
         flow_run(source, work / "warmup", 2)  # server start-up and first-flow costs are not the flow's overhead
         lib, flo = [], []
         for i in range(args.repeats):  # alternate the order so drift hits both alike
-            runs = [("lib", library_run), ("flow", flow_run)] if i % 2 == 0 else [("flow", flow_run), ("lib", library_run)]
+            runs = (
+                [("lib", library_run), ("flow", flow_run)] if i % 2 == 0 else [("flow", flow_run), ("lib", library_run)]
+            )
             for name, fn in runs:
                 seconds = fn(source, work / f"{name}-{i}", args.limit)
                 (lib if name == "lib" else flo).append(seconds)
@@ -95,14 +99,27 @@ def main() -> None:
         print(f"flow / library   : {flow_s / lib_s:7.3f}x   target < 1.15x")
 
     store = work / f"flow-{args.repeats - 1}" if args.repeats % 2 == 0 else work / "lib-0"
-    cmd = [sys.executable, "-m", "flows.cli", "track", "--repo", source, "--store", str(store),
-           "--limit", str(args.limit), "--no-report"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "flows.cli",
+        "track",
+        "--repo",
+        source,
+        "--store",
+        str(store),
+        "--limit",
+        str(args.limit),
+        "--no-report",
+    ]
     t0 = time.perf_counter()
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     rerun = time.perf_counter() - t0
     loaded = "Loading weights" in out.stderr or "Flow run" in out.stderr
-    print(f"rerun on a stored series: {rerun:7.2f} s   target < 10 s ({rerun / 10:.2f}x of it); exit {out.returncode}; "
-          f"model loaded or flow started: {'yes' if loaded else 'no'}")
+    print(
+        f"rerun on a stored series: {rerun:7.2f} s   target < 10 s ({rerun / 10:.2f}x of it); exit {out.returncode}; "
+        f"model loaded or flow started: {'yes' if loaded else 'no'}"
+    )
     print("   " + (out.stdout.strip().splitlines() or [""])[-1])
 
 

@@ -199,19 +199,22 @@ def _zero_mask(session: ScoringSession, layer: int, scores: dict[str, torch.Tens
     return mask
 
 
-def scoring_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, dormant_session=None,
-                      **kwargs):
+def scoring_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, dormant_session=None, **kwargs):
     """AttentionInterface function: (attn_output [batch, query, head, d_head], None) plus the session's scores.
 
     query [batch, head, seq, d]; key, value [batch, kv_head, seq, d] (GQA repeat happens here).
     """
     session: ScoringSession | None = dormant_session
     if session is None:
-        raise ScoringError(f"the {ATTENTION_NAME!r} attention ran outside dormant_tasks.scoring.scoring_pass; "
-                           "call scoring_pass/score_texts instead of the model directly")
+        raise ScoringError(
+            f"the {ATTENTION_NAME!r} attention ran outside dormant_tasks.scoring.scoring_pass; "
+            "call scoring_pass/score_texts instead of the model directly"
+        )
     if kwargs.get("sliding_window") is not None or kwargs.get("softcap") is not None:
-        raise ScoringError(f"{type(module).__name__} uses sliding-window or soft-capped attention, which the score "
-                           "engine does not support; score a model with plain causal attention")
+        raise ScoringError(
+            f"{type(module).__name__} uses sliding-window or soft-capped attention, which the score "
+            "engine does not support; score a model with plain causal attention"
+        )
     if query.shape[2] != key.shape[2]:
         raise ScoringError("the score engine scores whole inputs in one pass; call the model without a KV cache")
     n_rep = query.shape[1] // key.shape[1]
@@ -221,14 +224,17 @@ def scoring_attention(module, query, key, value, attention_mask, scaling, dropou
         attn_output, _ = _FUSED_CPU(query, k, v, 0.0, True, scale=scaling)  # [batch, head, seq, d]
     else:
         attn_output = torch.nn.functional.scaled_dot_product_attention(
-            query, k, v, is_causal=True, scale=scaling)  # [batch, head, seq, d]
+            query, k, v, is_causal=True, scale=scaling
+        )  # [batch, head, seq, d]
 
     scores = layer_scores(module, query, key, value, attn_output, scaling, session)
     layer = module.layer_idx
     batch, n_heads = query.shape[:2]
-    session.scores[layer] = torch.stack(
-        [scores[fn] for fn in session.score_fns], dim=1
-    ) if session.score_fns else query.new_zeros((batch, 0, n_heads), dtype=torch.float64)  # [batch, fn, head]
+    session.scores[layer] = (
+        torch.stack([scores[fn] for fn in session.score_fns], dim=1)
+        if session.score_fns
+        else query.new_zeros((batch, 0, n_heads), dtype=torch.float64)
+    )  # [batch, fn, head]
     zero = _zero_mask(session, layer, scores, (batch, n_heads), query.device)  # [batch, head]
     session.zeroed[layer] = zero
     if zero.any():
@@ -241,5 +247,13 @@ def random_baseline(seed: int, input_indices, n_layers: int, n_heads: int) -> np
     return np.stack([np.random.default_rng([seed, int(i)]).random((n_layers, n_heads)) for i in input_indices])
 
 
-__all__ = ["ATTENTION_NAME", "DynamicZeroing", "ScoringSession", "StaticZeroing",
-           "head_gram", "layer_scores", "random_baseline", "scoring_attention"]
+__all__ = [
+    "ATTENTION_NAME",
+    "DynamicZeroing",
+    "ScoringSession",
+    "StaticZeroing",
+    "head_gram",
+    "layer_scores",
+    "random_baseline",
+    "scoring_attention",
+]

@@ -115,12 +115,24 @@ def list_revisions(source: str | Path, include_main: bool = False) -> Listing:
         if rev is None:
             skipped.append(name)
         elif not rev.is_main or include_main:
-            revisions.append(Revision(rev.name, rev.stage, rev.step, rev.tokens, rev.ingredient,
-                                      commit=commits.get(name), path=paths.get(name)))
+            revisions.append(
+                Revision(
+                    rev.name,
+                    rev.stage,
+                    rev.step,
+                    rev.tokens,
+                    rev.ingredient,
+                    commit=commits.get(name),
+                    path=paths.get(name),
+                )
+            )
     revisions.sort(key=lambda r: r.sort_key)
     if not revisions:
-        hint = (" (it has a `main` revision: pass --include-main to analyse the final model)"
-                if MAIN in names and not include_main else "")
+        hint = (
+            " (it has a `main` revision: pass --include-main to analyse the final model)"
+            if MAIN in names and not include_main
+            else ""
+        )
         raise CheckpointError(
             f"{source}: no checkpoints found{hint}; checkpoints are "
             f"{'subfolders with a config.json' if is_local_source(source) else 'branches'} named like "
@@ -134,11 +146,15 @@ def list_revisions(source: str | Path, include_main: bool = False) -> Listing:
 
 def _local_names(folder: Path) -> tuple[list[str], dict[str, Path], dict[str, str]]:
     if not folder.is_dir():
-        raise CheckpointError(f"{folder}: no such folder; point --repo at a folder of checkpoint folders "
-                              "or at a Hub repo id like allenai/OLMo-2-0425-1B")
+        raise CheckpointError(
+            f"{folder}: no such folder; point --repo at a folder of checkpoint folders "
+            "or at a Hub repo id like allenai/OLMo-2-0425-1B"
+        )
     if (folder / "config.json").exists():
-        raise CheckpointError(f"{folder} is itself a checkpoint, not a series; point --repo at its parent folder "
-                              f"{folder.parent}, whose subfolders are the checkpoints")
+        raise CheckpointError(
+            f"{folder} is itself a checkpoint, not a series; point --repo at its parent folder "
+            f"{folder.parent}, whose subfolders are the checkpoints"
+        )
     subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     names = [p.name for p in subfolders]
     paths = {p.name: p for p in subfolders if (p / "config.json").exists()}
@@ -155,8 +171,10 @@ def parse_steps(steps: str | tuple[int | None, int | None] | None) -> tuple[int 
     try:
         bounds = (int(lo) if lo.strip() else None, int(hi) if hi.strip() else None) if sep else (int(text), int(text))
     except ValueError:
-        raise ConfigError(f"--steps {steps!r}: expected A:B with integer steps (either side optional), "
-                          "e.g. 1000:50000, :20000 or 5000:") from None
+        raise ConfigError(
+            f"--steps {steps!r}: expected A:B with integer steps (either side optional), "
+            "e.g. 1000:50000, :20000 or 5000:"
+        ) from None
     return bounds
 
 
@@ -190,8 +208,10 @@ class Selection:
     def describe(self) -> str:
         parts = [f"--revisions {g}" for g in self.revisions_glob]
         if self.steps is not None:
-            parts.append(f"--steps {'' if self.steps[0] is None else self.steps[0]}:"
-                         f"{'' if self.steps[1] is None else self.steps[1]}")
+            parts.append(
+                f"--steps {'' if self.steps[0] is None else self.steps[0]}:"
+                f"{'' if self.steps[1] is None else self.steps[1]}"
+            )
         parts += [f"--every {self.every}"] if self.every else []
         parts += [f"--max {self.max_n}"] if self.max_n else []
         return " ".join(parts) or "(everything)"
@@ -215,17 +235,24 @@ class Selection:
             names = [r.name for r in revisions]
             hint = did_you_mean(self.revisions_glob[0], names) if len(self.revisions_glob) == 1 else ""
             span = f" ({ordered_all[0].name} ... {ordered_all[-1].name})" if revisions else ""
-            raise ConfigError(f"the selection {self.describe()} matches none of the {len(revisions)} revisions"
-                              f"{span}{hint}; widen it or run `dormant checkpoints` to see the names")
+            raise ConfigError(
+                f"the selection {self.describe()} matches none of the {len(revisions)} revisions"
+                f"{span}{hint}; widen it or run `dormant checkpoints` to see the names"
+            )
         return selected
 
 
-def select_revisions(revisions: list[Revision], revisions_glob: str | tuple[str, ...] | list[str] | None = None,
-                     steps: str | tuple[int | None, int | None] | None = None, every: int | None = None,
-                     max_n: int | None = None) -> list[Revision]:
+def select_revisions(
+    revisions: list[Revision],
+    revisions_glob: str | tuple[str, ...] | list[str] | None = None,
+    steps: str | tuple[int | None, int | None] | None = None,
+    every: int | None = None,
+    max_n: int | None = None,
+) -> list[Revision]:
     """`Selection(...).apply(revisions)`: see `Selection` for the meaning and order of the filters."""
-    return Selection(tuple([revisions_glob] if isinstance(revisions_glob, str) else revisions_glob or ()),
-                     steps, every, max_n).apply(revisions)
+    return Selection(
+        tuple([revisions_glob] if isinstance(revisions_glob, str) else revisions_glob or ()), steps, every, max_n
+    ).apply(revisions)
 
 
 def training_positions(revisions: list[Revision]) -> list[int]:

@@ -48,8 +48,9 @@ def check_tau(score_fn: str, tau: float) -> float:
     upper = 1.0 if score_fn in UNIT_INTERVAL_FNS else math.inf
     if not (0.0 <= tau <= upper) or math.isnan(tau):
         allowed = "[0, 1]" if upper == 1.0 else ">= 0"
-        raise EvaluationError(f"tau {tau} is outside the range of {score_fn} ({allowed}); "
-                              f"pick a threshold in that range")
+        raise EvaluationError(
+            f"tau {tau} is outside the range of {score_fn} ({allowed}); pick a threshold in that range"
+        )
     return tau
 
 
@@ -64,8 +65,10 @@ def item_step_note(n_items: int) -> str:
     step = item_step_pct(n_items)
     line = f"one item = {step:.2f} accuracy points ({n_items} items)"
     if step >= WITHIN_POINTS:
-        line += (f", >= the metric's {WITHIN_POINTS:g}-point tolerance: one answer can decide "
-                 f"'% zeroed within {WITHIN_POINTS:g} pt'; evaluate more items (--limit)")
+        line += (
+            f", >= the metric's {WITHIN_POINTS:g}-point tolerance: one answer can decide "
+            f"'% zeroed within {WITHIN_POINTS:g} pt'; evaluate more items (--limit)"
+        )
     return line
 
 
@@ -86,10 +89,12 @@ def chance_note(task: str, n_items: int, base_accuracy_pct: float) -> str | None
     chance, half = chance_band_pct(task, n_items)
     if abs(base_accuracy_pct - chance) > half:
         return None
-    return (f"base accuracy {base_accuracy_pct:.2f}% is within the 95% binomial noise of chance for {task} "
-            f"({chance:g}% +/- {half:.2f} points on {n_items} items, {TASK_CHOICES[task]} choices): the model may be "
-            f"guessing, so the leaderboard ranks noise; evaluate a trained checkpoint, or more items if --limit "
-            f"held them back")
+    return (
+        f"base accuracy {base_accuracy_pct:.2f}% is within the 95% binomial noise of chance for {task} "
+        f"({chance:g}% +/- {half:.2f} points on {n_items} items, {TASK_CHOICES[task]} choices): the model may be "
+        f"guessing, so the leaderboard ranks noise; evaluate a trained checkpoint, or more items if --limit "
+        f"held them back"
+    )
 
 
 def check_task(task: str) -> str:
@@ -128,8 +133,10 @@ class EncodedTask:
 def encode_requests(tokenizer, requests, batch_size: int = 16, device="cpu") -> EncodedTask:
     """Tokenise once; `batch_size` sequences per pass, rounded down to whole items (at least one)."""
     if tokenizer is None or not callable(getattr(tokenizer, "encode", None)):
-        raise EvaluationError("no tokenizer given; load the checkpoint's tokenizer with the model "
-                              "(dormant_tasks.loading.load_model_and_tokenizer) and pass it")
+        raise EvaluationError(
+            "no tokenizer given; load the checkpoint's tokenizer with the model "
+            "(dormant_tasks.loading.load_model_and_tokenizer) and pass it"
+        )
     if batch_size < 1:
         raise EvaluationError(f"batch_size must be at least 1, got {batch_size}")
     requests = tuple(requests)
@@ -140,20 +147,28 @@ def encode_requests(tokenizer, requests, batch_size: int = 16, device="cpu") -> 
     items_per_batch = max(1, batch_size // 2)
     batches = []
     for first in range(0, len(options), 2 * items_per_batch):
-        rows = options[first:first + 2 * items_per_batch]
+        rows = options[first : first + 2 * items_per_batch]
         width = max(len(o.input_ids) for o in rows)
         ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # [batch, seq]
         mask = torch.zeros((len(rows), width), dtype=torch.long)  # [batch, seq]
         t_rows, t_pos, t_ids = [], [], []
         for r, o in enumerate(rows):
-            ids[r, :len(o.input_ids)] = torch.tensor(o.input_ids)
-            mask[r, :len(o.input_ids)] = 1
+            ids[r, : len(o.input_ids)] = torch.tensor(o.input_ids)
+            mask[r, : len(o.input_ids)] = 1
             n = len(o.continuation_ids)
             t_rows += [r] * n
             t_pos += range(o.n_context - 1, o.n_context - 1 + n)
             t_ids += o.continuation_ids
-        batches.append(Batch(first, ids.to(device), mask.to(device), torch.tensor(t_rows, device=device),
-                             torch.tensor(t_pos, device=device), torch.tensor(t_ids, device=device)))
+        batches.append(
+            Batch(
+                first,
+                ids.to(device),
+                mask.to(device),
+                torch.tensor(t_rows, device=device),
+                torch.tensor(t_pos, device=device),
+                torch.tensor(t_ids, device=device),
+            )
+        )
     return EncodedTask(requests, options, tuple(batches))
 
 
@@ -207,13 +222,21 @@ def _model_device(model) -> torch.device:
     return next(model.parameters()).device
 
 
-def _evaluate_encoded(model, encoded: EncodedTask, score_fns: tuple[str, ...], zeroing, seed: int,
-                      progress=None) -> ItemResults:
+def _evaluate_encoded(
+    model, encoded: EncodedTask, score_fns: tuple[str, ...], zeroing, seed: int, progress=None
+) -> ItemResults:
     """One pass over every batch; `progress` is a tqdm bar advanced once per batch (or None)."""
     lls, scores, zeroed = [], [], []
     for batch in encoded.batches:
-        result = scoring_pass(model, batch.input_ids, batch.attention_mask, score_fns, zeroing=zeroing,
-                              seed=seed, input_offset=batch.first_input)
+        result = scoring_pass(
+            model,
+            batch.input_ids,
+            batch.attention_mask,
+            score_fns,
+            zeroing=zeroing,
+            seed=seed,
+            input_offset=batch.first_input,
+        )
         lls.append(continuation_loglikelihoods(result.logits, batch))
         scores.append(result.scores)
         zeroed.append(result.zeroed)
@@ -237,9 +260,16 @@ def _progress_bar(enabled: bool, total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="batch")
 
 
-def evaluate_winogrande(model, tokenizer, requests, zeroing: DynamicZeroing | StaticZeroing | None = None,
-                        score_fns=("ahon_ln",), batch_size: int = 16, seed: int = 0,
-                        progress: bool = False) -> ItemResults:
+def evaluate_winogrande(
+    model,
+    tokenizer,
+    requests,
+    zeroing: DynamicZeroing | StaticZeroing | None = None,
+    score_fns=("ahon_ln",),
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: bool = False,
+) -> ItemResults:
     """Accuracy of `model` on `requests` with `zeroing` applied, plus the per-input scores of `score_fns`.
 
     The scores are recorded from the same pass (each layer's own, before its zeroing); a dynamic
@@ -328,14 +358,34 @@ def _requests_for(task: str, shots: int, fewshot_seed: int, limit: int | None) -
 
 def _row(task, shots, mode, score_fn, quantile, tau, result: ItemResults, base_accuracy: float) -> dict:
     """An `evaluations` row: the store keeps proportions as fractions in [0, 1] (this module computes in %)."""
-    return {"task": task, "shots": shots, "mode": mode, "score_fn": score_fn, "quantile": quantile,
-            "tau": tau, "frac_zeroed": result.pct_zeroed / 100.0, "accuracy": result.accuracy / 100.0,
-            "n_items": result.n_items, "base_accuracy": base_accuracy / 100.0}
+    return {
+        "task": task,
+        "shots": shots,
+        "mode": mode,
+        "score_fn": score_fn,
+        "quantile": quantile,
+        "tau": tau,
+        "frac_zeroed": result.pct_zeroed / 100.0,
+        "accuracy": result.accuracy / 100.0,
+        "n_items": result.n_items,
+        "base_accuracy": base_accuracy / 100.0,
+    }
 
 
-def run_sweep(model, tokenizer, score_fns, *, task: str = "winogrande", quantiles=DEFAULT_QUANTILES,
-              shots: int = 0, fewshot_seed: int = DEFAULT_FEWSHOT_SEED, limit: int | None = None,
-              batch_size: int = 16, seed: int = 0, progress: bool = True) -> SweepResult:
+def run_sweep(
+    model,
+    tokenizer,
+    score_fns,
+    *,
+    task: str = "winogrande",
+    quantiles=DEFAULT_QUANTILES,
+    shots: int = 0,
+    fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
+    limit: int | None = None,
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: bool = True,
+) -> SweepResult:
     """The threshold sweep of docs/SCORES.md §6 for each function: 1 un-intervened pass + len(quantiles) per function.
 
     Thresholds are the quantiles of the function's per-input scores of the un-intervened pass, pooled
@@ -346,8 +396,9 @@ def run_sweep(model, tokenizer, score_fns, *, task: str = "winogrande", quantile
     bad = [q for q in quantiles if not 0.0 <= q <= 1.0]
     if not quantiles or bad:
         raise EvaluationError(f"quantiles must be a non-empty list of fractions in [0, 1], got {list(quantiles)}")
-    encoded = encode_requests(tokenizer, _requests_for(task, shots, fewshot_seed, limit), batch_size,
-                              _model_device(model))
+    encoded = encode_requests(
+        tokenizer, _requests_for(task, shots, fewshot_seed, limit), batch_size, _model_device(model)
+    )
     bar = _progress_bar(progress, len(encoded.batches) * (1 + len(fns) * len(quantiles)), "sweep")
     try:
         base = _evaluate_encoded(model, encoded, fns, None, seed, bar)
@@ -358,23 +409,37 @@ def run_sweep(model, tokenizer, score_fns, *, task: str = "winogrande", quantile
             for q in quantiles:
                 tau = pooled_threshold(base.scores_of(fn), q, direction)
                 if math.isnan(tau):
-                    raise EvaluationError(f"{fn} gives no finite score on this model (all NaN), so no threshold "
-                                          f"can be placed; sweep another function")
+                    raise EvaluationError(
+                        f"{fn} gives no finite score on this model (all NaN), so no threshold "
+                        f"can be placed; sweep another function"
+                    )
                 result = _evaluate_encoded(model, encoded, (fn,), DynamicZeroing(fn, tau), seed, bar)
                 rows.append(_row(task, shots, "dynamic", fn, q, tau, result, base.accuracy))
                 points.append((result.pct_zeroed, result.accuracy))
-            summaries[fn] = FunctionSummary(fn, tuple(points), pct_zeroed_within_1pt(points, base.accuracy),
-                                            normalised_auc(points))
+            summaries[fn] = FunctionSummary(
+                fn, tuple(points), pct_zeroed_within_1pt(points, base.accuracy), normalised_auc(points)
+            )
     finally:
         if bar is not None:
             bar.close()
     return SweepResult(task, shots, base.n_items, base.accuracy, base, tuple(rows), summaries)
 
 
-def evaluate_static(model, tokenizer, heads, *, score_fn: str | None = None, tau: float | None = None,
-                    task: str = "winogrande", shots: int = 0, fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
-                    limit: int | None = None, batch_size: int = 16, base_accuracy: float | None = None,
-                    progress: bool = False) -> dict:
+def evaluate_static(
+    model,
+    tokenizer,
+    heads,
+    *,
+    score_fn: str | None = None,
+    tau: float | None = None,
+    task: str = "winogrande",
+    shots: int = 0,
+    fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
+    limit: int | None = None,
+    batch_size: int = 16,
+    base_accuracy: float | None = None,
+    progress: bool = False,
+) -> dict:
     """One `evaluations` row (mode "static"): accuracy with the (layer, head) set `heads` zeroed on every input.
 
     `score_fn`/`tau` label the row (e.g. the tracker mask's function and tau); `base_accuracy` is
@@ -385,8 +450,9 @@ def evaluate_static(model, tokenizer, heads, *, score_fn: str | None = None, tau
         get_score_function(score_fn)
     if tau is not None and score_fn is not None:
         tau = check_tau(score_fn, tau)
-    encoded = encode_requests(tokenizer, _requests_for(task, shots, fewshot_seed, limit), batch_size,
-                              _model_device(model))
+    encoded = encode_requests(
+        tokenizer, _requests_for(task, shots, fewshot_seed, limit), batch_size, _model_device(model)
+    )
     fns = (score_fn or "ahon_ln",)
     bar = _progress_bar(progress, len(encoded.batches) * (1 if base_accuracy is not None else 2), "static")
     try:

@@ -100,8 +100,9 @@ def raster_codes(states: np.ndarray, marks: np.ndarray) -> np.ndarray:
 def draw_raster(raster, tokens: np.ndarray, n_layers: int, n_heads: int, score_fn: str, tau: float) -> Figure:
     """raster: report.RasterData; rows grouped by layer (layer 0 on top)."""
     n_rows, n_cols = raster.states.shape
-    fig = Figure(figsize=(min(max(7.5, 4 + 0.12 * n_cols), 14), min(max(3.5, 0.13 * n_rows + 1.5), 13)),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(min(max(7.5, 4 + 0.12 * n_cols), 14), min(max(3.5, 0.13 * n_rows + 1.5), 13)), layout="constrained"
+    )
     ax = fig.add_subplot()
     codes = raster_codes(raster.states, raster.marks)
     ax.imshow(codes, aspect="auto", interpolation="nearest", cmap=ListedColormap(RASTER_COLOURS), vmin=0, vmax=4)
@@ -227,19 +228,19 @@ def save_figure(fig: Figure, folder: Path, name: str) -> tuple[Path, Path]:
 
 CAPTIONS = {
     "dormant_percent": "Percentage of heads dormant at each checkpoint, one line per score function "
-                       "(raw scores solid, layer-normalised _ln dashed, head-normalised _hn dotted).",
+    "(raw scores solid, layer-normalised _ln dashed, head-normalised _hn dotted).",
     "raster": "Every head's state at every checkpoint under {fn}: rows are heads grouped by layer (layer 0 "
-              "on top), columns are checkpoints in series order; red / green cells mark the checkpoint where "
-              "a head fell dormant / woke.",
+    "on top), columns are checkpoints in series order; red / green cells mark the checkpoint where "
+    "a head fell dormant / woke.",
     "layers": "Number of dormant heads per layer at each checkpoint under {fn}.",
     "transitions": "Transitions under {fn} between consecutive checkpoints (from the store's transitions table): "
-                   "heads that fell dormant (up) and heads that woke (down) in each interval.",
+    "heads that fell dormant (up) and heads that woke (down) in each interval.",
     "scores": "Distribution over heads of the per-head {fn} score (each head's mean over the calibration "
-              "inputs, from head_scores): median and 10–90% band, with the series' tau.",
+    "inputs, from head_scores): median and 10–90% band, with the series' tau.",
     "agreement": "Agreement between score functions at the last checkpoint: intersection over union of "
-                 "their dormant head sets (– where both sets are empty).",
+    "their dormant head sets (– where both sets are empty).",
     "accuracy_vs_zeroed": "Accuracy against the measured % of heads zeroed (dynamic zeroing, thresholds at "
-                          "quantiles of the un-intervened scores), with the base accuracy and base − 1 point.",
+    "quantiles of the un-intervened scores), with the base accuracy and base − 1 point.",
 }
 
 
@@ -251,30 +252,66 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 def _figure(kind: str, name: str, fn: str) -> str:
     caption = CAPTIONS[kind.rstrip("_0123456789") if kind.startswith("accuracy") else kind].format(fn=fn)
-    return (f'<figure><img src="figures/{name}.png" alt="{escape(name)}"><figcaption>{escape(caption)} '
-            f'<a href="figures/{name}.png">PNG</a> · <a href="figures/{name}.svg">SVG</a></figcaption></figure>')
+    return (
+        f'<figure><img src="figures/{name}.png" alt="{escape(name)}"><figcaption>{escape(caption)} '
+        f'<a href="figures/{name}.png">PNG</a> · <a href="figures/{name}.svg">SVG</a></figcaption></figure>'
+    )
 
 
 def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) -> str:
     """index.html: provenance, summary and figures of a `report.Series`; `fig` maps a figure kind to its file name."""
     c0, t = series.checkpoints, series.tokens
     distinct = lambda key: ", ".join(sorted({str(c.get(key)) for c in c0}))  # noqa: E731
-    prov = _table(["item", "value"], [
-        ["calibration set", f"{c0[0]['calibration_id']} ({distinct('n_inputs')} inputs)"],
-        ["taus id", c0[0]["taus_id"]], ["code version", distinct("code_version")],
-        ["scoring version", distinct("scoring_version")],
-        ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
-    ])
+    prov = _table(
+        ["item", "value"],
+        [
+            ["calibration set", f"{c0[0]['calibration_id']} ({distinct('n_inputs')} inputs)"],
+            ["taus id", c0[0]["taus_id"]],
+            ["code version", distinct("code_version")],
+            ["scoring version", distinct("scoring_version")],
+            ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
+        ],
+    )
     sources = {r["score_fn"]: r for r in series.tau_sources}
-    taus = _table(["score function", "dormant if", "source"], [
-        [f, f"score {d} {tau:g}", _tau_source(sources.get(f))] for f, (tau, d) in series.taus.items()])
-    summary = _table(["score function", "first checkpoint with a dormant head", "final % dormant", "fell dormant",
-                      "woke", "heads that changed state"],
-                     [[r["score_fn"], first_dormant_label(r), f"{r['final_pct_dormant']:.2f}", r["fell_dormant"],
-                       r["woke"], r["heads_ever_changed"]] for r in rows])
-    ckpts = _table(["revision", "stage", "step", "tokens", "analysed at", "seconds"],
-                   [[c["revision"], c["stage"], c["step"], format_tokens(c["tokens"]), c["analyzed_at"],
-                     f"{c['seconds']:.1f}" if c["seconds"] is not None else ""] for c in c0])
+    taus = _table(
+        ["score function", "dormant if", "source"],
+        [[f, f"score {d} {tau:g}", _tau_source(sources.get(f))] for f, (tau, d) in series.taus.items()],
+    )
+    summary = _table(
+        [
+            "score function",
+            "first checkpoint with a dormant head",
+            "final % dormant",
+            "fell dormant",
+            "woke",
+            "heads that changed state",
+        ],
+        [
+            [
+                r["score_fn"],
+                first_dormant_label(r),
+                f"{r['final_pct_dormant']:.2f}",
+                r["fell_dormant"],
+                r["woke"],
+                r["heads_ever_changed"],
+            ]
+            for r in rows
+        ],
+    )
+    ckpts = _table(
+        ["revision", "stage", "step", "tokens", "analysed at", "seconds"],
+        [
+            [
+                c["revision"],
+                c["stage"],
+                c["step"],
+                format_tokens(c["tokens"]),
+                c["analyzed_at"],
+                f"{c['seconds']:.1f}" if c["seconds"] is not None else "",
+            ]
+            for c in c0
+        ],
+    )
     figure = lambda kind: _figure(kind, fig[kind], fn)  # noqa: E731
     note = raw_quantile_note(series.tau_sources)
     parts = [
@@ -282,10 +319,17 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) 
         f"<p>{len(t)} checkpoint(s), {escape(series.revisions[0])} ({format_tokens(t[0])} tokens) to "
         f"{escape(series.revisions[-1])} ({format_tokens(t[-1])} tokens); {series.n_layers} layers × "
         f"{series.n_heads} heads; per-function figures for <b>{escape(fn)}</b>.</p>",
-        "<h2>Provenance</h2>", prov, "<h3>Taus</h3>", taus,
-        "<h2>Summary</h2>", summary, figure("dormant_percent"),
+        "<h2>Provenance</h2>",
+        prov,
+        "<h3>Taus</h3>",
+        taus,
+        "<h2>Summary</h2>",
+        summary,
+        figure("dormant_percent"),
         *([f'<p class="note">{escape(note)}</p>'] if note else []),
-        "<h2>Head states</h2>", figure("raster"), figure("layers"),
+        "<h2>Head states</h2>",
+        figure("raster"),
+        figure("layers"),
     ]
     if "transitions" in fig:
         parts += ["<h2>Transitions</h2>", figure("transitions")]
@@ -293,26 +337,50 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) 
         parts += ["<p>A single checkpoint: no transitions yet.</p>"]
     parts += ["<h2>Scores</h2>", figure("scores"), "<h2>Agreement</h2>", figure("agreement")]
     if series.evaluations:
-        parts += ["<h2>Interventions</h2>",
-                  "<p>Few-shot examples of each scored item are drawn from other WinoGrande dev items, never the "
-                  "item itself; the metric is the largest % of heads zeroed with accuracy within 1 point of the "
-                  "base (last crossing of base − 1, linearly interpolated; 0 if never crossed).</p>"]
+        parts += [
+            "<h2>Interventions</h2>",
+            "<p>Few-shot examples of each scored item are drawn from other WinoGrande dev items, never the "
+            "item itself; the metric is the largest % of heads zeroed with accuracy within 1 point of the "
+            "base (last crossing of base − 1, linearly interpolated; 0 if never crossed).</p>",
+        ]
         for k, g in enumerate(groups):
-            parts += [f"<h3>{escape(g.task)}, {g.shots}-shot, {escape(g.revision)}: base accuracy "
-                      f"{g.base_accuracy:.2f}% on {g.n_items} items</h3>",
-                      _table(["score function", "% zeroed within 1 point", "normalised AUC"],
-                             [[f, f"{g.within_1pt[f]:.2f}", f"{g.auc[f]:.2f}"] for f in g.curves]),
-                      figure(f"accuracy_vs_zeroed_{k}")]
+            parts += [
+                f"<h3>{escape(g.task)}, {g.shots}-shot, {escape(g.revision)}: base accuracy "
+                f"{g.base_accuracy:.2f}% on {g.n_items} items</h3>",
+                _table(
+                    ["score function", "% zeroed within 1 point", "normalised AUC"],
+                    [[f, f"{g.within_1pt[f]:.2f}", f"{g.auc[f]:.2f}"] for f in g.curves],
+                ),
+                figure(f"accuracy_vs_zeroed_{k}"),
+            ]
     static = [e for e in series.evaluations if e["mode"] == "static"]
     if static:
-        parts += ["<h3>Static zeroing (a fixed head set, e.g. a tracker mask)</h3>",
-                  _table(["revision", "task", "shots", "score function", "tau", "% zeroed", "accuracy", "base accuracy"],
-                         [[e["revision"], e["task"], e["shots"], e["score_fn"], e["tau"], f"{100 * e['frac_zeroed']:.2f}",
-                           f"{100 * e['accuracy']:.2f}", f"{100 * e['base_accuracy']:.2f}"] for e in static])]
+        parts += [
+            "<h3>Static zeroing (a fixed head set, e.g. a tracker mask)</h3>",
+            _table(
+                ["revision", "task", "shots", "score function", "tau", "% zeroed", "accuracy", "base accuracy"],
+                [
+                    [
+                        e["revision"],
+                        e["task"],
+                        e["shots"],
+                        e["score_fn"],
+                        e["tau"],
+                        f"{100 * e['frac_zeroed']:.2f}",
+                        f"{100 * e['accuracy']:.2f}",
+                        f"{100 * e['base_accuracy']:.2f}",
+                    ]
+                    for e in static
+                ],
+            ),
+        ]
     parts += ["<h2>Checkpoints</h2>", f"<details><summary>{len(c0)} checkpoints</summary>{ckpts}</details>"]
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Dormant heads: "
-            f"{escape(series.model_id)}</title><style>{STYLE}</style></head><body>\n" + "\n".join(parts)
-            + "\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Dormant heads: '
+        f"{escape(series.model_id)}</title><style>{STYLE}</style></head><body>\n"
+        + "\n".join(parts)
+        + "\n</body></html>\n"
+    )
 
 
 def first_dormant_label(row: dict) -> str:
@@ -334,12 +402,14 @@ def raw_quantile_note(tau_sources: list[dict]) -> str | None:
         return None
     fns = ", ".join(f"{r['score_fn']} (q = {r['quantile']:g})" for r in rows)
     refs = ", ".join(sorted({str(r["reference_revision"]) for r in rows}))
-    return (f"Raw-unit functions with a quantile tau: {fns}. Each tau is the q-quantile of the pooled per-input "
-            f"scores of the reference checkpoint {refs} (by default the series' last), so these functions mark "
-            "about q of the (input, head) pairs inactive there and their % dormant ends near q by construction. "
-            "Raw norms and entropies change scale as training proceeds, so their \"dormant\" heads at earlier "
-            "checkpoints reflect the layer's scale rather than the head's behaviour: their curves are not "
-            "comparable with those of the _ln functions.")
+    return (
+        f"Raw-unit functions with a quantile tau: {fns}. Each tau is the q-quantile of the pooled per-input "
+        f"scores of the reference checkpoint {refs} (by default the series' last), so these functions mark "
+        "about q of the (input, head) pairs inactive there and their % dormant ends near q by construction. "
+        'Raw norms and entropies change scale as training proceeds, so their "dormant" heads at earlier '
+        "checkpoints reflect the layer's scale rather than the head's behaviour: their curves are not "
+        "comparable with those of the _ln functions."
+    )
 
 
 def _tau_source(row: dict | None) -> str:
@@ -350,7 +420,9 @@ def _tau_source(row: dict | None) -> str:
     return str(row["source"])
 
 
-STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
-         "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:90%}"
-         "th{background:#f2f2f2}figure{margin:1.5em 0}img{max-width:100%;height:auto}"
-         "figcaption{font-size:90%;color:#444}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:.4em .8em}")
+STYLE = (
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:90%}"
+    "th{background:#f2f2f2}figure{margin:1.5em 0}img{max-width:100%;height:auto}"
+    "figcaption{font-size:90%;color:#444}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:.4em .8em}"
+)

@@ -22,9 +22,16 @@ from pathlib import Path
 from typing import TypeVar
 
 from huggingface_hub import HfApi, constants, list_repo_refs, scan_cache_dir, snapshot_download
-from huggingface_hub.errors import (CacheNotFound, EntryNotFoundError, GatedRepoError, HfHubHTTPError,
-                                    LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError,
-                                    RevisionNotFoundError)
+from huggingface_hub.errors import (
+    CacheNotFound,
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
@@ -34,9 +41,19 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Only what loading needs: config, generation config, tokenizer files, safetensors weights (+ shard index).
-ALLOW_PATTERNS = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                  "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model",
-                  "*.safetensors", "*.safetensors.index.json"]
+ALLOW_PATTERNS = [
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "*.safetensors",
+    "*.safetensors.index.json",
+]
 
 
 def is_loading_file(name: str) -> bool:
@@ -84,8 +101,10 @@ def is_transient(e: BaseException) -> bool:
     if isinstance(e, (ConnectionError, TimeoutError)):
         return True
     # httpx/httpcore transport errors (the Hub client's HTTP stack) do not derive from the builtins above.
-    if any(c.__name__ in ("TransportError", "TimeoutException") and c.__module__.startswith(("httpx", "httpcore"))
-           for c in type(e).__mro__):
+    if any(
+        c.__name__ in ("TransportError", "TimeoutException") and c.__module__.startswith(("httpx", "httpcore"))
+        for c in type(e).__mro__
+    ):
         return True
     return isinstance(e, OSError) and "Consistency check failed" in str(e)  # body shorter than announced
 
@@ -104,23 +123,34 @@ def with_hub_retries(call: Callable[[], T], what: str, retries: int = 3, backoff
         except CheckpointError:
             raise
         except (GatedRepoError, RepositoryNotFoundError) as e:
-            gated = "is gated or private: run `hf auth login`" if isinstance(e, GatedRepoError) else \
-                "was not found: check the repo id (org/name), or log in with `hf auth login` if it is private"
+            gated = (
+                "is gated or private: run `hf auth login`"
+                if isinstance(e, GatedRepoError)
+                else "was not found: check the repo id (org/name), or log in with `hf auth login` if it is private"
+            )
             raise CheckpointError(f"{what}: the repo on {constants.ENDPOINT} {gated}") from None
         except RevisionNotFoundError:
-            raise CheckpointError(f"{what}: no such revision on {constants.ENDPOINT}; "
-                                  "run `dormant checkpoints --repo ...` to list the branches") from None
+            raise CheckpointError(
+                f"{what}: no such revision on {constants.ENDPOINT}; "
+                "run `dormant checkpoints --repo ...` to list the branches"
+            ) from None
         except OfflineModeIsEnabled:
-            raise CheckpointError(f"{what}: HF_HUB_OFFLINE is set; unset it, or use a local checkpoint folder") from None
+            raise CheckpointError(
+                f"{what}: HF_HUB_OFFLINE is set; unset it, or use a local checkpoint folder"
+            ) from None
         except Exception as e:  # noqa: BLE001 - classified below: retried or turned into a CheckpointError
             if _status(e) == 404:  # a server that does not say what is missing (no X-Error-Code header)
-                raise CheckpointError(f"{what}: not found on {constants.ENDPOINT}; check the repo id (org/name) "
-                                      "and run `dormant checkpoints --repo ...` to list its branches") from None
+                raise CheckpointError(
+                    f"{what}: not found on {constants.ENDPOINT}; check the repo id (org/name) "
+                    "and run `dormant checkpoints --repo ...` to list its branches"
+                ) from None
             if not is_transient(e):
                 raise CheckpointError(f"{what} failed ({_one_line(e)})") from e
             if attempt == retries:
-                raise CheckpointError(f"{what}: the Hub at {constants.ENDPOINT} did not answer after {retries + 1} "
-                                      f"attempts ({_one_line(e)}); check the network and retry") from None
+                raise CheckpointError(
+                    f"{what}: the Hub at {constants.ENDPOINT} did not answer after {retries + 1} "
+                    f"attempts ({_one_line(e)}); check the network and retry"
+                ) from None
             wait = backoff_s * 2**attempt
             log.info("%s: transient error (%s); retrying in %.0f s", what, _one_line(e), wait)
             time.sleep(wait)
@@ -141,8 +171,10 @@ def resolve_ref(repo: str, name: str, retries: int = 3, backoff_s: float = 2.0) 
     refs = _list_refs(repo, retries, backoff_s)
     commits = {r.name: r.target_commit for r in [*refs.branches, *refs.tags]}
     if name not in commits:
-        raise CheckpointError(f"{repo}@{name}: no such branch or tag{did_you_mean(name, commits)}; "
-                              f"run `dormant checkpoints --repo {repo}` to list its checkpoints")
+        raise CheckpointError(
+            f"{repo}@{name}: no such branch or tag{did_you_mean(name, commits)}; "
+            f"run `dormant checkpoints --repo {repo}` to list its checkpoints"
+        )
     return commits[name]
 
 
@@ -151,8 +183,9 @@ def check_repo_id(repo: str) -> None:
     try:
         validate_repo_id(repo)
     except HFValidationError:
-        raise CheckpointError(f"{repo!r} is neither an existing folder nor a Hub repo id (org/name); "
-                              "check the spelling or the path") from None
+        raise CheckpointError(
+            f"{repo!r} is neither an existing folder nor a Hub repo id (org/name); check the spelling or the path"
+        ) from None
 
 
 def _list_refs(repo: str, retries: int, backoff_s: float):
@@ -168,8 +201,14 @@ def repo_cache_dir(repo: str, cache_dir: str | Path | None = None) -> Path:
     return Path(cache_dir or constants.HF_HUB_CACHE) / repo_folder_name(repo_id=repo, repo_type="model")
 
 
-def download_revision(repo: str, name: str, commit: str | None = None, cache_dir: str | Path | None = None,
-                      retries: int = 3, backoff_s: float = 2.0) -> Path:
+def download_revision(
+    repo: str,
+    name: str,
+    commit: str | None = None,
+    cache_dir: str | Path | None = None,
+    retries: int = 3,
+    backoff_s: float = 2.0,
+) -> Path:
     """The snapshot folder of `repo` at branch/tag `name`, pinned to `commit` (resolved from the refs when None).
 
     Only `ALLOW_PATTERNS` files are fetched, after checking that the missing ones fit on the disk, and each
@@ -196,12 +235,18 @@ def download_revision(repo: str, name: str, commit: str | None = None, cache_dir
 
 def _loading_files(repo: str, commit: str, where: str, retries: int, backoff_s: float) -> list:
     """The Hub's entries (RepoFile: path, size, blob id, LFS sha256) of the files loading needs at `commit`."""
-    tree = with_hub_retries(lambda: list(HfApi().list_repo_tree(repo, revision=commit, recursive=True)),
-                            f"listing the files of {where}", retries, backoff_s)
+    tree = with_hub_retries(
+        lambda: list(HfApi().list_repo_tree(repo, revision=commit, recursive=True)),
+        f"listing the files of {where}",
+        retries,
+        backoff_s,
+    )
     files = [f for f in tree if hasattr(f, "blob_id") and is_loading_file(f.path)]  # files, not folders
     if not any(f.path.endswith(".safetensors") for f in files) or not any(f.path == "config.json" for f in files):
-        raise CheckpointError(f"{where} has no config.json + safetensors weights (found: "
-                              f"{', '.join(f.path for f in files) or 'none'}); only safetensors checkpoints load")
+        raise CheckpointError(
+            f"{where} has no config.json + safetensors weights (found: "
+            f"{', '.join(f.path for f in files) or 'none'}); only safetensors checkpoints load"
+        )
     return files
 
 
@@ -221,8 +266,10 @@ def check_free_disk(where: str, missing: list, snapshot: Path) -> None:
         return
     needed, free = sum(sizes), _free_bytes(snapshot)
     if needed > free:
-        raise CheckpointError(f"{where} needs {needed / 1e9:.2f} GB but {snapshot.parents[2]} has "
-                              f"{free / 1e9:.2f} GB free; pass --cache-dir on a larger disk or free space")
+        raise CheckpointError(
+            f"{where} needs {needed / 1e9:.2f} GB but {snapshot.parents[2]} has "
+            f"{free / 1e9:.2f} GB free; pass --cache-dir on a larger disk or free space"
+        )
 
 
 def verify_files(where: str, path: Path, files: list) -> None:
@@ -230,10 +277,14 @@ def verify_files(where: str, path: Path, files: list) -> None:
     (huggingface_hub only checks sizes)."""
     for f in files:
         local = path / f.path
-        expected, actual = (f.lfs.sha256, file_sha256(local)) if f.lfs is not None else (f.blob_id, _git_blob_sha1(local))
+        expected, actual = (
+            (f.lfs.sha256, file_sha256(local)) if f.lfs is not None else (f.blob_id, _git_blob_sha1(local))
+        )
         if actual != expected:
-            raise CheckpointError(f"{where}: {f.path} is corrupt (hash {actual[:12]} instead of {expected[:12]}); "
-                                  "it was removed from the cache, retry the download")
+            raise CheckpointError(
+                f"{where}: {f.path} is corrupt (hash {actual[:12]} instead of {expected[:12]}); "
+                "it was removed from the cache, retry the download"
+            )
 
 
 # ---- eviction: the one place that deletes cached revisions ----
@@ -246,8 +297,13 @@ def evict_revision(repo: str, commit: str, cache_dir: str | Path | None = None) 
         cache = scan_cache_dir(cache_dir)
     except CacheNotFound:
         return 0
-    cached = [rev.commit_hash for r in cache.repos if r.repo_id == repo and r.repo_type == "model"
-              for rev in r.revisions if rev.commit_hash == commit]
+    cached = [
+        rev.commit_hash
+        for r in cache.repos
+        if r.repo_id == repo and r.repo_type == "model"
+        for rev in r.revisions
+        if rev.commit_hash == commit
+    ]
     if not cached:
         return 0
     strategy = cache.delete_revisions(*cached)

@@ -40,8 +40,9 @@ def resolve_dtype(dtype: str) -> torch.dtype:
         raise ConfigError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}") from None
 
 
-def load_model_and_tokenizer(path_or_repo: str | Path, revision: str | None = None, dtype: str = "float32",
-                             device: str = "auto"):
+def load_model_and_tokenizer(
+    path_or_repo: str | Path, revision: str | None = None, dtype: str = "float32", device: str = "auto"
+):
     """(model in eval mode, tokenizer) from a local folder or a Hub repo at `revision`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -51,17 +52,23 @@ def load_model_and_tokenizer(path_or_repo: str | Path, revision: str | None = No
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path_or_repo), revision=revision)
     except Exception as e:  # transformers raises OSError/ValueError/... for a folder with no tokenizer
-        raise CheckpointError(f"{where}: no tokenizer could be loaded ({type(e).__name__}: {_first_line(e)}); "
-                              "point --model at a checkpoint folder or Hub repo with tokenizer files") from None
+        raise CheckpointError(
+            f"{where}: no tokenizer could be loaded ({type(e).__name__}: {_first_line(e)}); "
+            "point --model at a checkpoint folder or Hub repo with tokenizer files"
+        ) from None
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path_or_repo), revision=revision, dtype=torch_dtype)
         return model.to(device).eval(), tokenizer
     except (MemoryError, torch.OutOfMemoryError) as e:
-        raise CheckpointError(f"out of memory loading {where} on {device} ({type(e).__name__}: {_first_line(e)}); "
-                              "use --dtype bfloat16, another --device, or a machine with more memory") from None
+        raise CheckpointError(
+            f"out of memory loading {where} on {device} ({type(e).__name__}: {_first_line(e)}); "
+            "use --dtype bfloat16, another --device, or a machine with more memory"
+        ) from None
     except Exception as e:
-        raise CheckpointError(f"{where} is not a loadable causal LM ({type(e).__name__}: {_first_line(e)}); "
-                              "point --model at a checkpoint folder with config.json and safetensors") from None
+        raise CheckpointError(
+            f"{where} is not a loadable causal LM ({type(e).__name__}: {_first_line(e)}); "
+            "point --model at a checkpoint folder with config.json and safetensors"
+        ) from None
 
 
 def _first_line(e: BaseException) -> str:
@@ -100,8 +107,13 @@ def _content_hash(files: tuple[tuple[str, int, int], ...]) -> str:
     return h.hexdigest()
 
 
-def fetch_revision(source: str | Path, revision: Revision, cache_dir: str | Path | None = None,
-                   retries: int = 3, backoff_s: float = 2.0) -> Path:
+def fetch_revision(
+    source: str | Path,
+    revision: Revision,
+    cache_dir: str | Path | None = None,
+    retries: int = 3,
+    backoff_s: float = 2.0,
+) -> Path:
     """The folder holding `revision`'s files: a local checkpoint folder as is, or a Hub revision downloaded
     pinned to its commit by `hub.download_revision` (disk- and hash-checked, evicted on failure)."""
     if revision.path is not None:
@@ -109,8 +121,14 @@ def fetch_revision(source: str | Path, revision: Revision, cache_dir: str | Path
     return download_revision(str(source), revision.name, revision.commit, cache_dir, retries, backoff_s)
 
 
-def load_checkpoint(source: str | Path, revision: Revision, dtype: str = "float32", device: str = "auto",
-                    cache_dir: str | Path | None = None, keep: bool = True) -> LoadedCheckpoint:
+def load_checkpoint(
+    source: str | Path,
+    revision: Revision,
+    dtype: str = "float32",
+    device: str = "auto",
+    cache_dir: str | Path | None = None,
+    keep: bool = True,
+) -> LoadedCheckpoint:
     """Fetch `revision` of `source` and load it. With `keep=False` a Hub revision is evicted (by
     `hub.evict_revision`) as soon as loading is over, whether it succeeded or not, so a sweep's disk holds
     no more than the revisions in flight; local folders are never touched."""
@@ -128,8 +146,13 @@ def load_checkpoint(source: str | Path, revision: Revision, dtype: str = "float3
     return LoadedCheckpoint(model, tokenizer, revision, commit, path, t1 - t0, t2 - t1)
 
 
-def load_model_at(path_or_repo: str | Path, revision: str | None = None, dtype: str = "float32",
-                  device: str = "auto", cache_dir: str | Path | None = None):
+def load_model_at(
+    path_or_repo: str | Path,
+    revision: str | None = None,
+    dtype: str = "float32",
+    device: str = "auto",
+    cache_dir: str | Path | None = None,
+):
     """(model, tokenizer) of one checkpoint: a local folder in place, or a Hub branch/tag (default `main`)
     downloaded through `fetch_revision`, i.e. pinned to its commit, disk-checked and hash-checked."""
     if is_local_source(path_or_repo):

@@ -86,8 +86,10 @@ def tau_specs(score_fns, overrides=()) -> dict[str, TauSpec]:
     for item in overrides:
         spec = parse_tau_option(item) if isinstance(item, str) else item
         if spec.score_fn not in specs:
-            raise ConfigError(f"--tau given for {spec.score_fn!r}, which is not among the scored functions "
-                              f"({', '.join(specs)}); add it to --scores or drop the --tau")
+            raise ConfigError(
+                f"--tau given for {spec.score_fn!r}, which is not among the scored functions "
+                f"({', '.join(specs)}); add it to --scores or drop the --tau"
+            )
         specs[spec.score_fn] = spec
     return specs
 
@@ -109,8 +111,12 @@ def pooled_threshold(values: np.ndarray, q: float, direction: str) -> float:
     return float(np.quantile(flat, q if direction == "<" else 1.0 - q))
 
 
-def resolve_taus(specs: dict[str, TauSpec], reference_values: np.ndarray | None = None, score_fns=(),
-                 reference_revision: str | None = None) -> dict[str, Tau]:
+def resolve_taus(
+    specs: dict[str, TauSpec],
+    reference_values: np.ndarray | None = None,
+    score_fns=(),
+    reference_revision: str | None = None,
+) -> dict[str, Tau]:
     """Turn specs into values; quantile specs need the reference checkpoint's per-input scores.
 
     reference_values: [n_inputs, n_fns, n_layers, n_heads] in the order of `score_fns`.
@@ -122,7 +128,9 @@ def resolve_taus(specs: dict[str, TauSpec], reference_values: np.ndarray | None 
             taus[fn] = Tau(fn, float(spec.value), direction, "fixed")
             continue
         if reference_values is None or fn not in score_fns:
-            raise ConfigError(f"tau for {fn!r} is a quantile of a reference checkpoint, but no reference scores were given")
+            raise ConfigError(
+                f"tau for {fn!r} is a quantile of a reference checkpoint, but no reference scores were given"
+            )
         value = pooled_threshold(reference_values[:, list(score_fns).index(fn)], spec.quantile, direction)
         taus[fn] = Tau(fn, value, direction, "quantile", spec.quantile, reference_revision)
     return taus
@@ -145,16 +153,20 @@ def tau_warnings(taus: dict[str, Tau], reference_values: np.ndarray | None = Non
             flat = flat[~np.isnan(flat)]
             frac = float(is_inactive(flat, tau.value, tau.direction).mean()) if flat.size else 0.0
             if frac < tau.quantile / 2:
-                out.append(f"{fn}: tau = {tau.value:g} (quantile {tau.quantile:g} of {tau.reference_revision}) puts "
-                           f"{100 * frac:.1f}% of the reference's pooled scores on the inactive side "
-                           f"(score {tau.direction} {tau.value:g}), not about {100 * tau.quantile:g}%: the scores "
-                           f"tie at tau, so {fn} marks (almost) no head dormant. Use a fixed --tau {fn}=VALUE "
-                           f"(with --retau on a tracked series) or drop {fn} from --scores")
+                out.append(
+                    f"{fn}: tau = {tau.value:g} (quantile {tau.quantile:g} of {tau.reference_revision}) puts "
+                    f"{100 * frac:.1f}% of the reference's pooled scores on the inactive side "
+                    f"(score {tau.direction} {tau.value:g}), not about {100 * tau.quantile:g}%: the scores "
+                    f"tie at tau, so {fn} marks (almost) no head dormant. Use a fixed --tau {fn}=VALUE "
+                    f"(with --retau on a tracked series) or drop {fn} from --scores"
+                )
         if fn == "random" and tau.value < 0.5:
-            out.append(f"random: tau = p = {tau.value:g} < 0.5, but a head is dormant only when inactive on at "
-                       f"least half the inputs; its dormant rate is Binomial(n, {tau.value:g})/n, so random marks "
-                       "a head dormant only by chance fluctuation (read it as a zero baseline). For a baseline "
-                       "that marks heads, use --tau random=P with P near 0.5")
+            out.append(
+                f"random: tau = p = {tau.value:g} < 0.5, but a head is dormant only when inactive on at "
+                f"least half the inputs; its dormant rate is Binomial(n, {tau.value:g})/n, so random marks "
+                "a head dormant only by chance fluctuation (read it as a zero baseline). For a baseline "
+                "that marks heads, use --tau random=P with P near 0.5"
+            )
     return out
 
 
@@ -183,17 +195,18 @@ def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau]) -> pa.Table:
             score = np.nanmean(v, axis=0)  # [layer, head]
             score_std = np.nanstd(v, axis=0)  # [layer, head]
             rate = is_inactive(v, tau.value, tau.direction).mean(axis=0)  # [layer, head]
-        parts.append({
-            "score_fn": np.full(layer.size, fn, dtype=object),
-            "layer": layer.ravel().astype(np.int32),
-            "head_index": head.ravel().astype(np.int32),
-            "score": score.ravel(),
-            "score_std": score_std.ravel(),
-            "tau": np.full(layer.size, tau.value),
-            "direction": np.full(layer.size, tau.direction, dtype=object),
-            "dormant_rate": rate.ravel(),
-            "dormant": (rate >= 0.5).ravel(),
-        })
+        parts.append(
+            {
+                "score_fn": np.full(layer.size, fn, dtype=object),
+                "layer": layer.ravel().astype(np.int32),
+                "head_index": head.ravel().astype(np.int32),
+                "score": score.ravel(),
+                "score_std": score_std.ravel(),
+                "tau": np.full(layer.size, tau.value),
+                "direction": np.full(layer.size, tau.direction, dtype=object),
+                "dormant_rate": rate.ravel(),
+                "dormant": (rate >= 0.5).ravel(),
+            }
+        )
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return pa.table(columns)
-

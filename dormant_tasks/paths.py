@@ -15,17 +15,21 @@ from pathlib import Path
 
 
 def bundled_file(name: str) -> Path:
-    """A file of the package's bundled data (`dormant_tasks/data/NAME`), as a real path on disk."""
+    """A file of the package's bundled data (`dormant_tasks/data/NAME`) as a path on disk: pip installs a wheel
+    as plain files, so `importlib.resources` gives a real file whose path callers can open, hash and name."""
     return Path(str(resources.files("dormant_tasks") / "data" / name))
 
 
 def default_store() -> Path:
+    """$DORMANT_STORE, else `data/store`: relative, so it is resolved against the working directory of each use."""
     return Path(os.environ.get("DORMANT_STORE", "data/store"))
 
 
 def default_reports_dir() -> Path:
+    """$DORMANT_REPORTS, else `reports` under the working directory; a report goes to <this>/<series slug>/."""
     return Path(os.environ.get("DORMANT_REPORTS", "reports"))
 
 
 def default_series_dir() -> Path:
+    """`data/series` under the working directory: where `dormant demo` pretrains its tiny series."""
     return Path("data/series")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +24,12 @@ import pyarrow.compute as pc
 
 from . import figures as fg
 from .errors import ReportError, did_you_mean
-from .paths import default_reports_dir
 from .evaluation import normalised_auc, pct_zeroed_within_1pt
+from .paths import default_reports_dir
 from .score_functions import ALL_IDS, get_score_function
-from .store import list_models, open_store, read_table, series_slug
 from .series import SeriesView
+from .store import list_models, open_store, read_table, series_slug
 
-DEFAULT_REPORTS = default_reports_dir()  # ./reports/<series slug>/ under the working directory, or $DORMANT_REPORTS
 DEFAULT_SCORE_FN = "ahon_ln"
 
 
@@ -80,8 +78,7 @@ def resolve_model_id(store, model_id: str | None) -> str:
         return models[0]
     if model_id not in models:
         raise ReportError(
-            f"model {model_id!r} is not in the store{did_you_mean(model_id, models)}; "
-            f"it holds: {', '.join(models)}"
+            f"model {model_id!r} is not in the store{did_you_mean(model_id, models)}; it holds: {', '.join(models)}"
         )
     return model_id
 
@@ -91,14 +88,17 @@ def load_series(store, model_id: str) -> Series:
     root = open_store(store)
     model_id = resolve_model_id(root, model_id)
     if not SeriesView.exists(root, model_id):
-        raise ReportError(f"{model_id} has no tracked checkpoints in the store (evaluations only?); "
-                          "run `dormant track` for it")
+        raise ReportError(
+            f"{model_id} has no tracked checkpoints in the store (evaluations only?); run `dormant track` for it"
+        )
     view = SeriesView.open(root, model_id)
     checkpoints = list(view.checkpoints)
     if not checkpoints:
-        raise ReportError(f"{model_id} has no checkpoints under its current taus {view.taus_id}"
-                          f"{f' ({view.n_stale} under older ones)' if view.n_stale else ''}; "
-                          "run `dormant track --retau` on the whole series")
+        raise ReportError(
+            f"{model_id} has no checkpoints under its current taus {view.taus_id}"
+            f"{f' ({view.n_stale} under older ones)' if view.n_stale else ''}; "
+            "run `dormant track --retau` on the whole series"
+        )
     n_layers = max(int(c["n_layers"]) for c in checkpoints)
     n_heads = max(int(c["n_heads"]) for c in checkpoints)
     revisions = pa.array(view.revisions, pa.string())
@@ -227,13 +227,12 @@ def publish_folder(tmp: Path, out: Path) -> None:
 
 
 def staging_folder(out: Path) -> Path:
-    """A private temp folder beside `out`, given the mode the user's umask gives a new folder (mkdtemp makes
-    it 0700, and a published report must be readable by a group or a web server as any folder would be)."""
+    """A new temp folder beside `out`, made by a plain mkdir so that the user's umask sets its mode as for any
+    folder (mkdtemp's 0700 would lock a group or a web server out of the published report; reading the umask
+    with os.umask would change it for every thread of the process meanwhile)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)
+    tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp.mkdir()
     return tmp
 
 
@@ -257,7 +256,8 @@ def evaluation_groups(series: Series) -> list[EvaluationGroup]:
         if row["mode"] == "dynamic":
             key = (row["revision"], row["task"], row["shots"], row["base_accuracy"], row["n_items"])
             groups.setdefault(key, {}).setdefault(row["score_fn"], []).append(
-                (100.0 * row["frac_zeroed"], 100.0 * row["accuracy"]))  # stored fractions, shown in %
+                (100.0 * row["frac_zeroed"], 100.0 * row["accuracy"])
+            )  # stored fractions, shown in %
     order = {rev: i for i, rev in enumerate(series.revisions)}
     out = []
     ordered = sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], -1), kv[0][1:3]))  # series order, task
@@ -266,8 +266,11 @@ def evaluation_groups(series: Series) -> list[EvaluationGroup]:
         fns = sorted(by_fn, key=lambda f: ALL_IDS.index(f) if f in ALL_IDS else len(ALL_IDS))
         curves = {f: np.array(sorted(by_fn[f])) for f in fns}  # [point, 2]
         within = {f: pct_zeroed_within_1pt(curves[f], base) for f in fns}
-        out.append(EvaluationGroup(revision, task, shots, base, n_items, curves, within,
-                                   {f: normalised_auc(curves[f]) for f in fns}))
+        out.append(
+            EvaluationGroup(
+                revision, task, shots, base, n_items, curves, within, {f: normalised_auc(curves[f]) for f in fns}
+            )
+        )
     return out
 
 
@@ -283,17 +286,19 @@ def summary_rows(series: Series) -> list[dict]:
         first = series.checkpoints[any_dormant[0]] if any_dormant.size else None
         marks = series.marks[i]  # [head, checkpoint]
         tau, direction = series.taus[fn]
-        rows.append({
-            "score_fn": fn,
-            "tau": tau,
-            "direction": direction,
-            "first_dormant_revision": first["revision"] if first else None,
-            "first_dormant_tokens": int(first["tokens"]) if first else None,
-            "final_pct_dormant": round(float(pct[i, -1]), 2),
-            "fell_dormant": int((marks == 1).sum()),
-            "woke": int((marks == -1).sum()),
-            "heads_ever_changed": int((marks != 0).any(axis=1).sum()),
-        })
+        rows.append(
+            {
+                "score_fn": fn,
+                "tau": tau,
+                "direction": direction,
+                "first_dormant_revision": first["revision"] if first else None,
+                "first_dormant_tokens": int(first["tokens"]) if first else None,
+                "final_pct_dormant": round(float(pct[i, -1]), 2),
+                "fell_dormant": int((marks == 1).sum()),
+                "woke": int((marks == -1).sum()),
+                "heads_ever_changed": int((marks != 0).any(axis=1).sum()),
+            }
+        )
     return rows
 
 
@@ -313,16 +318,23 @@ def report_markdown(series: Series) -> str:
         "|---|---|---|---:|---:|---:|---:|",
     ]
     for r in summary_rows(series):
-        lines.append(f"| {r['score_fn']} | {r['direction']} {r['tau']:g} | {fg.first_dormant_label(r)} | "
-                     f"{r['final_pct_dormant']:.2f} | "
-                     f"{r['fell_dormant']} | {r['woke']} | {r['heads_ever_changed']} |")
+        lines.append(
+            f"| {r['score_fn']} | {r['direction']} {r['tau']:g} | {fg.first_dormant_label(r)} | "
+            f"{r['final_pct_dormant']:.2f} | "
+            f"{r['fell_dormant']} | {r['woke']} | {r['heads_ever_changed']} |"
+        )
     note = fg.raw_quantile_note(series.tau_sources)
     if note:
         lines += ["", f"Note: {note}"]
     for g in evaluation_groups(series):
-        lines += ["", f"## {g.task}, {g.shots}-shot, {g.revision}: % of heads zeroed within 1 point "
-                      f"(base accuracy {g.base_accuracy:.2f}%, {g.n_items} items)", "",
-                  "| score function | % zeroed within 1 point | normalised AUC |", "|---|---:|---:|"]
+        lines += [
+            "",
+            f"## {g.task}, {g.shots}-shot, {g.revision}: % of heads zeroed within 1 point "
+            f"(base accuracy {g.base_accuracy:.2f}%, {g.n_items} items)",
+            "",
+            "| score function | % zeroed within 1 point | normalised AUC |",
+            "|---|---:|---:|",
+        ]
         lines += [f"| {f} | {g.within_1pt[f]:.2f} | {g.auc[f]:.2f} |" for f in g.curves]
     return "\n".join(lines) + "\n"
 
@@ -340,38 +352,56 @@ class ReportResult:
     markdown: str  # the text of summary.md
 
 
-def render_report(store, model_id: str | None = None, out_dir=None, score_fn: str | None = None,
-                  progress: bool = False) -> ReportResult:
+def render_report(
+    store, model_id: str | None = None, out_dir=None, score_fn: str | None = None, progress: bool = False
+) -> ReportResult:
     """Render the evolution report of `model_id` (the store's only model when None) into `out_dir`.
 
     `score_fn` is the function of the per-function figures (raster, layers, transitions, scores):
-    ahon_ln when tracked, else the first tracked one. `out_dir` defaults to reports/<series slug>/.
+    ahon_ln when tracked, else the first tracked one. `out_dir` defaults to
+    <$DORMANT_REPORTS or ./reports under the working directory>/<series slug>/.
     The folder is replaced only when the new report is complete.
     """
     series = load_series(store, model_id)
     fn = score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
-    out = Path(out_dir) if out_dir is not None else DEFAULT_REPORTS / series_slug(series.model_id)
+    out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(series.model_id)
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
     plots = [  # (kind, file name, draw)
-        ("dormant_percent", "dormant_percent",
-         lambda: fg.draw_dormant_percent(t, dormant_percent(series), series.score_fns)),
+        (
+            "dormant_percent",
+            "dormant_percent",
+            lambda: fg.draw_dormant_percent(t, dormant_percent(series), series.score_fns),
+        ),
         ("raster", f"raster_{fn}", lambda: fg.draw_raster(raster_data(series, fn), t, L, H, fn, tau)),
         ("layers", f"layers_{fn}", lambda: fg.draw_layer_counts(layer_counts(series, fn), t, H, fn)),
     ]
     if len(t) > 1:
-        plots.append(("transitions", f"transitions_{fn}",
-                      lambda: fg.draw_transition_bars(transition_counts(series, fn), t[1:], fn)))
+        plots.append(
+            (
+                "transitions",
+                f"transitions_{fn}",
+                lambda: fg.draw_transition_bars(transition_counts(series, fn), t[1:], fn),
+            )
+        )
     plots += [
         ("scores", f"scores_{fn}", lambda: fg.draw_score_bands(t, score_bands(series, fn), tau, fn)),
-        ("agreement", "agreement",
-         lambda: fg.draw_agreement(agreement_iou(series), series.score_fns, series.revisions[-1])),
+        (
+            "agreement",
+            "agreement",
+            lambda: fg.draw_agreement(agreement_iou(series), series.score_fns, series.revisions[-1]),
+        ),
     ]
     groups = evaluation_groups(series)
     for k, g in enumerate(groups):
         title = f"{g.task}, {g.shots}-shot, {g.revision} ({g.n_items} items)"
-        plots.append((f"accuracy_vs_zeroed_{k}", f"accuracy_vs_zeroed_{k}",
-                      lambda g=g, title=title: fg.draw_accuracy_vs_zeroed(g.curves, g.base_accuracy, title)))
+        plots.append(
+            (
+                f"accuracy_vs_zeroed_{k}",
+                f"accuracy_vs_zeroed_{k}",
+                lambda g=g, title=title: fg.draw_accuracy_vs_zeroed(g.curves, g.base_accuracy, title),
+            )
+        )
 
     tmp = staging_folder(out)
     try:

@@ -61,7 +61,9 @@ def _enum(cls: type[StrEnum], value, name: str) -> StrEnum:
         return cls(value)
     except ValueError:
         choices = [m.value for m in cls]
-        raise ConfigError(f"{name} {value!r}{did_you_mean(str(value), choices)}: use one of {', '.join(choices)}") from None
+        raise ConfigError(
+            f"{name} {value!r}{did_you_mean(str(value), choices)}: use one of {', '.join(choices)}"
+        ) from None
 
 
 def _positive(value: int | None, name: str) -> None:
@@ -114,8 +116,10 @@ class _Request:
         if kind != cls.KIND:
             raise ConfigError(f"this is a {kind!r} request, not a {cls.KIND!r} one: pass it to `dormant {kind}`")
         if not isinstance(version, int) or version > REQUEST_VERSION:
-            raise ConfigError(f"the request has request_version {version!r}; this dormant-heads reads up to "
-                              f"{REQUEST_VERSION}: upgrade dormant-heads (pip install -U dormant-heads)")
+            raise ConfigError(
+                f"the request has request_version {version!r}; this dormant-heads reads up to "
+                f"{REQUEST_VERSION}: upgrade dormant-heads (pip install -U dormant-heads)"
+            )
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
@@ -123,8 +127,12 @@ class _Request:
         if isinstance(data.get("selection"), dict):
             sel = data["selection"]
             steps = sel.get("steps")
-            data["selection"] = Selection(tuple(sel.get("revisions_glob") or ()),
-                                          None if steps is None else tuple(steps), sel.get("every"), sel.get("max_n"))
+            data["selection"] = Selection(
+                tuple(sel.get("revisions_glob") or ()),
+                None if steps is None else tuple(steps),
+                sel.get("every"),
+                sel.get("max_n"),
+            )
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
     @classmethod
@@ -184,16 +192,20 @@ class TrackRequest(_Request):
         if not isinstance(self.selection, Selection):
             raise ConfigError("selection must be a Selection (built from --revisions/--steps/--every/--max)")
         if self.selection.revisions_glob and self.selection.steps is not None:
-            raise ConfigError("--steps and --revisions both select checkpoints: use one of them "
-                              "(--revisions 'stage1-step1?000-*' or --steps 10000:19000)")
+            raise ConfigError(
+                "--steps and --revisions both select checkpoints: use one of them "
+                "(--revisions 'stage1-step1?000-*' or --steps 10000:19000)"
+            )
         _set(self, "score_fns", None if self.score_fns is None else tuple(parse_score_functions(self.score_fns)))
         _set(self, "taus", tuple(self.taus))
         fns = self.score_fns or parse_score_functions(None)
         for t in self.taus:
             spec = parse_tau_option(t)
             if spec.score_fn not in fns:
-                raise ConfigError(f"--tau given for {spec.score_fn!r}, which is not among the scored functions; "
-                                  "add it to --scores or drop the --tau")
+                raise ConfigError(
+                    f"--tau given for {spec.score_fn!r}, which is not among the scored functions; "
+                    "add it to --scores or drop the --tau"
+                )
         for name in ("limit", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
             _positive(getattr(self, name), f"--{name.replace('_', '-')}")
         _set(self, "dtype", _enum(DType, self.dtype, "--dtype"))
@@ -251,8 +263,10 @@ class EvalRequest(_Request):
         _set(self, "store", _absolute(self.store))
         mode = None if self.mode is None else _enum(Mode, self.mode, "--mode")
         if self.series and mode is Mode.DYNAMIC:
-            raise ConfigError("--series evaluates the tracker's static masks; --mode dynamic contradicts it: "
-                              "drop --mode, or drop --series and name one checkpoint")
+            raise ConfigError(
+                "--series evaluates the tracker's static masks; --mode dynamic contradicts it: "
+                "drop --mode, or drop --series and name one checkpoint"
+            )
         if self.series and self.revision:
             raise ConfigError("--series evaluates every tracked checkpoint; --revision names one: drop one of them")
         _set(self, "mode", mode or (Mode.STATIC if self.series else Mode.DYNAMIC))
@@ -261,8 +275,10 @@ class EvalRequest(_Request):
         if not self.quantiles or not all(0.0 <= q <= 1.0 for q in self.quantiles):
             raise ConfigError(f"--quantiles must be fractions in [0, 1] (e.g. 0.05 for 5%), got {list(self.quantiles)}")
         if self.mode is Mode.STATIC and self.quantiles != DEFAULT_QUANTILES:
-            raise ConfigError("--quantiles place the thresholds of --mode dynamic; static mode zeroes the tracker "
-                              "mask: drop --quantiles")
+            raise ConfigError(
+                "--quantiles place the thresholds of --mode dynamic; static mode zeroes the tracker "
+                "mask: drop --quantiles"
+            )
         _positive(self.limit, "--limit")
         _positive(self.batch_size, "--batch-size")
         if not isinstance(self.shots, int) or self.shots < 0:

@@ -9,11 +9,11 @@ Public API
   input b is seeded by (seed, input_offset + b), so it does not depend on batching.
 - `score_texts(model, tokenizer, texts, score_fns=None, batch_size=8, seed=0, progress=False, max_tokens=None,
   max_batch_tokens=None) -> InputScores`: tokenises each text as `tokenizer(text)` does, keeps its first
-  `max_tokens` tokens (default and upper bound: the model's `max_position_embeddings`; one warning names how many
-  inputs were cut, counted in `InputScores.n_truncated`), batches right-padded inputs in input order, cutting a
-  batch at `batch_size` inputs or where padded length x batch size would exceed `max_batch_tokens` (default
-  65,536; an input longer than that goes alone), and collects per-input scores in input order;
-  `InputScores.to_table()` is the docs/DATA_CONTRACT.md `input_scores` layout.
+  `max_tokens` tokens (default and upper bound: the model's `max_position_embeddings`; one warning line names
+  the inputs cut and about how many tokens were left out, `InputScores.n_truncated` counts them), batches
+  right-padded inputs in input order, cutting a batch at `batch_size` inputs or where padded length x batch
+  size would exceed `max_batch_tokens` (default 65,536; an input longer than that goes alone), and collects
+  per-input scores in input order; `InputScores.to_table()` is the docs/DATA_CONTRACT.md `input_scores` layout.
 A model whose attention does not go through `transformers.AttentionInterface` raises `ScoringError`.
 """
 
@@ -71,13 +71,15 @@ class InputScores:
     def to_table(self) -> pa.Table:
         """Long table (the store's `input_scores`): input_index, score_fn, layer, head_index, score (NaN kept)."""
         idx = np.indices(self.values.shape).reshape(4, -1)  # [4, n_inputs * n_fns * n_layers * n_heads]
-        return pa.table({
-            "input_index": pa.array(idx[0], pa.int32()),
-            "score_fn": pa.array(np.asarray(self.score_fns, dtype=object)[idx[1]], pa.string()),
-            "layer": pa.array(idx[2], pa.int32()),
-            "head_index": pa.array(idx[3], pa.int32()),
-            "score": pa.array(self.values.reshape(-1), pa.float64()),
-        })
+        return pa.table(
+            {
+                "input_index": pa.array(idx[0], pa.int32()),
+                "score_fn": pa.array(np.asarray(self.score_fns, dtype=object)[idx[1]], pa.string()),
+                "layer": pa.array(idx[2], pa.int32()),
+                "head_index": pa.array(idx[3], pa.int32()),
+                "score": pa.array(self.values.reshape(-1), pa.float64()),
+            }
+        )
 
 
 def _shape(model) -> tuple[int, int]:
@@ -91,8 +93,10 @@ def scoring_attention_installed(model):
     from transformers import AttentionInterface
 
     if not model._can_set_attn_implementation():
-        raise ScoringError(f"{type(model).__name__}'s attention does not go through transformers' AttentionInterface, "
-                           "so its heads cannot be scored; use a model such as OLMo-2, Llama, Qwen2 or Mistral")
+        raise ScoringError(
+            f"{type(model).__name__}'s attention does not go through transformers' AttentionInterface, "
+            "so its heads cannot be scored; use a model such as OLMo-2, Llama, Qwen2 or Mistral"
+        )
     AttentionInterface.register(ATTENTION_NAME, scoring_attention)
     previous = model.config._attn_implementation
     model.set_attn_implementation(ATTENTION_NAME)
@@ -109,8 +113,10 @@ def _validate_zeroing(zeroing, n_layers: int, n_heads: int) -> None:
         raise ConfigError(f"zeroing must be DynamicZeroing, StaticZeroing or None, got {type(zeroing).__name__}")
     bad = [(layer, h) for layer, h in zeroing.heads if not (0 <= layer < n_layers and 0 <= h < n_heads)]
     if bad:
-        raise ConfigError(f"static zeroing names heads outside the model's {n_layers} layers x {n_heads} heads: "
-                          f"{sorted(bad)[:5]}; use 0-based (layer, head) pairs")
+        raise ConfigError(
+            f"static zeroing names heads outside the model's {n_layers} layers x {n_heads} heads: "
+            f"{sorted(bad)[:5]}; use 0-based (layer, head) pairs"
+        )
 
 
 def input_lengths(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -119,17 +125,26 @@ def input_lengths(attention_mask: torch.Tensor) -> torch.Tensor:
     lengths = mask.sum(-1)  # [batch]
     right_padded = torch.arange(mask.shape[1], device=mask.device) < lengths[:, None]  # [batch, seq]
     if not torch.equal(mask, right_padded):
-        raise ScoringError("inputs must be right-padded (attention_mask rows of 1s then 0s); "
-                           "pad on the right, e.g. tokenizer.padding_side = 'right'")
+        raise ScoringError(
+            "inputs must be right-padded (attention_mask rows of 1s then 0s); "
+            "pad on the right, e.g. tokenizer.padding_side = 'right'"
+        )
     if (lengths == 0).any():
         raise ScoringError(f"input {int((lengths == 0).nonzero()[0])} has no tokens; every input needs at least one")
     return lengths
 
 
 @torch.no_grad()
-def scoring_pass(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, score_fns=None,
-                 zeroing: DynamicZeroing | StaticZeroing | None = None, seed: int = 0, input_offset: int = 0,
-                 query_block: int | None = None) -> PassResult:
+def scoring_pass(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    score_fns=None,
+    zeroing: DynamicZeroing | StaticZeroing | None = None,
+    seed: int = 0,
+    input_offset: int = 0,
+    query_block: int | None = None,
+) -> PassResult:
     """One forward pass: logits, per-input scores [batch, fn, layer, head] and the zeroed mask [batch, layer, head].
 
     `query_block` forces the float32 query-block path (used where the CPU log-sum-exp kernel is absent).
@@ -151,8 +166,10 @@ def scoring_pass(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | 
     with scoring_attention_installed(model):
         out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, dormant_session=session)
     if sorted(session.scores) != list(range(n_layers)):
-        raise ScoringError(f"only {len(session.scores)} of {n_layers} layers of {type(model).__name__} reported "
-                           "scores: its attention does not go through transformers' AttentionInterface")
+        raise ScoringError(
+            f"only {len(session.scores)} of {n_layers} layers of {type(model).__name__} reported "
+            "scores: its attention does not go through transformers' AttentionInterface"
+        )
     scores = torch.stack([session.scores[layer] for layer in range(n_layers)], dim=2)  # [batch, fn, layer, head]
     zeroed = torch.stack([session.zeroed[layer] for layer in range(n_layers)], dim=1)  # [batch, layer, head]
     return PassResult(out.logits, fns, scores.cpu().numpy(), zeroed.cpu().numpy())
@@ -166,20 +183,43 @@ def _context_length(model) -> int | None:
 _PREFIX_MARGIN = 64  # tokens past the limit that a character prefix must give before it stands in for the text
 
 
-def _encode(tokenizer, text: str, limit: int | None) -> tuple[list[int], bool]:
-    """(`tokenizer(text)` ids, cut to `limit`; whether it was cut). A long text is tokenised from a character
-    prefix (doubled until it gives `limit` + a margin of tokens), so its cost does not grow with its length;
-    the first `limit` ids equal those of the whole text, since only the tokens at the prefix's end can differ."""
-    if limit is None:
-        return tokenizer(text)["input_ids"], False
-    chars = 8 * (limit + _PREFIX_MARGIN)
-    while len(text) > chars:
-        ids = tokenizer(text[:chars])["input_ids"]
-        if len(ids) >= limit + _PREFIX_MARGIN:
-            return ids[:limit], True
-        chars *= 2
-    ids = tokenizer(text)["input_ids"]
-    return ids[:limit], len(ids) > limit
+def _tokenize(tokenizer, text: str) -> list[int]:
+    # verbose=False: transformers' own "longer than the maximum" line would double the one warning given here
+    return tokenizer(text, verbose=False)["input_ids"]
+
+
+def _encode(tokenizer, text: str, limit: int | None) -> tuple[list[int], int]:
+    """(`tokenizer(text)` ids cut to `limit`, tokens cut). A text far longer than `limit` is tokenised from a
+    character prefix (doubled until it gives `limit` + a margin of tokens), so its cost does not grow with its
+    length: a pre-tokenizing BPE or Unigram tokenizer changes only the last tokens of a cut text, which the
+    margin keeps out of the first `limit`. Its tokens cut are then estimated at the prefix's tokens per character."""
+    if limit is not None:
+        chars = 8 * (limit + _PREFIX_MARGIN)
+        while len(text) > chars:
+            ids = _tokenize(tokenizer, text[:chars])
+            if len(ids) >= limit + _PREFIX_MARGIN:
+                return ids[:limit], len(ids) - limit + round((len(text) - chars) * len(ids) / chars)
+            chars *= 2
+    ids = _tokenize(tokenizer, text)
+    if limit is None or len(ids) <= limit:
+        return ids, 0
+    return ids[:limit], len(ids) - limit
+
+
+def _warn_truncated(cut: list[int], limit: int, source: str) -> None:
+    """One warning line for the whole call: how many inputs were cut, which, and about how many tokens."""
+    which = [i for i, n in enumerate(cut) if n]
+    shown = ", ".join(map(str, which[:5])) + (", ..." if len(which) > 5 else "")
+    log.warning(
+        "%d of %d inputs (%s) were cut to their first %d tokens (%s), about %s tokens left out; "
+        "set --max-tokens to choose the limit",
+        len(which),
+        len(cut),
+        shown,
+        limit,
+        source,
+        f"{sum(cut):,}",
+    )
 
 
 def _batches(lengths: list[int], batch_size: int, max_batch_tokens: int) -> list[range]:
@@ -196,9 +236,18 @@ def _batches(lengths: list[int], batch_size: int, max_batch_tokens: int) -> list
     return runs
 
 
-def score_texts(model, tokenizer, texts, score_fns=None, batch_size: int = 8, seed: int = 0,
-                progress: bool = False, query_block: int | None = None, max_tokens: int | None = None,
-                max_batch_tokens: int | None = None) -> InputScores:
+def score_texts(
+    model,
+    tokenizer,
+    texts,
+    score_fns=None,
+    batch_size: int = 8,
+    seed: int = 0,
+    progress: bool = False,
+    query_block: int | None = None,
+    max_tokens: int | None = None,
+    max_batch_tokens: int | None = None,
+) -> InputScores:
     """Per-input scores of `model` over `texts`, each tokenised as `tokenizer(text)` does and cut to the first
     `max_tokens` tokens (at most the model's context); batches hold at most `max_batch_tokens` padded tokens."""
     fns = tuple(parse_score_functions(score_fns))
@@ -219,11 +268,11 @@ def score_texts(model, tokenizer, texts, score_fns=None, batch_size: int = 8, se
     for i, ids in enumerate(encoded):
         if not ids:
             raise ScoringError(f"text {i} ({texts[i][:40]!r}) tokenises to zero tokens; remove it or change it")
-    n_truncated = sum(cut)
+    n_truncated = sum(n > 0 for n in cut)
     if n_truncated:
-        source = "--max-tokens" if limit == max_tokens else "the model's max_position_embeddings"
-        log.warning("%d of %d inputs were cut to their first %d tokens (%s); set --max-tokens to choose the limit",
-                    n_truncated, len(encoded), limit, source)
+        _warn_truncated(
+            list(cut), limit, "--max-tokens" if limit == max_tokens else "the model's max_position_embeddings"
+        )
     n_layers, n_heads = _shape(model)
     values = np.empty((len(texts), len(fns), n_layers, n_heads), dtype=np.float64)
     batches = _batches([len(ids) for ids in encoded], batch_size, budget)
@@ -234,14 +283,21 @@ def score_texts(model, tokenizer, texts, score_fns=None, batch_size: int = 8, se
 
         batches = tqdm(batches, desc="scoring", unit="batch")
     for run in batches:
-        chunk = encoded[run.start:run.stop]
+        chunk = encoded[run.start : run.stop]
         width = max(len(ids) for ids in chunk)
         input_ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)  # [batch, seq], right padding
         mask = torch.zeros((len(chunk), width), dtype=torch.long)  # [batch, seq]
         for row, ids in enumerate(chunk):
             input_ids[row, : len(ids)] = torch.tensor(ids)
             mask[row, : len(ids)] = 1
-        result = scoring_pass(model, input_ids.to(device), mask.to(device), fns, seed=seed, input_offset=run.start,
-                              query_block=query_block)
-        values[run.start:run.stop] = result.scores
+        result = scoring_pass(
+            model,
+            input_ids.to(device),
+            mask.to(device),
+            fns,
+            seed=seed,
+            input_offset=run.start,
+            query_block=query_block,
+        )
+        values[run.start : run.stop] = result.scores
     return InputScores(fns, values, np.array([len(ids) for ids in encoded], dtype=np.int64), n_truncated)

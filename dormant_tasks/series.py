@@ -39,21 +39,31 @@ class SeriesView:
     n_stale: int  # revisions stored only under other taus, calibration or scoring version
 
     @classmethod
-    def open(cls, store, model_id: str) -> "SeriesView":
+    def open(cls, store, model_id: str) -> SeriesView:
         """The current view of `model_id`; StoreError (with the models the store holds) when it has none."""
         root = open_store(store)
         tau_rows = read_table(root, "taus", model_id=model_id).to_pylist()
         if not tau_rows:
             known = list_models(root)
-            raise StoreError(f"the store {str(root)!r} holds no tracked series {model_id!r}"
-                             f"{did_you_mean(model_id, known)}; it holds: {', '.join(known) or 'nothing'}. "
-                             "Run `dormant track` for it first")
+            raise StoreError(
+                f"the store {str(root)!r} holds no tracked series {model_id!r}"
+                f"{did_you_mean(model_id, known)}; it holds: {', '.join(known) or 'nothing'}. "
+                "Run `dormant track` for it first"
+            )
         first = tau_rows[0]
-        taus = {r["score_fn"]: Tau(r["score_fn"], r["tau"], r["direction"], r["source"], r["quantile"],
-                                   r["reference_revision"]) for r in tau_rows}
+        taus = {
+            r["score_fn"]: Tau(
+                r["score_fn"], r["tau"], r["direction"], r["source"], r["quantile"], r["reference_revision"]
+            )
+            for r in tau_rows
+        }
         rows = read_table(root, "checkpoints", model_id=model_id).to_pylist()
-        current = [r for r in rows if (r["taus_id"], r["calibration_id"], r["scoring_version"])
-                   == (first["taus_id"], first["calibration_id"], SCORING_VERSION)]
+        current = [
+            r
+            for r in rows
+            if (r["taus_id"], r["calibration_id"], r["scoring_version"])
+            == (first["taus_id"], first["calibration_id"], SCORING_VERSION)
+        ]
         latest: dict[str, dict] = {}
         for r in sorted(current, key=lambda r: r["analyzed_at"]):
             latest[r["revision"]] = r  # a re-analysed revision: its newest analysis counts
@@ -80,8 +90,10 @@ class SeriesView:
         for c in self.checkpoints:
             if c["revision"] == name:
                 return Revision(c["revision"], c["stage"], c["step"], c["tokens"], c["ingredient"])
-        raise StoreError(f"{self.model_id}: revision {name!r} is not tracked under the current taus"
-                         f"{did_you_mean(name, self.revisions)}; run `dormant track` for it first")
+        raise StoreError(
+            f"{self.model_id}: revision {name!r} is not tracked under the current taus"
+            f"{did_you_mean(name, self.revisions)}; run `dormant track` for it first"
+        )
 
     def checkpoints_table(self) -> pa.Table:
         from .store import SCHEMAS
@@ -118,12 +130,16 @@ class SeriesView:
         """The dormant (layer, head_index) set and tau of `score_fn` at a current checkpoint."""
         self.revision(revision)
         if score_fn not in self.taus:
-            raise StoreError(f"{self.model_id}: {score_fn} is not tracked (tracked: {', '.join(self.taus)}); "
-                             f"run `dormant track --retau --scores ... {score_fn}`, or use --mode dynamic")
+            raise StoreError(
+                f"{self.model_id}: {score_fn} is not tracked (tracked: {', '.join(self.taus)}); "
+                f"run `dormant track --retau --scores ... {score_fn}`, or use --mode dynamic"
+            )
         heads = self.head_scores([score_fn], [revision])
         if heads.num_rows == 0:
-            raise StoreError(f"{self.model_id}@{revision}: no {score_fn} mask under the current taus; "
-                             "run `dormant track` for it again")
+            raise StoreError(
+                f"{self.model_id}@{revision}: no {score_fn} mask under the current taus; "
+                "run `dormant track` for it again"
+            )
         dormant = heads.filter(heads.column("dormant"))
         pairs = zip(dormant.column("layer").to_pylist(), dormant.column("head_index").to_pylist())
         return frozenset(pairs), self.taus[score_fn].value

@@ -39,7 +39,7 @@ import socket
 import tempfile
 import uuid
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -49,13 +49,10 @@ import pyarrow.parquet as pq
 
 from . import __version__
 from .errors import StoreError, did_you_mean
-from .paths import default_store
 
 SCHEMA_VERSION = 2
 MARKER = "_store.json"
 REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
-# Default store of local runs, relative to the repository root (git-ignored).
-DEFAULT_STORE = default_store()  # ./data/store under the working directory, or $DORMANT_STORE
 
 
 def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:
@@ -403,11 +400,20 @@ def _writing(folder: Path) -> Iterator[None]:
     try:
         yield
     except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
-                           errno.EEXIST):
+        if e.errno not in (
+            errno.ENOSPC,
+            errno.EDQUOT,
+            errno.EROFS,
+            errno.EACCES,
+            errno.EPERM,
+            errno.ENOTDIR,
+            errno.EEXIST,
+        ):
             raise
-        raise StoreError(f"cannot write to {str(folder)!r}: {e.strerror}; free space, fix its permissions, "
-                         "or choose another folder (what was written before is intact)") from e
+        raise StoreError(
+            f"cannot write to {str(folder)!r}: {e.strerror}; free space, fix its permissions, "
+            "or choose another folder (what was written before is intact)"
+        ) from e
 
 
 def _from_rows(rows: list[dict], table: str) -> pa.Table:
@@ -605,7 +611,7 @@ def _result_groups(path: Path, group: list[str]) -> set[tuple]:
 def _result_time(root: Path, per_checkpoint_file: Path) -> datetime:
     marker = root / "checkpoints" / per_checkpoint_file.parent.name / per_checkpoint_file.name
     if not marker.is_file():
-        return datetime.min.replace(tzinfo=timezone.utc)
+        return datetime.min.replace(tzinfo=UTC)
     times = pq.read_table(marker, columns=["analyzed_at"]).column("analyzed_at").to_pylist()
     return max(times)
 

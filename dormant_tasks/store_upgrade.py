@@ -54,8 +54,10 @@ def upgrade_store(path) -> UpgradeResult:
     if version == SCHEMA_VERSION:
         return UpgradeResult(version, 0, 0)
     if version != 1:
-        raise StoreError(f"store {str(root)!r} has schema_version {version!r}; `dormant store upgrade` upgrades "
-                         f"version 1 to {SCHEMA_VERSION} only")
+        raise StoreError(
+            f"store {str(root)!r} has schema_version {version!r}; `dormant store upgrade` upgrades "
+            f"version 1 to {SCHEMA_VERSION} only"
+        )
     rewritten = sum(_convert_file(p, table) for table in _CONVERTED for p in _files(root, table))
     derived_files = [p for table in _DERIVED for p in _files(root, table)]
     write_marker(root)  # the converted tables read as version 2 from here on
@@ -96,12 +98,15 @@ def _derive_again(root: Path, model_id: str) -> int:
     ckpts = read_table(root, "checkpoints", model_id=model_id)
     keys = sorted(set(zip(ckpts.column("taus_id").to_pylist(), ckpts.column("calibration_id").to_pylist())))
     for tid, cal in keys:
-        mine = ckpts.filter(pc.and_(pc.equal(ckpts.column("taus_id"), tid),
-                                    pc.equal(ckpts.column("calibration_id"), cal)))
+        mine = ckpts.filter(
+            pc.and_(pc.equal(ckpts.column("taus_id"), tid), pc.equal(ckpts.column("calibration_id"), cal))
+        )
         heads = read_table(root, "head_scores", model_id=model_id, filters={"taus_id": tid, "calibration_id": cal})
         heads = heads.filter(pc.is_in(heads.column("revision"), mine.column("revision")))
-        write_table(root, "transitions", derive_transitions(heads, mine), file_key=f"transitions-{tid}",
-                    model_id=model_id)
-        write_table(root, "head_histories", head_histories(heads, mine), file_key=f"head_histories-{tid}",
-                    model_id=model_id)
+        write_table(
+            root, "transitions", derive_transitions(heads, mine), file_key=f"transitions-{tid}", model_id=model_id
+        )
+        write_table(
+            root, "head_histories", head_histories(heads, mine), file_key=f"head_histories-{tid}", model_id=model_id
+        )
     return 1 if keys else 0

@@ -28,14 +28,16 @@ def _transient(task, task_run, state) -> bool:
     return False
 
 
-@task(name="plan-series", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient,
-      cache_policy=NONE)
+@task(name="plan-series", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient, cache_policy=NONE)
 def plan_series(request: TrackRequest) -> tracker.SeriesPlan:
     plan = tracker.plan_series(request)
     if plan.skipped_names:
         names = plan.skipped_names
-        get_run_logger().info("skipped %d names that are not checkpoints: %s", len(names),
-                              ", ".join(names[:10]) + (" ..." if len(names) > 10 else ""))
+        get_run_logger().info(
+            "skipped %d names that are not checkpoints: %s",
+            len(names),
+            ", ".join(names[:10]) + (" ..." if len(names) > 10 else ""),
+        )
     return plan
 
 
@@ -44,26 +46,45 @@ def series_taus(request: TrackRequest, plan: tracker.SeriesPlan) -> tracker.Seri
     return tracker.resolve_series_taus(request, plan)
 
 
-@task(name="prefetch-checkpoint", task_run_name="prefetch-{revision.name}", retries=3,
-      retry_delay_seconds=[10, 60, 300], retry_condition_fn=_transient, cache_policy=NONE)
+@task(
+    name="prefetch-checkpoint",
+    task_run_name="prefetch-{revision.name}",
+    retries=3,
+    retry_delay_seconds=[10, 60, 300],
+    retry_condition_fn=_transient,
+    cache_policy=NONE,
+)
 def prefetch_checkpoint(request: TrackRequest, revision: Revision) -> str:
     """Download a Hub revision ahead of its scoring (a local checkpoint is used in place)."""
     return str(fetch_revision(request.source, revision, request.cache_dir))
 
 
-@task(name="analyze-checkpoint", task_run_name="analyze-{revision.name}", retries=2,
-      retry_delay_seconds=[10, 60], retry_condition_fn=_transient, cache_policy=NONE)
-def analyze_checkpoint(request: TrackRequest, revision: Revision,
-                       series: tracker.SeriesTaus) -> tracker.CheckpointResult:
+@task(
+    name="analyze-checkpoint",
+    task_run_name="analyze-{revision.name}",
+    retries=2,
+    retry_delay_seconds=[10, 60],
+    retry_condition_fn=_transient,
+    cache_policy=NONE,
+)
+def analyze_checkpoint(
+    request: TrackRequest, revision: Revision, series: tracker.SeriesTaus
+) -> tracker.CheckpointResult:
     result = tracker.analyze_checkpoint(request, revision, series)
     log = get_run_logger()
     if result.skipped:
         log.info("%s: already stored, skipped without loading the model", revision.name)
     else:
         s = result.seconds
-        log.info("%s: download %.1fs, load %.1fs, score %.1fs, write %.1fs; ahon_ln dormant %s",
-                 revision.name, s.get("download", 0), s.get("load", 0), s.get("score", 0), s.get("write", 0),
-                 f"{result.pct_dormant['ahon_ln']:.1f}%" if "ahon_ln" in result.pct_dormant else "n/a")
+        log.info(
+            "%s: download %.1fs, load %.1fs, score %.1fs, write %.1fs; ahon_ln dormant %s",
+            revision.name,
+            s.get("download", 0),
+            s.get("load", 0),
+            s.get("score", 0),
+            s.get("write", 0),
+            f"{result.pct_dormant['ahon_ln']:.1f}%" if "ahon_ln" in result.pct_dormant else "n/a",
+        )
     return result
 
 
@@ -72,8 +93,14 @@ def derive_transitions(request: TrackRequest) -> tracker.SeriesSummary:
     return tracker.derive_series(request)
 
 
-@task(name="evaluate-checkpoint", task_run_name="evaluate-{target.revision.name}", retries=1,
-      retry_delay_seconds=[30], retry_condition_fn=_transient, cache_policy=NONE)
+@task(
+    name="evaluate-checkpoint",
+    task_run_name="evaluate-{target.revision.name}",
+    retries=1,
+    retry_delay_seconds=[30],
+    retry_condition_fn=_transient,
+    cache_policy=NONE,
+)
 def evaluate_checkpoint(request: EvalRequest, target) -> list[dict]:
     from .leaderboard import evaluate_target, format_leaderboard
 

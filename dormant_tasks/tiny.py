@@ -110,8 +110,10 @@ class TinyRunConfig:
         if self.seq_len < 2:
             raise ConfigError(f"seq_len must be at least 2 (the boundary token + one text token), got {self.seq_len}")
         if self.hidden_size % self.n_heads:
-            raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by n_heads {self.n_heads}; "
-                              "pick a width that is a multiple of the head count")
+            raise ConfigError(
+                f"hidden_size {self.hidden_size} is not divisible by n_heads {self.n_heads}; "
+                "pick a width that is a multiple of the head count"
+            )
         if not self.lr > 0:
             raise ConfigError(f"lr must be positive, got {self.lr}")
         if self.warmup_steps < 0 or not 0 <= self.min_lr_ratio <= 1 or self.weight_decay < 0:
@@ -164,8 +166,10 @@ def training_sequences(tokenizer: PreTrainedTokenizerFast, texts, seq_len: int) 
     body = seq_len - 1
     n = len(stream) // body
     if n < 1:
-        raise ConfigError(f"the corpus holds {len(stream)} tokens, fewer than one sequence of {seq_len}; "
-                          "use a larger corpus or a shorter seq_len")
+        raise ConfigError(
+            f"the corpus holds {len(stream)} tokens, fewer than one sequence of {seq_len}; "
+            "use a larger corpus or a shorter seq_len"
+        )
     windows = torch.tensor(stream[: n * body], dtype=torch.long).view(n, body)  # [sequence, seq_len - 1]
     starts = torch.full((n, 1), boundary_id, dtype=torch.long)  # [sequence, 1]
     return torch.cat([starts, windows], dim=1)  # [sequence, seq_len]
@@ -186,7 +190,7 @@ def _batches(sequences: torch.Tensor, config: TinyRunConfig):
     while True:
         order = torch.randperm(len(sequences), generator=generator)  # [sequence]
         for start in range(0, len(order) - config.batch_size + 1, config.batch_size):
-            yield sequences[order[start: start + config.batch_size]]  # [batch, seq_len]
+            yield sequences[order[start : start + config.batch_size]]  # [batch, seq_len]
 
 
 def _check_out_dir(out: Path, config: TinyRunConfig) -> None:
@@ -199,8 +203,10 @@ def _check_out_dir(out: Path, config: TinyRunConfig) -> None:
         diff = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
         if diff:
             shown = ", ".join(f"{k}={theirs.get(k)!r} there vs {mine.get(k)!r} asked" for k in diff)
-            raise ConfigError(f"{out} holds a tiny series made with a different config ({shown}); "
-                              "use another --out folder or rerun with the same options")
+            raise ConfigError(
+                f"{out} holds a tiny series made with a different config ({shown}); "
+                "use another --out folder or rerun with the same options"
+            )
     elif out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty and holds no {MANIFEST}; pass an empty or new --out folder")
 
@@ -232,8 +238,13 @@ def _save_checkpoint(out: Path, model, tokenizer, config: TinyRunConfig, ckpt: T
     with _quiet_saving():  # one bar per save would break the run's own bar
         model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    state = {"step": ckpt.step, "tokens": ckpt.tokens, "loss": ckpt.loss, "seed": config.seed,
-             "tokens_per_step": config.tokens_per_step}
+    state = {
+        "step": ckpt.step,
+        "tokens": ckpt.tokens,
+        "loss": ckpt.loss,
+        "seed": config.seed,
+        "tokens_per_step": config.tokens_per_step,
+    }
     (tmp / TRAINER_STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out / ckpt.name)
 
@@ -264,8 +275,9 @@ def _plan(out, steps, seed, corpus, recipe):
     return out, config, corpus_bytes, save_at, names, existing
 
 
-def is_complete(out: str | Path, steps: int = DEFAULT_STEPS, seed: int = 0, *, corpus: str | Path = DEMO_CORPUS,
-                **recipe) -> bool:
+def is_complete(
+    out: str | Path, steps: int = DEFAULT_STEPS, seed: int = 0, *, corpus: str | Path = DEMO_CORPUS, **recipe
+) -> bool:
     """True when `out` already holds every checkpoint of this run (so `pretrain_tiny` would do nothing)."""
     return all(_plan(out, steps, seed, corpus, recipe)[-1].values())
 
@@ -298,8 +310,14 @@ def pretrain_tiny(
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".tmp-*"):  # left by an interrupted run of this series
         shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
-    _write_json_atomic(out / MANIFEST, {"config": asdict(config) | {"recipe_version": RECIPE_VERSION},
-                                        "checkpoints": [names[s] for s in save_at], "complete": False})
+    _write_json_atomic(
+        out / MANIFEST,
+        {
+            "config": asdict(config) | {"recipe_version": RECIPE_VERSION},
+            "checkpoints": [names[s] for s in save_at],
+            "complete": False,
+        },
+    )
 
     saved_threads, saved_deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(threads)
@@ -309,8 +327,14 @@ def pretrain_tiny(
     finally:
         torch.set_num_threads(saved_threads)
         torch.use_deterministic_algorithms(saved_deterministic)
-    _write_json_atomic(out / MANIFEST, {"config": asdict(config) | {"recipe_version": RECIPE_VERSION},
-                                        "checkpoints": [c.name for c in checkpoints], "complete": True})
+    _write_json_atomic(
+        out / MANIFEST,
+        {
+            "config": asdict(config) | {"recipe_version": RECIPE_VERSION},
+            "checkpoints": [c.name for c in checkpoints],
+            "complete": True,
+        },
+    )
     return TinyRun(out, config, tuple(checkpoints), True, time.perf_counter() - started)
 
 
@@ -322,16 +346,20 @@ def _train(out, config, corpus_text, save_at, names, existing, progress) -> list
     tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size)
     sequences = training_sequences(tokenizer, texts, config.seq_len)  # [n_sequences, seq_len]
     torch.manual_seed(config.seed)
-    model_config = tiny_config(tokenizer, config.n_layers, config.n_heads, config.hidden_size,
-                               max_positions=max(512, config.seq_len))
+    model_config = tiny_config(
+        tokenizer, config.n_layers, config.n_heads, config.hidden_size, max_positions=max(512, config.seq_len)
+    )
     model = Olmo2ForCausalLM(model_config)
     model.train()
     # No weight decay on norms (as in OLMo-2); the boundary token's embedding row gets no gradient either way.
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.lr, betas=(0.9, 0.95),
-                                  fused=True)  # one kernel per step instead of one per tensor: ~15% faster here
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+        betas=(0.9, 0.95),
+        fused=True,
+    )  # one kernel per step instead of one per tensor: ~15% faster here
     batches = _batches(sequences, config)
     last = max(s for s in save_at if existing[s] is None)  # replaying past it would change nothing on disk
     checkpoints: list[TinyCheckpoint] = []

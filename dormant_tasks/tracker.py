@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +40,13 @@ INPUT_SCORES_AUTO_LIMIT = 2_000_000
 
 
 def common_columns(model_id: str, revision: Revision) -> dict:
-    return {"model_id": model_id, "revision": revision.name, "stage": revision.stage,
-            "step": revision.step, "tokens": revision.tokens}
+    return {
+        "model_id": model_id,
+        "revision": revision.name,
+        "stage": revision.stage,
+        "step": revision.step,
+        "tokens": revision.tokens,
+    }
 
 
 def _with_columns(table: pa.Table, columns: dict) -> pa.Table:
@@ -75,7 +80,7 @@ def plan_series(request: TrackRequest) -> SeriesPlan:
 class SeriesTaus:
     taus: dict[str, Tau]
     taus_id: str
-    reference: "CheckpointResult | None" = None  # the reference checkpoint, already analysed with these taus
+    reference: CheckpointResult | None = None  # the reference checkpoint, already analysed with these taus
     warnings: tuple[str, ...] = ()  # taus that cannot mark what they aim at (`masks.tau_warnings`)
 
 
@@ -87,8 +92,10 @@ def reference_revision(request: TrackRequest, plan: SeriesPlan) -> Revision:
         if r.name == request.reference:
             return r
     names = [r.name for r in plan.listed]
-    raise ConfigError(f"--reference {request.reference!r} is not a checkpoint of {request.model_id}"
-                      f"{did_you_mean(request.reference, names)}; run `dormant checkpoints` to see the names")
+    raise ConfigError(
+        f"--reference {request.reference!r} is not a checkpoint of {request.model_id}"
+        f"{did_you_mean(request.reference, names)}; run `dormant checkpoints` to see the names"
+    )
 
 
 def resolve_series_taus(request: TrackRequest, plan: SeriesPlan) -> SeriesTaus:
@@ -110,8 +117,9 @@ def resolve_series_taus(request: TrackRequest, plan: SeriesPlan) -> SeriesTaus:
     scored = score_checkpoint(request, reference)
     taus = resolve_taus(specs, scored.scores.values, scored.scores.score_fns, reference.name)
     _write_taus(request, taus, reference)
-    series = SeriesTaus(taus, taus_id(taus),
-                        warnings=tuple(tau_warnings(taus, scored.scores.values, scored.scores.score_fns)))
+    series = SeriesTaus(
+        taus, taus_id(taus), warnings=tuple(tau_warnings(taus, scored.scores.values, scored.scores.score_fns))
+    )
     if reference in plan.selected:
         series.reference = write_checkpoint(request, scored, series)
     return series
@@ -119,36 +127,56 @@ def resolve_series_taus(request: TrackRequest, plan: SeriesPlan) -> SeriesTaus:
 
 def _check_against_stored(request: TrackRequest, specs, view: SeriesView) -> dict[str, Tau]:
     if view.calibration_id != request.calibration.calibration_id:
-        raise StoreError(f"series {request.model_id!r} was tracked with calibration set {view.calibration_id}, not "
-                         f"{request.calibration.calibration_id}; results on different calibration sets are not "
-                         "comparable. Use the same --texts/--limit, another --store, or re-tau the whole series "
-                         "with --retau")
+        raise StoreError(
+            f"series {request.model_id!r} was tracked with calibration set {view.calibration_id}, not "
+            f"{request.calibration.calibration_id}; results on different calibration sets are not "
+            "comparable. Use the same --texts/--limit, another --store, or re-tau the whole series "
+            "with --retau"
+        )
     missing = [fn for fn in request.score_fn_ids if fn not in view.taus]
     if missing:
-        raise StoreError(f"series {request.model_id!r} was tracked without {', '.join(missing)}; its taus are fixed. "
-                         "Track the same --scores, or re-tau the whole series with --retau")
+        raise StoreError(
+            f"series {request.model_id!r} was tracked without {', '.join(missing)}; its taus are fixed. "
+            "Track the same --scores, or re-tau the whole series with --retau"
+        )
     if request.reference is not None and request.reference != view.reference_revision:
-        raise StoreError(f"--reference {request.reference}: the series {request.model_id!r} fixed its quantile taus "
-                         f"from {view.reference_revision}; drop --reference, or re-tau the whole series with --retau")
+        raise StoreError(
+            f"--reference {request.reference}: the series {request.model_id!r} fixed its quantile taus "
+            f"from {view.reference_revision}; drop --reference, or re-tau the whole series with --retau"
+        )
     overridden = {t.split("=", 1)[0].strip() for t in request.taus}
     for spec in (s for s in specs.values() if s.score_fn in overridden):
         old = view.taus[spec.score_fn]
-        same = (spec.value is not None and old.source == "fixed" and old.value == spec.value) or \
-               (spec.quantile is not None and old.source == "quantile" and old.quantile == spec.quantile)
+        same = (spec.value is not None and old.source == "fixed" and old.value == spec.value) or (
+            spec.quantile is not None and old.source == "quantile" and old.quantile == spec.quantile
+        )
         if not same:
-            source = old.source if old.quantile is None else f"{old.source} q={old.quantile:g} of {old.reference_revision}"
+            source = (
+                old.source if old.quantile is None else f"{old.source} q={old.quantile:g} of {old.reference_revision}"
+            )
             raise StoreError(
                 f"--tau {spec.score_fn}: the series {request.model_id!r} already uses tau = {old.value:g} ({source}); "
-                "mixing taus would make checkpoints incomparable. Drop --tau, or re-tau the whole series with --retau")
+                "mixing taus would make checkpoints incomparable. Drop --tau, or re-tau the whole series with --retau"
+            )
     return {fn: view.taus[fn] for fn in request.score_fn_ids}
 
 
 def _write_taus(request: TrackRequest, taus: dict[str, Tau], reference: Revision) -> None:
     tid = taus_id(taus)
-    rows = [{**common_columns(request.model_id, reference), "score_fn": t.score_fn, "tau": t.value,
-             "direction": t.direction, "source": t.source, "quantile": t.quantile,
-             "reference_revision": t.reference_revision, "calibration_id": request.calibration.calibration_id,
-             "taus_id": tid} for t in taus.values()]
+    rows = [
+        {
+            **common_columns(request.model_id, reference),
+            "score_fn": t.score_fn,
+            "tau": t.value,
+            "direction": t.direction,
+            "source": t.source,
+            "quantile": t.quantile,
+            "reference_revision": t.reference_revision,
+            "calibration_id": request.calibration.calibration_id,
+            "taus_id": tid,
+        }
+        for t in taus.values()
+    ]
     write_request(request.store, request.model_id, request)
     # One taus file per series: a re-tau replaces it; results of the old taus stay, keyed by their taus_id.
     write_table(request.store, "taus", rows, file_key="taus")
@@ -176,6 +204,7 @@ class CheckpointResult:
     skipped: bool
     seconds: dict[str, float]
     pct_dormant: dict[str, float]  # score_fn -> % of heads dormant
+    n_truncated: int = 0  # calibration inputs cut to the model's context (or --max-tokens)
 
 
 def checkpoint_key(request: TrackRequest, revision: Revision, commit: str, tid: str) -> CheckpointKey:
@@ -204,20 +233,37 @@ def is_stored(request: TrackRequest, revision: Revision, tid: str, stored: set[C
 def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool = False) -> ScoredCheckpoint:
     """Load one checkpoint and score the calibration set with every function in one pass per batch."""
     # The hub module evicts a downloaded revision once it is loaded, unless --keep-checkpoints.
-    loaded = load_checkpoint(request.source, revision, request.dtype, request.device, request.cache_dir,
-                             keep=request.keep_checkpoints)
+    loaded = load_checkpoint(
+        request.source, revision, request.dtype, request.device, request.cache_dir, keep=request.keep_checkpoints
+    )
     try:
         t0 = time.perf_counter()
-        scores = score_texts(loaded.model, loaded.tokenizer, request.calibration.texts, request.score_fn_ids,
-                             batch_size=request.batch_size, seed=request.seed, progress=progress,
-                             max_tokens=request.max_tokens, max_batch_tokens=request.max_batch_tokens)
+        scores = score_texts(
+            loaded.model,
+            loaded.tokenizer,
+            request.calibration.texts,
+            request.score_fn_ids,
+            batch_size=request.batch_size,
+            seed=request.seed,
+            progress=progress,
+            max_tokens=request.max_tokens,
+            max_batch_tokens=request.max_batch_tokens,
+        )
         seconds_score = time.perf_counter() - t0
         n_layers, n_heads = scores.values.shape[2:]
         device = str(next(loaded.model.parameters()).device)
     finally:
         del loaded.model
-    return ScoredCheckpoint(revision, loaded.commit, scores, n_layers, n_heads, request.dtype, device,
-                            {"download": loaded.seconds_download, "load": loaded.seconds_load, "score": seconds_score})
+    return ScoredCheckpoint(
+        revision,
+        loaded.commit,
+        scores,
+        n_layers,
+        n_heads,
+        request.dtype,
+        device,
+        {"download": loaded.seconds_download, "load": loaded.seconds_load, "score": seconds_score},
+    )
 
 
 def write_checkpoint(request: TrackRequest, scored: ScoredCheckpoint, series: SeriesTaus) -> CheckpointResult:
@@ -240,27 +286,48 @@ def write_checkpoint(request: TrackRequest, scored: ScoredCheckpoint, series: Se
             write_table(request.store, "input_scores", inputs, file_key=file_key)
         write_table(request.store, "head_scores", heads, file_key=file_key)
         seconds = {**scored.seconds, "write": time.perf_counter() - t0}
-        write_table(request.store, "checkpoints", [{
-            **common, "commit": scored.commit, "n_layers": scored.n_layers, "n_heads": scored.n_heads,
-            "calibration_id": cal_id, "n_inputs": len(request.calibration.texts), "dtype": scored.dtype,
-            "device": scored.device, "seconds": sum(seconds.values()), "analyzed_at": datetime.now(timezone.utc),
-            "code_version": __version__, "taus_id": tid, "scoring_version": SCORING_VERSION,
-            "ingredient": rev.ingredient, "request_id": request.request_id,
-        }], file_key=file_key)
-    return CheckpointResult(rev, scored.commit, False, seconds, pct_dormant(heads))
+        write_table(
+            request.store,
+            "checkpoints",
+            [
+                {
+                    **common,
+                    "commit": scored.commit,
+                    "n_layers": scored.n_layers,
+                    "n_heads": scored.n_heads,
+                    "calibration_id": cal_id,
+                    "n_inputs": len(request.calibration.texts),
+                    "dtype": scored.dtype,
+                    "device": scored.device,
+                    "seconds": sum(seconds.values()),
+                    "analyzed_at": datetime.now(UTC),
+                    "code_version": __version__,
+                    "taus_id": tid,
+                    "scoring_version": SCORING_VERSION,
+                    "ingredient": rev.ingredient,
+                    "request_id": request.request_id,
+                }
+            ],
+            file_key=file_key,
+        )
+    return CheckpointResult(rev, scored.commit, False, seconds, pct_dormant(heads), scored.scores.n_truncated)
 
 
 def pct_dormant(head_scores: pa.Table) -> dict[str, float]:
     out = {}
     for fn in pc.unique(head_scores.column("score_fn")).to_pylist():
-        d = head_scores.filter(pc.equal(head_scores.column("score_fn"), fn)).column("dormant").to_numpy(
-            zero_copy_only=False)
+        d = (
+            head_scores.filter(pc.equal(head_scores.column("score_fn"), fn))
+            .column("dormant")
+            .to_numpy(zero_copy_only=False)
+        )
         out[fn] = 100.0 * float(np.mean(d)) if d.size else 0.0
     return out
 
 
-def analyze_checkpoint(request: TrackRequest, revision: Revision, series: SeriesTaus,
-                       progress: bool = False) -> CheckpointResult:
+def analyze_checkpoint(
+    request: TrackRequest, revision: Revision, series: SeriesTaus, progress: bool = False
+) -> CheckpointResult:
     """Skip a stored checkpoint without loading it; else load, score, aggregate and write it."""
     if is_stored(request, revision, series.taus_id):
         return CheckpointResult(revision, known_commit(revision) or "", True, {}, {})
@@ -271,29 +338,48 @@ def analyze_checkpoint(request: TrackRequest, revision: Revision, series: Series
     return write_checkpoint(request, score_checkpoint(request, revision, progress), series)
 
 
-def reaggregate_from_input_scores(request: TrackRequest, revision: Revision, series: SeriesTaus) -> CheckpointResult | None:
+def reaggregate_from_input_scores(
+    request: TrackRequest, revision: Revision, series: SeriesTaus
+) -> CheckpointResult | None:
     """Re-tau without loading the model when this checkpoint's per-input scores were kept (docs/SCORES.md §3)."""
     commit = known_commit(revision)
     cal_id = request.calibration.calibration_id
-    ckpts = read_table(request.store, "checkpoints", model_id=request.model_id,
-                       filters={"revision": revision.name, "calibration_id": cal_id,
-                                "scoring_version": SCORING_VERSION})
+    ckpts = read_table(
+        request.store,
+        "checkpoints",
+        model_id=request.model_id,
+        filters={"revision": revision.name, "calibration_id": cal_id, "scoring_version": SCORING_VERSION},
+    )
     if commit is None or commit not in ckpts.column("commit").to_pylist():
         return None
-    inputs = read_table(request.store, "input_scores", model_id=request.model_id,
-                        filters={"revision": revision.name, "calibration_id": cal_id})
+    inputs = read_table(
+        request.store,
+        "input_scores",
+        model_id=request.model_id,
+        filters={"revision": revision.name, "calibration_id": cal_id},
+    )
     if inputs.num_rows == 0 or set(request.score_fn_ids) - set(pc.unique(inputs.column("score_fn")).to_pylist()):
         return None
     row = ckpts.filter(pc.equal(ckpts.column("commit"), commit)).to_pylist()[0]
     n_inputs, n_layers, n_heads = row["n_inputs"], row["n_layers"], row["n_heads"]
     values = np.full((n_inputs, len(request.score_fn_ids), n_layers, n_heads), np.nan)
-    cols = {c: inputs.column(c).to_numpy(zero_copy_only=False)
-            for c in ("input_index", "score_fn", "layer", "head_index", "score")}
+    cols = {
+        c: inputs.column(c).to_numpy(zero_copy_only=False)
+        for c in ("input_index", "score_fn", "layer", "head_index", "score")
+    }
     for f, fn in enumerate(request.score_fn_ids):
         sel = cols["score_fn"] == fn
         values[cols["input_index"][sel], f, cols["layer"][sel], cols["head_index"][sel]] = cols["score"][sel]
-    scored = ScoredCheckpoint(revision, commit, InputScores(tuple(request.score_fn_ids), values, np.zeros(n_inputs, np.int64)),
-                              n_layers, n_heads, row["dtype"], row["device"], {})
+    scored = ScoredCheckpoint(
+        revision,
+        commit,
+        InputScores(tuple(request.score_fn_ids), values, np.zeros(n_inputs, np.int64)),
+        n_layers,
+        n_heads,
+        row["dtype"],
+        row["device"],
+        {},
+    )
     return write_checkpoint(request, scored, series)
 
 
@@ -325,10 +411,12 @@ def derive_series(request: TrackRequest) -> SeriesSummary:
     trans = derive_transitions(heads, ckpts)
     hist = head_histories(heads, ckpts)
     with series_lock(request.store, request.model_id):
-        write_table(request.store, "transitions", trans, file_key=f"transitions-{view.taus_id}",
-                    model_id=request.model_id)
-        write_table(request.store, "head_histories", hist, file_key=f"head_histories-{view.taus_id}",
-                    model_id=request.model_id)
+        write_table(
+            request.store, "transitions", trans, file_key=f"transitions-{view.taus_id}", model_id=request.model_id
+        )
+        write_table(
+            request.store, "head_histories", hist, file_key=f"head_histories-{view.taus_id}", model_id=request.model_id
+        )
     by_fn: dict[str, int] = {}
     for fn in trans.column("score_fn").to_pylist():
         by_fn[fn] = by_fn.get(fn, 0) + 1

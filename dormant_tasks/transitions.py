@@ -57,8 +57,10 @@ def _ingredients(checkpoints: pa.Table | None) -> dict[tuple[str, str], int]:
 
 def series_order(stage, ingredient, step, tokens, revision) -> np.ndarray:
     """Indices that sort checkpoints into the one series order (`checkpoints.series_sort_key`: main last)."""
-    keys = [series_sort_key(str(r), int(s), None if i is None else int(i), int(st), int(t))
-            for s, i, st, t, r in zip(stage, ingredient, step, tokens, revision)]
+    keys = [
+        series_sort_key(str(r), int(s), None if i is None else int(i), int(st), int(t))
+        for s, i, st, t, r in zip(stage, ingredient, step, tokens, revision)
+    ]
     return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
 
 
@@ -117,8 +119,10 @@ def series_states(head_scores: pa.Table, checkpoints: pa.Table | None = None) ->
     names = {}
     for c in _CODED:
         cols[c], names[c] = _codes(head_scores.column(c))
-    groups = {(names["model_id"][m], names["score_fn"][f]): (m, f)
-              for m, f in set(zip(cols["model_id"].tolist(), cols["score_fn"].tolist()))}
+    groups = {
+        (names["model_id"][m], names["score_fn"][f]): (m, f)
+        for m, f in set(zip(cols["model_id"].tolist(), cols["score_fn"].tolist()))
+    }
     for (model_id, score_fn), (m, f) in sorted(groups.items()):
         rows = np.flatnonzero((cols["model_id"] == m) & (cols["score_fn"] == f))
         yield _states_of(model_id, score_fn, {k: v[rows] for k, v in cols.items()}, names, ingredient_of)
@@ -173,9 +177,21 @@ def _states_of(model_id: str, score_fn: str, c: dict[str, np.ndarray], names, in
     dormant[cell] = c["dormant"].astype(bool)
     tau = c["tau"][0] if len(c["tau"]) else np.nan
     first = rep[order[0]]  # a row of the first checkpoint: every compared pair shares its ids (checked above)
-    return SeriesStates(model_id, score_fn, revision, stage, step, tokens, pred, heads[:, 0], heads[:, 1],
-                        float(tau), dormant.reshape(n, len(heads)), str(names["calibration_id"][c["calibration_id"][first]]),
-                        str(names["taus_id"][c["taus_id"][first]]))
+    return SeriesStates(
+        model_id,
+        score_fn,
+        revision,
+        stage,
+        step,
+        tokens,
+        pred,
+        heads[:, 0],
+        heads[:, 1],
+        float(tau),
+        dormant.reshape(n, len(heads)),
+        str(names["calibration_id"][c["calibration_id"][first]]),
+        str(names["taus_id"][c["taus_id"][first]]),
+    )
 
 
 def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> pa.Table:
@@ -191,18 +207,29 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
         changed = s.dormant[frm] != s.dormant[to]  # [pair, head]
         p, h = np.nonzero(changed)  # one entry per transition, ordered by (pair, head)
         t_i, f_i = to[p], frm[p]
-        parts.append({
-            "model_id": np.full(len(p), s.model_id, dtype=object),
-            "revision": s.revision[t_i], "stage": s.stage[t_i], "step": s.step[t_i], "tokens": s.tokens[t_i],
-            "score_fn": np.full(len(p), s.score_fn, dtype=object), "tau": np.full(len(p), s.tau),
-            "layer": s.layer[h], "head_index": s.head_index[h],
-            "from_revision": s.revision[f_i], "to_revision": s.revision[t_i],
-            "from_step": s.step[f_i], "to_step": s.step[t_i],
-            "from_tokens": s.tokens[f_i], "to_tokens": s.tokens[t_i],
-            "from_state": _state(s.dormant[f_i, h]), "to_state": _state(s.dormant[t_i, h]),
-            "calibration_id": np.full(len(p), s.calibration_id, dtype=object),
-            "taus_id": np.full(len(p), s.taus_id, dtype=object),
-        })
+        parts.append(
+            {
+                "model_id": np.full(len(p), s.model_id, dtype=object),
+                "revision": s.revision[t_i],
+                "stage": s.stage[t_i],
+                "step": s.step[t_i],
+                "tokens": s.tokens[t_i],
+                "score_fn": np.full(len(p), s.score_fn, dtype=object),
+                "tau": np.full(len(p), s.tau),
+                "layer": s.layer[h],
+                "head_index": s.head_index[h],
+                "from_revision": s.revision[f_i],
+                "to_revision": s.revision[t_i],
+                "from_step": s.step[f_i],
+                "to_step": s.step[t_i],
+                "from_tokens": s.tokens[f_i],
+                "to_tokens": s.tokens[t_i],
+                "from_state": _state(s.dormant[f_i, h]),
+                "to_state": _state(s.dormant[t_i, h]),
+                "calibration_id": np.full(len(p), s.calibration_id, dtype=object),
+                "taus_id": np.full(len(p), s.taus_id, dtype=object),
+            }
+        )
     return _to_table(parts, "transitions")
 
 
@@ -220,20 +247,26 @@ def head_histories(head_scores: pa.Table, checkpoints: pa.Table | None = None) -
         has_pred = s.predecessor >= 0
         n_changes = (s.dormant[s.predecessor[has_pred]] != s.dormant[has_pred]).sum(axis=0)  # [head]
         first_or_0 = np.maximum(first, 0)
-        parts.append({
-            "model_id": np.full(n_heads, s.model_id, dtype=object),
-            "revision": np.full(n_heads, s.revision[last], dtype=object),
-            "stage": np.full(n_heads, s.stage[last]), "step": np.full(n_heads, s.step[last]),
-            "tokens": np.full(n_heads, s.tokens[last]),
-            "score_fn": np.full(n_heads, s.score_fn, dtype=object), "tau": np.full(n_heads, s.tau),
-            "layer": s.layer, "head_index": s.head_index,
-            "first_dormant_step": pa.array(s.step[first_or_0], mask=~ever, type=pa.int64()),
-            "first_dormant_tokens": pa.array(s.tokens[first_or_0], mask=~ever, type=pa.int64()),
-            "first_dormant_revision": pa.array(s.revision[first_or_0].astype(object), mask=~ever, type=pa.string()),
-            "n_changes": n_changes, "final_state": _state(s.dormant[last]),
-            "calibration_id": np.full(n_heads, s.calibration_id, dtype=object),
-            "taus_id": np.full(n_heads, s.taus_id, dtype=object),
-        })
+        parts.append(
+            {
+                "model_id": np.full(n_heads, s.model_id, dtype=object),
+                "revision": np.full(n_heads, s.revision[last], dtype=object),
+                "stage": np.full(n_heads, s.stage[last]),
+                "step": np.full(n_heads, s.step[last]),
+                "tokens": np.full(n_heads, s.tokens[last]),
+                "score_fn": np.full(n_heads, s.score_fn, dtype=object),
+                "tau": np.full(n_heads, s.tau),
+                "layer": s.layer,
+                "head_index": s.head_index,
+                "first_dormant_step": pa.array(s.step[first_or_0], mask=~ever, type=pa.int64()),
+                "first_dormant_tokens": pa.array(s.tokens[first_or_0], mask=~ever, type=pa.int64()),
+                "first_dormant_revision": pa.array(s.revision[first_or_0].astype(object), mask=~ever, type=pa.string()),
+                "n_changes": n_changes,
+                "final_state": _state(s.dormant[last]),
+                "calibration_id": np.full(n_heads, s.calibration_id, dtype=object),
+                "taus_id": np.full(n_heads, s.taus_id, dtype=object),
+            }
+        )
     return _to_table(parts, "head_histories")
 
 
@@ -242,8 +275,10 @@ def _to_table(parts: list[dict], table: str) -> pa.Table:
     if not parts:
         return schema.empty_table()
     pieces = [
-        pa.Table.from_arrays([pa.array(p[f.name], type=f.type) if not isinstance(p[f.name], pa.Array) else p[f.name]
-                              for f in schema], schema=schema)
+        pa.Table.from_arrays(
+            [pa.array(p[f.name], type=f.type) if not isinstance(p[f.name], pa.Array) else p[f.name] for f in schema],
+            schema=schema,
+        )
         for p in parts
     ]
     return pa.concat_tables(pieces)

@@ -43,7 +43,7 @@ def _split(sentence: str) -> tuple[str, str]:
     k = sentence.find("_")
     if k < 0:
         raise EvaluationError(f"WinoGrande sentence has no blank '_': {sentence!r}; every item needs one")
-    return sentence[:k], sentence[k + 1:].strip()
+    return sentence[:k], sentence[k + 1 :].strip()
 
 
 def _answer(item: dict) -> int:
@@ -79,8 +79,9 @@ def sample_shots(items: list[dict], shots: int, seed: int = DEFAULT_FEWSHOT_SEED
     return out
 
 
-def winogrande_requests(items: list[dict], shots: int = 0, seed: int = DEFAULT_FEWSHOT_SEED,
-                        limit: int | None = None) -> list[Request]:
+def winogrande_requests(
+    items: list[dict], shots: int = 0, seed: int = DEFAULT_FEWSHOT_SEED, limit: int | None = None
+) -> list[Request]:
     """The first `limit` items as requests; few-shot examples are drawn from all of `items`."""
     if limit is not None and limit < 1:
         raise EvaluationError(f"limit must be at least 1, got {limit}; leave it out to use every item")
@@ -110,6 +111,8 @@ def encode_option(tokenizer, context: str, continuation: str) -> EncodedOption:
     n_context = len(tokenizer.encode(context))
     cont = whole[n_context:]
     if n_context == 0 or not cont:
-        raise EvaluationError(f"context {context!r} / continuation {continuation!r} encode to "
-                              f"{n_context} / {len(cont)} tokens; both need at least one")
+        raise EvaluationError(
+            f"context {context!r} / continuation {continuation!r} encode to "
+            f"{n_context} / {len(cont)} tokens; both need at least one"
+        )
     return EncodedOption(tuple(whole[:-1]), n_context, tuple(cont))

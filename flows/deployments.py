@@ -25,10 +25,14 @@ def build_deployment(request: TrackRequest, cron: str, name: str | None = None):
     try:
         construct_schedule(cron=cron)
     except Exception as e:
-        raise ConfigError(f"--cron {cron!r} is not a cron expression ({e}); e.g. \"0 3 * * *\" for 03:00 daily") from None
-    return track.to_deployment(name=name or deployment_name(request.model_id), cron=cron,
-                               parameters={"request": request.to_dict()}, description=track.description,
-                               tags=["dormant-heads"])
+        raise ConfigError(f'--cron {cron!r} is not a cron expression ({e}); e.g. "0 3 * * *" for 03:00 daily') from None
+    return track.to_deployment(
+        name=name or deployment_name(request.model_id),
+        cron=cron,
+        parameters={"request": request.to_dict()},
+        description=track.description,
+        tags=["dormant-heads"],
+    )
 
 
 def serve(request: TrackRequest, cron: str, name: str | None = None) -> None:

@@ -24,8 +24,15 @@ def evaluate(request: EvalRequest) -> list[dict]:
     check_task(request.task)
     check_store(request.store)
     targets = request_targets(request)
-    log.info("%s: %d checkpoint(s), %s mode, %s, %d-shot, request %s", targets[0].model_id, len(targets),
-             request.mode, request.task, request.shots, request.request_id)
+    log.info(
+        "%s: %d checkpoint(s), %s mode, %s, %d-shot, request %s",
+        targets[0].model_id,
+        len(targets),
+        request.mode,
+        request.task,
+        request.shots,
+        request.request_id,
+    )
     rows = []
     for target in targets:
         rows += tasks.evaluate_checkpoint(request, target)

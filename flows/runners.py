@@ -20,8 +20,12 @@ def task_runner(request: TrackRequest):
 
     if request.address:
         return DaskTaskRunner(address=request.address)
-    cluster_kwargs = {"n_workers": request.workers or DEFAULT_DASK_WORKERS, "threads_per_worker": 1,
-                      "processes": True, "dashboard_address": None}
+    cluster_kwargs = {
+        "n_workers": request.workers or DEFAULT_DASK_WORKERS,
+        "threads_per_worker": 1,
+        "processes": True,
+        "dashboard_address": None,
+    }
     if request.device is Device.CUDA:
         cluster_kwargs["resources"] = {"GPU": 1}
     return DaskTaskRunner(cluster_kwargs=cluster_kwargs)

@@ -106,10 +106,9 @@ def _subclasses(cls) -> set[type]:
 
 
 def _filter_console() -> None:
+    import prefect  # noqa: F401
     from prefect.logging.configuration import setup_logging  # noqa: F401  (configures the handlers)
     from prefect.logging.handlers import PrefectConsoleHandler
-
-    import prefect  # noqa: F401
 
     seen = set()
     for logger in [logging.getLogger(), *(logging.getLogger(n) for n in logging.root.manager.loggerDict)]:

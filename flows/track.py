@@ -41,23 +41,48 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
     log = get_run_logger()
     check_store(request.store)
     plan = tasks.plan_series(request)
-    log.info("%s: %d of %d checkpoints selected (%s), calibration %s, request %s", request.model_id,
-             len(plan.selected), len(plan.listed), request.selection.describe(),
-             request.calibration.calibration_id, request.request_id)
+    log.info(
+        "%s: %d of %d checkpoints selected (%s), calibration %s, request %s",
+        request.model_id,
+        len(plan.selected),
+        len(plan.listed),
+        request.selection.describe(),
+        request.calibration.calibration_id,
+        request.request_id,
+    )
     series = tasks.series_taus(request, plan)
-    log.info("taus %s: %s", series.taus_id, ", ".join(f"{t.score_fn} {t.direction} {t.value:.4g}"
-                                                      for t in series.taus.values()))
+    log.info(
+        "taus %s: %s",
+        series.taus_id,
+        ", ".join(f"{t.score_fn} {t.direction} {t.value:.4g}" for t in series.taus.values()),
+    )
     for warning in series.warnings:
         log.info("%s", warning)
     results = _run_checkpoints(request, plan.selected, series, progress)
     done = [r for r in results if not r.skipped]
     summary = tasks.derive_transitions(request)
-    log.info("%s: %d checkpoints analysed now, %d already stored; series holds %d checkpoints, %d transitions",
-             request.model_id, len(done), len(results) - len(done), summary.n_checkpoints, summary.n_transitions)
-    out = {"model_id": request.model_id, "store": request.store, "analysed": len(done),
-           "skipped": len(results) - len(done), "n_checkpoints": summary.n_checkpoints,
-           "n_transitions": summary.n_transitions, "n_stale": summary.n_stale, "taus_id": series.taus_id,
-           "request_id": request.request_id, "warnings": list(series.warnings), "report": None}
+    log.info(
+        "%s: %d checkpoints analysed now, %d already stored; series holds %d checkpoints, %d transitions",
+        request.model_id,
+        len(done),
+        len(results) - len(done),
+        summary.n_checkpoints,
+        summary.n_transitions,
+    )
+    out = {
+        "model_id": request.model_id,
+        "store": request.store,
+        "analysed": len(done),
+        "skipped": len(results) - len(done),
+        "n_checkpoints": summary.n_checkpoints,
+        "n_transitions": summary.n_transitions,
+        "n_stale": summary.n_stale,
+        "taus_id": series.taus_id,
+        "request_id": request.request_id,
+        "warnings": list(series.warnings),
+        "n_truncated": max((r.n_truncated for r in results), default=0),
+        "report": None,
+    }
     if request.report:
         out["report"] = str(_report(request.store, request.model_id, request.reports_dir))
     return out
@@ -67,12 +92,16 @@ def _run_checkpoints(request: TrackRequest, selected, series, progress: bool) ->
     """Analyse every selected checkpoint not yet stored; the reference one (if any) is already done."""
     done = [series.reference] if series.reference is not None else []
     stored = stored_checkpoint_keys(request.store, request.model_id)
-    skipped = [CheckpointResult(r, known_commit(r) or "", True, {}, {}) for r in selected
-               if r not in [d.revision for d in done] and is_stored(request, r, series.taus_id, stored)]
+    skipped = [
+        CheckpointResult(r, known_commit(r) or "", True, {}, {})
+        for r in selected
+        if r not in [d.revision for d in done] and is_stored(request, r, series.taus_id, stored)
+    ]
     todo = [r for r in selected if r not in [d.revision for d in done + skipped]]
     results = done + skipped
-    artifact = create_progress_artifact(100.0 * len(results) / len(selected),
-                                        description=f"checkpoints of {request.model_id} analysed")
+    artifact = create_progress_artifact(
+        100.0 * len(results) / len(selected), description=f"checkpoints of {request.model_id} analysed"
+    )
     bar = _bar(len(selected), progress)
     bar.update(len(results))
 
@@ -122,8 +151,12 @@ def _report(store: str, model_id: str, out_dir: str | None) -> Path:
     result = render_report(store, model_id, out_dir)
     key = "dormant-" + "".join(c if c.isalnum() else "-" for c in model_id.lower())
     create_markdown_artifact(result.markdown, key=key, description=f"dormant heads of {model_id}")
-    create_table_artifact(result.summary_rows, key=f"{key}-table",
-                          description="per score function: first dormant checkpoint, final % dormant, transitions")
-    create_link_artifact(result.index_html.resolve().as_uri(), link_text=f"evolution report of {model_id}",
-                         key=f"{key}-report")
+    create_table_artifact(
+        result.summary_rows,
+        key=f"{key}-table",
+        description="per score function: first dormant checkpoint, final % dormant, transitions",
+    )
+    create_link_artifact(
+        result.index_html.resolve().as_uri(), link_text=f"evolution report of {model_id}", key=f"{key}-report"
+    )
     return result.index_html

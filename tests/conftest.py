@@ -64,5 +64,6 @@ def save_random_series(folder, tokenizer, names, n_layers=2, n_heads=4, hidden_s
 def random_series(tmp_path_factory, tiny_tokenizer):
     """A local series of three random tiny OLMo-2 checkpoints (not trained: real files, arbitrary weights)."""
     folder = tmp_path_factory.mktemp("series") / "random-olmo2"
-    return save_random_series(folder, tiny_tokenizer,
-                              ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "stage1-step25-tokens51K"])
+    return save_random_series(
+        folder, tiny_tokenizer, ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "stage1-step25-tokens51K"]
+    )

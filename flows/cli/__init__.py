@@ -26,7 +26,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").add_parser(sub)
+    for command in sub.choices.values():
+        _add_global_flags(command)
     return parser
+
+
+def _add_global_flags(parser: argparse.ArgumentParser, default=False) -> None:
+    """`--debug` and `--verbose` on a subcommand and on each of its own subcommands (`store upgrade`).
+
+    A nested parser's flags default to SUPPRESS so that `dormant store --debug upgrade` keeps the outer value.
+    """
+    group = parser.add_argument_group("global options")
+    group.add_argument(
+        "--debug", action="store_true", default=default, help="show the traceback of an error (also: $DORMANT_DEBUG=1)"
+    )
+    group.add_argument("--verbose", action="store_true", default=default, help="show every Prefect run log line")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for nested in action.choices.values():
+                _add_global_flags(nested, default=argparse.SUPPRESS)
 
 
 def main(argv: list[str] | None = None) -> int:

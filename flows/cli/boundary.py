@@ -38,8 +38,7 @@ def run_command(args: argparse.Namespace) -> int:
         if e.errno not in USER_ERRNOS:
             raise
         where = f" ({e.filename})" if e.filename else ""
-        return _fail(args, f"{e.strerror or e}{where}: free space, fix the permissions or choose another folder",
-                     debug)
+        return _fail(args, f"{e.strerror or e}{where}: free space, fix the permissions or choose another folder", debug)
     except BaseException as e:
         if not _is_interrupt(e):
             raise
@@ -52,8 +51,7 @@ def run_command(args: argparse.Namespace) -> int:
 def _is_interrupt(e: BaseException) -> bool:
     """Ctrl-C, or SIGTERM (ours, or Prefect's `TerminationSignal` while a flow run holds the handler)."""
     terminated = sys.modules.get("prefect.exceptions")
-    return isinstance(e, KeyboardInterrupt) or (
-        terminated is not None and isinstance(e, terminated.TerminationSignal))
+    return isinstance(e, KeyboardInterrupt) or (terminated is not None and isinstance(e, terminated.TerminationSignal))
 
 
 def _interrupt(signum, frame) -> None:

@@ -12,15 +12,27 @@ import argparse
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that pick which checkpoints of a series to analyse (see `Selection` for their order)."""
     group = parser.add_argument_group("checkpoint selection (applied in this order)")
-    group.add_argument("--revisions", action="append", metavar="GLOB", default=[],
-                       help="keep revisions whose name matches this fnmatch pattern, e.g. 'stage1-*' (repeatable)")
+    group.add_argument(
+        "--revisions",
+        action="append",
+        metavar="GLOB",
+        default=[],
+        help="keep revisions whose name matches this fnmatch pattern, e.g. 'stage1-*' (repeatable)",
+    )
     group.add_argument("--steps", metavar="A:B", help="keep steps A..B inclusive; either side may be left out")
-    group.add_argument("--every", type=int, metavar="N",
-                       help="keep every N-th checkpoint in training order, starting with the first")
-    group.add_argument("--max", type=int, metavar="N", dest="max_n",
-                       help="keep N checkpoints spread evenly in log(tokens), always the first and the last")
-    group.add_argument("--include-main", action="store_true",
-                       help="also list the `main` revision (the final model), ordered last")
+    group.add_argument(
+        "--every", type=int, metavar="N", help="keep every N-th checkpoint in training order, starting with the first"
+    )
+    group.add_argument(
+        "--max",
+        type=int,
+        metavar="N",
+        dest="max_n",
+        help="keep N checkpoints spread evenly in log(tokens), always the first and the last",
+    )
+    group.add_argument(
+        "--include-main", action="store_true", help="also list the `main` revision (the final model), ordered last"
+    )
 
 
 def selection_from_args(args: argparse.Namespace):
@@ -30,10 +42,15 @@ def selection_from_args(args: argparse.Namespace):
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("checkpoints", help="list the checkpoints of a Hub repo or a local series",
-                                   description=__doc__.splitlines()[0])
-    parser.add_argument("--repo", required=True, metavar="REPO_OR_DIR",
-                        help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders (required)")
+    parser = subparsers.add_parser(
+        "checkpoints", help="list the checkpoints of a Hub repo or a local series", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--repo",
+        required=True,
+        metavar="REPO_OR_DIR",
+        help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders (required)",
+    )
     add_selection_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -46,13 +63,23 @@ def run(args: argparse.Namespace) -> int:
     selected = selection.apply(listing.revisions)
     rows = [("name", "stage", "ingredient", "step", "tokens", "commit")]
     for r in selected:
-        rows.append((r.name, "?" if r.is_main else str(r.stage), "" if r.ingredient is None else str(r.ingredient),
-                     "?" if r.is_main else str(r.step), format_tokens(r.tokens), (r.commit or "local")[:10]))
+        rows.append(
+            (
+                r.name,
+                "?" if r.is_main else str(r.stage),
+                "" if r.ingredient is None else str(r.ingredient),
+                "?" if r.is_main else str(r.step),
+                format_tokens(r.tokens),
+                (r.commit or "local")[:10],
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
-    print(f"{len(selected)} of {len(listing.revisions)} checkpoints of {listing.source} "
-          f"({'local folder' if listing.is_local else 'Hub repo'}); selection: {selection.describe()}")
+    print(
+        f"{len(selected)} of {len(listing.revisions)} checkpoints of {listing.source} "
+        f"({'local folder' if listing.is_local else 'Hub repo'}); selection: {selection.describe()}"
+    )
     if listing.skipped:
         print(f"skipped {len(listing.skipped)} names that are not checkpoints: {', '.join(listing.skipped)}")
     return 0

@@ -10,16 +10,21 @@ from .store import add_store_argument
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("demo", help="the offline demo: pretrain a tiny OLMo-2, track it, report",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "demo", help="the offline demo: pretrain a tiny OLMo-2, track it, report", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--series", metavar="DIR", help="folder of the tiny series (default: ./data/series/tiny-olmo2)")
     add_store_argument(parser)
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
-                        help="pretraining steps (default: %(default)s)")
+    parser.add_argument(
+        "--steps", type=int, default=DEFAULT_STEPS, metavar="N", help="pretraining steps (default: %(default)s)"
+    )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="pretraining seed (default: %(default)s)")
-    parser.add_argument("--limit", type=int, default=128, metavar="N", help="calibration sentences (default: %(default)s)")
-    parser.add_argument("--reports-dir", metavar="DIR",
-                        help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)")
+    parser.add_argument(
+        "--limit", type=int, default=128, metavar="N", help="calibration sentences (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--reports-dir", metavar="DIR", help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -31,11 +36,14 @@ def run(args: argparse.Namespace) -> int:
     from .track import answer_from_store, print_summary
 
     started = time.perf_counter()
-    request = TrackRequest(source=str(args.series or DEMO_SERIES), store=args.store, limit=args.limit,
-                           reports_dir=args.reports_dir)
+    request = TrackRequest(
+        source=str(args.series or DEMO_SERIES), store=args.store, limit=args.limit, reports_dir=args.reports_dir
+    )
     if is_complete(request.source, args.steps, args.seed) and answer_from_store(request):
-        print(f"demo: the series and its store are complete ({time.perf_counter() - started:.0f} s); "
-              f"`make clean-demo` starts over")
+        print(
+            f"demo: the series and its store are complete ({time.perf_counter() - started:.0f} s); "
+            f"`make clean-demo` starts over"
+        )
         return 0
     from flows.session import start_prefect
 
@@ -43,8 +51,10 @@ def run(args: argparse.Namespace) -> int:
     summary = demo(request, steps=args.steps, seed=args.seed)
     print()
     print_summary(summary)
-    print(f"demo finished in {time.perf_counter() - started:.0f} s; "
-          f"`dormant status --store {args.store}` summarises the store, `dormant report` re-renders the report")
+    print(
+        f"demo finished in {time.perf_counter() - started:.0f} s; "
+        f"`dormant status --store {args.store}` summarises the store, `dormant report` re-renders the report"
+    )
     return 0
 
 

@@ -15,42 +15,89 @@ from .store import add_store_argument
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("evaluate", help="zero marked heads, re-score WinoGrande, leaderboard metric",
-                                   description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, metavar="PATH_OR_REPO",
-                        help="checkpoint folder or Hub repo (with --series: the tracked repo or series folder; required)")
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="zero marked heads, re-score WinoGrande, leaderboard metric",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="PATH_OR_REPO",
+        help="checkpoint folder or Hub repo (with --series: the tracked repo or series folder; required)",
+    )
     parser.add_argument("--revision", metavar="REV", help="Hub revision (branch) of --model")
     parser.add_argument("--task", default="winogrande", metavar="TASK", help="evaluation task (default: %(default)s)")
-    parser.add_argument("--shots", type=int, default=0, metavar="N",
-                        help="few-shot examples from other dev items (default: %(default)s)")
-    parser.add_argument("--scores", nargs="+", default=["ahon_ln", "lthon_ln", "awft"], metavar="FN",
-                        help="score functions (default: ahon_ln lthon_ln awft)")
-    parser.add_argument("--mode", choices=["dynamic", "static"],
-                        help="dynamic: the paper's per-input zeroing; static: the tracker's mask "
-                             "(default: dynamic, static with --series)")
-    parser.add_argument("--series", action="store_true",
-                        help="evaluate the static tracker mask of every stored checkpoint of --model")
-    parser.add_argument("--quantiles", type=float, nargs="+", metavar="Q",
-                        help="dynamic thresholds as quantiles of the un-intervened scores (default: 0 .05 ... .30)")
+    parser.add_argument(
+        "--shots",
+        type=int,
+        default=0,
+        metavar="N",
+        help="few-shot examples from other dev items (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--scores",
+        nargs="+",
+        default=["ahon_ln", "lthon_ln", "awft"],
+        metavar="FN",
+        help="score functions (default: ahon_ln lthon_ln awft)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=["dynamic", "static"],
+        help="dynamic: the paper's per-input zeroing; static: the tracker's mask "
+        "(default: dynamic, static with --series)",
+    )
+    parser.add_argument(
+        "--series", action="store_true", help="evaluate the static tracker mask of every stored checkpoint of --model"
+    )
+    parser.add_argument(
+        "--quantiles",
+        type=float,
+        nargs="+",
+        metavar="Q",
+        help="dynamic thresholds as quantiles of the un-intervened scores (default: 0 .05 ... .30)",
+    )
     parser.add_argument("--limit", type=int, metavar="N", help="first N dev items (default: all 1,267)")
     add_store_argument(parser)
-    parser.add_argument("--batch-size", type=int, default=16, metavar="N",
-                        help="items per forward pass (default: %(default)s)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                        help="model dtype (default: %(default)s)")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
-                        help="where to run (default: %(default)s = cuda when available)")
+    parser.add_argument(
+        "--batch-size", type=int, default=16, metavar="N", help="items per forward pass (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "bfloat16", "float16"],
+        help="model dtype (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda", "mps"],
+        help="where to run (default: %(default)s = cuda when available)",
+    )
     parser.set_defaults(func=run)
 
 
 def request_from_args(args: argparse.Namespace):
     from dormant_tasks.requests import DEFAULT_QUANTILES, EvalRequest
 
-    return EvalRequest(model=args.model, store=args.store, revision=args.revision, series=args.series,
-                       task=args.task, shots=args.shots, score_fns=tuple(args.scores), mode=args.mode,
-                       quantiles=tuple(args.quantiles) if args.quantiles else DEFAULT_QUANTILES,
-                       limit=args.limit, batch_size=args.batch_size, dtype=args.dtype, device=args.device)
+    return EvalRequest(
+        model=args.model,
+        store=args.store,
+        revision=args.revision,
+        series=args.series,
+        task=args.task,
+        shots=args.shots,
+        score_fns=tuple(args.scores),
+        mode=args.mode,
+        quantiles=tuple(args.quantiles) if args.quantiles else DEFAULT_QUANTILES,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        dtype=args.dtype,
+        device=args.device,
+    )
 
 
 def run(args: argparse.Namespace) -> int:

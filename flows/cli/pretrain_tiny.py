@@ -10,15 +10,22 @@ def add_parser(subparsers) -> None:
         "pretrain-tiny",
         help="pretrain a tiny OLMo-2 on the demo corpus, saving branch-named checkpoints (offline series)",
         description="Pretrain a 4-layer x 8-head OLMo-2 (width 128) with its own BPE tokenizer on the bundled "
-                    "demo corpus; save checkpoints named stage1-step{S}-tokens{T}K into --out. Deterministic "
-                    "for a seed; a rerun with the same options is a no-op.",
+        "demo corpus; save checkpoints named stage1-step{S}-tokens{T}K into --out. Deterministic "
+        "for a seed; a rerun with the same options is a no-op.",
     )
-    parser.add_argument("--out", required=True, metavar="DIR",
-                        help="folder of the series: new, empty, or a previous run's (required)")
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
-                        help="optimizer steps, the last one saved (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, metavar="N",
-                        help="seed for initialisation and data order (default: %(default)s)")
+    parser.add_argument(
+        "--out", required=True, metavar="DIR", help="folder of the series: new, empty, or a previous run's (required)"
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=DEFAULT_STEPS,
+        metavar="N",
+        help="optimizer steps, the last one saved (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed for initialisation and data order (default: %(default)s)"
+    )
     parser.add_argument("--threads", type=int, default=2, metavar="N", help="torch CPU threads (default: %(default)s)")
     parser.set_defaults(func=run)
 
@@ -31,6 +38,8 @@ def run(args) -> int:
         print(f"{args.out}: all {len(result.checkpoints)} checkpoints already there, nothing to do")
         return 0
     last = result.checkpoints[-1]
-    print(f"{args.out}: {len(result.checkpoints)} checkpoints, last {last.name} "
-          f"(loss {last.loss:.3f}) in {result.seconds:.0f} s")
+    print(
+        f"{args.out}: {len(result.checkpoints)} checkpoints, last {last.name} "
+        f"(loss {last.loss:.3f}) in {result.seconds:.0f} s"
+    )
     return 0

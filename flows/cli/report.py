@@ -6,16 +6,29 @@ from .store import add_store_argument
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("report", help="render the evolution report of a tracked model series",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "report", help="render the evolution report of a tracked model series", description=__doc__.splitlines()[0]
+    )
     add_store_argument(p)
-    p.add_argument("--model", default=None, metavar="MODEL_ID",
-                   help="the series: a Hub repo id or a local series' folder name, as `dormant status` lists them "
-                        "(default: the store's only series)")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)")
-    p.add_argument("--score-fn", default=None, metavar="FN",
-                   help="function of the per-function figures (default: ahon_ln when tracked)")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="MODEL_ID",
+        help="the series: a Hub repo id or a local series' folder name, as `dormant status` lists them "
+        "(default: the store's only series)",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)",
+    )
+    p.add_argument(
+        "--score-fn",
+        default=None,
+        metavar="FN",
+        help="function of the per-function figures (default: ahon_ln when tracked)",
+    )
     p.set_defaults(func=run)
 
 

@@ -11,22 +11,53 @@ from pathlib import Path
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("score", help="score every attention head of one model on a calibration set",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "score",
+        help="score every attention head of one model on a calibration set",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("--model", required=True, metavar="PATH_OR_REPO", help="checkpoint folder or Hub repo (required)")
-    p.add_argument("--revision", default=None, metavar="REV", help="Hub branch, tag or commit (default: the repo's main)")
-    p.add_argument("--texts", default=None, metavar="FILE",
-                   help="calibration texts, UTF-8, one per line (default: WinoGrande dev sentences, blank filled)")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="first N calibration texts (default: 128 WinoGrande sentences, all of --texts)")
-    p.add_argument("--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
-                   help="model dtype (default: %(default)s)")
-    p.add_argument("--device", default="auto", metavar="DEVICE",
-                   help="auto, cpu, cuda or cuda:N (default: %(default)s = cuda when available)")
-    p.add_argument("--scores", nargs="+", default=None, metavar="FN",
-                   help="score functions, space- or comma-separated (default: all 16, incl. random)")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)")
+    p.add_argument(
+        "--revision", default=None, metavar="REV", help="Hub branch, tag or commit (default: the repo's main)"
+    )
+    p.add_argument(
+        "--texts",
+        default=None,
+        metavar="FILE",
+        help="calibration texts, UTF-8, one per line (default: WinoGrande dev sentences, blank filled)",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="first N calibration texts (default: 128 WinoGrande sentences, all of --texts)",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)"
+    )
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        default="float32",
+        help="model dtype (default: %(default)s)",
+    )
+    p.add_argument(
+        "--device",
+        default="auto",
+        metavar="DEVICE",
+        help="auto, cpu, cuda or cuda:N (default: %(default)s = cuda when available)",
+    )
+    p.add_argument(
+        "--scores",
+        nargs="+",
+        default=None,
+        metavar="FN",
+        help="score functions, space- or comma-separated (default: all 16, incl. random)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
+    )
     p.add_argument("--out", required=True, metavar="FILE", help="output .parquet file (required)")
     p.set_defaults(func=run)
 
@@ -48,8 +79,9 @@ def run(args) -> int:
     score_fns = parse_score_functions(args.scores)
     calibration = load_calibration(args.texts, args.limit)
     model, tokenizer = load_model_at(args.model, args.revision, args.dtype, args.device)
-    scores = score_texts(model, tokenizer, calibration.texts, score_fns, batch_size=args.batch_size,
-                         seed=args.seed, progress=True)
+    scores = score_texts(
+        model, tokenizer, calibration.texts, score_fns, batch_size=args.batch_size, seed=args.seed, progress=True
+    )
     table = scores.to_table()
     n = table.num_rows
     table = table.add_column(0, "revision", pa.array([args.revision or "local"] * n, pa.string()))
@@ -57,6 +89,8 @@ def run(args) -> int:
     with atomic_file(out) as f:
         pq.write_table(table, f)
     n_layers, n_heads = scores.values.shape[2:]
-    print(f"scored {len(calibration.texts)} inputs ({calibration.calibration_id}) x {len(score_fns)} functions "
-          f"x {n_layers} layers x {n_heads} heads -> {out}")
+    print(
+        f"scored {len(calibration.texts)} inputs ({calibration.calibration_id}) x {len(score_fns)} functions "
+        f"x {n_layers} layers x {n_heads} heads -> {out}"
+    )
     return 0

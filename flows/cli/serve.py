@@ -13,12 +13,17 @@ from .track import add_track_arguments, request_from_args
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("serve", help="serve the track flow on a cron schedule (Prefect deployment)",
-                                   description=__doc__.split("\n\n")[0],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve the track flow on a cron schedule (Prefect deployment)",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     add_track_arguments(parser)
-    parser.add_argument("--cron", required=True, metavar="CRON",
-                        help='cron schedule, e.g. "0 3 * * *" (03:00 daily; required)')
+    parser.add_argument(
+        "--cron", required=True, metavar="CRON", help='cron schedule, e.g. "0 3 * * *" (03:00 daily; required)'
+    )
     parser.add_argument("--name", metavar="NAME", help="deployment name (default: track-<repo>)")
     parser.set_defaults(func=run)
 

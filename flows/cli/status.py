@@ -12,8 +12,9 @@ MAIN_FN = "ahon_ln"
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("status", help="summarise the model series stored in a Parquet store",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "status", help="summarise the model series stored in a Parquet store", description=__doc__.split("\n\n")[0]
+    )
     add_store_argument(p)
     p.set_defaults(func=run)
 
@@ -38,8 +39,10 @@ def series_line(store, model_id: str) -> str:
     parts.append(f"transitions {sum(f == MAIN_FN for f in fns)} {MAIN_FN} / {len(fns)} total")
     line = f"{model_id}: " + ", ".join(parts)
     if view.n_stale:
-        line += (f" ({view.n_stale} more checkpoint{'s' if view.n_stale != 1 else ''} stored under older taus or "
-                 "calibration: `dormant track --retau` on the whole series brings them in)")
+        line += (
+            f" ({view.n_stale} more checkpoint{'s' if view.n_stale != 1 else ''} stored under older taus or "
+            "calibration: `dormant track --retau` on the whole series brings them in)"
+        )
     return line
 
 

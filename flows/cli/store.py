@@ -11,17 +11,25 @@ from dormant_tasks.paths import default_store
 
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", default=str(default_store()), metavar="DIR",
-                        help="Parquet store folder (default: $DORMANT_STORE or ./data/store)")
+    parser.add_argument(
+        "--store",
+        default=str(default_store()),
+        metavar="DIR",
+        help="Parquet store folder (default: $DORMANT_STORE or ./data/store)",
+    )
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("store", help="maintain a Parquet store (upgrade an older schema version)",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "store", help="maintain a Parquet store (upgrade an older schema version)", description=__doc__.splitlines()[0]
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    upgrade = actions.add_parser("upgrade", help="rewrite a store of schema version 1 as the current version",
-                                 description="Rewrite a store of an older schema version in place (atomically "
-                                             "per file, the marker last; rerun it after an interruption).")
+    upgrade = actions.add_parser(
+        "upgrade",
+        help="rewrite a store of schema version 1 as the current version",
+        description="Rewrite a store of an older schema version in place (atomically "
+        "per file, the marker last; rerun it after an interruption).",
+    )
     add_store_argument(upgrade)
     upgrade.set_defaults(func=run_upgrade)
 
@@ -34,6 +42,8 @@ def run_upgrade(args: argparse.Namespace) -> int:
     if result.from_version == SCHEMA_VERSION:
         print(f"store {args.store} is already at schema version {SCHEMA_VERSION}: nothing to do")
     else:
-        print(f"store {args.store}: schema version {result.from_version} -> {SCHEMA_VERSION}, "
-              f"{result.files_rewritten} files rewritten, transitions derived again for {result.series_derived} series")
+        print(
+            f"store {args.store}: schema version {result.from_version} -> {SCHEMA_VERSION}, "
+            f"{result.files_rewritten} files rewritten, transitions derived again for {result.series_derived} series"
+        )
     return 0

@@ -15,57 +15,132 @@ from .store import add_store_argument
 
 def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a track run; shared with `dormant serve`."""
-    parser.add_argument("--repo", metavar="REPO_OR_DIR",
-                        help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders (required "
-                             "unless --request)")
+    parser.add_argument(
+        "--repo",
+        metavar="REPO_OR_DIR",
+        help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders (required unless --request)",
+    )
     add_store_argument(parser)
-    parser.add_argument("--request", metavar="FILE",
-                        help="run a saved request again (a <store>/requests/.../*.json file); no other option")
+    parser.add_argument(
+        "--request",
+        metavar="FILE",
+        help="run a saved request again (a <store>/requests/.../*.json file); no other option",
+    )
     add_selection_arguments(parser)
     g = parser.add_argument_group("scoring")
     g.add_argument("--scores", nargs="+", metavar="FN", help="score functions (default: all 16, incl. random)")
-    g.add_argument("--tau", action="append", default=[], metavar="FN=VALUE|FN=qQ", dest="taus",
-                   help="fix a tau: a value (ahon_ln=0.4) or a quantile of the reference checkpoint (ahon=q0.15); "
-                        "repeatable")
-    g.add_argument("--reference", metavar="REV",
-                   help="reference checkpoint of quantile taus (default: the last checkpoint of the whole series)")
-    g.add_argument("--retau", action="store_true",
-                   help="replace the series' stored taus (re-aggregates from kept per-input scores, else rescores)")
-    g.add_argument("--texts", metavar="FILE",
-                   help="calibration texts, UTF-8, one per line (default: WinoGrande dev sentences, blank filled)")
-    g.add_argument("--limit", type=int, metavar="N",
-                   help="first N calibration texts (default: 128 WinoGrande sentences, all of --texts)")
-    g.add_argument("--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)")
-    g.add_argument("--max-tokens", type=int, metavar="N",
-                   help="truncate each input to N tokens (default: the model's context length)")
-    g.add_argument("--max-batch-tokens", type=int, metavar="N",
-                   help="padded tokens per batch, which bounds attention memory (default: the engine's budget)")
-    g.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                   help="model dtype (default: %(default)s)")
-    g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
-                   help="where to score (default: %(default)s = cuda when available)")
-    g.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)")
-    g.add_argument("--input-scores", action=argparse.BooleanOptionalAction, default=None,
-                   help="keep per-input scores (default: when they are small)")
+    g.add_argument(
+        "--tau",
+        action="append",
+        default=[],
+        metavar="FN=VALUE|FN=qQ",
+        dest="taus",
+        help="fix a tau: a value (ahon_ln=0.4) or a quantile of the reference checkpoint (ahon=q0.15); repeatable",
+    )
+    g.add_argument(
+        "--reference",
+        metavar="REV",
+        help="reference checkpoint of quantile taus (default: the last checkpoint of the whole series)",
+    )
+    g.add_argument(
+        "--retau",
+        action="store_true",
+        help="replace the series' stored taus (re-aggregates from kept per-input scores, else rescores)",
+    )
+    g.add_argument(
+        "--texts",
+        metavar="FILE",
+        help="calibration texts, UTF-8, one per line (default: WinoGrande dev sentences, blank filled)",
+    )
+    g.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="first N calibration texts (default: 128 WinoGrande sentences, all of --texts)",
+    )
+    g.add_argument(
+        "--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)"
+    )
+    g.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="truncate each input to N tokens (default: the model's context length)",
+    )
+    g.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        metavar="N",
+        help="padded tokens per batch, which bounds attention memory (default: the engine's budget)",
+    )
+    g.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "bfloat16", "float16"],
+        help="model dtype (default: %(default)s)",
+    )
+    g.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "cuda", "mps"],
+        help="where to score (default: %(default)s = cuda when available)",
+    )
+    g.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
+    )
+    g.add_argument(
+        "--input-scores",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep per-input scores (default: when they are small)",
+    )
     g = parser.add_argument_group("checkpoints on disk")
-    g.add_argument("--cache-dir", metavar="DIR", help="Hugging Face cache folder for downloads (default: $HF_HUB_CACHE)")
+    g.add_argument(
+        "--cache-dir", metavar="DIR", help="Hugging Face cache folder for downloads (default: $HF_HUB_CACHE)"
+    )
     g.add_argument("--keep-checkpoints", action="store_true", help="keep downloaded revisions after scoring")
     g = parser.add_argument_group("execution")
-    g.add_argument("--runner", default="local", choices=["local", "dask"],
-                   help="local: one checkpoint at a time, next download overlapped; dask: one task per "
-                        "checkpoint on a Dask cluster (default: %(default)s)")
+    g.add_argument(
+        "--runner",
+        default="local",
+        choices=["local", "dask"],
+        help="local: one checkpoint at a time, next download overlapped; dask: one task per "
+        "checkpoint on a Dask cluster (default: %(default)s)",
+    )
     g.add_argument("--address", metavar="URL", help="scheduler of an existing Dask cluster (with --runner dask)")
-    g.add_argument("--workers", type=int, metavar="N",
-                   help="workers of a local Dask cluster, with --runner dask (default: 2)")
+    g.add_argument(
+        "--workers", type=int, metavar="N", help="workers of a local Dask cluster, with --runner dask (default: 2)"
+    )
     g.add_argument("--no-report", action="store_true", help="do not render the report at the end")
-    g.add_argument("--reports-dir", metavar="DIR",
-                   help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)")
+    g.add_argument(
+        "--reports-dir", metavar="DIR", help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
+    )
 
 
 # Options that a saved request replaces: given together with --request they are refused.
-_REQUEST_OPTIONS = ("repo", "revisions", "steps", "every", "max_n", "include_main", "scores", "taus", "reference",
-                    "retau", "texts", "limit", "max_tokens", "max_batch_tokens", "input_scores", "cache_dir",
-                    "keep_checkpoints", "address", "workers", "no_report", "reports_dir")
+_REQUEST_OPTIONS = (
+    "repo",
+    "revisions",
+    "steps",
+    "every",
+    "max_n",
+    "include_main",
+    "scores",
+    "taus",
+    "reference",
+    "retau",
+    "texts",
+    "limit",
+    "max_tokens",
+    "max_batch_tokens",
+    "input_scores",
+    "cache_dir",
+    "keep_checkpoints",
+    "address",
+    "workers",
+    "no_report",
+    "reports_dir",
+)
 
 
 def request_from_args(args: argparse.Namespace):
@@ -85,18 +160,37 @@ def request_from_args(args: argparse.Namespace):
     if not args.repo:
         raise ConfigError("--repo is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder")
     return TrackRequest(
-        source=args.repo, store=args.store, selection=selection_from_args(args), include_main=args.include_main,
-        score_fns=args.scores, taus=tuple(args.taus), reference=args.reference, retau=args.retau, texts=args.texts,
-        limit=args.limit, batch_size=args.batch_size, max_tokens=args.max_tokens,
-        max_batch_tokens=args.max_batch_tokens, dtype=args.dtype, device=args.device, seed=args.seed,
-        input_scores=args.input_scores, cache_dir=args.cache_dir, keep_checkpoints=args.keep_checkpoints,
-        runner=args.runner, address=args.address, workers=args.workers, report=not args.no_report,
-        reports_dir=args.reports_dir)
+        source=args.repo,
+        store=args.store,
+        selection=selection_from_args(args),
+        include_main=args.include_main,
+        score_fns=args.scores,
+        taus=tuple(args.taus),
+        reference=args.reference,
+        retau=args.retau,
+        texts=args.texts,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
+        max_batch_tokens=args.max_batch_tokens,
+        dtype=args.dtype,
+        device=args.device,
+        seed=args.seed,
+        input_scores=args.input_scores,
+        cache_dir=args.cache_dir,
+        keep_checkpoints=args.keep_checkpoints,
+        runner=args.runner,
+        address=args.address,
+        workers=args.workers,
+        report=not args.no_report,
+        reports_dir=args.reports_dir,
+    )
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("track", help="track dormant heads through a series of checkpoints",
-                                   description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser(
+        "track", help="track dormant heads through a series of checkpoints", description=__doc__.split("\n\n")[0]
+    )
     add_track_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -106,8 +200,8 @@ def run(args: argparse.Namespace) -> int:
     from dormant_tasks.tracker import plan_series
 
     request = request_from_args(args)  # validated before Prefect starts: a bad option costs nothing
-    check_store(request.store, writable=True)
     plan = plan_series(request)  # an unknown folder, repo or an empty selection fails here, as cheaply
+    check_store(request.store, writable=True)
     if answer_from_store(request, plan):
         return 0
     print_summary(run_track(request))
@@ -151,8 +245,15 @@ def answer_from_store(request, plan=None) -> bool:
         from dormant_tasks.report import render_report
 
         report = render_report(request.store, request.model_id, request.reports_dir).index_html
-    print_summary({"store": request.store, "model_id": request.model_id, "analysed": 0,
-                   "skipped": len(plan.selected), "report": report})
+    print_summary(
+        {
+            "store": request.store,
+            "model_id": request.model_id,
+            "analysed": 0,
+            "skipped": len(plan.selected),
+            "report": report,
+        }
+    )
     return True
 
 
@@ -164,5 +265,10 @@ def print_summary(summary: dict) -> None:
     print(series_line(summary["store"], summary["model_id"]))
     for warning in summary.get("warnings", []):
         print(f"warning: {warning}")
+    if summary.get("n_truncated"):
+        print(
+            f"warning: {summary['n_truncated']} calibration inputs were longer than the model's context (or "
+            "--max-tokens) and were truncated to it"
+        )
     if summary.get("report"):
         print(f"report: {summary['report']}")

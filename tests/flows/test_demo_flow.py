@@ -31,8 +31,28 @@ def test_short_demo_pretrains_tracks_and_reports(tmp_path):
     assert "dormant_percent.png" in pngs and "raster_ahon_ln.png" in pngs
 
     # `dormant demo` on the complete series and store answers from the store: no training, no model, no flow
-    r = subprocess.run([sys.executable, "-m", "flows.cli", "demo", "--series", str(series), "--store", str(store),
-                        "--steps", "60", "--limit", "8", "--reports-dir", str(reports)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows.cli",
+            "demo",
+            "--series",
+            str(series),
+            "--store",
+            str(store),
+            "--steps",
+            "60",
+            "--limit",
+            "8",
+            "--reports-dir",
+            str(reports),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "the series and its store are complete" in r.stdout
     assert "0 checkpoints analysed, 5 already stored" in r.stdout

@@ -26,7 +26,7 @@ def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_
     assert {r["n_items"] for r in stored} == {12} and len({r["base_accuracy"] for r in stored}) == 1
     for fn in ("ahon_ln", "awft"):
         mine = sorted((r for r in stored if r["score_fn"] == fn), key=lambda r: r["quantile"])
-        assert [r["quantile"] for r in mine] == pytest.approx([0, .05, .1, .15, .2, .25, .3])
+        assert [r["quantile"] for r in mine] == pytest.approx([0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3])
         assert mine[0]["frac_zeroed"] <= mine[-1]["frac_zeroed"] <= 1.0
         assert mine[0]["mode"] == "dynamic" and 0.0 <= mine[0]["accuracy"] <= 1.0
         points = [(100 * r["frac_zeroed"], 100 * r["accuracy"]) for r in mine]
@@ -36,12 +36,15 @@ def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_
 
 def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path):
     store = tmp_path / "store"
-    track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"),
-                       report=False))
-    rows = evaluate(EvalRequest(model=str(random_series), score_fns=("ahon_ln",), limit=6, store=str(store),
-                                series=True))
-    assert [r["revision"] for r in rows] == sorted((p.name for p in random_series.iterdir()),
-                                                   key=lambda n: int(n.split("step")[1].split("-")[0]))
+    track(
+        TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"), report=False)
+    )
+    rows = evaluate(
+        EvalRequest(model=str(random_series), score_fns=("ahon_ln",), limit=6, store=str(store), series=True)
+    )
+    assert [r["revision"] for r in rows] == sorted(
+        (p.name for p in random_series.iterdir()), key=lambda n: int(n.split("step")[1].split("-")[0])
+    )
     heads = read_table(store, "head_scores", filters={"score_fn": "ahon_ln"})
     for row in rows:
         assert row["mode"] == "static"
@@ -50,17 +53,24 @@ def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path):
         assert row["frac_zeroed"] == pytest.approx(len(dormant) / 8)
 
 
-@pytest.mark.parametrize("extra,needle", [
-    (["--task", "winogrnde"], 'did you mean "winogrande"'),
-    (["--scores", "ahon_lm"], 'did you mean "ahon_ln"'),
-    (["--limit", "0"], "--limit must be a positive integer"),
-    (["--series", "--mode", "dynamic"], "--mode dynamic contradicts it"),
-    (["--quantiles", "5"], "fractions in [0, 1]"),
-])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--task", "winogrnde"], 'did you mean "winogrande"'),
+        (["--scores", "ahon_lm"], 'did you mean "ahon_ln"'),
+        (["--limit", "0"], "--limit must be a positive integer"),
+        (["--series", "--mode", "dynamic"], "--mode dynamic contradicts it"),
+        (["--quantiles", "5"], "fractions in [0, 1]"),
+    ],
+)
 def test_bad_input_exits_2_and_writes_nothing(tiny_model_dir, tmp_path, extra, needle):
     store = tmp_path / "store"
-    r = subprocess.run([sys.executable, "-m", "flows.cli", "evaluate", "--model", str(tiny_model_dir),
-                        "--store", str(store), *extra], cwd=REPO, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "evaluate", "--model", str(tiny_model_dir), "--store", str(store), *extra],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and needle in r.stderr.strip().splitlines()[-1], r.stderr[-1500:]
     assert not store.exists()
 

@@ -51,8 +51,15 @@ def _env(**extra) -> dict:
 
 
 def _start(args, env) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=REPO, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", *args],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def _children(pid: int) -> list[str]:
@@ -98,14 +105,14 @@ def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment
         hook.mkdir()
         (hook / "sitecustomize.py").write_text(_SLOW_WRITE)
         marker = tmp_path / "writing"
-        env = _env(PYTHONPATH=f"{hook}{os.pathsep}{env.get('PYTHONPATH', '')}",
-                   DORMANT_TEST_WRITE_MARKER=str(marker))
+        env = _env(PYTHONPATH=f"{hook}{os.pathsep}{env.get('PYTHONPATH', '')}", DORMANT_TEST_WRITE_MARKER=str(marker))
     proc = _start(args, env)
     if moment == "prefect-start":
         _wait_for(lambda: any("uvicorn" in c for c in _children(proc.pid)), proc, what="the server to start")
     elif moment == "mid-scoring":
-        _wait_for(lambda: len(list((store / "checkpoints").rglob("*.parquet"))) >= 1, proc,
-                  what="the first stored checkpoint")
+        _wait_for(
+            lambda: len(list((store / "checkpoints").rglob("*.parquet"))) >= 1, proc, what="the first stored checkpoint"
+        )
     else:
         _wait_for(marker.exists, proc, what="a head_scores write")
         time.sleep(1.0)
@@ -134,8 +141,14 @@ def _checksum(root: Path) -> str:
 
 
 def _run(args, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=REPO, env=_env(**env),
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        cwd=REPO,
+        env=_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _assert_one_line_error(r: subprocess.CompletedProcess, command: str, needle: str) -> None:
@@ -148,8 +161,7 @@ def _assert_one_line_error(r: subprocess.CompletedProcess, command: str, needle:
 def test_a_truncated_checkpoint_mid_series_is_one_line_and_leaves_the_store(random_series, tmp_path):
     series = Path(shutil.copytree(random_series, tmp_path / "random-olmo2"))
     store = tmp_path / "store"
-    track(TrackRequest(source=str(series), store=str(store), limit=4, report=False,
-                       selection=Selection(steps=(0, 0))))
+    track(TrackRequest(source=str(series), store=str(store), limit=4, report=False, selection=Selection(steps=(0, 0))))
     weights = series / "stage1-step10-tokens20K" / "model.safetensors"
     with open(weights, "r+b") as f:
         f.truncate(weights.stat().st_size // 3)
@@ -204,10 +216,27 @@ def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_
         pytest.skip("tmpfs mounts are not allowed here")
     try:
         store = disk / "store"
-        proc = _start(["track", "--repo", str(random_series), "--store", str(store), "--limit", "400",
-                       "--no-report", "--input-scores", "--scores", "ahon_ln", "awft", "lthon"], _env())
-        _wait_for(lambda: len(list((store / "checkpoints").rglob("*.parquet"))) >= 1, proc,
-                  what="the first stored checkpoint")
+        proc = _start(
+            [
+                "track",
+                "--repo",
+                str(random_series),
+                "--store",
+                str(store),
+                "--limit",
+                "400",
+                "--no-report",
+                "--input-scores",
+                "--scores",
+                "ahon_ln",
+                "awft",
+                "lthon",
+            ],
+            _env(),
+        )
+        _wait_for(
+            lambda: len(list((store / "checkpoints").rglob("*.parquet"))) >= 1, proc, what="the first stored checkpoint"
+        )
         with open(disk / "filler", "wb") as f:  # fill the rest of the disk while the next one is scored
             try:
                 while True:

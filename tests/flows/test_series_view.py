@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import save_random_series
 
 from dormant_tasks.leaderboard import series_targets
 from dormant_tasks.requests import TrackRequest
@@ -14,8 +15,6 @@ from flows.cli import build_parser
 from flows.cli.status import series_line
 from flows.cli.track import request_from_args
 from flows.track import track
-
-from conftest import save_random_series
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 TOKENS_PER_STEP = 8 * 64  # the demo's batch x sequence length
@@ -40,18 +39,28 @@ def _selected(kind: str, series, *argv) -> list[int]:
     return [r.step for r in plan_series(request_from_args(args)).selected]
 
 
-@pytest.mark.parametrize("steps,expected", [("0:0", [0]), ("0:100", [0, 10, 25, 50, 100]),
-                                            (":250", [0, 10, 25, 50, 100, 250]), ("1500:", [1500, 2000])])
+@pytest.mark.parametrize(
+    "steps,expected",
+    [("0:0", [0]), ("0:100", [0, 10, 25, 50, 100]), (":250", [0, 10, 25, 50, 100, 250]), ("1500:", [1500, 2000])],
+)
 def test_checkpoints_and_track_select_the_same_steps(demo_like_series, steps, expected):
     assert _selected("checkpoints", demo_like_series, "--steps", steps) == expected
     assert _selected("track", demo_like_series, "--steps", steps) == expected
 
 
 def test_track_steps_0_0_stores_step_0_alone(demo_like_series, tmp_path):
-    out = track(TrackRequest(source=str(demo_like_series), store=str(tmp_path / "s"), limit=2,
-                             selection=request_from_args(build_parser().parse_args(
-                                 ["track", "--repo", "x", "--steps", "0:0"])).selection,
-                             score_fns=("ahon_ln",), report=False))
+    out = track(
+        TrackRequest(
+            source=str(demo_like_series),
+            store=str(tmp_path / "s"),
+            limit=2,
+            selection=request_from_args(
+                build_parser().parse_args(["track", "--repo", "x", "--steps", "0:0"])
+            ).selection,
+            score_fns=("ahon_ln",),
+            report=False,
+        )
+    )
     assert out["analysed"] == 1
     assert read_table(tmp_path / "s", "checkpoints").column("step").to_pylist() == [0]
 
@@ -64,30 +73,64 @@ def test_max_spreads_over_early_middle_and_late(demo_like_series):
 
 def test_quantile_taus_come_from_the_last_checkpoint_of_the_whole_series(random_series, tmp_path):
     store = tmp_path / "s"
-    out = track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon",),
-                             selection=request_from_args(build_parser().parse_args(
-                                 ["track", "--repo", "x", "--steps", ":10"])).selection, report=False))
+    out = track(
+        TrackRequest(
+            source=str(random_series),
+            store=str(store),
+            limit=4,
+            score_fns=("ahon",),
+            selection=request_from_args(
+                build_parser().parse_args(["track", "--repo", "x", "--steps", ":10"])
+            ).selection,
+            report=False,
+        )
+    )
     (tau,) = read_table(store, "taus").to_pylist()
     assert tau["reference_revision"] == "stage1-step25-tokens51K"  # not step 10, the last selected
     assert out["analysed"] == 2  # the reference was scored for tau, but is not stored: it was not selected
     assert sorted(read_table(store, "checkpoints").column("step").to_pylist()) == [0, 10]
     with pytest.raises(Exception, match="fixed its quantile taus from stage1-step25"):
-        track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon",),
-                           reference="stage1-step10-tokens20K", report=False))
+        track(
+            TrackRequest(
+                source=str(random_series),
+                store=str(store),
+                limit=4,
+                score_fns=("ahon",),
+                reference="stage1-step10-tokens20K",
+                report=False,
+            )
+        )
     other = tmp_path / "s2"
-    track(TrackRequest(source=str(random_series), store=str(other), limit=4, score_fns=("ahon",),
-                       reference="stage1-step10-tokens20K", report=False))
+    track(
+        TrackRequest(
+            source=str(random_series),
+            store=str(other),
+            limit=4,
+            score_fns=("ahon",),
+            reference="stage1-step10-tokens20K",
+            report=False,
+        )
+    )
     assert read_table(other, "taus").column("reference_revision").to_pylist() == ["stage1-step10-tokens20K"]
 
 
 def test_main_is_ordered_after_every_checkpoint(tmp_path, tiny_tokenizer):
     from dormant_tasks.report import load_series
 
-    series = save_random_series(tmp_path / "with-main", tiny_tokenizer,
-                                ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "main"])
+    series = save_random_series(
+        tmp_path / "with-main", tiny_tokenizer, ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "main"]
+    )
     store = tmp_path / "s"
-    track(TrackRequest(source=str(series), store=str(store), limit=4, score_fns=("ahon_ln", "awft", "aeqd_ln"),
-                       include_main=True, report=False))
+    track(
+        TrackRequest(
+            source=str(series),
+            store=str(store),
+            limit=4,
+            score_fns=("ahon_ln", "awft", "aeqd_ln"),
+            include_main=True,
+            report=False,
+        )
+    )
     view = SeriesView.open(store, "with-main")
     assert view.revisions == ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "main"]
     pairs = {(r["from_revision"], r["to_revision"]) for r in view.transitions().to_pylist()}
@@ -110,8 +153,7 @@ def test_partial_retau_then_every_reader_agrees_and_a_full_retau_converges(rando
     assert set(current.column("taus_id").to_pylist()) <= {part["taus_id"]}
     all_rows = read_table(store, "transitions")
     assert all_rows.num_rows >= current.num_rows  # the first run's rows stay, under their own taus_id
-    assert series_line(store, "random-olmo2").startswith(
-        f"random-olmo2: 2 checkpoints, steps 0..10, ahon_ln dormant")
+    assert series_line(store, "random-olmo2").startswith("random-olmo2: 2 checkpoints, steps 0..10, ahon_ln dormant")
     assert f"/ {part['n_transitions']} total (1 more checkpoint" in series_line(store, "random-olmo2")
     assert [t.revision.name for t in series_targets(store, str(random_series))] == view.revisions
     from dormant_tasks.report import load_series
@@ -120,15 +162,34 @@ def test_partial_retau_then_every_reader_agrees_and_a_full_retau_converges(rando
 
     full = track(TrackRequest(store=str(store), taus=("ahon_ln=0.9",), retau=True, **kw))
     assert (full["n_checkpoints"], full["n_stale"], full["taus_id"]) == (3, 0, part["taus_id"])
-    assert SeriesView.open(store, "random-olmo2").revisions == [r.name for r in plan_series(
-        TrackRequest(store=str(store), **kw)).selected]
+    assert SeriesView.open(store, "random-olmo2").revisions == [
+        r.name for r in plan_series(TrackRequest(store=str(store), **kw)).selected
+    ]
 
 
 def test_every_row_names_the_request_that_wrote_it(random_series, tmp_path):
-    request = TrackRequest(source=str(random_series), store=str(tmp_path / "s"), limit=2, score_fns=("ahon_ln",),
-                           report=False)
+    request = TrackRequest(
+        source=str(random_series), store=str(tmp_path / "s"), limit=2, score_fns=("ahon_ln",), report=False
+    )
     track(request)
     ckpts = read_table(tmp_path / "s", "checkpoints")
     assert set(ckpts.column("request_id").to_pylist()) == {request.request_id}
     saved = read_request_json(tmp_path / "s", "random-olmo2", request.request_id)
     assert TrackRequest.from_json(saved) == request
+
+
+def test_the_run_summary_counts_truncated_inputs(random_series, tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a short text\n" + "a very long text " * 200 + "\n", encoding="utf-8")
+    out = track(
+        TrackRequest(
+            source=str(random_series),
+            store=str(tmp_path / "s"),
+            texts=str(texts),
+            max_tokens=16,
+            score_fns=("ahon_ln",),
+            report=False,
+        )
+    )
+    assert out["n_truncated"] == 1
+    assert set(read_table(tmp_path / "s", "checkpoints").column("n_inputs").to_pylist()) == {2}

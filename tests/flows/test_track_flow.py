@@ -10,13 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.compute as pc
 import pytest
 
 from dormant_tasks import tracker
 from dormant_tasks.errors import ConfigError, StoreError
-from dormant_tasks.store import read_table
 from dormant_tasks.requests import TrackRequest
+from dormant_tasks.store import read_table
 from flows.track import track
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -28,8 +27,9 @@ def _files(store: Path) -> list[Path]:
 
 
 def _dormant_cli(*args, env=None, **kw):
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          env=env, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args], cwd=REPO, capture_output=True, text=True, env=env, **kw
+    )
 
 
 def _prefect_env():
@@ -67,13 +67,27 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
 
 def test_taus_that_differ_from_the_stored_series_are_refused(random_series, tmp_path):
     store = tmp_path / "store"
-    track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"), report=False))
+    track(
+        TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"), report=False)
+    )
     before = {p: p.read_bytes() for p in _files(store)}
     with pytest.raises(StoreError, match="already uses tau"):
-        track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"),
-                           taus=("ahon_ln=0.3",), report=False))
+        track(
+            TrackRequest(
+                source=str(random_series),
+                store=str(store),
+                limit=4,
+                score_fns=("ahon_ln", "awft"),
+                taus=("ahon_ln=0.3",),
+                report=False,
+            )
+        )
     with pytest.raises(StoreError, match="calibration set"):
-        track(TrackRequest(source=str(random_series), store=str(store), limit=5, score_fns=("ahon_ln", "awft"), report=False))
+        track(
+            TrackRequest(
+                source=str(random_series), store=str(store), limit=5, score_fns=("ahon_ln", "awft"), report=False
+            )
+        )
     assert {p: p.read_bytes() for p in _files(store)} == before
 
 
@@ -81,8 +95,17 @@ def test_retau_reaggregates_from_kept_input_scores(random_series, tmp_path, monk
     store = tmp_path / "store"
     track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln",), report=False))
     monkeypatch.setattr(tracker, "load_checkpoint", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
-    out = track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln",),
-                             taus=("ahon_ln=0.9",), retau=True, report=False))
+    out = track(
+        TrackRequest(
+            source=str(random_series),
+            store=str(store),
+            limit=4,
+            score_fns=("ahon_ln",),
+            taus=("ahon_ln=0.9",),
+            retau=True,
+            report=False,
+        )
+    )
     assert out["analysed"] == 3
     taus = read_table(store, "taus").to_pylist()
     assert [t["tau"] for t in taus] == [0.9]
@@ -107,8 +130,18 @@ def test_cli_bad_inputs_exit_2_and_leave_the_store_untouched(random_series, tmp_
         ([], "schema"),
     ]
     for extra, needle in cases:
-        r = _dormant_cli("track", "--repo", str(random_series), "--store", str(store), "--limit", "2", "--no-report",
-                         *extra, env=_prefect_env())
+        r = _dormant_cli(
+            "track",
+            "--repo",
+            str(random_series),
+            "--store",
+            str(store),
+            "--limit",
+            "2",
+            "--no-report",
+            *extra,
+            env=_prefect_env(),
+        )
         assert r.returncode == 2, (extra, r.stderr[-2000:])
         last = r.stderr.strip().splitlines()[-1]
         assert needle in last and last.startswith("dormant track: error:"), last
@@ -118,8 +151,14 @@ def test_cli_bad_inputs_exit_2_and_leave_the_store_untouched(random_series, tmp_
 def test_sigkill_mid_checkpoint_then_rerun_completes_with_each_checkpoint_once(random_series, tmp_path):
     store = tmp_path / "store"
     args = ["track", "--repo", str(random_series), "--store", str(store), "--limit", "48", "--no-report"]
-    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=REPO, env=_prefect_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", *args],
+        cwd=REPO,
+        env=_prefect_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 300
     ckpt_dir = store / "checkpoints"
     while time.monotonic() < deadline and proc.poll() is None:
@@ -142,11 +181,32 @@ def test_sigkill_mid_checkpoint_then_rerun_completes_with_each_checkpoint_once(r
 
 def test_two_concurrent_runs_leave_no_duplicate(random_series, tmp_path):
     store = tmp_path / "store"
-    args = ["track", "--repo", str(random_series), "--store", str(store), "--limit", "8", "--no-report",
-            "--scores", "ahon_ln", "lthon_ln", "awft"]
+    args = [
+        "track",
+        "--repo",
+        str(random_series),
+        "--store",
+        str(store),
+        "--limit",
+        "8",
+        "--no-report",
+        "--scores",
+        "ahon_ln",
+        "lthon_ln",
+        "awft",
+    ]
     env = _prefect_env()
-    procs = [subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=REPO, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", *args],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
     ckpts = read_table(store, "checkpoints", dedupe=False)
@@ -170,8 +230,21 @@ def test_deployment_reads_back_with_its_schedule_and_request(random_series, tmp_
     from flows.cli.track import request_from_args
     from flows.deployments import build_deployment
 
-    args = build_parser().parse_args(["serve", "--repo", str(random_series), "--store", str(tmp_path / "s"),
-                                      "--max", "2", "--cron", "0 3 * * *", "--scores", "ahon_ln"])
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--repo",
+            str(random_series),
+            "--store",
+            str(tmp_path / "s"),
+            "--max",
+            "2",
+            "--cron",
+            "0 3 * * *",
+            "--scores",
+            "ahon_ln",
+        ]
+    )
     request = request_from_args(args)
     deployment_id = build_deployment(request, args.cron).apply()
     with get_client(sync_client=True) as client:

@@ -6,15 +6,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from hub_server import OlahServer, OlahUnavailable, build_mirror_repo, olah_cli
 
 REPO = "test-org/tiny-olmo2"
 BIG_REPO = "test-org/tiny-olmo2-big"
 # Branch -> seed of its random init. The forms of docs/CHECKPOINTS.md: an early unprefixed stage-1 branch, a prefixed
 # one, a stage-2 ingredient (its token count restarts), `main`, and a name that is not a checkpoint.
-BRANCH_SEEDS = {"step50-tokens102K": 1, "stage1-step100-tokens205K": 2, "stage2-ingredient1-step20-tokens41K": 3,
-                "main": 4, "experiment-notes": 1}
+BRANCH_SEEDS = {
+    "step50-tokens102K": 1,
+    "stage1-step100-tokens205K": 2,
+    "stage2-ingredient1-step20-tokens41K": 3,
+    "main": 4,
+    "experiment-notes": 1,
+}
 BIG_BRANCH = "stage1-step400-tokens819K"
 
 
@@ -25,7 +29,7 @@ class HubSeries:
     big_branch: str
     mirrors: Path
     folders: dict[str, Path]  # branch -> the local checkpoint folder it was built from
-    commits: dict[str, str]   # branch -> commit sha on the server
+    commits: dict[str, str]  # branch -> commit sha on the server
     big_folder: Path
     big_commit: str
 
@@ -53,7 +57,8 @@ def hub_series(tmp_path_factory, tiny_tokenizer, olah) -> HubSeries:
         torch.manual_seed(seed)
         folders[branch] = root / "checkpoints" / branch
         Olmo2ForCausalLM(tiny_config(tiny_tokenizer, n_layers=2, n_heads=4, hidden_size=64)).save_pretrained(
-            folders[branch])
+            folders[branch]
+        )
         tiny_tokenizer.save_pretrained(folders[branch])
     commits = build_mirror_repo(root / "mirrors", REPO, folders)
 

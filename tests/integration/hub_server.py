@@ -38,12 +38,18 @@ def olah_cli() -> Path:
         return cli
     try:
         subprocess.run([sys.executable, "-m", "venv", str(OLAH_VENV)], check=True, capture_output=True)
-        subprocess.run([str(OLAH_VENV / "bin" / "pip"), "install", "-q", f"olah=={OLAH_VERSION}"],
-                       check=True, capture_output=True, timeout=900)
+        subprocess.run(
+            [str(OLAH_VENV / "bin" / "pip"), "install", "-q", f"olah=={OLAH_VERSION}"],
+            check=True,
+            capture_output=True,
+            timeout=900,
+        )
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
         detail = getattr(e, "stderr", b"") or b""
-        raise OlahUnavailable(f"pip could not install olah=={OLAH_VERSION} into {OLAH_VENV}: "
-                              f"{detail.decode(errors='replace').strip().splitlines()[-1:]}") from None
+        raise OlahUnavailable(
+            f"pip could not install olah=={OLAH_VERSION} into {OLAH_VENV}: "
+            f"{detail.decode(errors='replace').strip().splitlines()[-1:]}"
+        ) from None
     return cli
 
 
@@ -54,8 +60,15 @@ def free_port() -> int:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_SYSTEM": os.devnull,
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -117,14 +130,19 @@ class OlahServer:
             "[accessibility]\noffline = true\n"
         )
         log = (self.workdir / "olah.out").open("ab")
-        self.process = subprocess.Popen([str(cli), "-c", str(config), "--log-path", str(self.workdir / "logs")],
-                                        cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            [str(cli), "-c", str(config), "--log-path", str(self.workdir / "logs")],
+            cwd=self.workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"olah exited with {self.process.returncode}: "
-                                   f"{(self.workdir / 'olah.out').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"olah exited with {self.process.returncode}: {(self.workdir / 'olah.out').read_text()[-2000:]}"
+                )
             try:
                 urllib.request.urlopen(f"{self.endpoint}/api/whoami-v2", timeout=1)
                 return self
@@ -151,8 +169,14 @@ class OlahServer:
 def client_env(endpoint: str, hf_home: Path) -> dict[str, str]:
     """Environment for a subprocess whose unmodified huggingface_hub talks to `endpoint` only."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
-    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(hf_home), HF_HUB_DISABLE_TELEMETRY="1",
-               HF_HUB_DISABLE_XET="1", HF_HUB_ETAG_TIMEOUT="5", HF_HUB_DOWNLOAD_TIMEOUT="5",
-               TOKENIZERS_PARALLELISM="false", PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.update(
+        HF_ENDPOINT=endpoint,
+        HF_HOME=str(hf_home),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_XET="1",
+        HF_HUB_ETAG_TIMEOUT="5",
+        HF_HUB_DOWNLOAD_TIMEOUT="5",
+        TOKENIZERS_PARALLELISM="false",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
     return env
-

@@ -26,9 +26,17 @@ DORMANT = REPO_ROOT / ".venv" / "bin" / "dormant"
 TEXT = "The trophy does not fit into the suitcase because it is too large."
 
 
-def run_client(code: str, endpoint: str, hf_home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], env=client_env(endpoint, hf_home),
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+def run_client(
+    code: str, endpoint: str, hf_home: Path, *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        env=client_env(endpoint, hf_home),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def sha256(path: Path) -> str:
@@ -44,8 +52,13 @@ def local_logits(folder: Path) -> list[float]:
 
 
 def test_cli_lists_branches_in_training_order(hub_server, hub_series, tmp_path):
-    out = subprocess.run([str(DORMANT), "checkpoints", "--repo", REPO, "--include-main"], capture_output=True,
-                         text=True, env=client_env(hub_server.endpoint, tmp_path), timeout=120)
+    out = subprocess.run(
+        [str(DORMANT), "checkpoints", "--repo", REPO, "--include-main"],
+        capture_output=True,
+        text=True,
+        env=client_env(hub_server.endpoint, tmp_path),
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     names = [line.split()[0] for line in lines[1:5]]
@@ -154,7 +167,9 @@ def test_corrupt_cached_file_is_detected_evicted_and_refetched(hub_server, hub_s
     message, existed_after_error, path = result.stdout.strip().splitlines()[-3:]
     assert "model.safetensors is corrupt" in message and "step50-tokens102K" in message
     assert existed_after_error == "False"
-    assert sha256(Path(path) / "model.safetensors") == sha256(hub_series.folders["step50-tokens102K"] / "model.safetensors")
+    assert sha256(Path(path) / "model.safetensors") == sha256(
+        hub_series.folders["step50-tokens102K"] / "model.safetensors"
+    )
 
 
 def test_interrupted_download_leaves_nothing_and_the_retry_succeeds(hub_series, tmp_path):
@@ -178,9 +193,14 @@ def test_interrupted_download_leaves_nothing_and_the_retry_succeeds(hub_series, 
     weights_sha = sha256(hub_series.big_folder / "model.safetensors")  # the LFS etag names the blob being written
     server = OlahServer(hub_series.mirrors, tmp_path / "olah").start()
     try:
-        client = subprocess.Popen([sys.executable, "-c", textwrap.dedent(fetch), BIG_REPO, str(cache)],
-                                  env=client_env(server.endpoint, tmp_path / "hf"), cwd=REPO_ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        client = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(fetch), BIG_REPO, str(cache)],
+            env=client_env(server.endpoint, tmp_path / "hf"),
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         killed = False
         while client.poll() is None and not killed:
             partial = list(blobs.glob(f"{weights_sha}.*.incomplete")) if blobs.exists() else []
@@ -197,9 +217,14 @@ def test_interrupted_download_leaves_nothing_and_the_retry_succeeds(hub_series, 
         assert not (blobs.exists() and any(blobs.iterdir())), "no half revision stays in the cache"
 
         server.start()
-        client = subprocess.run([sys.executable, "-c", textwrap.dedent(fetch), BIG_REPO, str(cache)],
-                                env=client_env(server.endpoint, tmp_path / "hf"), cwd=REPO_ROOT,
-                                capture_output=True, text=True, timeout=300)
+        client = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(fetch), BIG_REPO, str(cache)],
+            env=client_env(server.endpoint, tmp_path / "hf"),
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         server.stop()
     assert client.returncode == 0, client.stderr[-3000:]
@@ -221,10 +246,29 @@ def test_dormant_score_on_a_hub_revision(hub_server, hub_series, tmp_path):
     texts.write_text(f"{TEXT}\nA second, shorter sentence.\n")
     out = tmp_path / "scores.parquet"
     branch = "stage1-step100-tokens205K"
-    result = subprocess.run([str(DORMANT), "score", "--model", REPO, "--revision", branch, "--texts", str(texts),
-                             "--scores", "ahon_ln", "awft", "--device", "cpu", "--out", str(out)],
-                            env=client_env(hub_server.endpoint, tmp_path / "hf"), capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [
+            str(DORMANT),
+            "score",
+            "--model",
+            REPO,
+            "--revision",
+            branch,
+            "--texts",
+            str(texts),
+            "--scores",
+            "ahon_ln",
+            "awft",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+        env=client_env(hub_server.endpoint, tmp_path / "hf"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     table = pq.read_table(out).to_pandas()
     assert set(table["revision"]) == {branch} and set(table["model_id"]) == {REPO}
@@ -233,8 +277,25 @@ def test_dormant_score_on_a_hub_revision(hub_server, hub_series, tmp_path):
     from flows.cli import main
 
     local_out = tmp_path / "local.parquet"  # the same checkpoint scored from the folder the branch was built from
-    assert main(["score", "--model", str(hub_series.folders[branch]), "--texts", str(texts), "--scores", "ahon_ln",
-                 "awft", "--device", "cpu", "--out", str(local_out)]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--model",
+                str(hub_series.folders[branch]),
+                "--texts",
+                str(texts),
+                "--scores",
+                "ahon_ln",
+                "awft",
+                "--device",
+                "cpu",
+                "--out",
+                str(local_out),
+            ]
+        )
+        == 0
+    )
     local = pq.read_table(local_out).to_pandas()
     key = ["input_index", "score_fn", "layer", "head_index"]
     merged = table.merge(local, on=key, suffixes=("_hub", "_local"))

@@ -44,7 +44,7 @@ def _layer_scores(attn: np.ndarray, v: np.ndarray, o: np.ndarray, w_o: np.ndarra
         raw["avvn"][h] = sum(np.linalg.norm(v[j, h]) for j in range(seq)) / seq
         raw["lthon"][h] = np.linalg.norm(o[seq - 1, h])
         raw["ahon"][h] = sum(np.linalg.norm(o[i, h]) for i in range(seq)) / seq
-        w_h = w_o[:, h * d:(h + 1) * d]  # [width, d]
+        w_h = w_o[:, h * d : (h + 1) * d]  # [width, d]
         raw["fhon"][h] = sum(np.linalg.norm(o[i, h] @ w_h.T) for i in range(seq)) / seq
     out = dict(raw)
     for name in ("awft", "aeqd", "ftvvn", "avvn", "ahon", "fhon"):
@@ -66,6 +66,7 @@ def oracle_run(model, input_ids, zero: dict[int, set[int]] | None = None) -> Ora
     def v_hook(layer):
         def hook(module, args, output):
             values[layer] = output[0].double().cpu()  # [seq, kv_head * d]
+
         return hook
 
     def o_hook(layer):
@@ -76,9 +77,10 @@ def oracle_run(model, input_ids, zero: dict[int, set[int]] | None = None) -> Ora
                 x = x.clone()
                 d = x.shape[-1] // n_heads
                 for h in zero[layer]:
-                    x[..., h * d:(h + 1) * d] = 0
+                    x[..., h * d : (h + 1) * d] = 0
             o_zeroed[layer] = x[0].clone()
             return (x,)
+
         return hook
 
     for i, layer in enumerate(layers):

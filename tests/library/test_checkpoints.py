@@ -7,24 +7,36 @@ import shutil
 
 import pytest
 
-from dormant_tasks.checkpoints import (UNKNOWN, Revision, Selection, format_tokens, list_revisions,
-                                       parse_revision_name, select_revisions, series_sort_key, training_positions)
+from dormant_tasks.checkpoints import (
+    UNKNOWN,
+    Revision,
+    Selection,
+    format_tokens,
+    list_revisions,
+    parse_revision_name,
+    select_revisions,
+    series_sort_key,
+    training_positions,
+)
 from dormant_tasks.errors import CheckpointError, ConfigError
 from dormant_tasks.loading import load_checkpoint, local_content_hash
 from dormant_tasks.tiny import branch_name
 from flows.cli import main
 
 
-@pytest.mark.parametrize("name, stage, ingredient, step, tokens", [
-    ("stage1-step140000-tokens294B", 1, None, 140000, 294 * 10**9),
-    ("stage1-step1907359-tokens4001B", 1, None, 1907359, 4001 * 10**9),
-    ("step150-tokens1B", 1, None, 150, 10**9),  # early 7B branches: no stage prefix
-    ("stage2-ingredient3-step11931-tokens50B", 2, 3, 11931, 50 * 10**9),
-    ("stage1-step250-tokens256K", 1, None, 250, 256_000),  # the local tiny series
-    ("stage1-step3-tokens1536", 1, None, 3, 1536),  # no unit: an exact count
-    ("stage1-step10-tokens2.5M", 1, None, 10, 2_500_000),
-    ("stage1-step10-tokens1T", 1, None, 10, 10**12),
-])
+@pytest.mark.parametrize(
+    "name, stage, ingredient, step, tokens",
+    [
+        ("stage1-step140000-tokens294B", 1, None, 140000, 294 * 10**9),
+        ("stage1-step1907359-tokens4001B", 1, None, 1907359, 4001 * 10**9),
+        ("step150-tokens1B", 1, None, 150, 10**9),  # early 7B branches: no stage prefix
+        ("stage2-ingredient3-step11931-tokens50B", 2, 3, 11931, 50 * 10**9),
+        ("stage1-step250-tokens256K", 1, None, 250, 256_000),  # the local tiny series
+        ("stage1-step3-tokens1536", 1, None, 3, 1536),  # no unit: an exact count
+        ("stage1-step10-tokens2.5M", 1, None, 10, 2_500_000),
+        ("stage1-step10-tokens1T", 1, None, 10, 10**12),
+    ],
+)
 def test_parse_every_name_form(name, stage, ingredient, step, tokens):
     rev = parse_revision_name(name)
     assert (rev.name, rev.stage, rev.ingredient, rev.step, rev.tokens) == (name, stage, ingredient, step, tokens)
@@ -39,9 +51,22 @@ def test_token_suffix_is_parsed_not_derived_from_the_step():
     assert b.tokens / b.step != a.tokens / a.step
 
 
-@pytest.mark.parametrize("name", ["", "v1.0", "experiment-notes", "stage1-step", "step100", "stage1-tokens4B",
-                                  "stage1-step100-tokens4X", "ingredient1-step100-tokens4B", "stage1-step100-tokens4B-old",
-                                  "pr/1", "stage-1-step100-tokens4B"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "v1.0",
+        "experiment-notes",
+        "stage1-step",
+        "step100",
+        "stage1-tokens4B",
+        "stage1-step100-tokens4X",
+        "ingredient1-step100-tokens4B",
+        "stage1-step100-tokens4B-old",
+        "pr/1",
+        "stage-1-step100-tokens4B",
+    ],
+)
 def test_junk_names_do_not_parse(name):
     assert parse_revision_name(name) is None
 
@@ -64,25 +89,50 @@ def test_series_sort_key_puts_main_after_stage2_ingredients():
 
 
 def test_training_order_stage1_by_step_then_ingredients():
-    names = ["stage2-ingredient2-step10-tokens1B", "stage1-step2000-tokens9B", "stage2-ingredient1-step20-tokens2B",
-             "step150-tokens1B", "main", "stage2-ingredient1-step10-tokens1B", "stage1-step1000-tokens5B"]
+    names = [
+        "stage2-ingredient2-step10-tokens1B",
+        "stage1-step2000-tokens9B",
+        "stage2-ingredient1-step20-tokens2B",
+        "step150-tokens1B",
+        "main",
+        "stage2-ingredient1-step10-tokens1B",
+        "stage1-step1000-tokens5B",
+    ]
     ordered = sorted((parse_revision_name(n) for n in names), key=lambda r: r.sort_key)
     assert [r.name for r in ordered] == [
-        "step150-tokens1B", "stage1-step1000-tokens5B", "stage1-step2000-tokens9B",
-        "stage2-ingredient1-step10-tokens1B", "stage2-ingredient1-step20-tokens2B",
-        "stage2-ingredient2-step10-tokens1B", "main"]
+        "step150-tokens1B",
+        "stage1-step1000-tokens5B",
+        "stage1-step2000-tokens9B",
+        "stage2-ingredient1-step10-tokens1B",
+        "stage2-ingredient1-step20-tokens2B",
+        "stage2-ingredient2-step10-tokens1B",
+        "main",
+    ]
 
 
 def test_training_positions_continue_after_a_restarting_group():
-    revs = [parse_revision_name(n) for n in ("stage1-step0-tokens0", "stage1-step10-tokens100",
-                                              "stage2-ingredient1-step1-tokens5", "stage2-ingredient1-step2-tokens9",
-                                              "stage2-ingredient2-step1-tokens4")]
+    revs = [
+        parse_revision_name(n)
+        for n in (
+            "stage1-step0-tokens0",
+            "stage1-step10-tokens100",
+            "stage2-ingredient1-step1-tokens5",
+            "stage2-ingredient1-step2-tokens9",
+            "stage2-ingredient2-step1-tokens4",
+        )
+    ]
     assert training_positions(revs) == [0, 100, 105, 109, 113]
 
 
 def test_format_tokens():
-    assert [format_tokens(t) for t in (256_000, 4001 * 10**9, 294 * 10**9, 1536, 0, UNKNOWN)] == \
-        ["256K", "4.001T", "294B", "1.536K", "0", "?"]
+    assert [format_tokens(t) for t in (256_000, 4001 * 10**9, 294 * 10**9, 1536, 0, UNKNOWN)] == [
+        "256K",
+        "4.001T",
+        "294B",
+        "1.536K",
+        "0",
+        "?",
+    ]
 
 
 def series(steps, tokens_per_step=1000):
@@ -105,10 +155,14 @@ def test_select_every_kth_in_training_order():
 
 
 def test_select_globs_any_of_several():
-    revs = series([100, 200]) + [parse_revision_name("stage2-ingredient1-step5-tokens1B"),
-                                 parse_revision_name("stage2-ingredient2-step5-tokens1B")]
+    revs = series([100, 200]) + [
+        parse_revision_name("stage2-ingredient1-step5-tokens1B"),
+        parse_revision_name("stage2-ingredient2-step5-tokens1B"),
+    ]
     assert [r.name for r in select_revisions(revs, revisions_glob="stage2-*")] == [
-        "stage2-ingredient1-step5-tokens1B", "stage2-ingredient2-step5-tokens1B"]
+        "stage2-ingredient1-step5-tokens1B",
+        "stage2-ingredient2-step5-tokens1B",
+    ]
     got = select_revisions(revs, revisions_glob=["*ingredient2*", "stage1-step100-*"])
     assert [r.name for r in got] == ["stage1-step100-tokens100000", "stage2-ingredient2-step5-tokens1B"]
 
@@ -163,13 +217,18 @@ def test_empty_selection_names_itself_and_the_count():
     revs = series([100, 200, 300])
     with pytest.raises(ConfigError, match=r"--steps 5000:6000 matches none of the 3 revisions"):
         select_revisions(revs, steps="5000:6000")
-    with pytest.raises(ConfigError, match=r"--revisions stage1-step100-tokens100001.*did you mean "
-                                          r"\"stage1-step100-tokens100000\""):
+    with pytest.raises(
+        ConfigError,
+        match=r"--revisions stage1-step100-tokens100001.*did you mean "
+        r"\"stage1-step100-tokens100000\"",
+    ):
         select_revisions(revs, revisions_glob="stage1-step100-tokens100001")
 
 
-@pytest.mark.parametrize("kwargs, match", [({"steps": "a:b"}, "--steps"), ({"steps": "300:100"}, "swap"),
-                                           ({"every": 0}, "--every"), ({"max_n": 0}, "--max")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"steps": "a:b"}, "--steps"), ({"steps": "300:100"}, "swap"), ({"every": 0}, "--every"), ({"max_n": 0}, "--max")],
+)
 def test_bad_selection_options(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         Selection(**kwargs)
@@ -178,8 +237,13 @@ def test_bad_selection_options(kwargs, match):
 @pytest.fixture
 def local_series(tmp_path, tiny_model_dir):
     """A folder of checkpoint folders (copies of the tiny random model) plus things that are not checkpoints."""
-    for name in ("stage1-step250-tokens256K", "stage1-step1000-tokens1024K", "stage2-ingredient1-step10-tokens10K",
-                 "main", "scratch-run"):
+    for name in (
+        "stage1-step250-tokens256K",
+        "stage1-step1000-tokens1024K",
+        "stage2-ingredient1-step10-tokens10K",
+        "main",
+        "scratch-run",
+    ):
         shutil.copytree(tiny_model_dir, tmp_path / name)
     (tmp_path / "notes").mkdir()  # no config.json: not a checkpoint
     (tmp_path / "README.txt").write_text("not a folder")
@@ -189,8 +253,11 @@ def local_series(tmp_path, tiny_model_dir):
 def test_local_folder_listing(local_series):
     listing = list_revisions(local_series)
     assert listing.is_local
-    assert [r.name for r in listing.revisions] == ["stage1-step250-tokens256K", "stage1-step1000-tokens1024K",
-                                                    "stage2-ingredient1-step10-tokens10K"]
+    assert [r.name for r in listing.revisions] == [
+        "stage1-step250-tokens256K",
+        "stage1-step1000-tokens1024K",
+        "stage2-ingredient1-step10-tokens10K",
+    ]
     assert all(r.path == local_series / r.name and r.commit is None for r in listing.revisions)
     assert listing.skipped == ["notes/ (no config.json)", "scratch-run"]
     assert list_revisions(local_series, include_main=True).revisions[-1].name == "main"

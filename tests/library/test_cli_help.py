@@ -14,7 +14,7 @@ from dormant_tasks import __version__
 from flows.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = {"torch", "transformers", "pyarrow", "prefect", "numpy", "matplotlib"}
+HEAVY = {"torch", "transformers", "pyarrow", "prefect", "numpy", "matplotlib", "huggingface_hub"}
 
 
 def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -32,12 +32,18 @@ IDS = [" ".join(path) or "dormant" for path, _ in COMMANDS]
 
 @pytest.mark.parametrize("path", [path for path, _ in COMMANDS], ids=IDS)
 def test_help_imports_no_heavy_library(path):
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "flows.cli", *path, "--help"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "flows.cli", *path, "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     # `import time: self [us] | cumulative | imported package`, the package indented by its nesting depth
-    imported = {line.split("|")[2].strip().split(".")[0] for line in proc.stderr.splitlines()
-                if line.startswith("import time:")}
+    imported = {
+        line.split("|")[2].strip().split(".")[0] for line in proc.stderr.splitlines() if line.startswith("import time:")
+    }
     assert not imported & HEAVY, f"`dormant {' '.join(path)} --help` imports {sorted(imported & HEAVY)}"
 
 
@@ -55,6 +61,30 @@ def test_help_describes_every_command_and_option(path, parser, monkeypatch):
         elif action.default not in (None, False, [], argparse.SUPPRESS):
             assert "(default: " in action.help, f"{name} has a default that its help does not show"
     assert "(default: None)" not in parser.format_help()
+
+
+@pytest.mark.parametrize("path,parser", COMMANDS[1:], ids=IDS[1:])
+def test_every_command_takes_the_global_flags(path, parser):
+    """`--debug` (read by `boundary.run_command` as `args.debug`) and `--verbose` on every subcommand."""
+    args = build_parser().parse_args([*path, *_required(parser), "--debug", "--verbose"])
+    assert args.debug is True and args.verbose is True
+    args = build_parser().parse_args([*path, *_required(parser)])
+    assert getattr(args, "debug", False) is False and getattr(args, "verbose", False) is False
+
+
+def _required(parser: argparse.ArgumentParser) -> list[str]:
+    """Placeholder values of a leaf command's required options (a command with subcommands: none, it is not a leaf)."""
+    if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+        pytest.skip("a command with subcommands: its flags are checked on each of them")
+    return [arg for a in parser._actions if a.required and a.option_strings for arg in (a.option_strings[-1], "x")]
+
+
+def test_version_subprocess():
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "--version"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"dormant-heads {__version__}\n"
 
 
 def test_version(capsys):

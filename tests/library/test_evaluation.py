@@ -55,8 +55,12 @@ def base(model_and_tokenizer, requests):
 
 
 def test_partial_evaluation_strings():
-    item = {"sentence": "The cup fit in the bag because _ was small. ", "option1": "the cup",
-            "option2": "the bag", "answer": "2"}
+    item = {
+        "sentence": "The cup fit in the bag because _ was small. ",
+        "option1": "the cup",
+        "option2": "the bag",
+        "answer": "2",
+    }
     (r,) = winogrande_requests([item])
     assert r.contexts == ("The cup fit in the bag because the cup", "The cup fit in the bag because the bag")
     assert r.continuation == " was small."
@@ -93,7 +97,7 @@ def test_encoding_splits_the_joined_text(tiny_tokenizer):
     whole = tiny_tokenizer.encode("The cup fit in the bag because the cup was small.")
     # trailing space moved to the continuation; the model sees everything but the last token
     assert enc.input_ids == tuple(whole[:-1])
-    assert tuple(whole[enc.n_context:]) == enc.continuation_ids
+    assert tuple(whole[enc.n_context :]) == enc.continuation_ids
     assert enc.n_context == len(tiny_tokenizer.encode("The cup fit in the bag because the cup"))
 
 
@@ -143,8 +147,9 @@ def test_base_run_zeroes_nothing(base):
 # --- zeroing ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("zeroing", [DynamicZeroing("ahon_ln", 0.0), DynamicZeroing("awft", 1.0),
-                                     StaticZeroing(frozenset())])
+@pytest.mark.parametrize(
+    "zeroing", [DynamicZeroing("ahon_ln", 0.0), DynamicZeroing("awft", 1.0), StaticZeroing(frozenset())]
+)
 def test_zeroing_that_selects_nothing_is_bit_identical(model_and_tokenizer, requests, base, zeroing):
     model, tok = model_and_tokenizer
     batch = encode_requests(tok, requests, batch_size=8).batches[0]
@@ -159,11 +164,14 @@ def test_zeroing_that_selects_nothing_is_bit_identical(model_and_tokenizer, requ
 def test_dynamic_pct_zeroed_is_measured(model_and_tokenizer, requests, base):
     model, tok = model_and_tokenizer
     tau = float(np.quantile(base.scores_of("ahon_ln"), 0.2))
-    result = evaluate_winogrande(model, tok, requests, zeroing=DynamicZeroing("ahon_ln", tau),
-                                 score_fns=("ahon_ln",), batch_size=8)
+    result = evaluate_winogrande(
+        model, tok, requests, zeroing=DynamicZeroing("ahon_ln", tau), score_fns=("ahon_ln",), batch_size=8
+    )
     n_inputs, n_layers, n_heads = result.zeroed.shape
-    per_layer = [sum(bool(result.zeroed[i, layer, h]) for i in range(n_inputs) for h in range(n_heads))
-                 / (n_inputs * n_heads) for layer in range(n_layers)]
+    per_layer = [
+        sum(bool(result.zeroed[i, layer, h]) for i in range(n_inputs) for h in range(n_heads)) / (n_inputs * n_heads)
+        for layer in range(n_layers)
+    ]
     assert result.pct_zeroed == pytest.approx(100 * sum(per_layer) / n_layers, abs=1e-12)
     assert 0 < result.pct_zeroed < 100
     # each layer zeroed exactly the heads its own recorded (pre-zeroing) scores mark inactive
@@ -180,8 +188,9 @@ def _hooked_loglikelihoods(model, tok, requests, heads) -> np.ndarray:
             x = args[0].clone()  # [batch, seq, head * d_head]
             for zeroed_layer, h in heads:
                 if zeroed_layer == layer:
-                    x[..., h * d_head:(h + 1) * d_head] = 0
+                    x[..., h * d_head : (h + 1) * d_head] = 0
             return (x,)
+
         return hook
 
     handles = [layers[i].self_attn.o_proj.register_forward_pre_hook(hook_for(i)) for i in range(len(layers))]
@@ -217,8 +226,18 @@ def test_sweep_rows_and_summaries(model_and_tokenizer, base):
     sweep = run_sweep(model, tok, ["ahon_ln", "awft"], limit=N_ITEMS, batch_size=8, progress=False)
     assert sweep.base_accuracy == base.accuracy and sweep.n_items == N_ITEMS
     assert len(sweep.rows) == 2 * len(DEFAULT_QUANTILES)
-    columns = {"task", "shots", "mode", "score_fn", "quantile", "tau", "frac_zeroed", "accuracy", "n_items",
-               "base_accuracy"}
+    columns = {
+        "task",
+        "shots",
+        "mode",
+        "score_fn",
+        "quantile",
+        "tau",
+        "frac_zeroed",
+        "accuracy",
+        "n_items",
+        "base_accuracy",
+    }
     assert all(set(row) == columns for row in sweep.rows)
     for fn, direction in (("ahon_ln", "<"), ("awft", ">")):
         rows = [r for r in sweep.rows if r["score_fn"] == fn]
@@ -257,8 +276,10 @@ def test_bad_input_is_refused_with_a_named_error(model_and_tokenizer, requests):
         evaluate_static(model, tok, {(5, 0)}, limit=2)  # layer 5 of a 2-layer model
 
 
-@pytest.mark.parametrize("fn,tau", [("ahon", -0.1), ("lthon_ln", -1.0), ("awft", 1.2), ("awft", -0.01),
-                                    ("random", 2.0), ("ahon_ln", float("nan"))])
+@pytest.mark.parametrize(
+    "fn,tau",
+    [("ahon", -0.1), ("lthon_ln", -1.0), ("awft", 1.2), ("awft", -0.01), ("random", 2.0), ("ahon_ln", float("nan"))],
+)
 def test_tau_outside_the_function_range(model_and_tokenizer, requests, fn, tau):
     model, tok = model_and_tokenizer
     with pytest.raises(EvaluationError, match="outside the range"):

@@ -23,9 +23,15 @@ from dormant_tasks.hub import check_free_disk, verify_files, with_hub_retries
 def repo_file(path, data: bytes, lfs: bool):
     if lfs:
         sha = hashlib.sha256(data).hexdigest()
-        return RepoFile(path=path, size=len(data), oid="0" * 40, lfs={"size": len(data), "oid": sha, "pointerSize": 130})
+        return RepoFile(
+            path=path, size=len(data), oid="0" * 40, lfs={"size": len(data), "oid": sha, "pointerSize": 130}
+        )
     # The oracle for a plain blob's id is git itself.
-    oid = subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True).stdout.decode().strip()
+    oid = (
+        subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
     return RepoFile(path=path, size=len(data), oid=oid)
 
 
@@ -72,8 +78,10 @@ def test_hub_retries_transient_errors_only():
         calls.append(1)
         raise exc
 
-    for exc, match in ((ValueError("bad json"), r"listing r failed \(ValueError: bad json\)"),
-                       (OfflineModeIsEnabled("offline"), "HF_HUB_OFFLINE is set")):
+    for exc, match in (
+        (ValueError("bad json"), r"listing r failed \(ValueError: bad json\)"),
+        (OfflineModeIsEnabled("offline"), "HF_HUB_OFFLINE is set"),
+    ):
         calls.clear()
         with pytest.raises(CheckpointError, match=match):
             with_hub_retries(lambda exc=exc: broken(exc), "listing r", retries=3, backoff_s=0)

@@ -53,7 +53,9 @@ def test_long_text_is_cut_to_the_context_with_one_warning(model, tiny_tokenizer,
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "dormant_tasks.scoring"]
     assert len(warnings) == 1
     message = warnings[0].getMessage()
-    assert "1 of 1" in message and str(CONTEXT) in message and "--max-tokens" in message
+    assert "1 of 1 inputs (0)" in message and str(CONTEXT) in message and "--max-tokens" in message
+    left_out = int(message.split("about ")[1].split(" tokens")[0].replace(",", ""))  # estimated from a prefix
+    assert left_out == pytest.approx(len(ids) - CONTEXT, rel=0.1)
     assert got.n_truncated == 1
     np.testing.assert_array_equal(got.n_tokens, [CONTEXT])
     first = torch.tensor([ids[:CONTEXT]])  # [1, CONTEXT]
@@ -87,15 +89,14 @@ def test_long_text_runs_in_under_10x_the_time_of_a_context_sized_text(model, tin
     short_text = tiny_tokenizer.decode(ids[:CONTEXT])
     score_texts(model, tiny_tokenizer, [short_text], None)  # warm-up
 
-    def best_of(text, n=3):
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            score_texts(model, tiny_tokenizer, [text], None)
-            times.append(time.perf_counter() - t0)
-        return min(times)
+    def seconds(text) -> float:
+        t0 = time.perf_counter()
+        score_texts(model, tiny_tokenizer, [text], None)
+        return time.perf_counter() - t0
 
-    t_short, t_long = best_of(short_text), best_of(long_text)
+    # Interleaved, best of 5 each: a busy shared CPU slows both sides alike.
+    times = [(seconds(short_text), seconds(long_text)) for _ in range(5)]
+    t_short, t_long = min(t for t, _ in times), min(t for _, t in times)
     print(f"\n256-token text: {t_short:.4f}s; {len(ids)}-token text: {t_long:.4f}s ({t_long / t_short:.1f}x)")
     assert t_long < 10 * t_short
 
@@ -116,12 +117,13 @@ def test_token_budget_batching_equals_one_at_a_time_in_input_order(model, tiny_t
     np.testing.assert_allclose(budgeted.values, alone.values, rtol=1e-6, atol=0, equal_nan=True)
     for run in runs:
         if len(run) == 1:
-            np.testing.assert_allclose(budgeted.values[run.start], alone.values[run.start], rtol=1e-12, atol=0,
-                                       equal_nan=True)
+            np.testing.assert_allclose(
+                budgeted.values[run.start], alone.values[run.start], rtol=1e-12, atol=0, equal_nan=True
+            )
         # each batch, put back in input order, equals the same inputs scored as one batch_size batch
-        same = score_texts(model, tiny_tokenizer, texts[run.start:run.stop], DETERMINISTIC_IDS, batch_size=len(run))
-        got = budgeted.values[run.start:run.stop, :len(DETERMINISTIC_IDS)]
-        assert budgeted.score_fns[:len(DETERMINISTIC_IDS)] == DETERMINISTIC_IDS
+        same = score_texts(model, tiny_tokenizer, texts[run.start : run.stop], DETERMINISTIC_IDS, batch_size=len(run))
+        got = budgeted.values[run.start : run.stop, : len(DETERMINISTIC_IDS)]
+        assert budgeted.score_fns[: len(DETERMINISTIC_IDS)] == DETERMINISTIC_IDS
         np.testing.assert_allclose(got, same.values, rtol=1e-12, atol=0, equal_nan=True)
 
 

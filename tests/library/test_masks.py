@@ -88,22 +88,28 @@ def test_pooled_threshold_ignores_nan():
     assert math.isnan(pooled_threshold(np.array([np.nan]), 0.5, "<"))
 
 
-@pytest.mark.parametrize("text,spec", [
-    ("ahon_ln=0.4", TauSpec("ahon_ln", value=0.4)),
-    (" ahon = q0.1 ", TauSpec("ahon", quantile=0.1)),
-    ("awft=0.9", TauSpec("awft", value=0.9)),
-])
+@pytest.mark.parametrize(
+    "text,spec",
+    [
+        ("ahon_ln=0.4", TauSpec("ahon_ln", value=0.4)),
+        (" ahon = q0.1 ", TauSpec("ahon", quantile=0.1)),
+        ("awft=0.9", TauSpec("awft", value=0.9)),
+    ],
+)
 def test_parse_tau(text, spec):
     assert parse_tau_option(text) == spec
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("ahon_ln", "cannot parse"),
-    ("ahon_ln=abc", "cannot parse"),
-    ("ahon_lm=0.4", 'did you mean "ahon_ln"'),
-    ("ahon=q1.5", "outside [0, 1]"),
-    ("ahon=nan", "cannot parse"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("ahon_ln", "cannot parse"),
+        ("ahon_ln=abc", "cannot parse"),
+        ("ahon_lm=0.4", 'did you mean "ahon_ln"'),
+        ("ahon=q1.5", "outside [0, 1]"),
+        ("ahon=nan", "cannot parse"),
+    ],
+)
 def test_parse_tau_errors_name_the_problem(text, needle):
     with pytest.raises(ConfigError, match=None) as e:
         parse_tau_option(text)

@@ -8,7 +8,8 @@ the right side of tau for the states each test wants), since no model is needed 
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +35,20 @@ from flows.cli import main
 
 MODEL = "test-org/tiny-series"
 CAL, TAUS = "winogrande-dev-4-abc", "taus-1"
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def write_series(root: Path, dormant: dict[str, np.ndarray], tokens, *, model_id: str = MODEL, scores=None,
-                 taus_ids=None, transitions: bool = True, order=None) -> Path:
+def write_series(
+    root: Path,
+    dormant: dict[str, np.ndarray],
+    tokens,
+    *,
+    model_id: str = MODEL,
+    scores=None,
+    taus_ids=None,
+    transitions: bool = True,
+    order=None,
+) -> Path:
     """A store of one series. dormant: score_fn -> bool [checkpoint, layer, head]; tokens: [checkpoint].
 
     Checkpoint c is revision f"stage1-step{c * 10}-tokens{tokens[c]}"; files are written in `order`.
@@ -56,17 +66,66 @@ def write_series(root: Path, dormant: dict[str, np.ndarray], tokens, *, model_id
             for layer, head in itertools.product(range(n_layers), range(n_heads)):
                 d = bool(states[c, layer, head])
                 s = scores[fn][c, layer, head] if scores else (0.1 if d else 1.0) + 0.01 * head
-                rows.append(common | {"score_fn": fn, "layer": layer, "head_index": head, "score": float(s), "score_std": 0.0,
-                                      "tau": 0.5, "direction": "<", "dormant_rate": float(d), "dormant": d,
-                                      "calibration_id": CAL, "taus_id": taus_id})
+                rows.append(
+                    common
+                    | {
+                        "score_fn": fn,
+                        "layer": layer,
+                        "head_index": head,
+                        "score": float(s),
+                        "score_std": 0.0,
+                        "tau": 0.5,
+                        "direction": "<",
+                        "dormant_rate": float(d),
+                        "dormant": d,
+                        "calibration_id": CAL,
+                        "taus_id": taus_id,
+                    }
+                )
         write_table(root, "head_scores", rows, file_key=revision)
-        write_table(root, "checkpoints", [common | {
-            "commit": f"sha{c}", "n_layers": n_layers, "n_heads": n_heads, "calibration_id": CAL, "n_inputs": 4,
-            "dtype": "float32", "device": "cpu", "seconds": 1.5, "analyzed_at": T0 + timedelta(minutes=c),
-            "code_version": "0.1.0", "taus_id": taus_id, "scoring_version": "1"}], file_key=revision)
-    write_table(root, "taus", [{"model_id": model_id, "revision": "", "stage": 0, "step": 0, "tokens": 0,
-                                "score_fn": fn, "tau": 0.5, "direction": "<", "source": "fixed", "calibration_id": CAL,
-                                "taus_id": TAUS} for fn in dormant], file_key="taus")
+        write_table(
+            root,
+            "checkpoints",
+            [
+                common
+                | {
+                    "commit": f"sha{c}",
+                    "n_layers": n_layers,
+                    "n_heads": n_heads,
+                    "calibration_id": CAL,
+                    "n_inputs": 4,
+                    "dtype": "float32",
+                    "device": "cpu",
+                    "seconds": 1.5,
+                    "analyzed_at": T0 + timedelta(minutes=c),
+                    "code_version": "0.1.0",
+                    "taus_id": taus_id,
+                    "scoring_version": "1",
+                }
+            ],
+            file_key=revision,
+        )
+    write_table(
+        root,
+        "taus",
+        [
+            {
+                "model_id": model_id,
+                "revision": "",
+                "stage": 0,
+                "step": 0,
+                "tokens": 0,
+                "score_fn": fn,
+                "tau": 0.5,
+                "direction": "<",
+                "source": "fixed",
+                "calibration_id": CAL,
+                "taus_id": TAUS,
+            }
+            for fn in dormant
+        ],
+        file_key="taus",
+    )
     if transitions:
         t = derive_transitions(read_table(root, "head_scores", model_id), read_table(root, "checkpoints", model_id))
         write_table(root, "transitions", t, file_key="transitions", model_id=model_id)
@@ -137,7 +196,9 @@ def test_score_bands_and_agreement_match_brute_force(tmp_path):
         values = sorted(scores["lthon_ln"][c].ravel())
         np.testing.assert_allclose(bands[:, c], np.percentile(values, [10, 50, 90]))
     iou = agreement_iou(series)
-    sets = {fn: {h for h in range(8) if m[-1].ravel()[h]} for fn, m in (("avvn_ln", never), ("lthon_ln", b), ("ahon_ln", a))}
+    sets = {
+        fn: {h for h in range(8) if m[-1].ravel()[h]} for fn, m in (("avvn_ln", never), ("lthon_ln", b), ("ahon_ln", a))
+    }
     for (i, f), (j, g) in itertools.product(enumerate(series.score_fns), repeat=2):
         union = sets[f] | sets[g]
         if union:
@@ -150,8 +211,14 @@ def test_render_report_writes_an_offline_report(known_store, tmp_path):
     out = tmp_path / "reports" / "tiny"
     result = render_report(known_store, MODEL, out_dir=out)
     assert result.out_dir == out and result.index_html == out / "index.html" and result.summary_md.is_file()
-    assert set(result.figures) == {"dormant_percent", "raster_ahon_ln", "layers_ahon_ln", "transitions_ahon_ln",
-                                   "scores_ahon_ln", "agreement"}
+    assert set(result.figures) == {
+        "dormant_percent",
+        "raster_ahon_ln",
+        "layers_ahon_ln",
+        "transitions_ahon_ln",
+        "scores_ahon_ln",
+        "agreement",
+    }
     for png, svg in result.figures.values():
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and b"<svg" in svg.read_bytes()[:2000]
     html = result.index_html.read_text()
@@ -184,16 +251,37 @@ def test_single_checkpoint_report_has_no_transitions_section(tmp_path):
 
 def test_evaluations_give_the_within_one_point_table(known_store, tmp_path):
     rev = "stage1-step50-tokens4000000"
-    base = {"model_id": MODEL, "revision": rev, "stage": 1, "step": 50, "tokens": 4_000_000, "task": "winogrande",
-            "shots": 5, "mode": "dynamic", "n_items": 100, "base_accuracy": 0.60, "code_version": "0.1.0"}
+    base = {
+        "model_id": MODEL,
+        "revision": rev,
+        "stage": 1,
+        "step": 50,
+        "tokens": 4_000_000,
+        "task": "winogrande",
+        "shots": 5,
+        "mode": "dynamic",
+        "n_items": 100,
+        "base_accuracy": 0.60,
+        "code_version": "0.1.0",
+    }
     # ahon_ln crosses 59 between (10, 59.5) and (20, 58.5): at 15. lthon_ln never drops below 59.
     points = {"ahon_ln": [(0.0, 60.0), (10.0, 59.5), (20.0, 58.5)], "lthon_ln": [(0.0, 60.0), (12.0, 59.8)]}
-    write_table(known_store, "evaluations", [base | {"score_fn": f, "quantile": q / 100, "tau": 0.1,
-                                                     "frac_zeroed": x / 100, "accuracy": y / 100}
-                                             for f, pts in points.items()
-                                             for q, (x, y) in zip((0, 5, 10), pts)], file_key="eval-1")
-    write_table(known_store, "evaluations", [base | {"mode": "static", "score_fn": "ahon_ln", "tau": 0.5,
-                                                     "frac_zeroed": 0.1667, "accuracy": 0.5725}], file_key="eval-2")
+    write_table(
+        known_store,
+        "evaluations",
+        [
+            base | {"score_fn": f, "quantile": q / 100, "tau": 0.1, "frac_zeroed": x / 100, "accuracy": y / 100}
+            for f, pts in points.items()
+            for q, (x, y) in zip((0, 5, 10), pts)
+        ],
+        file_key="eval-1",
+    )
+    write_table(
+        known_store,
+        "evaluations",
+        [base | {"mode": "static", "score_fn": "ahon_ln", "tau": 0.5, "frac_zeroed": 0.1667, "accuracy": 0.5725}],
+        file_key="eval-2",
+    )
     (group,) = evaluation_groups(load_series(known_store, MODEL))
     assert (group.revision, group.task, group.shots) == (rev, "winogrande", 5)
     assert group.base_accuracy == pytest.approx(60.0)  # stored as a fraction, shown in %
@@ -210,8 +298,10 @@ def _assert_no_report(parent: Path):
     assert not parent.exists() or list(parent.iterdir()) == []
 
 
-@pytest.mark.parametrize("case", ["no_store", "empty_store", "unknown_model", "no_head_scores", "no_transitions",
-                                  "unknown_fn", "untracked_fn"])
+@pytest.mark.parametrize(
+    "case",
+    ["no_store", "empty_store", "unknown_model", "no_head_scores", "no_transitions", "unknown_fn", "untracked_fn"],
+)
 def test_bad_input_raises_and_leaves_no_report(case, tmp_path):
     root, model, fn = tmp_path / "store", MODEL, None
     if case == "empty_store":
@@ -237,14 +327,24 @@ def test_bad_input_raises_and_leaves_no_report(case, tmp_path):
 
 def test_checkpoints_of_older_taus_are_not_current(tmp_path):
     """After a partial re-tau the series' current taus hold 3 checkpoints; the 3 of older taus are left out."""
-    root = write_series(tmp_path / "store", {"ahon_ln": known_picture()}, TOKENS,
-                        taus_ids=[TAUS] * 3 + ["older-taus"] * 3, transitions=False)
+    root = write_series(
+        tmp_path / "store",
+        {"ahon_ln": known_picture()},
+        TOKENS,
+        taus_ids=[TAUS] * 3 + ["older-taus"] * 3,
+        transitions=False,
+    )
     from dormant_tasks.series import SeriesView
 
     view = SeriesView.open(root, MODEL)
     assert view.n_stale == 3
-    write_table(root, "transitions", derive_transitions(view.head_scores(), view.checkpoints_table()),
-                file_key="transitions", model_id=MODEL)
+    write_table(
+        root,
+        "transitions",
+        derive_transitions(view.head_scores(), view.checkpoints_table()),
+        file_key="transitions",
+        model_id=MODEL,
+    )
     series = load_series(root, MODEL)
     assert series.revisions == [f"stage1-step{c * 10}-tokens{TOKENS[c]}" for c in range(3)]
     assert {c["taus_id"] for c in series.checkpoints} == {TAUS}
@@ -262,14 +362,24 @@ def test_cli_report(known_store, tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
-def test_report_folders_follow_the_umask(known_store, tmp_path):
-    import os
-
-    old = os.umask(0o022)
+@pytest.mark.parametrize(("umask", "folder_mode", "file_mode"), [(0o022, 0o755, 0o644), (0o027, 0o750, 0o640)])
+def test_report_folders_follow_the_umask(known_store, tmp_path, umask, folder_mode, file_mode):
+    old = os.umask(umask)
     try:
         result = render_report(known_store, MODEL, out_dir=tmp_path / "published")
     finally:
         os.umask(old)
-    assert (result.out_dir.stat().st_mode & 0o777) == 0o755
-    assert ((result.out_dir / "figures").stat().st_mode & 0o777) == 0o755
-    assert (result.index_html.stat().st_mode & 0o777) == 0o644
+    assert (result.out_dir.stat().st_mode & 0o777) == folder_mode
+    assert ((result.out_dir / "figures").stat().st_mode & 0o777) == folder_mode
+    assert (result.index_html.stat().st_mode & 0o777) == file_mode
+    png, _ = next(iter(result.figures.values()))
+    assert (png.stat().st_mode & 0o777) == file_mode
+
+
+def test_default_report_folder_is_under_the_working_directory(known_store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DORMANT_REPORTS", raising=False)
+    result = render_report(known_store, MODEL)
+    assert result.out_dir.parent.resolve() == (tmp_path / "reports").resolve() and result.index_html.is_file()
+    monkeypatch.setenv("DORMANT_REPORTS", str(tmp_path / "elsewhere"))
+    assert render_report(known_store, MODEL).out_dir.parent == tmp_path / "elsewhere"

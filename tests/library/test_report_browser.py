@@ -39,10 +39,21 @@ def test_every_image_of_the_report_loads_in_chromium(tmp_path):
     result = render_report(store, MODEL, out_dir=tmp_path / "report")
     probe = result.out_dir / "_probe.html"
     probe.write_text(result.index_html.read_text().replace("</body>", PROBE + "</body>"))
-    cmd = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run",
-           "--proxy-server=127.0.0.1:9", f"--user-data-dir={tmp_path / 'chromium-profile'}",
-           "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()]
+    cmd = [
+        BROWSER,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--proxy-server=127.0.0.1:9",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        probe.as_uri(),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     match = re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S)
     assert match, f"no probe output from Chromium (exit {done.returncode}): {done.stderr[-2000:]}"

@@ -34,11 +34,27 @@ def test_scores_a_texts_file(tiny_model_dir, tmp_path, capsys):
     texts.write_text("The cat sat on the mat.\n\nA second, somewhat longer line of text to score.\n", encoding="utf-8")
     out = tmp_path / "out" / "scores.parquet"
     out.parent.mkdir()
-    code, err = run_cli(capsys, "--model", tiny_model_dir, "--texts", texts, "--batch-size", 2, "--device", "cpu",
-                        "--scores", "ahon_ln,awft", "random", "--out", out)
+    code, err = run_cli(
+        capsys,
+        "--model",
+        tiny_model_dir,
+        "--texts",
+        texts,
+        "--batch-size",
+        2,
+        "--device",
+        "cpu",
+        "--scores",
+        "ahon_ln,awft",
+        "random",
+        "--out",
+        out,
+    )
     assert code == 0, err
     table = pq.read_table(out)
-    assert {"model_id", "revision", "input_index", "score_fn", "layer", "head_index", "score"} <= set(table.column_names)
+    assert {"model_id", "revision", "input_index", "score_fn", "layer", "head_index", "score"} <= set(
+        table.column_names
+    )
     assert table.num_rows == 2 * 3 * 2 * 4  # inputs x functions x layers x heads
     assert set(table.column("model_id").to_pylist()) == {str(tiny_model_dir)}
     assert set(table.column("revision").to_pylist()) == {"local"}
@@ -54,8 +70,9 @@ def test_scores_a_texts_file(tiny_model_dir, tmp_path, capsys):
 
 def test_default_calibration_is_winogrande(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "w.parquet"
-    code, err = run_cli(capsys, "--model", tiny_model_dir, "--limit", 3, "--scores", "ahon", "--device", "cpu",
-                        "--out", out)
+    code, err = run_cli(
+        capsys, "--model", tiny_model_dir, "--limit", 3, "--scores", "ahon", "--device", "cpu", "--out", out
+    )
     assert code == 0, err
     assert sorted(set(pq.read_table(out).column("input_index").to_pylist())) == [0, 1, 2]
 
@@ -63,25 +80,38 @@ def test_default_calibration_is_winogrande(tiny_model_dir, tmp_path, capsys):
 def test_not_a_model(tmp_path, capsys):
     (tmp_path / "notamodel").mkdir()
     (tmp_path / "out").mkdir()
-    assert_refused(capsys, tmp_path / "out" / "s.parquet", "--model", tmp_path / "notamodel", "--limit", 2,
-                   match="notamodel")
+    assert_refused(
+        capsys, tmp_path / "out" / "s.parquet", "--model", tmp_path / "notamodel", "--limit", 2, match="notamodel"
+    )
 
 
 def test_model_without_attention_interface(tmp_path, tiny_tokenizer, capsys):
     path = tmp_path / "bloom"
-    BloomForCausalLM(BloomConfig(vocab_size=len(tiny_tokenizer), hidden_size=64, n_layer=2, n_head=4)).save_pretrained(path)
+    BloomForCausalLM(BloomConfig(vocab_size=len(tiny_tokenizer), hidden_size=64, n_layer=2, n_head=4)).save_pretrained(
+        path
+    )
     tiny_tokenizer.save_pretrained(path)
     (tmp_path / "out").mkdir()
-    assert_refused(capsys, tmp_path / "out" / "s.parquet", "--model", path, "--limit", 2, "--device", "cpu",
-                   match="AttentionInterface")
+    assert_refused(
+        capsys,
+        tmp_path / "out" / "s.parquet",
+        "--model",
+        path,
+        "--limit",
+        2,
+        "--device",
+        "cpu",
+        match="AttentionInterface",
+    )
 
 
 def test_empty_texts_file(tiny_model_dir, tmp_path, capsys):
     texts = tmp_path / "empty.txt"
     texts.write_text("\n  \n", encoding="utf-8")
     (tmp_path / "out").mkdir()
-    assert_refused(capsys, tmp_path / "out" / "s.parquet", "--model", tiny_model_dir, "--texts", texts,
-                   match="holds no text")
+    assert_refused(
+        capsys, tmp_path / "out" / "s.parquet", "--model", tiny_model_dir, "--texts", texts, match="holds no text"
+    )
 
 
 @pytest.fixture
@@ -105,8 +135,17 @@ def test_text_with_zero_tokens(dropping_tokenizer_model, tmp_path, capsys):
     texts = tmp_path / "texts.txt"
     texts.write_text("the cat\n☃☃\n", encoding="utf-8")
     (tmp_path / "out").mkdir()
-    assert_refused(capsys, tmp_path / "out" / "s.parquet", "--model", dropping_tokenizer_model, "--texts", texts,
-                   "--device", "cpu", match="text 1")
+    assert_refused(
+        capsys,
+        tmp_path / "out" / "s.parquet",
+        "--model",
+        dropping_tokenizer_model,
+        "--texts",
+        texts,
+        "--device",
+        "cpu",
+        match="text 1",
+    )
 
 
 def test_out_of_memory_keeps_its_cause(tiny_model_dir, monkeypatch):

@@ -31,9 +31,16 @@ RTOL = 1e-5
 
 def make_model(kind: str, tokenizer, n_layers: int = 2, seed: int = 0):
     torch.manual_seed(seed)
-    common = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=n_layers,
-                  num_attention_heads=4, max_position_embeddings=1024, initializer_range=0.15,
-                  pad_token_id=tokenizer.pad_token_id)
+    common = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=n_layers,
+        num_attention_heads=4,
+        max_position_embeddings=1024,
+        initializer_range=0.15,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     if kind == "olmo2":
         config = tiny_config(tokenizer, n_layers=n_layers, n_heads=4, hidden_size=64, max_positions=1024)
         config.initializer_range = 0.15
@@ -165,8 +172,11 @@ def test_dynamic_zeroing_matches_the_layer_by_layer_oracle(kind, score_fn, tiny_
 def capture_o_proj_inputs(model):
     captured, hooks = {}, []
     for i, layer in enumerate(model.model.layers):
-        hooks.append(layer.self_attn.o_proj.register_forward_pre_hook(
-            lambda module, args, i=i: captured.__setitem__(i, args[0].clone())))
+        hooks.append(
+            layer.self_attn.o_proj.register_forward_pre_hook(
+                lambda module, args, i=i: captured.__setitem__(i, args[0].clone())
+            )
+        )
     return captured, hooks
 
 
@@ -186,7 +196,7 @@ def test_static_zeroing_changes_exactly_the_chosen_slices(olmo2, tiny_tokenizer,
     assert torch.equal(before[0], after[0])  # nothing before the layer changes
     d = before[1].shape[-1] // 4
     for h in range(4):
-        got, was = after[1][..., h * d:(h + 1) * d], before[1][..., h * d:(h + 1) * d]
+        got, was = after[1][..., h * d : (h + 1) * d], before[1][..., h * d : (h + 1) * d]
         if (1, h) in chosen:
             assert (got == 0).all() and (was != 0).any()
         else:
@@ -245,5 +255,5 @@ def test_input_scores_table_layout(olmo2, tiny_tokenizer, texts):
     assert table.column_names == ["input_index", "score_fn", "layer", "head_index", "score"]
     assert table.num_rows == 3 * 2 * 2 * 4
     rows = table.to_pylist()
-    for row in rows[:: 7]:
+    for row in rows[::7]:
         assert row["score"] == scores.get(row["score_fn"])[row["input_index"], row["layer"], row["head_index"]]

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,15 +21,29 @@ from dormant_tasks.errors import StoreError
 from flows.cli import main as cli_main
 
 MODEL = "allenai/OLMo-2-1124-7B"
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def checkpoint_row(step: int, model_id: str = MODEL, **changes) -> dict:
     row = dict(
-        model_id=model_id, revision=f"stage1-step{step}-tokens{step * 4}B", stage=1, step=step, tokens=step * 4_000_000,
-        commit=f"sha{step}", n_layers=2, n_heads=3, calibration_id="cal", n_inputs=8, dtype="float32", device="cpu",
-        seconds=1.5, analyzed_at=T0 + timedelta(seconds=step), code_version="0.1.0", taus_id="taus",
-        scoring_version="1", ingredient=None,
+        model_id=model_id,
+        revision=f"stage1-step{step}-tokens{step * 4}B",
+        stage=1,
+        step=step,
+        tokens=step * 4_000_000,
+        commit=f"sha{step}",
+        n_layers=2,
+        n_heads=3,
+        calibration_id="cal",
+        n_inputs=8,
+        dtype="float32",
+        device="cpu",
+        seconds=1.5,
+        analyzed_at=T0 + timedelta(seconds=step),
+        code_version="0.1.0",
+        taus_id="taus",
+        scoring_version="1",
+        ingredient=None,
     )
     row.update(changes)
     return row
@@ -39,11 +53,27 @@ def head_score_rows(step: int, model_id: str = MODEL, dormant=(), score_fn: str 
     """Rows of a 2 x 3 checkpoint; `dormant` lists the (layer, head) pairs that are dormant."""
     base = checkpoint_row(step, model_id)
     return [
-        dict(model_id=model_id, revision=base["revision"], stage=1, step=step, tokens=base["tokens"], score_fn=score_fn,
-             layer=layer, head_index=head, score=0.1 * (layer * 3 + head), score_std=0.01, tau=0.5, direction="<",
-             dormant_rate=1.0 if (layer, head) in dormant else 0.0, dormant=(layer, head) in dormant,
-             calibration_id="cal", taus_id="taus") | changes
-        for layer in range(2) for head in range(3)
+        dict(
+            model_id=model_id,
+            revision=base["revision"],
+            stage=1,
+            step=step,
+            tokens=base["tokens"],
+            score_fn=score_fn,
+            layer=layer,
+            head_index=head,
+            score=0.1 * (layer * 3 + head),
+            score_std=0.01,
+            tau=0.5,
+            direction="<",
+            dormant_rate=1.0 if (layer, head) in dormant else 0.0,
+            dormant=(layer, head) in dormant,
+            calibration_id="cal",
+            taus_id="taus",
+        )
+        | changes
+        for layer in range(2)
+        for head in range(3)
     ]
 
 
@@ -65,9 +95,10 @@ def test_series_slug():
 
 def test_round_trip_layout_and_marker(tmp_path):
     store = tmp_path / "store"
-    path = S.write_table(store, "checkpoints", [checkpoint_row(1000)],
-                         file_key="stage1-step1000-tokens4000B--run1")
-    assert path == store / "checkpoints" / "series=allenai--OLMo-2-1124-7B" / "stage1-step1000-tokens4000B--run1.parquet"
+    path = S.write_table(store, "checkpoints", [checkpoint_row(1000)], file_key="stage1-step1000-tokens4000B--run1")
+    assert (
+        path == store / "checkpoints" / "series=allenai--OLMo-2-1124-7B" / "stage1-step1000-tokens4000B--run1.parquet"
+    )
     marker = json.loads((store / "_store.json").read_text())
     assert marker["schema_version"] == S.SCHEMA_VERSION == 2 and marker["created_by"].startswith("dormant-heads ")
 
@@ -77,7 +108,9 @@ def test_round_trip_layout_and_marker(tmp_path):
     assert back.to_pylist() == S.conform(head_score_rows(1000, dormant={(1, 2)}), "head_scores").to_pylist()
     assert back.column("model_id")[0].as_py() == MODEL  # the real id, '/' intact
     ck = S.read_table(store, "checkpoints").to_pylist()
-    assert ck == [checkpoint_row(1000) | {"request_id": None}]  # python values survive: ints, floats, tz-aware timestamp, null ingredient
+    assert ck == [
+        checkpoint_row(1000) | {"request_id": None}
+    ]  # python values survive: ints, floats, tz-aware timestamp, null ingredient
     assert ck[0]["analyzed_at"].utcoffset() == timedelta(0)
 
 
@@ -131,7 +164,7 @@ def test_file_keys_are_made_safe(tmp_path):
         ([{k: v for k, v in checkpoint_row(1).items() if k != "commit"}], "missing column 'commit'"),
         ([checkpoint_row(1) | {"step": "ten"}], "column 'step' has type string, expected int64"),
         ([checkpoint_row(1, n_heads=2.5)], "column 'n_heads' has type double, expected int32"),
-        ([checkpoint_row(1, comit="x")], 'no column \'comit\' \\(did you mean "commit"\\?\\)'),
+        ([checkpoint_row(1, comit="x")], "no column 'comit' \\(did you mean \"commit\"\\?\\)"),
         ([checkpoint_row(1, analyzed_at=datetime(2025, 1, 1))], "analyzed_at.*timezone-aware"),
         ([checkpoint_row(1, calibration_id=None)], "'calibration_id' has 1 null"),
         ([checkpoint_row(1), checkpoint_row(2, model_id="other")], "one file holds one series"),
@@ -162,9 +195,11 @@ def test_missing_store_and_schema_version_mismatch(tmp_path):
         S.open_store(tmp_path)
     assert S.stored_checkpoint_keys(tmp_path / "nope", MODEL) == set()
     S.write_table(tmp_path / "s", "checkpoints", [checkpoint_row(1)], file_key="k")
-    calls = (lambda: S.read_table(tmp_path / "s", "checkpoints"),
-             lambda: S.write_table(tmp_path / "s", "checkpoints", [checkpoint_row(2)], file_key="k2"),
-             lambda: S.stored_checkpoint_keys(tmp_path / "s", MODEL))
+    calls = (
+        lambda: S.read_table(tmp_path / "s", "checkpoints"),
+        lambda: S.write_table(tmp_path / "s", "checkpoints", [checkpoint_row(2)], file_key="k2"),
+        lambda: S.stored_checkpoint_keys(tmp_path / "s", MODEL),
+    )
     (tmp_path / "s" / "_store.json").write_text(json.dumps({"schema_version": 3}))
     for call in calls:
         with pytest.raises(StoreError, match="schema_version 3, newer than this dormant-heads reads .2.: upgrade"):
@@ -232,8 +267,21 @@ def test_killed_writer_leaves_no_visible_file(tmp_path):
     assert not (folder / "big.parquet").exists()
     assert S.read_table(tmp_path, "input_scores").num_rows == 0  # the leftover temp is invisible
     assert ds.dataset(tmp_path / "input_scores", format="parquet", partitioning="hive").count_rows() == 0
-    rows = [dict(model_id="m", revision="r", stage=1, step=1, tokens=1, input_index=0, score_fn="ahon", layer=0,
-                 head_index=0, score=1.0, calibration_id="c")]
+    rows = [
+        dict(
+            model_id="m",
+            revision="r",
+            stage=1,
+            step=1,
+            tokens=1,
+            input_index=0,
+            score_fn="ahon",
+            layer=0,
+            head_index=0,
+            score=1.0,
+            calibration_id="c",
+        )
+    ]
     S.write_table(tmp_path, "input_scores", rows, file_key="small")
     assert files_under(folder) == ["small.parquet"]
 
@@ -262,14 +310,29 @@ def test_dedupe_keeps_the_newest_result(tmp_path):
 
 def test_dedupe_input_scores_and_files_holding_several_checkpoints(tmp_path):
     def inputs(step, value):
-        return [dict(model_id=MODEL, revision=f"r{step}", stage=1, step=step, tokens=step, input_index=i,
-                     score_fn="ahon", layer=0, head_index=0, score=value, calibration_id="cal") for i in range(3)]
+        return [
+            dict(
+                model_id=MODEL,
+                revision=f"r{step}",
+                stage=1,
+                step=step,
+                tokens=step,
+                input_index=i,
+                score_fn="ahon",
+                layer=0,
+                head_index=0,
+                score=value,
+                calibration_id="cal",
+            )
+            for i in range(3)
+        ]
 
     S.write_table(tmp_path, "input_scores", inputs(1, 0.0), file_key="r1--runA")
     S.write_table(tmp_path, "input_scores", inputs(1, 1.0), file_key="r1--runB")
     S.write_table(tmp_path, "checkpoints", [checkpoint_row(1, revision="r1", analyzed_at=T0)], file_key="r1--runA")
-    S.write_table(tmp_path, "checkpoints", [checkpoint_row(1, revision="r1", analyzed_at=T0 - timedelta(1))],
-                  file_key="r1--runB")
+    S.write_table(
+        tmp_path, "checkpoints", [checkpoint_row(1, revision="r1", analyzed_at=T0 - timedelta(1))], file_key="r1--runB"
+    )
     assert S.read_table(tmp_path, "input_scores").column("score").to_pylist() == [0.0] * 3  # runA is newer
     # A file holding two checkpoints (its footer has no single value) against a newer one-checkpoint file:
     # dedupe works per file, so the older file is dropped whole (per-checkpoint files hold one checkpoint).
@@ -284,7 +347,7 @@ def _track_like(store: str, run: str, steps: list[int], use_lock: bool, start) -
     """What a `track` run does per checkpoint: skip stored results, write scores, then the checkpoint row."""
     start.wait()
     for step in steps:
-        row = checkpoint_row(step, analyzed_at=datetime.now(timezone.utc))
+        row = checkpoint_row(step, analyzed_at=datetime.now(UTC))
         key = S.CheckpointKey(*(row[c] for c in S.CheckpointKey._fields))
         file_key = f"{row['revision']}--{run}"
         if use_lock:
@@ -305,8 +368,10 @@ def test_two_processes_write_one_series(tmp_path, use_lock):
     ctx = mp.get_context("spawn")
     start = ctx.Event()
     steps = list(range(10, 130, 10))
-    procs = [ctx.Process(target=_track_like, args=(str(tmp_path), run, order, use_lock, start))
-             for run, order in (("runA", steps), ("runB", steps[::-1]))]
+    procs = [
+        ctx.Process(target=_track_like, args=(str(tmp_path), run, order, use_lock, start))
+        for run, order in (("runA", steps), ("runB", steps[::-1]))
+    ]
     for p in procs:
         p.start()
     start.set()
@@ -361,7 +426,9 @@ def test_readable_by_pyarrow_dataset_and_pandas(two_series_store):
     t = ds.dataset(two_series_store / "head_scores", format="parquet", partitioning="hive").to_table()
     assert t.num_rows == 18
     assert set(zip(t.column("series").to_pylist(), t.column("model_id").to_pylist())) == {
-        ("allenai--OLMo-2-1124-7B", MODEL), ("tiny", "tiny")}
+        ("allenai--OLMo-2-1124-7B", MODEL),
+        ("tiny", "tiny"),
+    }
     df = pd.read_parquet(two_series_store / "head_scores")
     assert len(df) == 18 and int(df[df.model_id == MODEL].dormant.sum()) == 1
     ck = pd.read_parquet(two_series_store / "checkpoints")
@@ -374,7 +441,8 @@ def test_readable_by_duckdb_and_polars(two_series_store):
     glob = str(two_series_store / "head_scores" / "*" / "*.parquet")
     [(n, dormant)] = duckdb.sql(
         f"select count(*), sum(dormant::int) from read_parquet('{glob}', hive_partitioning=true) "
-        f"where series = 'allenai--OLMo-2-1124-7B'").fetchall()
+        f"where series = 'allenai--OLMo-2-1124-7B'"
+    ).fetchall()
     assert (n, dormant) == (12, 1)
     df = pl.scan_parquet(glob, hive_partitioning=True).filter(pl.col("model_id") == "tiny").collect()
     assert df.height == 6 and set(df["series"].to_list()) == {"tiny"}
@@ -385,25 +453,61 @@ def test_readable_by_duckdb_and_polars(two_series_store):
 
 def taus_rows(model_id: str = MODEL, fns=("ahon_ln", "awft"), taus_id: str = "taus") -> list[dict]:
     base = checkpoint_row(20, model_id)
-    return [dict(model_id=model_id, revision=base["revision"], stage=1, step=20, tokens=base["tokens"], score_fn=fn,
-                 tau=0.5, direction="<", source="fixed", quantile=None, reference_revision=None, calibration_id="cal",
-                 taus_id=taus_id) for fn in fns]
+    return [
+        dict(
+            model_id=model_id,
+            revision=base["revision"],
+            stage=1,
+            step=20,
+            tokens=base["tokens"],
+            score_fn=fn,
+            tau=0.5,
+            direction="<",
+            source="fixed",
+            quantile=None,
+            reference_revision=None,
+            calibration_id="cal",
+            taus_id=taus_id,
+        )
+        for fn in fns
+    ]
 
 
 def test_status_cli(two_series_store, capsys):
     S.write_table(two_series_store, "checkpoints", [checkpoint_row(20)], file_key="b")
     S.write_table(two_series_store, "taus", taus_rows(), file_key="taus")
     r10, r20 = checkpoint_row(10)["revision"], checkpoint_row(20)["revision"]
-    rows = [dict(model_id=MODEL, revision=r20, stage=1, step=20, tokens=1, score_fn=fn, tau=0.5, layer=0,
-                 head_index=0, from_revision=r10, to_revision=r20, from_step=10, to_step=20, from_tokens=0,
-                 to_tokens=1, from_state="dormant", to_state="active", calibration_id="cal", taus_id=tid)
-            for fn, tid in (("ahon_ln", "taus"), ("awft", "taus"), ("awft", "taus"), ("awft", "older-taus"))]
+    rows = [
+        dict(
+            model_id=MODEL,
+            revision=r20,
+            stage=1,
+            step=20,
+            tokens=1,
+            score_fn=fn,
+            tau=0.5,
+            layer=0,
+            head_index=0,
+            from_revision=r10,
+            to_revision=r20,
+            from_step=10,
+            to_step=20,
+            from_tokens=0,
+            to_tokens=1,
+            from_state="dormant",
+            to_state="active",
+            calibration_id="cal",
+            taus_id=tid,
+        )
+        for fn, tid in (("ahon_ln", "taus"), ("awft", "taus"), ("awft", "taus"), ("awft", "older-taus"))
+    ]
     S.write_table(two_series_store, "transitions", rows, file_key="transitions")
     assert cli_main(["status", "--store", str(two_series_store)]) == 0
     lines = capsys.readouterr().out.splitlines()
     # the row of older taus is not current: 3 transitions, not 4
-    assert lines[0] == (f"{MODEL}: 2 checkpoints, steps 10..20, ahon_ln dormant 16.7% -> 0.0%, "
-                        "transitions 1 ahon_ln / 3 total")
+    assert lines[0] == (
+        f"{MODEL}: 2 checkpoints, steps 10..20, ahon_ln dormant 16.7% -> 0.0%, transitions 1 ahon_ln / 3 total"
+    )
     assert lines[1] == "tiny: not tracked (0 evaluation rows)"
 
 

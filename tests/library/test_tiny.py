@@ -28,8 +28,9 @@ from dormant_tasks.tiny import (
 from flows.cli import main
 
 STEPS, BATCH, SEQ = 30, 4, 32
-SMALL = dict(n_layers=2, n_heads=2, hidden_size=32, vocab_size=320, seq_len=SEQ, batch_size=BATCH,
-             lr=3e-3, warmup_steps=5)
+SMALL = dict(
+    n_layers=2, n_heads=2, hidden_size=32, vocab_size=320, seq_len=SEQ, batch_size=BATCH, lr=3e-3, warmup_steps=5
+)
 NAME = re.compile(r"^stage1-step(\d+)-tokens(\d+)([KMBT]?)$")
 UNIT = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 
@@ -42,8 +43,7 @@ def corpus(tmp_path_factory):
 
 
 def run(out, corpus, steps=STEPS, seed=0, **overrides):
-    return pretrain_tiny(out, steps=steps, seed=seed, corpus=corpus, threads=1, progress=False,
-                         **(SMALL | overrides))
+    return pretrain_tiny(out, steps=steps, seed=seed, corpus=corpus, threads=1, progress=False, **(SMALL | overrides))
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +130,10 @@ def test_training_lowers_the_loss_of_the_saved_weights(series, corpus):
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder).eval()
         with torch.no_grad():
-            return sum(model(input_ids=(ids := tokenizer(t, return_tensors="pt").input_ids[:, :SEQ]),
-                             labels=ids).loss.item() for t in texts) / len(texts)
+            return sum(
+                model(input_ids=(ids := tokenizer(t, return_tensors="pt").input_ids[:, :SEQ]), labels=ids).loss.item()
+                for t in texts
+            ) / len(texts)
 
     first, last = series.checkpoints[0], series.checkpoints[-1]
     assert loss(last) < loss(first) - 0.1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
@@ -17,24 +17,52 @@ from dormant_tasks.transitions import derive_transitions, head_histories
 
 def ckpt(model_id: str, stage: int, step: int, ingredient: int | None = None) -> dict:
     revision = f"stage{stage}-" + (f"ingredient{ingredient}-" if ingredient else "") + f"step{step}-tokens{step * 2}B"
-    return dict(model_id=model_id, revision=revision, stage=stage, step=step, tokens=step * 2_000_000_000,
-                ingredient=ingredient)
+    return dict(
+        model_id=model_id, revision=revision, stage=stage, step=step, tokens=step * 2_000_000_000, ingredient=ingredient
+    )
 
 
-def score_rows(c: dict, score_fn: str, states: dict[tuple[int, int], bool], tau=0.5, calibration_id="cal",
-               taus_id="taus") -> list[dict]:
+def score_rows(
+    c: dict, score_fn: str, states: dict[tuple[int, int], bool], tau=0.5, calibration_id="cal", taus_id="taus"
+) -> list[dict]:
     return [
-        dict(model_id=c["model_id"], revision=c["revision"], stage=c["stage"], step=c["step"], tokens=c["tokens"],
-             score_fn=score_fn, layer=layer, head_index=head, score=0.3 if d else 0.9, score_std=0.1, tau=tau, direction="<",
-             dormant_rate=float(d), dormant=d, calibration_id=calibration_id, taus_id=taus_id)
+        dict(
+            model_id=c["model_id"],
+            revision=c["revision"],
+            stage=c["stage"],
+            step=c["step"],
+            tokens=c["tokens"],
+            score_fn=score_fn,
+            layer=layer,
+            head_index=head,
+            score=0.3 if d else 0.9,
+            score_std=0.1,
+            tau=tau,
+            direction="<",
+            dormant_rate=float(d),
+            dormant=d,
+            calibration_id=calibration_id,
+            taus_id=taus_id,
+        )
         for (layer, head), d in states.items()
     ]
 
 
 def checkpoints_table(ckpts: list[dict]) -> pa.Table:
-    extra = dict(commit="sha", n_layers=2, n_heads=2, calibration_id="cal", n_inputs=4, dtype="float32", device="cpu",
-                 seconds=1.0, analyzed_at=datetime(2025, 1, 1, tzinfo=timezone.utc), code_version="0",
-                 taus_id="taus", scoring_version="1")
+    extra = dict(
+        commit="sha",
+        n_layers=2,
+        n_heads=2,
+        calibration_id="cal",
+        n_inputs=4,
+        dtype="float32",
+        device="cpu",
+        seconds=1.0,
+        analyzed_at=datetime(2025, 1, 1, tzinfo=UTC),
+        code_version="0",
+        taus_id="taus",
+        scoring_version="1",
+    )
     return S.conform([c | extra for c in ckpts], "checkpoints")
 
 
@@ -52,19 +80,31 @@ def test_falls_dormant_at_3_and_wakes_at_5():
     for i, c in enumerate(cks):
         rows += score_rows(c, "ahon_ln", {(0, 0): False, (0, 1): True, (1, 0): pattern[i], (1, 1): False})
     tr = derive_transitions(table(rows)).to_pylist()
-    assert [(r["layer"], r["head_index"], r["from_step"], r["to_step"], r["from_state"], r["to_state"]) for r in tr] == [
+    assert [
+        (r["layer"], r["head_index"], r["from_step"], r["to_step"], r["from_state"], r["to_state"]) for r in tr
+    ] == [
         (1, 0, 200, 300, "active", "dormant"),
         (1, 0, 400, 500, "dormant", "active"),
     ]
-    assert tr[0]["revision"] == tr[0]["to_revision"] == cks[2]["revision"] and tr[0]["from_revision"] == cks[1]["revision"]
+    assert (
+        tr[0]["revision"] == tr[0]["to_revision"] == cks[2]["revision"] and tr[0]["from_revision"] == cks[1]["revision"]
+    )
     assert tr[1]["to_tokens"] == cks[4]["tokens"] and tr[1]["tau"] == 0.5 and tr[1]["model_id"] == "m"
 
     hist = {(r["layer"], r["head_index"]): r for r in head_histories(table(rows)).to_pylist()}
     h = hist[(1, 0)]
     assert (h["first_dormant_step"], h["first_dormant_revision"], h["n_changes"], h["final_state"]) == (
-        300, cks[2]["revision"], 2, "active")
+        300,
+        cks[2]["revision"],
+        2,
+        "active",
+    )
     assert h["revision"] == cks[-1]["revision"] and h["step"] == 600
-    assert (hist[(0, 1)]["first_dormant_step"], hist[(0, 1)]["n_changes"], hist[(0, 1)]["final_state"]) == (100, 0, "dormant")
+    assert (hist[(0, 1)]["first_dormant_step"], hist[(0, 1)]["n_changes"], hist[(0, 1)]["final_state"]) == (
+        100,
+        0,
+        "dormant",
+    )
     never = hist[(0, 0)]
     assert never["first_dormant_step"] is None and never["first_dormant_tokens"] is None
     assert never["first_dormant_revision"] is None and (never["n_changes"], never["final_state"]) == (0, "active")
@@ -82,13 +122,21 @@ def test_stage2_ingredients_branch_from_the_end_of_stage1():
     s1 = [ckpt("m", 1, 10), ckpt("m", 1, 20)]
     ing1 = [ckpt("m", 2, 5, 1), ckpt("m", 2, 10, 1)]
     ing2 = [ckpt("m", 2, 5, 2), ckpt("m", 2, 10, 2)]
-    state = {s1[0]["revision"]: False, s1[1]["revision"]: True, ing1[0]["revision"]: True, ing1[1]["revision"]: False,
-             ing2[0]["revision"]: True, ing2[1]["revision"]: True}
+    state = {
+        s1[0]["revision"]: False,
+        s1[1]["revision"]: True,
+        ing1[0]["revision"]: True,
+        ing1[1]["revision"]: False,
+        ing2[0]["revision"]: True,
+        ing2[1]["revision"]: True,
+    }
     rows = [r for c in s1 + ing1 + ing2 for r in score_rows(c, "ahon_ln", {(0, 0): state[c["revision"]]})]
     tr = derive_transitions(table(rows), checkpoints_table(s1 + ing1 + ing2)).to_pylist()
     # stage1 20 -> ingredient2 step 5 is no change (both dormant): ingredient 2 does not follow ingredient 1.
     assert [(r["from_revision"], r["to_revision"]) for r in tr] == [
-        (s1[0]["revision"], s1[1]["revision"]), (ing1[0]["revision"], ing1[1]["revision"])]
+        (s1[0]["revision"], s1[1]["revision"]),
+        (ing1[0]["revision"], ing1[1]["revision"]),
+    ]
     [h] = head_histories(table(rows), checkpoints_table(s1 + ing1 + ing2)).to_pylist()
     assert (h["n_changes"], h["final_state"], h["revision"]) == (2, "dormant", ing2[1]["revision"])
     with pytest.raises(StoreError, match="both sit at stage 2 step 5.*pass the checkpoints table"):
@@ -97,17 +145,27 @@ def test_stage2_ingredients_branch_from_the_end_of_stage1():
 
 def test_refuses_to_compare_different_calibration_or_taus():
     a, b, c = ckpt("m", 1, 1), ckpt("m", 1, 2), ckpt("m", 1, 3)
-    for what, changed in [("calibration_id", dict(calibration_id="cal-v2")), ("taus_id", dict(taus_id="taus-v2")),
-                          ("tau", dict(tau=0.4))]:
-        rows = score_rows(a, "ahon_ln", {(0, 0): True}) + score_rows(b, "ahon_ln", {(0, 0): True}) + score_rows(
-            c, "ahon_ln", {(0, 0): False}, **changed)
-        with pytest.raises(StoreError, match=f"cannot compare '{b['revision']}' with '{c['revision']}': {what} differs"):
+    for what, changed in [
+        ("calibration_id", dict(calibration_id="cal-v2")),
+        ("taus_id", dict(taus_id="taus-v2")),
+        ("tau", dict(tau=0.4)),
+    ]:
+        rows = (
+            score_rows(a, "ahon_ln", {(0, 0): True})
+            + score_rows(b, "ahon_ln", {(0, 0): True})
+            + score_rows(c, "ahon_ln", {(0, 0): False}, **changed)
+        )
+        with pytest.raises(
+            StoreError, match=f"cannot compare '{b['revision']}' with '{c['revision']}': {what} differs"
+        ):
             derive_transitions(table(rows))
 
 
 def test_nan_tau_is_the_same_tau():
     a, b = ckpt("m", 1, 1), ckpt("m", 1, 2)
-    rows = score_rows(a, "aeqd_ln", {(0, 0): False}, tau=math.nan) + score_rows(b, "aeqd_ln", {(0, 0): False}, tau=math.nan)
+    rows = score_rows(a, "aeqd_ln", {(0, 0): False}, tau=math.nan) + score_rows(
+        b, "aeqd_ln", {(0, 0): False}, tau=math.nan
+    )
     assert derive_transitions(table(rows)).num_rows == 0
 
 
@@ -135,11 +193,18 @@ def oracle(rows: list[dict], checkpoints: list[dict]):
     state, info = {}, {}
     for r in rows:
         state[(r["model_id"], r["score_fn"], r["layer"], r["head_index"], r["revision"])] = r["dormant"]
-        info[(r["model_id"], r["revision"])] = (r["stage"], ingredient[(r["model_id"], r["revision"])], r["step"], r["tokens"])
+        info[(r["model_id"], r["revision"])] = (
+            r["stage"],
+            ingredient[(r["model_id"], r["revision"])],
+            r["step"],
+            r["tokens"],
+        )
     transitions, histories = set(), {}
     for model, fn, layer, head in {(r["model_id"], r["score_fn"], r["layer"], r["head_index"]) for r in rows}:
-        revs = sorted({r["revision"] for r in rows if (r["model_id"], r["score_fn"]) == (model, fn)},
-                      key=lambda rev: info[(model, rev)][:3])
+        revs = sorted(
+            {r["revision"] for r in rows if (r["model_id"], r["score_fn"]) == (model, fn)},
+            key=lambda rev: info[(model, rev)][:3],
+        )
         changes, first = 0, None
         for i, rev in enumerate(revs):
             stage, ing = info[(model, rev)][:2]
@@ -182,14 +247,23 @@ def test_matches_the_oracle_on_random_series(seed):
 
     got = derive_transitions(hs, ck).to_pylist()
     assert len(got) == len(want_tr)
-    assert {(r["model_id"], r["score_fn"], r["layer"], r["head_index"], r["from_revision"], r["to_revision"], r["to_state"])
-            for r in got} == want_tr
+    assert {
+        (r["model_id"], r["score_fn"], r["layer"], r["head_index"], r["from_revision"], r["to_revision"], r["to_state"])
+        for r in got
+    } == want_tr
     for r in got:
         assert r["from_state"] != r["to_state"] and r["revision"] == r["to_revision"]
 
     hist = head_histories(hs, ck).to_pylist()
-    assert {(r["model_id"], r["score_fn"], r["layer"], r["head_index"]):
-            (r["first_dormant_revision"], r["n_changes"], r["final_state"], r["revision"]) for r in hist} == want_hist
+    assert {
+        (r["model_id"], r["score_fn"], r["layer"], r["head_index"]): (
+            r["first_dormant_revision"],
+            r["n_changes"],
+            r["final_state"],
+            r["revision"],
+        )
+        for r in hist
+    } == want_hist
     assert len(hist) == len(want_hist)
 
 

@@ -33,9 +33,20 @@ def test_item_step():
 
 def _rows(base, n_items):
     points = [(0.0, base), (0.1, base - 0.01), (0.2, base - 0.05)]
-    return [{"task": "winogrande", "shots": 0, "mode": "dynamic", "score_fn": "ahon_ln", "quantile": q,
-             "frac_zeroed": x, "accuracy": a, "n_items": n_items, "base_accuracy": base}
-            for q, (x, a) in zip((0.0, 0.05, 0.1), points, strict=True)]
+    return [
+        {
+            "task": "winogrande",
+            "shots": 0,
+            "mode": "dynamic",
+            "score_fn": "ahon_ln",
+            "quantile": q,
+            "frac_zeroed": x,
+            "accuracy": a,
+            "n_items": n_items,
+            "base_accuracy": base,
+        }
+        for q, (x, a) in zip((0.0, 0.05, 0.1), points, strict=True)
+    ]
 
 
 def test_leaderboard_prints_the_item_step_and_the_chance_warning():
@@ -85,12 +96,32 @@ def test_random_below_one_half_warns_even_without_reference_scores():
 
 def _with_quantile_ahon(root):
     """Replace write_series' fixed taus by a quantile tau for ahon (ahon_ln stays fixed)."""
-    base = {"model_id": MODEL, "revision": "", "stage": 0, "step": 0, "tokens": 0, "tau": 0.5, "direction": "<",
-            "calibration_id": CAL, "taus_id": TAUS}
-    write_table(root, "taus", [
-        base | {"score_fn": "ahon", "source": "quantile", "quantile": 0.15, "reference_revision": "stage1-step50-tokens4000000"},
-        base | {"score_fn": "ahon_ln", "source": "fixed"},
-    ], file_key="taus")
+    base = {
+        "model_id": MODEL,
+        "revision": "",
+        "stage": 0,
+        "step": 0,
+        "tokens": 0,
+        "tau": 0.5,
+        "direction": "<",
+        "calibration_id": CAL,
+        "taus_id": TAUS,
+    }
+    write_table(
+        root,
+        "taus",
+        [
+            base
+            | {
+                "score_fn": "ahon",
+                "source": "quantile",
+                "quantile": 0.15,
+                "reference_revision": "stage1-step50-tokens4000000",
+            },
+            base | {"score_fn": "ahon_ln", "source": "fixed"},
+        ],
+        file_key="taus",
+    )
     return root
 
 
