@@ -305,16 +305,18 @@ def _sorted_points(points) -> np.ndarray:
 def pct_zeroed_within_1pt(points, base: float, tolerance: float = WITHIN_POINTS) -> float:
     """x of the LAST crossing of the piecewise-linear curve with accuracy = base - tolerance, 0 if none.
 
-    A crossing is where the curve passes from at-or-above the line to below it, or back; its x is
-    linearly interpolated between the two points that bracket it.
+    As the paper's authors compute it: a crossing is a point lying exactly on the line (at its x) or a
+    segment whose ends lie strictly on both sides of it (x linearly interpolated). So a curve that ends
+    exactly on the line gives that end's x: (0,80),(10,79.5),(20,79.2),(30,79.0) with base 80 gives 30.
     """
     pts = _sorted_points(points)
     d = pts[:, 1] - (float(base) - tolerance)  # [n] distance above the line
-    above = d >= 0  # [n]
-    for i in range(len(pts) - 2, -1, -1):
-        if above[i] != above[i + 1]:
-            (x0, _), (x1, _) = pts[i], pts[i + 1]
-            return float(x0 + d[i] / (d[i] - d[i + 1]) * (x1 - x0))
+    for i in range(len(pts) - 1, -1, -1):
+        if d[i] == 0:
+            return float(pts[i, 0])
+        if i > 0 and d[i - 1] * d[i] < 0:
+            (x0, _), (x1, _) = pts[i - 1], pts[i]
+            return float(x0 + d[i - 1] / (d[i - 1] - d[i]) * (x1 - x0))
     return 0.0
 
 

@@ -43,8 +43,16 @@ def test_several_crossings_take_the_last():
 
 
 def test_never_crossing_gives_zero():
-    assert pct_zeroed_within_1pt([(0, 80), (10, 79.5), (20, 79.2), (30, 79.0)], base=80) == 0.0  # never below
+    assert pct_zeroed_within_1pt([(0, 80), (10, 79.5), (20, 79.2), (30, 79.1)], base=80) == 0.0  # never below
     assert pct_zeroed_within_1pt([(0, 70), (10, 65), (30, 60)], base=80) == 0.0  # always below
+
+
+def test_a_point_exactly_on_the_line_is_a_crossing_at_its_x():
+    # the authors' `get_intersection` rule: the curve ends on base - 1, so the last crossing is at 30
+    assert pct_zeroed_within_1pt([(0, 80), (10, 79.5), (20, 79.2), (30, 79.0)], base=80) == 30.0
+    # touching the line in the middle and rising again counts too; a later strict crossing wins
+    assert pct_zeroed_within_1pt([(0, 80), (10, 79.0), (20, 79.5), (30, 79.6)], base=80) == 10.0
+    assert pct_zeroed_within_1pt([(0, 80), (10, 79.0), (20, 79.5), (30, 78.5)], base=80) == pytest.approx(25.0)
 
 
 def test_curve_that_starts_below_the_line():
