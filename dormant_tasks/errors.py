@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import errno
+
+# OS errors that name something the user can fix (a full or read-only disk, permissions, a file where a
+# folder should be); any other OSError is a bug and keeps its traceback.
+USER_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST}
+)
 
 
 class DormantError(Exception):

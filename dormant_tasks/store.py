@@ -29,7 +29,6 @@ Concurrency, without duplicates and without corrupt files:
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
@@ -48,7 +47,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from . import __version__
-from .errors import StoreError, did_you_mean
+from .errors import USER_ERRNOS, StoreError, did_you_mean
 
 SCHEMA_VERSION = 2
 MARKER = "_store.json"
@@ -400,15 +399,7 @@ def _writing(folder: Path) -> Iterator[None]:
     try:
         yield
     except OSError as e:
-        if e.errno not in (
-            errno.ENOSPC,
-            errno.EDQUOT,
-            errno.EROFS,
-            errno.EACCES,
-            errno.EPERM,
-            errno.ENOTDIR,
-            errno.EEXIST,
-        ):
+        if e.errno not in USER_ERRNOS:
             raise
         raise StoreError(
             f"cannot write to {str(folder)!r}: {e.strerror}; free space, fix its permissions, "

@@ -12,17 +12,13 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import importlib
 import os
 import signal
 import sys
 import traceback
 
-from dormant_tasks.errors import DormantError
-
-# OS errors that name something the user can fix; others are bugs and keep their traceback.
-USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR}
+from dormant_tasks.errors import USER_ERRNOS, DormantError
 
 
 def run_command(args: argparse.Namespace) -> int:
