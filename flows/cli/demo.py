@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from .options import add_store_argument
 from .pretrain_tiny import DEFAULT_STEPS
-from .store import add_store_argument
 
 
 def add_parser(subparsers) -> None:

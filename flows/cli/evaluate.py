@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from .store import add_store_argument
+from .options import add_device_argument, add_dtype_argument, add_store_argument
 
 
 def add_parser(subparsers) -> None:
@@ -65,18 +65,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--batch-size", type=int, default=16, metavar="N", help="items per forward pass (default: %(default)s)"
     )
-    parser.add_argument(
-        "--dtype",
-        default="float32",
-        choices=["float32", "bfloat16", "float16"],
-        help="model dtype (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--device",
-        default="auto",
-        choices=["auto", "cpu", "cuda", "mps"],
-        help="where to run (default: %(default)s = cuda when available)",
-    )
+    add_dtype_argument(parser)
+    add_device_argument(parser, "run")
     parser.set_defaults(func=run)
 
 

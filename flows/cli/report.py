@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .store import add_store_argument
+from .options import add_store_argument
 
 
 def add_parser(subparsers) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .options import add_calibration_arguments, add_dtype_argument
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -20,28 +22,8 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--revision", default=None, metavar="REV", help="Hub branch, tag or commit (default: the repo's main)"
     )
-    p.add_argument(
-        "--texts",
-        default=None,
-        metavar="FILE",
-        help="calibration texts, UTF-8, one per line (default: WinoGrande dev sentences, blank filled)",
-    )
-    p.add_argument(
-        "--limit",
-        type=int,
-        default=None,
-        metavar="N",
-        help="first N calibration texts (default: 128 WinoGrande sentences, all of --texts)",
-    )
-    p.add_argument(
-        "--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)"
-    )
-    p.add_argument(
-        "--dtype",
-        choices=["float32", "bfloat16", "float16"],
-        default="float32",
-        help="model dtype (default: %(default)s)",
-    )
+    add_calibration_arguments(p)
+    add_dtype_argument(p)
     p.add_argument(
         "--device",
         default="auto",

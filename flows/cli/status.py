@@ -5,7 +5,7 @@ Counts are of the series' current results (`SeriesView`): its current taus and c
 
 from __future__ import annotations
 
-from .store import add_store_argument
+from .options import add_store_argument
 
 # The v1 "dormant head" rule, the function the status line summarises.
 MAIN_FN = "ahon_ln"

@@ -1,22 +1,10 @@
-"""`dormant store`: maintain a Parquet store (`upgrade` rewrites a store of an older schema version).
-
-`add_store_argument` is the one `--store` option of every command that reads or writes a store.
-"""
+"""`dormant store`: maintain a Parquet store (`upgrade` rewrites a store of an older schema version)."""
 
 from __future__ import annotations
 
 import argparse
 
-from dormant_tasks.paths import default_store
-
-
-def add_store_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store",
-        default=str(default_store()),
-        metavar="DIR",
-        help="Parquet store folder (default: $DORMANT_STORE or ./data/store)",
-    )
+from .options import add_store_argument
 
 
 def add_parser(subparsers) -> None:

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from .checkpoints import add_selection_arguments, selection_from_args
-from .store import add_store_argument
+from .options import add_calibration_arguments, add_device_argument, add_dtype_argument, add_store_argument
 
 
 def add_track_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,20 +47,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="replace the series' stored taus (re-aggregates from kept per-input scores, else rescores)",
     )
-    g.add_argument(
-        "--texts",
-        metavar="FILE",
-        help="calibration texts, UTF-8, one per line (default: WinoGrande dev sentences, blank filled)",
-    )
-    g.add_argument(
-        "--limit",
-        type=int,
-        metavar="N",
-        help="first N calibration texts (default: 128 WinoGrande sentences, all of --texts)",
-    )
-    g.add_argument(
-        "--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)"
-    )
+    add_calibration_arguments(g)
     g.add_argument(
         "--max-tokens",
         type=int,
@@ -73,18 +60,8 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="padded tokens per batch, which bounds attention memory (default: the engine's budget)",
     )
-    g.add_argument(
-        "--dtype",
-        default="float32",
-        choices=["float32", "bfloat16", "float16"],
-        help="model dtype (default: %(default)s)",
-    )
-    g.add_argument(
-        "--device",
-        default="auto",
-        choices=["auto", "cpu", "cuda", "mps"],
-        help="where to score (default: %(default)s = cuda when available)",
-    )
+    add_dtype_argument(g)
+    add_device_argument(g, "score")
     g.add_argument(
         "--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
     )
