@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import save_random_series
 
+from dormant_tasks.errors import StoreError
 from dormant_tasks.leaderboard import series_targets
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.series import SeriesView
@@ -48,20 +49,21 @@ def test_checkpoints_and_track_select_the_same_steps(demo_like_series, steps, ex
     assert _selected("track", demo_like_series, "--steps", steps) == expected
 
 
+def _steps(steps: str):
+    """The Selection that `dormant track --steps STEPS` builds."""
+    return request_from_args(build_parser().parse_args(["track", "--repo", "x", "--steps", steps])).selection
+
+
 def test_track_steps_0_0_stores_step_0_alone(demo_like_series, tmp_path):
-    out = track(
-        TrackRequest(
-            source=str(demo_like_series),
-            store=str(tmp_path / "s"),
-            limit=2,
-            selection=request_from_args(
-                build_parser().parse_args(["track", "--repo", "x", "--steps", "0:0"])
-            ).selection,
-            score_fns=("ahon_ln",),
-            report=False,
-        )
+    request = TrackRequest(
+        source=str(demo_like_series),
+        store=str(tmp_path / "s"),
+        limit=2,
+        selection=_steps("0:0"),
+        score_fns=("ahon_ln",),
+        report=False,
     )
-    assert out["analysed"] == 1
+    assert track(request)["analysed"] == 1
     assert read_table(tmp_path / "s", "checkpoints").column("step").to_pylist() == [0]
 
 
@@ -72,45 +74,16 @@ def test_max_spreads_over_early_middle_and_late(demo_like_series):
 
 
 def test_quantile_taus_come_from_the_last_checkpoint_of_the_whole_series(random_series, tmp_path):
-    store = tmp_path / "s"
-    out = track(
-        TrackRequest(
-            source=str(random_series),
-            store=str(store),
-            limit=4,
-            score_fns=("ahon",),
-            selection=request_from_args(
-                build_parser().parse_args(["track", "--repo", "x", "--steps", ":10"])
-            ).selection,
-            report=False,
-        )
-    )
+    store, kw = tmp_path / "s", dict(source=str(random_series), limit=4, score_fns=("ahon",), report=False)
+    out = track(TrackRequest(store=str(store), selection=_steps(":10"), **kw))
     (tau,) = read_table(store, "taus").to_pylist()
     assert tau["reference_revision"] == "stage1-step25-tokens51K"  # not step 10, the last selected
     assert out["analysed"] == 2  # the reference was scored for tau, but is not stored: it was not selected
     assert sorted(read_table(store, "checkpoints").column("step").to_pylist()) == [0, 10]
-    with pytest.raises(Exception, match="fixed its quantile taus from stage1-step25"):
-        track(
-            TrackRequest(
-                source=str(random_series),
-                store=str(store),
-                limit=4,
-                score_fns=("ahon",),
-                reference="stage1-step10-tokens20K",
-                report=False,
-            )
-        )
+    with pytest.raises(StoreError, match="fixed its quantile taus from stage1-step25"):
+        track(TrackRequest(store=str(store), reference="stage1-step10-tokens20K", **kw))
     other = tmp_path / "s2"
-    track(
-        TrackRequest(
-            source=str(random_series),
-            store=str(other),
-            limit=4,
-            score_fns=("ahon",),
-            reference="stage1-step10-tokens20K",
-            report=False,
-        )
-    )
+    track(TrackRequest(store=str(other), reference="stage1-step10-tokens20K", **kw))
     assert read_table(other, "taus").column("reference_revision").to_pylist() == ["stage1-step10-tokens20K"]
 
 
@@ -142,8 +115,7 @@ def test_partial_retau_then_every_reader_agrees_and_a_full_retau_converges(rando
     store, kw = tmp_path / "s", dict(source=str(random_series), limit=4, score_fns=("ahon_ln", "awft"), report=False)
     first = track(TrackRequest(store=str(store), **kw))
     assert first["n_checkpoints"] == 3
-    sub = request_from_args(build_parser().parse_args(["track", "--repo", "x", "--steps", ":10"])).selection
-    part = track(TrackRequest(store=str(store), selection=sub, taus=("ahon_ln=0.9",), retau=True, **kw))
+    part = track(TrackRequest(store=str(store), selection=_steps(":10"), taus=("ahon_ln=0.9",), retau=True, **kw))
     assert (part["n_checkpoints"], part["n_stale"]) == (2, 1)
 
     view = SeriesView.open(store, "random-olmo2")
