@@ -27,6 +27,7 @@ import torch
 from .calibration import load_winogrande_items
 from .errors import EvaluationError, did_you_mean
 from .masks import pooled_threshold
+from .metric import WITHIN_POINTS, normalised_auc, pct_zeroed_within_1pt
 from .requests import DEFAULT_QUANTILES
 from .score_functions import get_score_function, parse_score_functions
 from .scoring import DynamicZeroing, StaticZeroing, scoring_pass
@@ -35,7 +36,6 @@ from .winogrande import DEFAULT_FEWSHOT_SEED, EncodedOption, Request, encode_opt
 # Answer options per item of each task, the one place that knows them: chance accuracy is 1 / choices.
 TASK_CHOICES = {"winogrande": 2}
 TASKS = tuple(TASK_CHOICES)
-WITHIN_POINTS = 1.0  # the leaderboard's tolerance: one absolute accuracy point (in %)
 # Thresholds a function accepts: awft is a mean attention weight and `random` a probability, both in
 # [0, 1]; every other score (norms, entropies, ratios of them) is >= 0, so tau must be too.
 UNIT_INTERVAL_FNS = ("awft", "random")
@@ -285,49 +285,6 @@ def evaluate_winogrande(
     finally:
         if bar is not None:
             bar.close()
-
-
-# ---------------------------------------------------------------------------------------------------
-# The leaderboard metric
-
-
-def _sorted_points(points) -> np.ndarray:
-    """[n, 2] (x = % zeroed, y = accuracy) sorted by x; at equal x the higher accuracy first, so that
-    a drop at one x is read as a drop whatever order the points came in."""
-    pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
-    if len(pts) == 0:
-        raise EvaluationError("the curve has no points; evaluate at least one threshold")
-    if not np.isfinite(pts).all():
-        raise EvaluationError("the curve has NaN or infinite points; every point needs a measured % and accuracy")
-    return pts[np.lexsort((-pts[:, 1], pts[:, 0]))]
-
-
-def pct_zeroed_within_1pt(points, base: float, tolerance: float = WITHIN_POINTS) -> float:
-    """x of the LAST crossing of the piecewise-linear curve with accuracy = base - tolerance, 0 if none.
-
-    As the paper's authors compute it: a crossing is a point lying exactly on the line (at its x) or a
-    segment whose ends lie strictly on both sides of it (x linearly interpolated). So a curve that ends
-    exactly on the line gives that end's x: (0,80),(10,79.5),(20,79.2),(30,79.0) with base 80 gives 30.
-    """
-    pts = _sorted_points(points)
-    d = pts[:, 1] - (float(base) - tolerance)  # [n] distance above the line
-    for i in range(len(pts) - 1, -1, -1):
-        if d[i] == 0:
-            return float(pts[i, 0])
-        if i > 0 and d[i - 1] * d[i] < 0:
-            (x0, _), (x1, _) = pts[i - 1], pts[i]
-            return float(x0 + d[i - 1] / (d[i - 1] - d[i]) * (x1 - x0))
-    return 0.0
-
-
-def normalised_auc(points) -> float:
-    """Trapezoid area under the curve / (max x - min x); NaN when all points share one x."""
-    pts = _sorted_points(points)
-    width = pts[-1, 0] - pts[0, 0]
-    if width == 0:
-        return float("nan")
-    area = float(np.sum((pts[1:, 0] - pts[:-1, 0]) * (pts[1:, 1] + pts[:-1, 1]) / 2.0))
-    return area / float(width)
 
 
 # ---------------------------------------------------------------------------------------------------

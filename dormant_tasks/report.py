@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from . import figures as fg
 from .errors import ReportError, did_you_mean
-from .evaluation import normalised_auc, pct_zeroed_within_1pt
+from .metric import normalised_auc, pct_zeroed_within_1pt
 from .paths import default_reports_dir
 from .score_functions import ALL_IDS, get_score_function
 from .series import SeriesView

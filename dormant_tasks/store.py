@@ -2,7 +2,7 @@
 
 Layout (hive-partitioned, so pyarrow, pandas, polars and DuckDB read it without this project):
 
-    <store>/_store.json                                  {"schema_version": 2, "created_by": ...}
+    <store>/_store.json                                  {"schema_version": 3, "created_by": ...}
     <store>/<table>/series=<slug>/<file_key>.parquet     one file per checkpoint and run (or per derived table)
     <store>/requests/series=<slug>/<request_id>.json     the request of every run that wrote rows
     <store>/_locks/<slug>.lock                           `series_lock` (readers ignore "_" and "." names)
@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 from . import __version__
 from .errors import USER_ERRNOS, StoreError, did_you_mean
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MARKER = "_store.json"
 REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
 
@@ -177,6 +177,33 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("base_accuracy", pa.float64()),
             _f("code_version", pa.string()),
             _f("request_id", pa.string(), nullable=True),
+            # the protocol (schema version 3): which lm-eval metric, prompt format and data the accuracy is of
+            _f("metric", pa.string()),  # lm-eval's key, e.g. "acc,none" or "exact_match,strict-match"
+            _f("chat_template", pa.bool_()),
+            _f("bos", pa.string()),  # "paper" (lm-eval 0.4.5's rule) or "tokenizer"
+            _f("fewshot_split", pa.string(), nullable=True),  # the split few-shot examples were drawn from
+            _f("data_source", pa.string()),  # "hub" or "bundled"
+            _f("lm_eval_version", pa.string(), nullable=True),
+            _f("evaluated_at", pa.timestamp("us", tz="UTC")),  # when the run wrote its rows (the newest run wins)
+        ]
+    ),
+    # One row per (item, setting) of an evaluation run with --log-samples (lm-eval's --log_samples).
+    "evaluation_items": pa.schema(
+        COMMON
+        + [
+            _f("task", pa.string()),  # the lm-eval leaf task (e.g. mmlu_anatomy)
+            _f("shots", pa.int32()),
+            _f("mode", pa.string()),
+            _f("score_fn", pa.string(), nullable=True),  # null: the un-intervened base run
+            _f("quantile", pa.float64(), nullable=True),
+            _f("tau", pa.float64(), nullable=True),
+            _f("doc_id", pa.int64()),
+            _f("prediction", pa.string()),  # the chosen option's index, or the filtered generated answer
+            _f("target", pa.string()),
+            _f("correct", pa.bool_()),
+            _f("loglikelihoods", pa.list_(pa.float64()), nullable=True),  # per choice, summed (multiple choice)
+            _f("generated", pa.string(), nullable=True),  # the raw generated text (generation tasks)
+            _f("request_id", pa.string()),
         ]
     ),
 }

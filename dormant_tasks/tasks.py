@@ -102,7 +102,7 @@ def derive_transitions(request: TrackRequest) -> tracker.SeriesSummary:
     cache_policy=NONE,
 )
 def evaluate_checkpoint(request: EvalRequest, target) -> list[dict]:
-    from .leaderboard import evaluate_target, format_leaderboard
+    from .interventions import evaluate_target, format_leaderboard
 
     rows = evaluate_target(request, target)
     get_run_logger().info("\n%s", format_leaderboard(target, rows))

@@ -1,6 +1,6 @@
 """The evaluate flow: zero the heads a score function marks, re-score WinoGrande, compute the leaderboard metric.
 
-Core functions: `dormant_tasks.leaderboard.evaluate_target` (which runs `evaluation.run_sweep` or
+Core functions: `dormant_tasks.interventions.evaluate_target` (which runs `evaluation.run_sweep` or
 `evaluation.evaluate_static`) through `dormant_tasks.tasks.evaluate_checkpoint`, one call per target.
 """
 
@@ -10,7 +10,7 @@ from prefect import flow, get_run_logger
 
 from dormant_tasks import tasks
 from dormant_tasks.evaluation import check_task
-from dormant_tasks.leaderboard import request_targets
+from dormant_tasks.interventions import request_targets
 from dormant_tasks.requests import EvalRequest
 from dormant_tasks.store import check_store
 

@@ -92,7 +92,7 @@ def request_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.evaluation import check_task
-    from dormant_tasks.leaderboard import format_leaderboard, request_targets
+    from dormant_tasks.interventions import format_leaderboard, request_targets
     from dormant_tasks.store import check_store
     from flows.evaluate import evaluate
 

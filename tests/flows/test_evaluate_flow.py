@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dormant_tasks.evaluation import pct_zeroed_within_1pt
+from dormant_tasks.metric import pct_zeroed_within_1pt
 from dormant_tasks.requests import EvalRequest, TrackRequest
 from dormant_tasks.store import read_table
 from flows.evaluate import evaluate

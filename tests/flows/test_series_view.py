@@ -6,7 +6,7 @@ import pytest
 from conftest import save_random_series
 
 from dormant_tasks.errors import StoreError
-from dormant_tasks.leaderboard import series_targets
+from dormant_tasks.interventions import series_targets
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.series import SeriesView
 from dormant_tasks.store import read_request_json, read_table

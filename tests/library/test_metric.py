@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dormant_tasks.errors import EvaluationError
-from dormant_tasks.evaluation import normalised_auc, pct_zeroed_within_1pt
+from dormant_tasks.metric import normalised_auc, pct_zeroed_within_1pt
 
 # The authors' published MMLU curves, kept in the repository (see tests/data/README.md). A missing file
 # is an error at collection, never a skip.
