@@ -1,44 +1,41 @@
-"""Interventions (docs/SCORES.md §6): WinoGrande accuracy with heads zeroed, the threshold sweep, the leaderboard metric.
+"""Interventions (docs/SCORES.md §6) on any lm-evaluation-harness task: accuracy with heads zeroed, the
+threshold sweep, the leaderboard metric per task and averaged across tasks.
 
-One forward pass per (batch, setting) gives the logits (for the continuation log-likelihoods), the
-per-input scores and the zeroed-head mask (`scoring.scoring_pass`), so the un-intervened run yields
-the base accuracy and the pooled scores that place the thresholds at once.
+lm-eval builds each task's requests once (`prepare`); every setting (the un-intervened base run, each
+(function, threshold) of the sweep, a static mask) answers the same requests through `harness.DormantLM`
+with its zeroing, and lm-eval's own filters, `process_results` and aggregations (group sizes included)
+turn the answers into the task's accuracy. The base run also yields the per-input scores that place the
+thresholds: per task and function, the quantiles of its scores pooled over layers, heads and forward rows.
 
 Public API
-- `evaluate_winogrande(model, tokenizer, requests, zeroing=None, score_fns=..., batch_size=16) -> ItemResults`
-- `run_sweep(model, tokenizer, score_fns, quantiles=..., shots=0, limit=None, batch_size=16) -> SweepResult`
-  (`SweepResult.rows` are ready for the store's `evaluations` table, less the checkpoint columns)
-- `evaluate_static(model, tokenizer, heads, ...) -> dict` (one `evaluations` row, mode "static")
-- `pct_zeroed_within_1pt(points, base) -> float`, `normalised_auc(points) -> float`
-- `check_tau(score_fn, tau)`: the range of thresholds each function accepts.
-- `chance_note(task, n_items, base_accuracy_pct)`, `item_step_note(n_items)`, `item_step_pct(n_items)`:
-  the warnings printed with a leaderboard (chance from `TASK_CHOICES`).
-An "input" is one (item, option) sequence, index 2 * item + option.
+- `prepare(model, tokenizer, tasks, *, model_id, ...) -> Prepared`: tasks loaded, protocol fixed, requests built.
+- `run_sweep(prepared, score_fns, quantiles=..., log_samples=False, progress=True) -> SweepResult`
+- `evaluate_static(prepared, masks, log_samples=False, progress=False) -> StaticResult` (mode "static")
+- `check_tau(score_fn, tau)`, `chance_note(task, n_items, base_pct, chance)`, `item_step_note(n_items)`.
+Rows are the store's `evaluations` / `evaluation_items` rows less the checkpoint columns; proportions are
+fractions in [0, 1] there and percentages in this module's summaries.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
-from .calibration import load_winogrande_items
-from .errors import EvaluationError, did_you_mean
+from .errors import EvaluationError
+from .eval_tasks import LoadedTasks, TaskSpec, load_tasks, wants_chat_template
 from .masks import pooled_threshold
-from .metric import WITHIN_POINTS, normalised_auc, pct_zeroed_within_1pt
-from .requests import DEFAULT_QUANTILES
+from .metric import WITHIN_POINTS, normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from .requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource
 from .score_functions import get_score_function, parse_score_functions
-from .scoring import DynamicZeroing, StaticZeroing, scoring_pass
-from .winogrande import DEFAULT_FEWSHOT_SEED, EncodedOption, Request, encode_option, winogrande_requests
+from .scoring import DynamicZeroing, StaticZeroing
 
-# Answer options per item of each task, the one place that knows them: chance accuracy is 1 / choices.
-TASK_CHOICES = {"winogrande": 2}
-TASKS = tuple(TASK_CHOICES)
 # Thresholds a function accepts: awft is a mean attention weight and `random` a probability, both in
 # [0, 1]; every other score (norms, entropies, ratios of them) is >= 0, so tau must be too.
 UNIT_INTERVAL_FNS = ("awft", "random")
+AVERAGE_TASK = "average"  # the label of the across-task average in summaries
 
 
 def check_tau(score_fn: str, tau: float) -> float:
@@ -72,219 +69,229 @@ def item_step_note(n_items: int) -> str:
     return line
 
 
-def chance_band_pct(task: str, n_items: int) -> tuple[float, float]:
+def chance_band_pct(chance: float, n_items: int) -> tuple[float, float]:
     """(chance %, half-width in points) of the two-sided 95% band of a model that guesses uniformly.
 
-    A guesser's accuracy on n items is Binomial(n, p)/n with p = 1 / choices; the band uses the normal
-    approximation 1.96 * sqrt(p (1 - p) / n), whose ends lie within one item of the exact binomial
-    2.5% and 97.5% quantiles for every n from 10 to all 1,267 WinoGrande dev items.
+    A guesser's accuracy on n items is Binomial(n, p)/n with p = the task's mean 1 / choices; the band uses
+    the normal approximation 1.96 * sqrt(p (1 - p) / n), whose ends lie within one item of the exact
+    binomial 2.5% and 97.5% quantiles for every n from 10 to all 1,267 WinoGrande dev items.
     """
-    p = 1.0 / TASK_CHOICES[check_task(task)]
-    return 100.0 * p, 100.0 * 1.96 * math.sqrt(p * (1.0 - p) / n_items)
+    return 100.0 * chance, 100.0 * 1.96 * math.sqrt(chance * (1.0 - chance) / n_items)
 
 
-def chance_note(task: str, n_items: int, base_accuracy_pct: float) -> str | None:
+def chance_note(task: str, n_items: int, base_accuracy_pct: float, chance: float | None) -> str | None:
     """A warning when the un-intervened accuracy cannot be told from guessing on this many items: a
-    leaderboard of such a model ranks noise, not how many heads it can spare. None otherwise."""
-    chance, half = chance_band_pct(task, n_items)
-    if abs(base_accuracy_pct - chance) > half:
+    leaderboard of such a model ranks noise, not how many heads it can spare. None otherwise (and for a
+    task without a chance level, `chance` None: generation)."""
+    if chance is None or not n_items:
+        return None
+    pct, half = chance_band_pct(chance, n_items)
+    if abs(base_accuracy_pct - pct) > half:
         return None
     return (
         f"base accuracy {base_accuracy_pct:.2f}% is within the 95% binomial noise of chance for {task} "
-        f"({chance:g}% +/- {half:.2f} points on {n_items} items, {TASK_CHOICES[task]} choices): the model may be "
-        f"guessing, so the leaderboard ranks noise; evaluate a trained checkpoint, or more items if --limit "
-        f"held them back"
+        f"({pct:.3g}% +/- {half:.2f} points on {n_items} items): the model may be guessing, so the leaderboard "
+        f"ranks noise; evaluate a trained checkpoint, or more items if --limit held them back"
     )
 
 
-def check_task(task: str) -> str:
-    if task not in TASKS:
-        raise EvaluationError(f"unknown task {task!r}{did_you_mean(task, TASKS)}; available: {', '.join(TASKS)}")
-    return task
-
-
 # ---------------------------------------------------------------------------------------------------
-# Batched log-likelihood of the continuations
+# Tasks prepared once: lm-eval's requests, the protocol
 
 
 @dataclass(frozen=True)
-class Batch:
-    """Whole items (both options, rows 2i and 2i+1) right-padded into one forward pass."""
+class Protocol:
+    """How the requests were made (recorded in every `evaluations` row)."""
 
-    first_input: int  # global index of row 0 (inputs are contiguous: random seeds do not depend on batching)
-    input_ids: torch.Tensor  # [batch, seq] long, right-padded
-    attention_mask: torch.Tensor  # [batch, seq] long
-    target_rows: torch.Tensor  # [n_cont_tokens] row of each continuation token
-    target_positions: torch.Tensor  # [n_cont_tokens] position whose logits predict it
-    target_ids: torch.Tensor  # [n_cont_tokens] the token
+    chat_template: bool
+    bos: str
+    data_source: str
+    lm_eval_version: str
 
 
-@dataclass(frozen=True)
-class EncodedTask:
-    requests: tuple[Request, ...]
-    options: tuple[EncodedOption, ...]  # [input]: 2 * item + option
-    batches: tuple[Batch, ...]
-
-    @property
-    def n_inputs(self) -> int:
-        return len(self.options)
-
-
-def encode_requests(tokenizer, requests, batch_size: int = 16, device="cpu") -> EncodedTask:
-    """Tokenise once; `batch_size` sequences per pass, rounded down to whole items (at least one)."""
-    if tokenizer is None or not callable(getattr(tokenizer, "encode", None)):
-        raise EvaluationError(
-            "no tokenizer given; load the checkpoint's tokenizer with the model "
-            "(dormant_tasks.loading.load_model_and_tokenizer) and pass it"
-        )
-    if batch_size < 1:
-        raise EvaluationError(f"batch_size must be at least 1, got {batch_size}")
-    requests = tuple(requests)
-    if not requests:
-        raise EvaluationError("no WinoGrande items to evaluate; use a limit of at least 1")
-    options = tuple(encode_option(tokenizer, ctx, r.continuation) for r in requests for ctx in r.contexts)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0  # never attended to
-    items_per_batch = max(1, batch_size // 2)
-    batches = []
-    for first in range(0, len(options), 2 * items_per_batch):
-        rows = options[first : first + 2 * items_per_batch]
-        width = max(len(o.input_ids) for o in rows)
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # [batch, seq]
-        mask = torch.zeros((len(rows), width), dtype=torch.long)  # [batch, seq]
-        t_rows, t_pos, t_ids = [], [], []
-        for r, o in enumerate(rows):
-            ids[r, : len(o.input_ids)] = torch.tensor(o.input_ids)
-            mask[r, : len(o.input_ids)] = 1
-            n = len(o.continuation_ids)
-            t_rows += [r] * n
-            t_pos += range(o.n_context - 1, o.n_context - 1 + n)
-            t_ids += o.continuation_ids
-        batches.append(
-            Batch(
-                first,
-                ids.to(device),
-                mask.to(device),
-                torch.tensor(t_rows, device=device),
-                torch.tensor(t_pos, device=device),
-                torch.tensor(t_ids, device=device),
-            )
-        )
-    return EncodedTask(requests, options, tuple(batches))
-
-
-def continuation_loglikelihoods(logits: torch.Tensor, batch: Batch) -> np.ndarray:
-    """[batch] float64: summed log-probability of each row's continuation tokens."""
-    picked = logits[batch.target_rows, batch.target_positions].float()  # [n_cont_tokens, vocab]
-    logp = torch.log_softmax(picked, dim=-1).gather(-1, batch.target_ids[:, None])[:, 0]  # [n_cont_tokens]
-    sums = torch.zeros(logits.shape[0], dtype=torch.float64, device=logits.device)  # [batch]
-    return sums.index_add_(0, batch.target_rows, logp.double()).cpu().numpy()
-
-
-# ---------------------------------------------------------------------------------------------------
-# One evaluation: accuracy, per-input scores, zeroed mask
-
-
-@dataclass(frozen=True)
-class ItemResults:
-    loglikelihoods: np.ndarray  # float64 [item, option]
-    labels: np.ndarray  # int64 [item]
-    score_fns: tuple[str, ...]
-    scores: np.ndarray  # float64 [input, fn, layer, head], input = 2 * item + option
-    zeroed: np.ndarray  # bool [input, layer, head]
+@dataclass
+class Prepared:
+    lm: object  # harness.DormantLM
+    loaded: LoadedTasks
+    protocol: Protocol
+    limit: int | None
+    instances: dict[str, list]  # leaf task -> its lm-eval Instances (built once)
+    limits: dict[str, int | None]  # leaf task -> lm-eval's sample size
+    chance: dict[str, float | None]  # requested task -> mean 1 / choices (None: generation)
+    n_items: dict[str, int]  # requested task -> items scored
 
     @property
-    def n_items(self) -> int:
-        return len(self.labels)
+    def specs(self) -> tuple[TaskSpec, ...]:
+        return self.loaded.specs
 
     @property
-    def predictions(self) -> np.ndarray:
-        """[item] the option with the higher log-likelihood (the first on a tie, as lm-eval's argmax)."""
-        return np.argmax(self.loglikelihoods, axis=1)
+    def notes(self) -> tuple[str, ...]:
+        return self.loaded.notes
 
-    @property
-    def accuracy(self) -> float:
-        """% of items predicted correctly."""
-        return 100.0 * float(np.mean(self.predictions == self.labels))
-
-    @property
-    def pct_zeroed(self) -> float:
-        """Measured %: mean over layers of zeroed (input, head) pairs / (inputs x heads)."""
-        return 100.0 * float(self.zeroed.mean(axis=(0, 2)).mean())
-
-    def scores_of(self, score_fn: str) -> np.ndarray:
-        """[input, layer, head] per-input scores of one function."""
-        if score_fn not in self.score_fns:
-            raise EvaluationError(f"{score_fn} was not scored in this run; scored: {', '.join(self.score_fns)}")
-        return self.scores[:, self.score_fns.index(score_fn)]
+    def fewshot_split(self, spec: TaskSpec) -> str | None:
+        splits = {self.loaded.fewshot_split[leaf] for leaf in spec.leaves}
+        return splits.pop() if len(splits) == 1 else ",".join(sorted(s or "none" for s in splits))
 
 
-def _model_device(model) -> torch.device:
-    return next(model.parameters()).device
-
-
-def _evaluate_encoded(
-    model, encoded: EncodedTask, score_fns: tuple[str, ...], zeroing, seed: int, progress=None
-) -> ItemResults:
-    """One pass over every batch; `progress` is a tqdm bar advanced once per batch (or None)."""
-    lls, scores, zeroed = [], [], []
-    for batch in encoded.batches:
-        result = scoring_pass(
-            model,
-            batch.input_ids,
-            batch.attention_mask,
-            score_fns,
-            zeroing=zeroing,
-            seed=seed,
-            input_offset=batch.first_input,
-        )
-        lls.append(continuation_loglikelihoods(result.logits, batch))
-        scores.append(result.scores)
-        zeroed.append(result.zeroed)
-        del result
-        if progress is not None:
-            progress.update(1)
-    return ItemResults(
-        loglikelihoods=np.concatenate(lls).reshape(-1, 2),
-        labels=np.array([r.label for r in encoded.requests], dtype=np.int64),
-        score_fns=tuple(score_fns),
-        scores=np.concatenate(scores),
-        zeroed=np.concatenate(zeroed),
-    )
-
-
-def _progress_bar(enabled: bool, total: int, desc: str):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="batch")
-
-
-def evaluate_winogrande(
+def prepare(
     model,
     tokenizer,
-    requests,
-    zeroing: DynamicZeroing | StaticZeroing | None = None,
-    score_fns=("ahon_ln",),
+    tasks=("winogrande",),
+    *,
+    model_id: str = "",
+    shots: int | None = None,
+    limit: int | None = None,
     batch_size: int = 16,
     seed: int = 0,
-    progress: bool = False,
-) -> ItemResults:
-    """Accuracy of `model` on `requests` with `zeroing` applied, plus the per-input scores of `score_fns`.
+    chat_template: ChatTemplate | str = ChatTemplate.AUTO,
+    bos: Bos | str = Bos.PAPER,
+    datasets: DataSource | str = DataSource.AUTO,
+    score_fns=(),
+) -> Prepared:
+    """Load the lm-eval tasks and build their requests once, under the protocol given (the authors' by default)."""
+    import lm_eval
+    from lm_eval.evaluator_utils import get_sample_size
 
-    The scores are recorded from the same pass (each layer's own, before its zeroing); a dynamic
-    zeroing function is scored whether listed or not, but only the listed ones are returned.
-    """
-    fns = tuple(parse_score_functions(score_fns))
-    if isinstance(zeroing, DynamicZeroing):
-        check_tau(zeroing.score_fn, zeroing.tau)
-    encoded = encode_requests(tokenizer, requests, batch_size, _model_device(model))
-    bar = _progress_bar(progress, len(encoded.batches), "winogrande")
+    from .harness import DormantLM
+
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise EvaluationError(f"--limit must be at least 1, got {limit}; leave it out to use every item")
+    chat = wants_chat_template(model_id, chat_template, tokenizer)
+    loaded = load_tasks(tasks, shots=shots, data_source=datasets)
+    lm = DormantLM(model, tokenizer, bos=bos, batch_size=batch_size, score_fns=tuple(score_fns), seed=seed)
+    instances, limits = {}, {}
+    for leaf, task in loaded.tasks.items():
+        limits[leaf] = get_sample_size(task, limit)
+        task.build_all_requests(
+            limit=limits[leaf],
+            rank=0,
+            world_size=1,
+            apply_chat_template=chat,
+            fewshot_as_multiturn=chat,
+            chat_template=lm.apply_chat_template if chat else None,
+            tokenizer_name=lm.tokenizer_name if chat else "",
+        )
+        if not task.instances:
+            raise EvaluationError(f"task {leaf} has no items to evaluate; check --limit and the task's split")
+        instances[leaf] = list(task.instances)
+    chance, n_items = {}, {}
+    for spec in loaded.specs:
+        docs = {(leaf, inst.doc_id) for leaf in spec.leaves for inst in instances[leaf]}
+        n_items[spec.name] = len(docs)
+        if spec.output_type == "multiple_choice":
+            per_doc = defaultdict(int)
+            for leaf in spec.leaves:
+                for inst in instances[leaf]:
+                    per_doc[(leaf, inst.doc_id)] += 1
+            chance[spec.name] = float(np.mean([1.0 / n for n in per_doc.values()]))
+        else:
+            chance[spec.name] = None
+    protocol = Protocol(chat, str(Bos(bos)), str(loaded.data_source), lm_eval.__version__)
+    return Prepared(lm, loaded, protocol, limit, instances, limits, chance, n_items)
+
+
+# ---------------------------------------------------------------------------------------------------
+# One setting: every request of a task answered with one zeroing
+
+
+@dataclass
+class SettingResult:
+    accuracy: float  # fraction in [0, 1]: lm-eval's value of the task's metric
+    frac_zeroed: float  # heads zeroed over the forward rows run
+    n_items: int
+    record: object  # harness.PassRecord
+    items: list[dict]  # evaluation_items rows (with log_samples), less the setting and checkpoint columns
+
+
+def run_setting(prepared: Prepared, spec: TaskSpec, zeroing, keep_scores: bool = False, log_samples: bool = False):
+    """Answer every request of `spec` with `zeroing` applied; lm-eval scores the answers."""
+    from lm_eval.evaluator_utils import _process_results
+
+    lm = prepared.lm
+    lm.zeroing = zeroing
+    record = lm.start_record(keep_scores)
+    by_type = defaultdict(list)
+    for leaf in spec.leaves:
+        for inst in prepared.instances[leaf]:
+            inst.resps = []
+            inst.filtered_resps = {}
+            by_type[inst.request_type].extend([inst] * (inst.repeats or 1))
+    for reqtype, reqs in by_type.items():
+        if reqtype not in ("loglikelihood", "generate_until"):
+            raise EvaluationError(f"{spec.name} asks for {reqtype} requests; pick a multiple-choice or generation task")
+        for inst, resp in zip(reqs, getattr(lm, reqtype)(reqs, disable_tqdm=True)):
+            inst.resps.append(resp)
+    accs = {}
+    items = []
+    metric_name, primary_filter = spec.metric.split(",", 1)
+    for leaf in spec.leaves:
+        task = prepared.loaded.tasks[leaf]
+        task.apply_filters()
+        by_doc = defaultdict(list)
+        for inst in prepared.instances[leaf]:
+            by_doc[inst.doc_id].append(inst)
+        for insts in by_doc.values():
+            insts.sort(key=lambda x: x.idx)
+        raw = defaultdict(list)
+        for filter_key in prepared.instances[leaf][0].filtered_resps:
+            for doc_id, doc in task.doc_iterator(rank=0, limit=prepared.limits[leaf], world_size=1):
+                insts = by_doc[doc_id]
+                metrics = task.process_results(doc, [r.filtered_resps[filter_key] for r in insts])
+                for metric, value in metrics.items():
+                    raw[(metric, filter_key)].append(value)
+                if log_samples and filter_key == primary_filter:
+                    items.append(_item(task, leaf, doc_id, doc, insts, filter_key, metrics, metric_name))
+        accs[leaf] = {"task": task, "raw_metrics": raw, "logged_samples": []}
+    groups = {
+        g: prepared.loaded.groups[g] for g in prepared.loaded.groups if g == spec.name or _within(prepared, g, spec)
+    }
+    res = _process_results(accs, groups, bootstrap_iters=0)
     try:
-        return _evaluate_encoded(model, encoded, fns, zeroing, seed, bar)
-    finally:
-        if bar is not None:
-            bar.close()
+        value = float(res.metrics[spec.name][spec.metric])
+    except KeyError:
+        raise EvaluationError(
+            f"lm-eval reported no {spec.metric} for {spec.name}; its metrics: "
+            f"{', '.join(k for k in res.metrics.get(spec.name, {}) if ',' in k)}"
+        ) from None
+    return SettingResult(value, record.frac_zeroed, prepared.n_items[spec.name], record, items)
+
+
+def _within(prepared: Prepared, group: str, spec: TaskSpec) -> bool:
+    """Is `group` a subgroup of the requested group `spec` (all of its leaves are spec's)?"""
+    leaves = [t.task_name for t in prepared.loaded.groups[group].get_all_tasks()]
+    return spec.is_group and bool(leaves) and set(leaves) <= set(spec.leaves)
+
+
+def _item(task, leaf: str, doc_id: int, doc, insts, filter_key: str, metrics: dict, metric_name: str) -> dict:
+    resps = [r.filtered_resps[filter_key] for r in insts]
+    correct = bool(metrics.get(metric_name, 0.0) == 1.0) if metric_name in metrics else False
+    if insts[0].request_type == "loglikelihood":
+        lls = [float(r[0]) for r in resps]
+        # the gold option's index, found as lm-eval's multiple-choice process_results finds it
+        gold = task.doc_to_text(doc) if task.multiple_input else task.doc_to_target(doc)
+        if isinstance(gold, str):
+            choices = task.doc_to_choice(doc)
+            gold = choices.index(gold) if gold in choices else gold
+        target = ",".join(map(str, gold)) if isinstance(gold, list) else str(gold)
+        return {
+            "task": leaf,
+            "doc_id": int(doc_id),
+            "prediction": str(int(np.argmax(lls))),  # the option of the highest log-likelihood (lm-eval's acc)
+            "target": target,
+            "correct": correct,
+            "loglikelihoods": lls,
+            "generated": None,
+        }
+    raw = insts[0].resps[0] if insts[0].resps else ""
+    return {
+        "task": leaf,
+        "doc_id": int(doc_id),
+        "prediction": str(resps[0]),
+        "target": str(task.doc_to_target(doc)),
+        "correct": correct,
+        "loglikelihoods": None,
+        "generated": str(raw),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -294,131 +301,158 @@ def evaluate_winogrande(
 @dataclass(frozen=True)
 class FunctionSummary:
     score_fn: str
-    points: tuple[tuple[float, float], ...]  # (measured % zeroed, accuracy) per quantile, in quantile order
+    points: tuple[tuple[float, float], ...]  # (measured % zeroed, accuracy %) per quantile, in quantile order
+    base_accuracy: float  # %
     within_1pt: float  # % of heads zeroed within 1 point of the base accuracy
     auc: float  # normalised AUC of the curve
 
 
-@dataclass(frozen=True)
+@dataclass
 class SweepResult:
-    task: str
-    shots: int
-    n_items: int
-    base_accuracy: float
-    base: ItemResults  # the un-intervened run (per-item predictions, pooled per-input scores)
-    rows: tuple[dict, ...]  # one `evaluations` row per (score_fn, quantile), without the checkpoint columns
-    summaries: dict[str, FunctionSummary]
+    rows: list[dict]  # `evaluations` rows, one per (task, score_fn, quantile), less the checkpoint columns
+    items: list[dict]  # `evaluation_items` rows (log_samples)
+    summaries: dict[str, dict[str, FunctionSummary]]  # task (and "average" for >= 2 tasks) -> fn -> summary
+    base_accuracy: dict[str, float]  # task -> %
+    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _requests_for(task: str, shots: int, fewshot_seed: int, limit: int | None) -> list[Request]:
-    check_task(task)
-    return winogrande_requests(load_winogrande_items(), shots=shots, seed=fewshot_seed, limit=limit)
-
-
-def _row(task, shots, mode, score_fn, quantile, tau, result: ItemResults, base_accuracy: float) -> dict:
-    """An `evaluations` row: the store keeps proportions as fractions in [0, 1] (this module computes in %)."""
+def _row(prepared: Prepared, spec: TaskSpec, mode, score_fn, quantile, tau, result: SettingResult, base) -> dict:
+    p = prepared.protocol
     return {
-        "task": task,
-        "shots": shots,
+        "task": spec.name,
+        "shots": spec.shots,
         "mode": mode,
         "score_fn": score_fn,
         "quantile": quantile,
         "tau": tau,
-        "frac_zeroed": result.pct_zeroed / 100.0,
-        "accuracy": result.accuracy / 100.0,
+        "frac_zeroed": result.frac_zeroed,
+        "accuracy": result.accuracy,
         "n_items": result.n_items,
-        "base_accuracy": base_accuracy / 100.0,
+        "base_accuracy": base,
+        "metric": spec.metric,
+        "chat_template": p.chat_template,
+        "bos": p.bos,
+        "fewshot_split": prepared.fewshot_split(spec) if spec.shots else None,
+        "data_source": p.data_source,
+        "lm_eval_version": p.lm_eval_version,
     }
 
 
+def _setting_items(items, spec: TaskSpec, mode, score_fn, quantile, tau) -> list[dict]:
+    extra = {"shots": spec.shots, "mode": mode, "score_fn": score_fn, "quantile": quantile, "tau": tau}
+    return [{**item, **extra} for item in items]
+
+
+def _progress_bar(enabled: bool, total: int, desc: str):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="setting")
+
+
 def run_sweep(
-    model,
-    tokenizer,
+    prepared: Prepared,
     score_fns,
     *,
-    task: str = "winogrande",
     quantiles=DEFAULT_QUANTILES,
-    shots: int = 0,
-    fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
-    limit: int | None = None,
-    batch_size: int = 16,
-    seed: int = 0,
+    log_samples: bool = False,
     progress: bool = True,
 ) -> SweepResult:
-    """The threshold sweep of docs/SCORES.md §6 for each function: 1 un-intervened pass + len(quantiles) per function.
-
-    Thresholds are the quantiles of the function's per-input scores of the un-intervened pass, pooled
-    over layers, heads and inputs (">" functions use 1 - q); each point is measured (% zeroed, accuracy).
-    """
+    """Per task: one un-intervened run, then one run per (function, quantile) with the threshold at that quantile
+    of the base run's per-input scores (">" functions use 1 - q); each point is measured (% zeroed, accuracy)."""
     fns = tuple(parse_score_functions(score_fns))
     quantiles = tuple(float(q) for q in quantiles)
-    bad = [q for q in quantiles if not 0.0 <= q <= 1.0]
-    if not quantiles or bad:
+    if not quantiles or any(not 0.0 <= q <= 1.0 for q in quantiles):
         raise EvaluationError(f"quantiles must be a non-empty list of fractions in [0, 1], got {list(quantiles)}")
-    encoded = encode_requests(
-        tokenizer, _requests_for(task, shots, fewshot_seed, limit), batch_size, _model_device(model)
-    )
-    bar = _progress_bar(progress, len(encoded.batches) * (1 + len(fns) * len(quantiles)), "sweep")
+    missing = [fn for fn in fns if fn not in prepared.lm.score_fns]
+    if missing:
+        prepared.lm.score_fns = tuple(dict.fromkeys(prepared.lm.score_fns + fns))
+    bar = _progress_bar(progress, len(prepared.specs) * (1 + len(fns) * len(quantiles)), "sweep")
+    rows, items, summaries, bases = [], [], {}, {}
     try:
-        base = _evaluate_encoded(model, encoded, fns, None, seed, bar)
-        rows, summaries = [], {}
+        for spec in prepared.specs:
+            if bar is not None:
+                bar.set_postfix_str(f"{spec.name} base")
+            base = run_setting(prepared, spec, None, keep_scores=True, log_samples=log_samples)
+            _advance(bar)
+            bases[spec.name] = 100.0 * base.accuracy
+            items += _setting_items(base.items, spec, "base", None, None, None)
+            summaries[spec.name] = {}
+            for fn in fns:
+                direction = get_score_function(fn).direction
+                points = []
+                for q in quantiles:
+                    tau = pooled_threshold(base.record.scores_of(fn), q, direction)
+                    if math.isnan(tau):
+                        raise EvaluationError(
+                            f"{fn} gives no finite score on this model (all NaN), so no threshold "
+                            f"can be placed; sweep another function"
+                        )
+                    if bar is not None:
+                        bar.set_postfix_str(f"{spec.name} {fn} q={q:g}")
+                    result = run_setting(prepared, spec, DynamicZeroing(fn, tau), log_samples=log_samples)
+                    _advance(bar)
+                    rows.append(_row(prepared, spec, "dynamic", fn, q, tau, result, base.accuracy))
+                    items += _setting_items(result.items, spec, "dynamic", fn, q, tau)
+                    points.append((100.0 * result.frac_zeroed, 100.0 * result.accuracy))
+                summaries[spec.name][fn] = FunctionSummary(
+                    fn,
+                    tuple(points),
+                    bases[spec.name],
+                    pct_zeroed_within_1pt(points, bases[spec.name]),
+                    normalised_auc(points),
+                )
+            del base
+    finally:
+        if bar is not None:
+            bar.close()
+        prepared.lm.zeroing = None
+    if len(prepared.specs) > 1:
+        summaries[AVERAGE_TASK] = {}
         for fn in fns:
-            direction = get_score_function(fn).direction
-            points = []
-            for q in quantiles:
-                tau = pooled_threshold(base.scores_of(fn), q, direction)
-                if math.isnan(tau):
-                    raise EvaluationError(
-                        f"{fn} gives no finite score on this model (all NaN), so no threshold "
-                        f"can be placed; sweep another function"
-                    )
-                result = _evaluate_encoded(model, encoded, (fn,), DynamicZeroing(fn, tau), seed, bar)
-                rows.append(_row(task, shots, "dynamic", fn, q, tau, result, base.accuracy))
-                points.append((result.pct_zeroed, result.accuracy))
-            summaries[fn] = FunctionSummary(
-                fn, tuple(points), pct_zeroed_within_1pt(points, base.accuracy), normalised_auc(points)
+            curves = {t: (quantiles, s[fn].points, s[fn].base_accuracy) for t, s in summaries.items() if fn in s}
+            points, base = task_average_curve(curves)
+            summaries[AVERAGE_TASK][fn] = FunctionSummary(
+                fn, points, base, pct_zeroed_within_1pt(points, base), normalised_auc(points)
             )
-    finally:
-        if bar is not None:
-            bar.close()
-    return SweepResult(task, shots, base.n_items, base.accuracy, base, tuple(rows), summaries)
+    return SweepResult(rows, items, summaries, bases, prepared.notes)
 
 
-def evaluate_static(
-    model,
-    tokenizer,
-    heads,
-    *,
-    score_fn: str | None = None,
-    tau: float | None = None,
-    task: str = "winogrande",
-    shots: int = 0,
-    fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
-    limit: int | None = None,
-    batch_size: int = 16,
-    base_accuracy: float | None = None,
-    progress: bool = False,
-) -> dict:
-    """One `evaluations` row (mode "static"): accuracy with the (layer, head) set `heads` zeroed on every input.
+def _advance(bar) -> None:
+    if bar is not None:
+        bar.update(1)
 
-    `score_fn`/`tau` label the row (e.g. the tracker mask's function and tau); `base_accuracy` is
-    measured with one extra un-intervened pass when not given.
-    """
-    heads = frozenset((int(layer), int(h)) for layer, h in heads)
-    if score_fn is not None:
-        get_score_function(score_fn)
-    if tau is not None and score_fn is not None:
-        tau = check_tau(score_fn, tau)
-    encoded = encode_requests(
-        tokenizer, _requests_for(task, shots, fewshot_seed, limit), batch_size, _model_device(model)
-    )
-    fns = (score_fn or "ahon_ln",)
-    bar = _progress_bar(progress, len(encoded.batches) * (1 if base_accuracy is not None else 2), "static")
+
+@dataclass
+class StaticResult:
+    rows: list[dict]
+    items: list[dict]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def evaluate_static(prepared: Prepared, masks: dict, *, log_samples: bool = False, progress: bool = False):
+    """Per task: one un-intervened run, then per function its mask `masks[fn] = (heads, tau)` (a fixed set of
+    (layer, head) pairs, e.g. the tracker's dormancy mask) zeroed on every input; one row per (task, function)."""
+    masks = {fn: (frozenset((int(layer), int(h)) for layer, h in heads), tau) for fn, (heads, tau) in masks.items()}
+    for fn, (_, tau) in masks.items():
+        get_score_function(fn)
+        if tau is not None:
+            check_tau(fn, tau)
+    bar = _progress_bar(progress, len(prepared.specs) * (1 + len(masks)), "static")
+    rows, items = [], []
     try:
-        if base_accuracy is None:
-            base_accuracy = _evaluate_encoded(model, encoded, fns, None, 0, bar).accuracy
-        result = _evaluate_encoded(model, encoded, fns, StaticZeroing(heads), 0, bar)
+        for spec in prepared.specs:
+            base = run_setting(prepared, spec, None, log_samples=log_samples)
+            _advance(bar)
+            items += _setting_items(base.items, spec, "base", None, None, None)
+            for fn, (heads, tau) in masks.items():
+                result = run_setting(prepared, spec, StaticZeroing(heads), log_samples=log_samples)
+                _advance(bar)
+                rows.append(_row(prepared, spec, "static", fn, None, tau, result, base.accuracy))
+                items += _setting_items(result.items, spec, "static", fn, None, tau)
     finally:
         if bar is not None:
             bar.close()
-    return _row(task, shots, "static", score_fn, None, tau, result, base_accuracy)
+        prepared.lm.zeroing = None
+    return StaticResult(rows, items, prepared.notes)

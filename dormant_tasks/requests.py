@@ -24,7 +24,7 @@ from .masks import parse_tau_option
 from .score_functions import parse_score_functions
 
 # Bump when a field is added or changes meaning; `from_json` refuses a request of a newer version.
-REQUEST_VERSION = 1
+REQUEST_VERSION = 2  # 2: evaluate requests name `tasks` (was `task`) and carry the protocol
 DEFAULT_EVAL_SCORES = ("ahon_ln", "lthon_ln", "awft")
 DEFAULT_QUANTILES = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 
@@ -54,6 +54,29 @@ class Mode(StrEnum):
 
     DYNAMIC = "dynamic"  # per input and layer, from the already-intervened activations (the paper's protocol)
     STATIC = "static"  # a fixed (layer, head) set: the tracker's dormancy mask of the checkpoint
+
+
+class ChatTemplate(StrEnum):
+    """Whether evaluation prompts go through the tokenizer's chat template (lm-eval's apply_chat_template)."""
+
+    AUTO = "auto"  # the authors' rule: when the model id contains -Instruct, -chat, -SFT or -DPO
+    ON = "on"
+    OFF = "off"
+
+
+class Bos(StrEnum):
+    """Whether the tokenizer may add its BOS token to an evaluation request (docs/SCORES.md §6)."""
+
+    PAPER = "paper"  # lm-eval 0.4.5 (the authors'): add_special_tokens=False for causal models (True for Gemma)
+    TOKENIZER = "tokenizer"  # lm-eval 0.4.13: the tokenizer decides, unless the text starts with the BOS string
+
+
+class DataSource(StrEnum):
+    """Where evaluation datasets come from."""
+
+    AUTO = "auto"  # bundled when HF_DATASETS_OFFLINE or HF_HUB_OFFLINE is set, else the Hub
+    HUB = "hub"  # as lm-eval loads them
+    BUNDLED = "bundled"  # the copies inside this package (dormant_tasks/data/tasks)
 
 
 def _enum(cls: type[StrEnum], value, name: str) -> StrEnum:
@@ -120,6 +143,8 @@ class _Request:
                 f"the request has request_version {version!r}; this dormant-heads reads up to "
                 f"{REQUEST_VERSION}: upgrade dormant-heads (pip install -U dormant-heads)"
             )
+        if version == 1 and cls.KIND == "evaluate":  # v1 had one `task` and always 0-shot by default
+            data["tasks"] = [data.pop("task", "winogrande")]
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
@@ -245,15 +270,19 @@ class EvalRequest(_Request):
     store: str
     revision: str | None = None
     series: bool = False  # every tracked checkpoint of `model`, with its static tracker mask
-    task: str = "winogrande"
-    shots: int = 0
+    tasks: tuple[str, ...] = ("winogrande",)  # lm-eval task, group or tag names
+    shots: int | None = None  # None: the authors' count per task (eval_tasks.PAPER_SHOTS), else lm-eval's default
     score_fns: tuple[str, ...] = DEFAULT_EVAL_SCORES
     mode: Mode | None = None  # None: dynamic, or static with series=True
     quantiles: tuple[float, ...] = DEFAULT_QUANTILES
-    limit: int | None = None
+    limit: int | None = None  # first N items of every (leaf) task
     batch_size: int = 16
     dtype: DType = DType.FLOAT32
     device: Device = Device.AUTO
+    chat_template: ChatTemplate = ChatTemplate.AUTO
+    bos: Bos = Bos.PAPER
+    datasets: DataSource = DataSource.AUTO
+    log_samples: bool = False  # one `evaluation_items` row per item and setting
 
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model.strip():
@@ -281,7 +310,17 @@ class EvalRequest(_Request):
             )
         _positive(self.limit, "--limit")
         _positive(self.batch_size, "--batch-size")
-        if not isinstance(self.shots, int) or self.shots < 0:
+        if self.shots is not None and (
+            not isinstance(self.shots, int) or isinstance(self.shots, bool) or self.shots < 0
+        ):
             raise ConfigError(f"--shots must be 0 or more, got {self.shots!r}")
+        names = [self.tasks] if isinstance(self.tasks, str) else list(self.tasks)
+        names = list(dict.fromkeys(p.strip() for t in names for p in str(t).split(",") if p.strip()))
+        if not names:
+            raise ConfigError("--task is empty: name an lm-eval task, e.g. --task winogrande or --task mmlu,piqa")
+        _set(self, "tasks", tuple(names))
+        _set(self, "chat_template", _enum(ChatTemplate, self.chat_template, "--chat-template"))
+        _set(self, "bos", _enum(Bos, self.bos, "--bos"))
+        _set(self, "datasets", _enum(DataSource, self.datasets, "--datasets"))
         _set(self, "dtype", _enum(DType, self.dtype, "--dtype"))
         _set(self, "device", _enum(Device, self.device, "--device"))

@@ -1,7 +1,7 @@
 """The score engine's driver: one forward pass gives logits, every docs/SCORES.md §2 score and the zeroed-head mask.
 
 Public API
-- `scoring_pass(model, input_ids, attention_mask, score_fns, zeroing=None, seed=0, input_offset=0)
+- `scoring_pass(model, input_ids, attention_mask, score_fns, zeroing=None, seed=0, input_offset=0, input_indices=None)
   -> PassResult(logits [batch, seq, vocab], scores float64 [batch, fn, layer, head], zeroed bool [batch, layer, head])`:
   one forward pass under `torch.no_grad()` with the scoring attention (`dormant_tasks.attention`) installed for
   the duration of the call only. Inputs must be RIGHT-padded (`attention_mask` rows are 1s then 0s).
@@ -144,10 +144,13 @@ def scoring_pass(
     seed: int = 0,
     input_offset: int = 0,
     query_block: int | None = None,
+    input_indices=None,
 ) -> PassResult:
     """One forward pass: logits, per-input scores [batch, fn, layer, head] and the zeroed mask [batch, layer, head].
 
     `query_block` forces the float32 query-block path (used where the CPU log-sum-exp kernel is absent).
+    `input_indices` (one int per row) seed the `random` baseline instead of `input_offset + row`, for callers
+    that batch their inputs out of order.
     """
     fns = tuple(parse_score_functions(score_fns))
     n_layers, n_heads = _shape(model)
@@ -159,7 +162,14 @@ def scoring_pass(
     session = ScoringSession(
         lengths=lengths,
         score_fns=fns,
-        random_u=torch.from_numpy(random_baseline(seed, range(input_offset, input_offset + batch), n_layers, n_heads)),
+        random_u=torch.from_numpy(
+            random_baseline(
+                seed,
+                range(input_offset, input_offset + batch) if input_indices is None else list(input_indices),
+                n_layers,
+                n_heads,
+            )
+        ),
         zeroing=zeroing,
         query_block=query_block,
     )

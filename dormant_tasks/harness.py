@@ -1,0 +1,310 @@
+"""lm-evaluation-harness as the task layer: `DormantLM`, an lm-eval `LM` whose forward passes are the score engine's.
+
+lm-eval builds the requests (prompts, few-shot examples, chat templates) and scores the answers (filters,
+metrics); this model answers them with `scoring.scoring_pass`, so every forward pass also yields the per-input
+scores and applies the zeroing of the current setting (`DormantLM.zeroing`). It answers as lm-eval's `HFLM`
+does for a causal model: the same context/continuation split, left truncation to the context length,
+`(context + continuation)[:-1]` as the input row, the summed log-probability of the continuation and whether
+it is the greedy one; generation is greedy until a stop sequence, the end-of-text token or `max_gen_toks`.
+
+What differs from `HFLM`, on purpose:
+- right padding (the score engine's requirement) and no KV cache: generation re-runs the whole sequence at
+  every step, so the intervention sees every token as in the authors' runs;
+- identical input rows run once (as `HFLM`'s logits cache does for one-token continuations such as MMLU's
+  " A"/" B"/...), and `DormantLM.record` counts the heads zeroed over the rows actually run;
+- the BOS rule (`Bos`): `paper` encodes as lm-eval 0.4.5 did, `add_special_tokens=False` for every causal model
+  but Gemma (so a tokenizer that adds `<|begin_of_text|>` adds nothing); `tokenizer` as lm-eval 0.4.13 does,
+  the tokenizer's own default unless the text already starts with the BOS string.
+
+Public API
+- `DormantLM(model, tokenizer, bos=Bos.PAPER, batch_size=16, score_fns=(), seed=0, max_length=None)`;
+  set `.zeroing` (None, `DynamicZeroing`, `StaticZeroing`) between runs; `.start_record(keep_scores)` /
+  `.record` (`PassRecord`).
+- `encode_pair(tokenizer, context, continuation, bos, model_type="")` and `encode_context(tokenizer, text, bos,
+  model_type="")`: the token ids the model is given (what `DormantLM` uses; tested against lm-eval 0.4.5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from lm_eval.api.model import TemplateLM
+
+from .errors import EvaluationError
+from .requests import Bos
+from .scoring import _batches, scoring_pass
+
+DEFAULT_MAX_LENGTH = 2048  # HFLM's fallback when the model states no context length
+MAX_GEN_TOKS = 256  # HFLM's default max_gen_toks
+
+
+def _special_tokens_kwargs(tokenizer, text: str, bos: Bos, model_type: str) -> dict:
+    if bos is Bos.PAPER:
+        return {"add_special_tokens": "gemma" in (model_type or "")}
+    bos_str = getattr(tokenizer, "bos_token", None)
+    if bos_str and text.startswith(bos_str):
+        return {"add_special_tokens": False}
+    return {}
+
+
+def encode_context(tokenizer, text: str, bos: Bos | str, model_type: str = "") -> list[int]:
+    """Token ids of `text` under the BOS rule `bos` (HFLM's `tok_encode` with add_special_tokens unset)."""
+    return list(tokenizer.encode(text, **_special_tokens_kwargs(tokenizer, text, Bos(bos), model_type)))
+
+
+def encode_pair(tokenizer, context: str, continuation: str, bos: Bos | str, model_type: str = ""):
+    """(context ids, continuation ids) as lm-eval's causal `_encode_pair`: trailing spaces of the context move to
+    the continuation, the joined text is encoded once and split at the context's length."""
+    n_spaces = len(context) - len(context.rstrip())
+    if n_spaces:
+        context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+    whole = encode_context(tokenizer, context + continuation, bos, model_type)
+    ctx = encode_context(tokenizer, context, bos, model_type)
+    return ctx, whole[len(ctx) :]
+
+
+@dataclass
+class PassRecord:
+    """What the forward passes of one setting did: rows run, heads zeroed, and (when kept) per-row scores."""
+
+    score_fns: tuple[str, ...]
+    keep_scores: bool
+    n_rows: int = 0
+    n_zeroed: int = 0  # (row, layer, head) triples zeroed
+    n_slots: int = 0  # (row, layer, head) triples run
+    scores: list[np.ndarray] = field(default_factory=list)  # float64 [rows, fn, layer, head] per pass
+
+    @property
+    def frac_zeroed(self) -> float:
+        """Heads zeroed over the forward rows actually run: zeroed (row, layer, head) / all of them."""
+        return self.n_zeroed / self.n_slots if self.n_slots else 0.0
+
+    def scores_of(self, score_fn: str) -> np.ndarray:
+        """[rows, layer, head] per-row scores of one function (rows in the order they ran)."""
+        if not self.scores:
+            raise EvaluationError("no scores were kept in this run; start the record with keep_scores=True")
+        return np.concatenate([s[:, self.score_fns.index(score_fn)] for s in self.scores])
+
+
+class DormantLM(TemplateLM):
+    """An lm-eval causal LM run through the score engine (see the module docstring)."""
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        bos: Bos | str = Bos.PAPER,
+        batch_size: int = 16,
+        max_batch_tokens: int = 65_536,
+        score_fns=(),
+        seed: int = 0,
+        max_length: int | None = None,
+    ):
+        super().__init__()
+        if tokenizer is None or not callable(getattr(tokenizer, "encode", None)):
+            raise EvaluationError("no tokenizer given; load the checkpoint's tokenizer with the model and pass it")
+        if batch_size < 1:
+            raise EvaluationError(f"--batch-size must be at least 1, got {batch_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.bos = Bos(bos)
+        self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
+        self.score_fns = tuple(score_fns)
+        self.seed = seed
+        self.zeroing = None
+        config = model.config.get_text_config()
+        self.model_type = getattr(config, "model_type", "") or ""
+        self._max_length = max_length or getattr(config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
+        self._device = next(model.parameters()).device
+        self._encodings: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
+        self.record = PassRecord(self.score_fns, keep_scores=False)
+
+    # ------------------------------------------------------------------ lm-eval's model interface
+
+    @property
+    def eot_token_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def prefix_token_id(self) -> int:
+        bos = self.tokenizer.bos_token_id
+        return bos if bos is not None else self.tokenizer.eos_token_id
+
+    @property
+    def max_length(self) -> int:
+        return int(self._max_length)
+
+    @property
+    def max_gen_toks(self) -> int:
+        return MAX_GEN_TOKS
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self.tokenizer.name_or_path.replace("/", "__")
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
+        if add_special_tokens is not None:
+            return list(self.tokenizer.encode(string, add_special_tokens=add_special_tokens))
+        return encode_context(self.tokenizer, string, self.bos, self.model_type)
+
+    def tok_decode(self, tokens, skip_special_tokens: bool = True) -> str:
+        return self.tokenizer.decode(tokens, skip_special_tokens=skip_special_tokens)
+
+    def _encode_pair(self, context: str, continuation: str):
+        key = (context, continuation)
+        if key not in self._encodings:  # a sweep asks the same requests once per setting: tokenise once
+            self._encodings[key] = encode_pair(self.tokenizer, context, continuation, self.bos, self.model_type)
+        return self._encodings[key]
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """As HFLM: the tokenizer's template, rendered to text (lm-eval tokenises it later)."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise EvaluationError(
+                "the tokenizer has no chat template; use --chat-template off (or auto), or a tokenizer with one"
+            )
+        return self.tokenizer.apply_chat_template(
+            chat_history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+        raise EvaluationError(
+            "perplexity tasks (loglikelihood_rolling) are not supported by the intervention evaluation; "
+            "pick a multiple-choice or generation task"
+        )
+
+    # ------------------------------------------------------------------ the record of a setting
+
+    def start_record(self, keep_scores: bool = False) -> PassRecord:
+        """A fresh record for the next requests (keep_scores: keep each row's scores, for placing thresholds)."""
+        self.record = PassRecord(self.score_fns, keep_scores=keep_scores)
+        return self.record
+
+    def _pass(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, row_ids) -> torch.Tensor:
+        result = scoring_pass(
+            self.model,
+            input_ids.to(self._device),
+            attention_mask.to(self._device),
+            self.score_fns,
+            zeroing=self.zeroing,
+            seed=self.seed,
+            input_indices=row_ids,
+        )
+        rec = self.record
+        rec.n_rows += len(row_ids)
+        rec.n_zeroed += int(result.zeroed.sum())
+        rec.n_slots += result.zeroed.size
+        if rec.keep_scores:
+            rec.scores.append(result.scores)
+        return result.logits
+
+    # ------------------------------------------------------------------ log-likelihoods
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs):
+        """[(summed log-prob of the continuation, greedy?)] per request; one forward row per distinct input."""
+        rows: dict[tuple[int, ...], int] = {}  # input row -> its index (first appearance)
+        spans = []  # per request: (row index, continuation ids)
+        for _, context_enc, continuation_enc in requests:
+            if not continuation_enc:
+                raise EvaluationError("a request has an empty continuation; lm-eval gave nothing to score")
+            whole = (list(context_enc) + list(continuation_enc))[-(self.max_length + 1) :]
+            row = tuple(whole[:-1])
+            spans.append((rows.setdefault(row, len(rows)), tuple(continuation_enc[-self.max_length :])))
+        inputs = list(rows)
+        order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))  # longest first: little padding
+        logprobs: dict[int, torch.Tensor] = {}
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        needed: dict[int, int] = {}
+        for row, cont in spans:
+            needed[row] = max(needed.get(row, 0), len(cont))
+        for run in _batches([len(inputs[i]) for i in order], self.batch_size, self.max_batch_tokens):
+            ids = [order[j] for j in run]
+            width = max(len(inputs[i]) for i in ids)
+            input_ids = torch.full((len(ids), width), pad, dtype=torch.long)  # [batch, seq], right padding
+            mask = torch.zeros((len(ids), width), dtype=torch.long)  # [batch, seq]
+            for r, i in enumerate(ids):
+                input_ids[r, : len(inputs[i])] = torch.tensor(inputs[i])
+                mask[r, : len(inputs[i])] = 1
+            logits = self._pass(input_ids, mask, ids)  # [batch, seq, vocab]
+            for r, i in enumerate(ids):
+                n, k = len(inputs[i]), needed[i]
+                logprobs[i] = torch.log_softmax(logits[r, n - k : n].float(), dim=-1).cpu()  # [k, vocab]
+            del logits
+        out = []
+        for row, cont in spans:
+            lp = logprobs[row][-len(cont) :]  # [len(cont), vocab]: the positions predicting the continuation
+            target = torch.tensor(cont)
+            greedy = bool(torch.equal(lp.argmax(-1), target))
+            out.append((float(lp.gather(-1, target[:, None]).sum().double()), greedy))
+        return out
+
+    # ------------------------------------------------------------------ generation
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Greedy generation, batched, no KV cache: each step is one scoring pass over the whole sequences."""
+        out: list[str | None] = [None] * len(requests)
+        by_kwargs: dict[str, list[int]] = {}
+        for i, req in enumerate(requests):
+            by_kwargs.setdefault(repr(sorted(req.args[1].items())), []).append(i)
+        for indices in by_kwargs.values():
+            kwargs = dict(requests[indices[0]].args[1])
+            if kwargs.get("do_sample") and float(kwargs.get("temperature", 0) or 0) > 0:
+                raise EvaluationError(
+                    "sampling (do_sample with temperature > 0) is not supported; generation is greedy"
+                )
+            until = kwargs.get("until") or []
+            until = [until] if isinstance(until, str) else list(until)
+            eot = self.tok_decode([self.eot_token_id], skip_special_tokens=False)
+            if eot not in until:
+                until.append(eot)
+            max_gen = int(kwargs.get("max_gen_toks", self.max_gen_toks))
+            budget = self.max_length - max_gen
+            contexts = {i: self.tok_encode(requests[i].args[0])[-budget:] for i in indices}
+            for start in range(0, len(indices), self.batch_size):
+                chunk = indices[start : start + self.batch_size]
+                for i, text in zip(chunk, self._greedy({i: contexts[i] for i in chunk}, until, max_gen)):
+                    out[i] = text
+        return out  # type: ignore[return-value]
+
+    def _greedy(self, contexts: dict[int, list[int]], until: list[str], max_gen: int) -> list[str]:
+        seqs = {i: list(ids) for i, ids in contexts.items()}
+        generated: dict[int, list[int]] = {i: [] for i in seqs}
+        live = list(seqs)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        for _ in range(max_gen):
+            if not live:
+                break
+            width = max(len(seqs[i]) for i in live)
+            input_ids = torch.full((len(live), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(live), width), dtype=torch.long)
+            for r, i in enumerate(live):
+                input_ids[r, : len(seqs[i])] = torch.tensor(seqs[i])
+                mask[r, : len(seqs[i])] = 1
+            logits = self._pass(input_ids, mask, live)
+            still = []
+            for r, i in enumerate(live):
+                token = int(logits[r, len(seqs[i]) - 1].argmax())
+                seqs[i].append(token)
+                generated[i].append(token)
+                text = self.tok_decode(generated[i], skip_special_tokens=False)
+                if token != self.eot_token_id and not any(s and s in text for s in until):
+                    still.append(i)
+            live = still
+        texts = []
+        for i in contexts:
+            text = self.tok_decode(generated[i])
+            for stop in until:
+                if stop:
+                    text = text.split(stop)[0]
+            texts.append(text)
+        return texts
