@@ -13,12 +13,14 @@ out of its own shots, as lm-eval does when the two splits are one, and `LoadedTa
 
 Public API
 - `load_tasks(names, *, shots=None, data_source=DataSource.AUTO, fewshot_seed=1234) -> LoadedTasks`
-- `split_task_names(text) -> tuple[str, ...]`, `wants_chat_template(model_id, setting, tokenizer) -> bool`,
+- `check_task_names(names)` (unknown names, with lm-eval's close matches), `split_task_names(text)`,
+  `wants_chat_template(model_id, setting, tokenizer) -> bool`,
   `resolve_data_source(setting) -> DataSource`
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 from dataclasses import dataclass, field
@@ -145,6 +147,27 @@ def _group_metric(group, first_leaf) -> str:
     return _primary_metric(first_leaf)
 
 
+def check_task_names(names, known=None) -> tuple[str, ...]:
+    """`names` split and checked against lm-eval's task index (EvaluationError with close matches)."""
+    names = split_task_names(names)
+    if known is None:
+        known = _task_index()
+    for name in names:
+        if name not in known:
+            raise EvaluationError(
+                f"unknown task {name!r}{did_you_mean(name, known)}; "
+                "any lm-evaluation-harness task, group or tag works (`lm-eval ls tasks` lists them)"
+            )
+    return names
+
+
+@functools.cache
+def _task_index() -> frozenset[str]:
+    from lm_eval.tasks import TaskManager
+
+    return frozenset(TaskManager().all_tasks)
+
+
 def task_manager(data_source: DataSource, fallbacks: dict | None = None, missing: list | None = None):
     from lm_eval.tasks import TaskManager
 
@@ -174,12 +197,7 @@ def load_tasks(
     fallbacks: dict = {}
     missing: list = []
     manager = task_manager(source, fallbacks, missing)
-    for name in names:
-        if name not in manager.all_tasks:
-            raise EvaluationError(
-                f"unknown task {name!r}{did_you_mean(name, manager.all_tasks)}; "
-                "any lm-evaluation-harness task, group or tag works (lm-eval ls tasks lists them)"
-            )
+    check_task_names(names, manager.all_tasks)
     specs, tasks, groups = [], {}, {}
     for name in names:
         missing.clear()

@@ -335,6 +335,7 @@ def _row(prepared: Prepared, spec: TaskSpec, mode, score_fn, quantile, tau, resu
         "fewshot_split": prepared.fewshot_split(spec) if spec.shots else None,
         "data_source": p.data_source,
         "lm_eval_version": p.lm_eval_version,
+        "chance": prepared.chance[spec.name],
     }
 
 

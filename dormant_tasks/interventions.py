@@ -1,31 +1,30 @@
-"""Interventions against the store: sweep or static-mask a checkpoint, write `evaluations`, print the leaderboard.
+"""Interventions against the store: sweep or static-mask a checkpoint, write `evaluations`, print its leaderboard.
 
-The science (WinoGrande log-likelihoods, zeroing, the sweep, the metric) is in `evaluation`; this module
+The science (lm-eval tasks through the score engine, zeroing, the sweep, the metric) is in `evaluation`,
+`harness` and `metric`; this module
 decides which checkpoint and which heads, and writes the rows (docs/DATA_CONTRACT.md `evaluations`).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from . import __version__
 from .checkpoints import UNKNOWN, Revision, is_local_source, parse_revision_name
 from .errors import CheckpointError, StoreError, did_you_mean
-from .evaluation import (
-    chance_note,
-    evaluate_static,
-    item_step_note,
-    normalised_auc,
-    pct_zeroed_within_1pt,
-    run_sweep,
-)
+from .evaluation import AVERAGE_TASK, chance_note, evaluate_static, item_step_note, prepare, run_sweep
 from .hub import check_repo_id
 from .loading import load_model_at
+from .metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
 from .requests import EvalRequest, Mode, model_id_for
 from .series import SeriesView
 from .store import read_table, write_request, write_table
 from .tracker import common_columns
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,9 @@ def request_targets(request: EvalRequest) -> list[Target]:
     return [single_target(request.model, request.revision)]
 
 
-def evaluate_target(request: EvalRequest, target: Target, progress: bool = True) -> list[dict]:
-    """Evaluate one checkpoint (the dynamic sweep, or the static tracker masks) and append its `evaluations`."""
+def evaluate_target(request: EvalRequest, target: Target, progress: bool = True, log=None) -> list[dict]:
+    """Evaluate one checkpoint (the dynamic sweep, or the static tracker masks) on the request's lm-eval tasks
+    and append its `evaluations` (and with --log-samples its `evaluation_items`); `log` gets the notes."""
     masks = {}
     if request.mode is Mode.STATIC:
         view = (
@@ -104,95 +104,134 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True)
             )
         masks = {fn: view.mask(target.revision.name, fn) for fn in request.score_fns}
     model, tokenizer = load_model_at(target.path_or_repo, target.load_revision, request.dtype, request.device)
-    common = common_columns(target.model_id, target.revision)
-    if request.mode is Mode.DYNAMIC:
-        sweep = run_sweep(
-            model,
-            tokenizer,
-            request.score_fns,
-            task=request.task,
-            shots=request.shots,
-            limit=request.limit,
-            batch_size=request.batch_size,
-            quantiles=request.quantiles,
-            progress=progress,
-        )
-        rows = list(sweep.rows)  # each row carries the un-intervened base accuracy
-    else:
-        rows, base_pct = [], None
-        for fn, (heads, tau) in masks.items():
-            row = evaluate_static(
-                model,
-                tokenizer,
-                heads,
-                score_fn=fn,
-                tau=tau,
-                task=request.task,
-                shots=request.shots,
-                limit=request.limit,
-                batch_size=request.batch_size,
-                base_accuracy=base_pct,
-                progress=progress,
-            )
-            base_pct = 100.0 * row["base_accuracy"]
-            rows.append(row)
-    rows = [{**common, **r, "code_version": __version__, "request_id": request.request_id} for r in rows]
-    write_request(request.store, target.model_id, request)
-    write_table(
-        request.store, "evaluations", rows, file_key=f"{target.revision.name}-{request.mode}-{request.request_id}"
+    prepared = prepare(
+        model,
+        tokenizer,
+        request.tasks,
+        model_id=target.model_id,
+        shots=request.shots,
+        limit=request.limit,
+        batch_size=request.batch_size,
+        chat_template=request.chat_template,
+        bos=request.bos,
+        datasets=request.datasets,
+        score_fns=request.score_fns,
     )
+    for note in prepared.notes:
+        (log or _log).warning("note: %s", note)
+    if request.mode is Mode.DYNAMIC:
+        result = run_sweep(
+            prepared, request.score_fns, quantiles=request.quantiles, log_samples=request.log_samples, progress=progress
+        )
+    else:
+        result = evaluate_static(prepared, masks, log_samples=request.log_samples, progress=progress)
+    common = common_columns(target.model_id, target.revision)
+    stamp = {"code_version": __version__, "request_id": request.request_id}
+    rows = [{**common, **r, **stamp, "evaluated_at": datetime.now(UTC)} for r in result.rows]
+    file_key = f"{target.revision.name}-{request.mode}-{request.request_id}"
+    write_request(request.store, target.model_id, request)
+    if result.items:  # the per-item rows first: the `evaluations` rows mark the run complete
+        items = [{**common, **item, "request_id": request.request_id} for item in result.items]
+        write_table(request.store, "evaluation_items", items, file_key=file_key)
+    write_table(request.store, "evaluations", rows, file_key=file_key)
     return rows
 
 
-def leaderboard(rows: list[dict]) -> list[dict]:
-    """Per function: % of heads zeroed within 1 point, normalised AUC, base accuracy (dynamic sweeps);
-    % zeroed and accuracy of the mask (static). Stored fractions are shown as percentages."""
-    out = []
-    for fn in dict.fromkeys(r["score_fn"] for r in rows):
-        mine = [r for r in rows if r["score_fn"] == fn]
-        base = mine[0]["base_accuracy"]
-        if mine[0]["mode"] == "dynamic":
-            points = [(100.0 * r["frac_zeroed"], 100.0 * r["accuracy"]) for r in mine]
-            out.append(
+def _curves(rows: list[dict]) -> dict[str, dict[str, tuple]]:
+    """task -> fn -> (quantiles, points in %, base %) of the dynamic rows, in the order they were written."""
+    out: dict[str, dict[str, tuple]] = {}
+    for task in dict.fromkeys(r["task"] for r in rows):
+        out[task] = {}
+        for fn in dict.fromkeys(r["score_fn"] for r in rows if r["task"] == task):
+            mine = [r for r in rows if r["task"] == task and r["score_fn"] == fn]
+            points = tuple((100.0 * r["frac_zeroed"], 100.0 * r["accuracy"]) for r in mine)
+            out[task][fn] = (tuple(r["quantile"] for r in mine), points, 100.0 * mine[0]["base_accuracy"])
+    return out
+
+
+def leaderboard(rows: list[dict]) -> dict[str, list[dict]]:
+    """task (and "average" across >= 2 tasks) -> per function: % of heads zeroed within 1 point, normalised AUC,
+    base accuracy (dynamic sweeps); % zeroed and accuracy of the mask (static). Stored fractions shown in %."""
+    out: dict[str, list[dict]] = {}
+    if rows and rows[0]["mode"] != "dynamic":
+        for task in dict.fromkeys(r["task"] for r in rows):
+            out[task] = [
                 {
-                    "score_fn": fn,
-                    "within_1pt": pct_zeroed_within_1pt(points, 100.0 * base),
-                    "auc": normalised_auc(points),
-                    "base_accuracy": 100.0 * base,
+                    "score_fn": r["score_fn"],
+                    "pct_zeroed": 100.0 * r["frac_zeroed"],
+                    "accuracy": 100.0 * r["accuracy"],
+                    "base_accuracy": 100.0 * r["base_accuracy"],
                 }
-            )
-        else:
-            out.append(
+                for r in rows
+                if r["task"] == task
+            ]
+        return out
+    curves = _curves(rows)
+    for task, fns in curves.items():
+        out[task] = [
+            {
+                "score_fn": fn,
+                "within_1pt": pct_zeroed_within_1pt(points, base),
+                "auc": normalised_auc(points),
+                "base_accuracy": base,
+            }
+            for fn, (_, points, base) in fns.items()
+        ]
+    if len(curves) > 1:
+        out[AVERAGE_TASK] = []
+        for fn in dict.fromkeys(fn for fns in curves.values() for fn in fns):
+            points, base = task_average_curve({t: fns[fn] for t, fns in curves.items() if fn in fns})
+            out[AVERAGE_TASK].append(
                 {
                     "score_fn": fn,
-                    "pct_zeroed": 100.0 * mine[0]["frac_zeroed"],
-                    "accuracy": 100.0 * mine[0]["accuracy"],
-                    "base_accuracy": 100.0 * base,
+                    "within_1pt": pct_zeroed_within_1pt(points, base),
+                    "auc": normalised_auc(points),
+                    "base_accuracy": base,
                 }
             )
     return out
 
 
+def protocol_line(row: dict) -> str:
+    """How a task was evaluated, in one line (printed and shown in reports)."""
+    parts = [
+        f"{row['shots']}-shot",
+        row["metric"],
+        "chat template" if row["chat_template"] else "no chat template",
+        f"BOS rule {row['bos']}",
+        f"data {row['data_source']}",
+    ]
+    if row["shots"] and row.get("fewshot_split"):
+        parts.append(f"shots from {row['fewshot_split']}")
+    return ", ".join(parts)
+
+
 def format_leaderboard(target: Target, rows: list[dict]) -> str:
+    if not rows:
+        return f"{target.model_id}@{target.revision.name}: no evaluations"
     board = leaderboard(rows)
-    head = f"{target.model_id}@{target.revision.name}: {rows[0]['task']}, {rows[0]['shots']}-shot, {rows[0]['n_items']} items"
-    if not board:
-        return head
-    if "within_1pt" in board[0]:
-        lines = [f"{'function':<10} {'% zeroed within 1 pt':>21} {'AUC':>8} {'base acc':>9}"]
-        lines += [
-            f"{b['score_fn']:<10} {b['within_1pt']:>21.2f} {b['auc']:>8.2f} {b['base_accuracy']:>9.2f}"
-            for b in sorted(board, key=lambda b: -b["within_1pt"])
-        ]
-    else:
-        lines = [f"{'function':<10} {'% zeroed (mask)':>16} {'accuracy':>9} {'base acc':>9}"]
-        lines += [
-            f"{b['score_fn']:<10} {b['pct_zeroed']:>16.2f} {b['accuracy']:>9.2f} {b['base_accuracy']:>9.2f}"
-            for b in board
-        ]
-    # One un-intervened pass per checkpoint: every row carries the same base accuracy.
-    lines.append(item_step_note(rows[0]["n_items"]))
-    chance = chance_note(rows[0]["task"], rows[0]["n_items"], board[0]["base_accuracy"])
-    if chance:
-        lines.append(f"warning: {chance}")
-    return "\n".join([head, *lines])
+    lines = [f"{target.model_id}@{target.revision.name}:"]
+    for task, entries in board.items():
+        mine = [r for r in rows if r["task"] == task]
+        if task == AVERAGE_TASK:
+            lines.append(f"average across {len(board) - 1} tasks (point by point at the same quantiles)")
+        else:
+            lines.append(f"{task}: {mine[0]['n_items']} items, {protocol_line(mine[0])}")
+        if "within_1pt" in entries[0]:
+            lines.append(f"  {'function':<10} {'% zeroed within 1 pt':>21} {'AUC':>8} {'base acc':>9}")
+            lines += [
+                f"  {b['score_fn']:<10} {b['within_1pt']:>21.2f} {b['auc']:>8.2f} {b['base_accuracy']:>9.2f}"
+                for b in sorted(entries, key=lambda b: -b["within_1pt"])
+            ]
+        else:
+            lines.append(f"  {'function':<10} {'% zeroed (mask)':>16} {'accuracy':>9} {'base acc':>9}")
+            lines += [
+                f"  {b['score_fn']:<10} {b['pct_zeroed']:>16.2f} {b['accuracy']:>9.2f} {b['base_accuracy']:>9.2f}"
+                for b in entries
+            ]
+        if task != AVERAGE_TASK:
+            lines.append(f"  {item_step_note(mine[0]['n_items'])}")
+            chance = chance_note(task, mine[0]["n_items"], entries[0]["base_accuracy"], mine[0].get("chance"))
+            if chance:
+                lines.append(f"  warning: {chance}")
+    return "\n".join(lines)

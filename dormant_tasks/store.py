@@ -184,6 +184,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("fewshot_split", pa.string(), nullable=True),  # the split few-shot examples were drawn from
             _f("data_source", pa.string()),  # "hub" or "bundled"
             _f("lm_eval_version", pa.string(), nullable=True),
+            _f("chance", pa.float64(), nullable=True),  # mean 1 / choices over the items (null: generation)
             _f("evaluated_at", pa.timestamp("us", tz="UTC")),  # when the run wrote its rows (the newest run wins)
         ]
     ),

@@ -104,6 +104,6 @@ def derive_transitions(request: TrackRequest) -> tracker.SeriesSummary:
 def evaluate_checkpoint(request: EvalRequest, target) -> list[dict]:
     from .interventions import evaluate_target, format_leaderboard
 
-    rows = evaluate_target(request, target)
+    rows = evaluate_target(request, target, log=get_run_logger())
     get_run_logger().info("\n%s", format_leaderboard(target, rows))
     return rows

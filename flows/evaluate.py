@@ -1,4 +1,4 @@
-"""The evaluate flow: zero the heads a score function marks, re-score WinoGrande, compute the leaderboard metric.
+"""The evaluate flow: zero the heads a score function marks, re-score lm-eval tasks, compute the leaderboard metric.
 
 Core functions: `dormant_tasks.interventions.evaluate_target` (which runs `evaluation.run_sweep` or
 `evaluation.evaluate_static`) through `dormant_tasks.tasks.evaluate_checkpoint`, one call per target.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 
 from dormant_tasks import tasks
-from dormant_tasks.evaluation import check_task
+from dormant_tasks.eval_tasks import check_task_names
 from dormant_tasks.interventions import request_targets
 from dormant_tasks.requests import EvalRequest
 from dormant_tasks.store import check_store
@@ -21,16 +21,15 @@ def evaluate(request: EvalRequest) -> list[dict]:
     of a series; returns the `evaluations` rows written."""
     request = EvalRequest.coerce(request)
     log = get_run_logger()
-    check_task(request.task)
+    check_task_names(request.tasks)
     check_store(request.store)
     targets = request_targets(request)
     log.info(
-        "%s: %d checkpoint(s), %s mode, %s, %d-shot, request %s",
+        "%s: %d checkpoint(s), %s mode, tasks %s, request %s",
         targets[0].model_id,
         len(targets),
         request.mode,
-        request.task,
-        request.shots,
+        ",".join(request.tasks),
         request.request_id,
     )
     rows = []

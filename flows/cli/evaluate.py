@@ -1,10 +1,14 @@
-"""`dormant evaluate`: zero the heads a score function marks, re-score WinoGrande, print the leaderboard metric.
+"""`dormant evaluate`: zero the heads a score function marks, re-score lm-eval tasks, print the leaderboard metric.
 
-Dynamic mode (the paper's protocol): thresholds at the 0-30% quantiles of each function's per-input scores;
-in every layer the heads below threshold on an input are zeroed before o_proj. The metric is the largest
-% of heads zeroed with accuracy within 1 point of the un-intervened model. Static mode zeroes the tracker's
-dormancy mask of the checkpoint (from the store); `--series` does so for every tracked checkpoint.
-Few-shot examples (`--shots N`) come from other WinoGrande dev items than the one scored.
+Dynamic mode (the paper's protocol): per task, thresholds at the 0-30% quantiles of each function's per-input
+scores; in every layer the heads below threshold on an input are zeroed before o_proj. The metric is the
+largest % of heads zeroed with accuracy within 1 point of the un-intervened model, per task and averaged
+across tasks. Static mode zeroes the tracker's dormancy mask of the checkpoint (from the store); `--series`
+does so for every tracked checkpoint.
+Tasks are lm-evaluation-harness's (any task, group or tag: --task winogrande,mmlu,hellaswag,piqa,gsm8k).
+The protocol defaults are the paper authors': 5-shot winogrande/mmlu/gsm8k, 0-shot piqa (lm-eval's default
+otherwise), a chat template for -Instruct/-chat/-SFT/-DPO models, and lm-eval 0.4.5's BOS rule (no BOS added).
+Offline (HF_DATASETS_OFFLINE=1, or --datasets bundled) the datasets bundled with dormant-heads are used.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from .options import add_device_argument, add_dtype_argument, add_store_argument
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "evaluate",
-        help="zero marked heads, re-score WinoGrande, leaderboard metric",
+        help="zero marked heads, re-score lm-eval tasks, leaderboard metric",
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -29,13 +33,44 @@ def add_parser(subparsers) -> None:
         help="checkpoint folder or Hub repo (with --series: the tracked repo or series folder; required)",
     )
     parser.add_argument("--revision", metavar="REV", help="Hub revision (branch) of --model")
-    parser.add_argument("--task", default="winogrande", metavar="TASK", help="evaluation task (default: %(default)s)")
+    parser.add_argument(
+        "--task",
+        action="append",
+        metavar="TASKS",
+        help="lm-eval task(s), comma-separated or repeated, groups and tags too (default: winogrande)",
+    )
     parser.add_argument(
         "--shots",
         type=int,
-        default=0,
         metavar="N",
-        help="few-shot examples from other dev items (default: %(default)s)",
+        help="few-shot examples for every task (default: the authors' count, 5 for winogrande/mmlu/gsm8k, 0 for "
+        "piqa; lm-eval's task default otherwise)",
+    )
+    parser.add_argument(
+        "--chat-template",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="apply the tokenizer's chat template (auto: when the model id contains -Instruct, -chat, -SFT or "
+        "-DPO, the authors' rule; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--bos",
+        choices=["paper", "tokenizer"],
+        default="paper",
+        help="paper: no BOS added, as lm-eval 0.4.5 encoded requests; tokenizer: as the tokenizer adds it "
+        "(lm-eval 0.4.13) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--datasets",
+        choices=["auto", "hub", "bundled"],
+        default="auto",
+        help="task data from the Hub or the bundled copies (auto: bundled when HF_DATASETS_OFFLINE or "
+        "HF_HUB_OFFLINE is set; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--log-samples",
+        action="store_true",
+        help="store one evaluation_items row per item and setting (prediction, correct, log-likelihoods)",
     )
     parser.add_argument(
         "--scores",
@@ -60,7 +95,7 @@ def add_parser(subparsers) -> None:
         metavar="Q",
         help="dynamic thresholds as quantiles of the un-intervened scores (default: 0 .05 ... .30)",
     )
-    parser.add_argument("--limit", type=int, metavar="N", help="first N dev items (default: all 1,267)")
+    parser.add_argument("--limit", type=int, metavar="N", help="first N items of every task (default: all)")
     add_store_argument(parser)
     parser.add_argument(
         "--batch-size", type=int, default=16, metavar="N", help="items per forward pass (default: %(default)s)"
@@ -78,8 +113,12 @@ def request_from_args(args: argparse.Namespace):
         store=args.store,
         revision=args.revision,
         series=args.series,
-        task=args.task,
+        tasks=tuple(args.task or ("winogrande",)),
         shots=args.shots,
+        chat_template=args.chat_template,
+        bos=args.bos,
+        datasets=args.datasets,
+        log_samples=args.log_samples,
         score_fns=tuple(args.scores),
         mode=args.mode,
         quantiles=tuple(args.quantiles) if args.quantiles else DEFAULT_QUANTILES,
@@ -91,14 +130,14 @@ def request_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from dormant_tasks.evaluation import check_task
+    from dormant_tasks.eval_tasks import check_task_names
     from dormant_tasks.interventions import format_leaderboard, request_targets
     from dormant_tasks.store import check_store
     from flows.evaluate import evaluate
 
     # Validate before Prefect starts: a bad option costs nothing and writes nothing.
     request = request_from_args(args)
-    check_task(request.task)
+    check_task_names(request.tasks)
     check_store(request.store, writable=True)
     targets = request_targets(request)
     from flows.session import start_prefect
