@@ -1,4 +1,4 @@
-"""`dormant store upgrade`: rewrite a store of schema version 1 as version 2, in place.
+"""`dormant store upgrade`: rewrite a store of schema version 1 or 2 as version 3, in place.
 
 Version 2 (docs/DATA_CONTRACT.md, "Changes from schema version 1"): `head` -> `head_index` everywhere,
 `input_scores.value` -> `score`, `evaluations.pct_zeroed` (0-100) -> `frac_zeroed` (0-1) and accuracies
@@ -6,31 +6,48 @@ as fractions, `request_id` on checkpoints and evaluations (null for rows written
 saved), and `transitions`/`head_histories` carrying `taus_id` and `calibration_id`; those two tables are
 derived again from head_scores, once per stored taus_id.
 
-Every file is rewritten atomically and the marker last, so an interrupted upgrade leaves a store that
-this command finishes when run again (files already in the new layout are left as they are).
+Version 3 ("Changes from schema version 2"): `evaluations` gains the protocol columns. Rows written before
+were measured one way only, so each gets that: metric `acc,none`, no chat template, the tokenizer's BOS
+rule, shots drawn from the WinoGrande dev (`validation`) split (null when 0-shot, as version 3 writes
+it), bundled data, no lm-eval, chance 0.5 (WinoGrande's two options), and `evaluated_at` = the file's
+modification time (when its run wrote it).
+The new table `evaluation_items` starts empty.
+
+Each file goes from its own layout to the current one in one rewrite (so a version-1 evaluations file
+still has the modification time of its run when `evaluated_at` is read). Every file is rewritten
+atomically and the marker last, so an interrupted upgrade leaves a store that this command finishes when
+run again (files already in the current layout are left as they are).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .errors import StoreError
 from .store import (
     SCHEMA_VERSION,
     SCHEMAS,
+    # The store's own reading and writing, without its schema-version check: the marker says the old
+    # version until every file is upgraded, and it is written last.
+    _data_files,
+    _read_files,
+    _safe_file_key,
+    _series_dir,
+    _winning_files,
     atomic_file,
     conform,
-    list_models,
+    dedupe_checkpoints,
+    model_id_of_slug,
     open_store,
-    read_table,
     store_version,
     write_marker,
-    write_table,
 )
 from .transitions import derive_transitions, head_histories
 
@@ -38,6 +55,25 @@ _RENAMES = {"head": "head_index", "value": "score", "pct_zeroed": "frac_zeroed"}
 _PERCENT_COLUMNS = ("frac_zeroed", "accuracy", "base_accuracy")  # v1 stored these in %
 _CONVERTED = ("checkpoints", "head_scores", "input_scores", "taus", "evaluations")
 _DERIVED = ("transitions", "head_histories")
+
+# The evaluations columns of schema version 2, in order (docs/DATA_CONTRACT.md of that version).
+V2_EVALUATION_NAMES = (
+    *("model_id", "revision", "stage", "step", "tokens", "task", "shots", "mode", "score_fn", "quantile", "tau"),
+    *("frac_zeroed", "accuracy", "n_items", "base_accuracy", "code_version", "request_id"),
+)
+WINOGRANDE_CHANCE = 0.5  # mean 1 / choices: two options per item
+# The columns that version 3 added, with their value in rows written before: versions 1 and 2 measured one
+# way only. `fewshot_split` is null in 0-shot rows; `chance` is WinoGrande's (two options), the one task
+# they evaluated; `evaluated_at` is the file's modification time.
+V3_EVALUATION_DEFAULTS = {
+    "metric": "acc,none",  # lm-eval's key of the accuracy
+    "chat_template": False,
+    "bos": "tokenizer",  # the tokenizer added its own BOS (not lm-eval 0.4.5's add_special_tokens=False)
+    "fewshot_split": "validation",  # shots came from other WinoGrande dev items
+    "data_source": "bundled",
+    "lm_eval_version": None,  # lm-eval was not used
+    "chance": WINOGRANDE_CHANCE,
+}
 
 
 @dataclass(frozen=True)
@@ -53,20 +89,21 @@ def upgrade_store(path) -> UpgradeResult:
     version = store_version(root)
     if version == SCHEMA_VERSION:
         return UpgradeResult(version, 0, 0)
-    if version != 1:
+    if version not in (1, 2):
         raise StoreError(
             f"store {str(root)!r} has schema_version {version!r}; `dormant store upgrade` upgrades "
-            f"version 1 to {SCHEMA_VERSION} only"
+            f"versions 1 and 2 to {SCHEMA_VERSION} only"
         )
     rewritten = sum(_convert_file(p, table) for table in _CONVERTED for p in _files(root, table))
-    derived_files = [p for table in _DERIVED for p in _files(root, table)]
-    write_marker(root)  # the converted tables read as version 2 from here on
     n_series = 0
-    for model_id in list_models(root):
-        n_series += _derive_again(root, model_id)
-    for p in derived_files:  # v1 derived files whose taus no checkpoint holds any more
-        if p.is_file() and "taus_id" not in pq.read_schema(p).names:
-            p.unlink()
+    if version == 1:  # v1 derived tables lack taus_id and calibration_id: derive them again
+        derived_files = [p for table in _DERIVED for p in _files(root, table)]
+        for model_id in _series(root):
+            n_series += _derive_again(root, model_id)
+        for p in derived_files:  # v1 derived files whose taus no checkpoint holds any more
+            if p.is_file() and "taus_id" not in pq.read_schema(p).names:
+                p.unlink()
+    write_marker(root)  # last: until here the store reads as its old version, and a rerun finishes it
     return UpgradeResult(version, rewritten, n_series)
 
 
@@ -74,39 +111,83 @@ def _files(root: Path, table: str) -> list[Path]:
     return sorted(p for p in (root / table).glob("series=*/*.parquet") if not p.name.startswith((".", "_")))
 
 
+def _series(root: Path) -> list[str]:
+    return sorted(model_id_of_slug(p.name.removeprefix("series=")) for p in (root / "checkpoints").glob("series=*"))
+
+
 def _convert_file(path: Path, table: str) -> bool:
-    """Rewrite one v1 file in the v2 layout; False when it already is in it."""
-    t = pq.read_table(path)
-    if t.schema.names == SCHEMAS[table].names:
+    """Rewrite one file of version 1 or 2 in the current layout; False when it already is in it."""
+    if pq.read_schema(path).names == SCHEMAS[table].names:
         return False
-    percent = "pct_zeroed" in t.column_names  # v1 evaluations: rescale once, on the renamed columns
-    t = t.rename_columns([_RENAMES.get(c, c) for c in t.column_names])
-    if percent:
-        for name in _PERCENT_COLUMNS:
-            i = t.column_names.index(name)
-            t = t.set_column(i, name, pc.divide(t.column(name).cast(pa.float64()), 100.0))
+    written_at = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)  # before the rewrite changes it
+    t = pq.read_table(path)
     if "series" in t.column_names:
         t = t.drop_columns(["series"])
+    if not (table == "evaluations" and tuple(t.column_names) == V2_EVALUATION_NAMES):
+        t = _v1_to_v2(t)
+    if table == "evaluations":
+        t = _v2_to_v3_evaluations(t, written_at)
     t = conform(t, table)
     with atomic_file(path) as f:
         pq.write_table(t, f)
     return True
 
 
+def _v1_to_v2(t: pa.Table) -> pa.Table:
+    """Columns renamed, percentages as fractions (`request_id`, null here, is added by `conform`)."""
+    percent = "pct_zeroed" in t.column_names  # v1 evaluations: rescale once, on the renamed columns
+    t = t.rename_columns([_RENAMES.get(c, c) for c in t.column_names])
+    if percent:
+        for name in _PERCENT_COLUMNS:
+            i = t.column_names.index(name)
+            t = t.set_column(i, name, pc.divide(t.column(name).cast(pa.float64()), 100.0))
+    return t
+
+
+def _v2_to_v3_evaluations(t: pa.Table, written_at: datetime) -> pa.Table:
+    """The protocol columns, with the one protocol that versions 1 and 2 evaluated under."""
+    n = t.num_rows
+    schema = SCHEMAS["evaluations"]
+    values = dict(V3_EVALUATION_DEFAULTS)
+    values["fewshot_split"] = [values["fewshot_split"] if s else None for s in t.column("shots").to_pylist()]
+    values["chance"] = [WINOGRANDE_CHANCE if task == "winogrande" else None for task in t.column("task").to_pylist()]
+    values["evaluated_at"] = written_at
+    for name, value in values.items():
+        t = t.append_column(name, pa.array(value if isinstance(value, list) else [value] * n, schema.field(name).type))
+    return t
+
+
+def _read(root: Path, table: str, model_id: str, filters: dict | None = None) -> pa.Table:
+    """`store.read_table` of one series (deduplicated the same way), at any schema version of the marker."""
+    files = _data_files(root, table, model_id)
+    if table in ("head_scores", "input_scores"):
+        files = _winning_files(root, table, files)
+    expr = None
+    for name, value in (filters or {}).items():
+        term = ds.field(name) == value
+        expr = term if expr is None else expr & term
+    t = _read_files(files, SCHEMAS[table], expr)
+    return dedupe_checkpoints(t) if table == "checkpoints" else t
+
+
+def _write(root: Path, table: str, t: pa.Table, file_key: str, model_id: str) -> None:
+    """`store.write_table` of one series' file, at any schema version of the marker."""
+    folder = _series_dir(root, table, model_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_file(folder / f"{_safe_file_key(file_key)}.parquet") as f:
+        pq.write_table(conform(t, table), f)
+
+
 def _derive_again(root: Path, model_id: str) -> int:
     """Transitions and histories of every (taus_id, calibration_id) of the series' checkpoints."""
-    ckpts = read_table(root, "checkpoints", model_id=model_id)
+    ckpts = _read(root, "checkpoints", model_id)
     keys = sorted(set(zip(ckpts.column("taus_id").to_pylist(), ckpts.column("calibration_id").to_pylist())))
     for tid, cal in keys:
         mine = ckpts.filter(
             pc.and_(pc.equal(ckpts.column("taus_id"), tid), pc.equal(ckpts.column("calibration_id"), cal))
         )
-        heads = read_table(root, "head_scores", model_id=model_id, filters={"taus_id": tid, "calibration_id": cal})
+        heads = _read(root, "head_scores", model_id, filters={"taus_id": tid, "calibration_id": cal})
         heads = heads.filter(pc.is_in(heads.column("revision"), mine.column("revision")))
-        write_table(
-            root, "transitions", derive_transitions(heads, mine), file_key=f"transitions-{tid}", model_id=model_id
-        )
-        write_table(
-            root, "head_histories", head_histories(heads, mine), file_key=f"head_histories-{tid}", model_id=model_id
-        )
+        _write(root, "transitions", derive_transitions(heads, mine), f"transitions-{tid}", model_id)
+        _write(root, "head_histories", head_histories(heads, mine), f"head_histories-{tid}", model_id)
     return 1 if keys else 0
