@@ -1,29 +1,35 @@
-"""Cost of one threshold sweep (docs/SCORES.md §6) next to the plain forward passes it needs at the least.
+"""Cost of a whole sweep over lm-eval tasks (docs/SCORES.md §6) next to the forward passes it needs at the least.
 
-One sweep = 1 un-intervened pass + 7 thresholds x 3 functions (ahon_ln, lthon_ln, awft) = 22 passes
-over the WinoGrande dev set, each giving logits, per-input scores and the zeroed mask. The baseline is
-22 plain `model(input_ids, attention_mask)` calls (default attention, sdpa) over the same batches.
-Target: sweep / plain <= 1.2.
+One sweep = per task 1 un-intervened run + 7 thresholds x 3 functions (ahon_ln, lthon_ln, awft) = 22 runs over
+its requests, through lm-eval (requests built once per task, answers scored by its filters and metrics) and
+the score engine. Side by side, in one process, over the very same forward rows and batches:
+  engine = 22 `scoring_pass` calls per batch (scores + zeroing, no lm-eval): what the lm-eval layer adds is
+           sweep / engine (target <= 1.25);
+  plain  = 22 plain `model(input_ids, attention_mask)` calls per batch (default attention): sweep / plain is
+           the whole cost of the intervention evaluation over bare inference.
+Default tasks: winogrande + mmlu (--limit items per subject, 57 subjects) + piqa, the authors' shots.
 
 The model is the demo one: the last checkpoint of `data/series/tiny-olmo2/` when it exists, else a
 random-init OLMo-2 of the same shape (4 layers x 8 heads, width 128), which the output says.
 
-    .venv/bin/python benchmarks/sweep_cost.py [--limit N] [--batch-size 16] [--threads 1] [--device cpu]
+    .venv/bin/python benchmarks/sweep_cost.py [--tasks winogrande,mmlu,piqa] [--limit 20] [--batch-size 16]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
 import torch
 
-from dormant_tasks.calibration import DEMO_CORPUS, load_winogrande_items
+from dormant_tasks.calibration import DEMO_CORPUS
 from dormant_tasks.checkpoints import list_revisions
-from dormant_tasks.evaluation import DEFAULT_QUANTILES, encode_requests, run_sweep
+from dormant_tasks.evaluation import prepare, run_sweep
 from dormant_tasks.loading import load_model_and_tokenizer
-from dormant_tasks.winogrande import winogrande_requests
+from dormant_tasks.requests import DEFAULT_QUANTILES
+from dormant_tasks.scoring import scoring_pass
 
 SERIES = Path(__file__).resolve().parent.parent / "data" / "series" / "tiny-olmo2"
 FUNCTIONS = ("ahon_ln", "lthon_ln", "awft")
@@ -45,62 +51,67 @@ def demo_model(device: str):
     return model, tok, f"random-init OLMo-2 4x8 width 128 (no checkpoint in {SERIES})"
 
 
+def forward_batches(prepared):
+    """The batches DormantLM runs for every task's log-likelihood requests (one row per distinct input)."""
+    lm = prepared.lm
+    out = []
+    for spec in prepared.specs:
+        reqs = [
+            ((c, x), *lm._encode_pair(c, x))
+            for leaf in spec.leaves
+            for inst in prepared.instances[leaf]
+            for c, x in [inst.args]
+        ]
+        out += lm.row_batches(reqs)[1]
+    return out
+
+
+@torch.no_grad()
+def time_passes(model, batches, n_passes: int, engine: bool) -> float:
+    start = time.perf_counter()
+    for _ in range(n_passes):
+        for ids, input_ids, mask in batches:
+            if engine:
+                scoring_pass(model, input_ids, mask, FUNCTIONS, input_indices=ids)
+            else:
+                model(input_ids=input_ids, attention_mask=mask, use_cache=False)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=None, help="items (default: the whole dev set)")
+    parser.add_argument("--tasks", default="winogrande,mmlu,piqa")
+    parser.add_argument("--limit", type=int, default=5, help="items per (leaf) task (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     if args.threads:
         torch.set_num_threads(args.threads)
 
     model, tok, described = demo_model(args.device)
+    t0 = time.perf_counter()
+    prepared = prepare(model, tok, args.tasks, model_id="demo", limit=args.limit, batch_size=args.batch_size)
+    build = time.perf_counter() - t0
     n_passes = 1 + len(FUNCTIONS) * len(DEFAULT_QUANTILES)
-    requests = winogrande_requests(load_winogrande_items(), limit=args.limit)
-    batches = encode_requests(tok, requests, args.batch_size, args.device).batches
+    batches = forward_batches(prepared)
+    n_rows = sum(len(b[0]) for b in batches)
+    print(f"model: {described}")
     print(
-        f"model: {described}; {len(requests)} items, {len(batches)} batches of <= {args.batch_size} "
-        f"sequences, {n_passes} passes, device {args.device}, {torch.get_num_threads()} threads"
+        f"tasks {args.tasks}: {sum(prepared.n_items.values())} items, {n_rows} forward rows in {len(batches)} batches"
     )
-
-    def sync():
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-
-    with torch.no_grad():  # warm-up: first calls allocate and pick kernels
-        model(batches[0].input_ids, attention_mask=batches[0].attention_mask)
-    run_sweep(
-        model,
-        tok,
-        FUNCTIONS[:1],
-        quantiles=(0.1,),
-        limit=min(len(requests), 8),
-        batch_size=args.batch_size,
-        progress=False,
-    )
-
-    sync()
-    start = time.perf_counter()
-    sweep = run_sweep(model, tok, FUNCTIONS, limit=args.limit, batch_size=args.batch_size, progress=False)
-    sync()
-    sweep_s = time.perf_counter() - start
-
-    start = time.perf_counter()
-    with torch.no_grad():
-        for _ in range(n_passes):
-            for b in batches:
-                model(b.input_ids, attention_mask=b.attention_mask)
-    sync()
-    plain_s = time.perf_counter() - start
-
-    print(f"base accuracy {sweep.base_accuracy:.2f}%")
-    for fn, s in sweep.summaries.items():
-        curve = ", ".join(f"({x:.1f}%, {y:.1f})" for x, y in s.points)
-        print(f"  {fn:9s} within 1 pt {s.within_1pt:6.2f}%  AUC {s.auc:6.2f}  curve {curve}")
-    print(f"{'sweep (22 scoring passes)':32s} {sweep_s:8.2f} s")
-    print(f"{'22 plain forward passes':32s} {plain_s:8.2f} s")
-    print(f"{'ratio sweep / plain':32s} {sweep_s / plain_s:8.2f} x   (target <= 1.2)")
+    print(f"lm-eval task loading + requests built once: {build:.1f} s (not in the ratios)")
+    time_passes(model, batches[:2], 1, True)  # warm-up
+    plain = time_passes(model, batches, n_passes, engine=False)
+    engine = time_passes(model, batches, n_passes, engine=True)
+    t0 = time.perf_counter()
+    run_sweep(prepared, FUNCTIONS, progress=False)
+    sweep = time.perf_counter() - t0
+    print(f"{n_passes} passes each: plain {plain:.1f} s, engine {engine:.1f} s, sweep through lm-eval {sweep:.1f} s")
+    print(f"sweep / engine = {sweep / engine:.2f}x (the lm-eval layer; target <= 1.25)")
+    print(f"sweep / plain  = {sweep / plain:.2f}x (the whole intervention evaluation over bare inference)")
+    print("all three grow linearly with items x (1 + functions x quantiles); task loading is once per run")
 
 
 if __name__ == "__main__":

@@ -108,6 +108,7 @@ def _bundled_overrides(cfg: dict, fallbacks: dict, missing: list) -> dict:
     from .bundled import bundled_dataset
 
     name, path, dname = cfg.get("task"), cfg.get("dataset_path"), cfg.get("dataset_name")
+    _refuse_perplexity(name, cfg.get("output_type"))
     data = bundled_dataset(path, dname) if path else None
     if data is None:
         missing.append(f"{name} (dataset {path}{'/' + dname if dname else ''})")
@@ -131,6 +132,14 @@ def _bundled_overrides(cfg: dict, fallbacks: dict, missing: list) -> dict:
         out["test_split"] = eval_split
         fallbacks[name] = (wanted, eval_split)
     return out
+
+
+def _refuse_perplexity(name: str, output_type: str | None) -> None:
+    if output_type == "loglikelihood_rolling":
+        raise EvaluationError(
+            f"{name} is a perplexity task (loglikelihood_rolling); the intervention evaluation needs an accuracy: "
+            "pick a multiple-choice or generation task"
+        )
 
 
 def _primary_metric(task) -> str:
@@ -261,11 +270,7 @@ def _configure(name: str, loaded: dict, shots: int | None, fewshot_seed: int) ->
     leaves = loaded["tasks"]
     counts = set()
     for task in leaves.values():
-        if task.get_config("output_type") == "loglikelihood_rolling":
-            raise EvaluationError(
-                f"{name} is a perplexity task (loglikelihood_rolling); the intervention evaluation needs an accuracy: "
-                "pick a multiple-choice or generation task"
-            )
+        _refuse_perplexity(name, task.get_config("output_type"))
         default = task.get_config("num_fewshot")
         if wanted is not None and default != 0:
             task.set_config(key="num_fewshot", value=wanted)

@@ -11,7 +11,8 @@ Public API
 - `prepare(model, tokenizer, tasks, *, model_id, ...) -> Prepared`: tasks loaded, protocol fixed, requests built.
 - `run_sweep(prepared, score_fns, quantiles=..., log_samples=False, progress=True) -> SweepResult`
 - `evaluate_static(prepared, masks, log_samples=False, progress=False) -> StaticResult` (mode "static")
-- `check_tau(score_fn, tau)`, `chance_note(task, n_items, base_pct, chance)`, `item_step_note(n_items)`.
+- `check_tau(score_fn, tau)`, `chance_note(task, n_items, base_pct, chance)`, `item_step_note(n_items)`,
+  `protocol_line(row)` (how an `evaluations` row was evaluated, in one line).
 Rows are the store's `evaluations` / `evaluation_items` rows less the checkpoint columns; proportions are
 fractions in [0, 1] there and percentages in this module's summaries.
 """
@@ -93,6 +94,20 @@ def chance_note(task: str, n_items: int, base_accuracy_pct: float, chance: float
         f"({pct:.3g}% +/- {half:.2f} points on {n_items} items): the model may be guessing, so the leaderboard "
         f"ranks noise; evaluate a trained checkpoint, or more items if --limit held them back"
     )
+
+
+def protocol_line(row: dict) -> str:
+    """How a task was evaluated, in one line (printed and shown in reports)."""
+    parts = [
+        f"{row['shots']}-shot",
+        row["metric"],
+        "chat template" if row["chat_template"] else "no chat template",
+        f"BOS rule {row['bos']}",
+        f"data {row['data_source']}",
+    ]
+    if row["shots"] and row.get("fewshot_split"):
+        parts.append(f"shots from {row['fewshot_split']}")
+    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -51,7 +51,8 @@ def _special_tokens_kwargs(tokenizer, text: str, bos: Bos, model_type: str) -> d
 
 def encode_context(tokenizer, text: str, bos: Bos | str, model_type: str = "") -> list[int]:
     """Token ids of `text` under the BOS rule `bos` (HFLM's `tok_encode` with add_special_tokens unset)."""
-    return list(tokenizer.encode(text, **_special_tokens_kwargs(tokenizer, text, Bos(bos), model_type)))
+    kwargs = _special_tokens_kwargs(tokenizer, text, Bos(bos), model_type)
+    return list(tokenizer.encode(text, verbose=False, **kwargs))  # long few-shot prompts are cut by the caller
 
 
 def encode_pair(tokenizer, context: str, continuation: str, bos: Bos | str, model_type: str = ""):
@@ -152,7 +153,7 @@ class DormantLM(TemplateLM):
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
         if add_special_tokens is not None:
-            return list(self.tokenizer.encode(string, add_special_tokens=add_special_tokens))
+            return list(self.tokenizer.encode(string, add_special_tokens=add_special_tokens, verbose=False))
         return encode_context(self.tokenizer, string, self.bos, self.model_type)
 
     def tok_decode(self, tokens, skip_special_tokens: bool = True) -> str:
@@ -210,10 +211,12 @@ class DormantLM(TemplateLM):
 
     # ------------------------------------------------------------------ log-likelihoods
 
-    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs):
-        """[(summed log-prob of the continuation, greedy?)] per request; one forward row per distinct input."""
+    def row_batches(self, requests):
+        """(spans, batches) of lm-eval's tokenised requests: spans[i] = (row, continuation ids) of request i;
+        batches = [(row ids, input_ids [batch, seq], attention_mask [batch, seq])], right-padded, one row per
+        distinct input, longest first (little padding), at most `batch_size` rows and `max_batch_tokens` tokens."""
         rows: dict[tuple[int, ...], int] = {}  # input row -> its index (first appearance)
-        spans = []  # per request: (row index, continuation ids)
+        spans = []
         for _, context_enc, continuation_enc in requests:
             if not continuation_enc:
                 raise EvaluationError("a request has an empty continuation; lm-eval gave nothing to score")
@@ -221,12 +224,9 @@ class DormantLM(TemplateLM):
             row = tuple(whole[:-1])
             spans.append((rows.setdefault(row, len(rows)), tuple(continuation_enc[-self.max_length :])))
         inputs = list(rows)
-        order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))  # longest first: little padding
-        logprobs: dict[int, torch.Tensor] = {}
+        order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        needed: dict[int, int] = {}
-        for row, cont in spans:
-            needed[row] = max(needed.get(row, 0), len(cont))
+        batches = []
         for run in _batches([len(inputs[i]) for i in order], self.batch_size, self.max_batch_tokens):
             ids = [order[j] for j in run]
             width = max(len(inputs[i]) for i in ids)
@@ -235,9 +235,21 @@ class DormantLM(TemplateLM):
             for r, i in enumerate(ids):
                 input_ids[r, : len(inputs[i])] = torch.tensor(inputs[i])
                 mask[r, : len(inputs[i])] = 1
+            batches.append((ids, input_ids, mask))
+        return spans, batches
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs):
+        """[(summed log-prob of the continuation, greedy?)] per request; one forward row per distinct input."""
+        spans, batches = self.row_batches(requests)
+        needed: dict[int, int] = {}
+        for row, cont in spans:
+            needed[row] = max(needed.get(row, 0), len(cont))
+        logprobs: dict[int, torch.Tensor] = {}
+        for ids, input_ids, mask in batches:
             logits = self._pass(input_ids, mask, ids)  # [batch, seq, vocab]
+            lengths = mask.sum(-1).tolist()
             for r, i in enumerate(ids):
-                n, k = len(inputs[i]), needed[i]
+                n, k = lengths[r], needed[i]
                 logprobs[i] = torch.log_softmax(logits[r, n - k : n].float(), dim=-1).cpu()  # [k, vocab]
             del logits
         out = []

@@ -15,7 +15,7 @@ from pathlib import Path
 from . import __version__
 from .checkpoints import UNKNOWN, Revision, is_local_source, parse_revision_name
 from .errors import CheckpointError, StoreError, did_you_mean
-from .evaluation import AVERAGE_TASK, chance_note, evaluate_static, item_step_note, prepare, run_sweep
+from .evaluation import AVERAGE_TASK, chance_note, evaluate_static, item_step_note, prepare, protocol_line, run_sweep
 from .hub import check_repo_id
 from .loading import load_model_at
 from .metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
@@ -190,20 +190,6 @@ def leaderboard(rows: list[dict]) -> dict[str, list[dict]]:
                 }
             )
     return out
-
-
-def protocol_line(row: dict) -> str:
-    """How a task was evaluated, in one line (printed and shown in reports)."""
-    parts = [
-        f"{row['shots']}-shot",
-        row["metric"],
-        "chat template" if row["chat_template"] else "no chat template",
-        f"BOS rule {row['bos']}",
-        f"data {row['data_source']}",
-    ]
-    if row["shots"] and row.get("fewshot_split"):
-        parts.append(f"shots from {row['fewshot_split']}")
-    return ", ".join(parts)
 
 
 def format_leaderboard(target: Target, rows: list[dict]) -> str:

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from . import figures as fg
 from .errors import ReportError, did_you_mean
+from .evaluation import protocol_line
 from .metric import normalised_auc, pct_zeroed_within_1pt
 from .paths import default_reports_dir
 from .score_functions import ALL_IDS, get_score_function
@@ -248,27 +249,36 @@ class EvaluationGroup:
     curves: dict[str, np.ndarray]  # score_fn -> [point, 2] (% zeroed, accuracy), sorted by % zeroed
     within_1pt: dict[str, float]  # score_fn -> % of heads zeroed within 1 point (docs/SCORES.md §6)
     auc: dict[str, float]  # score_fn -> normalised AUC
+    protocol: str = ""  # shots, metric, chat template, BOS rule, data and few-shot source (evaluation.protocol_line)
 
 
 def evaluation_groups(series: Series) -> list[EvaluationGroup]:
     groups: dict[tuple, dict[str, list]] = {}
     for row in series.evaluations:
         if row["mode"] == "dynamic":
-            key = (row["revision"], row["task"], row["shots"], row["base_accuracy"], row["n_items"])
+            key = (row["revision"], row["task"], row["shots"], row["base_accuracy"], row["n_items"], protocol_line(row))
             groups.setdefault(key, {}).setdefault(row["score_fn"], []).append(
                 (100.0 * row["frac_zeroed"], 100.0 * row["accuracy"])
             )  # stored fractions, shown in %
     order = {rev: i for i, rev in enumerate(series.revisions)}
     out = []
     ordered = sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], -1), kv[0][1:3]))  # series order, task
-    for (revision, task, shots, base, n_items), by_fn in ordered:
+    for (revision, task, shots, base, n_items, protocol), by_fn in ordered:
         base = 100.0 * base
         fns = sorted(by_fn, key=lambda f: ALL_IDS.index(f) if f in ALL_IDS else len(ALL_IDS))
         curves = {f: np.array(sorted(by_fn[f])) for f in fns}  # [point, 2]
         within = {f: pct_zeroed_within_1pt(curves[f], base) for f in fns}
         out.append(
             EvaluationGroup(
-                revision, task, shots, base, n_items, curves, within, {f: normalised_auc(curves[f]) for f in fns}
+                revision,
+                task,
+                shots,
+                base,
+                n_items,
+                curves,
+                within,
+                {f: normalised_auc(curves[f]) for f in fns},
+                protocol,
             )
         )
     return out
@@ -331,6 +341,8 @@ def report_markdown(series: Series) -> str:
             "",
             f"## {g.task}, {g.shots}-shot, {g.revision}: % of heads zeroed within 1 point "
             f"(base accuracy {g.base_accuracy:.2f}%, {g.n_items} items)",
+            "",
+            f"Protocol: {g.protocol}.",
             "",
             "| score function | % zeroed within 1 point | normalised AUC |",
             "|---|---:|---:|",

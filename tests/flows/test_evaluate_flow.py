@@ -1,4 +1,4 @@
-"""The evaluate flow and `dormant evaluate` on real tiny checkpoints, real WinoGrande items, a real store."""
+"""The evaluate flow and `dormant evaluate` on real tiny checkpoints, lm-eval's tasks on bundled data, a real store."""
 
 from __future__ import annotations
 
@@ -20,10 +20,22 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_dir, tmp_path):
     store = tmp_path / "store"
-    rows = evaluate(EvalRequest(model=str(tiny_model_dir), score_fns=("ahon_ln", "awft"), limit=12, store=str(store)))
+    rows = evaluate(
+        EvalRequest(
+            model=str(tiny_model_dir), score_fns=("ahon_ln", "awft"), limit=12, store=str(store), log_samples=True
+        )
+    )
     stored = read_table(store, "evaluations").to_pylist()
     assert len(stored) == len(rows) == 2 * 7
     assert {r["n_items"] for r in stored} == {12} and len({r["base_accuracy"] for r in stored}) == 1
+    # the authors' protocol by default: WinoGrande 5-shot, no chat template for this id, no BOS added
+    assert {(r["shots"], r["metric"], r["chat_template"], r["bos"], r["data_source"]) for r in stored} == {
+        (5, "acc,none", False, "paper", "bundled")
+    }
+    items = read_table(store, "evaluation_items").to_pylist()
+    assert len(items) == 12 * (1 + 2 * 7) and {i["request_id"] for i in items} == {stored[0]["request_id"]}
+    base_items = [i for i in items if i["mode"] == "base"]
+    assert sum(i["correct"] for i in base_items) / 12 == pytest.approx(stored[0]["base_accuracy"])
     for fn in ("ahon_ln", "awft"):
         mine = sorted((r for r in stored if r["score_fn"] == fn), key=lambda r: r["quantile"])
         assert [r["quantile"] for r in mine] == pytest.approx([0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3])
@@ -61,6 +73,10 @@ def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path):
         (["--limit", "0"], "--limit must be a positive integer"),
         (["--series", "--mode", "dynamic"], "--mode dynamic contradicts it"),
         (["--quantiles", "5"], "fractions in [0, 1]"),
+        (["--task", "arc_challenge", "--datasets", "bundled"], "is not bundled"),
+        (["--task", "winogrande,wikitext"], "perplexity task"),
+        (["--chat-template", "on", "--limit", "2"], "no chat template"),
+        (["--mode", "static", "--task", "gsm8k"], "no tracked series"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tiny_model_dir, tmp_path, extra, needle):

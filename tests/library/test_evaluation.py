@@ -1,7 +1,9 @@
-"""WinoGrande partial evaluation, batched log-likelihood, zeroing integration and the sweep (docs/SCORES.md §6).
+"""Interventions on lm-eval tasks (docs/SCORES.md §6): DormantLM's answers, zeroing, the sweep, bad input.
 
-Oracles: a plain forward of the model (its default attention) on each sequence alone, and zeroing by an
-o_proj forward pre-hook, both independent of the score engine's attention function.
+Oracles: a plain forward of the model (its default attention, no score engine) on each request alone, for
+log-likelihoods and for greedy generation; zeroing by an o_proj forward pre-hook. lm-eval's own tasks
+(bundled data, offline) make the requests. The item-by-item comparison with lm-eval's stock HFLM is in
+test_harness_vs_hflm.py.
 """
 
 from __future__ import annotations
@@ -10,24 +12,20 @@ import numpy as np
 import pytest
 import torch
 
-from dormant_tasks.calibration import load_winogrande_items
 from dormant_tasks.errors import ConfigError, DormantError, EvaluationError
-from dormant_tasks.evaluation import (
-    DEFAULT_QUANTILES,
-    check_tau,
-    encode_requests,
-    evaluate_static,
-    evaluate_winogrande,
-    normalised_auc,
-    pct_zeroed_within_1pt,
-    run_sweep,
-)
+from dormant_tasks.evaluation import AVERAGE_TASK, check_tau, evaluate_static, prepare, run_setting, run_sweep
 from dormant_tasks.loading import load_model_and_tokenizer
+from dormant_tasks.metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
 from dormant_tasks.score_functions import is_inactive
-from dormant_tasks.scoring import DynamicZeroing, StaticZeroing, scoring_pass
-from dormant_tasks.winogrande import encode_option, fewshot_example, sample_shots, winogrande_requests
+from dormant_tasks.scoring import DynamicZeroing, StaticZeroing
 
-N_ITEMS = 24
+LIMIT = 6
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="module")
@@ -36,150 +34,93 @@ def model_and_tokenizer(tiny_model_dir):
 
 
 @pytest.fixture(scope="module")
-def items():
-    return load_winogrande_items()
-
-
-@pytest.fixture(scope="module")
-def requests(items):
-    return winogrande_requests(items, shots=0, limit=N_ITEMS)
-
-
-@pytest.fixture(scope="module")
-def base(model_and_tokenizer, requests):
+def prepared(model_and_tokenizer):
     model, tok = model_and_tokenizer
-    return evaluate_winogrande(model, tok, requests, score_fns=("ahon_ln", "awft"), batch_size=8)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_DATASETS_OFFLINE", "1")
+        return prepare(
+            model,
+            tok,
+            "winogrande,mmlu_anatomy",
+            model_id="tiny",
+            limit=LIMIT,
+            batch_size=5,
+            shots=1,
+            score_fns=("ahon_ln", "awft"),
+        )
 
 
-# --- requests -----------------------------------------------------------------------------------------
-
-
-def test_partial_evaluation_strings():
-    item = {
-        "sentence": "The cup fit in the bag because _ was small. ",
-        "option1": "the cup",
-        "option2": "the bag",
-        "answer": "2",
-    }
-    (r,) = winogrande_requests([item])
-    assert r.contexts == ("The cup fit in the bag because the cup", "The cup fit in the bag because the bag")
-    assert r.continuation == " was small."
-    assert r.label == 1
-
-
-def test_fewshot_examples_exclude_the_scored_item_and_are_seeded(items):
-    shots = sample_shots(items[:50], 5, seed=7)
-    assert all(len(s) == 5 and i not in s and len(set(s)) == 5 for i, s in enumerate(shots))
-    assert shots == sample_shots(items[:50], 5, seed=7)
-    assert shots != sample_shots(items[:50], 5, seed=8)
-
-
-def test_fewshot_prompt_format(items):
-    (r,) = winogrande_requests(items[:10], shots=2, seed=3, limit=1)
-    first, second = sample_shots(items[:10], 2, seed=3)[0]
-    prefix = fewshot_example(items[first]) + fewshot_example(items[second])
-    head = items[0]["sentence"].split("_")[0]
-    assert r.contexts == (prefix + head + items[0]["option1"], prefix + head + items[0]["option2"])
-    solved = items[first]["sentence"].replace("_", items[first]["option" + items[first]["answer"]])
-    assert fewshot_example(items[first]) == solved.strip() + "\n\n"
-
-
-def test_identical_copies_of_the_item_are_never_shots():
-    item = {"sentence": "A _ b.", "option1": "x", "option2": "y", "answer": "1"}
-    other = {"sentence": "C _ d.", "option1": "x", "option2": "y", "answer": "2"}
-    pool = [item, dict(item), other, dict(other), {**other, "answer": "1"}]
-    for i, shots in enumerate(sample_shots(pool, 2, seed=0)):
-        assert all(pool[j] != pool[i] for j in shots)
-
-
-def test_encoding_splits_the_joined_text(tiny_tokenizer):
-    enc = encode_option(tiny_tokenizer, "The cup fit in the bag because the cup ", "was small.")
-    whole = tiny_tokenizer.encode("The cup fit in the bag because the cup was small.")
-    # trailing space moved to the continuation; the model sees everything but the last token
-    assert enc.input_ids == tuple(whole[:-1])
-    assert tuple(whole[enc.n_context :]) == enc.continuation_ids
-    assert enc.n_context == len(tiny_tokenizer.encode("The cup fit in the bag because the cup"))
-
-
-def test_batches_hold_whole_items(model_and_tokenizer, requests):
-    _, tok = model_and_tokenizer
-    encoded = encode_requests(tok, requests, batch_size=5)  # 5 sequences -> 2 items per pass
-    assert [b.input_ids.shape[0] for b in encoded.batches] == [4] * (N_ITEMS // 2)
-    assert all(b.first_input % 2 == 0 for b in encoded.batches)
-
-
-# --- log-likelihood -----------------------------------------------------------------------------------
-
-
-def _brute_force_loglikelihoods(model, tok, requests) -> np.ndarray:
-    """[item, option]: each (context + continuation) alone through the plain model, summed log-softmax."""
-    out = np.zeros((len(requests), 2))
+def _plain_loglikelihood(model, context_ids, continuation_ids) -> float:
+    ids = torch.tensor([list(context_ids) + list(continuation_ids)])[:, :-1]
     with torch.no_grad():
-        for i, r in enumerate(requests):
-            for c, ctx in enumerate(r.contexts):
-                n_ctx = len(tok.encode(ctx))
-                whole = tok.encode(ctx + r.continuation)
-                logp = torch.log_softmax(model(torch.tensor([whole])).logits[0].double(), -1)  # [seq, vocab]
-                out[i, c] = sum(logp[t - 1, whole[t]].item() for t in range(n_ctx, len(whole)))
+        logits = model(input_ids=ids).logits[0].float()  # [seq, vocab]
+    logp = torch.log_softmax(logits[-len(continuation_ids) :], -1)
+    return float(logp.gather(-1, torch.tensor(continuation_ids)[:, None]).sum())
+
+
+def _oracle_items(model, prepared, leaf) -> dict[int, list[float]]:
+    """doc_id -> per-choice log-likelihoods, one unbatched plain forward per request."""
+    lm = prepared.lm
+    out: dict[int, list[float]] = {}
+    for inst in sorted(prepared.instances[leaf], key=lambda i: (i.doc_id, i.idx)):
+        ctx, cont = lm._encode_pair(*inst.args)
+        out.setdefault(inst.doc_id, []).append(_plain_loglikelihood(model, ctx, cont))
     return out
 
 
-def test_loglikelihood_equals_brute_force(model_and_tokenizer, requests, base):
-    model, tok = model_and_tokenizer
-    oracle = _brute_force_loglikelihoods(model, tok, requests)
-    np.testing.assert_allclose(base.loglikelihoods, oracle, rtol=0, atol=1e-4)
-    assert base.accuracy == pytest.approx(100 * np.mean(oracle.argmax(1) == [r.label for r in requests]))
+def test_protocol_of_the_prepared_tasks(prepared):
+    assert [s.name for s in prepared.specs] == ["winogrande", "mmlu_anatomy"]
+    assert {s.name: s.shots for s in prepared.specs} == {"winogrande": 1, "mmlu_anatomy": 1}
+    assert prepared.protocol.data_source == "bundled" and prepared.protocol.bos == "paper"
+    assert not prepared.protocol.chat_template  # "tiny" has no -Instruct in its id
+    assert prepared.n_items == {"winogrande": LIMIT, "mmlu_anatomy": LIMIT}
+    assert prepared.chance == {"winogrande": 0.5, "mmlu_anatomy": 0.25}
+    # WinoGrande's train split is not bundled: its shots come from the scored split, and the output says so
+    assert any("winogrande" in n and "'train' is not bundled" in n for n in prepared.notes)
+    assert prepared.loaded.fewshot_split["mmlu_anatomy"] == "dev"
 
 
-def test_batched_equals_unbatched(model_and_tokenizer, requests, base):
-    model, tok = model_and_tokenizer
-    one = evaluate_winogrande(model, tok, requests, score_fns=("ahon_ln", "awft"), batch_size=2)
-    np.testing.assert_allclose(one.loglikelihoods, base.loglikelihoods, rtol=0, atol=1e-5)
-    np.testing.assert_array_equal(one.predictions, base.predictions)
-    np.testing.assert_allclose(one.scores, base.scores, rtol=1e-5, atol=1e-7)
-
-
-def test_base_run_zeroes_nothing(base):
-    assert base.scores.shape[:2] == (2 * N_ITEMS, 2)
-    assert not base.zeroed.any() and base.pct_zeroed == 0.0
-
-
-# --- zeroing ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("leaf", ["winogrande", "mmlu_anatomy"])
+def test_loglikelihoods_match_one_plain_forward_per_request(model_and_tokenizer, prepared, leaf):
+    model, _ = model_and_tokenizer
+    spec = prepared.loaded.spec(leaf)
+    result = run_setting(prepared, spec, None, keep_scores=True, log_samples=True)
+    oracle = _oracle_items(model, prepared, leaf)
+    assert len(result.items) == LIMIT
+    for item in result.items:
+        np.testing.assert_allclose(item["loglikelihoods"], oracle[item["doc_id"]], rtol=1e-5, atol=1e-4)
+        assert item["prediction"] == str(int(np.argmax(oracle[item["doc_id"]])))
+        assert item["correct"] == (item["prediction"] == item["target"])
+    assert result.accuracy == pytest.approx(np.mean([i["correct"] for i in result.items]))
+    # identical input rows run once: MMLU's four one-token answers share their context's row
+    n_requests = sum(1 for _ in prepared.instances[leaf])
+    expected_rows = LIMIT if leaf == "mmlu_anatomy" else n_requests
+    assert result.record.n_rows == expected_rows and result.frac_zeroed == 0.0
 
 
 @pytest.mark.parametrize(
     "zeroing", [DynamicZeroing("ahon_ln", 0.0), DynamicZeroing("awft", 1.0), StaticZeroing(frozenset())]
 )
-def test_zeroing_that_selects_nothing_is_bit_identical(model_and_tokenizer, requests, base, zeroing):
-    model, tok = model_and_tokenizer
-    batch = encode_requests(tok, requests, batch_size=8).batches[0]
-    plain = scoring_pass(model, batch.input_ids, batch.attention_mask, ("ahon_ln",))
-    zeroed = scoring_pass(model, batch.input_ids, batch.attention_mask, ("ahon_ln",), zeroing=zeroing)
-    assert torch.equal(plain.logits, zeroed.logits)
-    result = evaluate_winogrande(model, tok, requests, zeroing=zeroing, score_fns=("ahon_ln", "awft"), batch_size=8)
-    np.testing.assert_array_equal(result.loglikelihoods, base.loglikelihoods)
-    assert result.accuracy == base.accuracy and result.pct_zeroed == 0.0
+def test_zeroing_that_selects_nothing_is_bit_identical(prepared, zeroing):
+    spec = prepared.loaded.spec("winogrande")
+    base = run_setting(prepared, spec, None, log_samples=True)
+    same = run_setting(prepared, spec, zeroing, log_samples=True)
+    assert [i["loglikelihoods"] for i in same.items] == [i["loglikelihoods"] for i in base.items]
+    assert same.accuracy == base.accuracy and same.frac_zeroed == 0.0
 
 
-def test_dynamic_pct_zeroed_is_measured(model_and_tokenizer, requests, base):
-    model, tok = model_and_tokenizer
-    tau = float(np.quantile(base.scores_of("ahon_ln"), 0.2))
-    result = evaluate_winogrande(
-        model, tok, requests, zeroing=DynamicZeroing("ahon_ln", tau), score_fns=("ahon_ln",), batch_size=8
-    )
-    n_inputs, n_layers, n_heads = result.zeroed.shape
-    per_layer = [
-        sum(bool(result.zeroed[i, layer, h]) for i in range(n_inputs) for h in range(n_heads)) / (n_inputs * n_heads)
-        for layer in range(n_layers)
-    ]
-    assert result.pct_zeroed == pytest.approx(100 * sum(per_layer) / n_layers, abs=1e-12)
-    assert 0 < result.pct_zeroed < 100
-    # each layer zeroed exactly the heads its own recorded (pre-zeroing) scores mark inactive
-    np.testing.assert_array_equal(result.zeroed, is_inactive(result.scores_of("ahon_ln"), tau, "<"))
+def test_dynamic_frac_zeroed_is_measured_on_the_rows_run(prepared):
+    spec = prepared.loaded.spec("mmlu_anatomy")
+    base = run_setting(prepared, spec, None, keep_scores=True)
+    tau = float(np.quantile(base.record.scores_of("ahon_ln"), 0.2))
+    result = run_setting(prepared, spec, DynamicZeroing("ahon_ln", tau), keep_scores=True)
+    # each layer zeroed exactly the heads its own recorded (pre-zeroing) scores mark inactive, row by row
+    marked = is_inactive(result.record.scores_of("ahon_ln"), tau, "<")  # [rows, layer, head]
+    assert result.record.n_zeroed == int(marked.sum()) and result.record.n_slots == marked.size
+    assert result.frac_zeroed == pytest.approx(marked.mean()) and 0 < result.frac_zeroed < 1
 
 
-def _hooked_loglikelihoods(model, tok, requests, heads) -> np.ndarray:
-    """Oracle for static zeroing: an o_proj pre-hook zeroes the heads' input slices, plain forward."""
+def _hooked(model, heads):
     layers = model.model.layers
     d_head = model.config.hidden_size // model.config.num_attention_heads
 
@@ -193,97 +134,115 @@ def _hooked_loglikelihoods(model, tok, requests, heads) -> np.ndarray:
 
         return hook
 
-    handles = [layers[i].self_attn.o_proj.register_forward_pre_hook(hook_for(i)) for i in range(len(layers))]
+    return [layers[i].self_attn.o_proj.register_forward_pre_hook(hook_for(i)) for i in range(len(layers))]
+
+
+def test_static_zeroing_matches_the_hook_oracle(model_and_tokenizer, prepared):
+    model, _ = model_and_tokenizer
+    heads = frozenset({(0, 1), (1, 0), (1, 3)})
+    spec = prepared.loaded.spec("winogrande")
+    result = run_setting(prepared, spec, StaticZeroing(heads), log_samples=True)
+    handles = _hooked(model, heads)
     try:
-        return _brute_force_loglikelihoods(model, tok, requests)
+        oracle = _oracle_items(model, prepared, "winogrande")
     finally:
         for h in handles:
             h.remove()
+    for item in result.items:
+        np.testing.assert_allclose(item["loglikelihoods"], oracle[item["doc_id"]], rtol=1e-5, atol=1e-4)
+    assert result.frac_zeroed == pytest.approx(3 / 8)
+    static = evaluate_static(prepared, {"ahon_ln": (heads, 0.5)})
+    rows = {r["task"]: r for r in static.rows}
+    assert set(rows) == {"winogrande", "mmlu_anatomy"}
+    assert rows["winogrande"]["accuracy"] == pytest.approx(result.accuracy)
+    assert rows["winogrande"]["frac_zeroed"] == pytest.approx(3 / 8) and rows["winogrande"]["mode"] == "static"
 
 
-def test_static_zeroing_matches_hook_oracle(model_and_tokenizer, requests, base):
+def test_sweep_rows_summaries_and_the_task_average(prepared):
+    quantiles = (0.0, 0.1, 0.3)
+    sweep = run_sweep(prepared, ["ahon_ln", "awft"], quantiles=quantiles, progress=False, log_samples=True)
+    assert len(sweep.rows) == 2 * 2 * len(quantiles)
+    assert {r["metric"] for r in sweep.rows} == {"acc,none"}
+    assert {r["task"]: r["chance"] for r in sweep.rows} == {"winogrande": 0.5, "mmlu_anatomy": 0.25}
+    assert {r["fewshot_split"] for r in sweep.rows if r["task"] == "winogrande"} == {"validation"}
+    # base run + every setting logged its items: (1 + 2 functions x 3 quantiles) x 6 items x 2 tasks
+    assert len(sweep.items) == (1 + 2 * len(quantiles)) * LIMIT * 2
+    for task in ("winogrande", "mmlu_anatomy"):
+        for fn, direction in (("ahon_ln", "<"), ("awft", ">")):
+            rows = [r for r in sweep.rows if r["score_fn"] == fn and r["task"] == task]
+            taus = [r["tau"] for r in rows]
+            assert taus == sorted(taus, reverse=(direction == ">"))  # quantile 1-q for ">" functions
+            assert rows[0]["frac_zeroed"] == 0.0 and rows[0]["accuracy"] == rows[0]["base_accuracy"]
+            assert rows[-1]["frac_zeroed"] > 0
+            points = [(100 * r["frac_zeroed"], 100 * r["accuracy"]) for r in rows]
+            summary = sweep.summaries[task][fn]
+            assert summary.points == tuple(points)
+            assert summary.within_1pt == pct_zeroed_within_1pt(points, sweep.base_accuracy[task])
+            assert summary.auc == normalised_auc(points)
+    for fn in ("ahon_ln", "awft"):
+        curves = {t: (quantiles, sweep.summaries[t][fn].points, sweep.base_accuracy[t]) for t in sweep.base_accuracy}
+        points, base = task_average_curve(curves)
+        assert sweep.summaries[AVERAGE_TASK][fn].points == points
+        assert sweep.summaries[AVERAGE_TASK][fn].base_accuracy == pytest.approx(
+            np.mean(list(sweep.base_accuracy.values()))
+        )
+        assert base == sweep.summaries[AVERAGE_TASK][fn].base_accuracy
+
+
+def test_greedy_generation_matches_a_plain_greedy_loop(model_and_tokenizer):
     model, tok = model_and_tokenizer
-    heads = frozenset({(0, 1), (1, 0), (1, 3)})
-    result = evaluate_winogrande(model, tok, requests, zeroing=StaticZeroing(heads), batch_size=8)
-    oracle = _hooked_loglikelihoods(model, tok, requests, heads)
-    np.testing.assert_allclose(result.loglikelihoods, oracle, rtol=0, atol=1e-4)
-    assert not np.allclose(result.loglikelihoods, base.loglikelihoods, atol=1e-3)  # the zeroing did something
-    assert result.pct_zeroed == pytest.approx(100 * 3 / 8)
-
-    row = evaluate_static(model, tok, heads, score_fn="ahon_ln", tau=0.5, limit=N_ITEMS, batch_size=8)
-    assert row["mode"] == "static" and row["quantile"] is None and row["tau"] == 0.5
-    # rows are in the store's units: fractions in [0, 1]
-    assert row["accuracy"] == pytest.approx(result.accuracy / 100)
-    assert row["base_accuracy"] == pytest.approx(base.accuracy / 100)
-    assert row["frac_zeroed"] == pytest.approx(3 / 8) and row["n_items"] == N_ITEMS
-
-
-# --- the sweep ----------------------------------------------------------------------------------------
-
-
-def test_sweep_rows_and_summaries(model_and_tokenizer, base):
-    model, tok = model_and_tokenizer
-    sweep = run_sweep(model, tok, ["ahon_ln", "awft"], limit=N_ITEMS, batch_size=8, progress=False)
-    assert sweep.base_accuracy == base.accuracy and sweep.n_items == N_ITEMS
-    assert len(sweep.rows) == 2 * len(DEFAULT_QUANTILES)
-    columns = {
-        "task",
-        "shots",
-        "mode",
-        "score_fn",
-        "quantile",
-        "tau",
-        "frac_zeroed",
-        "accuracy",
-        "n_items",
-        "base_accuracy",
-    }
-    assert all(set(row) == columns for row in sweep.rows)
-    for fn, direction in (("ahon_ln", "<"), ("awft", ">")):
-        rows = [r for r in sweep.rows if r["score_fn"] == fn]
-        assert [r["quantile"] for r in rows] == list(DEFAULT_QUANTILES)
-        taus = [r["tau"] for r in rows]
-        assert taus == sorted(taus, reverse=(direction == ">"))  # quantile 1-q for ">" functions
-        pooled = base.scores_of(fn).ravel()
-        assert taus[3] == pytest.approx(np.quantile(pooled, 0.15 if direction == "<" else 0.85))
-        assert rows[0]["frac_zeroed"] == 0.0 and rows[0]["accuracy"] == base.accuracy / 100  # q = 0 zeroes nothing
-        assert rows[-1]["frac_zeroed"] > 0
-        points = [(100 * r["frac_zeroed"], 100 * r["accuracy"]) for r in rows]
-        summary = sweep.summaries[fn]
-        assert summary.points == tuple(points)
-        assert summary.within_1pt == pct_zeroed_within_1pt(points, base.accuracy)
-        assert summary.auc == normalised_auc(points)
+    prepared = prepare(model, tok, "gsm8k", model_id="tiny", limit=2, shots=1, score_fns=("ahon_ln",))
+    task = prepared.loaded.tasks["gsm8k"]
+    task.set_config(key="generation_kwargs", value={"max_gen_toks": 12}, update=True)
+    for inst in prepared.instances["gsm8k"]:  # the built requests carry their own copy of the kwargs
+        inst.arguments[1]["max_gen_toks"] = 12
+    result = run_setting(prepared, prepared.loaded.spec("gsm8k"), None, log_samples=True)
+    lm = prepared.lm
+    for item, inst in zip(result.items, sorted(prepared.instances["gsm8k"], key=lambda i: i.doc_id)):
+        ids = lm.tok_encode(inst.args[0])
+        out = []
+        for _ in range(12):
+            with torch.no_grad():
+                token = int(model(input_ids=torch.tensor([ids + out])).logits[0, -1].argmax())
+            out.append(token)
+            if token == tok.eos_token_id:
+                break
+        text = tok.decode(out, skip_special_tokens=True)
+        for stop in inst.args[1]["until"]:
+            text = text.split(stop)[0]
+        assert item["generated"] == text
+    assert result.record.n_rows >= 2  # one forward row per generated token and item
 
 
-# --- bad input ----------------------------------------------------------------------------------------
-
-
-def test_bad_input_is_refused_with_a_named_error(model_and_tokenizer, requests):
+def test_bad_input_is_refused_with_a_named_error(model_and_tokenizer, prepared):
     model, tok = model_and_tokenizer
     with pytest.raises(EvaluationError, match='did you mean "winogrande"'):
-        run_sweep(model, tok, ["ahon_ln"], task="winogrand", limit=2, progress=False)
-    with pytest.raises(ConfigError, match="unknown score function"):
-        run_sweep(model, tok, ["ahon_lm"], limit=2, progress=False)
+        prepare(model, tok, "winogrand", limit=2)
+    with pytest.raises(EvaluationError, match="not bundled"):
+        prepare(model, tok, "arc_challenge", limit=2)  # its test split is not bundled and the Hub is off
+    with pytest.raises(EvaluationError, match="perplexity"):
+        prepare(model, tok, "wikitext", limit=2)
     with pytest.raises(EvaluationError, match="limit"):
-        run_sweep(model, tok, ["ahon_ln"], limit=0, progress=False)
+        prepare(model, tok, "winogrande", limit=0)
+    with pytest.raises(EvaluationError, match="no chat template"):
+        prepare(model, tok, "winogrande", limit=2, chat_template="on")
     with pytest.raises(EvaluationError, match="tokenizer"):
-        run_sweep(model, None, ["ahon_ln"], limit=2, progress=False)
+        prepare(model, None, "winogrande", limit=2)
+    with pytest.raises(ConfigError, match="unknown score function"):
+        run_sweep(prepared, ["ahon_lm"], progress=False)
     with pytest.raises(EvaluationError, match="quantiles"):
-        run_sweep(model, tok, ["ahon_ln"], quantiles=(0.1, 1.5), limit=2, progress=False)
-    with pytest.raises(EvaluationError, match="shot"):
-        winogrande_requests(load_winogrande_items()[:3], shots=3)
+        run_sweep(prepared, ["ahon_ln"], quantiles=(0.1, 1.5), progress=False)
     with pytest.raises(DormantError):
-        evaluate_static(model, tok, {(5, 0)}, limit=2)  # layer 5 of a 2-layer model
+        evaluate_static(prepared, {"ahon_ln": ({(5, 0)}, None)})  # layer 5 of a 2-layer model
 
 
 @pytest.mark.parametrize(
     "fn,tau",
     [("ahon", -0.1), ("lthon_ln", -1.0), ("awft", 1.2), ("awft", -0.01), ("random", 2.0), ("ahon_ln", float("nan"))],
 )
-def test_tau_outside_the_function_range(model_and_tokenizer, requests, fn, tau):
-    model, tok = model_and_tokenizer
+def test_tau_outside_the_function_range(fn, tau):
     with pytest.raises(EvaluationError, match="outside the range"):
-        evaluate_winogrande(model, tok, requests[:1], zeroing=DynamicZeroing(fn, tau))
+        check_tau(fn, tau)
 
 
 def test_tau_inside_the_range_is_accepted():

@@ -263,6 +263,12 @@ def test_evaluations_give_the_within_one_point_table(known_store, tmp_path):
         "n_items": 100,
         "base_accuracy": 0.60,
         "code_version": "0.1.0",
+        "metric": "acc,none",
+        "chat_template": False,
+        "bos": "paper",
+        "fewshot_split": "validation",
+        "data_source": "bundled",
+        "evaluated_at": datetime(2026, 12, 3, tzinfo=UTC),
     }
     # ahon_ln crosses 59 between (10, 59.5) and (20, 58.5): at 15. lthon_ln never drops below 59.
     points = {"ahon_ln": [(0.0, 60.0), (10.0, 59.5), (20.0, 58.5)], "lthon_ln": [(0.0, 60.0), (12.0, 59.8)]}
@@ -289,7 +295,9 @@ def test_evaluations_give_the_within_one_point_table(known_store, tmp_path):
     result = render_report(known_store, MODEL, out_dir=tmp_path / "out")
     assert "accuracy_vs_zeroed_0" in result.figures
     html = result.index_html.read_text()
-    assert "5-shot" in html and "other WinoGrande dev items" in html and "<td>15.00</td>" in html
+    assert "5-shot" in html and "<td>15.00</td>" in html
+    assert "Protocol: 5-shot, acc,none, no chat template, BOS rule paper, data bundled, shots from validation" in html
+    assert "Protocol: 5-shot, acc,none" in result.markdown
     assert "| ahon_ln | 15.00 |" in result.markdown
     assert "Static zeroing" in html and "<td>57.25</td>" in html  # a static row is listed, not drawn as a curve
 

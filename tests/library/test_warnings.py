@@ -17,12 +17,15 @@ from dormant_tasks.store import write_table
 
 
 def test_chance_note_on_hand_made_numbers():
-    note = chance_note("winogrande", 100, 50.0)
+    note = chance_note("winogrande", 100, 50.0, 0.5)
     assert note is not None and "50.00%" in note and "50% +/- 9.80 points on 100 items" in note
-    assert chance_note("winogrande", 100, 59.0) is not None  # inside 50 +/- 9.8
-    assert chance_note("winogrande", 100, 61.0) is None
-    assert chance_note("winogrande", 1267, 75.0) is None
-    assert chance_note("winogrande", 1267, 52.0) is not None  # 1.96 * sqrt(.25 / 1267) = 2.75 points
+    assert chance_note("winogrande", 100, 59.0, 0.5) is not None  # inside 50 +/- 9.8
+    assert chance_note("winogrande", 100, 61.0, 0.5) is None
+    assert chance_note("winogrande", 1267, 75.0, 0.5) is None
+    assert chance_note("winogrande", 1267, 52.0, 0.5) is not None  # 1.96 * sqrt(.25 / 1267) = 2.75 points
+    # four choices: chance 25%, 1.96 * sqrt(.25 * .75 / 200) = 6.0 points; generation tasks have no chance level
+    assert chance_note("mmlu", 200, 30.0, 0.25) is not None and chance_note("mmlu", 200, 32.0, 0.25) is None
+    assert chance_note("gsm8k", 200, 0.0, None) is None
 
 
 def test_item_step():
@@ -44,6 +47,12 @@ def _rows(base, n_items):
             "accuracy": a,
             "n_items": n_items,
             "base_accuracy": base,
+            "metric": "acc,none",
+            "chat_template": False,
+            "bos": "paper",
+            "fewshot_split": None,
+            "data_source": "bundled",
+            "chance": 0.5,
         }
         for q, (x, a) in zip((0.0, 0.05, 0.1), points, strict=True)
     ]
@@ -52,10 +61,11 @@ def _rows(base, n_items):
 def test_leaderboard_prints_the_item_step_and_the_chance_warning():
     target = single_target("org/model")
     at_chance = format_leaderboard(target, _rows(0.5, 100)).splitlines()  # stored fractions: 0.5 = 50%
-    assert at_chance[-2].startswith("one item = 1.00 accuracy points")
-    assert at_chance[-1].startswith("warning: base accuracy 50.00% is within the 95% binomial noise of chance")
+    assert at_chance[1] == "winogrande: 100 items, 0-shot, acc,none, no chat template, BOS rule paper, data bundled"
+    assert at_chance[-2].startswith("  one item = 1.00 accuracy points")
+    assert at_chance[-1].startswith("  warning: base accuracy 50.00% is within the 95% binomial noise of chance")
     trained = format_leaderboard(target, _rows(0.75, 1267)).splitlines()
-    assert trained[-1] == "one item = 0.08 accuracy points (1267 items)"
+    assert trained[-1] == "  one item = 0.08 accuracy points (1267 items)"
 
 
 # ------------------------------------------------------------------------------------------- taus
