@@ -6,10 +6,11 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dormant_tasks.errors import EvaluationError
-from dormant_tasks.metric import normalised_auc, pct_zeroed_within_1pt
+from dormant_tasks.metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
 
 # The authors' published MMLU curves, kept in the repository (see tests/data/README.md). A missing file
 # is an error at collection, never a skip.
@@ -102,3 +103,25 @@ def test_bad_curves_are_refused(bad):
         pct_zeroed_within_1pt(bad, base=50)
     with pytest.raises(EvaluationError):
         normalised_auc(bad)
+
+
+def test_task_average_curve_on_a_hand_made_pair_of_tasks():
+    q = (0.0, 0.1, 0.2)
+    # task A (base 80) stays within 1 point up to 20%; task B (base 60) loses 4 points at its second point
+    a = [(0.0, 80.0), (10.0, 79.6), (20.0, 79.2)]
+    b = [(0.0, 60.0), (14.0, 56.0), (30.0, 50.0)]
+    points, base = task_average_curve({"a": (q, a, 80.0), "b": (q, b, 60.0)})
+    assert base == pytest.approx(70.0)
+    np.testing.assert_allclose(points, [(0.0, 70.0), (12.0, 67.8), (25.0, 64.6)])
+    # the average's crossing of 69: from (0, 70) to (12, 67.8) at 12 * 1 / 2.2
+    assert pct_zeroed_within_1pt(points, base) == pytest.approx(12 / 2.2)
+    # a task alone keeps its own metric: averaging is point by point, not of the per-task metrics
+    assert pct_zeroed_within_1pt(a, 80.0) == pytest.approx(20.0)
+    assert pct_zeroed_within_1pt(b, 60.0) == pytest.approx(3.5)
+
+
+def test_task_average_needs_the_same_quantiles():
+    with pytest.raises(EvaluationError, match="same quantiles"):
+        task_average_curve({"a": ((0.0, 0.1), [(0, 80), (10, 79)], 80), "b": ((0.0, 0.2), [(0, 60), (10, 59)], 60)})
+    with pytest.raises(EvaluationError, match="no task curves"):
+        task_average_curve({})
