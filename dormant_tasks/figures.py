@@ -214,6 +214,37 @@ def draw_accuracy_vs_zeroed(curves: dict[str, np.ndarray], base_accuracy: float,
     return fig
 
 
+def draw_auc_agreement(rho: np.ndarray, models, task: str) -> Figure:
+    """rho: [model, model] Spearman correlation of the score functions' AUCs on `task` (NaN: < 2 shared)."""
+    n = len(models)
+    fig = Figure(figsize=(min(max(5.5, 3.5 + 0.5 * n), 14), min(max(4.0, 2.4 + 0.45 * n), 13)), layout="constrained")
+    ax = fig.add_subplot()
+    cmap = ListedColormap(
+        np.vstack(
+            [
+                np.linspace([0.70, 0.09, 0.17, 1], [1, 1, 1, 1], 128),
+                np.linspace([1, 1, 1, 1], [0.12, 0.23, 0.39, 1], 128),
+            ]
+        )
+    ).with_extremes(bad="#d9d9d9")
+    image = ax.imshow(np.ma.masked_invalid(rho), cmap=cmap, vmin=-1, vmax=1)
+    fig.colorbar(image, ax=ax, label="Spearman ρ of the functions' AUCs", shrink=0.8)
+    if n <= 20:
+        for (i, j), value in np.ndenumerate(rho):
+            text = "–" if np.isnan(value) else f"{value:.2f}"
+            colour = "white" if not np.isnan(value) and abs(value) > 0.55 else "black"
+            ax.text(j, i, text, ha="center", va="center", fontsize=7 if n > 8 else 9, color=colour)
+    fontsize = 8 if n <= 24 else 5
+    ax.set_xticks(range(n), models, rotation=45, ha="right", fontsize=fontsize)
+    ax.set_yticks(range(n), models, fontsize=fontsize)
+    ax.set_title(
+        f"Agreement of models on the ranking of score functions\nby normalised AUC on {task} "
+        "(–: fewer than 2 functions shared)",
+        fontsize=9,
+    )
+    return fig
+
+
 def save_figure(fig: Figure, folder: Path, name: str) -> tuple[Path, Path]:
     """Write name.png (slides) and name.svg (papers) into folder."""
     png, svg = folder / f"{name}.png", folder / f"{name}.svg"

@@ -11,7 +11,19 @@ import importlib
 import sys
 
 # Subcommand modules of this package, in the order `--help` lists them.
-COMMANDS = ["demo", "track", "serve", "status", "report", "evaluate", "checkpoints", "score", "pretrain_tiny", "store"]
+COMMANDS = [
+    "demo",
+    "track",
+    "serve",
+    "status",
+    "report",
+    "evaluate",
+    "leaderboard",
+    "checkpoints",
+    "score",
+    "pretrain_tiny",
+    "store",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,455 @@
+"""The leaderboard across models, read from the store's `evaluations` (the paper's tables; docs/SCORES.md §6).
+
+One **cell** per (score function, model, task): the "% of heads zeroed within 1 point"
+(`metric.pct_zeroed_within_1pt`) of that function's dynamic sweep, with the sweep's normalised AUC and the
+base accuracy, all in %. Around the cells:
+- task `average`, per (model, function): the same metric of the across-task average curve
+  (`metric.task_average_curve`) over every task of the board, when the board has >= 2 tasks and the
+  function was swept on each of them at the same quantiles (else no such row, and a note says why);
+- model `Average`, per (function, task): the mean over models of their cells (`n_models` of them);
+- function `best`, per (model, task): the function with the largest value (ties: the larger AUC, then the
+  name; the random baseline is no candidate), and its `Average` over models: the paper's "the best function
+  per model averages 14.45".
+
+Which rows make a cell:
+- `mode` dynamic only: static rows zero the tracker's mask, they are no sweep;
+- **one revision per model**: `revision` for every model when given; else `main` (the released model)
+  when it was evaluated on the board's tasks, else the model's latest evaluated checkpoint in training order
+  (`checkpoints.series_sort_key`). A leaderboard compares trained models, so the most-trained checkpoint
+  stands for a model without `main`; a checkpoint evaluated later is not "newer". Notes name every model
+  shown at another revision than `main`;
+- **one protocol per (model, task)**: the (shots, metric, chat_template, bos) of the newest run of that
+  task at that revision; other protocols of it are left out, with a note. Models may differ in protocol
+  (the paper's rule gives Instruct models the chat template); a note names a task whose models differ in
+  shots, metric or BOS rule;
+- **the newest run wins**: per (model, revision, task, protocol, function), the rows of the run with the
+  latest `evaluated_at`. A run is one `request_id` (rows upgraded from schema version 1 have none: one
+  `evaluated_at`).
+
+Public API
+- `load_leaderboard(store, models=None, tasks=None, revision=None) -> Leaderboard` (`build_leaderboard` on a
+  table already read)
+- `format_leaderboard_table(rows, fmt)`: `markdown`, `csv` or `latex`, sorted by function then model
+- `auc_agreement(rows, task=None) -> (models, matrix)`: Spearman rank correlation of the functions' AUCs
+  between every pair of models; `agreement_task(rows)` is the task it uses by default
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .checkpoints import MAIN, parse_revision_name, series_sort_key
+from .errors import ConfigError, StoreError, did_you_mean
+from .metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from .score_functions import DETERMINISTIC_IDS, SCORE_FUNCTIONS
+from .store import read_table
+
+AVERAGE_TASK = "average"  # the across-task average (the label `evaluation.AVERAGE_TASK` gives it too)
+AVERAGE_MODEL = "Average"  # the mean over models
+BEST = "best"  # the best function of a model
+FORMATS = ("markdown", "csv", "latex")
+BASELINES = frozenset(SCORE_FUNCTIONS) - frozenset(DETERMINISTIC_IDS)  # never the best function
+
+_READ = [
+    *("model_id", "revision", "stage", "step", "tokens", "task", "shots", "mode", "score_fn", "quantile"),
+    *("frac_zeroed", "accuracy", "base_accuracy", "metric", "chat_template", "bos", "request_id", "evaluated_at"),
+]
+_PROTOCOL = ("shots", "metric", "chat_template", "bos")
+HEADER = ("score function", "model", "task", "% zeroed within 1 point", "AUC", "base accuracy")
+CSV_COLUMNS = (
+    *("score_fn", "best_fn", "model", "revision", "task", "shots", "metric", "chat_template", "bos"),
+    *("within_1pt", "auc", "base_accuracy", "n_models"),
+)
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    rows: list[dict]  # cells, averages and best functions, sorted (see `_order`); values in %
+    revisions: dict[str, str]  # model -> the revision it is shown at
+    notes: tuple[str, ...]  # what was left out or differs, one line each
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def load_leaderboard(store, models=None, tasks=None, revision: str | None = None) -> Leaderboard:
+    """The leaderboard of the store's evaluations; StoreError when it holds none to rank."""
+    evaluations = read_table(store, "evaluations")
+    if evaluations.num_rows == 0:
+        raise StoreError(
+            f"store {str(store)!r} holds no evaluations: run `dormant evaluate --model ...` on each model first"
+        )
+    if not pc.any(pc.equal(evaluations.column("mode"), "dynamic")).as_py():
+        raise StoreError(
+            f"store {str(store)!r} holds only static evaluations (the tracker's masks); the leaderboard ranks "
+            "dynamic sweeps: run `dormant evaluate --model ... --mode dynamic`"
+        )
+    return build_leaderboard(evaluations, models=models, tasks=tasks, revision=revision)
+
+
+def _rows(evaluations: pa.Table) -> list[dict]:
+    t = evaluations.select(_READ)
+    t = t.set_column(_READ.index("evaluated_at"), "evaluated_at", t.column("evaluated_at").cast(pa.int64()))
+    return t.filter(pc.equal(t.column("mode"), "dynamic")).to_pylist()
+
+
+def _listing(names) -> str:
+    names = sorted(names)
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+
+
+def build_leaderboard(evaluations: pa.Table, models=None, tasks=None, revision: str | None = None) -> Leaderboard:
+    """The leaderboard of an `evaluations` table (its schema: `store.SCHEMAS["evaluations"]`)."""
+    known_models = set(evaluations.column("model_id").to_pylist())
+    rows = _rows(evaluations)
+    notes: list[str] = []
+    swept = {r["model_id"] for r in rows}
+    for m in models or ():
+        if m not in known_models:
+            raise ConfigError(
+                f"--models {m}: no evaluations of it{did_you_mean(m, known_models)}; evaluated: {_listing(known_models)}"
+            )
+        if m not in swept:
+            raise ConfigError(
+                f"--models {m}: only static evaluations of it; run `dormant evaluate --model {m} --mode dynamic`"
+            )
+    if models:
+        rows = [r for r in rows if r["model_id"] in set(models)]
+    if tasks:
+        known_tasks = {r["task"] for r in rows}
+        for t in tasks:
+            if t not in known_tasks:
+                raise ConfigError(
+                    f"--tasks {t}: no dynamic sweep of it{did_you_mean(t, known_tasks)}; swept: {_listing(known_tasks)}"
+                )
+        rows = [r for r in rows if r["task"] in set(tasks)]
+    by_model: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_model[r["model_id"]].append(r)
+    for m in dict.fromkeys(models or ()):
+        if m not in by_model:  # swept, but not on these tasks
+            notes.append(f"{m} left out: no dynamic sweep of {', '.join(tasks)}")
+    revisions = _choose_revisions(by_model, revision, explicit=bool(models), notes=notes)
+    curves = _curves({m: [r for r in by_model[m] if r["revision"] == rev] for m, rev in revisions.items()}, notes)
+    cells = [_cell(fn, m, revisions[m], task, c) for (fn, m, task), c in curves.items()]
+    cells += _task_averages(curves, revisions, notes)
+    out = cells + _model_averages(cells)
+    best = _best(cells)
+    out += best + _model_averages(best)
+    _protocol_notes(curves, notes)
+    return Leaderboard(sorted(out, key=_order), revisions, tuple(notes))
+
+
+def _revision_key(r: dict) -> tuple:
+    parsed = parse_revision_name(r["revision"])
+    ingredient = parsed.ingredient if parsed is not None else None
+    return series_sort_key(r["revision"], r["stage"], ingredient, r["step"], r["tokens"])
+
+
+def _choose_revisions(by_model: dict, revision: str | None, explicit: bool, notes: list[str]) -> dict[str, str]:
+    out = {}
+    if revision is not None:
+        missing = sorted(m for m, rows in by_model.items() if not any(r["revision"] == revision for r in rows))
+        if missing and explicit:
+            raise ConfigError(
+                f"--revision {revision}: {missing[0]} has no dynamic sweep of it; "
+                f"its revisions: {_listing({r['revision'] for r in by_model[missing[0]]})}"
+            )
+        if len(missing) == len(by_model):
+            known = {r["revision"] for rows in by_model.values() for r in rows}
+            raise ConfigError(
+                f"--revision {revision}: no model has a dynamic sweep of it{did_you_mean(revision, known)}; "
+                f"swept: {_listing(known)}"
+            )
+        if missing:
+            notes.append(f"left out, not evaluated at {revision}: {_listing(missing)}")
+        return {m: revision for m in sorted(by_model) if m not in missing}
+    for m in sorted(by_model):
+        latest = max(by_model[m], key=_revision_key)["revision"]
+        out[m] = latest
+        if latest != MAIN:
+            notes.append(f"{m} is shown at {latest}: no `main` evaluation, its latest evaluated checkpoint")
+    return out
+
+
+@dataclass(frozen=True)
+class _Curve:
+    quantiles: tuple[float, ...]
+    points: tuple[tuple[float, float], ...]  # (% zeroed, accuracy %) in quantile order
+    base: float  # %
+    protocol: tuple  # (shots, metric, chat_template, bos)
+
+
+def _run_id(r: dict):
+    return ("request", r["request_id"]) if r["request_id"] is not None else ("time", r["evaluated_at"])
+
+
+def _protocol_text(protocol: tuple) -> str:
+    shots, metric, chat, bos = protocol
+    return f"{shots}-shot {metric}, {'chat template' if chat else 'no chat template'}, BOS {bos}"
+
+
+def _curves(rows_of: dict[str, list[dict]], notes: list[str]) -> dict[tuple, _Curve]:
+    """(fn, model, task) -> the curve of the newest run under the task's newest protocol."""
+    out: dict[tuple, _Curve] = {}
+    for model, rows in rows_of.items():
+        tasks: dict[str, list[dict]] = defaultdict(list)
+        for r in rows:
+            tasks[r["task"]].append(r)
+        for task in sorted(tasks):
+            mine = tasks[task]
+            newest = max(mine, key=lambda r: r["evaluated_at"])
+            protocol = tuple(newest[k] for k in _PROTOCOL)
+            others = {tuple(r[k] for k in _PROTOCOL) for r in mine} - {protocol}
+            if others:
+                notes.append(
+                    f"{model} {task}: shown as its newest run ({_protocol_text(protocol)}); left out: "
+                    + "; ".join(sorted(map(_protocol_text, others)))
+                )
+            runs: dict[tuple, list[dict]] = defaultdict(list)  # (fn, run) -> rows
+            for r in mine:
+                if tuple(r[k] for k in _PROTOCOL) == protocol:
+                    runs[(r["score_fn"], _run_id(r))].append(r)
+            newest_run: dict[str, tuple] = {}
+            for (fn, run), run_rows in runs.items():
+                rank = (max(r["evaluated_at"] for r in run_rows), str(run))
+                if fn not in newest_run or rank > newest_run[fn][0]:
+                    newest_run[fn] = (rank, run_rows)
+            for fn, (_, run_rows) in newest_run.items():
+                by_q: dict[float, dict] = {}
+                for r in sorted(run_rows, key=lambda r: r["evaluated_at"]):  # a repeated quantile: the newest
+                    by_q[r["quantile"]] = r
+                qs = sorted(by_q)
+                points = tuple((100.0 * by_q[q]["frac_zeroed"], 100.0 * by_q[q]["accuracy"]) for q in qs)
+                base = 100.0 * max(run_rows, key=lambda r: r["evaluated_at"])["base_accuracy"]
+                out[(fn, model, task)] = _Curve(tuple(qs), points, base, protocol)
+    return out
+
+
+def _row(fn, model, revision, task, within, auc, base, *, protocol=(None,) * 4, best_fn=None, n_models=None) -> dict:
+    return {
+        "score_fn": fn,
+        "best_fn": best_fn,
+        "model": model,
+        "revision": revision,
+        "task": task,
+        **dict(zip(_PROTOCOL, protocol)),
+        "within_1pt": within,
+        "auc": auc,
+        "base_accuracy": base,
+        "n_models": n_models,
+    }
+
+
+def _cell(fn, model, revision, task, c: _Curve) -> dict:
+    within = pct_zeroed_within_1pt(c.points, c.base)
+    return _row(fn, model, revision, task, within, normalised_auc(c.points), c.base, protocol=c.protocol)
+
+
+def _task_averages(curves: dict[tuple, _Curve], revisions: dict[str, str], notes: list[str]) -> list[dict]:
+    tasks = sorted({task for _, _, task in curves})
+    if len(tasks) < 2:
+        return []
+    out = []
+    for model in revisions:
+        fns = sorted({fn for fn, m, _ in curves if m == model})
+        lacking = [t for t in tasks if not any((fn, model, t) in curves for fn in fns)]
+        if lacking:
+            notes.append(f"{model}: no across-task average, not evaluated on {', '.join(lacking)}")
+            continue
+        skipped = []
+        for fn in fns:
+            mine = {t: curves.get((fn, model, t)) for t in tasks}
+            if any(c is None for c in mine.values()) or len({c.quantiles for c in mine.values()}) > 1:
+                skipped.append(fn)
+                continue
+            points, base = task_average_curve({t: (c.quantiles, c.points, c.base) for t, c in mine.items()})
+            within = pct_zeroed_within_1pt(points, base)
+            out.append(_row(fn, model, revisions[model], AVERAGE_TASK, within, normalised_auc(points), base))
+        if skipped:
+            notes.append(
+                f"{model}: no across-task average for {', '.join(skipped)} "
+                "(not swept on every task, or at other quantiles on one)"
+            )
+    return out
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return float(np.mean(values)) if values else math.nan
+
+
+def _model_averages(rows: list[dict]) -> list[dict]:
+    """Per (function, task): the mean over models."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["score_fn"], r["task"])].append(r)
+    return [
+        _row(
+            fn,
+            AVERAGE_MODEL,
+            None,
+            task,
+            _mean(r["within_1pt"] for r in mine),
+            _mean(r["auc"] for r in mine),
+            _mean(r["base_accuracy"] for r in mine),
+            n_models=len(mine),
+        )
+        for (fn, task), mine in groups.items()
+    ]
+
+
+def _best(cells: list[dict]) -> list[dict]:
+    """Per (model, task): the function with the largest value (then the larger AUC, then the first name)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in cells:
+        if r["score_fn"] not in BASELINES:
+            groups[(r["model"], r["task"])].append(r)
+    out = []
+    for mine in groups.values():
+        auc = lambda r: -math.inf if math.isnan(r["auc"]) else r["auc"]  # noqa: E731
+        top = min(mine, key=lambda r: (-r["within_1pt"], -auc(r), r["score_fn"]))
+        out.append({**top, "score_fn": BEST, "best_fn": top["score_fn"]})
+    return out
+
+
+def _protocol_notes(curves: dict[tuple, _Curve], notes: list[str]) -> None:
+    """A task whose models were measured with other shots, metric or BOS rule (the chat template may differ)."""
+    by_task: dict[str, dict[tuple, set]] = defaultdict(lambda: defaultdict(set))
+    for (_, model, task), c in curves.items():
+        shots, metric, _, bos = c.protocol
+        by_task[task][(shots, metric, bos)].add(model)
+    for task, protocols in sorted(by_task.items()):
+        if len(protocols) > 1:
+            parts = [f"{s}-shot {m}, BOS {b}: {_listing(ms)}" for (s, m, b), ms in sorted(protocols.items(), key=str)]
+            notes.append(f"{task}: models differ in protocol ({'; '.join(parts)}); compare them with care")
+
+
+def _order(r: dict) -> tuple:
+    return (
+        r["score_fn"] == BEST,
+        r["score_fn"],
+        r["model"] == AVERAGE_MODEL,
+        r["model"],
+        r["task"] == AVERAGE_TASK,
+        r["task"],
+    )
+
+
+# ---------------------------------------------------------------------------------------------- formats
+
+
+def _number(v) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+
+
+def _labels(rows: list[dict]) -> list[tuple[str, ...]]:
+    """HEADER's cells of each row, as shown (markdown and LaTeX)."""
+    n_total = len({r["model"] for r in rows if r["model"] != AVERAGE_MODEL})
+    out = []
+    for r in rows:
+        fn = f"{BEST} ({r['best_fn']})" if r["score_fn"] == BEST and r["best_fn"] else r["score_fn"]
+        model = r["model"]
+        if model == AVERAGE_MODEL and r["n_models"] is not None and r["n_models"] < n_total:
+            model = f"{AVERAGE_MODEL} ({r['n_models']} of {n_total} models)"
+        out.append((fn, model, r["task"], _number(r["within_1pt"]), _number(r["auc"]), _number(r["base_accuracy"])))
+    return out
+
+
+_LATEX_SPECIAL = {c: f"\\{c}" for c in "&%$#_{}"} | {"~": r"\textasciitilde{}", "^": r"\^{}", "\\": r"\textbackslash{}"}
+
+
+def _latex(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
+
+
+def format_leaderboard_table(rows: list[dict], fmt: str = "markdown") -> str:
+    """The rows (of `Leaderboard.rows`) as a markdown table, CSV (every column, full precision, the fields of
+    `CSV_COLUMNS`) or a LaTeX tabular; sorted by function, then model, then task."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt}: unknown{did_you_mean(fmt, FORMATS)}; choose one of {', '.join(FORMATS)}")
+    rows = sorted(rows, key=_order)
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: ("" if r.get(k) is None else r[k]) for k in CSV_COLUMNS} for r in rows)
+        return buffer.getvalue().rstrip("\n")
+    labels = _labels(rows)
+    if fmt == "markdown":
+        lines = ["| " + " | ".join(HEADER) + " |", "|---|---|---|---:|---:|---:|"]
+        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in labels]
+        return "\n".join(lines)
+    lines = [r"\begin{tabular}{lllrrr}", r"\hline", " & ".join(_latex(h) for h in HEADER) + r" \\", r"\hline"]
+    for i, (r, row) in enumerate(zip(rows, labels)):
+        if i and r["score_fn"] != rows[i - 1]["score_fn"]:
+            lines.append(r"\hline")
+        lines.append(" & ".join(_latex(cell) for cell in row) + r" \\")
+    lines += [r"\hline", r"\end{tabular}"]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- agreement
+
+
+def agreement_task(rows: list[dict]) -> str:
+    """The task `auc_agreement` ranks functions on by default: the across-task average when the board has
+    one, else its only task."""
+    tasks = sorted({r["task"] for r in rows})
+    if AVERAGE_TASK in tasks:
+        return AVERAGE_TASK
+    if len(tasks) == 1:
+        return tasks[0]
+    raise ConfigError(
+        f"the board has tasks {', '.join(tasks)} and no across-task average of them: name one task "
+        "(`dormant leaderboard --tasks T`)"
+    )
+
+
+def average_ranks(x) -> np.ndarray:
+    """1-based ranks of x, ties given the mean of their ranks (as scipy.stats.rankdata's "average")."""
+    x = np.asarray(x, dtype=np.float64)
+    order = np.argsort(x, kind="mergesort")
+    sorted_x = x[order]
+    starts = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])  # [group] first index of each tie group
+    ends = np.r_[starts[1:], len(x)]
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)  # mean of ranks starts+1 .. ends
+    return ranks
+
+
+def spearman(a, b) -> float:
+    """Spearman's rank correlation: Pearson's of the average ranks; NaN for < 2 values or constant ranks."""
+    if len(a) < 2:
+        return math.nan
+    ra, rb = average_ranks(a), average_ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    denominator = math.sqrt(float(ra @ ra) * float(rb @ rb))
+    return math.nan if denominator == 0 else float(ra @ rb) / denominator
+
+
+def auc_agreement(rows: list[dict], task: str | None = None) -> tuple[list[str], np.ndarray]:
+    """(models, [model, model] Spearman correlation of the functions' AUCs on `task`), over the functions that
+    both models have with a finite AUC; NaN where fewer than 2 are shared (the authors' agreement analysis:
+    do models rank the score functions alike?). `task`: default `agreement_task(rows)`."""
+    task = agreement_task(rows) if task is None else task
+    auc: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        if r["task"] == task and r["model"] != AVERAGE_MODEL and r["score_fn"] != BEST and not math.isnan(r["auc"]):
+            auc[r["model"]][r["score_fn"]] = r["auc"]
+    models = sorted(auc)
+    matrix = np.full((len(models), len(models)), np.nan)  # [model, model]
+    for i, a in enumerate(models):
+        for j in range(i, len(models)):
+            shared = sorted(set(auc[a]) & set(auc[models[j]]))
+            rho = spearman([auc[a][f] for f in shared], [auc[models[j]][f] for f in shared])
+            matrix[i, j] = matrix[j, i] = rho
+    return models, matrix

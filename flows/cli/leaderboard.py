@@ -1,0 +1,90 @@
+"""`dormant leaderboard`: the leaderboard across models, from the store's evaluations (no model is loaded).
+
+One row per (score function, model, task): the % of heads zeroed within 1 point of the newest dynamic sweep,
+its normalised AUC and the base accuracy, in %; with the across-task `average` of each model, the `Average`
+over models and each model's `best` function. Each model is shown at `main` when it was evaluated, else at
+its latest evaluated checkpoint in training order (`--revision` picks one for all). The table goes to
+stdout; notes (a model at another revision, a protocol left out) go to stderr. `docs/SCORES.md` §6 defines
+the metric; `dormant_tasks/leaderboard.py` every rule.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .options import add_store_argument
+
+# The choices of `dormant_tasks.leaderboard.FORMATS` (importing it here would load pyarrow into --help).
+FORMATS = ["markdown", "csv", "latex"]
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+_NO_DATE = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same file
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "leaderboard",
+        help="the leaderboard across models from the stored evaluations",
+        description=__doc__.split("\n\n")[0],
+    )
+    add_store_argument(p)
+    p.add_argument("--models", nargs="+", metavar="MODEL", help="only these model ids (default: every swept model)")
+    p.add_argument("--tasks", nargs="+", metavar="TASK", help="only these tasks (default: every swept task)")
+    p.add_argument(
+        "--revision",
+        metavar="REV",
+        help="compare every model at this revision (default: main when evaluated, else each model's latest "
+        "evaluated checkpoint in training order)",
+    )
+    p.add_argument("--format", default="markdown", choices=FORMATS, help="table format (default: %(default)s)")
+    p.add_argument(
+        "--figure",
+        metavar="PATH",
+        help="also draw how models agree on the ranking of the functions (Spearman correlation of their AUCs) "
+        "to PATH (.png, .svg or .pdf); needs 2 models or more",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dormant_tasks.errors import ConfigError
+
+    figure = Path(args.figure) if args.figure else None
+    if figure is not None and figure.suffix.lower() not in FIGURE_SUFFIXES:
+        raise ConfigError(f"--figure {args.figure}: name a .png, .svg or .pdf file")
+
+    from dormant_tasks.leaderboard import agreement_task, auc_agreement, format_leaderboard_table, load_leaderboard
+
+    board = load_leaderboard(args.store, models=args.models, tasks=args.tasks, revision=args.revision)
+    if figure is not None:  # checked before anything is printed
+        if len(board.revisions) < 2:
+            raise ConfigError(
+                f"--figure draws how models agree and needs 2 models or more; the board has "
+                f"{len(board.revisions)} ({', '.join(board.revisions)})"
+            )
+        task = agreement_task(board.rows)
+        models, rho = auc_agreement(board.rows, task)
+    if figure is not None:
+        _save(figure, models, rho, task)
+    try:
+        print(format_leaderboard_table(board.rows, args.format), flush=True)
+    except BrokenPipeError:  # `dormant leaderboard | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    for note in board.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if figure is not None:
+        print(f"figure: {figure}", file=sys.stderr)
+    return 0
+
+
+def _save(path: Path, models, rho, task: str) -> None:
+    from dormant_tasks.figures import DPI, draw_auc_agreement
+    from dormant_tasks.leaderboard import AVERAGE_TASK
+    from dormant_tasks.store import atomic_file
+
+    fig = draw_auc_agreement(rho, models, "the average across tasks" if task == AVERAGE_TASK else task)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as f:  # a reader sees no figure or a whole one
+        fmt = path.suffix.lower().lstrip(".")
+        fig.savefig(f, format=fmt, dpi=DPI, metadata=_NO_DATE.get(fmt))
