@@ -28,7 +28,7 @@ import numpy as np
 from .errors import EvaluationError
 from .eval_tasks import LoadedTasks, TaskSpec, load_tasks, wants_chat_template
 from .masks import pooled_threshold
-from .metric import WITHIN_POINTS, normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from .metric import AVERAGE_TASK, WITHIN_POINTS, normalised_auc, pct_zeroed_within_1pt, task_average_curve
 from .requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource
 from .score_functions import get_score_function, parse_score_functions
 from .scoring import DynamicZeroing, StaticZeroing
@@ -36,7 +36,6 @@ from .scoring import DynamicZeroing, StaticZeroing
 # Thresholds a function accepts: awft is a mean attention weight and `random` a probability, both in
 # [0, 1]; every other score (norms, entropies, ratios of them) is >= 0, so tau must be too.
 UNIT_INTERVAL_FNS = ("awft", "random")
-AVERAGE_TASK = "average"  # the label of the across-task average in summaries
 
 
 def check_tau(score_fn: str, tau: float) -> float:

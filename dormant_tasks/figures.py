@@ -370,14 +370,17 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) 
     if series.evaluations:
         parts += [
             "<h2>Interventions</h2>",
-            "<p>Few-shot examples of each scored item are drawn from other WinoGrande dev items, never the "
-            "item itself; the metric is the largest % of heads zeroed with accuracy within 1 point of the "
+            "<p>Tasks, prompts, few-shot examples and metrics are lm-evaluation-harness's; each sweep names its "
+            "protocol (shots, metric, chat template, BOS rule, data source, and the split its few-shot examples "
+            "come from: when a task's few-shot split is not bundled they come from the scored split, never the "
+            "item itself). The metric is the largest % of heads zeroed with accuracy within 1 point of the "
             "base (last crossing of base − 1, linearly interpolated; 0 if never crossed).</p>",
         ]
         for k, g in enumerate(groups):
             parts += [
                 f"<h3>{escape(g.task)}, {g.shots}-shot, {escape(g.revision)}: base accuracy "
                 f"{g.base_accuracy:.2f}% on {g.n_items} items</h3>",
+                f'<p class="note">Protocol: {escape(g.protocol)}.</p>',
                 _table(
                     ["score function", "% zeroed within 1 point", "normalised AUC"],
                     [[f, f"{g.within_1pt[f]:.2f}", f"{g.auc[f]:.2f}"] for f in g.curves],

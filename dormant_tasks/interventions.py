@@ -15,10 +15,10 @@ from pathlib import Path
 from . import __version__
 from .checkpoints import UNKNOWN, Revision, is_local_source, parse_revision_name
 from .errors import CheckpointError, StoreError, did_you_mean
-from .evaluation import AVERAGE_TASK, chance_note, evaluate_static, item_step_note, prepare, protocol_line, run_sweep
+from .evaluation import chance_note, evaluate_static, item_step_note, prepare, protocol_line, run_sweep
 from .hub import check_repo_id
 from .loading import load_model_at
-from .metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from .metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
 from .requests import EvalRequest, Mode, model_id_for
 from .series import SeriesView
 from .store import read_table, write_request, write_table
@@ -127,7 +127,8 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True,
         result = evaluate_static(prepared, masks, log_samples=request.log_samples, progress=progress)
     common = common_columns(target.model_id, target.revision)
     stamp = {"code_version": __version__, "request_id": request.request_id}
-    rows = [{**common, **r, **stamp, "evaluated_at": datetime.now(UTC)} for r in result.rows]
+    now = datetime.now(UTC)  # one time per run
+    rows = [{**common, **r, **stamp, "evaluated_at": now} for r in result.rows]
     file_key = f"{target.revision.name}-{request.mode}-{request.request_id}"
     write_request(request.store, target.model_id, request)
     if result.items:  # the per-item rows first: the `evaluations` rows mark the run complete

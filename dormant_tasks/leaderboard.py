@@ -48,11 +48,10 @@ import pyarrow.compute as pc
 
 from .checkpoints import MAIN, parse_revision_name, series_sort_key
 from .errors import ConfigError, StoreError, did_you_mean
-from .metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from .metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
 from .score_functions import DETERMINISTIC_IDS, SCORE_FUNCTIONS
 from .store import read_table
 
-AVERAGE_TASK = "average"  # the across-task average (the label `evaluation.AVERAGE_TASK` gives it too)
 AVERAGE_MODEL = "Average"  # the mean over models
 BEST = "best"  # the best function of a model
 FORMATS = ("markdown", "csv", "latex")

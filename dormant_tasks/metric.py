@@ -17,6 +17,7 @@ import numpy as np
 from .errors import EvaluationError
 
 WITHIN_POINTS = 1.0  # the leaderboard's tolerance: one absolute accuracy point (in %)
+AVERAGE_TASK = "average"  # the label of the across-task average curve in tables
 
 
 def _sorted_points(points) -> np.ndarray:

@@ -51,7 +51,7 @@ def add_parser(subparsers) -> None:
         choices=["auto", "on", "off"],
         default="auto",
         help="apply the tokenizer's chat template (auto: when the model id contains -Instruct, -chat, -SFT or "
-        "-DPO, the authors' rule; default: %(default)s)",
+        "-DPO, the authors' rule) (default: %(default)s)",
     )
     parser.add_argument(
         "--bos",
@@ -65,7 +65,7 @@ def add_parser(subparsers) -> None:
         choices=["auto", "hub", "bundled"],
         default="auto",
         help="task data from the Hub or the bundled copies (auto: bundled when HF_DATASETS_OFFLINE or "
-        "HF_HUB_OFFLINE is set; default: %(default)s)",
+        "HF_HUB_OFFLINE is set) (default: %(default)s)",
     )
     parser.add_argument(
         "--log-samples",

@@ -14,7 +14,7 @@ def add_parser(subparsers) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     upgrade = actions.add_parser(
         "upgrade",
-        help="rewrite a store of schema version 1 as the current version",
+        help="rewrite a store of schema version 1 or 2 as the current version (3)",
         description="Rewrite a store of an older schema version in place (atomically "
         "per file, the marker last; rerun it after an interruption).",
     )

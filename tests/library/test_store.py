@@ -100,7 +100,7 @@ def test_round_trip_layout_and_marker(tmp_path):
         path == store / "checkpoints" / "series=allenai--OLMo-2-1124-7B" / "stage1-step1000-tokens4000B--run1.parquet"
     )
     marker = json.loads((store / "_store.json").read_text())
-    assert marker["schema_version"] == S.SCHEMA_VERSION == 2 and marker["created_by"].startswith("dormant-heads ")
+    assert marker["schema_version"] == S.SCHEMA_VERSION == 3 and marker["created_by"].startswith("dormant-heads ")
 
     S.write_table(store, "head_scores", pa.Table.from_pylist(head_score_rows(1000, dormant={(1, 2)})), file_key="k")
     back = S.read_table(store, "head_scores")
@@ -200,9 +200,9 @@ def test_missing_store_and_schema_version_mismatch(tmp_path):
         lambda: S.write_table(tmp_path / "s", "checkpoints", [checkpoint_row(2)], file_key="k2"),
         lambda: S.stored_checkpoint_keys(tmp_path / "s", MODEL),
     )
-    (tmp_path / "s" / "_store.json").write_text(json.dumps({"schema_version": 3}))
+    (tmp_path / "s" / "_store.json").write_text(json.dumps({"schema_version": 4}))
     for call in calls:
-        with pytest.raises(StoreError, match="schema_version 3, newer than this dormant-heads reads .2.: upgrade"):
+        with pytest.raises(StoreError, match="schema_version 4, newer than this dormant-heads reads .3.: upgrade"):
             call()
     (tmp_path / "s" / "_store.json").write_text(json.dumps({"schema_version": 1}))
     for call in calls:
