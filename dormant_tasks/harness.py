@@ -114,7 +114,7 @@ class DormantLM(TemplateLM):
         self.bos = Bos(bos)
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
-        self.score_fns = tuple(score_fns)
+        self.score_fns = tuple(score_fns) or ("ahon_ln",)  # the engine scores at least one function
         self.seed = seed
         self.zeroing = None
         config = model.config.get_text_config()
