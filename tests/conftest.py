@@ -27,6 +27,28 @@ def tiny_tokenizer():
 
 
 @pytest.fixture(scope="session")
+def torch_device():
+    """The torch device of the tests that take this fixture: $DORMANT_TEST_DEVICE (cpu, cuda or cuda:N; default
+    cpu). A CUDA device asked for where torch sees none skips those tests with the reason; benchmarks/gpu_check.sh
+    sets it to run the engine-vs-oracle tests on the GPU path."""
+    import torch
+
+    name = os.environ.get("DORMANT_TEST_DEVICE", "").strip() or "cpu"
+    if name != "cpu" and not name.startswith("cuda"):
+        raise pytest.UsageError(f"DORMANT_TEST_DEVICE={name!r} is not a device the tests know; use cpu, cuda or cuda:N")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            pytest.skip(
+                f"DORMANT_TEST_DEVICE={name} asks for CUDA, but torch {torch.__version__} sees no CUDA GPU "
+                f"(built for CUDA: {torch.version.cuda or 'no'}); unset DORMANT_TEST_DEVICE to run these tests on CPU"
+            )
+        index = torch.device(name).index or 0
+        if index >= torch.cuda.device_count():
+            pytest.skip(f"DORMANT_TEST_DEVICE={name}, but only {torch.cuda.device_count()} CUDA device(s) are visible")
+    return torch.device(name)
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, tiny_tokenizer):
     """A randomly initialised tiny OLMo-2 (2 layers x 4 heads, width 64) saved with its tokenizer."""
     import torch

@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# The GPU checks in one go, on one CUDA GPU in under 8 minutes, ending in one summary table:
+#   1. oracle tests  the engine-vs-oracle tests of tests/library/test_scoring.py (query-block entropy and
+#                    first-token weight, float32 and bfloat16, padding, dynamic zeroing, logits) with
+#                    DORMANT_TEST_DEVICE=cuda, so the very tests of the CPU suite run on the CUDA path;
+#   2. overhead      benchmarks/scoring_overhead.py on CUDA, bfloat16 then float32: ratio = scoring pass / plain sdpa;
+#   3. sweep         one intervention sweep (benchmarks/sweep_cost.py: winogrande, --limit 50) on CUDA through
+#                    lm-eval, checked (1 + 21 settings, accuracies and zeroed fractions in [0, 1], some heads zeroed);
+#                    ratio = sweep / engine passes.
+# Exit 0: every check passed; 1: a check failed or ran out of time; 2: no usable environment (nothing run).
+#
+#   benchmarks/gpu_check.sh                  # on the GPU machine (DEVICE=cuda:1 for another GPU)
+#   benchmarks/gpu_check.sh --cpu-dry-run    # the same steps on CPU with tiny sizes (also: DEVICE=cpu)
+#
+# Offline throughout (HF_DATASETS_OFFLINE=1: the lm-eval tasks read the bundled datasets; HF_HUB_OFFLINE=1),
+# no downloads. Python: the repository's .venv (PYTHON=/path/to/python to use another interpreter).
+# Each step's output goes to the terminal and to $GPU_CHECK_LOGS (default: $OUT when set, else a temp folder).
+set -u -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 2
+
+DEVICE="${DEVICE:-cuda}"
+for arg in "$@"; do
+    case "$arg" in
+        --cpu-dry-run) DEVICE=cpu ;;
+        -h | --help)
+            sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+            exit 0
+            ;;
+        *)
+            echo "gpu_check.sh: unknown argument $arg (use --cpu-dry-run or --help)" >&2
+            exit 2
+            ;;
+    esac
+done
+case "$DEVICE" in
+    cpu | cuda | cuda:[0-9]*) ;;
+    *)
+        echo "gpu_check.sh: DEVICE=$DEVICE is not cpu, cuda or cuda:N" >&2
+        exit 2
+        ;;
+esac
+
+export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
+export PREFECT_SERVER_ANALYTICS_ENABLED=false TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" # this tree's dormant_tasks even where it is not installed
+
+# Sizes and per-step time limits (seconds). Every step (its 10 s kill grace included) is cut to end by one
+# overall deadline, counted from the start: 420 s on CUDA, so the whole script ends within 8 minutes.
+if [[ "$DEVICE" == cpu ]]; then
+    MODE="CPU dry run"
+    DEADLINE_S=900 T_ENV=120 T_TESTS=240 T_OVERHEAD=180 T_SWEEP=300
+    OVERHEAD_ARGS=(--lengths 128,256 --repeats 1)
+    OVERHEAD_F32_VARIANTS=plain,naive,ours
+    SWEEP_TASKS=winogrande SWEEP_LIMIT=5 SWEEP_BATCH=16
+else
+    MODE="CUDA"
+    DEADLINE_S=420 T_ENV=60 T_TESTS=120 T_OVERHEAD=90 T_SWEEP=150
+    OVERHEAD_ARGS=(--lengths 512,2048 --repeats 5)
+    OVERHEAD_F32_VARIANTS=plain,ours
+    SWEEP_TASKS=winogrande SWEEP_LIMIT=50 SWEEP_BATCH=32
+fi
+# the tests of tests/library/test_scoring.py that take the `torch_device` fixture (tests/conftest.py): 22 cases
+TEST_SELECTION="oracle or padding or bf16 or plain_sdpa"
+MIN_TESTS=22
+
+START=$SECONDS
+LOG_DIR="${GPU_CHECK_LOGS:-${OUT:-}}"
+[[ -n "$LOG_DIR" ]] || LOG_DIR="$(mktemp -d -t gpu-check-XXXXXX)"
+mkdir -p "$LOG_DIR" || exit 2
+
+# ------------------------------------------------------------------------------------------- environment
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+need_env() {
+    echo "gpu_check.sh: $1" >&2
+    cat >&2 <<EOF
+
+What to do: the checks need this repository's .venv (or PYTHON=/path/to/python, e.g. a system python3 that
+has a CUDA torch, transformers, lm-eval==0.4.13, pyarrow and pytest) with this package's dependencies and dev
+extras and, for the CUDA run, a CUDA build of torch that sees the GPU. This machine may have no network:
+build the venv where there is one (same Python version) and bring it, or install from a wheelhouse:
+    python3 -m venv .venv
+    .venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cu124   # a CUDA build
+    .venv/bin/pip install -e '.[dev]'
+(The Makefile's setup pins the CPU build of torch: \`make setup\` is not enough on a GPU machine.)
+Then: benchmarks/gpu_check.sh   (or benchmarks/gpu_check.sh --cpu-dry-run without a GPU)
+EOF
+    exit 2
+}
+if [[ ! -x "$PY" ]]; then
+    [[ -n "${PYTHON:-}" ]] && need_env "PYTHON=$PY is not an executable"
+    need_env "no .venv in $ROOT (no $PY)"
+fi
+if ! ENV_LINE="$(timeout "$T_ENV" "$PY" - "$DEVICE" 2>&1 <<'EOF'
+import sys
+
+device = sys.argv[1]
+try:
+    import lm_eval, pytest, torch, transformers  # noqa: F401
+    import dormant_tasks  # noqa: F401
+except Exception as e:
+    sys.exit(f"the environment lacks a package: {type(e).__name__}: {e}")
+line = f"python {sys.version.split()[0]}, torch {torch.__version__}, transformers {transformers.__version__}"
+if device.startswith("cuda"):
+    if torch.version.cuda is None:
+        sys.exit(f"torch {torch.__version__} is a CPU-only build (no CUDA)")
+    if not torch.cuda.is_available():
+        sys.exit(f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA GPU")
+    index = torch.device(device).index or 0
+    if index >= torch.cuda.device_count():
+        sys.exit(f"{device} asked for, but only {torch.cuda.device_count()} CUDA device(s) are visible")
+    torch.zeros(1, device=device)  # the driver really answers
+    name = torch.cuda.get_device_name(index)
+    free, total = torch.cuda.mem_get_info(index)
+    line += (
+        f", CUDA {torch.version.cuda}, {name} ({free / 2**30:.0f} of {total / 2**30:.0f} GiB free), "
+        f"TF32 matmul {torch.backends.cuda.matmul.allow_tf32}, cuDNN TF32 {torch.backends.cudnn.allow_tf32}"
+    )
+else:
+    line += f", CPU, {torch.get_num_threads()} threads"
+print(line)
+EOF
+)"; then
+    need_env "${ENV_LINE##*$'\n'}"
+fi
+echo "gpu_check.sh: $MODE on $DEVICE; $ENV_LINE"
+echo "gpu_check.sh: logs in $LOG_DIR"
+
+# ------------------------------------------------------------------------------------------- steps
+NAMES=() RESULTS=() TIMES=() RATIOS=() DETAILS=() FAILED=0
+record() { # name result seconds ratio detail
+    NAMES+=("$1") RESULTS+=("$2") TIMES+=("$3") RATIOS+=("$4") DETAILS+=("$5")
+    [[ "$2" == PASS ]] || FAILED=1
+}
+
+STEP_RC=0 STEP_S=0 STEP_LOG="" STEP_RAN=1
+run_step() { # name limit_s command...: runs it under `timeout`, output to the terminal and to a log
+    local name="$1" limit="$2" left
+    shift 2
+    left=$((DEADLINE_S - (SECONDS - START) - 10))
+    STEP_LOG="$LOG_DIR/$name.log"
+    echo
+    if ((left < 15)); then
+        echo "=== $name: not run, the overall ${DEADLINE_S} s budget is spent" | tee "$STEP_LOG"
+        STEP_RC=124 STEP_S=0 STEP_RAN=0
+        return
+    fi
+    ((limit > left)) && limit=$left
+    STEP_RAN=1
+    echo "=== $name (limit ${limit} s): $*"
+    local t0=$SECONDS
+    timeout -k 10 "$limit" "$@" 2>&1 | tee "$STEP_LOG"
+    STEP_RC=${PIPESTATUS[0]}
+    STEP_S=$((SECONDS - t0))
+}
+
+verdict() { # the result word of the last step
+    ((STEP_RAN)) || {
+        echo "NOT RUN"
+        return
+    }
+    case "$STEP_RC" in
+        0) echo PASS ;;
+        124 | 137) echo TIMEOUT ;;
+        *) echo "FAIL(rc=$STEP_RC)" ;;
+    esac
+}
+
+# 1. the oracle tests on the device
+run_step oracle-tests "$T_TESTS" env DORMANT_TEST_DEVICE="$DEVICE" "$PY" -m pytest -q -rs -p no:cacheprovider \
+    tests/library/test_scoring.py -k "$TEST_SELECTION"
+result="$(verdict)"
+counts="$(grep -E '^[0-9]+ (passed|failed|skipped|error)|^=+ .*(passed|failed|error)' "$STEP_LOG" | tail -1 | tr -d '=')"
+counts="$(echo "$counts" | sed 's/^ *//; s/ in [0-9.]*s.*$//')"
+n_passed="$(sed -nE 's/(^|.* )([0-9]+) passed.*/\2/p' <<<"$counts")"
+if [[ "$result" == PASS ]] && ((${n_passed:-0} < MIN_TESTS)); then
+    result=FAIL # a renamed test falls out of TEST_SELECTION: update it
+    counts="${n_passed:-0} passed, expected at least $MIN_TESTS (TEST_SELECTION misses tests?)"
+elif [[ "$result" == PASS ]] && grep -qE '[0-9]+ skipped' <<<"$counts"; then
+    result=FAIL # a skipped device test means the device path was not exercised
+    counts="$counts (skips: the $DEVICE path did not run)"
+fi
+record "oracle tests ($DEVICE)" "$result" "$STEP_S" "-" "${counts:-see $STEP_LOG}"
+
+# 2. scoring overhead against plain sdpa, bfloat16 then float32
+for dtype in bfloat16 float32; do
+    variants=plain,naive,ours
+    [[ "$dtype" == float32 ]] && variants="$OVERHEAD_F32_VARIANTS"
+    run_step "overhead-$dtype" "$T_OVERHEAD" "$PY" benchmarks/scoring_overhead.py --device "$DEVICE" \
+        --dtype "$dtype" --variants "$variants" "${OVERHEAD_ARGS[@]}"
+    result="$(verdict)"
+    line="$(grep -E '^ours/plain time at [0-9]+ tokens: ' "$STEP_LOG" | tail -1)"
+    ratio="$(sed -E 's/.*: ([0-9.a-z]+)x$/\1x/' <<<"$line")"
+    if [[ "$result" == PASS && -z "$line" ]]; then
+        result=FAIL
+        ratio="-"
+    fi
+    tokens="$(sed -E 's/^ours\/plain time at ([0-9]+) tokens.*/\1/' <<<"$line")"
+    record "overhead $dtype" "$result" "$STEP_S" "${ratio:--}" "ours/plain time${tokens:+ at $tokens tokens}"
+done
+
+# 3. one intervention sweep through lm-eval on the device: benchmarks/sweep_cost.py's main, with its timed
+# batches moved to the model's device (it times the CPU tensors DormantLM.row_batches builds, which a CUDA
+# model refuses; a no-op on CPU), its timings synchronised on CUDA, and the sweep's result checked.
+SWEEP_PY="$(mktemp -t gpu-check-sweep-XXXXXX)"
+trap 'rm -f "$SWEEP_PY"' EXIT
+cat >"$SWEEP_PY" <<'EOF'
+import math
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, "benchmarks")
+import sweep_cost as sc  # noqa: E402
+
+device = sys.argv[1]
+seen = {}
+_forward_batches, _run_sweep = sc.forward_batches, sc.run_sweep
+
+
+@torch.no_grad()
+def time_passes(model, batches, n_passes, engine):
+    """sweep_cost.time_passes, with the CUDA queue drained before the clock stops."""
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    for _ in range(n_passes):
+        for ids, input_ids, mask in batches:
+            if engine:
+                sc.scoring_pass(model, input_ids, mask, sc.FUNCTIONS, input_indices=ids)
+            else:
+                model(input_ids=input_ids, attention_mask=mask, use_cache=False)
+    sync()
+    return time.perf_counter() - start
+
+
+def forward_batches(prepared):
+    on = prepared.lm.device
+    seen["device"] = str(on)
+    return [(ids, input_ids.to(on), mask.to(on)) for ids, input_ids, mask in _forward_batches(prepared)]
+
+
+def run_sweep(prepared, score_fns, **kwargs):
+    seen["n_specs"] = len(prepared.specs)
+    seen["result"] = _run_sweep(prepared, score_fns, **kwargs)
+    return seen["result"]
+
+
+sc.forward_batches, sc.run_sweep, sc.time_passes = forward_batches, run_sweep, time_passes
+sys.argv = ["sweep_cost.py", "--device", device, *sys.argv[2:]]
+sc.main()
+
+problems = []
+if seen.get("device", "").split(":")[0] != device.split(":")[0]:
+    problems.append(f"the model ran on {seen.get('device')}, not {device}")
+rows = seen["result"].rows
+want = seen["n_specs"] * len(sc.FUNCTIONS) * len(sc.DEFAULT_QUANTILES)
+if len(rows) != want:
+    problems.append(f"{len(rows)} intervened settings, expected {want}")
+for r in rows:
+    for key in ("accuracy", "frac_zeroed", "base_accuracy"):
+        value = float(r[key]) if isinstance(r[key], (int, float)) else math.nan
+        if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+            problems.append(f"{r['task']} {r['score_fn']} q={r['quantile']}: {key} = {r[key]!r}")
+if rows and max(r["frac_zeroed"] for r in rows) <= 0:
+    problems.append("no setting zeroed any head")
+base = ", ".join(f"{task} {acc:.1f}%" for task, acc in seen["result"].base_accuracy.items())
+print(
+    f"sweep check on {seen.get('device')}: {len(rows)} intervened settings, base accuracy {base}, "
+    f"zeroed up to {100 * max((r['frac_zeroed'] for r in rows), default=0):.1f}% of heads"
+)
+if problems:
+    sys.exit("sweep check FAILED: " + "; ".join(problems[:5]))
+print("sweep check OK")
+EOF
+run_step sweep "$T_SWEEP" "$PY" "$SWEEP_PY" "$DEVICE" --tasks "$SWEEP_TASKS" --limit "$SWEEP_LIMIT" \
+    --batch-size "$SWEEP_BATCH"
+result="$(verdict)"
+ratio="$(sed -nE 's/^sweep \/ engine = ([0-9.a-z]+)x.*/\1x/p' "$STEP_LOG" | tail -1)"
+plain="$(sed -nE 's/^sweep \/ plain += ([0-9.a-z]+)x.*/\1x/p' "$STEP_LOG" | tail -1)"
+if [[ "$result" == PASS ]] && ! grep -q '^sweep check OK' "$STEP_LOG"; then
+    result=FAIL
+fi
+record "sweep $SWEEP_TASKS, limit $SWEEP_LIMIT ($DEVICE)" "$result" "$STEP_S" "${ratio:--}" \
+    "sweep/engine${plain:+; sweep/plain $plain}"
+
+# ------------------------------------------------------------------------------------------- summary
+echo
+echo "=== gpu_check.sh summary: $MODE on $DEVICE, $((SECONDS - START)) s in all (logs: $LOG_DIR)"
+printf '%-44s %-12s %8s %8s  %s\n' check result seconds ratio detail
+for i in "${!NAMES[@]}"; do
+    printf '%-44s %-12s %8s %8s  %s\n' "${NAMES[$i]}" "${RESULTS[$i]}" "${TIMES[$i]}" "${RATIOS[$i]}" "${DETAILS[$i]}"
+done
+if ((FAILED)); then
+    echo "gpu_check.sh: FAILED (see the logs above)"
+    exit 1
+fi
+echo "gpu_check.sh: all checks passed"
+exit 0
