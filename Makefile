@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: setup demo test lint clean-demo olah
+.PHONY: setup demo test lint clean-demo olah lmeval045
 
 # torch first, pinned: this machine's CPU build lies on disk; an open range would pull a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
@@ -24,6 +24,16 @@ setup: $(VENV)/.installed
 
 olah: .venv-olah/bin/olah-cli
 
+# lm-eval 0.4.5 (the paper authors' version) in a venv of its own, for the BOS-rule test
+# (tests/integration/test_bos_rule.py): its pins (transformers 4.x) clash with ours. torch first, as above.
+.venv-lmeval045/.installed:
+	$(PYTHON) -m venv .venv-lmeval045
+	.venv-lmeval045/bin/pip install -q torch==2.13.0
+	.venv-lmeval045/bin/pip install -q 'transformers>=4.40,<4.50' lm-eval==0.4.5
+	touch $@
+
+lmeval045: .venv-lmeval045/.installed
+
 demo: setup
 	$(VENV)/bin/dormant demo
 
@@ -31,7 +41,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: setup olah lint
+test: setup olah lmeval045 lint
 	$(PY) -m pytest -q -rs
 
 clean-demo:

@@ -62,12 +62,18 @@ def forward_batches(prepared):
             for inst in prepared.instances[leaf]
             for c, x in [inst.args]
         ]
-        out += lm.row_batches(reqs)[1]
+        out += [(ids, x.to(lm.device), m.to(lm.device)) for ids, x, m in lm.row_batches(reqs)[1]]
     return out
+
+
+def _sync(model) -> None:
+    if next(model.parameters()).is_cuda:
+        torch.cuda.synchronize()
 
 
 @torch.no_grad()
 def time_passes(model, batches, n_passes: int, engine: bool) -> float:
+    _sync(model)
     start = time.perf_counter()
     for _ in range(n_passes):
         for ids, input_ids, mask in batches:
@@ -75,6 +81,7 @@ def time_passes(model, batches, n_passes: int, engine: bool) -> float:
                 scoring_pass(model, input_ids, mask, FUNCTIONS, input_indices=ids)
             else:
                 model(input_ids=input_ids, attention_mask=mask, use_cache=False)
+    _sync(model)
     return time.perf_counter() - start
 
 
