@@ -50,12 +50,7 @@ def library_run(source: str, store: Path, limit: int) -> float:
 
     t0 = time.perf_counter()
     request = TrackRequest(source=source, store=str(store), limit=limit, report=False)
-    plan = tracker.plan_series(request)
-    series = tracker.resolve_series_taus(request, plan)
-    for revision in plan.selected:
-        if series.reference is None or revision != series.reference.revision:
-            tracker.analyze_checkpoint(request, revision, series)
-    tracker.derive_series(request)
+    tracker.track_series(request)
     return time.perf_counter() - t0
 
 

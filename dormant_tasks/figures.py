@@ -97,8 +97,11 @@ def raster_codes(states: np.ndarray, marks: np.ndarray) -> np.ndarray:
     return codes
 
 
-def draw_raster(raster, tokens: np.ndarray, n_layers: int, n_heads: int, score_fn: str, tau: float) -> Figure:
-    """raster: report.RasterData; rows grouped by layer (layer 0 on top)."""
+def draw_raster(
+    raster, tokens: np.ndarray, n_layers: int, n_heads: int, score_fn: str, tau: float, hide_blips: bool = False
+) -> Figure:
+    """raster: report.RasterData; rows grouped by layer (layer 0 on top); `hide_blips`: its states have the
+    blips undone (said in the title)."""
     n_rows, n_cols = raster.states.shape
     fig = Figure(
         figsize=(min(max(7.5, 4 + 0.12 * n_cols), 14), min(max(3.5, 0.13 * n_rows + 1.5), 13)), layout="constrained"
@@ -116,7 +119,8 @@ def draw_raster(raster, tokens: np.ndarray, n_layers: int, n_heads: int, score_f
     ax.set_ylabel(f"heads by layer ({n_heads} per layer)")
     _column_ticks(ax, tokens)
     fn = get_score_function(score_fn)
-    ax.set_title(f"{score_fn} head states (dormant if score {fn.direction} {tau:g})")
+    undone = ", blips undone" if hide_blips else ""
+    ax.set_title(f"{score_fn} head states (dormant if score {fn.direction} {tau:g}{undone})")
     used = sorted(set(np.unique(codes).tolist()) | {1, 2})
     handles = [Patch(facecolor=RASTER_COLOURS[c], edgecolor="#888888", label=RASTER_NAMES[c]) for c in used]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
@@ -197,6 +201,85 @@ def draw_agreement(iou: np.ndarray, score_fns, revision: str) -> Figure:
     return fig
 
 
+# Calibration-set raster colours, indexed by state + 1 (report.CalibrationSets.states): fewer than 2 sets
+# scored it, dormant on no set, on some, on every set.
+SET_COLOURS = ("#d9d9d9", "#cfe1f2", "#f0a04b", "#1f3b63")
+SET_NAMES = ("fewer than 2 sets scored", "dormant on no set", "dormant on some sets", "dormant on every set")
+
+
+def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str) -> Figure:
+    """jaccard: (set a, set b) -> float64 [checkpoint] Jaccard index of the two sets' masks (NaN: not both)."""
+    fig = Figure(figsize=(9, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    marker = "o" if len(tokens) <= 40 else None
+    for k, ((a, b), values) in enumerate(jaccard.items()):
+        ok = ~np.isnan(values)
+        if ok.any():
+            ax.plot(
+                tokens[ok],
+                values[ok],
+                marker=marker,
+                markersize=3,
+                linewidth=1.4,
+                color=f"C{k % 10}",
+                label=f"{a} vs {b}",
+            )
+    set_tokens_axis(ax, tokens)
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_ylabel("Jaccard index of the dormant head sets")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title(f"Agreement of the calibration sets under {score_fn} (1: the same heads dormant)")
+    return fig
+
+
+def draw_set_length(ld) -> Figure:
+    """report.LengthDependence: grouped bars, per head (most different between sets first) one bar per set."""
+    fig = Figure(figsize=(9, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    n_sets, n_heads = ld.slope.shape
+    width = 0.8 / n_sets
+    x = np.arange(n_heads)
+    for k in range(n_sets):
+        values = np.nan_to_num(ld.slope[k], nan=0.0)
+        ax.bar(x + (k - (n_sets - 1) / 2) * width, values, width, color=f"C{k % 10}", label=ld.sets[k])
+    ax.axhline(0.0, color="0.3", linewidth=0.8)
+    ax.set_xticks(x, ld.heads, fontsize=8)
+    ax.set_ylabel(f"{ld.score_fn} change per doubling of input length")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title(f"Length dependence of the most set-dependent heads, {ld.revision}", fontsize=10)
+    return fig
+
+
+def draw_set_raster(
+    states: np.ndarray, tokens: np.ndarray, n_layers: int, n_heads: int, score_fn: str, n_sets: int
+) -> Figure:
+    """states: int8 [head, checkpoint] (report.CalibrationSets.states); rows grouped by layer, layer 0 on top."""
+    n_rows, n_cols = states.shape
+    fig = Figure(
+        figsize=(min(max(7.5, 4 + 0.12 * n_cols), 14), min(max(3.5, 0.13 * n_rows + 1.5), 13)), layout="constrained"
+    )
+    ax = fig.add_subplot()
+    codes = states.astype(np.int16) + 1
+    ax.imshow(codes, aspect="auto", interpolation="nearest", cmap=ListedColormap(SET_COLOURS), vmin=0, vmax=3)
+    for boundary in range(1, n_layers):
+        ax.axhline(boundary * n_heads - 0.5, color="white", linewidth=0.8 if n_layers <= 64 else 0.3)
+    if n_rows <= 48:
+        labels = [f"L{layer}.H{head}" for layer in range(n_layers) for head in range(n_heads)]
+        ax.set_yticks(np.arange(n_rows), labels[:n_rows], fontsize=7)
+    else:
+        layers = np.arange(0, n_layers, max(1, int(np.ceil(n_layers / 32))))
+        ax.set_yticks(layers * n_heads + (n_heads - 1) / 2, [f"L{layer}" for layer in layers], fontsize=8)
+    ax.set_ylabel(f"heads by layer ({n_heads} per layer)")
+    _column_ticks(ax, tokens)
+    ax.set_title(f"{score_fn} head states across {n_sets} calibration sets")
+    used = sorted(set(np.unique(codes).tolist()) | {1, 3})
+    handles = [Patch(facecolor=SET_COLOURS[c], edgecolor="#888888", label=SET_NAMES[c]) for c in used]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return fig
+
+
 def draw_accuracy_vs_zeroed(curves: dict[str, np.ndarray], base_accuracy: float, title: str) -> Figure:
     """curves: score_fn -> [point, 2] (% of heads zeroed, accuracy %), sorted by % zeroed."""
     fig = Figure(figsize=(8.5, 4.8), layout="constrained")
@@ -270,6 +353,14 @@ CAPTIONS = {
     "inputs, from head_scores): median and 10–90% band, with the series' tau.",
     "agreement": "Agreement between score functions at the last checkpoint: intersection over union of "
     "their dormant head sets (– where both sets are empty).",
+    "set_agreement": "Agreement of the calibration sets through training under {fn}: per pair of sets, the "
+    "Jaccard index of their dormant head sets (heads dormant on both / heads dormant on either; 1 when neither "
+    "has a dormant head), each set with its own taus, at the checkpoints both sets scored.",
+    "set_raster": "Every head's state at every checkpoint scored on two or more calibration sets under {fn}: "
+    "dormant on every set, on some of them, or on none; rows are heads grouped by layer (layer 0 on top).",
+    "set_length": "The heads whose {fn} dormant rate differs most between the calibration sets at the last "
+    "checkpoint they share, and for each set how the head's {fn} score changes per doubling of the input "
+    "length (length_slope: least squares over the set's inputs; 0 drawn where it is undefined).",
     "accuracy_vs_zeroed": "Accuracy against the measured % of heads zeroed (dynamic zeroing, thresholds at "
     "quantiles of the un-intervened scores), with the base accuracy and base − 1 point.",
 }
@@ -289,8 +380,9 @@ def _figure(kind: str, name: str, fn: str) -> str:
     )
 
 
-def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) -> str:
-    """index.html: provenance, summary and figures of a `report.Series`; `fig` maps a figure kind to its file name."""
+def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups, sets=None) -> str:
+    """index.html: provenance, summary and figures of a `report.Series`; `fig` maps a figure kind to its file name;
+    `sets` (report.CalibrationSets, several calibration sets only) adds the "Calibration sets" section."""
     c0, t = series.checkpoints, series.tokens
     distinct = lambda key: ", ".join(sorted({str(c.get(key)) for c in c0}))  # noqa: E731
     prov = _table(
@@ -315,6 +407,8 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) 
             "final % dormant",
             "fell dormant",
             "woke",
+            "confident",
+            "blips",
             "heads that changed state",
         ],
         [
@@ -324,6 +418,8 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) 
                 f"{r['final_pct_dormant']:.2f}",
                 r["fell_dormant"],
                 r["woke"],
+                r["confident"],
+                r["blips"],
                 r["heads_ever_changed"],
             ]
             for r in rows
@@ -367,6 +463,8 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) 
     else:
         parts += ["<p>A single checkpoint: no transitions yet.</p>"]
     parts += ["<h2>Scores</h2>", figure("scores"), "<h2>Agreement</h2>", figure("agreement")]
+    if sets is not None:
+        parts += _calibration_sets_html(sets, figure if "set_agreement" in fig else None, "set_length" in fig)
     if series.evaluations:
         parts += [
             "<h2>Interventions</h2>",
@@ -415,6 +513,46 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups) 
         + "\n".join(parts)
         + "\n</body></html>\n"
     )
+
+
+def _calibration_sets_html(sets, figure, with_length: bool = False) -> list[str]:
+    """The "Calibration sets" section: a line per set (its own masks and transitions), then the figures."""
+    fn = sets.score_fn
+    table = _table(
+        ["calibration set", "checkpoints", "last checkpoint", f"% dormant there ({fn})", "fell dormant", "woke"],
+        [
+            [
+                r["calibration_id"],
+                r["n_checkpoints"],
+                r["last_revision"] or "",
+                "not tracked" if r["final_pct_dormant"] is None else f"{r['final_pct_dormant']:.2f}",
+                r["fell_dormant"],
+                r["woke"],
+            ]
+            for r in sets.set_rows
+        ],
+    )
+    parts = [
+        "<h2>Calibration sets</h2>",
+        f"<p>The series is tracked on {len(sets.calibration_ids)} calibration sets (the first is the primary one, "
+        "which the rest of the report shows), each with its own taus. Do the dormant heads depend on the input "
+        "text? The figures compare the sets' masks at the checkpoints they share.</p>",
+        table,
+    ]
+    if sets.last_jaccard:
+        parts.append(
+            _table(
+                ["pair of sets", "last shared checkpoint", "mean Jaccard there (over score functions)"],
+                [[f"{a} vs {b}", rev, f"{j:.2f}"] for (a, b), (rev, j) in sets.last_jaccard.items()],
+            )
+        )
+    if figure is None:
+        parts.append(f"<p>No checkpoint is scored under {escape(fn)} on two sets.</p>")
+    else:
+        parts += [figure("set_agreement"), figure("set_raster")]
+        if with_length:
+            parts.append(figure("set_length"))
+    return parts
 
 
 def first_dormant_label(row: dict) -> str:

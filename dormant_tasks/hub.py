@@ -12,12 +12,15 @@ and commit shas, not in `Revision`s.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
+import os
+import re
 import shutil
 import time
 from collections.abc import Callable
-from fnmatch import fnmatch
+from fnmatch import translate
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,6 +39,7 @@ from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from .errors import CheckpointError, did_you_mean
+from .hash_cache import cached_sha256
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -56,13 +60,24 @@ ALLOW_PATTERNS = [
 ]
 
 
+# fnmatch's patterns as one regex: called for every file of every local checkpoint folder on each run.
+_LOADING_FILE = re.compile("|".join(translate(pattern) for pattern in ALLOW_PATTERNS))
+
+
 def is_loading_file(name: str) -> bool:
-    """Whether a checkpoint file is one loading needs (`ALLOW_PATTERNS`); the rest is never downloaded."""
-    return any(fnmatch(name, pattern) for pattern in ALLOW_PATTERNS)
+    """Whether a checkpoint file is one loading needs (`ALLOW_PATTERNS`, as `fnmatch`); the rest is never
+    downloaded."""
+    return _LOADING_FILE.match(name) is not None
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a file, read in 16 MiB chunks so a multi-GB shard never sits in memory whole."""
+    """sha256 of a file, read in 16 MiB chunks so a multi-GB shard never sits in memory whole; remembered across
+    processes by `hash_cache` per (device, inode, size, mtime), so a rerun or a hard link of a hashed file
+    reads nothing."""
+    return cached_sha256(path if isinstance(path, Path) else Path(path), _uncached_sha256)
+
+
+def _uncached_sha256(path: Path) -> str:
     return _hash_file(hashlib.sha256(), path)
 
 
@@ -310,3 +325,28 @@ def evict_revision(repo: str, commit: str, cache_dir: str | Path | None = None) 
     strategy.execute()
     log.info("evicted %s@%s from the cache (%s freed)", repo, commit[:10], strategy.expected_freed_size_str)
     return strategy.expected_freed_size
+
+
+# ------------------------------------------------------------------------------ local checkpoints
+
+
+def local_content_hash(folder: Path) -> str:
+    """sha256 over the names and sha256s of a local checkpoint's loadable files: its `commit` in the store."""
+    files = []
+    with os.scandir(folder) as entries:  # one stat per file: a rerun over 1,000 folders does little else
+        for entry in entries:
+            if is_loading_file(entry.name) and entry.is_file():
+                st = entry.stat()
+                files.append((entry.path, st.st_size, st.st_mtime_ns))
+    return _content_hash(tuple(sorted(files)))  # one folder: sorted paths are sorted names
+
+
+@functools.lru_cache(maxsize=4096)
+def _content_hash(files: tuple[tuple[str, int, int], ...]) -> str:
+    """Cached per (path, size, mtime) of every file: a run checks each checkpoint's hash more than once. Each
+    file's sha256 also comes from `hash_cache` (through `file_sha256`), so a rerun in a new process reads nothing."""
+    h = hashlib.sha256()
+    for path, _, _ in files:
+        p = Path(path)
+        h.update(f"{p.name}\0{file_sha256(p)}\n".encode())
+    return h.hexdigest()

@@ -7,8 +7,6 @@ whose download, verification and eviction belong to `hub` (this module only asks
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +16,7 @@ import torch
 
 from .checkpoints import UNKNOWN, Revision, is_local_source, parse_revision_name
 from .errors import CheckpointError, ConfigError
-from .hub import download_revision, evict_revision, file_sha256, is_loading_file
+from .hub import _content_hash, download_revision, evict_revision, file_sha256, is_loading_file, local_content_hash  # noqa: F401 (re-exported)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -90,21 +88,6 @@ class LoadedCheckpoint:
     local_path: Path
     seconds_download: float
     seconds_load: float
-
-
-def local_content_hash(folder: Path) -> str:
-    """sha256 over the names and sha256s of a local checkpoint's loadable files: its `commit` in the store."""
-    files = sorted(p for p in folder.iterdir() if p.is_file() and is_loading_file(p.name))
-    return _content_hash(tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
-
-
-@functools.lru_cache(maxsize=4096)
-def _content_hash(files: tuple[tuple[str, int, int], ...]) -> str:
-    """Cached per (path, size, mtime) of every file: a run checks each checkpoint's hash more than once."""
-    h = hashlib.sha256()
-    for path, _, _ in files:
-        h.update(f"{Path(path).name}\0{file_sha256(Path(path))}\n".encode())
-    return h.hexdigest()
 
 
 def fetch_revision(

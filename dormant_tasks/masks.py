@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from .confidence import wilson_interval
 from .errors import ConfigError
 from .score_functions import SCORE_FUNCTIONS, get_score_function, is_inactive
 
@@ -176,12 +177,14 @@ def taus_id(taus: dict[str, Tau]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau]) -> pa.Table:
-    """Per (score_fn, layer, head): score, score_std, tau, direction, dormant_rate, dormant.
+def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None, first_boundary=None) -> pa.Table:
+    """Per (score_fn, layer, head): score, score_std, tau, direction, dormant_rate, dormant, and the 95%
+    Wilson interval of the rate, dormant_rate_low and dormant_rate_high (docs/SCORES.md, "Confidence");
+    with the inputs' token counts and first-token kinds, how the score depends on them (`input_dependence`).
 
     values: per-input scores [n_inputs, n_fns, n_layers, n_heads]. `score` and `score_std` ignore NaN
     inputs (a single-token input has aeqd_ln NaN); a NaN input is never inactive but still counts in
-    the dormant_rate's denominator; `dormant` = dormant_rate >= 0.5.
+    the dormant_rate's denominator (and in the interval's n = n_inputs); `dormant` = dormant_rate >= 0.5.
     """
     values = np.asarray(values, dtype=np.float64)
     n_inputs, _, n_layers, n_heads = values.shape
@@ -195,6 +198,7 @@ def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau]) -> pa.Table:
             score = np.nanmean(v, axis=0)  # [layer, head]
             score_std = np.nanstd(v, axis=0)  # [layer, head]
             rate = is_inactive(v, tau.value, tau.direction).mean(axis=0)  # [layer, head]
+        low, high = wilson_interval(np.round(rate * n_inputs), n_inputs)  # [layer, head]
         parts.append(
             {
                 "score_fn": np.full(layer.size, fn, dtype=object),
@@ -206,7 +210,41 @@ def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau]) -> pa.Table:
                 "direction": np.full(layer.size, tau.direction, dtype=object),
                 "dormant_rate": rate.ravel(),
                 "dormant": (rate >= 0.5).ravel(),
+                "dormant_rate_low": low.ravel(),
+                "dormant_rate_high": high.ravel(),
+                **{k: d.ravel() for k, d in input_dependence(v, n_tokens, first_boundary).items()},
             }
         )
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return pa.table(columns)
+
+
+def input_dependence(v: np.ndarray, n_tokens=None, first_boundary=None) -> dict[str, np.ndarray]:
+    """How a head's per-input score depends on its input (docs/SCORES.md, "Input dependence"), per [layer, head]:
+
+    - `length_slope`: the least-squares slope of the score on log2(input tokens), i.e. the change of the score
+      per doubling of the input length (NaN inputs left out; NaN when the lengths do not vary);
+    - `boundary_gap`: mean score on inputs whose first token is the tokenizer's BOS/EOS (the sink) minus the
+      mean on the others (NaN when all inputs are of one kind).
+    v: [input, layer, head]. Without `n_tokens` / `first_boundary` (re-aggregated scores) the columns are NaN.
+    """
+    shape = v.shape[1:]
+    out = {"length_slope": np.full(shape, np.nan), "boundary_gap": np.full(shape, np.nan)}
+    valid = ~np.isnan(v)  # [input, layer, head]
+    y = np.where(valid, v, 0.0)
+    if n_tokens is not None and len(n_tokens) == len(v):
+        x = np.log2(np.maximum(np.asarray(n_tokens, dtype=np.float64), 1.0))[:, None, None] * valid
+        n = valid.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mx, my = x.sum(axis=0) / n, y.sum(axis=0) / n
+            dx = np.where(valid, x - mx, 0.0)
+            sxx = (dx**2).sum(axis=0)
+            slope = (dx * (y - my)).sum(axis=0) / sxx
+        out["length_slope"] = np.where((n >= 2) & (sxx > 1e-12), slope, np.nan)
+    if first_boundary is not None and len(first_boundary) == len(v):
+        b = np.asarray(first_boundary, dtype=bool)[:, None, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            on = (y * (valid & b)).sum(axis=0) / (valid & b).sum(axis=0)
+            off = (y * (valid & ~b)).sum(axis=0) / (valid & ~b).sum(axis=0)
+        out["boundary_gap"] = on - off  # NaN where either group is empty (0 / 0)
+    return out

@@ -12,6 +12,8 @@ The series is what the store says: head states come from `head_scores.dormant`, 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import uuid
@@ -22,13 +24,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import __version__
 from . import figures as fg
+from .agreement import TABLE as AGREEMENT_TABLE
+from .agreement import set_agreement
 from .errors import ReportError, did_you_mean
 from .evaluation import protocol_line
 from .metric import normalised_auc, pct_zeroed_within_1pt
 from .paths import default_reports_dir
 from .score_functions import ALL_IDS, get_score_function
-from .series import SeriesView
+from .series import SeriesView, open_views
 from .store import list_models, open_store, read_table, series_slug
 
 DEFAULT_SCORE_FN = "ahon_ln"
@@ -47,6 +52,8 @@ class Series:
     dormant: np.ndarray  # int8 [fn, layer*n_heads+head, checkpoint]: 1 dormant, 0 active, -1 not scored
     score: np.ndarray  # float64 [fn, layer*n_heads+head, checkpoint]: the mean score (NaN if not scored)
     marks: np.ndarray  # int8 [fn, layer*n_heads+head, checkpoint]: +1 fell dormant into it, -1 woke, 0 none
+    confident: np.ndarray  # bool [fn, layer*n_heads+head, checkpoint]: the transition into it is confident
+    blips: np.ndarray  # bool [fn, layer*n_heads+head, checkpoint]: the transition into it is a blip (undone next)
     tau_sources: list[dict]  # `taus` rows of the series' taus_id (may be empty)
     evaluations: list[dict]  # `evaluations` rows of the model (may be empty)
 
@@ -122,7 +129,7 @@ def load_series(store, model_id: str) -> Series:
     score[fn, head, col] = hs["score"].to_numpy(zero_copy_only=False)
     taus = {f: (view.taus[f].value, str(view.taus[f].direction)) for f in score_fns}
 
-    marks = _transition_marks(view.transitions(score_fns), revisions, score_fns, n_heads, shape)
+    marks, confident, blips = _transition_marks(view.transitions(score_fns), revisions, score_fns, n_heads, shape)
     changes = (np.diff(dormant.astype(np.int16), axis=2) != 0) & (dormant[:, :, 1:] >= 0) & (dormant[:, :, :-1] >= 0)
     if not marks.any() and changes.any():
         raise ReportError(
@@ -132,21 +139,37 @@ def load_series(store, model_id: str) -> Series:
     tau_rows = [r for r in read_table(root, "taus", model_id).to_pylist() if r["taus_id"] == view.taus_id]
     evaluations = read_table(root, "evaluations", model_id).to_pylist()
     return Series(
-        model_id, checkpoints, n_layers, n_heads, score_fns, taus, dormant, score, marks, tau_rows, evaluations
+        model_id,
+        checkpoints,
+        n_layers,
+        n_heads,
+        score_fns,
+        taus,
+        dormant,
+        score,
+        marks,
+        confident,
+        blips,
+        tau_rows,
+        evaluations,
     )
 
 
-def _transition_marks(tr: pa.Table, revisions, score_fns, n_heads, shape) -> np.ndarray:
-    """+1 / -1 at (fn, head, checkpoint the change lands in) for the series' current transitions."""
+def _transition_marks(tr: pa.Table, revisions, score_fns, n_heads, shape) -> tuple[np.ndarray, ...]:
+    """+1 / -1 at (fn, head, checkpoint the change lands in) for the series' current transitions, and where
+    those transitions are confident and where they are blips (null in either, from older files: False)."""
     marks = np.zeros(shape, dtype=np.int8)  # [fn, head, checkpoint]
+    confident, blips = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)  # [fn, head, checkpoint]
     if tr.num_rows == 0:
-        return marks
+        return marks, confident, blips
     fn = pc.index_in(tr["score_fn"], value_set=pa.array(score_fns)).to_numpy()  # [row]
     col = pc.index_in(tr["to_revision"], value_set=revisions).to_numpy()  # [row]
     head = tr["layer"].to_numpy().astype(np.int64) * n_heads + tr["head_index"].to_numpy()  # [row]
     kind = np.where(pc.equal(tr["to_state"], "dormant").to_numpy(zero_copy_only=False), 1, -1).astype(np.int8)
     marks[fn, head, col] = kind
-    return marks
+    for out, name in ((confident, "confident"), (blips, "blip")):
+        out[fn, head, col] = pc.fill_null(tr[name], False).to_numpy(zero_copy_only=False).astype(bool)
+    return marks, confident, blips
 
 
 # ---------------------------------------------------------------- figure data (checked exactly by tests)
@@ -160,10 +183,40 @@ class RasterData:
     marks: np.ndarray  # int8 [head, checkpoint]: +1 fell dormant here, -1 woke here, 0 no change
 
 
-def raster_data(series: Series, score_fn: str) -> RasterData:
+def raster_data(series: Series, score_fn: str, hide_blips: bool = False) -> RasterData:
+    """The raster of one function; with `hide_blips`, blips undone (`states_without_blips`)."""
     i = series.fn_index(score_fn)
     labels = [f"L{layer}.H{head}" for layer in range(series.n_layers) for head in range(series.n_heads)]
+    if hide_blips:
+        states, marks = states_without_blips(series, score_fn)
+        return RasterData(labels, series.revisions, states, marks)
     return RasterData(labels, series.revisions, series.dormant[i], series.marks[i])
+
+
+def states_without_blips(series: Series, score_fn: str) -> tuple[np.ndarray, np.ndarray]:
+    """The head states [head, checkpoint] with every blip undone, and their marks [head, checkpoint].
+
+    A blip is A -> B into checkpoint c undone after c (B -> A): the head is shown in its predecessor's
+    shown state at c, that is A (in series order, so that a run of blips A B A B shows A A A B). The marks
+    are the changes of the shown states between each checkpoint and its predecessor in the branch tree,
+    among the checkpoints the function was scored on (as the transitions table compares them).
+    """
+    from .transitions import predecessors
+
+    i = series.fn_index(score_fn)
+    states, blips = series.dormant[i].copy(), series.blips[i]  # [head, checkpoint]
+    scored = np.flatnonzero((states >= 0).any(axis=0))  # [checkpoint] the function's checkpoints
+    stage = np.array([series.checkpoints[c]["stage"] for c in scored], dtype=np.int64)
+    ingredient = np.array([series.checkpoints[c].get("ingredient") or 0 for c in scored], dtype=np.int64)
+    pred = predecessors(stage, ingredient)  # [scored checkpoint] index into `scored`
+    marks = np.zeros_like(states)  # [head, checkpoint]
+    for j in range(1, len(scored)):
+        c, p = scored[j], scored[pred[j]]
+        undo = blips[:, c] & (states[:, c] >= 0) & (states[:, p] >= 0)  # [head]
+        states[undo, c] = states[undo, p]
+        both = (states[:, c] >= 0) & (states[:, p] >= 0)
+        marks[:, c] = np.where(both, states[:, c] - states[:, p], 0)
+    return states, marks
 
 
 def dormant_percent(series: Series) -> np.ndarray:
@@ -211,6 +264,149 @@ def agreement_iou(series: Series, checkpoint: int = -1) -> np.ndarray:
     union = sizes[:, None] + sizes[None, :] - inter
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(union > 0, inter / np.where(union > 0, union, 1), np.nan)
+
+
+# ---------------------------------------------------------------- calibration sets
+
+
+@dataclass(frozen=True)
+class CalibrationSets:
+    """The "Calibration sets" section of the report of a series tracked on several sets, for one function.
+
+    Each set's masks are its current ones (its own `SeriesView`); the pairs' Jaccard indices are the
+    `calibration_agreement` table's (computed here, not stored, when a store has no agreement file yet).
+    """
+
+    score_fn: str
+    calibration_ids: list[str]  # the series' sets, the primary first
+    revisions: list[str]  # checkpoints scored under score_fn on >= 2 sets, in series order
+    tokens: np.ndarray  # int64 [checkpoint]
+    jaccard: dict[tuple[str, str], np.ndarray]  # (set a, set b) -> float64 [checkpoint] (NaN: not both scored)
+    states: np.ndarray  # int8 [layer*n_heads+head, checkpoint]: SET_ALL, SET_SOME, SET_NONE or -1 (< 2 sets scored)
+    set_rows: list[dict]  # per set: its checkpoints, % dormant at its last one, transitions under score_fn
+    last_jaccard: dict[tuple[str, str], tuple[str, float]]  # pair -> (its last checkpoint, mean Jaccard over functions)
+
+
+SET_NONE, SET_SOME, SET_ALL = 0, 1, 2  # CalibrationSets.states: dormant on no set, some of them, every one
+
+
+def calibration_sets(views, series: Series, score_fn: str) -> CalibrationSets | None:
+    """The section's data from the series' `open_views`; None with fewer than 2 calibration sets (no section)."""
+    if len(views) < 2:
+        return None
+    root = views[0].store
+    table = read_table(root, AGREEMENT_TABLE, series.model_id)
+    if table.num_rows == 0:  # tracked before the agreement existed: computed, not stored
+        table = set_agreement(root, series.model_id)
+    ids = [v.calibration_id for v in views]
+    pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1 :]]
+    rows = table.to_pylist()
+    mine = [r for r in rows if r["score_fn"] == score_fn]
+    revisions = list(dict.fromkeys(r["revision"] for r in mine))  # the table is in series order
+    tokens = {r["revision"]: r["tokens"] for r in mine}
+    col = {rev: j for j, rev in enumerate(revisions)}
+    jaccard = {p: np.full(len(revisions), np.nan) for p in pairs}
+    for r in mine:
+        jaccard[(r["calibration_a"], r["calibration_b"])][col[r["revision"]]] = r["jaccard"]
+    last_jaccard = {}
+    for p in pairs:
+        of_pair = [r for r in rows if (r["calibration_a"], r["calibration_b"]) == p]
+        if of_pair:
+            last = of_pair[-1]["revision"]
+            values = [r["jaccard"] for r in of_pair if r["revision"] == last]
+            last_jaccard[p] = (last, float(np.mean(values)))
+    n_cells = series.n_layers * series.n_heads
+    scored = np.zeros((n_cells, len(revisions)), dtype=np.int64)  # [head, checkpoint]: sets that scored it
+    dormant = np.zeros((n_cells, len(revisions)), dtype=np.int64)  # [head, checkpoint]: sets it is dormant on
+    set_rows = []
+    for view in views:
+        fns = [score_fn] if score_fn in view.taus else []
+        tracked = set(view.revisions)
+        here = [rev for rev in revisions if rev in tracked]
+        if fns and here:
+            hs = view.head_scores(fns, here, columns=["revision", "layer", "head_index", "dormant"])
+            c = np.array([col[rev] for rev in hs.column("revision").to_pylist()], dtype=np.int64)
+            h = hs.column("layer").to_numpy().astype(np.int64) * series.n_heads + hs.column("head_index").to_numpy()
+            scored[h, c] += 1
+            dormant[h, c] += hs.column("dormant").to_numpy(zero_copy_only=False).astype(np.int64)
+        set_rows.append(_set_row(view, fns))
+    states = np.where(dormant == scored, SET_ALL, np.where(dormant > 0, SET_SOME, SET_NONE)).astype(np.int8)
+    states[scored < 2] = -1
+    return CalibrationSets(
+        score_fn,
+        ids,
+        revisions,
+        np.array([tokens[rev] for rev in revisions], dtype=np.int64),
+        jaccard,
+        states,
+        set_rows,
+        last_jaccard,
+    )
+
+
+def _set_row(view: SeriesView, fns: list[str]) -> dict:
+    """One set's line of the section's table: its last checkpoint's % dormant and its transitions."""
+    last = view.revisions[-1] if view.revisions else None
+    pct, fell, woke = None, 0, 0
+    if fns and last is not None:
+        d = view.head_scores(fns, [last], columns=["dormant"]).column("dormant").to_numpy(zero_copy_only=False)
+        pct = round(100.0 * float(np.mean(d)), 2) if d.size else None
+        to_state = view.transitions(fns).column("to_state").to_pylist()
+        fell, woke = to_state.count("dormant"), to_state.count("active")
+    return {
+        "calibration_id": view.calibration_id,
+        "n_checkpoints": len(view.revisions),
+        "last_revision": last,
+        "final_pct_dormant": pct,
+        "fell_dormant": fell,
+        "woke": woke,
+    }
+
+
+@dataclass
+class LengthDependence:
+    """The heads whose dormant rate differs most between calibration sets, at the last checkpoint all sets
+    scored, with each set's `length_slope` (score change per doubling of the input length) for them."""
+
+    score_fn: str
+    revision: str
+    sets: list[str]
+    heads: list[str]  # "L{layer}.H{head}", most different first
+    slope: np.ndarray  # float64 [set, head] (NaN: lengths did not vary, or re-aggregated)
+    rate: np.ndarray  # float64 [set, head] dormant_rate
+
+
+def length_dependence(views, series: Series, score_fn: str, top: int = 8) -> LengthDependence | None:
+    """From the series' `open_views`; None when fewer than 2 sets share a checkpoint scored under `score_fn`."""
+    views = [v for v in views if score_fn in v.taus]
+    if len(views) < 2:
+        return None
+    shared = [r for r in views[0].revisions if all(r in v.revisions for v in views[1:])]
+    if not shared:
+        return None
+    last, keys = shared[-1], [("layer", "ascending"), ("head_index", "ascending")]
+    cols = ["layer", "head_index", "dormant_rate", "length_slope"]
+    tables = [v.head_scores([score_fn], [last], columns=cols).sort_by(keys) for v in views]
+    if len({t.num_rows for t in tables}) != 1 or tables[0].num_rows == 0:
+        return None
+    rate = np.stack([t.column("dormant_rate").to_numpy(zero_copy_only=False) for t in tables])  # [set, head]
+    slope = np.stack([t.column("length_slope").fill_null(np.nan).to_numpy(zero_copy_only=False) for t in tables])
+    order = np.argsort(-(rate.max(axis=0) - rate.min(axis=0)), kind="stable")[:top]
+    layer, head = tables[0].column("layer").to_numpy(), tables[0].column("head_index").to_numpy()
+    labels = [f"L{layer[i]}.H{head[i]}" for i in order]
+    return LengthDependence(score_fn, last, [v.calibration_id for v in views], labels, slope[:, order], rate[:, order])
+
+
+def calibration_sets_line(sets: CalibrationSets) -> str:
+    """summary.md's line: per pair of sets, the mean Jaccard (over score functions) at its last checkpoint."""
+    last = {rev for rev, _ in sets.last_jaccard.values()}
+    one = len(last) == 1  # the usual case: every pair's last shared checkpoint is the series' last
+    parts = [f"{a} vs {b} {j:.2f}{'' if one else f' ({rev})'}" for (a, b), (rev, j) in sets.last_jaccard.items()]
+    at = f" ({next(iter(last))})" if one else ""
+    return (
+        f"Calibration sets ({len(sets.calibration_ids)}): mean Jaccard of the dormant masks at the last checkpoint"
+        f"{at}, over the score functions both sets track: {'; '.join(parts) or 'no checkpoint shared'}."
+    )
 
 
 # ---------------------------------------------------------------- publishing
@@ -288,7 +484,8 @@ def evaluation_groups(series: Series) -> list[EvaluationGroup]:
 
 
 def summary_rows(series: Series) -> list[dict]:
-    """One row per score function: first checkpoint with a dormant head, final % dormant, transitions."""
+    """One row per score function: first checkpoint with a dormant head, final % dormant, transitions (of
+    which `confident` and `blips` count those the intervals are sure of and those undone at once)."""
     pct = dormant_percent(series)  # [fn, checkpoint]
     rows = []
     for i, fn in enumerate(series.score_fns):
@@ -306,14 +503,17 @@ def summary_rows(series: Series) -> list[dict]:
                 "final_pct_dormant": round(float(pct[i, -1]), 2),
                 "fell_dormant": int((marks == 1).sum()),
                 "woke": int((marks == -1).sum()),
+                "confident": int((series.confident[i] & (marks != 0)).sum()),
+                "blips": int((series.blips[i] & (marks != 0)).sum()),
                 "heads_ever_changed": int((marks != 0).any(axis=1).sum()),
             }
         )
     return rows
 
 
-def report_markdown(series: Series) -> str:
-    """The keyed markdown summary of a series (summary.md, and the track flow's Prefect artifact)."""
+def report_markdown(series: Series, sets: CalibrationSets | None = None) -> str:
+    """The keyed markdown summary of a series (summary.md, and the track flow's Prefect artifact); with `sets`
+    (several calibration sets), a line of their agreement."""
     t = series.tokens
     lines = [
         f"# Dormant heads: {series.model_id}",
@@ -324,18 +524,20 @@ def report_markdown(series: Series) -> str:
         f"taus {series.checkpoints[0]['taus_id']}.",
         "",
         "| score function | tau | first checkpoint with a dormant head | final % dormant | fell dormant | woke "
-        "| heads that changed state |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| confident | blips | heads that changed state |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in summary_rows(series):
         lines.append(
             f"| {r['score_fn']} | {r['direction']} {r['tau']:g} | {fg.first_dormant_label(r)} | "
             f"{r['final_pct_dormant']:.2f} | "
-            f"{r['fell_dormant']} | {r['woke']} | {r['heads_ever_changed']} |"
+            f"{r['fell_dormant']} | {r['woke']} | {r['confident']} | {r['blips']} | {r['heads_ever_changed']} |"
         )
     note = fg.raw_quantile_note(series.tau_sources)
     if note:
         lines += ["", f"Note: {note}"]
+    if sets is not None:
+        lines += ["", calibration_sets_line(sets)]
     for g in evaluation_groups(series):
         lines += [
             "",
@@ -365,19 +567,36 @@ class ReportResult:
 
 
 def render_report(
-    store, model_id: str | None = None, out_dir=None, score_fn: str | None = None, progress: bool = False
+    store,
+    model_id: str | None = None,
+    out_dir=None,
+    score_fn: str | None = None,
+    progress: bool = False,
+    reuse: bool = False,
+    hide_blips: bool = False,
 ) -> ReportResult:
     """Render the evolution report of `model_id` (the store's only model when None) into `out_dir`.
 
     `score_fn` is the function of the per-function figures (raster, layers, transitions, scores):
     ahon_ln when tracked, else the first tracked one. `out_dir` defaults to
     <$DORMANT_REPORTS or ./reports under the working directory>/<series slug>/.
-    The folder is replaced only when the new report is complete.
+    The folder is replaced only when the new report is complete. With `reuse` (what `dormant track` asks),
+    a report rendered from the same store files by the same dormant-heads is returned as it is.
+    With `hide_blips` the raster shows every blip undone (`states_without_blips`); the rest is the same.
     """
+    if reuse:
+        root = open_store(store)
+        model_id = resolve_model_id(root, model_id)
+        out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(model_id)
+        stamp = inputs_stamp(root, model_id, score_fn, hide_blips)
+        done = _reusable(out, stamp)
+        if done is not None:
+            return done
     series = load_series(store, model_id)
     fn = score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(series.model_id)
+    stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips)
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
     plots = [  # (kind, file name, draw)
         (
@@ -385,7 +604,11 @@ def render_report(
             "dormant_percent",
             lambda: fg.draw_dormant_percent(t, dormant_percent(series), series.score_fns),
         ),
-        ("raster", f"raster_{fn}", lambda: fg.draw_raster(raster_data(series, fn), t, L, H, fn, tau)),
+        (
+            "raster",
+            f"raster_{fn}",
+            lambda: fg.draw_raster(raster_data(series, fn, hide_blips), t, L, H, fn, tau, hide_blips),
+        ),
         ("layers", f"layers_{fn}", lambda: fg.draw_layer_counts(layer_counts(series, fn), t, H, fn)),
     ]
     if len(t) > 1:
@@ -404,6 +627,20 @@ def render_report(
             lambda: fg.draw_agreement(agreement_iou(series), series.score_fns, series.revisions[-1]),
         ),
     ]
+    views = open_views(open_store(store), series.model_id)  # every calibration set, read once for the section
+    sets = calibration_sets(views, series, fn)
+    if sets is not None and sets.revisions:
+        plots += [
+            ("set_agreement", "set_agreement", lambda: fg.draw_set_agreement(sets.tokens, sets.jaccard, fn)),
+            (
+                "set_raster",
+                "set_raster",
+                lambda: fg.draw_set_raster(sets.states, sets.tokens, L, H, fn, len(sets.calibration_ids)),
+            ),
+        ]
+        lengths = length_dependence(views, series, fn)
+        if lengths is not None:
+            plots.append(("set_length", "set_length", lambda: fg.draw_set_length(lengths)))
     groups = evaluation_groups(series)
     for k, g in enumerate(groups):
         title = f"{g.task}, {g.shots}-shot, {g.revision} ({g.n_items} items)"
@@ -421,16 +658,55 @@ def render_report(
         drawn = {}
         for _, name, draw in _progress(plots, progress):
             drawn[name] = fg.save_figure(draw(), tmp / "figures", name)
-        markdown = report_markdown(series)
+        markdown = report_markdown(series, sets)
         (tmp / "summary.md").write_text(markdown, encoding="utf-8")
-        page = fg.report_html(series, fn, {kind: name for kind, name, _ in plots}, summary_rows(series), groups)
+        fig = {kind: name for kind, name, _ in plots}
+        page = fg.report_html(series, fn, fig, summary_rows(series), groups, sets)
         (tmp / "index.html").write_text(page, encoding="utf-8")
+        rows = summary_rows(series)
+        (tmp / STAMP).write_text(json.dumps({"inputs": stamp, "summary_rows": rows}, default=str), encoding="utf-8")
         publish_folder(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     figures = {n: (out / "figures" / p.name, out / "figures" / s.name) for n, (p, s) in drawn.items()}
-    return ReportResult(out, out / "index.html", figures, out / "summary.md", summary_rows(series), markdown)
+    return ReportResult(out, out / "index.html", figures, out / "summary.md", rows, markdown)
+
+
+STAMP = "inputs.json"  # what a report was rendered from (`inputs_stamp`), and its summary rows
+
+
+def inputs_stamp(root: Path, model_id: str, score_fn: str | None, hide_blips: bool = False) -> str:
+    """A digest of everything a report reads: the name, size and modification time of each of the series'
+    files in the tables it reads, the score function asked for (and `hide_blips`) and the dormant-heads version."""
+    asked = f"{score_fn}\0hide_blips" if hide_blips else f"{score_fn}"  # the default's stamps stay as they were
+    h = hashlib.sha256(f"{__version__}\0{asked}\n".encode())
+    for table in (
+        "checkpoints",
+        "head_scores",
+        "transitions",
+        "head_histories",
+        "taus",
+        "evaluations",
+        "calibration_agreement",
+    ):
+        folder = root / table / f"series={series_slug(model_id)}"
+        for p in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
+            st = p.stat()
+            h.update(f"{table}/{p.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _reusable(out: Path, stamp: str) -> ReportResult | None:
+    try:
+        saved = json.loads((out / STAMP).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if saved.get("inputs") != stamp or not (out / "index.html").is_file():
+        return None
+    figures = {p.stem: (p, p.with_suffix(".svg")) for p in sorted((out / "figures").glob("*.png"))}
+    markdown = (out / "summary.md").read_text(encoding="utf-8")
+    return ReportResult(out, out / "index.html", figures, out / "summary.md", saved["summary_rows"], markdown)
 
 
 def _progress(items, enabled: bool):

@@ -20,11 +20,12 @@ from typing import Any
 
 from .checkpoints import Selection, is_local_source
 from .errors import ConfigError, did_you_mean
+from .input_scores import InputScoresPolicy
 from .masks import parse_tau_option
 from .score_functions import parse_score_functions
 
 # Bump when a field is added or changes meaning; `from_json` refuses a request of a newer version.
-REQUEST_VERSION = 2  # 2: evaluate requests name `tasks` (was `task`) and carry the protocol
+REQUEST_VERSION = 3  # 2: evaluate requests name `tasks` (was `task`) and carry the protocol; 3: `calibrations`
 DEFAULT_EVAL_SCORES = ("ahon_ln", "lthon_ln", "awft")
 DEFAULT_QUANTILES = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 
@@ -101,6 +102,18 @@ def _set(obj, name: str, value) -> None:
 def _absolute(path: str | None) -> str | None:
     """Paths are stored absolute, so a saved request means the same thing from any working directory."""
     return None if path is None else str(Path(path).expanduser().resolve())
+
+
+def _calibration_name(name: str) -> str:
+    """A bundled set's name as is; anything else is a text file, stored absolute."""
+    from .calibration import bundled_set_names
+
+    name = str(name).strip()
+    if not name:
+        raise ConfigError("--calibration is empty: name a bundled set or a UTF-8 text file")
+    if name in bundled_set_names() or not Path(name).expanduser().exists():
+        return name  # a bundled set, or an unknown name that loading refuses with the bundled names listed
+    return str(_absolute(name))
 
 
 def model_id_for(source: str) -> str:
@@ -191,14 +204,15 @@ class TrackRequest(_Request):
     reference: str | None = None  # the reference revision of quantile taus (default: the series' last)
     retau: bool = False  # replace the series' stored taus
     texts: str | None = None  # calibration texts file (default: the bundled WinoGrande dev sentences)
-    limit: int | None = None  # first N calibration texts (default 128)
+    calibrations: tuple[str, ...] = ()  # `--calibration`: bundled set names or text files, scored in one pass
+    limit: int | None = None  # first N calibration texts of each set (default 128)
     batch_size: int = 8
     max_tokens: int | None = None  # truncate inputs to this many tokens (default: the model's context)
     max_batch_tokens: int | None = None  # padded tokens per batch (default: the score engine's budget)
     dtype: DType = DType.FLOAT32
     device: Device = Device.AUTO
     seed: int = 0  # of the random baseline
-    input_scores: bool | None = None  # keep per-input scores (None: when they are small)
+    input_scores: InputScoresPolicy = InputScoresPolicy.AUTO  # keep per-input scores (auto: when small)
     cache_dir: str | None = None  # Hugging Face cache for downloads (default: HF_HUB_CACHE)
     keep_checkpoints: bool = False  # keep downloaded revisions after scoring
     runner: Runner = Runner.LOCAL
@@ -214,6 +228,12 @@ class TrackRequest(_Request):
             _set(self, "source", _absolute(self.source))
         for name in ("store", "texts", "cache_dir", "reports_dir"):
             _set(self, name, _absolute(getattr(self, name)))
+        names = (self.calibrations,) if isinstance(self.calibrations, str) else tuple(self.calibrations or ())
+        _set(self, "calibrations", tuple(_calibration_name(n) for n in names))
+        if self.texts and self.calibrations:
+            raise ConfigError(
+                "--texts and --calibration both name calibration sets: pass the file as --calibration FILE"
+            )
         if not isinstance(self.selection, Selection):
             raise ConfigError("selection must be a Selection (built from --revisions/--steps/--every/--max)")
         if self.selection.revisions_glob and self.selection.steps is not None:
@@ -236,6 +256,10 @@ class TrackRequest(_Request):
         _set(self, "dtype", _enum(DType, self.dtype, "--dtype"))
         _set(self, "device", _enum(Device, self.device, "--device"))
         _set(self, "runner", _enum(Runner, self.runner, "--runner"))
+        policy = self.input_scores
+        if policy is None or isinstance(policy, bool):  # saved requests before the policy: True / False / None
+            policy = {True: "keep", False: "drop", None: "auto"}[policy]
+        _set(self, "input_scores", _enum(InputScoresPolicy, policy, "--input-scores"))
         if self.runner is Runner.LOCAL and (self.address or self.workers):
             flag = "--address" if self.address else "--workers"
             raise ConfigError(f"{flag} is for a Dask cluster: add --runner dask, or drop {flag}")
@@ -253,11 +277,18 @@ class TrackRequest(_Request):
         return tuple(self.score_fns or parse_score_functions(None))
 
     @cached_property
-    def calibration(self):
-        """The calibration set (read once per request object; its content hash is the calibration_id)."""
-        from .calibration import load_calibration
+    def calibration_sets(self) -> tuple:
+        """Every calibration set of the run, the series' primary one first (read once per request object)."""
+        from .calibration import load_calibration, load_calibration_sets
 
-        return load_calibration(self.texts, self.limit)
+        if self.calibrations:
+            return load_calibration_sets(self.calibrations, self.limit)
+        return (load_calibration(self.texts, self.limit),)
+
+    @property
+    def calibration(self):
+        """The primary calibration set (the first; its content hash is the calibration_id)."""
+        return self.calibration_sets[0]
 
 
 @dataclass(frozen=True)

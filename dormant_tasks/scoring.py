@@ -61,6 +61,7 @@ class InputScores:
     values: np.ndarray  # float64 [n_inputs, n_fns, n_layers, n_heads]
     n_tokens: np.ndarray  # int64 [n_inputs], after truncation
     n_truncated: int = 0  # inputs cut to the token limit
+    first_boundary: np.ndarray | None = None  # bool [n_inputs]: the first token is the tokenizer's BOS or EOS
 
     def get(self, score_fn: str) -> np.ndarray:
         """[n_inputs, n_layers, n_heads] values of one function."""
@@ -69,7 +70,7 @@ class InputScores:
         return self.values[:, self.score_fns.index(score_fn)]
 
     def to_table(self) -> pa.Table:
-        """Long table (the store's `input_scores`): input_index, score_fn, layer, head_index, score (NaN kept)."""
+        """Long table (the store's `input_scores`): input_index, score_fn, layer, head_index, score (float32, NaN kept)."""
         idx = np.indices(self.values.shape).reshape(4, -1)  # [4, n_inputs * n_fns * n_layers * n_heads]
         return pa.table(
             {
@@ -77,7 +78,7 @@ class InputScores:
                 "score_fn": pa.array(np.asarray(self.score_fns, dtype=object)[idx[1]], pa.string()),
                 "layer": pa.array(idx[2], pa.int32()),
                 "head_index": pa.array(idx[3], pa.int32()),
-                "score": pa.array(self.values.reshape(-1), pa.float64()),
+                "score": pa.array(self.values.reshape(-1).astype(np.float32), pa.float32()),
             }
         )
 
@@ -257,9 +258,11 @@ def score_texts(
     query_block: int | None = None,
     max_tokens: int | None = None,
     max_batch_tokens: int | None = None,
+    refuse_all_cut: bool = False,
 ) -> InputScores:
     """Per-input scores of `model` over `texts`, each tokenised as `tokenizer(text)` does and cut to the first
-    `max_tokens` tokens (at most the model's context); batches hold at most `max_batch_tokens` padded tokens."""
+    `max_tokens` tokens (at most the model's context); batches hold at most `max_batch_tokens` padded tokens.
+    `refuse_all_cut` (a calibration set): ScoringError when every text is longer than the model's context."""
     fns = tuple(parse_score_functions(score_fns))
     if batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, got {batch_size}")
@@ -279,6 +282,11 @@ def score_texts(
         if not ids:
             raise ScoringError(f"text {i} ({texts[i][:40]!r}) tokenises to zero tokens; remove it or change it")
     n_truncated = sum(n > 0 for n in cut)
+    if refuse_all_cut and n_truncated == len(texts) and limit != max_tokens:  # none fits: refuse, not score prefixes
+        raise ScoringError(
+            f"all {len(texts)} texts are longer than the model's context ({limit} tokens): every one would be "
+            "cut; use shorter texts (one per line), or cut them on purpose with --max-tokens"
+        )
     if n_truncated:
         _warn_truncated(
             list(cut), limit, "--max-tokens" if limit == max_tokens else "the model's max_position_embeddings"
@@ -310,4 +318,6 @@ def score_texts(
             query_block=query_block,
         )
         values[run.start : run.stop] = result.scores
-    return InputScores(fns, values, np.array([len(ids) for ids in encoded], dtype=np.int64), n_truncated)
+    boundary = {t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id) if t is not None}
+    first = np.array([ids[0] in boundary for ids in encoded], dtype=bool)  # the sink the scores look at
+    return InputScores(fns, values, np.array([len(ids) for ids in encoded], dtype=np.int64), n_truncated, first)

@@ -23,7 +23,7 @@ from .checkpoints import Revision, series_sort_key
 from .errors import StoreError, did_you_mean
 from .masks import Tau
 from .score_functions import SCORING_VERSION
-from .store import MARKER, list_models, open_store, read_table
+from .store import MARKER, check_result_files, list_models, open_store, read_table
 from .transitions import SeriesStates, series_states
 
 
@@ -39,10 +39,21 @@ class SeriesView:
     n_stale: int  # revisions stored only under other taus, calibration or scoring version
 
     @classmethod
-    def open(cls, store, model_id: str) -> SeriesView:
-        """The current view of `model_id`; StoreError (with the models the store holds) when it has none."""
+    def open(cls, store, model_id: str, calibration_id: str | None = None) -> SeriesView:
+        """The current view of `model_id` on one of its calibration sets (default: the primary one, the first
+        of its taus); StoreError (with the models the store holds) when it has none."""
         root = open_store(store)
         tau_rows = read_table(root, "taus", model_id=model_id).to_pylist()
+        if tau_rows and calibration_id is not None:
+            sets = list(dict.fromkeys(r["calibration_id"] for r in tau_rows))
+            if calibration_id not in sets:
+                raise StoreError(
+                    f"series {model_id!r} has no calibration set {calibration_id!r}"
+                    f"{did_you_mean(calibration_id, sets)}; its sets: {', '.join(sets)}"
+                )
+            tau_rows = [r for r in tau_rows if r["calibration_id"] == calibration_id]
+        else:
+            tau_rows = [r for r in tau_rows if r["calibration_id"] == tau_rows[0]["calibration_id"]]
         if not tau_rows:
             known = list_models(root)
             raise StoreError(
@@ -68,9 +79,18 @@ class SeriesView:
         for r in sorted(current, key=lambda r: r["analyzed_at"]):
             latest[r["revision"]] = r  # a re-analysed revision: its newest analysis counts
         ordered = tuple(sorted(latest.values(), key=checkpoint_sort_key))
+        check_result_files(root, model_id, ordered)  # a file deleted by hand: refused here, with the fix
         stale = {r["revision"] for r in rows} - set(latest)
         reference = next((t.reference_revision for t in taus.values() if t.reference_revision), None)
         return cls(root, model_id, taus, first["taus_id"], first["calibration_id"], reference, ordered, len(stale))
+
+    @classmethod
+    def calibration_ids(cls, store, model_id: str) -> list[str]:
+        """The series' calibration sets, the primary one first (empty when it was never tracked)."""
+        if not (Path(store) / MARKER).is_file():
+            return []
+        rows = read_table(store, "taus", model_id=model_id, columns=["calibration_id"]).column("calibration_id")
+        return list(dict.fromkeys(rows.to_pylist()))
 
     @classmethod
     def exists(cls, store, model_id: str) -> bool:
@@ -102,17 +122,22 @@ class SeriesView:
 
     # ------------------------------------------------------------------------------------ results
 
-    def _current(self, table: str, score_fns=None, revisions=None) -> pa.Table:
+    def _current(self, table: str, score_fns=None, revisions=None, columns=None) -> pa.Table:
         filters = {"taus_id": self.taus_id, "calibration_id": self.calibration_id}
         if score_fns is not None:
             filters["score_fn"] = list(score_fns)
-        t = read_table(self.store, table, model_id=self.model_id, filters=filters)
+        if revisions is not None:  # head_scores: the manifest then names only these checkpoints' files
+            filters["revision"] = list(revisions)
+        read = None if columns is None else list(dict.fromkeys(["revision", *columns]))
+        t = read_table(self.store, table, model_id=self.model_id, filters=filters, columns=read)
         keep = pa.array(self.revisions if revisions is None else list(revisions), pa.string())
-        return t.filter(pc.is_in(t.column("revision"), value_set=keep))
+        t = t.filter(pc.is_in(t.column("revision"), value_set=keep))
+        return t if columns is None else t.select(list(columns))
 
-    def head_scores(self, score_fns=None, revisions=None) -> pa.Table:
-        """The current head_scores rows of the current checkpoints (optionally of some functions/revisions)."""
-        return self._current("head_scores", score_fns, revisions)
+    def head_scores(self, score_fns=None, revisions=None, columns=None) -> pa.Table:
+        """The current head_scores rows of the current checkpoints (optionally of some functions/revisions, and
+        only some `columns`)."""
+        return self._current("head_scores", score_fns, revisions, columns)
 
     def transitions(self, score_fns=None) -> pa.Table:
         """The stored transitions derived under the current taus and calibration set."""
@@ -143,6 +168,17 @@ class SeriesView:
         dormant = heads.filter(heads.column("dormant"))
         pairs = zip(dormant.column("layer").to_pylist(), dormant.column("head_index").to_pylist())
         return frozenset(pairs), self.taus[score_fn].value
+
+
+def open_views(store, model_id: str) -> list[SeriesView]:
+    """The current view of every calibration set of the series, the primary set first."""
+    return [SeriesView.open(store, model_id, cal) for cal in SeriesView.calibration_ids(store, model_id)]
+
+
+def result_id(checkpoint: dict) -> str:
+    """A stored result's id in the records of derived files (transitions, histories, agreement): the manifest
+    row's file_key@analyzed_at, which changes when the checkpoint is analysed again."""
+    return f"{checkpoint['file_key']}@{checkpoint['analyzed_at'].isoformat()}"
 
 
 def checkpoint_sort_key(row: dict) -> tuple:

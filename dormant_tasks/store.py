@@ -2,8 +2,10 @@
 
 Layout (hive-partitioned, so pyarrow, pandas, polars and DuckDB read it without this project):
 
-    <store>/_store.json                                  {"schema_version": 3, "created_by": ...}
-    <store>/<table>/series=<slug>/<file_key>.parquet     one file per checkpoint and run (or per derived table)
+    <store>/_store.json                                  {"schema_version": 4, "created_by": ...}
+    <store>/checkpoints/series=<slug>/checkpoints.parquet  the series' manifest: one row per stored result
+    <store>/<table>/series=<slug>/<file_key>.parquet     head_scores/input_scores: one file per result;
+                                                         derived tables: one file per taus_id; evaluations: per run
     <store>/requests/series=<slug>/<request_id>.json     the request of every run that wrote rows
     <store>/_locks/<slug>.lock                           `series_lock` (readers ignore "_" and "." names)
 
@@ -11,19 +13,23 @@ The partition key is `series` (a filesystem-safe form of model_id, see `series_s
 real column with its "/" in every file. `read_table` returns exactly the columns of `SCHEMAS[table]`
 (the `series` partition column is dropped: model_id carries the same information).
 
-Concurrency, without duplicates and without corrupt files:
-- every file is written to a hidden temp file in its destination folder and renamed over its final name
-  (`os.replace`), so a reader sees either no file or a whole one; a temp file left by a killed writer is
-  hidden from readers and swept by the next write to that series folder from the same host;
-- per-checkpoint files (checkpoints, head_scores, input_scores) should use the same `file_key` for one
-  checkpoint and run, best `checkpoint_file_key(...)`, which depends only on what identifies the result:
-  a second run of the same checkpoint then replaces the same files instead of adding new ones;
-- a flow claims a checkpoint under `series_lock(store, model_id)`: re-check `stored_checkpoint_keys`, then
-  write head_scores/input_scores first and the `checkpoints` row last (that row marks the result complete);
-- as a safety net `read_table(..., dedupe=True)` (the default) keeps, per checkpoint identity, the newest
-  `checkpoints` row (by analyzed_at) and, for head_scores/input_scores, only the file of that row when
-  several files hold the same (model_id, revision, calibration_id[, taus_id]); this works per file, so a
-  file should hold one checkpoint.
+The `checkpoints` table is the manifest of a series (schema version 4): one file per series, rewritten
+atomically, one row per stored result, whose `file_key` names that result's head_scores (and, when
+`input_scores_kept`, input_scores) file. A result exists when, and only when, its row is in the manifest:
+- `commit_checkpoint` writes the result's files first, then rewrites the manifest with its row, all under
+  `series_lock`: a killed writer leaves at most files that no row names, which readers never see
+  (`dormant store repair` deletes them);
+- reads of head_scores/input_scores open only the files the manifest names, pruned by the filters on the
+  columns the manifest shares (revision, step, taus_id, ...): no glob, no footer scan, no dedupe pass;
+- a manifest row whose file is missing (deleted by hand) is a StoreError that names the fix
+  (`dormant store repair`, which drops such rows so that the next `dormant track` scores them again);
+- a result with the same `CheckpointKey` replaces the older row (the newer `analyzed_at` wins; its files
+  have the same `file_key`); results of the same revision under other taus stay (`SeriesView` counts them
+  stale); of several rows of one revision, calibration set and taus, reads take the newest.
+
+Every file is written to a hidden temp file in its destination folder and renamed over its final name
+(`os.replace`), so a reader sees either no file or a whole one; a temp file left by a killed writer is
+hidden from readers and swept by the next write to that series folder from the same host.
 """
 
 from __future__ import annotations
@@ -36,9 +42,9 @@ import os
 import re
 import socket
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -49,7 +55,7 @@ import pyarrow.parquet as pq
 from . import __version__
 from .errors import USER_ERRNOS, StoreError, did_you_mean
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MARKER = "_store.json"
 REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
 
@@ -85,6 +91,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("scoring_version", pa.string()),
             _f("ingredient", pa.int32(), nullable=True),
             _f("request_id", pa.string(), nullable=True),
+            # the manifest (schema version 4): the name of this result's head_scores/input_scores files
+            _f("file_key", pa.string()),
+            _f("input_scores_kept", pa.bool_()),
         ]
     ),
     "head_scores": pa.schema(
@@ -99,6 +108,12 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("direction", pa.string()),
             _f("dormant_rate", pa.float64()),
             _f("dormant", pa.bool_()),
+            # the 95% Wilson interval of dormant_rate (null: rows upgraded from schema version 3)
+            _f("dormant_rate_low", pa.float64(), nullable=True),
+            _f("dormant_rate_high", pa.float64(), nullable=True),
+            # how the score depends on the input (docs/SCORES.md, "Input dependence"); null: upgraded rows
+            _f("length_slope", pa.float64(), nullable=True),  # score change per doubling of the input length
+            _f("boundary_gap", pa.float64(), nullable=True),  # mean score, first token BOS/EOS minus not
             _f("calibration_id", pa.string()),
             _f("taus_id", pa.string()),
         ]
@@ -110,7 +125,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("score_fn", pa.string()),
             _f("layer", pa.int32()),
             _f("head_index", pa.int32()),
-            _f("score", pa.float64()),
+            _f("score", pa.float32()),  # float32 from schema version 4 (half the bytes; scores are float32 on GPU)
             _f("calibration_id", pa.string()),
         ]
     ),
@@ -129,6 +144,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("to_tokens", pa.int64()),
             _f("from_state", pa.string()),
             _f("to_state", pa.string()),
+            # both checkpoints' rate intervals exclude 0.5 (null: an interval is unknown); undone at the next one
+            _f("confident", pa.bool_(), nullable=True),
+            _f("blip", pa.bool_()),
             _f("calibration_id", pa.string()),
             _f("taus_id", pa.string()),
         ]
@@ -147,6 +165,24 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("final_state", pa.string()),
             _f("calibration_id", pa.string()),
             _f("taus_id", pa.string()),
+        ]
+    ),
+    # One row per (checkpoint of >= 2 calibration sets, score function, pair of sets): how far the sets'
+    # current dormancy masks agree (dormant_tasks/agreement.py); one file per series.
+    "calibration_agreement": pa.schema(
+        COMMON
+        + [
+            _f("score_fn", pa.string()),
+            _f("calibration_a", pa.string()),  # the earlier set of the pair in the series' set order
+            _f("calibration_b", pa.string()),
+            _f("n_heads", pa.int32()),  # heads scored under score_fn on both sets
+            _f("n_dormant_a", pa.int32()),
+            _f("n_dormant_b", pa.int32()),
+            _f("n_both", pa.int32()),  # dormant on both
+            _f("jaccard", pa.float64()),  # n_both / |A u B|; 1.0 when both masks are empty
+            _f("n_sets", pa.int32()),  # sets scored under score_fn at this checkpoint (>= 2)
+            _f("n_dormant_all", pa.int32()),  # dormant on every one of those n_sets sets
+            _f("n_dormant_any", pa.int32()),  # dormant on at least one of them
         ]
     ),
     "taus": pa.schema(
@@ -209,8 +245,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
 }
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
-# Tables with one file per checkpoint and run; the others are derived or per evaluation run.
-PER_CHECKPOINT_TABLES: tuple[str, ...] = ("checkpoints", "head_scores", "input_scores")
+RESULT_TABLES: tuple[str, ...] = ("head_scores", "input_scores")  # one file per manifest row
+MANIFEST_KEY = "checkpoints"  # file key of the one `checkpoints` file (the manifest) of a series
 
 
 class CheckpointKey(NamedTuple):
@@ -362,19 +398,37 @@ def series_lock(store, model_id: str) -> Iterator[None]:
     """Exclusive lock on one series (fcntl.flock on <store>/_locks/<slug>.lock), released on exit.
 
     Hold it only around check-then-write, never around scoring. flock works between processes of one
-    host and on most network filesystems that support POSIX locks.
+    host; the store has one writer per series at a time (the flow: Dask workers return rows, they do not
+    write). Re-entrant within a thread.
     """
     root = open_store(store, create=True)
     lock_dir = root / "_locks"
+    path = (lock_dir / f"{series_slug(model_id)}.lock").resolve()
+    held = _held()
+    if path in held:  # re-entered by the thread that holds it (a second flock would wait for itself)
+        yield
+        return
     with _writing(lock_dir):
         lock_dir.mkdir(exist_ok=True)
-        lock = open(lock_dir / f"{series_slug(model_id)}.lock", "a+b")  # noqa: SIM115 (closed below)
+        lock = open(path, "a+b")  # noqa: SIM115 (closed below)
     with lock as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # other threads wait too: each opens its own file description
+        held.add(path)
         try:
             yield
         finally:
+            held.discard(path)
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+_LOCAL = threading.local()
+
+
+def _held() -> set[Path]:
+    """The series locks the current thread holds."""
+    if not hasattr(_LOCAL, "held"):
+        _LOCAL.held = set()
+    return _LOCAL.held
 
 
 # ---------------------------------------------------------------------------------------------- writes
@@ -500,13 +554,37 @@ def conform(data: pa.Table | list[dict], table: str) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write_table(store, table: str, data: pa.Table | list[dict], *, file_key: str, model_id: str | None = None) -> Path:
+def write_table(
+    store,
+    table: str,
+    data: pa.Table | list[dict],
+    *,
+    file_key: str,
+    model_id: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> Path:
     """Write one file of `table` atomically and return its path; an existing file with the same key is replaced.
 
     All rows must share one model_id; `model_id` names the series for an empty table (and, when given,
-    must match the rows). The store is created on the first write.
+    must match the rows). The store is created on the first write. `metadata`: string pairs kept in the
+    file's schema metadata (`read_metadata`).
+
+    `checkpoints` is the manifest: its rows are merged into the series' one file (a row with the same
+    `CheckpointKey` replaces the stored one), `file_key` naming the result files the rows commit (rows may
+    carry their own `file_key`; `input_scores_kept` defaults to whether that input_scores file exists); of two rows with the same key
+    the newer `analyzed_at` stays.
+    Prefer `commit_checkpoint`, which writes a result's files and its row in the right order.
     """
+    if table == "checkpoints":
+        return _merge_manifest(store, data, file_key, model_id)
     t = conform(data, table)
+    series = _series_of(t, table, model_id)
+    if metadata:
+        t = t.replace_schema_metadata({str(k): str(v) for k, v in metadata.items()})
+    return _write_file(open_store(store, create=True), table, series, file_key, t)
+
+
+def _series_of(t: pa.Table, table: str, model_id: str | None) -> str:
     ids = t.column("model_id").unique().to_pylist()
     if len(ids) > 1:
         raise StoreError(
@@ -516,8 +594,11 @@ def write_table(store, table: str, data: pa.Table | list[dict], *, file_key: str
         raise StoreError(f"table {table!r}: rows are of model id {ids[0]!r}, not {model_id!r}")
     if not ids and model_id is None:
         raise StoreError(f"table {table!r}: an empty table needs model_id=... to name its series")
-    series = ids[0] if ids else model_id
-    folder = _series_dir(open_store(store, create=True), table, series)
+    return ids[0] if ids else model_id
+
+
+def _write_file(root: Path, table: str, series: str, file_key: str, t: pa.Table) -> Path:
+    folder = _series_dir(root, table, series)
     with _writing(folder):
         folder.mkdir(parents=True, exist_ok=True)
     _sweep_dead_temps(folder)
@@ -525,6 +606,54 @@ def write_table(store, table: str, data: pa.Table | list[dict], *, file_key: str
     with atomic_file(final) as f:
         pq.write_table(t, f)
     return final
+
+
+def _merge_manifest(store, data, file_key: str, model_id: str | None) -> Path:
+    rows = data.to_pylist() if isinstance(data, pa.Table) else [dict(r) for r in data]
+    root = open_store(store, create=True)
+    for r in rows:
+        r.setdefault("file_key", _safe_file_key(file_key))
+        if "input_scores_kept" not in r and r.get("model_id"):
+            path = _series_dir(root, "input_scores", r["model_id"]) / f"{r['file_key']}.parquet"
+            r["input_scores_kept"] = path.is_file()
+    new = conform(rows, "checkpoints")
+    series = _series_of(new, "checkpoints", model_id)
+    with series_lock(root, series):
+        merged = dedupe_checkpoints(pa.concat_tables([_read_manifest(root, series), new]))  # the newest row per key
+        return _write_file(root, "checkpoints", series, MANIFEST_KEY, merged)
+
+
+def commit_checkpoint(store, row: dict, head_scores: pa.Table, input_scores: pa.Table | None = None) -> Path:
+    """Store one checkpoint's result: its head_scores (and input_scores) files, then its manifest row last,
+    all under `series_lock`. The files are named by `checkpoint_file_key` of the row's `CheckpointKey`."""
+    key = CheckpointKey(*(row[c] for c in CheckpointKey._fields))
+    file_key = checkpoint_file_key(key)
+    model_id = row["model_id"]
+    with series_lock(store, model_id):
+        if input_scores is not None:
+            write_table(store, "input_scores", input_scores, file_key=file_key, model_id=model_id)
+        write_table(store, "head_scores", head_scores, file_key=file_key, model_id=model_id)
+        row = {**row, "file_key": file_key, "input_scores_kept": input_scores is not None}
+        return write_table(store, "checkpoints", [row], file_key=file_key, model_id=model_id)
+
+
+def write_manifest(root: Path, model_id: str, checkpoints: pa.Table) -> Path:
+    """Replace a series' whole manifest in the store folder `root` (opened by the caller, who holds
+    `series_lock`): `store repair`, `store gc`, `store upgrade`."""
+    return _write_file(Path(root), "checkpoints", model_id, MANIFEST_KEY, conform(checkpoints, "checkpoints"))
+
+
+def derived_file_key(table: str, taus_id: str, calibration_id: str) -> str:
+    """The one file of a derived table (transitions, head_histories) per taus and calibration set."""
+    return f"{table}-{taus_id}-{calibration_id}"
+
+
+def drop_legacy_derived(store, model_id: str, taus_id: str) -> None:
+    """Delete the derived files of schema version 3's naming (one per taus, `<table>-<taus_id>`), which the
+    per-calibration-set files replace; hold `series_lock`."""
+    root = open_store(store)
+    for table in ("transitions", "head_histories"):
+        (_series_dir(root, table, model_id) / f"{table}-{_safe_file_key(taus_id)}.parquet").unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------- reads
@@ -547,17 +676,34 @@ def _filter_expression(filters, schema: pa.Schema):
     return expr
 
 
-def _read_files(files: list[Path], schema: pa.Schema, expr) -> pa.Table:
+def _read_files(files: list[Path], schema: pa.Schema, expr, columns=None) -> pa.Table:
     if not files:
-        return schema.empty_table()
-    return ds.dataset([str(p) for p in files], schema=schema, format="parquet").to_table(filter=expr)
+        t = schema.empty_table()
+        return t.select(columns) if columns is not None else t
+    return ds.dataset([str(p) for p in files], schema=schema, format="parquet").to_table(filter=expr, columns=columns)
 
 
-def read_table(store, table: str, model_id: str | None = None, filters=None, *, dedupe: bool = True) -> pa.Table:
-    """All rows of `table` (optionally of one series and matching `filters`), with exactly SCHEMAS[table]'s columns.
+def _read_manifest(root: Path, model_id: str) -> pa.Table:
+    path = _series_dir(root, "checkpoints", model_id) / f"{MANIFEST_KEY}.parquet"
+    if not path.is_file():
+        return SCHEMAS["checkpoints"].empty_table()
+    return pq.read_table(path, schema=SCHEMAS["checkpoints"])
+
+
+def _series_ids(root: Path, table: str) -> list[str]:
+    return sorted(model_id_of_slug(d.name.removeprefix("series=")) for d in (root / table).glob("series=*"))
+
+
+def read_table(
+    store, table: str, model_id: str | None = None, filters=None, *, dedupe: bool = True, columns=None
+) -> pa.Table:
+    """All rows of `table` (optionally of one series and matching `filters`), with exactly SCHEMAS[table]'s columns
+    (or only `columns`, in that order).
 
     `filters`: {column: value or list of values} (all must hold) or a pyarrow.dataset expression.
-    An empty table with the right schema when nothing is stored. `dedupe`: see the module docstring.
+    An empty table with the right schema when nothing is stored. head_scores and input_scores come from the
+    files the manifest names (see the module docstring); `dedupe` keeps, per revision and calibration set
+    (and taus), only the newest result, as the manifest says, and one manifest row per `CheckpointKey`.
     """
     schema = _schema(table)
     root = open_store(store)
@@ -565,13 +711,63 @@ def read_table(store, table: str, model_id: str | None = None, filters=None, *, 
     if model_id is not None:
         model_expr = ds.field("model_id") == model_id
         expr = model_expr if expr is None else expr & model_expr
-    files = _data_files(root, table, model_id)
-    if dedupe and table in ("head_scores", "input_scores"):
-        files = _winning_files(root, table, files)
-    t = _read_files(files, schema, expr)
-    if dedupe and table == "checkpoints":
+    if table in RESULT_TABLES:
+        series = [model_id] if model_id is not None else _series_ids(root, "checkpoints")
+        files = [p for m in series for p in result_files(root, table, m, filters, dedupe=dedupe)]
+    else:
+        files = _data_files(root, table, model_id)
+    t = _read_files(files, schema, expr, columns)
+    if dedupe and table == "checkpoints" and columns is None:
         t = dedupe_checkpoints(t)
     return t
+
+
+def result_files(root: Path, table: str, model_id: str, filters=None, *, dedupe: bool = True) -> list[Path]:
+    """The head_scores or input_scores files of a series' manifest rows that `filters` (a dict) can match.
+
+    StoreError, naming `dormant store repair`, when a file the manifest names is missing.
+    """
+    manifest = _read_manifest(root, model_id)
+    if isinstance(filters, Mapping):  # prune on the columns the manifest shares with the table
+        shared = {k: v for k, v in filters.items() if k in SCHEMAS["checkpoints"].names and k in SCHEMAS[table].names}
+        expr = _filter_expression(shared, SCHEMAS["checkpoints"])
+        if expr is not None:
+            manifest = manifest.filter(expr)
+    if table == "input_scores":
+        manifest = manifest.filter(manifest.column("input_scores_kept"))
+    rows = manifest.to_pylist() if manifest.num_rows else []
+    if dedupe:  # per result group, the newest result
+        group = [c for c in _RESULT_GROUP if c in SCHEMAS[table].names]  # input_scores do not depend on taus
+        newest: dict[tuple, dict] = {}
+        for r in sorted(rows, key=lambda r: (r["analyzed_at"], r["file_key"])):
+            newest[tuple(r[c] for c in group)] = r
+        rows = list(newest.values())
+    return sorted(set(check_result_files(root, model_id, rows, table)))
+
+
+def check_result_files(root: Path, model_id: str, rows, table: str = "head_scores") -> list[Path]:
+    """The `table` files of manifest `rows`; StoreError naming `dormant store repair` when one is missing."""
+    folder = _series_dir(root, table, model_id)
+    files = []
+    for r in rows:
+        path = folder / f"{r['file_key']}.parquet"
+        if not path.is_file():
+            raise StoreError(
+                f"store {str(root)!r}: the {table} file of {model_id}@{r['revision']} ({path.name}) is missing "
+                f"(deleted by hand?); run `dormant store repair --store {root}`: it drops such checkpoints from "
+                "the manifest, and the next `dormant track` scores them again"
+            )
+        files.append(path)
+    return files
+
+
+def read_metadata(store, table: str, model_id: str, file_key: str) -> dict[str, str] | None:
+    """The schema metadata `write_table(..., metadata=)` kept in one file, or None when the file does not exist."""
+    path = _series_dir(open_store(store), table, model_id) / f"{_safe_file_key(file_key)}.parquet"
+    if not path.is_file():
+        return None
+    meta = pq.read_schema(path).metadata or {}
+    return {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW")}
 
 
 def dedupe_checkpoints(checkpoints: pa.Table) -> pa.Table:
@@ -591,55 +787,11 @@ def dedupe_checkpoints(checkpoints: pa.Table) -> pa.Table:
     return newest_first.take(sorted(keep)) if keep else newest_first.slice(0, 0)
 
 
-def _winning_files(root: Path, table: str, files: list[Path]) -> list[Path]:
-    """Drop per-checkpoint files that duplicate another file's result group, keeping the newest result.
-
-    Rank of a file: the analyzed_at of the `checkpoints` row written under the same series and file key
-    (files without one rank lowest), then the file key.
-    """
-    schema = _schema(table)
-    group = [c for c in _RESULT_GROUP if c in schema.names]  # input_scores do not depend on taus
-    groups: dict[tuple, list[Path]] = {}
-    for p in files:
-        for key in _result_groups(p, group):
-            groups.setdefault(key, []).append(p)
-    dropped: set[Path] = set()
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        best = max(members, key=lambda p: (_result_time(root, p), p.name))
-        dropped.update(m for m in members if m != best)
-    return [p for p in files if p not in dropped]
-
-
-def _result_groups(path: Path, group: list[str]) -> set[tuple]:
-    """The distinct values of the `group` columns in a file: from its footer statistics when every row
-    group holds one value per column (the usual case, and no data is read), else by reading those columns."""
-    meta = pq.ParquetFile(path).metadata
-    positions = [meta.schema.names.index(c) for c in group]
-    keys = set()
-    for g in range(meta.num_row_groups):
-        stats = [meta.row_group(g).column(i).statistics for i in positions]
-        if not all(s is not None and s.has_min_max and s.min == s.max and not s.null_count for s in stats):
-            t = pq.read_table(path, columns=group)
-            return set(zip(*(t.column(c).to_pylist() for c in group)))
-        keys.add(tuple(s.min for s in stats))
-    return keys
-
-
-def _result_time(root: Path, per_checkpoint_file: Path) -> datetime:
-    marker = root / "checkpoints" / per_checkpoint_file.parent.name / per_checkpoint_file.name
-    if not marker.is_file():
-        return datetime.min.replace(tzinfo=UTC)
-    times = pq.read_table(marker, columns=["analyzed_at"]).column("analyzed_at").to_pylist()
-    return max(times)
-
-
 def stored_checkpoint_keys(store, model_id: str) -> set[CheckpointKey]:
     """The results already stored for a series (empty when the store or series does not exist yet)."""
     if not (Path(store) / MARKER).is_file():
         return set()
-    t = read_table(store, "checkpoints", model_id=model_id, dedupe=False)
+    t = read_table(store, "checkpoints", model_id=model_id, dedupe=False, columns=list(CheckpointKey._fields))
     return set(map(CheckpointKey._make, zip(*(t.column(c).to_pylist() for c in CheckpointKey._fields))))
 
 

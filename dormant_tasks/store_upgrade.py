@@ -1,4 +1,4 @@
-"""`dormant store upgrade`: rewrite a store of schema version 1 or 2 as version 3, in place.
+"""`dormant store upgrade`: rewrite a store of schema version 1, 2 or 3 as version 4, in place.
 
 Version 2 (docs/DATA_CONTRACT.md, "Changes from schema version 1"): `head` -> `head_index` everywhere,
 `input_scores.value` -> `score`, `evaluations.pct_zeroed` (0-100) -> `frac_zeroed` (0-1) and accuracies
@@ -13,10 +13,17 @@ it), bundled data, no lm-eval, chance 0.5 (WinoGrande's two options), and `evalu
 modification time (when its run wrote it).
 The new table `evaluation_items` starts empty.
 
+Version 4 ("Changes from schema version 3"): the `checkpoints` files of a series become its one manifest
+file (`checkpoints.parquet`), each row gaining `file_key` (the name of the file it was read from, which
+is that of its head_scores and input_scores files) and `input_scores_kept`; `input_scores.score` becomes
+float32. Transitions and histories are derived again on the next `dormant track` (they record the
+checkpoint pairs they come from from now on).
+
 Each file goes from its own layout to the current one in one rewrite (so a version-1 evaluations file
 still has the modification time of its run when `evaluated_at` is read). Every file is rewritten
 atomically and the marker last, so an interrupted upgrade leaves a store that this command finishes when
-run again (files already in the current layout are left as they are).
+run again (files already in the current layout are left as they are; the manifest is written before the
+per-checkpoint `checkpoints` files it replaces are deleted).
 """
 
 from __future__ import annotations
@@ -32,24 +39,27 @@ import pyarrow.parquet as pq
 
 from .errors import StoreError
 from .store import (
-    SCHEMA_VERSION,
-    SCHEMAS,
     # The store's own reading and writing, without its schema-version check: the marker says the old
     # version until every file is upgraded, and it is written last.
-    _data_files,
+    MANIFEST_KEY,
+    SCHEMA_VERSION,
+    SCHEMAS,
     _read_files,
+    _read_manifest,
     _safe_file_key,
     _series_dir,
-    _winning_files,
     atomic_file,
     conform,
     dedupe_checkpoints,
+    derived_file_key,
     model_id_of_slug,
     open_store,
+    result_files,
     store_version,
+    write_manifest,
     write_marker,
 )
-from .transitions import derive_transitions, head_histories
+from .transitions import derive_transitions, head_histories, mark_blips
 
 _RENAMES = {"head": "head_index", "value": "score", "pct_zeroed": "frac_zeroed"}
 _PERCENT_COLUMNS = ("frac_zeroed", "accuracy", "base_accuracy")  # v1 stored these in %
@@ -89,20 +99,21 @@ def upgrade_store(path) -> UpgradeResult:
     version = store_version(root)
     if version == SCHEMA_VERSION:
         return UpgradeResult(version, 0, 0)
-    if version not in (1, 2):
+    if version not in (1, 2, 3):
         raise StoreError(
             f"store {str(root)!r} has schema_version {version!r}; `dormant store upgrade` upgrades "
-            f"versions 1 and 2 to {SCHEMA_VERSION} only"
+            f"versions 1 to 3 to {SCHEMA_VERSION} only"
         )
     rewritten = sum(_convert_file(p, table) for table in _CONVERTED for p in _files(root, table))
-    n_series = 0
-    if version == 1:  # v1 derived tables lack taus_id and calibration_id: derive them again
-        derived_files = [p for table in _DERIVED for p in _files(root, table)]
-        for model_id in _series(root):
-            n_series += _derive_again(root, model_id)
-        for p in derived_files:  # v1 derived files whose taus no checkpoint holds any more
-            if p.is_file() and "taus_id" not in pq.read_schema(p).names:
-                p.unlink()
+    for model_id in _series(root):
+        rewritten += _compact_manifest(root, model_id)
+    # Derived tables of every older version are derived again, one file per taus and calibration set (v1's
+    # lacked taus_id and calibration_id; v3's were one file per taus, without confident/blip).
+    before = {p for table in _DERIVED for p in _files(root, table)}
+    derived = [_derive_again(root, model_id) for model_id in _series(root)]
+    n_series = sum(bool(paths) for paths in derived)
+    for p in before - {p for paths in derived for p in paths}:  # the older naming, or taus no checkpoint holds
+        p.unlink(missing_ok=True)
     write_marker(root)  # last: until here the store reads as its old version, and a rerun finishes it
     return UpgradeResult(version, rewritten, n_series)
 
@@ -116,8 +127,8 @@ def _series(root: Path) -> list[str]:
 
 
 def _convert_file(path: Path, table: str) -> bool:
-    """Rewrite one file of version 1 or 2 in the current layout; False when it already is in it."""
-    if pq.read_schema(path).names == SCHEMAS[table].names:
+    """Rewrite one file of version 1, 2 or 3 in the current layout; False when it already is in it."""
+    if pq.read_schema(path).remove_metadata().equals(SCHEMAS[table]):
         return False
     written_at = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)  # before the rewrite changes it
     t = pq.read_table(path)
@@ -125,8 +136,12 @@ def _convert_file(path: Path, table: str) -> bool:
         t = t.drop_columns(["series"])
     if not (table == "evaluations" and tuple(t.column_names) == V2_EVALUATION_NAMES):
         t = _v1_to_v2(t)
-    if table == "evaluations":
+    if table == "evaluations" and "metric" not in t.column_names:
         t = _v2_to_v3_evaluations(t, written_at)
+    if table == "checkpoints" and "file_key" not in t.column_names:  # v3 -> v4: a row names its result's files
+        kept = (path.parents[2] / "input_scores" / path.parent.name / path.name).is_file()
+        t = t.append_column("file_key", pa.array([path.stem] * t.num_rows, pa.string()))
+        t = t.append_column("input_scores_kept", pa.array([kept] * t.num_rows, pa.bool_()))
     t = conform(t, table)
     with atomic_file(path) as f:
         pq.write_table(t, f)
@@ -157,37 +172,55 @@ def _v2_to_v3_evaluations(t: pa.Table, written_at: datetime) -> pa.Table:
     return t
 
 
+def _compact_manifest(root: Path, model_id: str) -> int:
+    """v3 -> v4: a series' per-checkpoint `checkpoints` files become its one manifest file; 1 when rewritten."""
+    folder = _series_dir(root, "checkpoints", model_id)
+    old = [p for p in sorted(folder.glob("*.parquet")) if p.stem != MANIFEST_KEY and not p.name.startswith((".", "_"))]
+    if not old:
+        return 0
+    rows = _read_files(old, SCHEMAS["checkpoints"], None)
+    merged = dedupe_checkpoints(pa.concat_tables([_read_manifest(root, model_id), rows]))
+    write_manifest(root, model_id, merged)  # first: a rerun after a crash finds the rows in one place or the other
+    for p in old:
+        p.unlink()
+    return 1
+
+
 def _read(root: Path, table: str, model_id: str, filters: dict | None = None) -> pa.Table:
     """`store.read_table` of one series (deduplicated the same way), at any schema version of the marker."""
-    files = _data_files(root, table, model_id)
-    if table in ("head_scores", "input_scores"):
-        files = _winning_files(root, table, files)
+    if table == "checkpoints":
+        return dedupe_checkpoints(_read_manifest(root, model_id))
+    files = result_files(root, table, model_id, filters)
     expr = None
     for name, value in (filters or {}).items():
         term = ds.field(name) == value
         expr = term if expr is None else expr & term
-    t = _read_files(files, SCHEMAS[table], expr)
-    return dedupe_checkpoints(t) if table == "checkpoints" else t
+    return _read_files(files, SCHEMAS[table], expr)
 
 
-def _write(root: Path, table: str, t: pa.Table, file_key: str, model_id: str) -> None:
+def _write(root: Path, table: str, t: pa.Table, file_key: str, model_id: str) -> Path:
     """`store.write_table` of one series' file, at any schema version of the marker."""
     folder = _series_dir(root, table, model_id)
     folder.mkdir(parents=True, exist_ok=True)
-    with atomic_file(folder / f"{_safe_file_key(file_key)}.parquet") as f:
+    path = folder / f"{_safe_file_key(file_key)}.parquet"
+    with atomic_file(path) as f:
         pq.write_table(conform(t, table), f)
+    return path
 
 
-def _derive_again(root: Path, model_id: str) -> int:
+def _derive_again(root: Path, model_id: str) -> list[Path]:
     """Transitions and histories of every (taus_id, calibration_id) of the series' checkpoints."""
     ckpts = _read(root, "checkpoints", model_id)
     keys = sorted(set(zip(ckpts.column("taus_id").to_pylist(), ckpts.column("calibration_id").to_pylist())))
+    written = []
     for tid, cal in keys:
         mine = ckpts.filter(
             pc.and_(pc.equal(ckpts.column("taus_id"), tid), pc.equal(ckpts.column("calibration_id"), cal))
         )
         heads = _read(root, "head_scores", model_id, filters={"taus_id": tid, "calibration_id": cal})
         heads = heads.filter(pc.is_in(heads.column("revision"), mine.column("revision")))
-        _write(root, "transitions", derive_transitions(heads, mine), f"transitions-{tid}", model_id)
-        _write(root, "head_histories", head_histories(heads, mine), f"head_histories-{tid}", model_id)
-    return 1 if keys else 0
+        trans = mark_blips(derive_transitions(heads, mine))
+        written.append(_write(root, "transitions", trans, derived_file_key("transitions", tid, cal), model_id))
+        hist = head_histories(heads, mine)
+        written.append(_write(root, "head_histories", hist, derived_file_key("head_histories", tid, cal), model_id))
+    return written

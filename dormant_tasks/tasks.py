@@ -88,6 +88,31 @@ def analyze_checkpoint(
     return result
 
 
+@task(
+    name="compute-checkpoint",
+    task_run_name="compute-{revision.name}",
+    retries=2,
+    retry_delay_seconds=[10, 60],
+    retry_condition_fn=_transient,
+    cache_policy=NONE,
+)
+def compute_checkpoint(
+    request: TrackRequest, revision: Revision, series: tracker.SeriesTaus
+) -> tuple[tracker.CheckpointRows, ...]:
+    """Score one checkpoint (every calibration set) and return its rows, touching no store: a Dask worker on
+    another host runs this."""
+    rows = tracker.compute_checkpoint(request, revision, series)
+    s = rows[0].seconds
+    get_run_logger().info(
+        "%s: download %.1fs, load %.1fs, score %.1fs (rows go back to the flow, which writes them)",
+        revision.name,
+        s.get("download", 0),
+        s.get("load", 0),
+        s.get("score", 0),
+    )
+    return rows
+
+
 @task(name="derive-transitions", cache_policy=NONE)
 def derive_transitions(request: TrackRequest) -> tracker.SeriesSummary:
     return tracker.derive_series(request)

@@ -6,6 +6,7 @@ task wrappers of `dormant_tasks.tasks`; tests and the overhead benchmark call th
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,27 +17,35 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import __version__
+from .agreement import update_agreement
+from .calibration import CalibrationSet
 from .checkpoints import Revision, list_revisions
-from .errors import ConfigError, StoreError, did_you_mean
-from .loading import load_checkpoint
+from .errors import ConfigError, ScoringError, StoreError, did_you_mean
+from .input_scores import keep_input_scores
 from .masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, tau_warnings, taus_id
 from .requests import TrackRequest
 from .score_functions import SCORING_VERSION
-from .scoring import InputScores, score_texts
-from .series import SeriesView
+from .series import SeriesView, open_views, result_id
 from .store import (
     CheckpointKey,
-    checkpoint_file_key,
+    commit_checkpoint,
+    derived_file_key,
+    drop_legacy_derived,
+    read_metadata,
     read_table,
     series_lock,
     stored_checkpoint_keys,
     write_request,
     write_table,
 )
-from .transitions import derive_transitions, head_histories
-
-# Per-input scores are kept by default only while they stay small (docs/DATA_CONTRACT.md: off by default for big models).
-INPUT_SCORES_AUTO_LIMIT = 2_000_000
+from .transitions import (
+    derive_transitions,
+    head_histories,
+    histories_of,
+    mark_blips,
+    predecessors,
+    states_from_transitions,
+)
 
 
 def common_columns(model_id: str, revision: Revision) -> dict:
@@ -53,6 +62,13 @@ def _with_columns(table: pa.Table, columns: dict) -> pa.Table:
     for name, value in columns.items():
         table = table.append_column(name, pa.array([value] * table.num_rows))
     return table
+
+
+def load_checkpoint(*args, **kwargs):
+    """`loading.load_checkpoint`, imported on first use: answering a rerun from the store needs no torch."""
+    from .loading import load_checkpoint as load
+
+    return load(*args, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------ plan
@@ -77,11 +93,41 @@ def plan_series(request: TrackRequest) -> SeriesPlan:
 
 
 @dataclass
-class SeriesTaus:
+class SetTaus:
+    """The taus of one calibration set of the series (fixed per series and set)."""
+
+    calibration: CalibrationSet
     taus: dict[str, Tau]
     taus_id: str
-    reference: CheckpointResult | None = None  # the reference checkpoint, already analysed with these taus
     warnings: tuple[str, ...] = ()  # taus that cannot mark what they aim at (`masks.tau_warnings`)
+
+
+@dataclass
+class SeriesTaus:
+    """The taus of every calibration set of the run, the primary set first."""
+
+    sets: tuple[SetTaus, ...]
+    reference: CheckpointResult | None = None  # the reference checkpoint, already analysed with these taus
+
+    @property
+    def taus(self) -> dict[str, Tau]:
+        return self.sets[0].taus
+
+    @property
+    def taus_id(self) -> str:
+        return self.sets[0].taus_id
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        if len(self.sets) == 1:
+            return self.sets[0].warnings
+        return tuple(f"{s.calibration.name}: {w}" for s in self.sets for w in s.warnings)
+
+    def of(self, calibration_id: str) -> SetTaus:
+        for s in self.sets:
+            if s.calibration.calibration_id == calibration_id:
+                return s
+        raise StoreError(f"calibration set {calibration_id} is not one of this run's")
 
 
 def reference_revision(request: TrackRequest, plan: SeriesPlan) -> Revision:
@@ -98,6 +144,13 @@ def reference_revision(request: TrackRequest, plan: SeriesPlan) -> Revision:
     )
 
 
+def taus_checkpoint(request: TrackRequest, plan: SeriesPlan) -> Revision:
+    """The checkpoint `resolve_series_taus` scores first for a new series: the reference of quantile taus, or
+    (all taus fixed) the first selected checkpoint."""
+    specs = tau_specs(request.score_fn_ids, request.taus)
+    return reference_revision(request, plan) if needs_reference(specs) else plan.selected[0]
+
+
 def resolve_series_taus(request: TrackRequest, plan: SeriesPlan) -> SeriesTaus:
     """docs/SCORES.md §3: the series' taus are fixed the first time it is tracked and reused afterwards.
 
@@ -105,34 +158,52 @@ def resolve_series_taus(request: TrackRequest, plan: SeriesPlan) -> SeriesTaus:
     series with quantile taus scores its reference checkpoint first; it is stored only when selected.
     """
     specs = tau_specs(request.score_fn_ids, request.taus)
+    sets = request.calibration_sets
     if not request.retau and SeriesView.exists(request.store, request.model_id):
-        taus = _check_against_stored(request, specs, SeriesView.open(request.store, request.model_id))
-        # The reference's scores are not at hand: only the random warning, which needs none, is recomputed.
-        return SeriesTaus(taus, taus_id(taus), warnings=tuple(tau_warnings(taus)))
+        stored = SeriesView.calibration_ids(request.store, request.model_id)
+        wanted = [c.calibration_id for c in sets]
+        if wanted != stored:
+            raise StoreError(
+                f"series {request.model_id!r} was tracked with calibration set(s) {', '.join(stored)}, not "
+                f"{', '.join(wanted)}; results on different calibration sets are not comparable. Pass the same "
+                "--calibration/--texts/--limit (in the same order), another --store, or re-tau the whole series "
+                "with --retau"
+            )
+        out = []
+        for cal in sets:
+            taus = _check_against_stored(
+                request, specs, SeriesView.open(request.store, request.model_id, cal.calibration_id)
+            )
+            # The reference's scores are not at hand: only the random warning, which needs none, is recomputed.
+            out.append(SetTaus(cal, taus, taus_id(taus), tuple(tau_warnings(taus))))
+        return SeriesTaus(tuple(out))
     if not needs_reference(specs):
+        # Fixed taus need no reference; the first selected checkpoint is scored before anything is written, so
+        # a calibration set the model cannot take (every text past its context) leaves the store untouched.
         taus = resolve_taus(specs)
-        _write_taus(request, taus, plan.selected[-1])
-        return SeriesTaus(taus, taus_id(taus), warnings=tuple(tau_warnings(taus)))
-    reference = reference_revision(request, plan)
-    scored = score_checkpoint(request, reference)
-    taus = resolve_taus(specs, scored.scores.values, scored.scores.score_fns, reference.name)
-    _write_taus(request, taus, reference)
-    series = SeriesTaus(
-        taus, taus_id(taus), warnings=tuple(tau_warnings(taus, scored.scores.values, scored.scores.score_fns))
-    )
+        series = SeriesTaus(tuple(SetTaus(c, taus, taus_id(taus), tuple(tau_warnings(taus))) for c in sets))
+        if SeriesView.exists(request.store, request.model_id):  # a --retau of a stored series: its sets are known
+            _write_taus(request, series, plan.selected[-1])
+            return series
+        scored = score_checkpoint(request, taus_checkpoint(request, plan))
+        _write_taus(request, series, plan.selected[-1])
+        series.reference = write_scored(request, scored, series)
+        return series
+    reference = taus_checkpoint(request, plan)
+    scored = score_checkpoint(request, reference)  # every set, one model load
+    out = []
+    for one in scored:
+        v, fns = one.scores.values, one.scores.score_fns
+        taus = resolve_taus(specs, v, fns, reference.name)
+        out.append(SetTaus(one.calibration, taus, taus_id(taus), tuple(tau_warnings(taus, v, fns))))
+    series = SeriesTaus(tuple(out))
+    _write_taus(request, series, reference)
     if reference in plan.selected:
-        series.reference = write_checkpoint(request, scored, series)
+        series.reference = write_scored(request, scored, series)
     return series
 
 
 def _check_against_stored(request: TrackRequest, specs, view: SeriesView) -> dict[str, Tau]:
-    if view.calibration_id != request.calibration.calibration_id:
-        raise StoreError(
-            f"series {request.model_id!r} was tracked with calibration set {view.calibration_id}, not "
-            f"{request.calibration.calibration_id}; results on different calibration sets are not "
-            "comparable. Use the same --texts/--limit, another --store, or re-tau the whole series "
-            "with --retau"
-        )
     missing = [fn for fn in request.score_fn_ids if fn not in view.taus]
     if missing:
         raise StoreError(
@@ -161,8 +232,7 @@ def _check_against_stored(request: TrackRequest, specs, view: SeriesView) -> dic
     return {fn: view.taus[fn] for fn in request.score_fn_ids}
 
 
-def _write_taus(request: TrackRequest, taus: dict[str, Tau], reference: Revision) -> None:
-    tid = taus_id(taus)
+def _write_taus(request: TrackRequest, series: SeriesTaus, reference: Revision) -> None:
     rows = [
         {
             **common_columns(request.model_id, reference),
@@ -172,13 +242,15 @@ def _write_taus(request: TrackRequest, taus: dict[str, Tau], reference: Revision
             "source": t.source,
             "quantile": t.quantile,
             "reference_revision": t.reference_revision,
-            "calibration_id": request.calibration.calibration_id,
-            "taus_id": tid,
+            "calibration_id": one.calibration.calibration_id,
+            "taus_id": one.taus_id,
         }
-        for t in taus.values()
+        for one in series.sets  # the primary set's rows first: `SeriesView` reads it as the series' default
+        for t in one.taus.values()
     ]
     write_request(request.store, request.model_id, request)
-    # One taus file per series: a re-tau replaces it; results of the old taus stay, keyed by their taus_id.
+    # One taus file per series (all its calibration sets): a re-tau replaces it; results of the old taus stay,
+    # keyed by their taus_id.
     write_table(request.store, "taus", rows, file_key="taus")
 
 
@@ -189,12 +261,13 @@ def _write_taus(request: TrackRequest, taus: dict[str, Tau], reference: Revision
 class ScoredCheckpoint:
     revision: Revision
     commit: str
-    scores: InputScores
+    scores: InputScores  # noqa: F821 (scoring.InputScores, imported with torch when a model is scored)
     n_layers: int
     n_heads: int
     dtype: str
     device: str
     seconds: dict[str, float] = field(default_factory=dict)
+    calibration: CalibrationSet | None = None  # the set `scores` are of (None: the run's primary set)
 
 
 @dataclass
@@ -207,8 +280,11 @@ class CheckpointResult:
     n_truncated: int = 0  # calibration inputs cut to the model's context (or --max-tokens)
 
 
-def checkpoint_key(request: TrackRequest, revision: Revision, commit: str, tid: str) -> CheckpointKey:
-    return CheckpointKey(revision.name, commit, request.calibration.calibration_id, tid, SCORING_VERSION)
+def checkpoint_key(
+    request: TrackRequest, revision: Revision, commit: str, tid: str, calibration_id=None
+) -> CheckpointKey:
+    cal = calibration_id or request.calibration.calibration_id
+    return CheckpointKey(revision.name, commit, cal, tid, SCORING_VERSION)
 
 
 def known_commit(revision: Revision) -> str | None:
@@ -216,101 +292,158 @@ def known_commit(revision: Revision) -> str | None:
     if revision.commit:
         return revision.commit
     if revision.path is not None:
-        from .loading import local_content_hash
+        from .hub import local_content_hash
 
         return local_content_hash(Path(revision.path))
     return None
 
 
-def is_stored(request: TrackRequest, revision: Revision, tid: str, stored: set[CheckpointKey] | None = None) -> bool:
+def is_stored(
+    request: TrackRequest, revision: Revision, series: SeriesTaus, stored: set[CheckpointKey] | None = None
+) -> bool:
+    """True when the checkpoint's result is stored for every calibration set of the run (loads nothing)."""
     commit = known_commit(revision)
     if commit is None:
         return False
     stored = stored_checkpoint_keys(request.store, request.model_id) if stored is None else stored
-    return checkpoint_key(request, revision, commit, tid) in stored
+    return all(
+        checkpoint_key(request, revision, commit, one.taus_id, one.calibration.calibration_id) in stored
+        for one in series.sets
+    )
 
 
-def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool = False) -> ScoredCheckpoint:
-    """Load one checkpoint and score the calibration set with every function in one pass per batch."""
+def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool = False) -> tuple[ScoredCheckpoint, ...]:
+    """Load one checkpoint once and score every calibration set of the run with every function.
+
+    Each set is batched on its own (never mixed with another set's texts), so its scores are bitwise those
+    of a run on that set alone; k sets cost one pass over their inputs and one model load.
+    """
+    from .scoring import score_texts
+
     # The hub module evicts a downloaded revision once it is loaded, unless --keep-checkpoints.
     loaded = load_checkpoint(
         request.source, revision, request.dtype, request.device, request.cache_dir, keep=request.keep_checkpoints
     )
+    out = []
     try:
-        t0 = time.perf_counter()
-        scores = score_texts(
-            loaded.model,
-            loaded.tokenizer,
-            request.calibration.texts,
-            request.score_fn_ids,
-            batch_size=request.batch_size,
-            seed=request.seed,
-            progress=progress,
-            max_tokens=request.max_tokens,
-            max_batch_tokens=request.max_batch_tokens,
-        )
-        seconds_score = time.perf_counter() - t0
-        n_layers, n_heads = scores.values.shape[2:]
         device = str(next(loaded.model.parameters()).device)
+        for k, cal in enumerate(request.calibration_sets):
+            t0 = time.perf_counter()
+            try:
+                scores = score_texts(
+                    loaded.model,
+                    loaded.tokenizer,
+                    cal.texts,
+                    request.score_fn_ids,
+                    batch_size=request.batch_size,
+                    seed=request.seed,
+                    progress=progress,
+                    max_tokens=request.max_tokens,
+                    max_batch_tokens=request.max_batch_tokens,
+                    refuse_all_cut=True,
+                )
+            except ScoringError as e:
+                raise ScoringError(f"calibration set {cal.name}: {e}") from None
+            n_layers, n_heads = scores.values.shape[2:]
+            seconds = {"score": time.perf_counter() - t0}
+            if k == 0:  # the download and load are the checkpoint's, counted once
+                seconds = {"download": loaded.seconds_download, "load": loaded.seconds_load, **seconds}
+            out.append(
+                ScoredCheckpoint(
+                    revision, loaded.commit, scores, n_layers, n_heads, request.dtype, device, seconds, cal
+                )
+            )
     finally:
         del loaded.model
-    return ScoredCheckpoint(
-        revision,
-        loaded.commit,
-        scores,
-        n_layers,
-        n_heads,
-        request.dtype,
-        device,
-        {"download": loaded.seconds_download, "load": loaded.seconds_load, "score": seconds_score},
-    )
+    return tuple(out)
+
+
+@dataclass
+class CheckpointRows:
+    """One checkpoint's result as rows, ready to store: computed anywhere (a Dask worker that cannot see the
+    store), written by the one writer (`write_checkpoint_rows`, in the flow)."""
+
+    revision: Revision
+    commit: str
+    head_scores: pa.Table
+    input_scores: pa.Table | None  # None: not kept (the run's --input-scores policy)
+    checkpoint: dict  # the `checkpoints` (manifest) row, less `seconds` of the write
+    seconds: dict[str, float]
+    n_truncated: int
+
+
+def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: SeriesTaus) -> CheckpointRows:
+    """Aggregate the per-input scores to the dormancy mask; the rows of head_scores, input_scores and checkpoints."""
+    cal = scored.calibration or request.calibration
+    one = series.of(cal.calibration_id)
+    rev, tid = scored.revision, one.taus_id
+    common = common_columns(request.model_id, rev)
+    cal_id = cal.calibration_id
+    sc = scored.scores
+    heads = aggregate(sc.values, sc.score_fns, one.taus, sc.n_tokens, sc.first_boundary)
+    heads = _with_columns(heads, {**common, "calibration_id": cal_id, "taus_id": tid})
+    inputs = None
+    if keep_input_scores(request.input_scores, scored.scores.values.size):
+        inputs = _with_columns(scored.scores.to_table(), {**common, "calibration_id": cal_id})
+    row = {
+        **common,
+        "commit": scored.commit,
+        "n_layers": scored.n_layers,
+        "n_heads": scored.n_heads,
+        "calibration_id": cal_id,
+        "n_inputs": len(cal.texts),
+        "dtype": scored.dtype,
+        "device": scored.device,
+        "code_version": __version__,
+        "taus_id": tid,
+        "scoring_version": SCORING_VERSION,
+        "ingredient": rev.ingredient,
+        "request_id": request.request_id,
+    }
+    return CheckpointRows(rev, scored.commit, heads, inputs, row, dict(scored.seconds), scored.scores.n_truncated)
+
+
+def write_checkpoint_rows(request: TrackRequest, rows: CheckpointRows) -> CheckpointResult:
+    """The one writer: head_scores (+ input_scores) files, then the manifest row (`store.commit_checkpoint`)."""
+    t0 = time.perf_counter()
+    write_request(request.store, request.model_id, request)
+    row = {**rows.checkpoint, "analyzed_at": datetime.now(UTC), "seconds": sum(rows.seconds.values())}
+    commit_checkpoint(request.store, row, rows.head_scores, rows.input_scores)
+    seconds = {**rows.seconds, "write": time.perf_counter() - t0}
+    return CheckpointResult(rows.revision, rows.commit, False, seconds, pct_dormant(rows.head_scores), rows.n_truncated)
 
 
 def write_checkpoint(request: TrackRequest, scored: ScoredCheckpoint, series: SeriesTaus) -> CheckpointResult:
-    """Aggregate to the dormancy mask and write head_scores (+ input_scores), then the checkpoints row last."""
-    t0 = time.perf_counter()
-    rev, tid = scored.revision, series.taus_id
-    key = checkpoint_key(request, rev, scored.commit, tid)
-    file_key = checkpoint_file_key(key)
-    common = common_columns(request.model_id, rev)
-    cal_id = request.calibration.calibration_id
-    heads = aggregate(scored.scores.values, scored.scores.score_fns, series.taus)
-    heads = _with_columns(heads, {**common, "calibration_id": cal_id, "taus_id": tid})
-    keep_inputs = request.input_scores
-    if keep_inputs is None:
-        keep_inputs = scored.scores.values.size <= INPUT_SCORES_AUTO_LIMIT
-    write_request(request.store, request.model_id, request)
-    with series_lock(request.store, request.model_id):
-        if keep_inputs:
-            inputs = _with_columns(scored.scores.to_table(), {**common, "calibration_id": cal_id})
-            write_table(request.store, "input_scores", inputs, file_key=file_key)
-        write_table(request.store, "head_scores", heads, file_key=file_key)
-        seconds = {**scored.seconds, "write": time.perf_counter() - t0}
-        write_table(
-            request.store,
-            "checkpoints",
-            [
-                {
-                    **common,
-                    "commit": scored.commit,
-                    "n_layers": scored.n_layers,
-                    "n_heads": scored.n_heads,
-                    "calibration_id": cal_id,
-                    "n_inputs": len(request.calibration.texts),
-                    "dtype": scored.dtype,
-                    "device": scored.device,
-                    "seconds": sum(seconds.values()),
-                    "analyzed_at": datetime.now(UTC),
-                    "code_version": __version__,
-                    "taus_id": tid,
-                    "scoring_version": SCORING_VERSION,
-                    "ingredient": rev.ingredient,
-                    "request_id": request.request_id,
-                }
-            ],
-            file_key=file_key,
-        )
-    return CheckpointResult(rev, scored.commit, False, seconds, pct_dormant(heads), scored.scores.n_truncated)
+    """Aggregate to the dormancy mask and store it (`checkpoint_rows` + `write_checkpoint_rows`)."""
+    return write_checkpoint_rows(request, checkpoint_rows(request, scored, series))
+
+
+def write_scored(request: TrackRequest, scored: tuple[ScoredCheckpoint, ...], series: SeriesTaus) -> CheckpointResult:
+    """Store every set's result of one checkpoint; the result reported is the primary set's."""
+    return write_rows(request, tuple(checkpoint_rows(request, one, series) for one in scored))
+
+
+def _combined(results: list[CheckpointResult]) -> CheckpointResult:
+    first = results[0]
+    seconds: dict[str, float] = {}
+    for r in results:
+        for k, v in r.seconds.items():
+            seconds[k] = seconds.get(k, 0.0) + v
+    return CheckpointResult(
+        first.revision, first.commit, False, seconds, first.pct_dormant, max(r.n_truncated for r in results)
+    )
+
+
+def write_rows(request: TrackRequest, rows: tuple[CheckpointRows, ...]) -> CheckpointResult:
+    """The one writer, for every set's rows of one checkpoint (what the flow does with a worker's answer)."""
+    return _combined([write_checkpoint_rows(request, r) for r in rows])
+
+
+def compute_checkpoint(
+    request: TrackRequest, revision: Revision, series: SeriesTaus, progress: bool = False
+) -> tuple[CheckpointRows, ...]:
+    """Load, score and aggregate one checkpoint (every set) without touching the store (what a Dask worker runs)."""
+    return tuple(checkpoint_rows(request, one, series) for one in score_checkpoint(request, revision, progress))
 
 
 def pct_dormant(head_scores: pa.Table) -> dict[str, float]:
@@ -329,28 +462,43 @@ def analyze_checkpoint(
     request: TrackRequest, revision: Revision, series: SeriesTaus, progress: bool = False
 ) -> CheckpointResult:
     """Skip a stored checkpoint without loading it; else load, score, aggregate and write it."""
-    if is_stored(request, revision, series.taus_id):
+    if is_stored(request, revision, series):
         return CheckpointResult(revision, known_commit(revision) or "", True, {}, {})
     if request.retau:
         rescored = reaggregate_from_input_scores(request, revision, series)
         if rescored is not None:
             return rescored
-    return write_checkpoint(request, score_checkpoint(request, revision, progress), series)
+    return write_scored(request, score_checkpoint(request, revision, progress), series)
 
 
 def reaggregate_from_input_scores(
     request: TrackRequest, revision: Revision, series: SeriesTaus
 ) -> CheckpointResult | None:
-    """Re-tau without loading the model when this checkpoint's per-input scores were kept (docs/SCORES.md §3)."""
+    """Re-tau without loading the model when this checkpoint's per-input scores were kept for every set of the
+    run (docs/SCORES.md §3); None when one set lacks them (the checkpoint is scored again)."""
     commit = known_commit(revision)
-    cal_id = request.calibration.calibration_id
+    if commit is None:
+        return None
+    scored = []
+    for cal in request.calibration_sets:
+        one = _kept_scores(request, revision, commit, cal)
+        if one is None:
+            return None
+        scored.append(one)
+    return write_scored(request, tuple(scored), series)
+
+
+def _kept_scores(
+    request: TrackRequest, revision: Revision, commit: str, cal: CalibrationSet
+) -> ScoredCheckpoint | None:
+    cal_id = cal.calibration_id
     ckpts = read_table(
         request.store,
         "checkpoints",
         model_id=request.model_id,
         filters={"revision": revision.name, "calibration_id": cal_id, "scoring_version": SCORING_VERSION},
     )
-    if commit is None or commit not in ckpts.column("commit").to_pylist():
+    if commit not in ckpts.column("commit").to_pylist():
         return None
     inputs = read_table(
         request.store,
@@ -370,17 +518,10 @@ def reaggregate_from_input_scores(
     for f, fn in enumerate(request.score_fn_ids):
         sel = cols["score_fn"] == fn
         values[cols["input_index"][sel], f, cols["layer"][sel], cols["head_index"][sel]] = cols["score"][sel]
-    scored = ScoredCheckpoint(
-        revision,
-        commit,
-        InputScores(tuple(request.score_fn_ids), values, np.zeros(n_inputs, np.int64)),
-        n_layers,
-        n_heads,
-        row["dtype"],
-        row["device"],
-        {},
-    )
-    return write_checkpoint(request, scored, series)
+    from .scoring import InputScores
+
+    scores = InputScores(tuple(request.score_fn_ids), values, np.zeros(n_inputs, np.int64))
+    return ScoredCheckpoint(revision, commit, scores, n_layers, n_heads, row["dtype"], row["device"], {}, cal)
 
 
 def pending_revisions(request: TrackRequest, plan: SeriesPlan) -> list[Revision] | None:
@@ -390,7 +531,18 @@ def pending_revisions(request: TrackRequest, plan: SeriesPlan) -> list[Revision]
         return None
     series = resolve_series_taus(request, plan)  # validates --tau/--scores/calibration against the series
     stored = stored_checkpoint_keys(request.store, request.model_id)
-    return [r for r in plan.selected if not is_stored(request, r, series.taus_id, stored)]
+    return [r for r in plan.selected if not is_stored(request, r, series, stored)]
+
+
+def track_series(request: TrackRequest) -> tuple[SeriesPlan, SeriesSummary]:
+    """A whole track run without Prefect (tests and benchmarks; the flow runs the same steps as tasks): plan,
+    taus, every selected checkpoint not stored yet, then the derived tables."""
+    plan = plan_series(request)
+    series = resolve_series_taus(request, plan)
+    for revision in plan.selected:
+        if series.reference is None or revision != series.reference.revision:
+            analyze_checkpoint(request, revision, series)
+    return plan, derive_series(request)
 
 
 # ------------------------------------------------------------------------------------------ transitions
@@ -404,19 +556,87 @@ class SeriesSummary:
     n_stale: int = 0  # checkpoints stored only under older taus (a partial --retau)
 
 
+# Above this many new checkpoint pairs, derivation reads the whole series once instead of pair by pair.
+INCREMENTAL_MAX_PAIRS = 16
+PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoint pairs they were derived from
+
+
 def derive_series(request: TrackRequest) -> SeriesSummary:
-    """Rewrite the series' transitions and head histories from its current checkpoints (`SeriesView`)."""
-    view = SeriesView.open(request.store, request.model_id)
-    heads, ckpts = view.head_scores(), view.checkpoints_table()
-    trans = derive_transitions(heads, ckpts)
-    hist = head_histories(heads, ckpts)
+    """Bring the series' transitions and head histories up to date with its current checkpoints, for every
+    calibration set of the series (each its own `SeriesView`); the summary is the primary set's.
+
+    Incremental (docs/DATA_CONTRACT.md, "Derived tables"): both files record the checkpoint pairs (predecessor,
+    checkpoint: manifest `file_key` and `analyzed_at`) they were derived from. Nothing is read or written
+    when the pairs are unchanged; a new pair reads the head_scores of its two checkpoints only, and the
+    histories are rebuilt from the first checkpoint's head_scores and the transitions. Without that record
+    (or with more than INCREMENTAL_MAX_PAIRS new pairs) the whole series is derived again.
+    """
+    views = open_views(request.store, request.model_id)
+    summaries = [derive_set(request, view) for view in views]
+    update_agreement(request.store, request.model_id, views)  # >= 2 sets: their masks compared (1 set: nothing)
+    return summaries[0]
+
+
+def derive_set(request: TrackRequest, view: SeriesView) -> SeriesSummary:
+    """`derive_series` for one calibration set (`view`)."""
+    ckpts = view.checkpoints_table()
+    ids, pairs = series_pairs(view)
+    tkey = derived_file_key("transitions", view.taus_id, view.calibration_id)
+    hkey = derived_file_key("head_histories", view.taus_id, view.calibration_id)
+    stored = read_metadata(request.store, "transitions", request.model_id, tkey) or {}
+    histories = read_metadata(request.store, "head_histories", request.model_id, hkey) or {}
+    recorded = json.dumps(sorted(pairs))
+    if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded:
+        trans = view.transitions()
+        return _summary(view, trans)
+    old_pairs = set(json.loads(stored[PAIRS_KEY])) if PAIRS_KEY in stored else None
+    new_pairs = set(pairs) if old_pairs is None else set(pairs) - old_pairs
+    if old_pairs is None or len(new_pairs) > INCREMENTAL_MAX_PAIRS:
+        heads = view.head_scores()
+        trans, hist = derive_transitions(heads, ckpts), head_histories(heads, ckpts)
+    else:
+        revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
+        kept = {(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)}
+        old = view.transitions()
+        keep = [k in kept for k in zip(old.column("from_revision").to_pylist(), old.column("to_revision").to_pylist())]
+        parts = [old.filter(pa.array(keep, pa.bool_()))]
+        for a, b in (p.split(">") for p in sorted(new_pairs)):
+            two = [revision_of[a], revision_of[b]]
+            sub = ckpts.filter(pc.is_in(ckpts.column("revision"), value_set=pa.array(two)))
+            parts.append(derive_transitions(view.head_scores(revisions=two), sub))
+        trans = _in_series_order(pa.concat_tables(parts), view.revisions)
+        first = view.head_scores(revisions=view.revisions[:1])
+        hist = histories_of(states_from_transitions(first, trans, ckpts))
+    trans = mark_blips(trans)
+    meta = {PAIRS_KEY: recorded}
     with series_lock(request.store, request.model_id):
-        write_table(
-            request.store, "transitions", trans, file_key=f"transitions-{view.taus_id}", model_id=request.model_id
-        )
-        write_table(
-            request.store, "head_histories", hist, file_key=f"head_histories-{view.taus_id}", model_id=request.model_id
-        )
+        write_table(request.store, "transitions", trans, file_key=tkey, model_id=request.model_id, metadata=meta)
+        write_table(request.store, "head_histories", hist, file_key=hkey, model_id=request.model_id, metadata=meta)
+        drop_legacy_derived(request.store, request.model_id, view.taus_id)
+    return _summary(view, trans)
+
+
+def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:
+    """Per current checkpoint an id (file_key@analyzed_at), and the compared pairs as "pred_id>id" strings."""
+    ids = [result_id(c) for c in view.checkpoints]
+    stage = np.array([c["stage"] for c in view.checkpoints], dtype=np.int64)
+    ingredient = np.array([c["ingredient"] or 0 for c in view.checkpoints], dtype=np.int64)
+    pred = predecessors(stage, ingredient)  # view.checkpoints are in series order
+    return ids, [f"{ids[p]}>{ids[i]}" for i, p in enumerate(pred.tolist()) if p >= 0]
+
+
+def _in_series_order(trans: pa.Table, revisions: list[str]) -> pa.Table:
+    """The row order of `derive_transitions` over the whole series: score_fn, then checkpoint, then head."""
+    rank = {r: i for i, r in enumerate(revisions)}
+    to_rank = pa.array([rank[r] for r in trans.column("to_revision").to_pylist()], pa.int64())
+    keyed = trans.append_column("_rank", to_rank)
+    keyed = keyed.sort_by(
+        [("score_fn", "ascending"), ("_rank", "ascending"), ("layer", "ascending"), ("head_index", "ascending")]
+    )
+    return keyed.drop_columns(["_rank"])
+
+
+def _summary(view: SeriesView, trans: pa.Table) -> SeriesSummary:
     by_fn: dict[str, int] = {}
     for fn in trans.column("score_fn").to_pylist():
         by_fn[fn] = by_fn.get(fn, 0) + 1

@@ -14,13 +14,15 @@ checkpoint is on branch 0, and two revisions at the same (stage, step) are refus
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .checkpoints import series_sort_key
+from .confidence import excludes_half
 from .errors import StoreError
 from .store import SCHEMAS
 
@@ -64,7 +66,7 @@ def series_order(stage, ingredient, step, tokens, revision) -> np.ndarray:
     return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
 
 
-def _predecessors(stage: np.ndarray, ingredient: np.ndarray) -> np.ndarray:
+def predecessors(stage: np.ndarray, ingredient: np.ndarray) -> np.ndarray:
     """[checkpoint] predecessor index in the branch tree (checkpoints already in series order)."""
     pred = np.arange(len(stage)) - 1  # same branch: the previous one
     for c in range(1, len(stage)):
@@ -114,6 +116,14 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
 def series_states(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> Iterator[SeriesStates]:
     """Per (model_id, score_fn), sorted: the dormant matrix over ordered checkpoints, after checking that
     every compared pair shares calibration set, taus and tau, and that every checkpoint has the same heads."""
+    for s, _, _ in _states_and_cells(head_scores, checkpoints):
+        yield s
+
+
+def _states_and_cells(
+    head_scores: pa.Table, checkpoints: pa.Table | None
+) -> Iterator[tuple[SeriesStates, np.ndarray, np.ndarray]]:
+    """`series_states`, each with its head_scores rows and where each row sits in `dormant.ravel()`."""
     ingredient_of = _ingredients(checkpoints)
     cols = {c: head_scores.column(c).to_numpy(zero_copy_only=False) for c in _NUMERIC}
     names = {}
@@ -125,10 +135,13 @@ def series_states(head_scores: pa.Table, checkpoints: pa.Table | None = None) ->
     }
     for (model_id, score_fn), (m, f) in sorted(groups.items()):
         rows = np.flatnonzero((cols["model_id"] == m) & (cols["score_fn"] == f))
-        yield _states_of(model_id, score_fn, {k: v[rows] for k, v in cols.items()}, names, ingredient_of)
+        s, cell = _states_of(model_id, score_fn, {k: v[rows] for k, v in cols.items()}, names, ingredient_of)
+        yield s, rows, cell
 
 
-def _states_of(model_id: str, score_fn: str, c: dict[str, np.ndarray], names, ingredient_of) -> SeriesStates:
+def _states_of(
+    model_id: str, score_fn: str, c: dict[str, np.ndarray], names, ingredient_of
+) -> tuple[SeriesStates, np.ndarray]:
     revision_codes, ckpt = _dense(c["revision"])  # ckpt: [row] checkpoint index
     revisions = names["revision"][revision_codes]  # [checkpoint] str
     n = len(revisions)
@@ -147,7 +160,7 @@ def _states_of(model_id: str, score_fn: str, c: dict[str, np.ndarray], names, in
                 f"{model_id}: revisions {revision[i - 1]!r} and {revision[i]!r} both sit at stage {stage[i]} "
                 f"step {step[i]}: pass the checkpoints table so that stage-2 ingredients become separate branches"
             )
-    pred = _predecessors(stage, ingredient)
+    pred = predecessors(stage, ingredient)
 
     # Taus and calibration must not change between compared checkpoints.
     for what in ("calibration_id", "taus_id", "tau"):
@@ -177,7 +190,7 @@ def _states_of(model_id: str, score_fn: str, c: dict[str, np.ndarray], names, in
     dormant[cell] = c["dormant"].astype(bool)
     tau = c["tau"][0] if len(c["tau"]) else np.nan
     first = rep[order[0]]  # a row of the first checkpoint: every compared pair shares its ids (checked above)
-    return SeriesStates(
+    states = SeriesStates(
         model_id,
         score_fn,
         revision,
@@ -192,6 +205,19 @@ def _states_of(model_id: str, score_fn: str, c: dict[str, np.ndarray], names, in
         str(names["calibration_id"][c["calibration_id"][first]]),
         str(names["taus_id"][c["taus_id"][first]]),
     )
+    return states, cell
+
+
+def _interval_sure(head_scores: pa.Table) -> np.ndarray:
+    """[row] int8: 1 when the row's dormant_rate interval excludes 0.5, 0 when it holds it, -1 unknown
+    (the columns absent or null: head_scores upgraded from schema version 3)."""
+    if not {"dormant_rate_low", "dormant_rate_high"} <= set(head_scores.column_names):
+        return np.full(head_scores.num_rows, -1, dtype=np.int8)
+    low, high = (
+        pc.fill_null(head_scores.column(c).cast(pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+        for c in ("dormant_rate_low", "dormant_rate_high")
+    )
+    return excludes_half(low, high)
 
 
 def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> pa.Table:
@@ -199,14 +225,22 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
 
     The common columns (revision, stage, step, tokens) are those of the `to` checkpoint. StoreError when
     compared checkpoints differ in calibration_id, taus_id or tau, or a head is missing or duplicated.
+    `confident`: both checkpoints' dormant_rate intervals exclude 0.5 (null when either is unknown);
+    `blip` is False here: it needs the transitions out of the `to` checkpoint too (`mark_blips`).
     """
+    sure_of_row = _interval_sure(head_scores)  # [row]
     parts = []
-    for s in series_states(head_scores, checkpoints):
+    for s, rows, cell in _states_and_cells(head_scores, checkpoints):
+        sure = np.full(s.dormant.size, -1, dtype=np.int8)
+        sure[cell] = sure_of_row[rows]
+        sure = sure.reshape(s.dormant.shape)  # [checkpoint, head]
         to = np.flatnonzero(s.predecessor >= 0)  # [pair] the later checkpoint of each compared pair
         frm = s.predecessor[to]  # [pair]
         changed = s.dormant[frm] != s.dormant[to]  # [pair, head]
         p, h = np.nonzero(changed)  # one entry per transition, ordered by (pair, head)
         t_i, f_i = to[p], frm[p]
+        sure_from, sure_to = sure[f_i, h], sure[t_i, h]  # [transition]
+        confident = pa.array((sure_from == 1) & (sure_to == 1), mask=(sure_from < 0) | (sure_to < 0), type=pa.bool_())
         parts.append(
             {
                 "model_id": np.full(len(p), s.model_id, dtype=object),
@@ -226,11 +260,50 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
                 "to_tokens": s.tokens[t_i],
                 "from_state": _state(s.dormant[f_i, h]),
                 "to_state": _state(s.dormant[t_i, h]),
+                "confident": confident,
+                "blip": np.zeros(len(p), dtype=bool),
                 "calibration_id": np.full(len(p), s.calibration_id, dtype=object),
                 "taus_id": np.full(len(p), s.taus_id, dtype=object),
             }
         )
     return _to_table(parts, "transitions")
+
+
+# A transition's head within its derivation: transitions of one of these and one head form the head's series.
+_BLIP_GROUP = ("model_id", "taus_id", "calibration_id", "score_fn")
+
+
+def mark_blips(transitions: pa.Table) -> pa.Table:
+    """`transitions` with `blip` recomputed over the whole table, row order unchanged.
+
+    A transition into checkpoint c is a blip when it is undone at the next checkpoint: the same head (of
+    the same series, taus, calibration set and function) has a transition out of c (`from_revision` equal
+    to its `to_revision`), A -> B -> A. On a branch point (the end of stage 1) one undoing branch is enough.
+    Run it on a series' whole table: a blip is known only once its second half is there.
+    """
+    n = transitions.num_rows
+    blip = np.zeros(n, dtype=bool)
+    if n:
+        head = [_codes(transitions.column(c))[0] for c in _BLIP_GROUP]
+        head += [transitions.column(c).to_numpy(zero_copy_only=False) for c in ("layer", "head_index")]
+        both = pa.chunked_array(transitions.column("from_revision").chunks + transitions.column("to_revision").chunks)
+        revision = _codes(both)[0]  # [2 * row]: the checkpoint each row leaves, then the one it enters
+        key = _joint_key([np.concatenate([k, k]) for k in head] + [revision])  # [2 * row]
+        blip = np.isin(key[n:], key[:n])  # enters a checkpoint that the same head leaves
+    field = SCHEMAS["transitions"].field("blip")
+    column = pa.array(blip, type=pa.bool_())
+    if "blip" in transitions.column_names:
+        return transitions.set_column(transitions.column_names.index("blip"), field, column)
+    return transitions.append_column(field, column)
+
+
+def _joint_key(columns: list[np.ndarray]) -> np.ndarray:
+    """[row] one int64 per distinct combination of the columns' values (equal rows, equal keys)."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for col in columns:
+        values, col = np.unique(np.asarray(col, dtype=np.int64), return_inverse=True)
+        key = np.unique(key * len(values) + col.reshape(-1), return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return key
 
 
 def head_histories(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> pa.Table:
@@ -239,8 +312,13 @@ def head_histories(head_scores: pa.Table, checkpoints: pa.Table | None = None) -
 
     The common columns are those of that last checkpoint.
     """
+    return histories_of(series_states(head_scores, checkpoints))
+
+
+def histories_of(states: Iterable[SeriesStates]) -> pa.Table:
+    """`head_histories` of dormant matrices, however they were obtained (`series_states`, `states_from_transitions`)."""
     parts = []
-    for s in series_states(head_scores, checkpoints):
+    for s in states:
         n_heads, last = len(s.layer), len(s.revision) - 1
         ever = s.dormant.any(axis=0)  # [head]
         first = np.where(ever, s.dormant.argmax(axis=0), -1)  # [head] first dormant checkpoint, -1 never
@@ -268,6 +346,65 @@ def head_histories(head_scores: pa.Table, checkpoints: pa.Table | None = None) -
             }
         )
     return _to_table(parts, "head_histories")
+
+
+def states_from_transitions(first: pa.Table, transitions: pa.Table, checkpoints: pa.Table) -> Iterator[SeriesStates]:
+    """The dormant matrices of a series rebuilt from its first checkpoint's head_scores and its transitions,
+    without reading any other checkpoint: each checkpoint starts from its predecessor's states and takes the
+    changes that the transitions into it record. `checkpoints`: the series' current rows (any order).
+
+    Equal to `series_states` of every checkpoint's head_scores when the transitions are those of
+    `derive_transitions` on them (tests/library/test_transitions.py holds the two side by side).
+    """
+    ck = {c: checkpoints.column(c).to_pylist() for c in ("revision", "stage", "step", "tokens", "ingredient")}
+    ingredient = np.array([i or 0 for i in ck["ingredient"]])
+    order = series_order(ck["stage"], ingredient, ck["step"], ck["tokens"], ck["revision"])
+    revision = np.array(ck["revision"], dtype=object)[order]
+    stage, step, tokens = (np.array(ck[c], dtype=np.int64)[order] for c in ("stage", "step", "tokens"))
+    pred = predecessors(stage, ingredient[order])
+    rank = {r: i for i, r in enumerate(revision)}
+    for s in series_states(first):
+        if s.revision.tolist() != [revision[0]]:
+            raise StoreError(f"{s.model_id}: states_from_transitions needs the head_scores of {revision[0]!r} alone")
+        width = int(s.head_index.max()) + 1 if len(s.head_index) else 1
+        head_of = {k: h for h, k in enumerate((s.layer.astype(np.int64) * width + s.head_index).tolist())}
+        mine = transitions.filter(pc.equal(transitions.column("score_fn"), s.score_fn))
+        to_rank = np.array([rank.get(r, -1) for r in mine.column("to_revision").to_pylist()], dtype=np.int64)
+        heads = np.array(
+            [
+                head_of.get(k, -1)
+                for k in (
+                    np.asarray(mine.column("layer"), np.int64) * width + np.asarray(mine.column("head_index"))
+                ).tolist()
+            ],
+            dtype=np.int64,
+        )
+        to_dormant = np.asarray(mine.column("to_state").to_pylist(), dtype=object) == "dormant"
+        if ((to_rank < 0) | (heads < 0)).any():
+            raise StoreError(f"{s.model_id} {s.score_fn}: a transition names a checkpoint or head the series lacks")
+        dormant = np.zeros((len(revision), len(s.layer)), dtype=bool)
+        dormant[0] = s.dormant[0]
+        by_to = np.argsort(to_rank, kind="stable")
+        bounds = np.searchsorted(to_rank[by_to], np.arange(len(revision) + 1))
+        for i in range(1, len(revision)):
+            dormant[i] = dormant[pred[i]]
+            changes = by_to[bounds[i] : bounds[i + 1]]
+            dormant[i, heads[changes]] = to_dormant[changes]
+        yield SeriesStates(
+            s.model_id,
+            s.score_fn,
+            revision,
+            stage,
+            step,
+            tokens,
+            pred,
+            s.layer,
+            s.head_index,
+            s.tau,
+            dormant,
+            s.calibration_id,
+            s.taus_id,
+        )
 
 
 def _to_table(parts: list[dict], table: str) -> pa.Table:

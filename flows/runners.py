@@ -19,6 +19,7 @@ def task_runner(request: TrackRequest):
     from prefect_dask import DaskTaskRunner
 
     if request.address:
+        check_scheduler(request.address)
         return DaskTaskRunner(address=request.address)
     cluster_kwargs = {
         "n_workers": request.workers or DEFAULT_DASK_WORKERS,
@@ -29,3 +30,24 @@ def task_runner(request: TrackRequest):
     if request.device is Device.CUDA:
         cluster_kwargs["resources"] = {"GPU": 1}
     return DaskTaskRunner(cluster_kwargs=cluster_kwargs)
+
+
+SCHEDULER_TIMEOUT_S = 10
+
+
+def check_scheduler(address: str, timeout_s: float = SCHEDULER_TIMEOUT_S) -> None:
+    """ConfigError (one line, exit 2) when no Dask scheduler answers at `address` within `timeout_s`."""
+    from distributed import Client
+
+    from dormant_tasks.errors import ConfigError
+
+    try:
+        with Client(address, timeout=timeout_s, set_as_default=False):
+            pass
+    except (OSError, TimeoutError, ValueError, TypeError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(
+            f"--address {address}: no Dask scheduler answers there within {timeout_s:g} s ({reason}); start one "
+            "(`dask scheduler`, workers with `dask worker ADDRESS`), fix the address, or drop --address for a "
+            "local cluster"
+        ) from None

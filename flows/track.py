@@ -21,8 +21,9 @@ from prefect.artifacts import (
 )
 from prefect.futures import as_completed
 
-from dormant_tasks import tasks
+from dormant_tasks import tasks, tracker
 from dormant_tasks.requests import Runner, TrackRequest
+from dormant_tasks.series import SeriesView
 from dormant_tasks.store import check_store, stored_checkpoint_keys
 from dormant_tasks.tracker import CheckpointResult, is_stored, known_commit
 
@@ -35,7 +36,7 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
 
     `request` is a `TrackRequest` (or its dict, as a deployment passes it). With the local runner one
     checkpoint is scored while the next one downloads (a disk that holds two checkpoints is enough); with
-    the Dask runner every checkpoint is submitted at once.
+    the Dask runner every checkpoint is submitted at once, workers return its rows and the flow writes them.
     """
     request = TrackRequest.coerce(request)
     log = get_run_logger()
@@ -47,9 +48,10 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
         len(plan.selected),
         len(plan.listed),
         request.selection.describe(),
-        request.calibration.calibration_id,
+        ", ".join(c.calibration_id for c in request.calibration_sets),
         request.request_id,
     )
+    ahead = _prefetch_past_reference(request, plan)
     series = tasks.series_taus(request, plan)
     log.info(
         "taus %s: %s",
@@ -58,7 +60,7 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
     )
     for warning in series.warnings:
         log.info("%s", warning)
-    results = _run_checkpoints(request, plan.selected, series, progress)
+    results = _run_checkpoints(request, plan.selected, series, progress, ahead)
     done = [r for r in results if not r.skipped]
     summary = tasks.derive_transitions(request)
     log.info(
@@ -81,6 +83,7 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
         "request_id": request.request_id,
         "warnings": list(series.warnings),
         "n_truncated": max((r.n_truncated for r in results), default=0),
+        "input_scores": request.input_scores.value,
         "report": None,
     }
     if request.report:
@@ -88,14 +91,33 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
     return out
 
 
-def _run_checkpoints(request: TrackRequest, selected, series, progress: bool) -> list[CheckpointResult]:
-    """Analyse every selected checkpoint not yet stored; the reference one (if any) is already done."""
+def _prefetch_past_reference(request: TrackRequest, plan) -> dict:
+    """Local runner, new series: `series_taus` scores one checkpoint before any other (the reference of
+    quantile taus, or the first selected one). Download it first (alone), then start the download of the first
+    checkpoint the loop analyses, so that one overlaps that scoring too. Returns {revision: prefetch future}
+    for `_run_checkpoints`. Only for a new series: there every selected checkpoint will be analysed, so no
+    prefetch is wasted."""
+    if request.runner is not Runner.LOCAL or SeriesView.exists(request.store, request.model_id):
+        return {}
+    reference = tracker.taus_checkpoint(request, plan)
+    first = next((r for r in plan.selected if r != reference), None)
+    if reference.path is not None or first is None or first.path is not None:
+        return {}
+    tasks.prefetch_checkpoint.submit(request, reference).wait()  # a failure is series_taus's to report, as before
+    return {first: tasks.prefetch_checkpoint.submit(request, first)}
+
+
+def _run_checkpoints(
+    request: TrackRequest, selected, series, progress: bool, ahead: dict | None = None
+) -> list[CheckpointResult]:
+    """Analyse every selected checkpoint not yet stored; the reference one (if any) is already done.
+    `ahead`: prefetches already started ({revision: future}, local runner)."""
     done = [series.reference] if series.reference is not None else []
     stored = stored_checkpoint_keys(request.store, request.model_id)
     skipped = [
         CheckpointResult(r, known_commit(r) or "", True, {}, {})
         for r in selected
-        if r not in [d.revision for d in done] and is_stored(request, r, series.taus_id, stored)
+        if r not in [d.revision for d in done] and is_stored(request, r, series, stored)
     ]
     todo = [r for r in selected if r not in [d.revision for d in done + skipped]]
     results = done + skipped
@@ -116,14 +138,23 @@ def _run_checkpoints(request: TrackRequest, selected, series, progress: bool) ->
             last_update[0] = time.monotonic()
 
     if request.runner is Runner.DASK:
+        # Workers only compute (they need no store, nor a disk shared with it); this flow is the one writer.
+        if request.retau:  # checkpoints with kept per-input scores are re-aggregated here, without a model
+            redone = [tracker.reaggregate_from_input_scores(request, r, series) for r in todo]
+            for result in filter(None, redone):
+                advance(result)
+            todo = [r for r, result in zip(todo, redone) if result is None]
         with _resources(request.device):
-            futures = [tasks.analyze_checkpoint.submit(request, r, series) for r in todo]
+            futures = [tasks.compute_checkpoint.submit(request, r, series) for r in todo]
         for future in as_completed(futures):
-            advance(future.result())
+            advance(tracker.write_rows(request, future.result()))
     else:
+        ahead = dict(ahead or {})
         for current, nxt in zip(todo, todo[1:] + [None]):
+            if current in ahead:  # one download at a time: the next starts once this one is on disk (or failed,
+                ahead.pop(current).wait()  # and the analysis below retries it), else they would share the bandwidth
             if nxt is not None and nxt.path is None:
-                tasks.prefetch_checkpoint.submit(request, nxt)  # the next download overlaps this scoring
+                ahead[nxt] = tasks.prefetch_checkpoint.submit(request, nxt)  # the next download overlaps this scoring
             advance(tasks.analyze_checkpoint(request, current, series))
     bar.close()
     return results
@@ -148,7 +179,7 @@ def _report(store: str, model_id: str, out_dir: str | None) -> Path:
     """Render the evolution report and publish its summary as Prefect artifacts (markdown, table, link)."""
     from dormant_tasks.report import render_report
 
-    result = render_report(store, model_id, out_dir)
+    result = render_report(store, model_id, out_dir, reuse=True)  # unchanged inputs: the report as it is
     key = "dormant-" + "".join(c if c.isalnum() else "-" for c in model_id.lower())
     create_markdown_artifact(result.markdown, key=key, description=f"dormant heads of {model_id}")
     create_table_artifact(

@@ -8,6 +8,9 @@ import time
 from .options import add_store_argument
 from .pretrain_tiny import DEFAULT_STEPS
 
+# The demo tracks three kinds of text at once: does a head fall dormant on all of them, or on some?
+DEMO_CALIBRATION = ("winogrande", "wikipedia", "code")
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -20,7 +23,13 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="pretraining seed (default: %(default)s)")
     parser.add_argument(
-        "--limit", type=int, default=128, metavar="N", help="calibration sentences (default: %(default)s)"
+        "--limit", type=int, default=128, metavar="N", help="texts per calibration set (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--calibration",
+        action="append",
+        metavar="NAME",
+        help=f"calibration sets, repeatable (default: {' '.join(DEMO_CALIBRATION)}; see `dormant track --help`)",
     )
     parser.add_argument(
         "--reports-dir", metavar="DIR", help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
@@ -37,7 +46,11 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     request = TrackRequest(
-        source=str(args.series or DEMO_SERIES), store=args.store, limit=args.limit, reports_dir=args.reports_dir
+        source=str(args.series or DEMO_SERIES),
+        store=args.store,
+        limit=args.limit,
+        calibrations=tuple(args.calibration or DEMO_CALIBRATION),
+        reports_dir=args.reports_dir,
     )
     if is_complete(request.source, args.steps, args.seed) and answer_from_store(request):
         print(
@@ -64,4 +77,7 @@ def interrupted(args: argparse.Namespace) -> str:
 
     from .track import stored_note
 
-    return stored_note(TrackRequest(source=str(args.series or DEMO_SERIES), store=args.store))
+    calibrations = tuple(args.calibration or DEMO_CALIBRATION)
+    return stored_note(
+        TrackRequest(source=str(args.series or DEMO_SERIES), store=args.store, calibrations=calibrations)
+    )

@@ -29,12 +29,20 @@ def add_parser(subparsers) -> None:
         metavar="FN",
         help="function of the per-function figures (default: ahon_ln when tracked)",
     )
+    p.add_argument(
+        "--hide-blips",
+        action="store_true",
+        help="draw the raster with blips undone: a head that changes state at a checkpoint and changes back at "
+        "the next one is shown in its earlier state there (docs/SCORES.md, Confidence)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from dormant_tasks.report import render_report
 
-    result = render_report(args.store, args.model, out_dir=args.out, score_fn=args.score_fn, progress=True)
+    result = render_report(
+        args.store, args.model, out_dir=args.out, score_fn=args.score_fn, progress=True, hide_blips=args.hide_blips
+    )
     print(f"report: {result.index_html} ({len(result.figures)} figures, summary {result.summary_md})")
     return 0

@@ -20,30 +20,54 @@ def add_parser(subparsers) -> None:
 
 
 def series_line(store, model_id: str) -> str:
-    from dormant_tasks.series import SeriesView
+    """The series' line (its primary calibration set), and one indented line per further calibration set."""
+    from dormant_tasks.series import SeriesView, open_views
     from dormant_tasks.store import read_table
 
     if not SeriesView.exists(store, model_id):
         n_eval = read_table(store, "evaluations", model_id=model_id).num_rows
         return f"{model_id}: not tracked ({n_eval} evaluation rows)"
-    view = SeriesView.open(store, model_id)
+    views = open_views(store, model_id)  # every calibration set, the primary first
+    view = views[0]
     n = len(view.checkpoints)
     parts = [f"{n} checkpoint{'s' if n != 1 else ''}"]
     if n:
         parts.append(f"steps {view.checkpoints[0]['step']}..{view.checkpoints[-1]['step']}")
-    states = next(view.states([MAIN_FN]), None) if MAIN_FN in view.taus and n else None
-    if states is not None:
-        first, last = 100 * states.dormant[0].mean(), 100 * states.dormant[-1].mean()
-        parts.append(f"{MAIN_FN} dormant {first:.1f}% -> {last:.1f}%")
-    fns = view.transitions().column("score_fn").to_pylist()
-    parts.append(f"transitions {sum(f == MAIN_FN for f in fns)} {MAIN_FN} / {len(fns)} total")
+    parts += _set_parts(view)
+    kept = sum(bool(c["input_scores_kept"]) for c in view.checkpoints)
+    parts.append(f"per-input scores kept for {kept}/{n}")
     line = f"{model_id}: " + ", ".join(parts)
     if view.n_stale:
         line += (
             f" ({view.n_stale} more checkpoint{'s' if view.n_stale != 1 else ''} stored under older taus or "
             "calibration: `dormant track --retau` on the whole series brings them in)"
         )
+    if len(views) > 1:
+        line += f"\n  calibration {view.calibration_id} (primary, of {len(views)} sets)"
+        for other in views[1:]:
+            m = len(other.checkpoints)
+            line += f"\n  calibration {other.calibration_id}: {m} checkpoint{'s' if m != 1 else ''}, "
+            line += ", ".join(_set_parts(other))
     return line
+
+
+def _set_parts(view) -> list[str]:
+    """% dormant at the first and last checkpoint (two files, at any series length) and the transitions."""
+    parts = []
+    if MAIN_FN in view.taus and view.checkpoints:
+        ends = [view.revisions[0], view.revisions[-1]]
+        heads = view.head_scores([MAIN_FN], ends).to_pydict()
+        pct = {r: [d for rr, d in zip(heads["revision"], heads["dormant"]) if rr == r] for r in ends}
+        first, last = (100 * sum(pct[r]) / max(len(pct[r]), 1) for r in ends)
+        parts.append(f"{MAIN_FN} dormant {first:.1f}% -> {last:.1f}%")
+    trans = view.transitions().to_pydict()
+    fns = trans["score_fn"]
+    confident, blips = sum(c is True for c in trans["confident"]), sum(b is True for b in trans["blip"])
+    parts.append(
+        f"transitions {sum(f == MAIN_FN for f in fns)} {MAIN_FN} / {len(fns)} total "
+        f"({confident} confident, {blips} blip{'s' if blips != 1 else ''})"
+    )
+    return parts
 
 
 def run(args) -> int:

@@ -9,8 +9,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from dormant_tasks.calibration import bundled_set_names
+from dormant_tasks.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
+
 from .checkpoints import add_selection_arguments, selection_from_args
 from .options import add_calibration_arguments, add_device_argument, add_dtype_argument, add_store_argument
+
+CALIBRATION_SETS = bundled_set_names()
+INPUT_SCORES_NOTE = {
+    "auto": f"kept while a checkpoint has at most {INPUT_SCORES_AUTO_LIMIT:,} values; `dormant store gc` drops them",
+    "keep": "kept; `dormant store gc` drops them",
+    "drop": "not kept: a later --retau loads the models again",
+}
 
 
 def add_track_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +59,14 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_calibration_arguments(g)
     g.add_argument(
+        "--calibration",
+        action="append",
+        metavar="NAME",
+        help="a calibration set, repeatable: a bundled set or a UTF-8 text file (one text per line); every set "
+        "is scored on each loaded checkpoint and keeps its own taus, masks and transitions; the first is the "
+        "series' primary set. Bundled: " + ", ".join(CALIBRATION_SETS) + " (default: winogrande)",
+    )
+    g.add_argument(
         "--max-tokens",
         type=int,
         metavar="N",
@@ -67,9 +85,10 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--input-scores",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="keep per-input scores (default: when they are small)",
+        choices=[p.value for p in InputScoresPolicy],
+        help="keep per-input scores (float32; they let --retau skip the model): auto keeps them while a "
+        f"checkpoint has at most {INPUT_SCORES_AUTO_LIMIT:,} values (default: auto); "
+        "`dormant store gc` drops them later",
     )
     g = parser.add_argument_group("checkpoints on disk")
     g.add_argument(
@@ -107,6 +126,7 @@ _REQUEST_OPTIONS = (
     "reference",
     "retau",
     "texts",
+    "calibration",
     "limit",
     "max_tokens",
     "max_batch_tokens",
@@ -146,6 +166,7 @@ def request_from_args(args: argparse.Namespace):
         reference=args.reference,
         retau=args.retau,
         texts=args.texts,
+        calibrations=tuple(args.calibration or ()),
         limit=args.limit,
         batch_size=args.batch_size,
         max_tokens=args.max_tokens,
@@ -153,7 +174,7 @@ def request_from_args(args: argparse.Namespace):
         dtype=args.dtype,
         device=args.device,
         seed=args.seed,
-        input_scores=args.input_scores,
+        input_scores=args.input_scores or "auto",
         cache_dir=args.cache_dir,
         keep_checkpoints=args.keep_checkpoints,
         runner=args.runner,
@@ -177,8 +198,13 @@ def run(args: argparse.Namespace) -> int:
     from dormant_tasks.tracker import plan_series
 
     request = request_from_args(args)  # validated before Prefect starts: a bad option costs nothing
+    request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
     plan = plan_series(request)  # an unknown folder, repo or an empty selection fails here, as cheaply
     check_store(request.store, writable=True)
+    if request.address:  # before Prefect starts: a scheduler that does not answer costs seconds, not a server start
+        from flows.runners import check_scheduler
+
+        check_scheduler(request.address)
     if answer_from_store(request, plan):
         return 0
     print_summary(run_track(request))
@@ -221,7 +247,7 @@ def answer_from_store(request, plan=None) -> bool:
     if request.report:
         from dormant_tasks.report import render_report
 
-        report = render_report(request.store, request.model_id, request.reports_dir).index_html
+        report = render_report(request.store, request.model_id, request.reports_dir, reuse=True).index_html
     print_summary(
         {
             "store": request.store,
@@ -240,6 +266,10 @@ def print_summary(summary: dict) -> None:
     print(f"store: {summary['store']}")
     print(f"{summary['model_id']}: {summary['analysed']} checkpoints analysed, {summary['skipped']} already stored")
     print(series_line(summary["store"], summary["model_id"]))
+    if summary.get("input_scores"):
+        print(
+            f"per-input scores: --input-scores {summary['input_scores']} ({INPUT_SCORES_NOTE[summary['input_scores']]})"
+        )
     for warning in summary.get("warnings", []):
         print(f"warning: {warning}")
     if summary.get("n_truncated"):

@@ -6,10 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dormant_tasks.requests import TrackRequest
+from dormant_tasks.series import SeriesView
 from dormant_tasks.store import read_table
+from flows.cli.demo import DEMO_CALIBRATION
 from flows.demo import demo
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -18,17 +21,26 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_short_demo_pretrains_tracks_and_reports(tmp_path):
     series, store, reports = tmp_path / "tiny-demo", tmp_path / "store", tmp_path / "reports"
-    request = TrackRequest(source=str(series), store=str(store), limit=8, reports_dir=str(reports))
+    request = TrackRequest(
+        source=str(series), store=str(store), limit=8, calibrations=DEMO_CALIBRATION, reports_dir=str(reports)
+    )
     summary = demo(request, steps=60)
     names = sorted(p.name for p in series.iterdir() if p.is_dir())
     assert summary["analysed"] == len(names) == 5  # steps 0, 10, 25, 50 and 60 (the last)
     ckpts = read_table(store, "checkpoints")
-    assert sorted(ckpts.column("revision").to_pylist()) == names
+    assert sorted(set(ckpts.column("revision").to_pylist())) == names
+    assert ckpts.num_rows == 3 * len(names)  # one result per checkpoint and calibration set
+    assert len(SeriesView.calibration_ids(store, "tiny-demo")) == len(DEMO_CALIBRATION) == 3
     assert set(ckpts.column("model_id").to_pylist()) == {"tiny-demo"}
     html = Path(summary["report"])
     assert html == reports / "index.html" and html.is_file()
     pngs = sorted(p.name for p in (reports / "figures").glob("*.png"))
     assert "dormant_percent.png" in pngs and "raster_ahon_ln.png" in pngs
+    assert {"set_agreement.png", "set_raster.png", "set_length.png"} <= set(pngs)  # three calibration sets
+    assert "Calibration sets" in html.read_text(encoding="utf-8")
+    heads = read_table(store, "head_scores", filters={"score_fn": "awft"})
+    slopes = heads.column("length_slope").to_numpy(zero_copy_only=False)
+    assert np.isfinite(slopes).all()  # every set's texts vary in length: the slope is defined for every head
 
     # `dormant demo` on the complete series and store answers from the store: no training, no model, no flow
     r = subprocess.run(

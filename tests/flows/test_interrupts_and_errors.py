@@ -227,6 +227,7 @@ def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_
                 "400",
                 "--no-report",
                 "--input-scores",
+                "keep",
                 "--scores",
                 "ahon_ln",
                 "awft",

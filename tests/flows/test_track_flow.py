@@ -53,6 +53,9 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
     # every transition is a real change of state between consecutive checkpoints
     for row in transitions.to_pylist():
         assert row["from_state"] != row["to_state"]
+    # a freshly tracked series knows every rate's interval, hence every transition's confidence
+    assert heads.column("dormant_rate_low").null_count == heads.column("dormant_rate_high").null_count == 0
+    assert transitions.column("confident").null_count == 0 and transitions.column("blip").null_count == 0
 
     def no_loading(*a, **k):  # fault injection: the rerun must not load any model
         raise AssertionError("a stored checkpoint was loaded again")

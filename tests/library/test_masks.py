@@ -126,3 +126,31 @@ def test_taus_id_changes_with_values_only():
     b = resolve_taus(tau_specs(["ahon_ln", "awft"], ["awft=0.7"]))
     assert taus_id(a) == taus_id(resolve_taus(tau_specs(["awft", "ahon_ln"])))
     assert taus_id(a) != taus_id(b)
+
+
+def test_input_dependence_matches_a_per_head_oracle():
+    """length_slope = np.polyfit slope of score on log2(tokens) per head (NaN inputs left out); boundary_gap =
+    mean over BOS-first inputs minus mean over the others; NaN when a quantity is undefined."""
+    rng = np.random.default_rng(5)
+    n_inputs, fns = 9, ["ahon_ln", "awft"]
+    values = rng.uniform(0, 1, size=(n_inputs, 2, 2, 3))
+    values[[0, 4], 0, 1, 2] = np.nan
+    values[:, 1, 0, 0] = np.nan  # a head with no defined score
+    n_tokens = rng.integers(3, 200, size=n_inputs)
+    first = np.array([True, False, True, True, False, False, True, False, False])
+    taus = resolve_taus(tau_specs(fns), score_fns=fns)
+    rows = aggregate(values, fns, taus, n_tokens, first).to_pylist()
+    for row in rows:
+        f, layer, head = fns.index(row["score_fn"]), row["layer"], row["head_index"]
+        y = values[:, f, layer, head]
+        ok = ~np.isnan(y)
+        if ok.sum() < 2:
+            assert math.isnan(row["length_slope"]) and math.isnan(row["boundary_gap"])
+            continue
+        slope = np.polyfit(np.log2(n_tokens[ok]), y[ok], 1)[0]
+        assert row["length_slope"] == pytest.approx(slope, rel=1e-9, abs=1e-12)
+        gap = y[ok & first].mean() - y[ok & ~first].mean()
+        assert row["boundary_gap"] == pytest.approx(gap, rel=1e-9, abs=1e-12)
+    same_length = aggregate(values, fns, taus, np.full(n_inputs, 10), np.ones(n_inputs, bool)).to_pylist()
+    assert all(math.isnan(r["length_slope"]) and math.isnan(r["boundary_gap"]) for r in same_length)
+    assert all(math.isnan(r["length_slope"]) for r in aggregate(values, fns, taus).to_pylist())

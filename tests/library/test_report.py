@@ -8,6 +8,7 @@ the right side of tau for the states each test wants), since no model is needed 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dormant_tasks.confidence import wilson_interval
 from dormant_tasks.errors import ConfigError, ReportError, StoreError
 from dormant_tasks.report import (
     agreement_iou,
@@ -30,7 +32,7 @@ from dormant_tasks.report import (
     transition_counts,
 )
 from dormant_tasks.store import open_store, read_table, write_table
-from dormant_tasks.transitions import derive_transitions
+from dormant_tasks.transitions import derive_transitions, mark_blips
 from flows.cli import main
 
 MODEL = "test-org/tiny-series"
@@ -48,12 +50,17 @@ def write_series(
     taus_ids=None,
     transitions: bool = True,
     order=None,
+    rates=None,
+    n_inputs: int = 4,
 ) -> Path:
     """A store of one series. dormant: score_fn -> bool [checkpoint, layer, head]; tokens: [checkpoint].
 
     Checkpoint c is revision f"stage1-step{c * 10}-tokens{tokens[c]}"; files are written in `order`.
     Scores (unless given, score_fn -> float [checkpoint, layer, head]) are 0.1 + 0.01 * head for dormant
-    heads and 1.0 + 0.01 * head for active ones, under the fixed tau "<" 0.5.
+    heads and 1.0 + 0.01 * head for active ones, under the fixed tau "<" 0.5. With `rates` (score_fn ->
+    dormant_rate [checkpoint, layer, head], >= 0.5 where dormant) the rows carry those rates and their Wilson
+    intervals of `n_inputs` inputs; without, the rate is 0 or 1 and the interval null (unknown). The
+    transitions are derived and their blips marked, as `dormant track` does.
     """
     open_store(root, create=True)
     n_ckpt, n_layers, n_heads = next(iter(dormant.values())).shape
@@ -66,6 +73,11 @@ def write_series(
             for layer, head in itertools.product(range(n_layers), range(n_heads)):
                 d = bool(states[c, layer, head])
                 s = scores[fn][c, layer, head] if scores else (0.1 if d else 1.0) + 0.01 * head
+                rate, low, high = float(d), None, None
+                if rates is not None:
+                    rate = float(rates[fn][c, layer, head])
+                    assert (rate >= 0.5) == d, (fn, c, layer, head)
+                    low, high = (float(x) for x in wilson_interval(round(rate * n_inputs), n_inputs))
                 rows.append(
                     common
                     | {
@@ -76,8 +88,10 @@ def write_series(
                         "score_std": 0.0,
                         "tau": 0.5,
                         "direction": "<",
-                        "dormant_rate": float(d),
+                        "dormant_rate": rate,
                         "dormant": d,
+                        "dormant_rate_low": low,
+                        "dormant_rate_high": high,
                         "calibration_id": CAL,
                         "taus_id": taus_id,
                     }
@@ -93,7 +107,7 @@ def write_series(
                     "n_layers": n_layers,
                     "n_heads": n_heads,
                     "calibration_id": CAL,
-                    "n_inputs": 4,
+                    "n_inputs": n_inputs,
                     "dtype": "float32",
                     "device": "cpu",
                     "seconds": 1.5,
@@ -128,6 +142,7 @@ def write_series(
     )
     if transitions:
         t = derive_transitions(read_table(root, "head_scores", model_id), read_table(root, "checkpoints", model_id))
+        t = mark_blips(t)
         write_table(root, "transitions", t, file_key="transitions", model_id=model_id)
     return root
 
@@ -176,9 +191,10 @@ def test_summary_rows_and_markdown(known_store):
     assert row["first_dormant_revision"] == "stage1-step10-tokens1000" and row["first_dormant_tokens"] == 1000
     assert row["final_pct_dormant"] == round(100 / 6, 2)
     assert (row["fell_dormant"], row["woke"], row["heads_ever_changed"]) == (2, 1, 2)
+    assert (row["confident"], row["blips"]) == (0, 0)  # no interval stored (null: unknown), no blip
     md = report_markdown(series)
     assert md.startswith(f"# Dormant heads: {MODEL}")
-    assert "| ahon_ln | < 0.5 | stage1-step10-tokens1000 (1K tokens) | 16.67 | 2 | 1 | 2 |" in md
+    assert "| ahon_ln | < 0.5 | stage1-step10-tokens1000 (1K tokens) | 16.67 | 2 | 1 | 0 | 0 | 2 |" in md
 
 
 def test_score_bands_and_agreement_match_brute_force(tmp_path):
@@ -238,6 +254,22 @@ def test_rerender_replaces_the_old_report(known_store, tmp_path):
     render_report(known_store, MODEL, out_dir=out)
     assert not (out / "stale.txt").exists() and (out / "index.html").is_file()
     assert [p.name for p in tmp_path.iterdir() if p.name != "store"] == ["r"]
+
+
+def test_reuse_returns_a_report_of_the_same_inputs_and_renders_after_a_change(known_store, tmp_path):
+    """What `dormant track` asks on a rerun: an unchanged store keeps its report; any stored change renders anew."""
+    out = tmp_path / "r"
+    first = render_report(known_store, MODEL, out_dir=out, reuse=True)
+    stamp = (out / "index.html").stat().st_mtime_ns
+    again = render_report(known_store, MODEL, out_dir=out, reuse=True)
+    assert (out / "index.html").stat().st_mtime_ns == stamp  # not rendered again
+    assert again.summary_rows == json.loads(json.dumps(first.summary_rows, default=str))
+    assert again.markdown == first.markdown and set(again.figures) == set(first.figures)
+    write_table(known_store, "evaluations", [], file_key="later-run", model_id=MODEL)  # the store changed
+    render_report(known_store, MODEL, out_dir=out, reuse=True)
+    assert (out / "index.html").stat().st_mtime_ns != stamp
+    render_report(known_store, MODEL, out_dir=out)  # `dormant report` always renders
+    assert (out / "index.html").is_file()
 
 
 def test_single_checkpoint_report_has_no_transitions_section(tmp_path):
@@ -324,12 +356,15 @@ def test_bad_input_raises_and_leaves_no_report(case, tmp_path):
             p.unlink()
     elif case == "no_transitions":
         write_series(root, {"ahon_ln": known_picture()}, TOKENS, transitions=False)
-    expected = {"no_store": StoreError, "unknown_fn": ConfigError}.get(case, ReportError)
+    # head_scores files deleted by hand: the manifest names them, so the store refuses with the repair command
+    expected = {"no_store": StoreError, "no_head_scores": StoreError, "unknown_fn": ConfigError}.get(case, ReportError)
     with pytest.raises(expected) as err:
         render_report(root, model, out_dir=tmp_path / "reports" / "x", score_fn=fn)
     message = str(err.value)
     if case == "unknown_model":
         assert 'did you mean "test-org/tiny-series"' in message
+    if case == "no_head_scores":
+        assert "dormant store repair --store" in message
     _assert_no_report(tmp_path / "reports")
 
 

@@ -65,6 +65,7 @@ def test_saved_json_rebuilds_an_identical_request(tmp_path):
         "3",
         "--no-report",
         "--input-scores",
+        "keep",
     )
     again = TrackRequest.from_json(r.to_json())
     assert again == r and again.request_id == r.request_id and again.to_json() == r.to_json()

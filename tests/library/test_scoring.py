@@ -275,4 +275,5 @@ def test_input_scores_table_layout(olmo2, tiny_tokenizer, texts):
     assert table.num_rows == 3 * 2 * 2 * 4
     rows = table.to_pylist()
     for row in rows[::7]:
-        assert row["score"] == scores.get(row["score_fn"])[row["input_index"], row["layer"], row["head_index"]]
+        value = scores.get(row["score_fn"])[row["input_index"], row["layer"], row["head_index"]]
+        assert row["score"] == np.float32(value)  # stored as float32

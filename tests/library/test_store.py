@@ -77,6 +77,12 @@ def head_score_rows(step: int, model_id: str = MODEL, dormant=(), score_fn: str 
     ]
 
 
+def commit(store, step: int, file_key: str, model_id: str = MODEL, dormant=(), **row) -> None:
+    """One stored result: its head_scores file, then its manifest row naming that file."""
+    S.write_table(store, "head_scores", head_score_rows(step, model_id, dormant=dormant), file_key=file_key)
+    S.write_table(store, "checkpoints", [checkpoint_row(step, model_id, **row)], file_key=file_key)
+
+
 def files_under(path: Path) -> list[str]:
     return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
 
@@ -95,30 +101,30 @@ def test_series_slug():
 
 def test_round_trip_layout_and_marker(tmp_path):
     store = tmp_path / "store"
-    path = S.write_table(store, "checkpoints", [checkpoint_row(1000)], file_key="stage1-step1000-tokens4000B--run1")
-    assert (
-        path == store / "checkpoints" / "series=allenai--OLMo-2-1124-7B" / "stage1-step1000-tokens4000B--run1.parquet"
-    )
+    key = "stage1-step1000-tokens4000B--run1"
+    path = S.write_table(store, "checkpoints", [checkpoint_row(1000)], file_key=key)
+    assert path == store / "checkpoints" / "series=allenai--OLMo-2-1124-7B" / "checkpoints.parquet"  # the manifest
     marker = json.loads((store / "_store.json").read_text())
-    assert marker["schema_version"] == S.SCHEMA_VERSION == 3 and marker["created_by"].startswith("dormant-heads ")
+    assert marker["schema_version"] == S.SCHEMA_VERSION == 4 and marker["created_by"].startswith("dormant-heads ")
 
-    S.write_table(store, "head_scores", pa.Table.from_pylist(head_score_rows(1000, dormant={(1, 2)})), file_key="k")
+    S.write_table(store, "head_scores", pa.Table.from_pylist(head_score_rows(1000, dormant={(1, 2)})), file_key=key)
     back = S.read_table(store, "head_scores")
     assert back.schema == S.SCHEMAS["head_scores"]
     assert back.to_pylist() == S.conform(head_score_rows(1000, dormant={(1, 2)}), "head_scores").to_pylist()
     assert back.column("model_id")[0].as_py() == MODEL  # the real id, '/' intact
     ck = S.read_table(store, "checkpoints").to_pylist()
     assert ck == [
-        checkpoint_row(1000) | {"request_id": None}
+        checkpoint_row(1000) | {"request_id": None, "file_key": key, "input_scores_kept": False}
     ]  # python values survive: ints, floats, tz-aware timestamp, null ingredient
     assert ck[0]["analyzed_at"].utcoffset() == timedelta(0)
 
 
 def test_read_filters_models_and_empty_tables(tmp_path):
     store = tmp_path / "s"
-    S.write_table(store, "head_scores", head_score_rows(10, dormant={(0, 0)}), file_key="a")
-    S.write_table(store, "head_scores", head_score_rows(20), file_key="b")
-    S.write_table(store, "head_scores", head_score_rows(10, model_id="tiny"), file_key="a")
+    commit(store, 10, "a", dormant={(0, 0)})
+    commit(store, 20, "b")
+    commit(store, 10, "a", model_id="tiny")
+    S.write_table(store, "head_scores", head_score_rows(30), file_key="uncommitted")  # no manifest row: unseen
     assert S.read_table(store, "head_scores").num_rows == 18
     assert set(S.read_table(store, "head_scores", model_id="tiny").column("model_id").to_pylist()) == {"tiny"}
     got = S.read_table(store, "head_scores", model_id=MODEL, filters={"step": 10, "dormant": True})
@@ -137,8 +143,8 @@ def test_read_filters_models_and_empty_tables(tmp_path):
 
 def test_same_file_key_replaces(tmp_path):
     S.write_table(tmp_path, "transitions", [], file_key="all", model_id=MODEL)
-    S.write_table(tmp_path, "head_scores", head_score_rows(10), file_key="derived")
-    S.write_table(tmp_path, "head_scores", head_score_rows(10, dormant={(0, 1)}), file_key="derived")
+    commit(tmp_path, 10, "derived")
+    commit(tmp_path, 10, "derived", dormant={(0, 1)})
     back = S.read_table(tmp_path, "head_scores")
     assert back.num_rows == 6 and sum(back.column("dormant").to_pylist()) == 1
     assert S.read_table(tmp_path, "transitions").num_rows == 0
@@ -200,9 +206,9 @@ def test_missing_store_and_schema_version_mismatch(tmp_path):
         lambda: S.write_table(tmp_path / "s", "checkpoints", [checkpoint_row(2)], file_key="k2"),
         lambda: S.stored_checkpoint_keys(tmp_path / "s", MODEL),
     )
-    (tmp_path / "s" / "_store.json").write_text(json.dumps({"schema_version": 4}))
+    (tmp_path / "s" / "_store.json").write_text(json.dumps({"schema_version": 5}))
     for call in calls:
-        with pytest.raises(StoreError, match="schema_version 4, newer than this dormant-heads reads .3.: upgrade"):
+        with pytest.raises(StoreError, match="schema_version 5, newer than this dormant-heads reads .4.: upgrade"):
             call()
     (tmp_path / "s" / "_store.json").write_text(json.dumps({"schema_version": 1}))
     for call in calls:
@@ -226,7 +232,7 @@ def test_check_store_accepts_a_new_folder_and_refuses_another_version(tmp_path):
 
 def test_failed_write_leaves_no_file_and_no_temp(tmp_path):
     """A real failure after the temp file was written: the destination name is taken by a folder."""
-    S.write_table(tmp_path, "head_scores", head_score_rows(10), file_key="ok")
+    commit(tmp_path, 10, "ok")
     series = tmp_path / "head_scores" / "series=allenai--OLMo-2-1124-7B"
     (series / "blocked.parquet").mkdir()
     with pytest.raises(OSError):
@@ -243,7 +249,7 @@ n = 4_000_000
 t = pa.table({"model_id": pa.array(["m"] * n), "revision": pa.array(["r"] * n),
     "stage": np.ones(n, np.int32), "step": np.arange(n), "tokens": np.arange(n),
     "input_index": np.arange(n, dtype=np.int32), "score_fn": pa.array(["ahon"] * n),
-    "layer": np.zeros(n, np.int32), "head_index": np.zeros(n, np.int32), "score": np.random.rand(n),
+    "layer": np.zeros(n, np.int32), "head_index": np.zeros(n, np.int32), "score": np.random.rand(n).astype("f4"),
     "calibration_id": pa.array(["c"] * n)})
 print("ready", flush=True)
 write_table(sys.argv[1], "input_scores", t, file_key="big")
@@ -291,24 +297,28 @@ def test_killed_writer_leaves_no_visible_file(tmp_path):
 
 def test_dedupe_keeps_the_newest_result(tmp_path):
     old, new = checkpoint_row(10), checkpoint_row(10, analyzed_at=T0 + timedelta(days=1), seconds=9.0)
-    S.write_table(tmp_path, "checkpoints", [new], file_key="r10--runB")
-    S.write_table(tmp_path, "checkpoints", [old], file_key="r10--runA")
-    S.write_table(tmp_path, "head_scores", head_score_rows(10), file_key="r10--runA")
     S.write_table(tmp_path, "head_scores", head_score_rows(10, dormant={(0, 0)}), file_key="r10--runB")
+    S.write_table(tmp_path, "checkpoints", [new], file_key="r10--runB")
+    S.write_table(tmp_path, "head_scores", head_score_rows(10), file_key="r10--runA")
+    S.write_table(tmp_path, "checkpoints", [old], file_key="r10--runA")  # same key, older: the newer row stays
+    S.write_table(tmp_path, "head_scores", head_score_rows(10, calibration_id="cal2"), file_key="r10--other-cal")
     S.write_table(tmp_path, "checkpoints", [checkpoint_row(10, calibration_id="cal2")], file_key="r10--other-cal")
     ck = S.read_table(tmp_path, "checkpoints")
-    assert sorted((r["calibration_id"], r["seconds"]) for r in ck.to_pylist()) == [("cal", 9.0), ("cal2", 1.5)]
-    assert S.read_table(tmp_path, "checkpoints", dedupe=False).num_rows == 3
-    hs = S.read_table(tmp_path, "head_scores")
+    assert sorted((r["calibration_id"], r["seconds"], r["file_key"]) for r in ck.to_pylist()) == [
+        ("cal", 9.0, "r10--runB"),
+        ("cal2", 1.5, "r10--other-cal"),
+    ]
+    assert S.read_table(tmp_path, "checkpoints", dedupe=False).num_rows == 2  # the manifest keeps one row per key
+    hs = S.read_table(tmp_path, "head_scores", filters={"calibration_id": "cal"})
     assert hs.num_rows == 6 and sum(hs.column("dormant").to_pylist()) == 1  # runB's file, the newer result
-    assert S.read_table(tmp_path, "head_scores", dedupe=False).num_rows == 12
+    assert S.read_table(tmp_path, "head_scores").num_rows == 12
     assert S.stored_checkpoint_keys(tmp_path, MODEL) == {
         S.CheckpointKey(old["revision"], "sha10", "cal", "taus", "1"),
         S.CheckpointKey(old["revision"], "sha10", "cal2", "taus", "1"),
     }
 
 
-def test_dedupe_input_scores_and_files_holding_several_checkpoints(tmp_path):
+def test_reads_follow_the_manifest_newest_result_and_kept_input_scores(tmp_path):
     def inputs(step, value):
         return [
             dict(
@@ -327,20 +337,33 @@ def test_dedupe_input_scores_and_files_holding_several_checkpoints(tmp_path):
             for i in range(3)
         ]
 
-    S.write_table(tmp_path, "input_scores", inputs(1, 0.0), file_key="r1--runA")
-    S.write_table(tmp_path, "input_scores", inputs(1, 1.0), file_key="r1--runB")
-    S.write_table(tmp_path, "checkpoints", [checkpoint_row(1, revision="r1", analyzed_at=T0)], file_key="r1--runA")
-    S.write_table(
-        tmp_path, "checkpoints", [checkpoint_row(1, revision="r1", analyzed_at=T0 - timedelta(1))], file_key="r1--runB"
-    )
+    for run, value, when, sha in (("runA", 0.0, T0, "a"), ("runB", 1.0, T0 - timedelta(1), "b")):
+        S.write_table(tmp_path, "input_scores", inputs(1, value), file_key=f"r1--{run}")
+        S.write_table(tmp_path, "head_scores", head_score_rows(1, revision="r1"), file_key=f"r1--{run}")
+        row = checkpoint_row(1, revision="r1", analyzed_at=when, commit=sha)
+        S.write_table(tmp_path, "checkpoints", [row], file_key=f"r1--{run}")
     assert S.read_table(tmp_path, "input_scores").column("score").to_pylist() == [0.0] * 3  # runA is newer
-    # A file holding two checkpoints (its footer has no single value) against a newer one-checkpoint file:
-    # dedupe works per file, so the older file is dropped whole (per-checkpoint files hold one checkpoint).
-    S.write_table(tmp_path, "head_scores", head_score_rows(1) + head_score_rows(2), file_key="both")
-    S.write_table(tmp_path, "head_scores", head_score_rows(2, dormant={(0, 0)}), file_key="two")
-    S.write_table(tmp_path, "checkpoints", [checkpoint_row(2)], file_key="two")
-    hs = S.read_table(tmp_path, "head_scores")
-    assert hs.num_rows == 6 and sum(hs.column("dormant").to_pylist()) == 1
+    assert S.read_table(tmp_path, "input_scores", dedupe=False).num_rows == 6
+    assert S.read_table(tmp_path, "head_scores").num_rows == 6
+    # A newer result without input scores: none read for it, the older kept ones stay readable.
+    S.write_table(tmp_path, "head_scores", head_score_rows(1, revision="r1"), file_key="r1--runC")
+    row = checkpoint_row(1, revision="r1", analyzed_at=T0 + timedelta(1), commit="c")
+    S.write_table(tmp_path, "checkpoints", [row], file_key="r1--runC")
+    manifest = {r["file_key"]: r["input_scores_kept"] for r in S.read_table(tmp_path, "checkpoints").to_pylist()}
+    assert manifest == {"r1--runA": True, "r1--runB": True, "r1--runC": False}
+    assert S.read_table(tmp_path, "input_scores").column("score").to_pylist() == [0.0] * 3
+    assert S.read_table(tmp_path, "head_scores").num_rows == 6  # runC's
+
+
+def test_a_file_the_manifest_names_but_the_disk_lacks_is_refused_with_the_fix(tmp_path):
+    commit(tmp_path, 10, "a")
+    commit(tmp_path, 20, "b")
+    (tmp_path / "head_scores" / "series=allenai--OLMo-2-1124-7B" / "b.parquet").unlink()
+    with pytest.raises(
+        StoreError, match=r"head_scores file of .*step20.* \(b.parquet\) is missing.*dormant store repair"
+    ):
+        S.read_table(tmp_path, "head_scores")
+    assert S.read_table(tmp_path, "head_scores", filters={"step": 10}).num_rows == 6  # pruned: b is not opened
 
 
 def _track_like(store: str, run: str, steps: list[int], use_lock: bool, start) -> None:
@@ -496,17 +519,25 @@ def test_status_cli(two_series_store, capsys):
             to_tokens=1,
             from_state="dormant",
             to_state="active",
+            confident=confident,
+            blip=blip,
             calibration_id="cal",
             taus_id=tid,
         )
-        for fn, tid in (("ahon_ln", "taus"), ("awft", "taus"), ("awft", "taus"), ("awft", "older-taus"))
+        for fn, tid, confident, blip in (
+            ("ahon_ln", "taus", True, False),
+            ("awft", "taus", None, True),  # null: an interval unknown (upgraded head_scores)
+            ("awft", "taus", True, False),
+            ("awft", "older-taus", True, True),
+        )
     ]
     S.write_table(two_series_store, "transitions", rows, file_key="transitions")
     assert cli_main(["status", "--store", str(two_series_store)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    # the row of older taus is not current: 3 transitions, not 4
+    # the row of older taus is not current: 3 transitions, not 4; counts over every function
     assert lines[0] == (
-        f"{MODEL}: 2 checkpoints, steps 10..20, ahon_ln dormant 16.7% -> 0.0%, transitions 1 ahon_ln / 3 total"
+        f"{MODEL}: 2 checkpoints, steps 10..20, ahon_ln dormant 16.7% -> 0.0%, transitions 1 ahon_ln / 3 total "
+        "(2 confident, 1 blip), per-input scores kept for 0/2"
     )
     assert lines[1] == "tiny: not tracked (0 evaluation rows)"
 

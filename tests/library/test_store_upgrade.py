@@ -16,12 +16,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from dormant_tasks.errors import StoreError
+from dormant_tasks.score_functions import SCORING_VERSION
 from dormant_tasks.series import SeriesView
-from dormant_tasks.store import SCHEMA_VERSION, SCHEMAS, read_table, store_version, write_table
+from dormant_tasks.store import SCHEMA_VERSION, SCHEMAS, read_table, store_version
 from dormant_tasks.store_upgrade import V2_EVALUATION_NAMES, upgrade_store
 from flows.cli import main as cli_main
 
 V1 = Path(__file__).resolve().parents[1] / "data" / "store_v1"
+# The checkpoints layout of versions 2 and 3: the current one less the manifest columns.
+V3_CHECKPOINTS = pa.schema([f for f in SCHEMAS["checkpoints"] if f.name not in ("file_key", "input_scores_kept")])
+V3_HEADS = pa.schema([f for f in SCHEMAS["head_scores"] if not f.name.startswith("dormant_rate_")])
 MODEL = "random-olmo2"
 
 
@@ -73,8 +77,10 @@ def test_upgrade_rewrites_every_table_in_the_current_layout(v1_store, capsys):
     ]
     assert cli_main(["store", "upgrade", "--store", str(v1_store)]) == 0
     assert f"schema version 1 -> {SCHEMA_VERSION}" in capsys.readouterr().out
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     assert store_version(v1_store) == SCHEMA_VERSION
+    manifests = sorted(p.name for p in (v1_store / "checkpoints").rglob("*.parquet"))
+    assert manifests == ["checkpoints.parquet"]  # the per-checkpoint files became the series' manifest
     for table in SCHEMAS:
         for p in (v1_store / table).rglob("*.parquet"):
             assert pq.read_schema(p).names == SCHEMAS[table].names, p  # exactly the current columns
@@ -212,7 +218,27 @@ def v2_store(tmp_path) -> Path:
         **{"dtype": "float32", "device": "cpu", "seconds": 2.0, "analyzed_at": V2_WRITTEN[0], "code_version": "0.2.0"},
         **{"taus_id": "taus", "scoring_version": "1", "ingredient": None, "request_id": "track1"},
     }
-    write_table(root, "checkpoints", [checkpoint], file_key="stage1-step10")
+    (ckpts := root / "checkpoints" / "series=allenai--OLMo-2-0425-1B").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([checkpoint], schema=V3_CHECKPOINTS), ckpts / "stage1-step10.parquet")
+    (heads := root / "head_scores" / "series=allenai--OLMo-2-0425-1B").mkdir(parents=True)
+    head_rows = [
+        {
+            **{k: checkpoint[k] for k in ("model_id", "revision", "stage", "step", "tokens")},
+            "score_fn": "ahon_ln",
+            "layer": 0,
+            "head_index": h,
+            "score": 0.5,
+            "score_std": 0.1,
+            "tau": 0.3,
+            "direction": "<",
+            "dormant_rate": 0.0,
+            "dormant": False,
+            "calibration_id": "cal",
+            "taus_id": "taus",
+        }
+        for h in range(2)
+    ]
+    pq.write_table(pa.Table.from_pylist(head_rows, schema=V3_HEADS), heads / "stage1-step10.parquet")
     folder = root / "evaluations" / "series=allenai--OLMo-2-0425-1B"
     folder.mkdir(parents=True)
     for (shots, rid), written in zip(((0, "req0shot"), (5, "req5shot")), V2_WRITTEN):
@@ -232,15 +258,15 @@ def test_the_v2_layout_is_the_current_one_less_the_protocol_columns():
     assert added == {*PROTOCOL_BEFORE_V3, "fewshot_split", "evaluated_at"}
 
 
-def test_a_v2_store_is_refused_then_upgraded_to_v3(v2_store, capsys):
-    checkpoint_file = next((v2_store / "checkpoints").rglob("*.parquet"))
-    checkpoint_bytes = checkpoint_file.read_bytes()
+def test_a_v2_store_is_refused_then_upgraded(v2_store, capsys):
     with pytest.raises(StoreError, match="schema_version 2.*dormant store upgrade --store"):
         read_table(v2_store, "evaluations")
     assert cli_main(["store", "upgrade", "--store", str(v2_store)]) == 0
-    assert "schema version 2 -> 3, 2 files rewritten" in capsys.readouterr().out
+    # 2 evaluation files, the checkpoint and its head_scores file converted, then the series' manifest written
+    assert "schema version 2 -> 4, 5 files rewritten, transitions derived again for 1 series" in capsys.readouterr().out
     assert store_version(v2_store) == SCHEMA_VERSION
-    assert checkpoint_file.read_bytes() == checkpoint_bytes  # already in the current layout: untouched
+    [manifest] = read_table(v2_store, "checkpoints").to_pylist()
+    assert manifest["file_key"] == "stage1-step10" and manifest["input_scores_kept"] is False
     rows = read_table(v2_store, "evaluations").to_pylist()
     assert len(rows) == 6
     for shots, rid, written in ((0, "req0shot", V2_WRITTEN[0]), (5, "req5shot", V2_WRITTEN[1])):
@@ -277,7 +303,8 @@ def test_an_interrupted_v2_upgrade_keeps_each_runs_time(v2_store, monkeypatch):
     assert pq.read_schema(seen[0]).names == SCHEMAS["evaluations"].names  # the first file is done
     monkeypatch.undo()
     result = upgrade_store(v2_store)
-    assert (result.from_version, result.files_rewritten, result.series_derived) == (2, 1, 0)
+    # the second evaluations file, then the manifest (the checkpoints file was converted before the interrupt)
+    assert (result.from_version, result.files_rewritten, result.series_derived) == (2, 2, 1)
     times = {r["request_id"]: r["evaluated_at"] for r in read_table(v2_store, "evaluations").to_pylist()}
     assert times == {"req0shot": V2_WRITTEN[0], "req5shot": V2_WRITTEN[1]}  # not the time of the rewrite
     assert not [p for p in v2_store.rglob(".*") if p.is_file()]
@@ -285,5 +312,152 @@ def test_an_interrupted_v2_upgrade_keeps_each_runs_time(v2_store, monkeypatch):
 
 def test_a_store_of_an_unknown_old_version_is_refused(v2_store):
     (v2_store / "_store.json").write_text(json.dumps({"schema_version": 0}))
-    with pytest.raises(StoreError, match="upgrades versions 1 and 2 to 3 only"):
+    with pytest.raises(StoreError, match="upgrades versions 1 to 3 to 4 only"):
         upgrade_store(v2_store)
+
+
+# ---------------------------------------------------------------------------------------------- version 3
+
+
+V3_INPUTS = pa.schema([f.with_type(pa.float64()) if f.name == "score" else f for f in SCHEMAS["input_scores"]])
+
+
+@pytest.fixture
+def v3_store(tmp_path) -> Path:
+    """A schema-3 store in that layout: one `checkpoints` file per checkpoint and run, float64 input scores, a
+    re-analysed checkpoint (two files, the newer wins), and head_scores of a run that died before its row."""
+    root = tmp_path / "store3"
+    series = "series=test-org--v3"
+    for table in ("checkpoints", "head_scores", "input_scores", "taus"):
+        (root / table / series).mkdir(parents=True)
+
+    def common(step):
+        return {
+            "model_id": "test-org/v3",
+            "revision": f"stage1-step{step}-tokens{step}B",
+            "stage": 1,
+            "step": step,
+            "tokens": step,
+        }
+
+    runs = [(10, "k10", 0, True), (20, "k20old", 1, False), (20, "k20new", 2, True)]
+    for step, key, minute, inputs in runs:
+        row = {
+            **common(step),
+            "commit": f"sha-{key}",
+            "n_layers": 1,
+            "n_heads": 2,
+            "calibration_id": "cal",
+            "n_inputs": 2,
+            "dtype": "float32",
+            "device": "cpu",
+            "seconds": 1.0,
+            "analyzed_at": datetime(2025, 1, 1, 0, minute, tzinfo=UTC),
+            "code_version": "0.3.0",
+            "taus_id": "taus",
+            "scoring_version": SCORING_VERSION,
+            "ingredient": None,
+            "request_id": "r",
+        }
+        pq.write_table(
+            pa.Table.from_pylist([row], schema=V3_CHECKPOINTS), root / "checkpoints" / series / f"{key}.parquet"
+        )
+        heads = [
+            {
+                **common(step),
+                "score_fn": "ahon",
+                "layer": 0,
+                "head_index": h,
+                "score": 0.1 * minute,
+                "score_std": 0.0,
+                "tau": 0.5,
+                "direction": "<",
+                "dormant_rate": float(h),
+                "dormant": bool(h),
+                "calibration_id": "cal",
+                "taus_id": "taus",
+            }
+            for h in range(2)
+        ]
+        pq.write_table(
+            pa.Table.from_pylist(heads, schema=SCHEMAS["head_scores"]), root / "head_scores" / series / f"{key}.parquet"
+        )
+        if inputs:
+            rows = [
+                {
+                    **common(step),
+                    "input_index": i,
+                    "score_fn": "ahon",
+                    "layer": 0,
+                    "head_index": h,
+                    "score": 0.123456789,
+                    "calibration_id": "cal",
+                }
+                for i in range(2)
+                for h in range(2)
+            ]
+            pq.write_table(
+                pa.Table.from_pylist(rows, schema=V3_INPUTS), root / "input_scores" / series / f"{key}.parquet"
+            )
+    orphan = [
+        {
+            **common(30),
+            "score_fn": "ahon",
+            "layer": 0,
+            "head_index": 0,
+            "score": 0.0,
+            "score_std": 0.0,
+            "tau": 0.5,
+            "direction": "<",
+            "dormant_rate": 0.0,
+            "dormant": False,
+            "calibration_id": "cal",
+            "taus_id": "taus",
+        }
+    ]
+    pq.write_table(
+        pa.Table.from_pylist(orphan, schema=SCHEMAS["head_scores"]), root / "head_scores" / series / "k30.parquet"
+    )
+    taus = [
+        {
+            "model_id": "test-org/v3",
+            "revision": "stage1-step20-tokens20B",
+            "stage": 1,
+            "step": 20,
+            "tokens": 20,
+            "score_fn": "ahon",
+            "tau": 0.5,
+            "direction": "<",
+            "source": "fixed",
+            "quantile": None,
+            "reference_revision": None,
+            "calibration_id": "cal",
+            "taus_id": "taus",
+        }
+    ]
+    pq.write_table(pa.Table.from_pylist(taus, schema=SCHEMAS["taus"]), root / "taus" / series / "taus.parquet")
+    (root / "_store.json").write_text(json.dumps({"schema_version": 3, "created_by": "dormant-heads 0.3.0"}))
+    return root
+
+
+def test_a_v3_store_becomes_one_manifest_per_series(v3_store, capsys):
+    with pytest.raises(StoreError, match="schema_version 3.*dormant store upgrade"):
+        read_table(v3_store, "checkpoints")
+    assert cli_main(["store", "upgrade", "--store", str(v3_store)]) == 0
+    assert "schema version 3 -> 4" in capsys.readouterr().out
+    folder = v3_store / "checkpoints" / "series=test-org--v3"
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoints.parquet"]
+    manifest = {r["file_key"]: r["input_scores_kept"] for r in read_table(v3_store, "checkpoints").to_pylist()}
+    assert manifest == {"k10": True, "k20old": False, "k20new": True}
+    view = SeriesView.open(v3_store, "test-org/v3")
+    assert view.revisions == ["stage1-step10-tokens10B", "stage1-step20-tokens20B"]
+    heads = view.head_scores(revisions=["stage1-step20-tokens20B"])
+    assert heads.column("score").to_pylist() == [pytest.approx(0.2)] * 2  # the newer run's file
+    inputs = read_table(v3_store, "input_scores")
+    assert inputs.schema.field("score").type == pa.float32() and inputs.num_rows == 8
+    assert inputs.column("score").to_pylist() == [pytest.approx(0.123456789, rel=1e-7)] * 8
+    assert read_table(v3_store, "head_scores").num_rows == 4  # the orphan k30 is not read
+    assert cli_main(["store", "repair", "--store", str(v3_store)]) == 0
+    assert "1 unreferenced files deleted" in capsys.readouterr().out
+    assert cli_main(["store", "upgrade", "--store", str(v3_store)]) == 0
+    assert "nothing to do" in capsys.readouterr().out

@@ -62,8 +62,9 @@ def checkpoints_table(ckpts: list[dict]) -> pa.Table:
         code_version="0",
         taus_id="taus",
         scoring_version="1",
+        input_scores_kept=False,
     )
-    return S.conform([c | extra for c in ckpts], "checkpoints")
+    return S.conform([c | extra | {"file_key": c["revision"]} for c in ckpts], "checkpoints")
 
 
 def table(rows: list[dict]) -> pa.Table:

@@ -1,0 +1,112 @@
+"""`dormant store repair` and `dormant store gc`: bring a store's files and its manifests back into agreement,
+and drop kept per-input scores.
+
+The manifest of a series (its `checkpoints` file, see `store`) names the head_scores and input_scores files
+of every stored result. Two things can break the agreement: a file deleted by hand (the manifest names a
+file the disk lacks: reads refuse it and name `repair`), and a writer killed between a result's files and
+its manifest row (files no row names: readers never see them). `repair` fixes both, under `series_lock`:
+- a row whose head_scores file is missing is dropped (the next `dormant track` scores that checkpoint
+  again); a row whose input_scores file is missing keeps its mask, with `input_scores_kept` false;
+- a head_scores or input_scores file that no row names is deleted.
+Derived tables are left to the next `dormant track`, which notices that the checkpoint pairs changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .store import (
+    RESULT_TABLES,
+    _data_files,
+    _read_manifest,
+    _series_ids,
+    open_store,
+    series_lock,
+    write_manifest,
+)
+
+
+@dataclass
+class RepairResult:
+    dropped: list[str] = field(default_factory=list)  # "model_id@revision" rows dropped: head_scores file missing
+    unkept: list[str] = field(default_factory=list)  # rows whose input_scores file was missing
+    orphans: list[Path] = field(default_factory=list)  # files no manifest row named, deleted
+    bytes_freed: int = 0
+
+
+def _files(root: Path, table: str, model_id: str) -> dict[str, Path]:
+    """A series' data files of `table` by file key."""
+    return {p.stem: p for p in _data_files(root, table, model_id)}
+
+
+def _with_kept(manifest: pa.Table, kept) -> pa.Table:
+    """The manifest with its `input_scores_kept` column replaced."""
+    i = manifest.schema.get_field_index("input_scores_kept")
+    return manifest.set_column(i, "input_scores_kept", pa.array(kept, pa.bool_()))
+
+
+def _delete(paths, result: RepairResult) -> None:
+    for p in paths:
+        result.bytes_freed += p.stat().st_size
+        p.unlink()
+        result.orphans.append(p)
+
+
+def repair_store(store, model_id: str | None = None) -> RepairResult:
+    """Drop manifest rows whose files are gone and delete files no row names (every series, or one)."""
+    root = open_store(store)
+    result = RepairResult()
+    for series in [model_id] if model_id else _all_series(root):
+        with series_lock(root, series):
+            manifest = _read_manifest(root, series)
+            heads, inputs = _files(root, "head_scores", series), _files(root, "input_scores", series)
+            keys = manifest.column("file_key").to_pylist()
+            kept = manifest.column("input_scores_kept").to_pylist()
+            present = [k in heads for k in keys]
+            now_kept = [bool(k and key in inputs) for k, key in zip(kept, keys)]
+            revisions = manifest.column("revision").to_pylist()
+            result.dropped += [f"{series}@{r}" for r, ok in zip(revisions, present) if not ok]
+            result.unkept += [
+                f"{series}@{r}" for r, ok, k, nk in zip(revisions, present, kept, now_kept) if ok and k != nk
+            ]
+            if not all(present) or kept != now_kept:
+                write_manifest(root, series, _with_kept(manifest, now_kept).filter(pa.array(present, pa.bool_())))
+            named = set(k for k, ok in zip(keys, present) if ok)
+            named_inputs = set(k for k, ok, nk in zip(keys, present, now_kept) if ok and nk)
+            _delete([p for k, p in heads.items() if k not in named], result)
+            _delete([p for k, p in inputs.items() if k not in named_inputs], result)
+    return result
+
+
+def _all_series(root: Path) -> list[str]:
+    return sorted({m for t in ("checkpoints", *RESULT_TABLES) for m in _series_ids(root, t)})
+
+
+@dataclass
+class GcResult:
+    checkpoints: int = 0  # results whose per-input scores were dropped
+    files: int = 0
+    bytes_freed: int = 0
+
+
+def gc_store(store, model_id: str | None = None) -> GcResult:
+    """Drop the kept per-input scores (every series, or one): the masks stay; `--retau` then rescores."""
+    root = open_store(store)
+    result = GcResult()
+    for series in [model_id] if model_id else _all_series(root):
+        with series_lock(root, series):
+            manifest = _read_manifest(root, series)
+            kept = manifest.column("input_scores_kept")
+            n = pc.sum(kept).as_py() or 0
+            if n:
+                write_manifest(root, series, _with_kept(manifest, [False] * len(kept)))
+            result.checkpoints += n
+            for p in _files(root, "input_scores", series).values():  # first the manifest, then the files
+                result.bytes_freed += p.stat().st_size
+                result.files += 1
+                p.unlink()
+    return result

@@ -1,0 +1,119 @@
+"""Several calibration sets in one track run: one model load per checkpoint, each set's results equal to a run
+on that set alone, per-set taus, masks and transitions; and the bad inputs of --calibration (one line, exit 2,
+nothing written). Real tiny checkpoints, real bundled sets, the library's own steps (no Prefect) where possible."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dormant_tasks import tracker
+from dormant_tasks.agreement import set_agreement
+from dormant_tasks.requests import TrackRequest
+from dormant_tasks.series import SeriesView
+from dormant_tasks.store import read_table
+
+SETS = ("winogrande", "code", "wikipedia")
+FNS = ("ahon_ln", "lthon_ln", "awft", "ahon")
+
+
+def library_track(request: TrackRequest) -> None:
+    tracker.track_series(request)
+
+
+def test_k_sets_load_each_checkpoint_once_and_equal_separate_runs(random_series, tmp_path, monkeypatch):
+    loads = []
+    real = tracker.load_checkpoint
+
+    def counting(source, revision, *a, **k):
+        loads.append(revision.name)
+        return real(source, revision, *a, **k)
+
+    monkeypatch.setattr(tracker, "load_checkpoint", counting)
+    kw = dict(source=str(random_series), limit=6, score_fns=FNS, report=False)
+    together = TrackRequest(store=str(tmp_path / "together"), calibrations=SETS, **kw)
+    library_track(together)
+    n_ckpts = len(tracker.plan_series(together).selected)
+    assert sorted(loads) == sorted(set(loads)) and len(loads) == n_ckpts  # one load per checkpoint, not per set
+    cal_ids = [c.calibration_id for c in together.calibration_sets]
+    assert SeriesView.calibration_ids(together.store, together.model_id) == cal_ids
+    keys = ["revision", "score_fn", "layer", "head_index"]
+    order = [(k, "ascending") for k in keys]
+    for name, cal_id in zip(SETS, cal_ids):
+        alone = TrackRequest(store=str(tmp_path / name), calibrations=(name,), **kw)
+        library_track(alone)
+        a = read_table(together.store, "head_scores", filters={"calibration_id": cal_id}).sort_by(order)
+        b = read_table(alone.store, "head_scores").sort_by(order)
+        assert a.num_rows == b.num_rows == n_ckpts * len(FNS) * 2 * 4
+        for col in ("score", "score_std", "tau", "dormant_rate"):  # bitwise: each set is batched on its own
+            np.testing.assert_array_equal(a.column(col).to_numpy(), b.column(col).to_numpy(), err_msg=col)
+        assert a.column("dormant").equals(b.column("dormant")) and set(a.column("taus_id").to_pylist()) == set(
+            b.column("taus_id").to_pylist()
+        )
+        ta = SeriesView.open(together.store, together.model_id, cal_id).transitions().sort_by(order)
+        tb = SeriesView.open(alone.store, alone.model_id).transitions().sort_by(order)
+        assert ta.select(keys + ["from_state", "to_state"]).equals(tb.select(keys + ["from_state", "to_state"]))
+    # the agreement of the three sets: every checkpoint, function and pair, as computed from scratch
+    agreement = read_table(together.store, "calibration_agreement")
+    assert agreement.equals(set_agreement(together.store, together.model_id))
+    assert agreement.num_rows == n_ckpts * len(FNS) * 3
+    # the sets have taus of their own (quantiles of their own reference scores)
+    taus = read_table(together.store, "taus")
+    assert len(set(taus.column("calibration_id").to_pylist())) == 3
+    assert len(set(taus.column("taus_id").to_pylist())) == 3
+    # a rerun with the same sets answers from the store; another order or set is refused with the fix
+    assert tracker.pending_revisions(together, tracker.plan_series(together)) == []
+    swapped = TrackRequest(store=together.store, calibrations=SETS[::-1], **kw)
+    with pytest.raises(Exception, match="tracked with calibration set"):
+        tracker.resolve_series_taus(swapped, tracker.plan_series(swapped))
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+@pytest.mark.parametrize("case", ["unknown", "typo", "empty", "not-utf8", "twice", "all-too-long"])
+def test_bad_calibration_sets_are_one_line_exit_2_and_write_nothing(case, random_series, tmp_path):
+    store = tmp_path / "store"
+    bad = tmp_path / "texts.txt"
+    args, needle = ["--calibration", "winogrande"], ""
+    if case == "unknown":
+        args, needle = ["--calibration", "poetry"], "winogrande, wikipedia, mmlu, hellaswag, gsm8k, code"
+    elif case == "typo":
+        args, needle = ["--calibration", "wikipeda"], 'did you mean "wikipedia"'
+    elif case == "empty":
+        bad.write_text("\n  \n", encoding="utf-8")
+        args, needle = ["--calibration", "winogrande", "--calibration", str(bad)], "holds no text"
+    elif case == "not-utf8":
+        bad.write_bytes(b"caf\xe9 au lait\n")
+        args, needle = ["--calibration", str(bad)], "not UTF-8"
+    elif case == "twice":
+        bad.write_text("\n".join(f"text number {i}" for i in range(10)), encoding="utf-8")
+        copy = tmp_path / "copy.txt"
+        copy.write_text(bad.read_text(encoding="utf-8"), encoding="utf-8")
+        args, needle = ["--calibration", str(bad), "--calibration", str(copy)], "same"
+    elif case == "all-too-long":  # the tiny model's context is 512 tokens (tiny_config)
+        bad.write_text("\n".join(" ".join(["word"] * 2000) for _ in range(3)), encoding="utf-8")
+        args, needle = ["--calibration", str(bad)], "longer than the model's context"
+    r = _cli(
+        "track",
+        "--repo",
+        str(random_series),
+        "--store",
+        str(store),
+        "--no-report",
+        "--scores",
+        "ahon_ln",
+        *args,
+        cwd=tmp_path,
+    )
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("dormant track: error: ") and needle in lines[0], lines
+    assert not store.exists(), sorted(str(p) for p in store.rglob("*"))

@@ -1,0 +1,215 @@
+"""The bundled calibration sets by name, user text files, several sets at once, and their one-line errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from dormant_tasks import calibration as cal
+from dormant_tasks.calibration import (
+    AVAILABLE_TEXTS,
+    BUNDLED_SETS,
+    CODE_LINES,
+    DEFAULT_CALIBRATION_SIZE,
+    MMLU_DIR,
+    WINOGRANDE_DEV,
+    bundled_set_names,
+    describe_bundled_sets,
+    load_calibration,
+    load_calibration_set,
+    load_calibration_sets,
+    winogrande_calibration,
+)
+from dormant_tasks.errors import ConfigError, DormantError, ScoringError
+
+NAMES = ["winogrande", "wikipedia", "mmlu", "hellaswag", "gsm8k", "code"]
+
+
+@pytest.fixture(scope="module")
+def full_sets() -> dict[str, cal.CalibrationSet]:
+    """Every bundled set with all its texts (read once: MMLU is 57 Parquet files)."""
+    return {name: load_calibration_set(name, None) for name in NAMES}
+
+
+def _one_line_error(excinfo: pytest.ExceptionInfo) -> str:
+    message = str(excinfo.value)
+    assert "\n" not in message and message.strip() == message
+    return message
+
+
+def test_the_bundled_set_names_and_their_descriptions():
+    assert bundled_set_names() == NAMES == list(BUNDLED_SETS)
+    lines = describe_bundled_sets().splitlines()
+    assert len(lines) == len(NAMES)
+    for name, line in zip(NAMES, lines):
+        assert line.split()[0] == name
+        assert f"({AVAILABLE_TEXTS[name]:,} texts)" in line and BUNDLED_SETS[name][0] in line
+
+
+def test_every_bundled_set_gives_128_unique_non_empty_single_line_texts():
+    ids = set()
+    for name in NAMES:
+        calibration = load_calibration_set(name)
+        texts = calibration.texts
+        assert len(texts) == DEFAULT_CALIBRATION_SIZE == 128, name
+        assert len(set(texts)) == len(texts), name
+        assert all(isinstance(t, str) and t.strip() == t and t for t in texts), name
+        assert not any("\n" in t or "\r" in t for t in texts), name
+        assert calibration.name == ("winogrande-dev" if name == "winogrande" else name)
+        assert calibration.calibration_id.startswith(f"{calibration.name}-128-")
+        ids.add(calibration.calibration_id)
+    assert len(ids) == len(NAMES)
+
+
+def test_the_full_sets_hold_the_advertised_counts_and_limit_keeps_a_prefix(full_sets):
+    for name, calibration in full_sets.items():
+        texts = calibration.texts
+        assert len(texts) == AVAILABLE_TEXTS[name], name
+        assert len(set(texts)) == len(texts) and all(texts), name
+        if name != "winogrande":  # the historical set is kept byte for byte; the others are normalised
+            assert all(" ".join(t.split()) == t for t in texts), name
+        assert load_calibration_set(name, 7).texts == texts[:7], name
+
+
+def test_the_winogrande_set_keeps_the_calibration_id_of_existing_stores():
+    # the oracle: the historical default recomputed from the jsonl, independently of the module
+    with open(WINOGRANDE_DEV, encoding="utf-8") as f:
+        items = [json.loads(line) for line in f if line.strip()][:128]
+    texts = [i["sentence"].replace("_", i["option1"] if i["answer"] == "1" else i["option2"], 1) for i in items]
+    oracle = f"winogrande-dev-128-{hashlib.sha256(chr(10).join(texts).encode('utf-8')).hexdigest()[:12]}"
+    assert winogrande_calibration(128).calibration_id == oracle
+    assert load_calibration(None, 128).calibration_id == oracle
+    assert load_calibration().calibration_id == oracle  # the default size is 128
+    assert load_calibration_set("winogrande").calibration_id == oracle
+    assert load_calibration_set("winogrande", 128).texts == tuple(texts)
+    assert load_calibration_set("winogrande", None).texts == winogrande_calibration(None).texts
+
+
+def test_mmlu_mixes_the_subjects_from_the_first_question():
+    import pyarrow.parquet as pq
+
+    subject_of = {}
+    for folder in sorted(MMLU_DIR.iterdir()):
+        for q in pq.read_table(folder / "test.parquet", columns=["question"]).column("question").to_pylist():
+            subject_of.setdefault(" ".join(q.split()), folder.name)
+    texts = load_calibration_set("mmlu").texts
+    subjects = Counter(subject_of[t] for t in texts)
+    assert len(subjects) == 57  # round-robin: the first 57 are one question of each subject
+    assert max(subjects.values()) <= 3
+    assert [subject_of[t] for t in texts[:3]] == ["abstract_algebra", "anatomy", "astronomy"]
+
+
+def test_a_user_file_is_a_set_named_after_its_stem(tmp_path):
+    path = tmp_path / "my-texts.txt"
+    path.write_text("first text\n\n  \nsecond text\nthird text\n", encoding="utf-8")
+    calibration = load_calibration_set(str(path))
+    assert calibration.name == "my-texts" and calibration.texts == ("first text", "second text", "third text")
+    assert calibration == load_calibration(path)  # the same as --texts FILE today
+    assert load_calibration_set(path, 2).texts == ("first text", "second text")
+
+
+def test_an_unknown_name_lists_the_bundled_sets():
+    with pytest.raises(ConfigError) as excinfo:
+        load_calibration_set("no-such-set")
+    message = _one_line_error(excinfo)
+    assert "'no-such-set'" in message and "did you mean" not in message
+    assert all(name in message for name in NAMES)
+    assert "file" in message  # the other way out
+
+
+def test_a_close_typo_suggests_the_bundled_name():
+    for typo, meant in (
+        ("wikipeda", "wikipedia"),
+        ("hellaswg", "hellaswag"),
+        ("gsm8", "gsm8k"),
+        ("winograd", "winogrande"),
+    ):
+        with pytest.raises(ConfigError) as excinfo:
+            load_calibration_set(typo)
+        assert f'did you mean "{meant}"?' in _one_line_error(excinfo), typo
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [(b"", "holds no text"), (b"\n  \n\t\n", "holds no text"), (b"caf\xe9 au lait\n", "not UTF-8")],
+    ids=["empty", "blank-lines", "latin-1"],
+)
+def test_a_bad_texts_file_is_refused_in_one_line(tmp_path, content, needle):
+    path = tmp_path / "texts.txt"
+    path.write_bytes(content)
+    with pytest.raises(ScoringError) as excinfo:
+        load_calibration_set(str(path))
+    message = _one_line_error(excinfo)
+    assert needle in message and str(path) in message
+
+
+def test_a_folder_is_refused(tmp_path):
+    with pytest.raises(DormantError) as excinfo:
+        load_calibration_set(str(tmp_path))
+    assert "is a folder" in _one_line_error(excinfo)
+
+
+def test_a_bad_limit_is_refused():
+    for limit in (0, -3):
+        with pytest.raises(ConfigError, match="--limit must be at least 1"):
+            load_calibration_set("code", limit)
+
+
+def test_several_sets_keep_their_order(tmp_path):
+    path = tmp_path / "mine.txt"
+    path.write_text("a text of mine\nanother\n", encoding="utf-8")
+    sets = load_calibration_sets(["code", "winogrande", str(path)], 16)
+    assert [s.name for s in sets] == ["code", "winogrande-dev", "mine"]
+    assert [len(s.texts) for s in sets] == [16, 16, 2]
+    assert load_calibration_sets(["gsm8k"])[0] == load_calibration_set("gsm8k")
+
+
+def test_several_sets_refuse_none_and_the_same_texts_twice(tmp_path):
+    with pytest.raises(ConfigError) as excinfo:
+        load_calibration_sets([])
+    assert "no calibration set" in _one_line_error(excinfo)
+    with pytest.raises(ConfigError) as excinfo:
+        load_calibration_sets(["mmlu", "code", "mmlu"], 8)
+    message = _one_line_error(excinfo)
+    assert "'mmlu'" in message and "twice" in message
+    copy = tmp_path / "copy-of-wikipedia.txt"
+    copy.write_text("\n".join(load_calibration_set("wikipedia", 20).texts) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as excinfo:
+        load_calibration_sets(["wikipedia", str(copy)], 20)
+    message = _one_line_error(excinfo)
+    assert "'wikipedia'" in message and str(copy) in message and "same texts" in message
+    # the same file under more lines than the limit differs from the set only past the limit: still the same
+    with pytest.raises(ConfigError, match="same texts"):
+        load_calibration_sets([str(copy), "wikipedia"], 10)
+    assert len(load_calibration_sets(["wikipedia", str(copy)], 30)) == 2  # 30 wikipedia texts, 20 of the file
+
+
+def test_the_code_lines_file_is_committed_small_and_one_line_per_text():
+    assert CODE_LINES.is_file()
+    assert 0 < CODE_LINES.stat().st_size < 200_000
+    lines = CODE_LINES.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == AVAILABLE_TEXTS["code"] and len(set(lines)) == len(lines)
+    assert all(20 <= len(line) <= 200 and not line.startswith("#") for line in lines)
+    if shutil.which("git") is None:
+        pytest.skip("no git to ask whether the file is committed")
+    tracked = subprocess.run(
+        ["git", "ls-files", "--error-unmatch", str(CODE_LINES)], cwd=CODE_LINES.parent, capture_output=True
+    )
+    if tracked.returncode == 128 and b"not a git repository" in tracked.stderr:
+        pytest.skip("not a git checkout (an installed package)")
+    assert tracked.returncode == 0, tracked.stderr.decode()
+
+
+def test_the_module_and_the_help_text_read_no_parquet():
+    code = (
+        "import sys, dormant_tasks.calibration as c; c.describe_bundled_sets(); c.bundled_set_names(); "
+        "c.load_calibration_set('code'); print(sorted({'pyarrow', 'pandas', 'datasets', 'torch'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,315 @@
+"""Confidence of a dormancy mask: the Wilson interval of `dormant_rate`, confident transitions and blips
+(docs/SCORES.md, "Confidence"), on hand-computed values and hand-built series; the report's counts and
+`dormant report --hide-blips` on a hand-built store."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from test_report import MODEL, write_series
+from test_transitions import checkpoints_table, ckpt, score_rows, table
+
+from dormant_tasks import figures as fg
+from dormant_tasks import store as S
+from dormant_tasks.confidence import Z95, excludes_half, wilson_interval
+from dormant_tasks.masks import Tau, aggregate
+from dormant_tasks.report import load_series, raster_data, report_markdown, states_without_blips, summary_rows
+from dormant_tasks.transitions import derive_transitions, mark_blips
+from flows.cli import main
+
+Z = 1.959963984540054
+
+
+def by_hand(k: int, n: int) -> tuple[float, float]:
+    """The definition, written out once more in plain floats."""
+    p = k / n
+    centre = (p + Z**2 / (2 * n)) / (1 + Z**2 / n)
+    half = Z * math.sqrt(p * (1 - p) / n + Z**2 / (4 * n**2)) / (1 + Z**2 / n)
+    return centre - half, centre + half
+
+
+# ------------------------------------------------------------------------------------------ the interval
+
+
+def test_wilson_on_hand_computed_values():
+    assert Z95 == Z
+    low, high = wilson_interval(64, 128)
+    assert float(low) == pytest.approx(0.41465224626050723, abs=1e-12)
+    assert float(high) == pytest.approx(0.5853477537394928, abs=1e-12)
+    assert (0.4146 < low < 0.4147) and (0.5853 < high < 0.5854)
+    # k = 0 and k = n: the interval touches 0 (or 1); its other end is z²/(n + z²) from it.
+    low, high = wilson_interval(0, 128)
+    assert float(low) == pytest.approx(0.0, abs=1e-15) and float(high) == pytest.approx(Z**2 / (128 + Z**2))
+    low, high = wilson_interval(128, 128)
+    assert float(low) == pytest.approx(128 / (128 + Z**2)) and float(high) == pytest.approx(1.0, abs=1e-15)
+    # n = 1: one input says little
+    low, high = wilson_interval([0, 1], [1, 1])
+    np.testing.assert_allclose(low, [0.0, 1 / (1 + Z**2)], atol=1e-15)
+    np.testing.assert_allclose(high, [Z**2 / (1 + Z**2), 1.0], atol=1e-15)
+    for k, n in [(3, 10), (70, 128), (76, 128), (51, 128), (1, 4)]:
+        np.testing.assert_allclose(np.array(wilson_interval(k, n)).ravel(), by_hand(k, n), rtol=1e-12)
+
+
+def test_wilson_is_vectorised_and_n_0_is_unknown():
+    k = np.array([[0, 2], [5, 0]])
+    n = np.array([[4, 4], [10, 0]])
+    low, high = wilson_interval(k, n)
+    assert low.shape == high.shape == (2, 2)
+    assert np.isnan(low[1, 1]) and np.isnan(high[1, 1])
+    np.testing.assert_allclose([low[0, 1], high[0, 1]], by_hand(2, 4))
+    np.testing.assert_allclose([low[1, 0], high[1, 0]], by_hand(5, 10))
+    low, high = wilson_interval(np.arange(9), 8)  # broadcast n; k = 8 of 8 is the last defined one
+    assert low.shape == (9,) and (np.diff(low[:9]) > 0).all() and (np.diff(high[:9]) >= 0).all()
+    assert ((0 <= low) & (low <= high) & (high <= 1)).all()
+    assert np.isnan(wilson_interval(0, 0)[0]) and np.isnan(wilson_interval(0, 0)[1])
+    np.testing.assert_array_equal(excludes_half([0.51, 0.4, 0.2, np.nan], [0.9, 0.6, 0.49, np.nan]), [1, 0, 1, -1])
+
+
+@pytest.mark.parametrize("k, n", [(0, 5), (1, 5), (3, 7), (64, 128), (70, 128), (127, 128), (128, 128), (9, 20)])
+def test_wilson_is_the_set_of_p_that_the_score_test_does_not_reject(k, n):
+    """The interval is {p : |k/n - p| <= z sqrt(p (1 - p) / n)}: brute force on a fine grid of p."""
+    p = np.linspace(0.0, 1.0, 200_001)
+    accepted = p[np.abs(k / n - p) <= Z * np.sqrt(p * (1 - p) / n)]
+    low, high = (float(x) for x in wilson_interval(k, n))
+    step = p[1] - p[0]
+    assert abs(accepted.min() - low) <= step and abs(accepted.max() - high) <= step
+    assert np.all(np.diff(accepted) < 1.5 * step)  # one interval, no gaps
+
+
+def test_wilson_agrees_with_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    for k, n in [(0, 1), (1, 1), (0, 128), (64, 128), (100, 128), (128, 128), (3, 17)]:
+        ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        low, high = wilson_interval(k, n)
+        assert float(low) == pytest.approx(ci.low, abs=1e-9) and float(high) == pytest.approx(ci.high, abs=1e-9)
+
+
+def test_aggregate_writes_the_interval_of_the_rate_nan_inputs_in_the_denominator():
+    n = 10
+    values = np.ones((n, 1, 1, 3))  # [input, fn, layer, head]; tau "<" 0.5: a value 0 is inactive
+    values[:7, 0, 0, 0] = 0.0  # head 0: 7 of 10 inactive
+    values[:3, 0, 0, 1] = 0.0  # head 1: 3 of 10 inactive, 4 NaN (never inactive, still counted)
+    values[3:7, 0, 0, 1] = np.nan
+    t = aggregate(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pydict()
+    assert t["dormant_rate"] == [0.7, 0.3, 0.0]
+    for h, k in enumerate((7, 3, 0)):
+        assert (t["dormant_rate_low"][h], t["dormant_rate_high"][h]) == pytest.approx(by_hand(k, n))
+    names = S.SCHEMAS["head_scores"].names
+    assert names[names.index("dormant") + 1 : names.index("dormant") + 3] == ["dormant_rate_low", "dormant_rate_high"]
+    assert S.SCHEMAS["head_scores"].field("dormant_rate_low").nullable
+
+
+# ------------------------------------------------------------------------------------------ confident
+
+
+def aggregated_rows(c: dict, inactive_counts: list[int], n: int = 128) -> list[dict]:
+    """head_scores rows of one checkpoint through the real `aggregate`: head h inactive on counts[h] of n."""
+    values = np.ones((n, 1, 1, len(inactive_counts)))
+    for h, k in enumerate(inactive_counts):
+        values[:k, 0, 0, h] = 0.0
+    heads = aggregate(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pylist()
+    common = {k: c[k] for k in ("model_id", "revision", "stage", "step", "tokens")}
+    return [common | r | {"calibration_id": "cal", "taus_id": "taus"} for r in heads]
+
+
+def test_a_head_inactive_on_64_of_128_inputs_is_never_part_of_a_confident_transition():
+    cks = [ckpt("m", 1, s) for s in (1, 2, 3, 4)]
+    counts = [  # per checkpoint, per head: inputs (of 128) on which the head is inactive
+        [0, 128, 0, 128],
+        [64, 0, 128, 64],  # head 0: 64/128, dormant (rate 0.5) but its interval holds 0.5; head 3 likewise
+        [0, 128, 0, 0],
+        [128, 128, 0, 64],
+    ]
+    rows = [r for c, k in zip(cks, counts) for r in aggregated_rows(c, k)]
+    tr = derive_transitions(table(rows)).to_pylist()
+    got = {(r["head_index"], r["to_step"]): r["confident"] for r in tr}
+    assert got == {
+        (0, 2): False,  # 0/128 -> 64/128
+        (0, 3): False,  # 64/128 -> 0/128
+        (0, 4): True,  # 0/128 -> 128/128
+        (1, 2): True,
+        (1, 3): True,
+        (2, 2): True,
+        (2, 3): True,
+        (3, 3): False,  # 64/128 (dormant) -> 0/128: head 3 stays dormant from 1 to 2 (no row there)
+        (3, 4): False,  # 0/128 -> 64/128
+    }
+    for r in tr:
+        assert r["blip"] is False  # derive_transitions alone never marks one
+
+
+def test_confident_is_null_when_an_interval_is_unknown():
+    """head_scores upgraded from schema version 3 have no interval: null, not a guess."""
+    a, b, c = ckpt("m", 1, 1), ckpt("m", 1, 2), ckpt("m", 1, 3)
+    known = aggregated_rows(a, [0, 0]) + aggregated_rows(c, [0, 128])
+    unknown = score_rows(b, "ahon_ln", {(0, 0): True, (0, 1): False})  # no dormant_rate_low/high: null
+    tr = derive_transitions(table(known + unknown)).to_pylist()
+    assert [(r["head_index"], r["to_step"], r["confident"]) for r in tr] == [(0, 2, None), (0, 3, None), (1, 3, None)]
+    without_columns = table(known + unknown).drop_columns(["dormant_rate_low", "dormant_rate_high"])
+    assert derive_transitions(without_columns).column("confident").null_count == 3
+
+
+# ------------------------------------------------------------------------------------------ blips
+
+
+def test_a_to_b_to_a_is_a_blip_and_a_to_b_to_b_is_not():
+    cks = [ckpt("m", 1, s) for s in (10, 20, 30, 40)]
+    patterns = {  # head -> dormant at each checkpoint
+        (0, 0): [False, True, False, False],  # A B A A: the 10->20 change is undone at 30
+        (0, 1): [False, True, True, True],  # A B B B: no blip
+        (1, 0): [True, False, True, False],  # B A B A: each change but the last is undone at once
+        (1, 1): [False, False, True, True],
+    }
+    rows = [r for i, c in enumerate(cks) for r in score_rows(c, "ahon_ln", {h: p[i] for h, p in patterns.items()})]
+    tr = mark_blips(derive_transitions(table(rows)))
+    got = {(r["layer"], r["head_index"], r["to_step"]): r["blip"] for r in tr.to_pylist()}
+    assert got == {
+        (0, 0, 20): True,
+        (0, 0, 30): False,
+        (0, 1, 20): False,
+        (1, 0, 20): True,
+        (1, 0, 30): True,
+        (1, 0, 40): False,
+        (1, 1, 30): False,
+    }
+    assert tr.schema == S.SCHEMAS["transitions"]
+    names = tr.schema.names
+    assert names[names.index("to_state") + 1 : names.index("to_state") + 3] == ["confident", "blip"]
+
+
+def test_mark_blips_keeps_row_order_is_idempotent_and_needs_the_whole_table():
+    cks = [ckpt("m", 1, s) for s in (10, 20, 30)]
+    rows = [r for i, c in enumerate(cks) for r in score_rows(c, "awft", {(0, 0): i == 1, (0, 1): i >= 1})]
+    tr = derive_transitions(table(rows))
+    perm = pa.array([2, 0, 1])
+    shuffled = tr.take(perm)
+    marked = mark_blips(shuffled)
+    assert marked.drop_columns(["blip"]).equals(shuffled.drop_columns(["blip"]))  # same rows, same order
+    assert marked.column("blip").to_pylist() == mark_blips(tr).take(perm).column("blip").to_pylist()
+    assert mark_blips(marked).equals(marked)
+    assert mark_blips(tr).column("blip").to_pylist() == [True, False, False]
+    # the first half alone (the series before checkpoint 30 was tracked) has no blip yet
+    first_half = tr.filter(pc.equal(tr.column("to_step"), 20))
+    assert mark_blips(first_half).column("blip").to_pylist() == [False, False]
+    assert mark_blips(S.SCHEMAS["transitions"].empty_table()).num_rows == 0
+
+
+def test_mark_blips_on_stage2_branches():
+    """The end of stage 1 is followed by every ingredient's first checkpoint: a change into it is a blip
+    when one branch undoes it; a change into an ingredient is judged on its own branch only."""
+    s1 = [ckpt("m", 1, 10), ckpt("m", 1, 20)]
+    ing1 = [ckpt("m", 2, 5, 1), ckpt("m", 2, 10, 1)]
+    ing2 = [ckpt("m", 2, 5, 2), ckpt("m", 2, 10, 2)]
+    order = s1 + ing1 + ing2
+    patterns = {
+        (0, 0): [False, True, False, False, True, True],  # into s1 20: undone on ingredient 1 only
+        (0, 1): [False, False, True, True, True, False],  # into ing1 5: kept; into ing2 5: undone at ing2 10
+        (1, 0): [False, True, True, True, True, True],  # into s1 20, kept on every branch
+    }
+    rows = [r for i, c in enumerate(order) for r in score_rows(c, "ahon_ln", {h: p[i] for h, p in patterns.items()})]
+    tr = mark_blips(derive_transitions(table(rows), checkpoints_table(order))).to_pylist()
+    got = {(r["layer"], r["head_index"], r["from_revision"], r["to_revision"]): r["blip"] for r in tr}
+    rev = [c["revision"] for c in order]
+    assert got == {
+        (0, 0, rev[0], rev[1]): True,
+        (0, 0, rev[1], rev[2]): False,  # ingredient 1's 5 -> 10: no change, nothing undoes it
+        (0, 1, rev[1], rev[2]): False,  # ingredient 1 stays dormant (ingredient 2's end is another branch)
+        (0, 1, rev[1], rev[4]): True,
+        (0, 1, rev[4], rev[5]): False,
+        (1, 0, rev[0], rev[1]): False,
+    }
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mark_blips_matches_a_plain_python_oracle(seed):
+    rng = random.Random(seed)
+    rows, checkpoints = [], []
+    for model in ("org/a", "b"):
+        cks = [ckpt(model, 1, s) for s in rng.sample(range(1, 500), rng.randint(2, 9))]
+        cks += [ckpt(model, 2, s, ing) for ing in (1, 2) for s in rng.sample(range(1, 50), rng.randint(1, 4))]
+        checkpoints += cks
+        heads = [(layer, head) for layer in range(2) for head in range(3)]
+        for fn in ("ahon_ln", "awft"):
+            for c in cks:
+                rows += score_rows(c, fn, {h: rng.random() < 0.5 for h in heads})
+    tr = mark_blips(derive_transitions(table(rows), checkpoints_table(checkpoints))).to_pylist()
+    leaves = {(r["model_id"], r["score_fn"], r["layer"], r["head_index"], r["from_revision"]) for r in tr}
+    want = [(r["model_id"], r["score_fn"], r["layer"], r["head_index"], r["to_revision"]) in leaves for r in tr]
+    assert [r["blip"] for r in tr] == want
+    assert 0 < sum(want) < len(want)
+
+
+# ------------------------------------------------------------------------------------------ the report
+
+
+N = 128
+
+
+def blip_store(tmp_path):
+    """6 checkpoints x 1 layer x 4 heads, rates of 128 inputs:
+    head 0: A B A A A A (a confident blip), head 1: A B B B B B (confident, no blip),
+    head 2: 0/128 thrice, 64/128 (dormant, unsure), then 0/128: a blip, unconfident,
+    head 3: 100/128 four times, 60/128 (active, unsure), 100/128: a blip, unconfident."""
+    k = np.zeros((6, 1, 4))
+    k[1, 0, 0] = N
+    k[1:, 0, 1] = N
+    k[3, 0, 2] = 64
+    k[:, 0, 3] = 100
+    k[4, 0, 3] = 60
+    rates = k / N
+    root = write_series(
+        tmp_path / "store", {"ahon_ln": rates >= 0.5}, [0, 10, 20, 30, 40, 50], rates={"ahon_ln": rates}, n_inputs=N
+    )
+    return root
+
+
+def test_summary_rows_count_confident_transitions_and_blips(tmp_path):
+    series = load_series(blip_store(tmp_path), MODEL)
+    (row,) = summary_rows(series)
+    assert (row["fell_dormant"], row["woke"]) == (4, 3)  # 7 transitions
+    assert (row["confident"], row["blips"]) == (3, 3)
+    assert (row["heads_ever_changed"]) == 4
+    assert "| 4 | 3 | 3 | 3 | 4 |" in report_markdown(series)
+
+
+def test_hide_blips_undoes_them_in_the_raster(tmp_path):
+    series = load_series(blip_store(tmp_path), MODEL)
+    shown = raster_data(series, "ahon_ln")
+    np.testing.assert_array_equal(
+        shown.states, [[0, 1, 0, 0, 0, 0], [0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 0, 0], [1, 1, 1, 1, 0, 1]]
+    )
+    hidden = raster_data(series, "ahon_ln", hide_blips=True)
+    np.testing.assert_array_equal(
+        hidden.states, [[0, 0, 0, 0, 0, 0], [0, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1]]
+    )
+    assert {(int(h), int(c)): int(hidden.marks[h, c]) for h, c in np.argwhere(hidden.marks)} == {(1, 1): 1}
+    assert hidden.row_labels == shown.row_labels and hidden.columns == shown.columns
+    # without blips, the marks recomputed from the states are the transitions table's
+    series.blips[:] = False
+    states, marks = states_without_blips(series, "ahon_ln")
+    np.testing.assert_array_equal(states, shown.states)
+    np.testing.assert_array_equal(marks, shown.marks)
+
+
+def test_report_cli_hide_blips_draws_the_undone_raster(tmp_path, monkeypatch):
+    root = blip_store(tmp_path)
+    drawn = []
+    real = fg.draw_raster
+
+    def spy(raster, *args, **kw):
+        drawn.append((raster.states.copy(), args[-1] if len(args) > 5 else kw.get("hide_blips", False)))
+        return real(raster, *args, **kw)
+
+    monkeypatch.setattr(fg, "draw_raster", spy)
+    plain, hidden = tmp_path / "plain", tmp_path / "hidden"
+    assert main(["report", "--store", str(root), "--out", str(plain)]) == 0
+    assert main(["report", "--store", str(root), "--out", str(hidden), "--hide-blips"]) == 0
+    (a, a_hide), (b, b_hide) = drawn
+    assert not a_hide and b_hide
+    assert a[0].tolist() == [0, 1, 0, 0, 0, 0] and b[0].tolist() == [0, 0, 0, 0, 0, 0]
+    assert (plain / "summary.md").read_text() == (hidden / "summary.md").read_text()  # everything else as is
