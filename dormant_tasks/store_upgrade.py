@@ -54,6 +54,7 @@ from .store import (
     derived_file_key,
     model_id_of_slug,
     open_store,
+    parquet_options,
     result_files,
     store_version,
     write_manifest,
@@ -144,7 +145,7 @@ def _convert_file(path: Path, table: str) -> bool:
         t = t.append_column("input_scores_kept", pa.array([kept] * t.num_rows, pa.bool_()))
     t = conform(t, table)
     with atomic_file(path) as f:
-        pq.write_table(t, f)
+        pq.write_table(t, f, **parquet_options(t))
     return True
 
 
@@ -203,8 +204,9 @@ def _write(root: Path, table: str, t: pa.Table, file_key: str, model_id: str) ->
     folder = _series_dir(root, table, model_id)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_safe_file_key(file_key)}.parquet"
+    t = conform(t, table)
     with atomic_file(path) as f:
-        pq.write_table(conform(t, table), f)
+        pq.write_table(t, f, **parquet_options(t))
     return path
 
 

@@ -119,6 +119,55 @@ def test_round_trip_layout_and_marker(tmp_path):
     assert ck[0]["analyzed_at"].utcoffset() == timedelta(0)
 
 
+def test_result_files_are_zstd_with_split_floats_and_round_trip(tmp_path):
+    """head_scores of 1,024 heads with all-distinct scores: zstd, BYTE_STREAM_SPLIT on the noisy float columns,
+    dictionary on the rest, values back exactly (score float64; score_std/length_slope/boundary_gap float32),
+    and the file well under the plain snappy/float64 writing of the same rows (benchmarks/store_scale.py
+    measures the size per checkpoint)."""
+    import io
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    n = 16 * 1024
+    rows = pa.table(
+        {
+            **{c: [v] * n for c, v in head_score_rows(10)[0].items() if c not in ("score", "score_std", "layer")},
+            "layer": np.repeat(np.arange(32, dtype=np.int32), n // 32),
+            "score": rng.random(n),
+            "score_std": rng.random(n),
+            "dormant_rate": rng.integers(0, 129, n) / 128,
+            "length_slope": rng.normal(size=n),
+            "boundary_gap": rng.normal(size=n),
+        }
+    )
+    path = S.write_table(tmp_path / "store", "head_scores", rows, file_key="k")
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    cols = {meta.column(i).path_in_schema: meta.column(i) for i in range(meta.num_columns)}
+    for name in ("score", "score_std", "length_slope", "boundary_gap"):
+        assert "BYTE_STREAM_SPLIT" in cols[name].encodings, name
+    assert (
+        "RLE_DICTIONARY" in cols["dormant_rate"].encodings and "BYTE_STREAM_SPLIT" not in cols["dormant_rate"].encodings
+    )
+    assert {c.compression for c in cols.values()} == {"ZSTD"}
+
+    S.write_table(tmp_path / "store", "checkpoints", [checkpoint_row(10)], file_key="k")  # commit it
+    back = S.read_table(tmp_path / "store", "head_scores")
+    assert back.num_rows == n
+    assert back.column("score").to_numpy().tobytes() == rows.column("score").to_numpy().tobytes()  # float64, exact
+    for name in ("score_std", "length_slope", "boundary_gap"):
+        assert back.schema.field(name).type == pa.float32()
+        np.testing.assert_array_equal(back.column(name).to_numpy(), rows.column(name).to_numpy().astype(np.float32))
+
+    plain = io.BytesIO()
+    pq.write_table(S.conform(rows, "head_scores"), plain)  # pyarrow's defaults: snappy, dictionary everywhere
+    wide = io.BytesIO()  # the same rows as schema version 3 kept them: float64 statistics, snappy
+    pq.write_table(rows, wide)
+    size = path.stat().st_size
+    assert size < 0.8 * plain.tell() and size < 0.6 * wide.tell(), (size, plain.tell(), wide.tell())
+
+
 def test_read_filters_models_and_empty_tables(tmp_path):
     store = tmp_path / "s"
     commit(store, 10, "a", dormant={(0, 0)})
