@@ -15,8 +15,14 @@ Target: total wall <= 1.15 x (download of the first + sum over checkpoints of ma
 where download is the stand-alone figure of 1. and work = load + score + write of 2. (what can run while
 the next checkpoint downloads). The bound is additive per checkpoint; the cumulative columns show how it grows.
 
+On a machine of few cores the mirror serving a checkpoint, the client verifying it and CPU scoring all
+compete for the same cores, so every download runs slower while a checkpoint scores than on its own, and
+the bound (made of stand-alone downloads) is missed by contention, not by a missing overlap; the last line
+prints the same bound with the run's own download times. `--split-cores` separates the resources as the
+network and a GPU are separate on a real machine: the mirror pinned to one core, torch on one thread.
+
 Usage: python benchmarks/track_overlap.py [--cache ~/.cache/dormant-heads-bench/overlap] [--checkpoints 4]
-                                          [--limit 16] [--max-tokens 64] [--size 1b|small]
+                                          [--limit 16] [--max-tokens 64] [--size 1b|small] [--split-cores]
 The series (checkpoint folders + mirror repo) is generated once under --cache and reused.
 """
 
@@ -294,6 +300,12 @@ def main() -> None:
     parser.add_argument("--size", choices=sorted(SHAPES), default="1b", help="1b: OLMo-2-0425-1B's shape (default)")
     parser.add_argument("--olah-venv", default=None, help="venv holding olah-cli (default: .venv-olah of the checkout)")
     parser.add_argument("--work", default=None, help="scratch folder for caches and the store (default: a temp dir)")
+    parser.add_argument(
+        "--split-cores",
+        action="store_true",
+        help="give the mirror its own core and torch one thread, so that serving and scoring do not compete for "
+        "the same cores (as the network and the GPU do not on a real machine); needs >= 2 CPUs",
+    )
     args = parser.parse_args()
     if args.checkpoints < 2:
         parser.error("--checkpoints must be >= 2: there is nothing to overlap with one")
@@ -313,6 +325,10 @@ def main() -> None:
     print(f"mirror: olah from {hub_server.OLAH_VENV} on {os.environ['HF_ENDPOINT']}; work dir {work}")
     import torch
 
+    if args.split_cores:
+        if len(os.sched_getaffinity(0)) < 2:
+            parser.error("--split-cores needs at least 2 CPUs")
+        torch.set_num_threads(1)
     print(
         f"calibration: {args.limit} inputs, max {args.max_tokens} tokens; torch threads {torch.get_num_threads()}, "
         f"CPUs {os.cpu_count()}"
@@ -320,7 +336,14 @@ def main() -> None:
 
     from prefect.testing.utilities import prefect_test_harness
 
-    with hub_server.OlahServer(mirrors, work / "olah", port=port), prefect_test_harness(server_startup_timeout=180):
+    with (
+        hub_server.OlahServer(mirrors, work / "olah", port=port) as server,
+        prefect_test_harness(server_startup_timeout=180),
+    ):
+        if args.split_cores:  # the mirror on the last core; this process (torch: 1 thread) may use any
+            cores = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(server.process.pid, {cores[-1]})
+            print(f"split cores: mirror (pid {server.process.pid}) on CPU {cores[-1]}, torch 1 thread")
         print("downloads on their own:")
         alone = standalone_downloads(commits, work / "scratch-cache")
         timeline = Timeline()

@@ -238,13 +238,15 @@ def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_
         _wait_for(
             lambda: len(list((store / "checkpoints").rglob("*.parquet"))) >= 1, proc, what="the first stored checkpoint"
         )
-        with open(disk / "filler", "wb") as f:  # fill the rest of the disk while the next one is scored
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
+        # fill the rest of the disk while the next one is scored; unbuffered, so that no close re-raises ENOSPC
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            while True:
+                os.write(fd, b"\0" * 65536)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
         _, err = proc.communicate(timeout=600)
         lines = err.strip().splitlines()
         assert proc.returncode == 2 and len(lines) <= 2, err[-3000:]
