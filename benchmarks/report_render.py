@@ -21,12 +21,13 @@ import pyarrow as pa
 
 from dormant_tasks.report import render_report
 from dormant_tasks.score_functions import DETERMINISTIC_IDS, get_score_function
-from dormant_tasks.store import open_store, read_table, write_table
-from dormant_tasks.transitions import derive_transitions
+from dormant_tasks.store import commit_checkpoint, derived_file_key, open_store, read_table, write_table
+from dormant_tasks.transitions import derive_transitions, head_histories, mark_blips
 
 TARGET_S = 60.0
 MODEL = "bench/random-walk-series"
 TOKENS_PER_STEP = 2_100_000  # OLMo-2 1B
+CALIBRATION_ID, TAUS_ID = "winogrande-dev-128-bench", "taus-bench"
 
 
 def random_walk_scores(rng, n_ckpt: int, n_heads_total: int, n_fns: int) -> np.ndarray:
@@ -51,6 +52,27 @@ def build_store(root: Path, n_ckpt: int, n_layers: int, n_heads: int, seed: int 
         np.array(directions)[:, None, None] == ">", scores > taus[:, None, None], scores < taus[:, None, None]
     )  # [fn, head, checkpoint]
     open_store(root, create=True)
+    write_table(  # the series' taus: what marks it as tracked
+        root,
+        "taus",
+        [
+            dict(
+                model_id=MODEL,
+                revision="main",
+                stage=-1,
+                step=-1,
+                tokens=-1,
+                score_fn=fn,
+                tau=float(tau),
+                direction=d,
+                source="fixed",
+                calibration_id=CALIBRATION_ID,
+                taus_id=TAUS_ID,
+            )
+            for fn, tau, d in zip(fns, taus, directions)
+        ],
+        file_key="taus",
+    )
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
     steps = np.concatenate([[0], np.linspace(10_000, 1_900_000, n_ckpt - 1).astype(np.int64)])
     fn_col = np.repeat(np.array(fns, dtype=object), H)  # [fn * head]
@@ -66,55 +88,47 @@ def build_store(root: Path, n_ckpt: int, n_layers: int, n_heads: int, seed: int 
             "step": np.full(n, step),
             "tokens": np.full(n, tokens),
         }
-        write_table(
-            root,
-            "head_scores",
-            pa.table(
-                common
-                | {
-                    "score_fn": fn_col,
-                    "layer": layer_col,
-                    "head_index": head_col,
-                    "score": scores[:, :, c].ravel(),
-                    "score_std": np.zeros(n),
-                    "tau": np.repeat(taus, H),
-                    "direction": np.repeat(np.array(directions, dtype=object), H),
-                    "dormant_rate": dormant[:, :, c].ravel().astype(float),
-                    "dormant": dormant[:, :, c].ravel(),
-                    "calibration_id": ["winogrande-dev-128-bench"] * n,
-                    "taus_id": ["taus-bench"] * n,
-                }
-            ),
-            file_key=revision,
+        head_scores = pa.table(
+            common
+            | {
+                "score_fn": fn_col,
+                "layer": layer_col,
+                "head_index": head_col,
+                "score": scores[:, :, c].ravel(),
+                "score_std": np.zeros(n),
+                "tau": np.repeat(taus, H),
+                "direction": np.repeat(np.array(directions, dtype=object), H),
+                "dormant_rate": dormant[:, :, c].ravel().astype(float),
+                "dormant": dormant[:, :, c].ravel(),
+                "calibration_id": [CALIBRATION_ID] * n,
+                "taus_id": [TAUS_ID] * n,
+            }
         )
-        write_table(
-            root,
-            "checkpoints",
-            [
-                {
-                    "model_id": MODEL,
-                    "revision": revision,
-                    "stage": 1,
-                    "step": int(step),
-                    "tokens": tokens,
-                    "commit": f"sha{c}",
-                    "n_layers": n_layers,
-                    "n_heads": n_heads,
-                    "calibration_id": "winogrande-dev-128-bench",
-                    "n_inputs": 128,
-                    "dtype": "float32",
-                    "device": "cpu",
-                    "seconds": 10.0,
-                    "analyzed_at": t0 + timedelta(hours=c),
-                    "code_version": "bench",
-                    "taus_id": "taus-bench",
-                    "scoring_version": "1",
-                }
-            ],
-            file_key=revision,
-        )
-    transitions = derive_transitions(read_table(root, "head_scores", MODEL), read_table(root, "checkpoints", MODEL))
-    write_table(root, "transitions", transitions, file_key="transitions", model_id=MODEL)
+        row = {
+            "model_id": MODEL,
+            "revision": revision,
+            "stage": 1,
+            "step": int(step),
+            "tokens": tokens,
+            "commit": f"sha{c}",
+            "n_layers": n_layers,
+            "n_heads": n_heads,
+            "calibration_id": CALIBRATION_ID,
+            "n_inputs": 128,
+            "dtype": "float32",
+            "device": "cpu",
+            "seconds": 10.0,
+            "analyzed_at": t0 + timedelta(hours=c),
+            "code_version": "bench",
+            "taus_id": TAUS_ID,
+            "scoring_version": "1",
+            "file_key": revision,
+        }
+        commit_checkpoint(root, row, head_scores)  # the result's file, then its manifest row
+    heads, ckpts = read_table(root, "head_scores", MODEL), read_table(root, "checkpoints", MODEL)
+    transitions = mark_blips(derive_transitions(heads, ckpts))
+    for table, t in (("transitions", transitions), ("head_histories", head_histories(heads, ckpts))):
+        write_table(root, table, t, file_key=derived_file_key(table, TAUS_ID, CALIBRATION_ID), model_id=MODEL)
 
 
 def main() -> None:
