@@ -22,7 +22,9 @@ atomically, one row per stored result, whose `file_key` names that result's head
 - reads of head_scores/input_scores open only the files the manifest names, pruned by the filters on the
   columns the manifest shares (revision, step, taus_id, ...): no glob, no footer scan, no dedupe pass;
 - a manifest row whose file is missing (deleted by hand) is a StoreError that names the fix
-  (`dormant store repair`, which drops such rows so that the next `dormant track` scores them again);
+  (`dormant store repair`, which drops such rows so that the next `dormant track` scores them again), and so
+  is a series with head_scores files but no manifest (deleted by hand: `check_manifest`;
+  each head_scores file keeps its manifest row in its metadata, `MANIFEST_ROW_KEY`, and repair rebuilds from it);
 - a result with the same `CheckpointKey` replaces the older row (the newer `analyzed_at` wins; its files
   have the same `file_key`); results of the same revision under other taus stay (`SeriesView` counts them
   stale); of several rows of one revision, calibration set and taus, reads take the newest.
@@ -249,6 +251,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
 RESULT_TABLES: tuple[str, ...] = ("head_scores", "input_scores")  # one file per manifest row
 MANIFEST_KEY = "checkpoints"  # file key of the one `checkpoints` file (the manifest) of a series
+MANIFEST_ROW_KEY = "dormant.manifest_row"  # head_scores metadata: its manifest row as JSON (`store repair` rebuilds)
 
 
 class CheckpointKey(NamedTuple):
@@ -648,11 +651,19 @@ def commit_checkpoint(store, row: dict, head_scores: pa.Table, input_scores: pa.
     key = CheckpointKey(*(row[c] for c in CheckpointKey._fields))
     file_key = checkpoint_file_key(key)
     model_id = row["model_id"]
+    row = conform([{**row, "file_key": file_key, "input_scores_kept": input_scores is not None}], "checkpoints")
+    row = row.to_pylist()[0]
+    meta = {MANIFEST_ROW_KEY: json.dumps({**row, "analyzed_at": row["analyzed_at"].isoformat()})}
     with series_lock(store, model_id):
+        root = Path(store)
+        check_manifest(root, model_id)  # never commit next to results a lost manifest no longer names
+        if not manifest_path(root, model_id).is_file():
+            # The manifest exists before the series' first result: a crash between a result's files and its row
+            # then leaves an orphan beside an (empty) manifest, which the rerun overwrites, not a "lost manifest".
+            write_manifest(root, model_id, SCHEMAS["checkpoints"].empty_table())
         if input_scores is not None:
             write_table(store, "input_scores", input_scores, file_key=file_key, model_id=model_id)
-        write_table(store, "head_scores", head_scores, file_key=file_key, model_id=model_id)
-        row = {**row, "file_key": file_key, "input_scores_kept": input_scores is not None}
+        write_table(store, "head_scores", head_scores, file_key=file_key, model_id=model_id, metadata=meta)
         return write_table(store, "checkpoints", [row], file_key=file_key, model_id=model_id)
 
 
@@ -702,8 +713,12 @@ def _read_files(files: list[Path], schema: pa.Schema, expr, columns=None) -> pa.
     return ds.dataset([str(p) for p in files], schema=schema, format="parquet").to_table(filter=expr, columns=columns)
 
 
+def manifest_path(root: Path, model_id: str) -> Path:
+    return _series_dir(root, "checkpoints", model_id) / f"{MANIFEST_KEY}.parquet"
+
+
 def _read_manifest(root: Path, model_id: str) -> pa.Table:
-    path = _series_dir(root, "checkpoints", model_id) / f"{MANIFEST_KEY}.parquet"
+    path = manifest_path(root, model_id)
     if not path.is_file():
         return SCHEMAS["checkpoints"].empty_table()
     return pq.read_table(path, schema=SCHEMAS["checkpoints"])
@@ -731,7 +746,11 @@ def read_table(
         model_expr = ds.field("model_id") == model_id
         expr = model_expr if expr is None else expr & model_expr
     if table in RESULT_TABLES:
-        series = [model_id] if model_id is not None else _series_ids(root, "checkpoints")
+        series = (
+            [model_id]
+            if model_id is not None
+            else sorted({*_series_ids(root, "checkpoints"), *_series_ids(root, table)})
+        )
         files = [p for m in series for p in result_files(root, table, m, filters, dedupe=dedupe)]
     else:
         files = _data_files(root, table, model_id)
@@ -765,7 +784,10 @@ def result_files(root: Path, table: str, model_id: str, filters=None, *, dedupe:
 
 
 def check_result_files(root: Path, model_id: str, rows, table: str = "head_scores") -> list[Path]:
-    """The `table` files of manifest `rows`; StoreError naming `dormant store repair` when one is missing."""
+    """The `table` files of manifest `rows`; StoreError naming `dormant store repair` when one is missing, or
+    when there are no rows and the manifest names none of the series' files (`check_manifest`)."""
+    if not rows:
+        check_manifest(root, model_id)
     folder = _series_dir(root, table, model_id)
     files = []
     for r in rows:
@@ -778,6 +800,22 @@ def check_result_files(root: Path, model_id: str, rows, table: str = "head_score
             )
         files.append(path)
     return files
+
+
+def check_manifest(root: Path, model_id: str) -> None:
+    """StoreError naming `dormant store repair` when the series has head_scores files but no manifest (deleted
+    by hand): read as "nothing stored", its results would be scored again, or deleted as orphans. The manifest
+    is written before a series' first result, so a crash never leaves files without one."""
+    path = manifest_path(root, model_id)
+    if path.is_file():
+        return
+    heads = _data_files(root, "head_scores", model_id)
+    if heads:
+        raise StoreError(
+            f"store {str(root)!r}: series {model_id} has {len(heads)} head_scores files but no manifest "
+            f"({path.relative_to(root)} is missing: deleted by hand?); run `dormant store repair --store "
+            f"{root}`: it rebuilds the manifest from the files"
+        )
 
 
 def read_metadata(store, table: str, model_id: str, file_key: str) -> dict[str, str] | None:
@@ -811,6 +849,8 @@ def stored_checkpoint_keys(store, model_id: str) -> set[CheckpointKey]:
     if not (Path(store) / MARKER).is_file():
         return set()
     t = read_table(store, "checkpoints", model_id=model_id, dedupe=False, columns=list(CheckpointKey._fields))
+    if not t.num_rows:
+        check_manifest(Path(store), model_id)
     return set(map(CheckpointKey._make, zip(*(t.column(c).to_pylist() for c in CheckpointKey._fields))))
 
 

@@ -4,7 +4,11 @@ and drop kept per-input scores.
 The manifest of a series (its `checkpoints` file, see `store`) names the head_scores and input_scores files
 of every stored result. Two things can break the agreement: a file deleted by hand (the manifest names a
 file the disk lacks: reads refuse it and name `repair`), and a writer killed between a result's files and
-its manifest row (files no row names: readers never see them). `repair` fixes both, under `series_lock`:
+its manifest row (files no row names: readers never see them). A third, the manifest itself deleted by hand,
+leaves files that no row names either, but they are results: reads refuse such a series and name `repair`.
+`repair` fixes all three, under `series_lock`:
+- a missing or empty manifest is rebuilt from the rows its head_scores files keep in their metadata
+  (`MANIFEST_ROW_KEY`); when a file keeps none (written before they did), repair refuses and deletes nothing;
 - a row whose head_scores file is missing is dropped (the next `dormant track` scores that checkpoint
   again); a row whose input_scores file is missing keeps its mask, with `input_scores_kept` false;
 - a head_scores or input_scores file that no row names is deleted.
@@ -13,18 +17,25 @@ Derived tables are left to the next `dormant track`, which notices that the chec
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .errors import StoreError
 from .store import (
+    MANIFEST_ROW_KEY,
     RESULT_TABLES,
     _data_files,
     _read_manifest,
     _series_ids,
+    conform,
+    manifest_path,
     open_store,
+    read_metadata,
     series_lock,
     write_manifest,
 )
@@ -35,6 +46,7 @@ class RepairResult:
     dropped: list[str] = field(default_factory=list)  # "model_id@revision" rows dropped: head_scores file missing
     unkept: list[str] = field(default_factory=list)  # rows whose input_scores file was missing
     orphans: list[Path] = field(default_factory=list)  # files no manifest row named, deleted
+    rebuilt: list[str] = field(default_factory=list)  # "model_id (n results)": manifests rebuilt from their files
     bytes_freed: int = 0
 
 
@@ -56,14 +68,42 @@ def _delete(paths, result: RepairResult) -> None:
         result.orphans.append(p)
 
 
+def _manifest(root: Path, series: str, heads: dict[str, Path]) -> tuple[pa.Table, bool]:
+    """The series' manifest, or when it is missing or empty while head_scores files exist, the one rebuilt from
+    the rows those files keep (True). StoreError when a file keeps none: nothing is deleted then."""
+    manifest = _read_manifest(root, series)
+    if manifest.num_rows or not heads:
+        return manifest, False
+    kept = {k: read_metadata(root, "head_scores", series, k).get(MANIFEST_ROW_KEY) for k in heads}
+    old = sorted(k for k, row in kept.items() if row is None)
+    if old:
+        raise StoreError(
+            f"store {str(root)!r}: the manifest of {series} ({manifest_path(root, series).relative_to(root)}) is "
+            f"missing or empty and {len(old)} of its {len(heads)} head_scores files (e.g. {old[0]}.parquet) were "
+            "written before these files kept their manifest row, so it cannot be rebuilt; nothing was deleted: "
+            "restore the manifest from a backup, or move the series' head_scores and input_scores folders away "
+            "and run `dormant track` again"
+        )
+    rows = [json.loads(row) | {"file_key": k} for k, row in kept.items()]
+    for r in rows:
+        r["analyzed_at"] = datetime.fromisoformat(r["analyzed_at"])
+    return conform(rows, "checkpoints"), True
+
+
 def repair_store(store, model_id: str | None = None) -> RepairResult:
-    """Drop manifest rows whose files are gone and delete files no row names (every series, or one)."""
+    """Rebuild lost manifests, drop manifest rows whose files are gone and delete files no row names (every
+    series, or one). A manifest that cannot be rebuilt is refused before anything changes."""
     root = open_store(store)
     result = RepairResult()
-    for series in [model_id] if model_id else _all_series(root):
+    every = [model_id] if model_id else _all_series(root)
+    for series in every:
+        _manifest(root, series, _files(root, "head_scores", series))
+    for series in every:
         with series_lock(root, series):
-            manifest = _read_manifest(root, series)
             heads, inputs = _files(root, "head_scores", series), _files(root, "input_scores", series)
+            manifest, rebuilt = _manifest(root, series, heads)
+            if rebuilt:
+                result.rebuilt.append(f"{series} ({manifest.num_rows} results)")
             keys = manifest.column("file_key").to_pylist()
             kept = manifest.column("input_scores_kept").to_pylist()
             present = [k in heads for k in keys]
@@ -73,7 +113,7 @@ def repair_store(store, model_id: str | None = None) -> RepairResult:
             result.unkept += [
                 f"{series}@{r}" for r, ok, k, nk in zip(revisions, present, kept, now_kept) if ok and k != nk
             ]
-            if not all(present) or kept != now_kept:
+            if rebuilt or not all(present) or kept != now_kept:
                 write_manifest(root, series, _with_kept(manifest, now_kept).filter(pa.array(present, pa.bool_())))
             named = set(k for k, ok in zip(keys, present) if ok)
             named_inputs = set(k for k, ok, nk in zip(keys, present, now_kept) if ok and nk)

@@ -5,6 +5,8 @@ Counts are of the series' current results (`SeriesView`): its current taus and c
 
 from __future__ import annotations
 
+import sys
+
 from .options import add_store_argument
 
 # The v1 "dormant head" rule, the function the status line summarises.
@@ -78,9 +80,11 @@ def run(args) -> int:
     models = list_models(args.store)
     if not models:
         raise StoreError(f"store {args.store!r} holds no model series yet: run `dormant track` first")
+    failed = False
     for model_id in models:
         try:
             print(series_line(args.store, model_id))
-        except StoreError as e:  # one inconsistent series should not hide the others
-            print(f"{model_id}: error: {e}")
-    return 0
+        except StoreError as e:  # one inconsistent series should not hide the others: its error, then exit 2
+            print(f"dormant status: error: {model_id}: {e}", file=sys.stderr)
+            failed = True
+    return 2 if failed else 0

@@ -25,7 +25,8 @@ def add_parser(subparsers) -> None:
     repair = actions.add_parser(
         "repair",
         help="make the manifests agree with the files (after a file was deleted by hand)",
-        description="Drop manifest rows whose head_scores file is missing (the next `dormant track` scores "
+        description="Rebuild a missing manifest from the rows its head_scores files keep (or refuse, deleting "
+        "nothing), drop manifest rows whose head_scores file is missing (the next `dormant track` scores "
         "those checkpoints again), unmark input scores whose file is missing, and delete result files that no "
         "manifest row names (left by a killed writer).",
     )
@@ -66,9 +67,11 @@ def run_repair(args: argparse.Namespace) -> int:
     from dormant_tasks.store_repair import repair_store
 
     r = repair_store(args.store, args.model)
-    if not (r.dropped or r.unkept or r.orphans):
+    if not (r.rebuilt or r.dropped or r.unkept or r.orphans):
         print(f"store {args.store}: manifests and files agree, nothing to repair")
         return 0
+    for name in r.rebuilt:
+        print(f"rebuilt the manifest of {name} from its head_scores files")
     for name in r.dropped:
         print(f"dropped {name}: its head_scores file was missing (`dormant track` scores it again)")
     for name in r.unkept:

@@ -1,5 +1,5 @@
-"""`dormant store repair` and `dormant store gc` on hand-built stores: a file deleted by hand, files of a
-killed writer, kept per-input scores dropped; and the input-score policy of a track run."""
+"""`dormant store repair` and `dormant store gc` on hand-built stores: a file or the manifest deleted by hand,
+files of a killed writer, kept per-input scores dropped; and the input-score policy of a track run."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dormant_tasks.errors import StoreError
 from dormant_tasks.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy, keep_input_scores
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.score_functions import SCORING_VERSION
+from dormant_tasks.series import SeriesView
 from flows.cli import main as cli_main
 
 MODEL = "test-org/repair"
@@ -68,9 +69,11 @@ def folder(store, table):
     return store / table / f"series={S.series_slug(MODEL)}"
 
 
-def test_repair_drops_a_checkpoint_whose_file_was_deleted_and_deletes_orphans(tmp_path, capsys):
-    store = tmp_path / "store"
-    keys = [result(store, s) for s in (10, 20, 30)]
+def result_files(store) -> list[str]:
+    return sorted(f"{t}/{p.name}" for t in S.RESULT_TABLES for p in folder(store, t).glob("*.parquet"))
+
+
+def write_taus(store) -> None:
     taus = dict(
         model_id=MODEL,
         revision="main",
@@ -85,13 +88,26 @@ def test_repair_drops_a_checkpoint_whose_file_was_deleted_and_deletes_orphans(tm
         taus_id="taus",
     )
     S.write_table(store, "taus", [taus], file_key="taus")
+
+
+def one_error_line(capsys, command: str, *needles: str) -> str:
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"dormant {command}: error: "), lines
+    assert all(n in lines[0] for n in needles), lines
+    return lines[0]
+
+
+def test_repair_drops_a_checkpoint_whose_file_was_deleted_and_deletes_orphans(tmp_path, capsys):
+    store = tmp_path / "store"
+    keys = [result(store, s) for s in (10, 20, 30)]
+    write_taus(store)
     (folder(store, "head_scores") / f"{keys[1]}.parquet").unlink()  # deleted by hand
     (folder(store, "input_scores") / f"{keys[2]}.parquet").unlink()
     S.write_table(store, "head_scores", S.read_table(store, "head_scores", filters={"step": 10}), file_key="orphan")
     with pytest.raises(StoreError, match="is missing.*dormant store repair --store"):
         S.read_table(store, "head_scores")
-    assert cli_main(["status", "--store", str(store)]) == 0  # one line per series, the error named, exit 0
-    assert f"{MODEL}: error: " in capsys.readouterr().out
+    assert cli_main(["status", "--store", str(store)]) == 2  # one error line per inconsistent series
+    one_error_line(capsys, "status", f"{MODEL}: ", "is missing", "dormant store repair --store")
 
     assert cli_main(["store", "repair", "--store", str(store)]) == 0
     out = capsys.readouterr().out
@@ -108,6 +124,68 @@ def test_repair_drops_a_checkpoint_whose_file_was_deleted_and_deletes_orphans(tm
     assert "nothing to repair" in capsys.readouterr().out
     assert cli_main(["status", "--store", str(store)]) == 0
     assert f"{MODEL}: 2 checkpoints, steps 10..30" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("how", ["deleted", "emptied"])
+def test_a_lost_manifest_is_refused_then_rebuilt_from_the_files_and_nothing_is_deleted(tmp_path, capsys, how):
+    store = tmp_path / "store"
+    for s in (10, 20):
+        result(store, s)
+    result(store, 30, keep_inputs=False)
+    write_taus(store)
+    before = S.read_table(store, "checkpoints").sort_by("step")
+    heads = S.read_table(store, "head_scores").sort_by([("step", "ascending"), ("head_index", "ascending")])
+    files = result_files(store)
+    if how == "emptied":  # what a crash before a new series' first row leaves: not refused, repair rebuilds
+        S.write_manifest(store, MODEL, S.SCHEMAS["checkpoints"].empty_table())
+        assert S.stored_checkpoint_keys(store, MODEL) == set()
+        assert cli_main(["status", "--store", str(store)]) == 0
+        capsys.readouterr()
+    else:
+        S.manifest_path(store, MODEL).unlink()
+    refused = f"{MODEL} has 3 head_scores files but no manifest .* is missing.*dormant store repair --store"
+    for read in (
+        ()
+        if how == "emptied"
+        else (
+            lambda: SeriesView.open(store, MODEL),
+            lambda: S.read_table(store, "head_scores"),
+            lambda: S.stored_checkpoint_keys(store, MODEL),  # `dormant track`: refused before it scores anything
+            lambda: result(store, 40),  # and no commit next to them
+        )
+    ):
+        with pytest.raises(StoreError, match=refused):
+            read()
+    assert result_files(store) == files
+    if how == "deleted":
+        assert cli_main(["status", "--store", str(store)]) == 2
+        assert one_error_line(capsys, "status", "is missing", "dormant store repair --store")
+
+    assert cli_main(["store", "repair", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert f"rebuilt the manifest of {MODEL} (3 results)" in out and "0 unreferenced files deleted" in out
+    assert result_files(store) == files
+    assert S.read_table(store, "checkpoints").sort_by("step").equals(before)  # every column, kept flags too
+    assert (
+        S.read_table(store, "head_scores").sort_by([("step", "ascending"), ("head_index", "ascending")]).equals(heads)
+    )
+    assert cli_main(["status", "--store", str(store)]) == 0
+    assert f"{MODEL}: 3 checkpoints, steps 10..30" in capsys.readouterr().out
+
+
+def test_a_lost_manifest_that_cannot_be_rebuilt_is_refused_and_nothing_is_deleted(tmp_path, capsys):
+    store = tmp_path / "store"
+    keys = [result(store, s) for s in (10, 20)]
+    write_taus(store)
+    old = S.read_table(store, "head_scores", filters={"step": 10})  # read without its metadata
+    S.write_table(store, "head_scores", old, file_key=keys[0])  # as written before files kept their manifest row
+    S.manifest_path(store, MODEL).unlink()
+    files = result_files(store)
+    assert cli_main(["store", "repair", "--store", str(store)]) == 2
+    one_error_line(capsys, "store", "cannot be rebuilt", f"{keys[0]}.parquet", "nothing was deleted", "dormant track")
+    assert result_files(store) == files and not S.manifest_path(store, MODEL).exists()
+    assert cli_main(["status", "--store", str(store)]) == 2
+    one_error_line(capsys, "status", "dormant store repair --store")
 
 
 def test_gc_drops_kept_input_scores_and_keeps_the_masks(tmp_path, capsys):
