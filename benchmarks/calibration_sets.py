@@ -3,7 +3,7 @@
 Measures: seconds per checkpoint and model loads per checkpoint of tracking a series on
 `calibrations=("winogrande", "wikipedia", "code")` versus `calibrations=("winogrande",)`, both with `--limit`
 texts per set (default 128), no report, each run into a fresh store. The library steps are called directly (no
-Prefect), as tests/flows/test_calibration_sets.py::library_track does: `tracker.plan_series`,
+Prefect), as tests/flows/test_track_calibration_sets.py::library_track does: `tracker.plan_series`,
 `tracker.resolve_series_taus` (scores the reference checkpoint), `tracker.analyze_checkpoint` for every other
 selected checkpoint, then `tracker.derive_series`. Model loads are counted by a wrapper around
 `tracker.load_checkpoint`.

@@ -234,21 +234,46 @@ def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str) -> Figu
 
 
 def draw_set_length(ld) -> Figure:
-    """report.LengthDependence: grouped bars, per head (most different between sets first) one bar per set."""
+    """report.LengthDependence: grouped bars, per head (most different between sets first) one bar per set.
+
+    An undefined length_slope (NaN: the set's input lengths do not vary, or the result was re-aggregated from
+    kept per-input scores, which keep no token counts) gets no bar, and a head undefined on every set is left
+    out (counted in the title); when every head is, the figure says so instead of drawing bars.
+    """
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    n_sets, n_heads = ld.slope.shape
+    n_sets = ld.slope.shape[0]
+    shown = np.flatnonzero(~np.isnan(ld.slope).all(axis=0))  # [head] heads with a slope on at least one set
+    title = f"Length dependence of the most set-dependent heads, {ld.revision}"
+    if shown.size == 0:
+        ax.text(
+            0.5,
+            0.5,
+            f"length_slope is undefined (NaN) for all {len(ld.heads)} heads on every set: the inputs' lengths do "
+            "not vary,\nor the results were re-aggregated from kept per-input scores (which keep no token counts)",
+            ha="center",
+            va="center",
+            fontsize=9,
+            transform=ax.transAxes,
+        )
+        ax.set_axis_off()
+        ax.set_title(title, fontsize=10)
+        return fig
     width = 0.8 / n_sets
-    x = np.arange(n_heads)
+    x = np.arange(shown.size)
     for k in range(n_sets):
-        values = np.nan_to_num(ld.slope[k], nan=0.0)
-        ax.bar(x + (k - (n_sets - 1) / 2) * width, values, width, color=f"C{k % 10}", label=ld.sets[k])
+        values = ld.slope[k, shown]  # [shown head]
+        ok = ~np.isnan(values)
+        ax.bar(x[ok] + (k - (n_sets - 1) / 2) * width, values[ok], width, color=f"C{k % 10}", label=ld.sets[k])
     ax.axhline(0.0, color="0.3", linewidth=0.8)
-    ax.set_xticks(x, ld.heads, fontsize=8)
+    ax.set_xticks(x, [ld.heads[i] for i in shown], fontsize=8)
     ax.set_ylabel(f"{ld.score_fn} change per doubling of input length")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ax.set_title(f"Length dependence of the most set-dependent heads, {ld.revision}", fontsize=10)
+    left_out = len(ld.heads) - shown.size
+    if left_out or np.isnan(ld.slope[:, shown]).any():
+        title += f"\n(no bar where length_slope is undefined; {left_out} head(s) undefined on every set left out)"
+    ax.set_title(title, fontsize=10)
     return fig
 
 
@@ -360,7 +385,9 @@ CAPTIONS = {
     "dormant on every set, on some of them, or on none; rows are heads grouped by layer (layer 0 on top).",
     "set_length": "The heads whose {fn} dormant rate differs most between the calibration sets at the last "
     "checkpoint they share, and for each set how the head's {fn} score changes per doubling of the input "
-    "length (length_slope: least squares over the set's inputs; 0 drawn where it is undefined).",
+    "length (length_slope: least squares over the set's inputs). Where it is undefined (NaN: the set's input "
+    "lengths do not vary, or the result was re-aggregated by --retau from kept per-input scores, which keep no "
+    "token counts) no bar is drawn, and heads undefined on every set are left out.",
     "accuracy_vs_zeroed": "Accuracy against the measured % of heads zeroed (dynamic zeroing, thresholds at "
     "quantiles of the un-intervened scores), with the base accuracy and base − 1 point.",
 }
@@ -516,10 +543,20 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups, 
 
 
 def _calibration_sets_html(sets, figure, with_length: bool = False) -> list[str]:
-    """The "Calibration sets" section: a line per set (its own masks and transitions), then the figures."""
+    """The "Calibration sets" section: a line per set (its own masks and transitions, with the confident ones and
+    the blips), then the figures."""
     fn = sets.score_fn
     table = _table(
-        ["calibration set", "checkpoints", "last checkpoint", f"% dormant there ({fn})", "fell dormant", "woke"],
+        [
+            "calibration set",
+            "checkpoints",
+            "last checkpoint",
+            f"% dormant there ({fn})",
+            "fell dormant",
+            "woke",
+            "confident",
+            "blips",
+        ],
         [
             [
                 r["calibration_id"],
@@ -528,6 +565,8 @@ def _calibration_sets_html(sets, figure, with_length: bool = False) -> list[str]
                 "not tracked" if r["final_pct_dormant"] is None else f"{r['final_pct_dormant']:.2f}",
                 r["fell_dormant"],
                 r["woke"],
+                r["confident"],
+                r["blips"],
             ]
             for r in sets.set_rows
         ],

@@ -283,7 +283,8 @@ class CalibrationSets:
     tokens: np.ndarray  # int64 [checkpoint]
     jaccard: dict[tuple[str, str], np.ndarray]  # (set a, set b) -> float64 [checkpoint] (NaN: not both scored)
     states: np.ndarray  # int8 [layer*n_heads+head, checkpoint]: SET_ALL, SET_SOME, SET_NONE or -1 (< 2 sets scored)
-    set_rows: list[dict]  # per set: its checkpoints, % dormant at its last one, transitions under score_fn
+    set_rows: list[dict]  # per set: its checkpoints, % dormant at its last one, transitions under score_fn (and
+    # of them confident ones and blips, `transition_tally`)
     last_jaccard: dict[tuple[str, str], tuple[str, float]]  # pair -> (its last checkpoint, mean Jaccard over functions)
 
 
@@ -329,7 +330,7 @@ def calibration_sets(views, series: Series, score_fn: str) -> CalibrationSets | 
             h = hs.column("layer").to_numpy().astype(np.int64) * series.n_heads + hs.column("head_index").to_numpy()
             scored[h, c] += 1
             dormant[h, c] += hs.column("dormant").to_numpy(zero_copy_only=False).astype(np.int64)
-        set_rows.append(_set_row(view, fns))
+        set_rows.append(_set_row(view, fns, series.n_heads, n_cells))
     states = np.where(dormant == scored, SET_ALL, np.where(dormant > 0, SET_SOME, SET_NONE)).astype(np.int8)
     states[scored < 2] = -1
     return CalibrationSets(
@@ -344,22 +345,23 @@ def calibration_sets(views, series: Series, score_fn: str) -> CalibrationSets | 
     )
 
 
-def _set_row(view: SeriesView, fns: list[str]) -> dict:
-    """One set's line of the section's table: its last checkpoint's % dormant and its transitions."""
+def _set_row(view: SeriesView, fns: list[str], n_heads: int, n_cells: int) -> dict:
+    """One set's line of the section's table: its last checkpoint's % dormant and its transitions, counted as
+    the summary counts the primary set's (`_transition_marks`, then `transition_tally`)."""
     last = view.revisions[-1] if view.revisions else None
-    pct, fell, woke = None, 0, 0
+    pct, tally = None, transition_tally(np.zeros(0, np.int8), np.zeros(0, bool), np.zeros(0, bool))
     if fns and last is not None:
         d = view.head_scores(fns, [last], columns=["dormant"]).column("dormant").to_numpy(zero_copy_only=False)
         pct = round(100.0 * float(np.mean(d)), 2) if d.size else None
-        to_state = view.transitions(fns).column("to_state").to_pylist()
-        fell, woke = to_state.count("dormant"), to_state.count("active")
+        revisions = pa.array(view.revisions, pa.string())
+        shape = (len(fns), n_cells, len(view.revisions))  # [fn, head, checkpoint]
+        tally = transition_tally(*_transition_marks(view.transitions(fns), revisions, tuple(fns), n_heads, shape))
     return {
         "calibration_id": view.calibration_id,
         "n_checkpoints": len(view.revisions),
         "last_revision": last,
         "final_pct_dormant": pct,
-        "fell_dormant": fell,
-        "woke": woke,
+        **tally,
     }
 
 
@@ -407,6 +409,24 @@ def calibration_sets_line(sets: CalibrationSets) -> str:
         f"Calibration sets ({len(sets.calibration_ids)}): mean Jaccard of the dormant masks at the last checkpoint"
         f"{at}, over the score functions both sets track: {'; '.join(parts) or 'no checkpoint shared'}."
     )
+
+
+def calibration_sets_table(sets: CalibrationSets) -> list[str]:
+    """summary.md's table of the sets: per set its checkpoints, % dormant at its last one and its transitions
+    under the report's function, with the confident ones and the blips (the summary above is the primary set's)."""
+    fn = sets.score_fn
+    lines = [
+        f"| calibration set | checkpoints | last checkpoint | % dormant there ({fn}) | fell dormant | woke "
+        "| confident | blips |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in sets.set_rows:
+        pct = "not tracked" if r["final_pct_dormant"] is None else f"{r['final_pct_dormant']:.2f}"
+        lines.append(
+            f"| {r['calibration_id']} | {r['n_checkpoints']} | {r['last_revision'] or ''} | {pct} | "
+            f"{r['fell_dormant']} | {r['woke']} | {r['confident']} | {r['blips']} |"
+        )
+    return lines
 
 
 # ---------------------------------------------------------------- publishing
@@ -501,19 +521,29 @@ def summary_rows(series: Series) -> list[dict]:
                 "first_dormant_revision": first["revision"] if first else None,
                 "first_dormant_tokens": int(first["tokens"]) if first else None,
                 "final_pct_dormant": round(float(pct[i, -1]), 2),
-                "fell_dormant": int((marks == 1).sum()),
-                "woke": int((marks == -1).sum()),
-                "confident": int((series.confident[i] & (marks != 0)).sum()),
-                "blips": int((series.blips[i] & (marks != 0)).sum()),
+                **transition_tally(marks, series.confident[i], series.blips[i]),
                 "heads_ever_changed": int((marks != 0).any(axis=1).sum()),
             }
         )
     return rows
 
 
+def transition_tally(marks: np.ndarray, confident: np.ndarray, blips: np.ndarray) -> dict[str, int]:
+    """The transitions in `marks` (+1 fell dormant, -1 woke, 0 none; any shape, e.g. [head, checkpoint]):
+    fell_dormant, woke, and of them the `confident` ones and the `blips` (same-shaped bool arrays, as
+    `_transition_marks` gives). The counts of `summary_rows` (primary set) and of each calibration set's row."""
+    changed = marks != 0
+    return {
+        "fell_dormant": int((marks == 1).sum()),
+        "woke": int((marks == -1).sum()),
+        "confident": int((confident & changed).sum()),
+        "blips": int((blips & changed).sum()),
+    }
+
+
 def report_markdown(series: Series, sets: CalibrationSets | None = None) -> str:
     """The keyed markdown summary of a series (summary.md, and the track flow's Prefect artifact); with `sets`
-    (several calibration sets), a line of their agreement."""
+    (several calibration sets), a line of their agreement and a table of each set's transitions."""
     t = series.tokens
     lines = [
         f"# Dormant heads: {series.model_id}",
@@ -537,7 +567,7 @@ def report_markdown(series: Series, sets: CalibrationSets | None = None) -> str:
     if note:
         lines += ["", f"Note: {note}"]
     if sets is not None:
-        lines += ["", calibration_sets_line(sets)]
+        lines += ["", calibration_sets_line(sets), "", *calibration_sets_table(sets)]
     for g in evaluation_groups(series):
         lines += [
             "",

@@ -151,12 +151,16 @@ def taus_checkpoint(request: TrackRequest, plan: SeriesPlan) -> Revision:
     return reference_revision(request, plan) if needs_reference(specs) else plan.selected[0]
 
 
-def resolve_series_taus(request: TrackRequest, plan: SeriesPlan) -> SeriesTaus:
+def resolve_series_taus(request: TrackRequest, plan: SeriesPlan, score=None) -> SeriesTaus:
     """docs/SCORES.md §3: the series' taus are fixed the first time it is tracked and reused afterwards.
 
     Explicit `--tau`/`--reference` that differ from the stored ones are refused unless `retau` is set. A new
-    series with quantile taus scores its reference checkpoint first; it is stored only when selected.
+    series with quantile taus scores its reference checkpoint first; it is stored only when selected. With fixed
+    taus only, a new series, or a `--retau` that brings a calibration set the series has not scored, scores its
+    first selected checkpoint before the taus are written (bad input leaves the store untouched). `score` scores
+    that checkpoint (default `score_checkpoint`, here; the Dask flow passes one that runs it on a worker).
     """
+    score = score or score_checkpoint
     specs = tau_specs(request.score_fn_ids, request.taus)
     sets = request.calibration_sets
     if not request.retau and SeriesView.exists(request.store, request.model_id):
@@ -182,15 +186,17 @@ def resolve_series_taus(request: TrackRequest, plan: SeriesPlan) -> SeriesTaus:
         # a calibration set the model cannot take (every text past its context) leaves the store untouched.
         taus = resolve_taus(specs)
         series = SeriesTaus(tuple(SetTaus(c, taus, taus_id(taus), tuple(tau_warnings(taus))) for c in sets))
-        if SeriesView.exists(request.store, request.model_id):  # a --retau of a stored series: its sets are known
+        if _sets_already_scored(request):
+            # A --retau of a stored series on sets it has scored already: nothing new to try on a model first,
+            # and its checkpoints may be re-aggregated from kept per-input scores without loading any.
             _write_taus(request, series, plan.selected[-1])
             return series
-        scored = score_checkpoint(request, taus_checkpoint(request, plan))
+        scored = score(request, taus_checkpoint(request, plan))
         _write_taus(request, series, plan.selected[-1])
         series.reference = write_scored(request, scored, series)
         return series
     reference = taus_checkpoint(request, plan)
-    scored = score_checkpoint(request, reference)  # every set, one model load
+    scored = score(request, reference)  # every set, one model load
     out = []
     for one in scored:
         v, fns = one.scores.values, one.scores.score_fns
@@ -201,6 +207,16 @@ def resolve_series_taus(request: TrackRequest, plan: SeriesPlan) -> SeriesTaus:
     if reference in plan.selected:
         series.reference = write_scored(request, scored, series)
     return series
+
+
+def _sets_already_scored(request: TrackRequest) -> bool:
+    """True when the series is stored and every calibration set of the run is one of its stored sets. Otherwise
+    (a new series, or a --retau that brings a new set) `resolve_series_taus` scores a checkpoint before it writes
+    the taus, so that a set the model cannot take is refused with the store untouched."""
+    if not SeriesView.exists(request.store, request.model_id):
+        return False
+    stored = set(SeriesView.calibration_ids(request.store, request.model_id))
+    return all(c.calibration_id in stored for c in request.calibration_sets)
 
 
 def _check_against_stored(request: TrackRequest, specs, view: SeriesView) -> dict[str, Tau]:
@@ -520,6 +536,8 @@ def _kept_scores(
         values[cols["input_index"][sel], f, cols["layer"][sel], cols["head_index"][sel]] = cols["score"][sel]
     from .scoring import InputScores
 
+    # input_scores keep no token counts and no first-token kinds: length_slope and boundary_gap come out NaN
+    # (docs/SCORES.md, "Input dependence"), never 0.
     scores = InputScores(tuple(request.score_fn_ids), values, np.zeros(n_inputs, np.int64))
     return ScoredCheckpoint(revision, commit, scores, n_layers, n_heads, row["dtype"], row["device"], {}, cal)
 

@@ -4,6 +4,7 @@ nothing written). Real tiny checkpoints, real bundled sets, the library's own st
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,32 @@ def test_bad_calibration_sets_are_one_line_exit_2_and_write_nothing(case, random
     assert r.returncode == 2, r.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith("dormant track: error: ") and needle in lines[0], lines
     assert not store.exists(), sorted(str(p) for p in store.rglob("*"))
+
+
+def _store_digest(store: Path) -> dict[str, str]:
+    """Every file of the store, by path relative to it, with the sha256 of its bytes."""
+    return {
+        str(p.relative_to(store)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(store.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_retau_with_a_calibration_set_the_model_cannot_take_writes_nothing(random_series, tmp_path):
+    """A --retau of a stored series with fixed taus only (no reference to score) and a new calibration set whose
+    texts are all longer than the context: one line, exit 2, and the store byte for byte as it was (its taus and
+    request still those of the results it holds)."""
+    store = tmp_path / "store"
+    common = ["--repo", str(random_series), "--store", str(store), "--no-report", "--scores", "ahon_ln"]
+    first = _cli("track", *common, "--limit", "4", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = _store_digest(store)
+    assert any(name.startswith("taus/") for name in before), sorted(before)
+    bad = tmp_path / "long.txt"  # the tiny model's context is 512 tokens (tiny_config)
+    bad.write_text("\n".join(" ".join(["word"] * 2000) for _ in range(3)), encoding="utf-8")
+    r = _cli("track", *common, "--retau", "--tau", "ahon_ln=0.4", "--calibration", str(bad), cwd=tmp_path)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("dormant track: error: "), lines
+    assert "longer than the model's context" in lines[0], lines
+    assert _store_digest(store) == before

@@ -11,14 +11,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from test_report import MODEL, write_series
+from test_report import CAL, MODEL, write_series
 from test_transitions import checkpoints_table, ckpt, score_rows, table
 
 from dormant_tasks import figures as fg
 from dormant_tasks import store as S
 from dormant_tasks.confidence import Z95, excludes_half, wilson_interval
 from dormant_tasks.masks import Tau, aggregate
-from dormant_tasks.report import load_series, raster_data, report_markdown, states_without_blips, summary_rows
+from dormant_tasks.report import (
+    calibration_sets,
+    load_series,
+    raster_data,
+    render_report,
+    report_markdown,
+    states_without_blips,
+    summary_rows,
+)
+from dormant_tasks.series import open_views
 from dormant_tasks.transitions import derive_transitions, mark_blips
 from flows.cli import main
 
@@ -275,6 +284,49 @@ def test_summary_rows_count_confident_transitions_and_blips(tmp_path):
     assert (row["confident"], row["blips"]) == (3, 3)
     assert (row["heads_ever_changed"]) == 4
     assert "| 4 | 3 | 3 | 3 | 4 |" in report_markdown(series)
+
+
+def test_each_calibration_set_counts_its_confident_transitions_and_blips(tmp_path):
+    """The report's per-set rows (HTML section and summary.md) count each set's confident transitions and blips
+    as the summary counts the primary set's. The second set, "cal-b", 6 checkpoints x 4 heads of 128 inputs:
+    head 0: A A B B B B (fell at 2: confident, kept), head 1: B A B B B B (woke at 1: confident blip; fell at 2:
+    confident, kept), head 2: 0, 0, 64, 0, 0, 0 (fell at 2, a blip, and woke at 3, kept: neither confident),
+    head 3: 100/128 throughout (no change). By hand: fell 3, woke 2, confident 3, blips 2."""
+    root = blip_store(tmp_path)  # the primary set: 4 fell, 3 woke, 3 confident, 3 blips
+    k = np.zeros((6, 1, 4))
+    k[2:, 0, 0] = N
+    k[:, 0, 1] = N
+    k[1, 0, 1] = 0
+    k[2, 0, 2] = 64
+    k[:, 0, 3] = 100
+    rates = k / N
+    write_series(
+        root,
+        {"ahon_ln": rates >= 0.5},
+        [0, 10, 20, 30, 40, 50],
+        rates={"ahon_ln": rates},
+        n_inputs=N,
+        calibration_id="cal-b",
+    )
+    series = load_series(root, MODEL)
+    (primary,) = summary_rows(series)
+    sets = calibration_sets(open_views(root, MODEL), series, "ahon_ln")
+    counts = {r["calibration_id"]: (r["fell_dormant"], r["woke"], r["confident"], r["blips"]) for r in sets.set_rows}
+    assert counts == {CAL: (4, 3, 3, 3), "cal-b": (3, 2, 3, 2)}
+    assert counts[CAL] == (primary["fell_dormant"], primary["woke"], primary["confident"], primary["blips"])
+    assert [r["final_pct_dormant"] for r in sets.set_rows] == [50.0, 75.0]  # heads 1, 3 / heads 0, 1, 3 at the last
+
+    result = render_report(root, MODEL, out_dir=tmp_path / "report")
+    last = "stage1-step50-tokens50"
+    assert f"| {CAL} | 6 | {last} | 50.00 | 4 | 3 | 3 | 3 |" in result.markdown
+    assert f"| cal-b | 6 | {last} | 75.00 | 3 | 2 | 3 | 2 |" in result.markdown
+    html = result.index_html.read_text(encoding="utf-8")
+    section = html[html.index("<h2>Calibration sets</h2>") :]
+    assert "<th>confident</th><th>blips</th>" in section
+    assert (
+        "<td>cal-b</td><td>6</td><td>stage1-step50-tokens50</td><td>75.00</td><td>3</td><td>2</td><td>3</td><td>2</td>"
+        in section
+    )
 
 
 def test_hide_blips_undoes_them_in_the_raster(tmp_path):

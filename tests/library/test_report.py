@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dormant_tasks import figures as fg
 from dormant_tasks.confidence import wilson_interval
 from dormant_tasks.errors import ConfigError, ReportError, StoreError
 from dormant_tasks.report import (
+    LengthDependence,
     agreement_iou,
     dormant_percent,
     evaluation_groups,
@@ -52,6 +54,7 @@ def write_series(
     order=None,
     rates=None,
     n_inputs: int = 4,
+    calibration_id: str = CAL,
 ) -> Path:
     """A store of one series. dormant: score_fn -> bool [checkpoint, layer, head]; tokens: [checkpoint].
 
@@ -60,10 +63,12 @@ def write_series(
     heads and 1.0 + 0.01 * head for active ones, under the fixed tau "<" 0.5. With `rates` (score_fn ->
     dormant_rate [checkpoint, layer, head], >= 0.5 where dormant) the rows carry those rates and their Wilson
     intervals of `n_inputs` inputs; without, the rate is 0 or 1 and the interval null (unknown). The
-    transitions are derived and their blips marked, as `dormant track` does.
+    transitions are derived and their blips marked, as `dormant track` does. Another `calibration_id` adds that
+    set to a store written with the default (primary) one: its own files, taus rows and transitions.
     """
     open_store(root, create=True)
     n_ckpt, n_layers, n_heads = next(iter(dormant.values())).shape
+    extra = calibration_id != CAL  # a further set: files of its own beside the primary set's
     for c in order if order is not None else range(n_ckpt):
         revision = f"stage1-step{c * 10}-tokens{tokens[c]}"
         common = {"model_id": model_id, "revision": revision, "stage": 1, "step": c * 10, "tokens": int(tokens[c])}
@@ -92,11 +97,12 @@ def write_series(
                         "dormant": d,
                         "dormant_rate_low": low,
                         "dormant_rate_high": high,
-                        "calibration_id": CAL,
+                        "calibration_id": calibration_id,
                         "taus_id": taus_id,
                     }
                 )
-        write_table(root, "head_scores", rows, file_key=revision)
+        key = f"{revision}-{calibration_id}" if extra else revision
+        write_table(root, "head_scores", rows, file_key=key)
         write_table(
             root,
             "checkpoints",
@@ -106,7 +112,7 @@ def write_series(
                     "commit": f"sha{c}",
                     "n_layers": n_layers,
                     "n_heads": n_heads,
-                    "calibration_id": CAL,
+                    "calibration_id": calibration_id,
                     "n_inputs": n_inputs,
                     "dtype": "float32",
                     "device": "cpu",
@@ -117,12 +123,14 @@ def write_series(
                     "scoring_version": "1",
                 }
             ],
-            file_key=revision,
+            file_key=key,
         )
+    kept = read_table(root, "taus", model_id).to_pylist() if extra else []
     write_table(
         root,
         "taus",
-        [
+        kept
+        + [
             {
                 "model_id": model_id,
                 "revision": "",
@@ -133,7 +141,7 @@ def write_series(
                 "tau": 0.5,
                 "direction": "<",
                 "source": "fixed",
-                "calibration_id": CAL,
+                "calibration_id": calibration_id,
                 "taus_id": TAUS,
             }
             for fn in dormant
@@ -141,9 +149,14 @@ def write_series(
         file_key="taus",
     )
     if transitions:
-        t = derive_transitions(read_table(root, "head_scores", model_id), read_table(root, "checkpoints", model_id))
+        of_set = {"calibration_id": calibration_id}
+        t = derive_transitions(
+            read_table(root, "head_scores", model_id, filters=of_set),
+            read_table(root, "checkpoints", model_id, filters=of_set),
+        )
         t = mark_blips(t)
-        write_table(root, "transitions", t, file_key="transitions", model_id=model_id)
+        key = f"transitions-{calibration_id}" if extra else "transitions"
+        write_table(root, "transitions", t, file_key=key, model_id=model_id)
     return root
 
 
@@ -426,3 +439,20 @@ def test_default_report_folder_is_under_the_working_directory(known_store, tmp_p
     assert result.out_dir.parent.resolve() == (tmp_path / "reports").resolve() and result.index_html.is_file()
     monkeypatch.setenv("DORMANT_REPORTS", str(tmp_path / "elsewhere"))
     assert render_report(known_store, MODEL).out_dir.parent == tmp_path / "elsewhere"
+
+
+def test_length_figure_leaves_undefined_slopes_out_instead_of_drawing_0():
+    """length_slope NaN (lengths that do not vary, or a --retau re-aggregated from kept input scores) gets no bar:
+    a head undefined on every set is left out, and when all are the figure says so."""
+    heads = ["L0.H0", "L0.H1", "L1.H2"]
+    slope = np.array([[0.25, np.nan, np.nan], [np.nan, np.nan, -0.5]])  # [set, head]: L0.H1 undefined on both
+    ld = LengthDependence("ahon_ln", "main", ["cal-a", "cal-b"], heads, slope, np.zeros((2, 3)))
+    ax = fg.draw_set_length(ld).axes[0]
+    assert sorted(p.get_height() for p in ax.patches) == [-0.5, 0.25]  # no 0-height bar for a NaN
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["L0.H0", "L1.H2"]
+    assert "1 head(s) undefined on every set left out" in ax.get_title()
+
+    none = LengthDependence("ahon_ln", "main", ["cal-a", "cal-b"], heads, np.full((2, 3), np.nan), np.zeros((2, 3)))
+    ax = fg.draw_set_length(none).axes[0]
+    assert not ax.patches
+    assert any("undefined (NaN) for all 3 heads" in t.get_text() for t in ax.texts)
