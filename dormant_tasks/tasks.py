@@ -42,8 +42,23 @@ def plan_series(request: TrackRequest) -> tracker.SeriesPlan:
 
 
 @task(name="series-taus", cache_policy=NONE)
-def series_taus(request: TrackRequest, plan: tracker.SeriesPlan) -> tracker.SeriesTaus:
-    return tracker.resolve_series_taus(request, plan)
+def series_taus(request: TrackRequest, plan: tracker.SeriesPlan, score=None) -> tracker.SeriesTaus:
+    """`score`: how to score the checkpoint the taus need (None: here, in the flow's process)."""
+    return tracker.resolve_series_taus(request, plan, score)
+
+
+@task(
+    name="score-checkpoint",
+    task_run_name="score-{revision.name}",
+    retries=2,
+    retry_delay_seconds=[10, 60],
+    retry_condition_fn=_transient,
+    cache_policy=NONE,
+)
+def score_checkpoint(request: TrackRequest, revision: Revision) -> tuple[tracker.ScoredCheckpoint, ...]:
+    """Load and score one checkpoint (every set), touching no store: on a Dask cluster the checkpoint a new
+    series' taus come from is scored on a worker too, so the flow's host needs neither the model nor a GPU."""
+    return tracker.score_checkpoint(request, revision)
 
 
 @task(

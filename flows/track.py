@@ -52,7 +52,7 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
         request.request_id,
     )
     ahead = _prefetch_past_reference(request, plan)
-    series = tasks.series_taus(request, plan)
+    series = tasks.series_taus(request, plan, _score_on_runner(request))
     log.info(
         "taus %s: %s",
         series.taus_id,
@@ -158,6 +158,20 @@ def _run_checkpoints(
             advance(tasks.analyze_checkpoint(request, current, series))
     bar.close()
     return results
+
+
+def _score_on_runner(request: TrackRequest):
+    """Dask: the checkpoint that fixes a new series' taus is scored on a worker (its scores come back to the
+    flow, which writes them), so no model is loaded where the flow runs. Local runner: None (in process)."""
+    if request.runner is not Runner.DASK:
+        return None
+
+    def score(request: TrackRequest, revision):
+        with _resources(request.device):
+            future = tasks.score_checkpoint.submit(request, revision)
+        return future.result()
+
+    return score
 
 
 def _resources(device: str):

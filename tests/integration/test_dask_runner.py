@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dormant_tasks import tracker
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store import read_table
 from flows.runners import task_runner
@@ -68,9 +69,10 @@ def _dask_workers(address: str, n: int, cwd: Path, hide: Path | None = None) -> 
 
 
 @pytest.mark.slow
-def test_workers_that_cannot_see_the_store_still_fill_it(random_series, tmp_path):
+def test_workers_that_cannot_see_the_store_still_fill_it(random_series, tmp_path, monkeypatch):
     """The store lies in a folder that the workers see as an empty tmpfs (their own mount namespace), and they
-    run in another working directory: they return rows, the flow writes them. Real processes, real Dask."""
+    run in another working directory: they return rows, the flow writes them. Real processes, real Dask. The
+    flow's process loads no model at all: even the checkpoint that fixes the new series' taus scores on a worker."""
     pytest.importorskip("prefect_dask")
     if not _can_hide_folders():
         pytest.skip("needs Linux mount namespaces (root and `unshare -m`) to hide the store from the workers")
@@ -90,7 +92,14 @@ def test_workers_that_cannot_see_the_store_still_fill_it(random_series, tmp_path
                 seen = client.run(lambda: (os.path.exists(str(hidden / "marker")), os.getcwd()))
                 assert all(not exists and cwd == str(elsewhere) for exists, cwd in seen.values()), seen
                 request = TrackRequest(store=str(store), runner="dask", address=cluster.scheduler_address, **kw)
+                loads_here = []
+                load = tracker.load_checkpoint
+                monkeypatch.setattr(
+                    tracker, "load_checkpoint", lambda *a, **k: loads_here.append(a[1]) or load(*a, **k)
+                )
                 out = track.with_options(task_runner=task_runner(request))(request)
+                monkeypatch.setattr(tracker, "load_checkpoint", load)
+                assert loads_here == [], f"the flow's process loaded {loads_here}"
         finally:
             for w in workers:
                 w.terminate()
