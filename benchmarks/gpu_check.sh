@@ -13,7 +13,10 @@
 #   benchmarks/gpu_check.sh --cpu-dry-run    # the same steps on CPU with tiny sizes (also: DEVICE=cpu)
 #
 # Offline throughout (HF_DATASETS_OFFLINE=1: the lm-eval tasks read the bundled datasets; HF_HUB_OFFLINE=1),
-# no downloads. Python: the repository's .venv (PYTHON=/path/to/python to use another interpreter).
+# no downloads. Python: the repository's .venv (PYTHON=/path/to/python to use another interpreter); with no
+# .venv, the system python3 plus a wheelhouse: benchmarks/gpu_wheels.sh fills .whl/ where PyPI is reachable,
+# and here its wheels are installed (--no-index) into a temp folder put on PYTHONPATH (WHEELS=dir for another
+# folder, WHEELS=none for none; also used with PYTHON=, never with the repository's .venv).
 # Each step's output goes to the terminal and to $GPU_CHECK_LOGS (default: $OUT when set, else a temp folder).
 set -u -o pipefail
 
@@ -25,7 +28,7 @@ for arg in "$@"; do
     case "$arg" in
         --cpu-dry-run) DEVICE=cpu ;;
         -h | --help)
-            sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -51,13 +54,13 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" # this tree's dormant_tasks
 if [[ "$DEVICE" == cpu ]]; then
     MODE="CPU dry run"
     DEADLINE_S=900 T_ENV=120 T_TESTS=240 T_OVERHEAD=180 T_SWEEP=300
-    OVERHEAD_ARGS=(--lengths 128,256 --repeats 1)
+    OVERHEAD_ARGS=(--lengths "128,256" --repeats 1)
     OVERHEAD_F32_VARIANTS=plain,naive,ours
     SWEEP_TASKS=winogrande SWEEP_LIMIT=5 SWEEP_BATCH=16
 else
     MODE="CUDA"
     DEADLINE_S=420 T_ENV=60 T_TESTS=120 T_OVERHEAD=90 T_SWEEP=150
-    OVERHEAD_ARGS=(--lengths 512,2048 --repeats 5)
+    OVERHEAD_ARGS=(--lengths "512,2048" --repeats 5)
     OVERHEAD_F32_VARIANTS=plain,ours
     SWEEP_TASKS=winogrande SWEEP_LIMIT=50 SWEEP_BATCH=32
 fi
@@ -71,37 +74,76 @@ LOG_DIR="${GPU_CHECK_LOGS:-${OUT:-}}"
 mkdir -p "$LOG_DIR" || exit 2
 
 # ------------------------------------------------------------------------------------------- environment
-PY="${PYTHON:-$ROOT/.venv/bin/python}"
+TMP_PATHS=() # removed on exit: the wheels' install folder, the sweep script
+trap 'rm -rf "${TMP_PATHS[@]}"' EXIT
+VENV_PY="$ROOT/.venv/bin/python"
+WHEELS="${WHEELS:-$ROOT/.whl}"
+if [[ -n "${PYTHON:-}" ]]; then
+    PY="$PYTHON"
+elif [[ -x "$VENV_PY" ]]; then
+    PY="$VENV_PY"
+elif [[ "$WHEELS" != none ]] && compgen -G "$WHEELS/*.whl" >/dev/null; then
+    PY="$(command -v python3 || echo python3)" # the GPU machine: its system python3 (CUDA torch) + the wheels
+else
+    PY="$VENV_PY"
+fi
 need_env() {
     echo "gpu_check.sh: $1" >&2
     cat >&2 <<EOF
 
-What to do: the checks need this repository's .venv (or PYTHON=/path/to/python, e.g. a system python3 that
-has a CUDA torch, transformers, lm-eval==0.4.13, pyarrow and pytest) with this package's dependencies and dev
-extras and, for the CUDA run, a CUDA build of torch that sees the GPU. This machine may have no network:
-build the venv where there is one (same Python version) and bring it, or install from a wheelhouse:
-    python3 -m venv .venv
-    .venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cu124   # a CUDA build
-    .venv/bin/pip install -e '.[dev]'
-(The Makefile's setup pins the CPU build of torch: \`make setup\` is not enough on a GPU machine.)
-Then: benchmarks/gpu_check.sh   (or benchmarks/gpu_check.sh --cpu-dry-run without a GPU)
+What to do: the checks need this repository's .venv, or a python3 with a CUDA torch, transformers, pyarrow
+and pytest (PYTHON=/path/to/python; with no .venv the system python3) plus lm-eval==0.4.13 and datasets.
+For the CUDA run, torch must be a CUDA build that sees the GPU (the Makefile's setup pins the CPU build:
+\`make setup\` is not enough on a GPU machine).
+The GPU machine has no network and no .venv of this repository: where PyPI is reachable, run
+    benchmarks/gpu_wheels.sh        # fills .whl/ with the wheels its python3 lacks (~10 MiB)
+then carry .whl to the GPU machine (an ignored folder: name it in the copy, e.g. the run tool's carry) and
+run benchmarks/gpu_check.sh there: it installs .whl/ into a temp folder for its python3 (WHEELS=dir for
+another wheelhouse). Without a GPU: benchmarks/gpu_check.sh --cpu-dry-run.
 EOF
     exit 2
 }
-if [[ ! -x "$PY" ]]; then
+if [[ ! -x "$PY" ]] && ! command -v "$PY" >/dev/null; then
     [[ -n "${PYTHON:-}" ]] && need_env "PYTHON=$PY is not an executable"
-    need_env "no .venv in $ROOT (no $PY)"
+    [[ "$PY" == "$VENV_PY" ]] || need_env "no .venv in $ROOT, and no python3 on the PATH for the wheels of $WHEELS"
+    need_env "no .venv in $ROOT (no $VENV_PY), and no wheelhouse ($WHEELS/*.whl) for a system python3"
+fi
+USING_WHEELS=""
+case "$PY" in
+    "$ROOT"/.venv/bin/* | .venv/bin/* | ./.venv/bin/*) ;; # the repository's .venv: its own packages only
+    *)
+        [[ "$WHEELS" != none ]] && compgen -G "$WHEELS/*.whl" >/dev/null && USING_WHEELS=yes
+        ;;
+esac
+if [[ -n "$USING_WHEELS" ]]; then
+    SITE="$(mktemp -d -t gpu-check-site-XXXXXX)" || exit 2
+    TMP_PATHS+=("$SITE")
+    if ! PIP_LOG="$(timeout "$T_ENV" "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --disable-pip-version-check --upgrade --target "$SITE" "$WHEELS"/*.whl 2>&1)"; then
+        echo "$PIP_LOG" >&2
+        need_env "installing the wheels of $WHEELS for $PY failed (pip output above)"
+    fi
+    export PYTHONPATH="$ROOT:$SITE${PYTHONPATH#"$ROOT"}" # the wheels before the interpreter's own packages
+    USING_WHEELS="; wheels of $WHEELS ($(compgen -G "$WHEELS/*.whl" | wc -l) installed in $SITE)"
 fi
 if ! ENV_LINE="$(timeout "$T_ENV" "$PY" - "$DEVICE" 2>&1 <<'EOF'
 import sys
 
 device = sys.argv[1]
 try:
-    import lm_eval, pytest, torch, transformers  # noqa: F401
+    import datasets, lm_eval, pyarrow, pytest, torch, transformers  # noqa: F401
+    from lm_eval.api.model import TemplateLM  # noqa: F401 (what dormant_tasks.harness builds on)
+
     import dormant_tasks  # noqa: F401
 except Exception as e:
     sys.exit(f"the environment lacks a package: {type(e).__name__}: {e}")
-line = f"python {sys.version.split()[0]}, torch {torch.__version__}, transformers {transformers.__version__}"
+from importlib.metadata import version
+
+line = (
+    f"python {sys.version.split()[0]} ({sys.executable}), torch {torch.__version__}, "
+    f"transformers {transformers.__version__}, lm-eval {version('lm_eval')}, datasets {datasets.__version__}, "
+    f"pyarrow {pyarrow.__version__}"
+)
 if device.startswith("cuda"):
     if torch.version.cuda is None:
         sys.exit(f"torch {torch.__version__} is a CPU-only build (no CUDA)")
@@ -124,7 +166,7 @@ EOF
 )"; then
     need_env "${ENV_LINE##*$'\n'}"
 fi
-echo "gpu_check.sh: $MODE on $DEVICE; $ENV_LINE"
+echo "gpu_check.sh: $MODE on $DEVICE; $ENV_LINE$USING_WHEELS"
 echo "gpu_check.sh: logs in $LOG_DIR"
 
 # ------------------------------------------------------------------------------------------- steps
@@ -204,7 +246,7 @@ done
 # batches moved to the model's device (it times the CPU tensors DormantLM.row_batches builds, which a CUDA
 # model refuses; a no-op on CPU), its timings synchronised on CUDA, and the sweep's result checked.
 SWEEP_PY="$(mktemp -t gpu-check-sweep-XXXXXX)"
-trap 'rm -f "$SWEEP_PY"' EXIT
+TMP_PATHS+=("$SWEEP_PY")
 cat >"$SWEEP_PY" <<'EOF'
 import math
 import sys
