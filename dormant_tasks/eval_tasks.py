@@ -2,17 +2,22 @@
 
 Tasks are lm-eval's own definitions (prompts, few-shot samplers, filters, metrics), loaded by its
 `TaskManager`; any task, group or tag name works. The protocol defaults are the paper authors' (docs/SCORES.md
-§6): `PAPER_SHOTS` few-shot examples per task (lm-eval's task default otherwise), a chat template for a model
+§6): `PAPER_SHOTS` few-shot examples per task, group or tag, applied to every task inside a group (the authors
+ran the `mmlu` group 5-shot, so `mmlu_anatomy` or `mmlu_stem` alone is 5-shot too; membership is read from
+lm-eval's task index, `paper_default_shots`), lm-eval's task default otherwise; a chat template for a model
 whose id marks it as chat-tuned (`CHAT_MODEL_MARKERS`), and `Bos.PAPER`.
 
 Data: from the Hub as lm-eval loads it, or (`DataSource.BUNDLED`, the default when `HF_DATASETS_OFFLINE` or
 `HF_HUB_OFFLINE` is set) from the copies bundled with this package (`dormant_tasks.bundled`): only the
-dataset's location is overridden. A split a task needs for its scored items that is not bundled is an error;
-a missing few-shot split (e.g. WinoGrande's train) falls back to the scored split with the scored item left
-out of its own shots, as lm-eval does when the two splits are one, and `LoadedTasks.notes` says so.
+dataset's location is overridden. A task whose dataset or scored split is not bundled is refused before lm-eval
+builds it (so nothing is downloaded); a missing few-shot split (e.g. WinoGrande's train) falls back to the
+scored split with the scored item left out of its own shots, as lm-eval does when the two splits are one, and
+`LoadedTasks.notes` says so. Perplexity tasks are refused before they are built, whatever the data source.
 
 Public API
 - `load_tasks(names, *, shots=None, data_source=DataSource.AUTO, fewshot_seed=1234) -> LoadedTasks`
+- `paper_default_shots(index) -> {task name: shots}`: the authors' count of every task (transitively) inside a
+  `PAPER_SHOTS` entry; `group_leaves(name, index)`: the task names lm-eval builds for a task, group or tag
 - `check_task_names(names)` (unknown names, with lm-eval's close matches), `split_task_names(text)`,
   `wants_chat_template(model_id, setting, tokenizer) -> bool`,
   `resolve_data_source(setting) -> DataSource`
@@ -20,9 +25,12 @@ Public API
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
 import os
 import random
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,9 +38,14 @@ import numpy as np
 from .errors import EvaluationError, did_you_mean
 from .requests import ChatTemplate, DataSource
 
-PAPER_SHOTS = {"winogrande": 5, "mmlu": 5, "gsm8k": 5, "piqa": 0}  # the authors' runs; other tasks: lm-eval's
+# The authors' runs, by lm-eval task or group name; a group's count applies to every task inside it (mmlu's
+# 57 subjects, alone or through a subgroup such as mmlu_stem). Other tasks: lm-eval's task default.
+PAPER_SHOTS = {"winogrande": 5, "mmlu": 5, "gsm8k": 5, "piqa": 0}
+BUNDLED_TASKS = "winogrande, mmlu, hellaswag, piqa, gsm8k"  # the tasks whose data ships with dormant-heads
+MAX_ERROR_CHARS = 300  # an exception's text quoted in a one-line error is cut to this
 CHAT_MODEL_MARKERS = ("-Instruct", "-chat", "-SFT", "-DPO")  # the authors' rule for applying a chat template
 DEFAULT_FEWSHOT_SEED = 1234  # lm-eval's fewshot_random_seed
+_TRUE = ("1", "true", "yes")  # values of HF_DATASETS_OFFLINE / HF_HUB_OFFLINE that switch the Hub off
 
 
 def split_task_names(text) -> tuple[str, ...]:
@@ -48,9 +61,7 @@ def resolve_data_source(setting: DataSource | str) -> DataSource:
     setting = DataSource(setting)
     if setting is not DataSource.AUTO:
         return setting
-    offline = any(
-        os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
-    )
+    offline = any(os.environ.get(v, "").lower() in _TRUE for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"))
     return DataSource.BUNDLED if offline else DataSource.HUB
 
 
@@ -93,31 +104,40 @@ class LoadedTasks:
         return next(s for s in self.specs if s.name == name)
 
 
-def _bundled_factory(base_cls, fallbacks: dict, missing: list):
-    """lm-eval's TaskFactory with each task's dataset location pointed at the bundled copy."""
+def _checked_factory(base_cls, bundled: bool, fallbacks: dict, reason: str):
+    """lm-eval's TaskFactory checking each task's config before building it (building a task downloads its
+    dataset): a perplexity task is refused, and with `bundled` a task whose data is not bundled is refused
+    and the others get their dataset location pointed at the bundled copy."""
 
-    class BundledTaskFactory(base_cls):
+    class CheckedTaskFactory(base_cls):
         def _build_task(self, entry, overrides):
             cfg = self._load_full_config(entry, overrides)
-            return super()._build_task(entry, {**(overrides or {}), **_bundled_overrides(cfg, fallbacks, missing)})
+            _refuse_perplexity(cfg.get("task"), cfg.get("output_type"))
+            if not bundled:
+                return super()._build_task(entry, overrides)
+            return super()._build_task(entry, {**(overrides or {}), **_bundled_overrides(cfg, fallbacks, reason)})
 
-    return BundledTaskFactory
+    return CheckedTaskFactory
 
 
-def _bundled_overrides(cfg: dict, fallbacks: dict, missing: list) -> dict:
+def _not_bundled(what: str, reason: str) -> EvaluationError:
+    return EvaluationError(
+        f"{what} is not bundled with dormant-heads, and under {reason} lm-eval stays off the Hub (nothing was "
+        f"downloaded); run where the Hub is reachable with --datasets hub, or pick a bundled task ({BUNDLED_TASKS})"
+    )
+
+
+def _bundled_overrides(cfg: dict, fallbacks: dict, reason: str) -> dict:
     from .bundled import bundled_dataset
 
     name, path, dname = cfg.get("task"), cfg.get("dataset_path"), cfg.get("dataset_name")
-    _refuse_perplexity(name, cfg.get("output_type"))
     data = bundled_dataset(path, dname) if path else None
     if data is None:
-        missing.append(f"{name} (dataset {path}{'/' + dname if dname else ''})")
-        return {}
+        raise _not_bundled(f"{name} (dataset {path}{'/' + dname if dname else ''})", reason)
     have = set(data.splits)
     eval_split = cfg.get("test_split") or cfg.get("validation_split")
     if eval_split not in have:
-        missing.append(f"{name} (split {eval_split!r} of {path}; bundled: {', '.join(sorted(have))})")
-        return {}
+        raise _not_bundled(f"{name} (split {eval_split!r} of {path}; bundled: {', '.join(sorted(have))})", reason)
     out = {
         "dataset_path": "parquet",
         "dataset_name": None,
@@ -172,20 +192,108 @@ def check_task_names(names, known=None) -> tuple[str, ...]:
 
 @functools.cache
 def _task_index() -> frozenset[str]:
+    return frozenset(_indexed_manager().all_tasks)
+
+
+@functools.cache
+def _indexed_manager():
+    """One lm-eval TaskManager per process: building its index reads every task YAML (seconds)."""
     from lm_eval.tasks import TaskManager
 
-    return frozenset(TaskManager().all_tasks)
+    return TaskManager()
 
 
-def task_manager(data_source: DataSource, fallbacks: dict | None = None, missing: list | None = None):
-    from lm_eval.tasks import TaskManager
-
-    manager = TaskManager()
-    if data_source is DataSource.BUNDLED:
-        manager._factory = _bundled_factory(
-            type(manager._factory), fallbacks if fallbacks is not None else {}, missing if missing is not None else []
-        )(meta=manager._factory._meta)
+def task_manager(data_source: DataSource, fallbacks: dict | None = None, reason: str = "--datasets bundled"):
+    """lm-eval's TaskManager whose factory checks each task before building it (see `_checked_factory`);
+    with `DataSource.BUNDLED` the tasks read the bundled copies, `fallbacks` collects the few-shot fallbacks.
+    The index is built once per process; each manager gets its own copy (lm-eval adds names to it as it
+    builds groups)."""
+    manager = copy.copy(_indexed_manager())
+    manager._index = dict(manager._index)
+    manager._factory = _checked_factory(
+        type(manager._factory),
+        DataSource(data_source) is DataSource.BUNDLED,
+        fallbacks if fallbacks is not None else {},
+        reason,
+    )(meta=manager._factory._meta)
     return manager
+
+
+def group_leaves(name: str, index) -> set[str]:
+    """The names of the tasks lm-eval builds for the task, group or tag `name`, read from a TaskManager's
+    `task_index` without building anything: a group's `task:` list, through subgroups and tags, transitively;
+    a task that is not in the index is named `group::task`, as lm-eval names such inline tasks."""
+    leaves: set[str] = set()
+    seen: set[str] = set()
+
+    def entry_leaves(entry_name: str) -> None:
+        entry = index.get(entry_name)
+        if entry is None:
+            return
+        kind = entry.kind.name
+        if kind == "TAG":
+            leaves.update(t for t in entry.tags if t in index)
+        elif kind != "GROUP":
+            leaves.add(entry_name)
+        elif entry_name not in seen:
+            seen.add(entry_name)
+            members(_entry_config(entry).get("task"), entry_name)
+
+    def members(items, group_name: str) -> None:
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and "group" in item:
+                ref = item["group"]
+                if ref in index:
+                    entry_leaves(ref)
+                else:  # an inline subgroup
+                    members(item.get("task"), f"{group_name}::{ref}")
+                continue
+            ref = item.get("task") if isinstance(item, dict) else item
+            if not isinstance(ref, str):
+                continue
+            if ref in index:
+                entry_leaves(ref)
+            else:  # an inline task
+                leaves.add(f"{group_name}::{ref}")
+
+    entry_leaves(name)
+    return leaves
+
+
+def _entry_config(entry) -> dict:
+    if entry.cfg is not None:
+        return entry.cfg
+    if entry.yaml_path:
+        from lm_eval.tasks._yaml_loader import load_yaml
+
+        return load_yaml(entry.yaml_path, resolve_func=False)
+    return {}
+
+
+def paper_default_shots(index) -> dict[str, int]:
+    """task name -> the authors' few-shot count, for every task that is a `PAPER_SHOTS` entry or (transitively)
+    inside one, e.g. each MMLU subject, whether it is run alone, through `mmlu_stem` or through `mmlu`."""
+    out: dict[str, int] = {}
+    for name, shots in PAPER_SHOTS.items():
+        for leaf in group_leaves(name, index):
+            out.setdefault(leaf, shots)
+    return out
+
+
+def _source_reason(setting: DataSource | str) -> str:
+    """Why the bundled data is used: the option, or the environment variable that `auto` followed."""
+    if DataSource(setting) is DataSource.BUNDLED:
+        return "--datasets bundled"
+    names = [v for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE") if os.environ.get(v, "").lower() in _TRUE]
+    return f"--datasets auto with {' and '.join(names) or 'the Hub off'} set"
+
+
+def _one_line(e: BaseException) -> str:
+    """`Type: first line of the message`, cut to MAX_ERROR_CHARS (datasets and lm-eval raise multi-line texts)."""
+    first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+    if len(first) > MAX_ERROR_CHARS:
+        first = first[: MAX_ERROR_CHARS - 3] + "..."
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 def load_tasks(
@@ -195,8 +303,10 @@ def load_tasks(
     data_source: DataSource | str = DataSource.AUTO,
     fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
 ) -> LoadedTasks:
-    """Load lm-eval's tasks `names` with the protocol's few-shot counts; EvaluationError for an unknown name,
-    a split that is neither bundled nor (with the Hub off) reachable, or a task this evaluation cannot run."""
+    """Load lm-eval's tasks `names` with the protocol's few-shot counts (`shots` for every task, else the
+    authors' count of `paper_default_shots`, else lm-eval's task default); EvaluationError for an unknown name,
+    data that is not bundled (with the Hub off; refused before lm-eval builds the task, so before any download)
+    or not reachable, or a task this evaluation cannot run."""
     names = split_task_names(names)
     source = resolve_data_source(data_source)
     if shots is not None and (not isinstance(shots, int) or shots < 0):
@@ -204,41 +314,31 @@ def load_tasks(
     random.seed(0)  # lm-eval's simple_evaluate seeds: python 0, numpy 1234 (some tasks shuffle their docs)
     np.random.seed(1234)
     fallbacks: dict = {}
-    missing: list = []
-    manager = task_manager(source, fallbacks, missing)
+    manager = task_manager(source, fallbacks, _source_reason(data_source))
     check_task_names(names, manager.all_tasks)
+    defaults = paper_default_shots(manager.task_index) if shots is None else {}
     specs, tasks, groups = [], {}, {}
     for name in names:
-        missing.clear()
         try:
-            loaded = manager.load(name)
+            with _quiet_datasets():
+                loaded = manager.load(name)
         except EvaluationError:
             raise
         except Exception as e:  # noqa: BLE001 - lm-eval/datasets raise many kinds; the user gets one line
-            if missing:
-                break
             hint = (
-                " (the Hub is not reachable? add --datasets bundled, or set HF_DATASETS_OFFLINE=1)"
+                f" (is the Hub reachable? Without it, --datasets bundled serves {BUNDLED_TASKS})"
                 if source is DataSource.HUB
                 else ""
             )
-            raise EvaluationError(f"task {name!r} could not be loaded: {type(e).__name__}: {e}{hint}") from None
-        if missing:
-            break
+            raise EvaluationError(f"task {name!r} could not be loaded: {_one_line(e)}{hint}") from None
         leaves = tuple(loaded["tasks"])
         for leaf in leaves:
             if leaf in tasks:
                 raise EvaluationError(f"task {leaf!r} is named twice (through {name!r}); name each task once")
-        spec = _configure(name, loaded, shots, fewshot_seed)
+        spec = _configure(name, loaded, shots, fewshot_seed, defaults)
         specs.append(spec)
         tasks.update(loaded["tasks"])
         groups.update(loaded["groups"])
-    if missing:
-        raise EvaluationError(
-            f"{missing[0]} is not bundled with dormant-heads, and --datasets bundled (or HF_DATASETS_OFFLINE) keeps "
-            "the Hub off; run where the Hub is reachable with --datasets hub, or pick a bundled task "
-            "(winogrande, mmlu, hellaswag, piqa, gsm8k)"
-        )
     fewshot_split = {}
     notes = []
     for leaf, task in tasks.items():
@@ -253,6 +353,27 @@ def load_tasks(
     return LoadedTasks(tuple(specs), tasks, groups, source, fewshot_split, tuple(_collapse(notes)))
 
 
+@contextlib.contextmanager
+def _quiet_datasets():
+    """While lm-eval builds tasks: no retry warnings of huggingface_hub/datasets (a Hub that does not answer is
+    one error line, not twenty), and their progress bars only on a terminal."""
+    import datasets
+    from huggingface_hub.utils import logging as hub_logging
+
+    levels = hub_logging.get_verbosity(), datasets.logging.get_verbosity()
+    bars = datasets.is_progress_bar_enabled()
+    hub_logging.set_verbosity_error()
+    datasets.logging.set_verbosity_error()
+    if not sys.stderr.isatty():
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        hub_logging.set_verbosity(levels[0])
+        datasets.logging.set_verbosity(levels[1])
+        (datasets.enable_progress_bars if bars else datasets.disable_progress_bars)()
+
+
 def _collapse(notes: list[str]) -> list[str]:
     """One note per distinct message once the leaf name is removed (57 MMLU subjects say the same)."""
     seen: dict[str, list[str]] = {}
@@ -264,13 +385,14 @@ def _collapse(notes: list[str]) -> list[str]:
     ]
 
 
-def _configure(name: str, loaded: dict, shots: int | None, fewshot_seed: int) -> TaskSpec:
-    """Few-shot count and seed on every leaf, as lm-eval's simple_evaluate sets them."""
-    wanted = shots if shots is not None else PAPER_SHOTS.get(name)
+def _configure(name: str, loaded: dict, shots: int | None, fewshot_seed: int, defaults: dict) -> TaskSpec:
+    """Few-shot count and seed on every leaf, as lm-eval's simple_evaluate sets them with num_fewshot = `shots`,
+    or else each leaf's count in `defaults` (the authors'); a task whose config fixes 0 shots keeps 0."""
     leaves = loaded["tasks"]
     counts = set()
-    for task in leaves.values():
+    for leaf, task in leaves.items():
         _refuse_perplexity(name, task.get_config("output_type"))
+        wanted = shots if shots is not None else defaults.get(leaf)
         default = task.get_config("num_fewshot")
         if wanted is not None and default != 0:
             task.set_config(key="num_fewshot", value=wanted)

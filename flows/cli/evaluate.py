@@ -6,8 +6,9 @@ largest % of heads zeroed with accuracy within 1 point of the un-intervened mode
 across tasks. Static mode zeroes the tracker's dormancy mask of the checkpoint (from the store); `--series`
 does so for every tracked checkpoint.
 Tasks are lm-evaluation-harness's (any task, group or tag: --task winogrande,mmlu,hellaswag,piqa,gsm8k).
-The protocol defaults are the paper authors': 5-shot winogrande/mmlu/gsm8k, 0-shot piqa (lm-eval's default
-otherwise), a chat template for -Instruct/-chat/-SFT/-DPO models, and lm-eval 0.4.5's BOS rule (no BOS added).
+The protocol defaults are the paper authors': 5-shot winogrande/mmlu/gsm8k (every task in the mmlu group too, such
+as mmlu_anatomy or mmlu_stem), 0-shot piqa (lm-eval's default otherwise), a chat template for -Instruct/-chat/
+-SFT/-DPO models, and lm-eval 0.4.5's BOS rule (no BOS added).
 Offline (HF_DATASETS_OFFLINE=1, or --datasets bundled) the datasets bundled with dormant-heads are used.
 """
 
@@ -43,8 +44,8 @@ def add_parser(subparsers) -> None:
         "--shots",
         type=int,
         metavar="N",
-        help="few-shot examples for every task (default: the authors' count, 5 for winogrande/mmlu/gsm8k, 0 for "
-        "piqa; lm-eval's task default otherwise)",
+        help="few-shot examples for every task (default: the authors' count, 5 for winogrande/gsm8k and every task "
+        "of the mmlu group, 0 for piqa; lm-eval's task default otherwise)",
     )
     parser.add_argument(
         "--chat-template",

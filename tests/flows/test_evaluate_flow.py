@@ -11,6 +11,7 @@ import pytest
 from dormant_tasks.metric import pct_zeroed_within_1pt
 from dormant_tasks.requests import EvalRequest, TrackRequest
 from dormant_tasks.store import read_table
+from flows.cli import build_parser
 from flows.evaluate import evaluate
 from flows.track import track
 
@@ -18,15 +19,19 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_dir, tmp_path):
+def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_dir, tmp_path, capsys, monkeypatch):
     store = tmp_path / "store"
-    rows = evaluate(
-        EvalRequest(
-            model=str(tiny_model_dir), score_fns=("ahon_ln", "awft"), limit=12, store=str(store), log_samples=True
-        )
-    )
+    # `dormant evaluate` in-process: its run(), with this session's Prefect test server instead of its own
+    monkeypatch.setattr("flows.session.start_prefect", lambda: None)
+    argv = ["evaluate", "--model", str(tiny_model_dir), "--scores", "ahon_ln", "awft", "--limit", "12"]
+    args = build_parser().parse_args([*argv, "--store", str(store), "--log-samples"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    # the bundled WinoGrande has no train split: the printed protocol says where its 5 shots come from
+    protocol = "5-shot, acc,none, no chat template, BOS rule paper, data bundled, shots from validation"
+    assert f"winogrande: 12 items, {protocol}" in out.splitlines(), out
     stored = read_table(store, "evaluations").to_pylist()
-    assert len(stored) == len(rows) == 2 * 7
+    assert len(stored) == 2 * 7
     assert {r["n_items"] for r in stored} == {12} and len({r["base_accuracy"] for r in stored}) == 1
     # the authors' protocol by default: WinoGrande 5-shot, no chat template for this id, no BOS added
     assert {(r["shots"], r["metric"], r["chat_template"], r["bos"], r["data_source"]) for r in stored} == {
@@ -87,7 +92,9 @@ def test_bad_input_exits_2_and_writes_nothing(tiny_model_dir, tmp_path, extra, n
         capture_output=True,
         text=True,
     )
-    assert r.returncode == 2 and needle in r.stderr.strip().splitlines()[-1], r.stderr[-1500:]
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr[-1500:]
+    assert lines[0].startswith("dormant evaluate: error: ")
     assert not store.exists()
 
 
