@@ -217,11 +217,12 @@ def _encode(tokenizer, text: str, limit: int | None) -> tuple[list[int], int]:
     return ids[:limit], len(ids) - limit
 
 
-def _warn_truncated(cut: list[int], limit: int, source: str) -> None:
-    """One warning line for the whole call: how many inputs were cut, which, and about how many tokens."""
+def _warn_truncated(cut: list[int], limit: int, source: str, level: int) -> None:
+    """One log line for the whole call: how many inputs were cut, which, and about how many tokens."""
     which = [i for i, n in enumerate(cut) if n]
     shown = ", ".join(map(str, which[:5])) + (", ..." if len(which) > 5 else "")
-    log.warning(
+    log.log(
+        level,
         "%d of %d inputs (%s) were cut to their first %d tokens (%s), about %s tokens left out; "
         "set --max-tokens to choose the limit",
         len(which),
@@ -259,10 +260,13 @@ def score_texts(
     max_tokens: int | None = None,
     max_batch_tokens: int | None = None,
     refuse_all_cut: bool = False,
+    warn_truncated: bool = True,
 ) -> InputScores:
     """Per-input scores of `model` over `texts`, each tokenised as `tokenizer(text)` does and cut to the first
     `max_tokens` tokens (at most the model's context); batches hold at most `max_batch_tokens` padded tokens.
-    `refuse_all_cut` (a calibration set): ScoringError when every text is longer than the model's context."""
+    `refuse_all_cut` (a calibration set): ScoringError when every text is longer than the model's context.
+    Cut inputs are one WARNING line, or one INFO line with `warn_truncated=False` (the tracker, whose run summary
+    warns once for the whole series instead of once per checkpoint; `InputScores.n_truncated` has the count)."""
     fns = tuple(parse_score_functions(score_fns))
     if batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, got {batch_size}")
@@ -288,9 +292,8 @@ def score_texts(
             "cut; use shorter texts (one per line), or cut them on purpose with --max-tokens"
         )
     if n_truncated:
-        _warn_truncated(
-            list(cut), limit, "--max-tokens" if limit == max_tokens else "the model's max_position_embeddings"
-        )
+        source = "--max-tokens" if limit == max_tokens else "the model's max_position_embeddings"
+        _warn_truncated(list(cut), limit, source, logging.WARNING if warn_truncated else logging.INFO)
     n_layers, n_heads = _shape(model)
     values = np.empty((len(texts), len(fns), n_layers, n_heads), dtype=np.float64)
     batches = _batches([len(ids) for ids in encoded], batch_size, budget)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from conftest import save_random_series
 
@@ -151,7 +153,10 @@ def test_every_row_names_the_request_that_wrote_it(random_series, tmp_path):
     assert TrackRequest.from_json(saved) == request
 
 
-def test_the_run_summary_counts_truncated_inputs(random_series, tmp_path):
+def test_the_run_summary_counts_truncated_inputs(random_series, tmp_path, caplog):
+    """The count reaches the run's summary (the CLI prints it once); per checkpoint it is an INFO line, not a
+    WARNING repeated for every checkpoint of the series."""
+    caplog.set_level(logging.INFO, logger="dormant_tasks.scoring")
     texts = tmp_path / "texts.txt"
     texts.write_text("a short text\n" + "a very long text " * 200 + "\n", encoding="utf-8")
     out = track(
@@ -166,3 +171,5 @@ def test_the_run_summary_counts_truncated_inputs(random_series, tmp_path):
     )
     assert out["n_truncated"] == 1
     assert set(read_table(tmp_path / "s", "checkpoints").column("n_inputs").to_pylist()) == {2}
+    cut = [r for r in caplog.records if r.name == "dormant_tasks.scoring" and "were cut" in r.getMessage()]
+    assert len(cut) == out["analysed"] and {r.levelno for r in cut} == {logging.INFO}
