@@ -220,17 +220,20 @@ def _sha(calibration: CalibrationSet) -> str:
     return calibration.calibration_id.rsplit("-", 1)[1]
 
 
-def load_calibration_sets(
-    names: Sequence[str | Path], limit: int | None = DEFAULT_CALIBRATION_SIZE
-) -> tuple[CalibrationSet, ...]:
-    """Several calibration sets, in the order given; refuses none, and two that hold the same texts."""
+def load_calibration_sets(names: Sequence[str | Path], limit: int | None = None) -> tuple[CalibrationSet, ...]:
+    """Several calibration sets, in the order given; refuses none, and two that hold the same texts. The first
+    `limit` texts of each; None as `load_calibration` reads it: 128 of a bundled set, all of a file."""
     if isinstance(names, str | Path):
         names = [names]
     if not names:
         raise ConfigError(
             f"no calibration set given; name at least one of {', '.join(BUNDLED_SETS)} or a UTF-8 texts file"
         )
-    sets = tuple(load_calibration_set(name, limit) for name in names)
+    bundled = [isinstance(name, str) and name in BUNDLED_SETS for name in names]
+    sets = tuple(
+        load_calibration_set(name, DEFAULT_CALIBRATION_SIZE if limit is None and b else limit)
+        for name, b in zip(names, bundled)
+    )
     seen: dict[str, tuple[str | Path, CalibrationSet]] = {}
     for name, calibration in zip(names, sets):
         sha = _sha(calibration)

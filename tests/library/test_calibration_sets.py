@@ -213,3 +213,17 @@ def test_the_module_and_the_help_text_read_no_parquet():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_without_limit_a_bundled_set_is_128_texts_and_a_file_all_of_it(tmp_path):
+    """`--calibration winogrande` without --limit is the default calibration set (same calibration_id), as
+    --limit's help says: 128 texts of a bundled set, every line of a file."""
+    from dormant_tasks.requests import TrackRequest
+
+    path = tmp_path / "mine.txt"
+    path.write_text("\n".join(f"text number {i}" for i in range(300)) + "\n", encoding="utf-8")
+    gsm8k, mine = load_calibration_sets(["gsm8k", str(path)])
+    assert len(gsm8k.texts) == 128 and len(mine.texts) == 300
+    default = TrackRequest(source="x", store="s").calibration
+    named = TrackRequest(source="x", store="s", calibrations=("winogrande", "code")).calibration_sets
+    assert named[0].calibration_id == default.calibration_id and len(named[1].texts) == 128
