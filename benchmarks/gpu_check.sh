@@ -64,9 +64,9 @@ else
     OVERHEAD_F32_VARIANTS=plain,ours
     SWEEP_TASKS=winogrande SWEEP_LIMIT=50 SWEEP_BATCH=32
 fi
-# the tests of tests/library/test_scoring.py that take the `torch_device` fixture (tests/conftest.py): 22 cases
+# the tests of tests/library/test_scoring.py that take the `torch_device` fixture (tests/conftest.py): 26 cases
 TEST_SELECTION="oracle or padding or bf16 or plain_sdpa"
-MIN_TESTS=22
+MIN_TESTS=26
 
 START=$SECONDS
 LOG_DIR="${GPU_CHECK_LOGS:-${OUT:-}}"

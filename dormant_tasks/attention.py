@@ -67,7 +67,7 @@ class ScoringSession:
 
     lengths: torch.Tensor  # [batch] number of non-padding tokens of each (right-padded) input
     score_fns: tuple[str, ...]  # ids whose scores are recorded, in this order
-    random_u: torch.Tensor  # [batch, layer, head] float64, the seeded `random` baseline
+    random_u: torch.Tensor | None  # [batch, layer, head] float64, the seeded `random` baseline (None: not needed)
     zeroing: DynamicZeroing | StaticZeroing | None = None
     query_block: int | None = None  # force the float32 query-block path with this many queries per block
     scores: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [batch, fn, head] float64
@@ -94,12 +94,17 @@ def _repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
 
 
+def _first_weight(q32, k32, scaling, lse):
+    """A_i0 = exp(z_i0 - lse_i): [batch, head, seq]."""
+    first_logit = scaling * (q32 * k32[:, :, :1]).sum(-1)  # [batch, head, seq]
+    return torch.exp(first_logit - lse)
+
+
 def _entropy_and_first_weight_fused(q32, k32, scaling):
     """Per-query entropy and A_i0 from the log-sum-exp and a fused attention whose values are the keys."""
     k_mean, lse = _FUSED_CPU(q32, k32, k32, 0.0, True, scale=scaling)  # [batch, head, seq, d], [batch, head, seq]
     entropy = lse - scaling * (q32 * k_mean).sum(-1)  # [batch, head, seq]
-    first_logit = scaling * (q32 * k32[:, :, :1]).sum(-1)  # [batch, head, seq]
-    return entropy, torch.exp(first_logit - lse)
+    return entropy, _first_weight(q32, k32, scaling, lse)
 
 
 def _entropy_and_first_weight_blocks(q32, k32, scaling, block_size):
@@ -128,8 +133,12 @@ def _layer_ratio(x: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
     return torch.where(den == 0, torch.nan, x / den)
 
 
-def layer_scores(module, query, key, value, attn_output, scaling, session: ScoringSession) -> dict[str, torch.Tensor]:
-    """Every needed score of this layer, each [batch, head] float64, from the pre-zeroing output."""
+def layer_scores(
+    module, query, key, value, attn_output, scaling, session: ScoringSession, lse: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
+    """Every needed score of this layer, each [batch, head] float64, from the pre-zeroing output. `lse`
+    [batch, head, seq]: the output's float32 log-sum-exp when the fused CPU kernel computed it from float32
+    queries and keys; then the first-token weight needs no second attention call unless entropy is needed."""
     needed = session.needed()
     batch, n_heads, seq, _ = query.shape
     lengths = session.lengths.to(query.device)  # [batch]
@@ -140,14 +149,19 @@ def layer_scores(module, query, key, value, attn_output, scaling, session: Scori
     if needed & {"awft", "awft_ln", "aeqd", "aeqd_ln"}:
         q32 = query.float()  # [batch, head, seq, d]
         k32 = _repeat_kv(key.float(), n_rep)  # [batch, head, seq, d]
-        if session.query_block is None and query.device.type == "cpu" and _FUSED_CPU is not None:
+        fused = session.query_block is None and query.device.type == "cpu" and _FUSED_CPU is not None
+        if fused and lse is not None and not needed & {"aeqd", "aeqd_ln"}:
+            first = _first_weight(q32, k32, scaling, lse)  # [batch, head, seq]
+            entropy = None
+        elif fused:
             entropy, first = _entropy_and_first_weight_fused(q32, k32, scaling)
         else:
             entropy, first = _entropy_and_first_weight_blocks(q32, k32, scaling, session.query_block or DEFAULT_BLOCK)
-        # Query 0 sees only itself: entropy exactly 0, whatever the rounding of lse - z.
-        entropy = entropy.clamp_min(0.0)  # [batch, head, seq]
-        entropy[:, :, 0] = 0.0
-        raw["aeqd"] = _masked_mean(entropy, valid, lengths)
+        if entropy is not None:
+            # Query 0 sees only itself: entropy exactly 0, whatever the rounding of lse - z.
+            entropy = entropy.clamp_min(0.0)  # [batch, head, seq]
+            entropy[:, :, 0] = 0.0
+            raw["aeqd"] = _masked_mean(entropy, valid, lengths)
         raw["awft"] = _masked_mean(first, valid, lengths)
 
     if needed & {"ftvvn", "ftvvn_ln", "avvn", "avvn_ln"}:
@@ -220,14 +234,17 @@ def scoring_attention(module, query, key, value, attention_mask, scaling, dropou
     n_rep = query.shape[1] // key.shape[1]
     k = _repeat_kv(key, n_rep)  # [batch, head, seq, d]
     v = _repeat_kv(value, n_rep)  # [batch, head, seq, d]
+    lse = None
     if query.device.type == "cpu" and _FUSED_CPU is not None:
-        attn_output, _ = _FUSED_CPU(query, k, v, 0.0, True, scale=scaling)  # [batch, head, seq, d]
+        attn_output, lse = _FUSED_CPU(query, k, v, 0.0, True, scale=scaling)  # [batch, head, seq, d], [b, h, seq]
+        if query.dtype != torch.float32:
+            lse = None  # scores are float32 whatever the model dtype: this lse came from lower-precision q, k
     else:
         attn_output = torch.nn.functional.scaled_dot_product_attention(
             query, k, v, is_causal=True, scale=scaling
         )  # [batch, head, seq, d]
 
-    scores = layer_scores(module, query, key, value, attn_output, scaling, session)
+    scores = layer_scores(module, query, key, value, attn_output, scaling, session, lse)
     layer = module.layer_idx
     batch, n_heads = query.shape[:2]
     session.scores[layer] = (

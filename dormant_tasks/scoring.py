@@ -160,20 +160,10 @@ def scoring_pass(
         attention_mask = torch.ones_like(input_ids)
     lengths = input_lengths(attention_mask)  # [batch]
     batch = input_ids.shape[0]
-    session = ScoringSession(
-        lengths=lengths,
-        score_fns=fns,
-        random_u=torch.from_numpy(
-            random_baseline(
-                seed,
-                range(input_offset, input_offset + batch) if input_indices is None else list(input_indices),
-                n_layers,
-                n_heads,
-            )
-        ),
-        zeroing=zeroing,
-        query_block=query_block,
-    )
+    rows = range(input_offset, input_offset + batch) if input_indices is None else list(input_indices)
+    session = ScoringSession(lengths=lengths, score_fns=fns, random_u=None, zeroing=zeroing, query_block=query_block)
+    if "random" in session.needed():  # a generator per input: not paid by passes that do not ask for it
+        session.random_u = torch.from_numpy(random_baseline(seed, rows, n_layers, n_heads))
     with scoring_attention_installed(model):
         out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, dormant_session=session)
     if sorted(session.scores) != list(range(n_layers)):

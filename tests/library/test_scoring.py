@@ -187,6 +187,29 @@ def test_dynamic_zeroing_matches_the_layer_by_layer_oracle(kind, score_fn, torch
     torch.testing.assert_close(result.logits[0], want_logits, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["olmo2", "llama"])
+def test_first_token_weight_without_entropy_matches_the_oracle(kind, dtype, torch_device, tiny_tokenizer, texts):
+    """The sweep's functions (ahon_ln, lthon_ln, awft) ask for no entropy: on CPU in float32 awft then reuses
+    the attention output's own log-sum-exp instead of a second attention call; scores and dynamic awft
+    zeroing must equal the oracle's as on the full path."""
+    torch_dtype, rtol = DTYPES[dtype]
+    model = make_model(kind, tiny_tokenizer, n_layers=3, device=torch_device, dtype=torch_dtype)
+    ids = ids_of(tiny_tokenizer, texts[5], torch_device)
+    fns = ("ahon_ln", "lthon_ln", "awft", "awft_ln")
+    got = scoring_pass(model, ids, torch.ones_like(ids), fns)
+    assert_scores_close(dict(zip(got.score_fns, got.scores[0])), oracle_run(model, ids[0]).scores, rtol, fns)
+    if torch_dtype is torch.float32:
+        plain = oracle_run(model, ids[0]).scores["awft"]
+        tau = float(np.median(plain))
+        want_scores, want_zeroed, want_logits = oracle_dynamic(model, ids[0], "awft", tau)
+        assert 0 < want_zeroed.sum() < want_zeroed.size
+        result = scoring_pass(model, ids, torch.ones_like(ids), fns, DynamicZeroing("awft", tau))
+        np.testing.assert_array_equal(result.zeroed[0], want_zeroed)
+        assert_scores_close(dict(zip(result.score_fns, result.scores[0])), want_scores, fns=fns)
+        torch.testing.assert_close(result.logits[0], want_logits, rtol=1e-5, atol=1e-5)
+
+
 def capture_o_proj_inputs(model):
     captured, hooks = {}, []
     for i, layer in enumerate(model.model.layers):
