@@ -3,10 +3,11 @@
 One sweep = per task 1 un-intervened run + 7 thresholds x 3 functions (ahon_ln, lthon_ln, awft) = 22 runs over
 its requests, through lm-eval (requests built once per task, answers scored by its filters and metrics) and
 the score engine. Side by side, in one process, over the very same forward rows and batches:
-  engine = 22 `scoring_pass` calls per batch (scores + zeroing, no lm-eval): what the lm-eval layer adds is
-           sweep / engine (target <= 1.25);
-  plain  = 22 plain `model(input_ids, attention_mask)` calls per batch (default attention): sweep / plain is
-           the whole cost of the intervention evaluation over bare inference.
+  plain  = 22 plain `model(input_ids, attention_mask)` calls per batch (default attention): the target is
+           sweep / plain <= 1.25, the whole intervention evaluation (lm-eval layer, scores, zeroing) over bare
+           forward passes of the same requests;
+  engine = 22 `scoring_pass` calls per batch (scores + zeroing, no lm-eval): sweep / engine is what the
+           lm-eval layer alone adds, engine / plain what the score engine adds.
 Default tasks: winogrande + mmlu (--limit items per subject, 57 subjects) + piqa, the authors' shots.
 
 The model is the demo one: the last checkpoint of `data/series/tiny-olmo2/` when it exists, else a
@@ -33,6 +34,7 @@ from dormant_tasks.scoring import scoring_pass
 
 SERIES = Path(__file__).resolve().parent.parent / "data" / "series" / "tiny-olmo2"
 FUNCTIONS = ("ahon_ln", "lthon_ln", "awft")
+TARGET = 1.25  # sweep / plain
 
 
 def demo_model(device: str):
@@ -116,8 +118,11 @@ def main() -> None:
     run_sweep(prepared, FUNCTIONS, progress=False)
     sweep = time.perf_counter() - t0
     print(f"{n_passes} passes each: plain {plain:.1f} s, engine {engine:.1f} s, sweep through lm-eval {sweep:.1f} s")
-    print(f"sweep / engine = {sweep / engine:.2f}x (the lm-eval layer; target <= 1.25)")
-    print(f"sweep / plain  = {sweep / plain:.2f}x (the whole intervention evaluation over bare inference)")
+    print(f"sweep / engine = {sweep / engine:.2f}x (what the lm-eval layer adds to the score engine's passes)")
+    verdict = "met" if sweep / plain <= TARGET else "MISSED"
+    print(
+        f"sweep / plain  = {sweep / plain:.2f}x (the whole sweep over plain forward passes; target <= {TARGET}: {verdict})"
+    )
     print("all three grow linearly with items x (1 + functions x quantiles); task loading is once per run")
 
 

@@ -28,6 +28,10 @@ def _transient(task, task_run, state) -> bool:
     return False
 
 
+# A checkpoint's load/score tasks: retried twice (a lost worker, a flaky download), never for bad input.
+CHECKPOINT_RETRIES = dict(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=_transient, cache_policy=NONE)
+
+
 @task(name="plan-series", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient, cache_policy=NONE)
 def plan_series(request: TrackRequest) -> tracker.SeriesPlan:
     plan = tracker.plan_series(request)
@@ -50,10 +54,7 @@ def series_taus(request: TrackRequest, plan: tracker.SeriesPlan, score=None) -> 
 @task(
     name="score-checkpoint",
     task_run_name="score-{revision.name}",
-    retries=2,
-    retry_delay_seconds=[10, 60],
-    retry_condition_fn=_transient,
-    cache_policy=NONE,
+    **CHECKPOINT_RETRIES,
 )
 def score_checkpoint(request: TrackRequest, revision: Revision) -> tuple[tracker.ScoredCheckpoint, ...]:
     """Load and score one checkpoint (every set), touching no store: on a Dask cluster the checkpoint a new
@@ -77,10 +78,7 @@ def prefetch_checkpoint(request: TrackRequest, revision: Revision) -> str:
 @task(
     name="analyze-checkpoint",
     task_run_name="analyze-{revision.name}",
-    retries=2,
-    retry_delay_seconds=[10, 60],
-    retry_condition_fn=_transient,
-    cache_policy=NONE,
+    **CHECKPOINT_RETRIES,
 )
 def analyze_checkpoint(
     request: TrackRequest, revision: Revision, series: tracker.SeriesTaus
@@ -106,10 +104,7 @@ def analyze_checkpoint(
 @task(
     name="compute-checkpoint",
     task_run_name="compute-{revision.name}",
-    retries=2,
-    retry_delay_seconds=[10, 60],
-    retry_condition_fn=_transient,
-    cache_policy=NONE,
+    **CHECKPOINT_RETRIES,
 )
 def compute_checkpoint(
     request: TrackRequest, revision: Revision, series: tracker.SeriesTaus
