@@ -363,7 +363,7 @@ def _progress_bar(enabled: bool, total: int, desc: str):
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="setting")
+    return tqdm(total=total, desc=desc, unit="setting", disable=None)  # None: on a terminal only, as `track`'s
 
 
 def run_sweep(
