@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 # Before prefect is imported anywhere: a private PREFECT_HOME and no telemetry (there is no network here).
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="dormant-prefect-home-"))
@@ -93,3 +94,12 @@ def random_series(tmp_path_factory, tiny_tokenizer):
     return save_random_series(
         folder, tiny_tokenizer, ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "stage1-step25-tokens51K"]
     )
+
+
+def stored_checkpoints(store) -> int:
+    """Rows of the store's manifests, read as a watcher of a running `dormant track` may: each manifest is
+    replaced whole (by rename) and exists, empty, before a series' first result, so count rows, not files."""
+    import pyarrow.parquet as pq
+
+    folder = Path(store) / "checkpoints"
+    return sum(pq.read_metadata(p).num_rows for p in folder.rglob("*.parquet")) if folder.exists() else 0

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import stored_checkpoints
 
 from dormant_tasks.checkpoints import Selection
 from dormant_tasks.requests import TrackRequest
@@ -110,9 +111,7 @@ def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment
     if moment == "prefect-start":
         _wait_for(lambda: any("uvicorn" in c for c in _children(proc.pid)), proc, what="the server to start")
     elif moment == "mid-scoring":
-        _wait_for(
-            lambda: len(list((store / "checkpoints").rglob("*.parquet"))) >= 1, proc, what="the first stored checkpoint"
-        )
+        _wait_for(lambda: stored_checkpoints(store) >= 1, proc, what="the first stored checkpoint")
     else:
         _wait_for(marker.exists, proc, what="a head_scores write")
         time.sleep(1.0)
@@ -235,9 +234,7 @@ def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_
             ],
             _env(),
         )
-        _wait_for(
-            lambda: len(list((store / "checkpoints").rglob("*.parquet"))) >= 1, proc, what="the first stored checkpoint"
-        )
+        _wait_for(lambda: stored_checkpoints(store) >= 1, proc, what="the first stored checkpoint")
         # fill the rest of the disk while the next one is scored; unbuffered, so that no close re-raises ENOSPC
         fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
         try:

@@ -10,7 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+from conftest import stored_checkpoints
 
 from dormant_tasks import tracker
 from dormant_tasks.errors import ConfigError, StoreError
@@ -163,16 +165,15 @@ def test_sigkill_mid_checkpoint_then_rerun_completes_with_each_checkpoint_once(r
         start_new_session=True,
     )
     deadline = time.monotonic() + 300
-    ckpt_dir = store / "checkpoints"
     while time.monotonic() < deadline and proc.poll() is None:
-        if ckpt_dir.exists() and len(list(ckpt_dir.rglob("*.parquet"))) >= 1:
+        if stored_checkpoints(store) >= 1:
             break  # the reference checkpoint is stored; the next one is being scored
         time.sleep(0.05)
     assert proc.poll() is None, "the flow finished before it could be killed: make the checkpoints slower"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    killed_with = len(list(ckpt_dir.rglob("*.parquet")))
-    assert killed_with < 3
+    killed_with = stored_checkpoints(store)
+    assert 1 <= killed_with < 3
     summary = track(TrackRequest(source=str(random_series), store=str(store), limit=48, report=False))
     assert summary["skipped"] == killed_with and summary["analysed"] == 3 - killed_with
     ckpts = read_table(store, "checkpoints", dedupe=False)
@@ -220,8 +221,6 @@ def test_two_concurrent_runs_leave_no_duplicate(random_series, tmp_path):
     keys = list(zip(*(trans.column(c).to_pylist() for c in ("score_fn", "layer", "head_index", "to_revision"))))
     assert len(keys) == len(set(keys))
     for f in store.rglob("*.parquet"):
-        import pyarrow.parquet as pq
-
         pq.read_table(f)  # every file is whole
 
 
