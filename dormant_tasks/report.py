@@ -744,4 +744,4 @@ def _progress(items, enabled: bool):
         return items
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc="figures", unit="figure")
+    return tqdm(items, desc="figures", unit="figure", disable=None)  # None: on a terminal only

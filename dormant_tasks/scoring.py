@@ -292,7 +292,7 @@ def score_texts(
     if progress:
         from tqdm.auto import tqdm
 
-        batches = tqdm(batches, desc="scoring", unit="batch")
+        batches = tqdm(batches, desc="scoring", unit="batch", disable=None)  # None: on a terminal only
     for run in batches:
         chunk = encoded[run.start : run.stop]
         width = max(len(ids) for ids in chunk)

@@ -375,7 +375,7 @@ def _train(out, config, corpus_text, save_at, names, existing, progress) -> list
     with torch.no_grad():
         initial_loss = model(input_ids=batch, labels=batch).loss.item()
     checkpoint(0, initial_loss)
-    bar = tqdm(range(1, last + 1), desc="pretrain-tiny", unit="step", disable=not progress)
+    bar = tqdm(range(1, last + 1), desc="pretrain-tiny", unit="step", disable=None if progress else True)
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
