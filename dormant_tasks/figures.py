@@ -229,7 +229,8 @@ def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str) -> Figu
     ax.set_ylabel("Jaccard index of the dormant head sets")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ax.set_title(f"Agreement of the calibration sets under {score_fn} (1: the same heads dormant)")
+    # over the whole figure: the legend beside the axes leaves them too narrow to hold the title
+    fig.suptitle(f"Agreement of the calibration sets under {score_fn} (1: the same heads dormant)")
     return fig
 
 
