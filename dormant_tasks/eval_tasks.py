@@ -45,7 +45,6 @@ BUNDLED_TASKS = "winogrande, mmlu, hellaswag, piqa, gsm8k"  # the tasks whose da
 MAX_ERROR_CHARS = 300  # an exception's text quoted in a one-line error is cut to this
 CHAT_MODEL_MARKERS = ("-Instruct", "-chat", "-SFT", "-DPO")  # the authors' rule for applying a chat template
 DEFAULT_FEWSHOT_SEED = 1234  # lm-eval's fewshot_random_seed
-_TRUE = ("1", "true", "yes")  # values of HF_DATASETS_OFFLINE / HF_HUB_OFFLINE that switch the Hub off
 
 
 def split_task_names(text) -> tuple[str, ...]:
@@ -61,8 +60,14 @@ def resolve_data_source(setting: DataSource | str) -> DataSource:
     setting = DataSource(setting)
     if setting is not DataSource.AUTO:
         return setting
-    offline = any(os.environ.get(v, "").lower() in _TRUE for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"))
-    return DataSource.BUNDLED if offline else DataSource.HUB
+    return DataSource.BUNDLED if _offline_variables() else DataSource.HUB
+
+
+def _offline_variables() -> list[str]:
+    """Those of HF_DATASETS_OFFLINE / HF_HUB_OFFLINE that are set to switch the Hub off (1, true or yes)."""
+    return [
+        v for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE") if os.environ.get(v, "").lower() in ("1", "true", "yes")
+    ]
 
 
 def wants_chat_template(model_id: str, setting: ChatTemplate | str, tokenizer) -> bool:
@@ -284,8 +289,7 @@ def _source_reason(setting: DataSource | str) -> str:
     """Why the bundled data is used: the option, or the environment variable that `auto` followed."""
     if DataSource(setting) is DataSource.BUNDLED:
         return "--datasets bundled"
-    names = [v for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE") if os.environ.get(v, "").lower() in _TRUE]
-    return f"--datasets auto with {' and '.join(names) or 'the Hub off'} set"
+    return f"--datasets auto with {' and '.join(_offline_variables()) or 'the Hub off'} set"
 
 
 def _one_line(e: BaseException) -> str:

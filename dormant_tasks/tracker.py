@@ -213,10 +213,8 @@ def _sets_already_scored(request: TrackRequest) -> bool:
     """True when the series is stored and every calibration set of the run is one of its stored sets. Otherwise
     (a new series, or a --retau that brings a new set) `resolve_series_taus` scores a checkpoint before it writes
     the taus, so that a set the model cannot take is refused with the store untouched."""
-    if not SeriesView.exists(request.store, request.model_id):
-        return False
-    stored = set(SeriesView.calibration_ids(request.store, request.model_id))
-    return all(c.calibration_id in stored for c in request.calibration_sets)
+    stored = set(SeriesView.calibration_ids(request.store, request.model_id))  # empty: the series is new
+    return bool(stored) and all(c.calibration_id in stored for c in request.calibration_sets)
 
 
 def _check_against_stored(request: TrackRequest, specs, view: SeriesView) -> dict[str, Tau]:
