@@ -54,8 +54,8 @@ def random_series(folder: Path) -> Path:
     import torch
     from transformers import Olmo2ForCausalLM
 
-    from dormant_tasks.calibration import DEMO_CORPUS
     from dormant_tasks.tiny import tiny_config, train_tokenizer
+    from dormant_tasks.tracking.calibration import DEMO_CORPUS
 
     tok = train_tokenizer(DEMO_CORPUS.read_text(encoding="utf-8").splitlines()[:400], vocab_size=512)
     for seed, (step, tokens) in enumerate([(0, 0), (10, 20), (25, 51)]):
@@ -69,7 +69,7 @@ def random_series(folder: Path) -> Path:
 
 def count_loads() -> list[str]:
     """Wrap `tracker.load_checkpoint` (what the tracker calls) so every load is recorded; returns the record."""
-    from dormant_tasks import tracker
+    from dormant_tasks.tracking import tracker
 
     loads: list[str] = []
     real = tracker.load_checkpoint
@@ -86,8 +86,8 @@ def library_track(
     source: str, store: Path, calibrations: tuple[str, ...], limit: int, loads: list[str], max_tokens: int | None = None
 ):
     """Track the series on `calibrations` into `store`: (wall seconds, checkpoints selected, model loads)."""
-    from dormant_tasks import tracker
     from dormant_tasks.requests import TrackRequest
+    from dormant_tasks.tracking import tracker
 
     before = len(loads)
     t0 = time.perf_counter()
@@ -103,7 +103,7 @@ def token_counts(source: str, limit: int, max_tokens: int | None = None) -> dict
     with the series' own tokenizer and config (-1 where the series has no local tokenizer)."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from dormant_tasks.calibration import load_calibration_sets
+    from dormant_tasks.tracking.calibration import load_calibration_sets
 
     first = sorted(p for p in Path(source).iterdir() if p.is_dir() and (p / "tokenizer.json").exists())
     tok = AutoTokenizer.from_pretrained(first[0]) if first else None

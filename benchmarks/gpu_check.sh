@@ -132,7 +132,7 @@ import sys
 device = sys.argv[1]
 try:
     import datasets, lm_eval, pyarrow, pytest, torch, transformers  # noqa: F401
-    from lm_eval.api.model import TemplateLM  # noqa: F401 (what dormant_tasks.harness builds on)
+    from lm_eval.api.model import TemplateLM  # noqa: F401 (what dormant_tasks.evaluation.model builds on)
 
     import dormant_tasks  # noqa: F401
 except Exception as e:

@@ -26,7 +26,7 @@ PIP_PY="${PIP_PY:-python3}" # the interpreter whose pip downloads (any version: 
 # What the checks import that the GPU machine's python3 lacks (read off the imports of the oracle tests,
 # tests/conftest.py, scoring_overhead.py and sweep_cost.py -> dormant_tasks.{evaluation,eval_tasks,harness}):
 PINS=(
-    lm-eval==0.4.13     # pyproject's pin: dormant_tasks.harness/eval_tasks/evaluation
+    lm-eval==0.4.13     # pyproject's pin: dormant_tasks.evaluation.model/eval_tasks/evaluation
     datasets==5.2.0     # lm-eval's task loading (the bundled parquet files); needs pyarrow>=24, hub>=1.31
     dill==0.4.1         # datasets (fingerprints), lm-eval; datasets wants <0.4.2
     multiprocess==0.70.19 # datasets; datasets wants <0.70.20

@@ -42,7 +42,7 @@ SMALL_FILES = {
 PASS = """
 import json, sys, time
 from pathlib import Path
-from dormant_tasks.loading import local_content_hash
+from dormant_tasks.checkpoints.loading import local_content_hash
 folders = [Path(p) for p in json.loads(sys.argv[1])]
 t0 = time.perf_counter()
 hashes = [local_content_hash(f) for f in folders]

@@ -1,7 +1,7 @@
 """Time `dormant leaderboard` on a big store: 50 models x 16 functions x 5 tasks x 7 quantiles of evaluations.
 
 Target: under 5 s end to end (a fresh `dormant leaderboard` process: Python start, imports, reading the
-store, the table). The store is generated here through `dormant_tasks.store.write_table`, one file per model
+store, the table). The store is generated here through `dormant_tasks.store.io.write_table`, one file per model
 and task as `dormant evaluate` writes them (250 files, 28,000 rows), with random monotone sweeps; it is not
 timed. Timed, each the median of REPEATS runs:
   cli     = `dormant leaderboard --store S > /dev/null` (markdown), as a subprocess;
@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dormant_tasks.leaderboard import format_leaderboard_table, load_leaderboard
+from dormant_tasks.engine.score_functions import ALL_IDS
+from dormant_tasks.evaluation.leaderboard import format_leaderboard_table, load_leaderboard
 from dormant_tasks.requests import DEFAULT_QUANTILES
-from dormant_tasks.score_functions import ALL_IDS
-from dormant_tasks.store import write_table
+from dormant_tasks.store.io import write_table
 
 TARGET_S = 5.0
 REPEATS = 3

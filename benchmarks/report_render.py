@@ -1,7 +1,7 @@
 """Time `render_report` on a big series: 200 checkpoints x 1,024 heads (32 layers x 32) x 15 score functions.
 
 Target: under 60 s on the development machine. The store is generated here (real Parquet through
-`dormant_tasks.store`, transitions by the real `derive_transitions`) with random-walk dormancy: each
+`dormant_tasks.store.io`, transitions by the real `derive_transitions`) with random-walk dormancy: each
 head's log-score walks with noise and a per-head drift, so heads fall dormant and wake at various times,
 and the 15 functions share the walk plus their own noise (they agree partly, as real functions do).
 
@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dormant_tasks.report import render_report
-from dormant_tasks.score_functions import DETERMINISTIC_IDS, get_score_function
-from dormant_tasks.store import commit_checkpoint, derived_file_key, open_store, read_table, write_table
-from dormant_tasks.transitions import derive_transitions, head_histories, mark_blips
+from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS, get_score_function
+from dormant_tasks.reporting.report import render_report
+from dormant_tasks.store.io import commit_checkpoint, derived_file_key, open_store, read_table, write_table
+from dormant_tasks.tracking.transitions import derive_transitions, head_histories, mark_blips
 
 TARGET_S = 60.0
 MODEL = "bench/random-walk-series"

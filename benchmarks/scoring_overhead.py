@@ -8,7 +8,7 @@ Variants
   (a) plain:  `model(input_ids)` with the default sdpa attention, under no_grad.
   (b) naive:  eager attention with `output_attentions=True` plus hooks on v_proj and the o_proj input, all 15
               scores computed afterwards from the returned tensors (vectorised, full per-head W_O projection).
-  (c) ours:   `dormant_tasks.scoring.scoring_pass` with all 16 functions.
+  (c) ours:   `dormant_tasks.engine.scoring.scoring_pass` with all 16 functions.
 
 Time: median wall time of REPEATS runs after one warm-up run (on CUDA, synchronised before and after each run).
 Peak memory: each (variant, length) runs in its own fresh subprocess. After building the model and inputs,
@@ -108,7 +108,7 @@ def naive_pass(model, ids):
 def child(variant: str, length: int, device: str = "cpu", dtype: str = "float32", repeats: int = REPEATS) -> dict:
     import torch
 
-    from dormant_tasks.scoring import scoring_pass
+    from dormant_tasks.engine.scoring import scoring_pass
 
     cuda = device.startswith("cuda")
     model, ids = build(length, device, dtype)

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:.2f} MB in {OUT}")
     if all(r["full"] for r in rows):
         return 0
-    print("a SUBSET split: list it in dormant_tasks.bundled.SUBSETS and in data/README.md", file=sys.stderr)
+    print("a SUBSET split: list it in dormant_tasks.evaluation.bundled.SUBSETS and in data/README.md", file=sys.stderr)
     return 1
 
 

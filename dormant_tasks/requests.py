@@ -18,11 +18,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .checkpoints import Selection, is_local_source
-from .errors import ConfigError, did_you_mean
-from .input_scores import InputScoresPolicy
-from .masks import parse_tau_option
-from .score_functions import parse_score_functions
+from dormant_tasks.checkpoints.naming import Selection, is_local_source
+from dormant_tasks.engine.score_functions import parse_score_functions
+from dormant_tasks.errors import ConfigError, did_you_mean
+from dormant_tasks.store.input_scores import InputScoresPolicy
+from dormant_tasks.tracking.masks import parse_tau_option
 
 # Bump when a field is added or changes meaning; `from_json` refuses a request of a newer version.
 REQUEST_VERSION = 3  # 2: evaluate requests name `tasks` (was `task`) and carry the protocol; 3: `calibrations`
@@ -106,7 +106,7 @@ def _absolute(path: str | None) -> str | None:
 
 def _calibration_name(name: str) -> str:
     """A bundled set's name as is; anything else is a text file, stored absolute."""
-    from .calibration import bundled_set_names
+    from dormant_tasks.tracking.calibration import bundled_set_names
 
     name = str(name).strip()
     if not name:
@@ -279,7 +279,7 @@ class TrackRequest(_Request):
     @cached_property
     def calibration_sets(self) -> tuple:
         """Every calibration set of the run, the series' primary one first (read once per request object)."""
-        from .calibration import load_calibration, load_calibration_sets
+        from dormant_tasks.tracking.calibration import load_calibration, load_calibration_sets
 
         if self.calibrations:
             return load_calibration_sets(self.calibrations, self.limit)

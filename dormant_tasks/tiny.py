@@ -21,9 +21,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import Olmo2Config, PreTrainedTokenizerFast
 
-from .calibration import DEMO_CORPUS
-from .errors import ConfigError
-from .store import atomic_file
+from dormant_tasks.errors import ConfigError
+from dormant_tasks.store.io import atomic_file
+from dormant_tasks.tracking.calibration import DEMO_CORPUS
 
 BOUNDARY = "<|endoftext|>"
 

@@ -1,18 +1,18 @@
 """The evaluate flow: zero the heads a score function marks, re-score lm-eval tasks, compute the leaderboard metric.
 
-Core functions: `dormant_tasks.interventions.evaluate_target` (which runs `evaluation.run_sweep` or
-`evaluation.evaluate_static`) through `dormant_tasks.tasks.evaluate_checkpoint`, one call per target.
+Core functions: `dormant_tasks.evaluation.targets.evaluate_target` (which runs `evaluation.run_sweep` or
+`evaluation.evaluate_static`) through `flows.tasks.evaluate_checkpoint`, one call per target.
 """
 
 from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from dormant_tasks import tasks
-from dormant_tasks.eval_tasks import check_task_names
-from dormant_tasks.interventions import request_targets
+from dormant_tasks.evaluation.lm_tasks import check_task_names
+from dormant_tasks.evaluation.targets import request_targets
 from dormant_tasks.requests import EvalRequest
-from dormant_tasks.store import check_store
+from dormant_tasks.store.io import check_store
+from flows import tasks
 
 
 @flow(name="evaluate", log_prints=True, validate_parameters=False)

@@ -1,7 +1,7 @@
 """The track flow: checkpoints -> load -> score -> masks -> store -> transitions -> report.
 
-Core functions: `dormant_tasks.tracker.plan_series`, `resolve_series_taus`, `analyze_checkpoint`,
-`derive_series` (through the task wrappers of `dormant_tasks.tasks`). The flow takes the run's
+Core functions: `dormant_tasks.tracking.tracker.plan_series`, `resolve_series_taus`, `analyze_checkpoint`,
+`derive_series` (through the task wrappers of `flows.tasks`). The flow takes the run's
 `TrackRequest` whole, fans the checkpoints out to its task runner, and logs; the science is in the library.
 """
 
@@ -21,11 +21,12 @@ from prefect.artifacts import (
 )
 from prefect.futures import as_completed
 
-from dormant_tasks import tasks, tracker
 from dormant_tasks.requests import Runner, TrackRequest
-from dormant_tasks.series import SeriesView
-from dormant_tasks.store import check_store, stored_checkpoint_keys
-from dormant_tasks.tracker import CheckpointResult, is_stored, known_commit
+from dormant_tasks.store.io import check_store, stored_checkpoint_keys
+from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking.series import SeriesView
+from dormant_tasks.tracking.tracker import CheckpointResult, is_stored, known_commit
+from flows import tasks
 
 PROGRESS_EVERY_S = 5.0
 
@@ -191,7 +192,7 @@ def _bar(total: int, enabled: bool):
 
 def _report(store: str, model_id: str, out_dir: str | None) -> Path:
     """Render the evolution report and publish its summary as Prefect artifacts (markdown, table, link)."""
-    from dormant_tasks.report import render_report
+    from dormant_tasks.reporting.report import render_report
 
     result = render_report(store, model_id, out_dir, reuse=True)  # unchanged inputs: the report as it is
     key = "dormant-" + "".join(c if c.isalnum() else "-" for c in model_id.lower())

@@ -11,15 +11,15 @@ os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="dormant-prefect-h
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Never the user's real ~/.cache/dormant-heads: a private file hash cache (dormant_tasks/hash_cache.py) per session.
+# Never the user's real ~/.cache/dormant-heads: a private file hash cache (dormant_tasks/checkpoints/hash_cache.py) per session.
 os.environ["DORMANT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dormant-cache-")
 # No Hub here: lm-eval tasks read the bundled datasets (huggingface_hub itself stays online for the loopback tests).
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import pytest  # noqa: E402
 
-from dormant_tasks.calibration import DEMO_CORPUS  # noqa: E402
 from dormant_tasks.tiny import tiny_config, train_tokenizer  # noqa: E402
+from dormant_tasks.tracking.calibration import DEMO_CORPUS  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def selection_from_args(args: argparse.Namespace):
-    from dormant_tasks.checkpoints import Selection
+    from dormant_tasks.checkpoints.naming import Selection
 
     return Selection(tuple(args.revisions), args.steps, args.every, args.max_n)
 
@@ -56,7 +56,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dormant_tasks.checkpoints import format_tokens, list_revisions
+    from dormant_tasks.checkpoints.naming import format_tokens, list_revisions
 
     selection = selection_from_args(args)  # validates the options before any network call
     listing = list_revisions(args.repo, include_main=args.include_main)

@@ -131,9 +131,9 @@ def request_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from dormant_tasks.eval_tasks import check_task_names
-    from dormant_tasks.interventions import format_leaderboard, request_targets
-    from dormant_tasks.store import check_store
+    from dormant_tasks.evaluation.lm_tasks import check_task_names
+    from dormant_tasks.evaluation.targets import format_leaderboard, request_targets
+    from dormant_tasks.store.io import check_store
     from flows.evaluate import evaluate
 
     # Validate before Prefect starts: a bad option costs nothing and writes nothing.

@@ -5,7 +5,7 @@ its normalised AUC and the base accuracy, in %; with the across-task `average` o
 over models and each model's `best` function. Each model is shown at `main` when it was evaluated, else at
 its latest evaluated checkpoint in training order (`--revision` picks one for all). The table goes to
 stdout; notes (a model at another revision, a protocol left out) go to stderr. `docs/SCORES.md` §6 defines
-the metric; `dormant_tasks/leaderboard.py` every rule.
+the metric; `dormant_tasks/evaluation/leaderboard.py` every rule.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .options import add_store_argument
 
-# The choices of `dormant_tasks.leaderboard.FORMATS` (importing it here would load pyarrow into --help).
+# The choices of `dormant_tasks.evaluation.leaderboard.FORMATS` (importing it here would load pyarrow into --help).
 FORMATS = ["markdown", "csv", "latex"]
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 _NO_DATE = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same file
@@ -54,7 +54,12 @@ def run(args) -> int:
     if figure is not None and figure.suffix.lower() not in FIGURE_SUFFIXES:
         raise ConfigError(f"--figure {args.figure}: name a .png, .svg or .pdf file")
 
-    from dormant_tasks.leaderboard import agreement_task, auc_agreement, format_leaderboard_table, load_leaderboard
+    from dormant_tasks.evaluation.leaderboard import (
+        agreement_task,
+        auc_agreement,
+        format_leaderboard_table,
+        load_leaderboard,
+    )
 
     board = load_leaderboard(args.store, models=args.models, tasks=args.tasks, revision=args.revision)
     if figure is not None:  # checked before anything is printed
@@ -79,9 +84,9 @@ def run(args) -> int:
 
 
 def _save(path: Path, models, rho, task: str) -> None:
-    from dormant_tasks.figures import DPI, draw_auc_agreement
-    from dormant_tasks.leaderboard import AVERAGE_TASK
-    from dormant_tasks.store import atomic_file
+    from dormant_tasks.evaluation.leaderboard import AVERAGE_TASK
+    from dormant_tasks.reporting.figures import DPI, draw_auc_agreement
+    from dormant_tasks.store.io import atomic_file
 
     fig = draw_auc_agreement(rho, models, "the average across tasks" if task == AVERAGE_TASK else task)
     path.parent.mkdir(parents=True, exist_ok=True)

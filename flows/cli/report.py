@@ -39,7 +39,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from dormant_tasks.report import render_report
+    from dormant_tasks.reporting.report import render_report
 
     result = render_report(
         args.store, args.model, out_dir=args.out, score_fn=args.score_fn, progress=True, hide_blips=args.hide_blips

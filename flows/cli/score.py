@@ -48,12 +48,12 @@ def run(args) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dormant_tasks.calibration import load_calibration
+    from dormant_tasks.checkpoints.loading import load_model_at
+    from dormant_tasks.engine.score_functions import parse_score_functions
+    from dormant_tasks.engine.scoring import score_texts
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.loading import load_model_at
-    from dormant_tasks.score_functions import parse_score_functions
-    from dormant_tasks.scoring import score_texts
-    from dormant_tasks.store import atomic_file
+    from dormant_tasks.store.io import atomic_file
+    from dormant_tasks.tracking.calibration import load_calibration
 
     out = Path(args.out)
     if not out.parent.is_dir():

@@ -23,8 +23,8 @@ def add_parser(subparsers) -> None:
 
 def series_line(store, model_id: str) -> str:
     """The series' line (its primary calibration set), and one indented line per further calibration set."""
-    from dormant_tasks.series import SeriesView, open_views
-    from dormant_tasks.store import read_table
+    from dormant_tasks.store.io import read_table
+    from dormant_tasks.tracking.series import SeriesView, open_views
 
     if not SeriesView.exists(store, model_id):
         n_eval = read_table(store, "evaluations", model_id=model_id).num_rows
@@ -74,7 +74,7 @@ def _set_parts(view) -> list[str]:
 
 def run(args) -> int:
     from dormant_tasks.errors import StoreError
-    from dormant_tasks.store import list_models, open_store
+    from dormant_tasks.store.io import list_models, open_store
 
     open_store(args.store)
     models = list_models(args.store)

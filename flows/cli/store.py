@@ -45,8 +45,8 @@ def add_parser(subparsers) -> None:
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
-    from dormant_tasks.store import SCHEMA_VERSION
-    from dormant_tasks.store_upgrade import upgrade_store
+    from dormant_tasks.store.io import SCHEMA_VERSION
+    from dormant_tasks.store.upgrade import upgrade_store
 
     result = upgrade_store(args.store)
     if result.from_version == SCHEMA_VERSION:
@@ -64,7 +64,7 @@ def _mb(n: int) -> str:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    from dormant_tasks.store_repair import repair_store
+    from dormant_tasks.store.repair import repair_store
 
     r = repair_store(args.store, args.model)
     if not (r.rebuilt or r.dropped or r.unkept or r.orphans):
@@ -81,7 +81,7 @@ def run_repair(args: argparse.Namespace) -> int:
 
 
 def run_gc(args: argparse.Namespace) -> int:
-    from dormant_tasks.store_repair import gc_store
+    from dormant_tasks.store.repair import gc_store
 
     r = gc_store(args.store, args.model)
     print(

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dormant_tasks.calibration import bundled_set_names
-from dormant_tasks.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
+from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
+from dormant_tasks.tracking.calibration import bundled_set_names
 
 from .checkpoints import add_selection_arguments, selection_from_args
 from .options import add_calibration_arguments, add_device_argument, add_dtype_argument, add_store_argument
@@ -194,8 +194,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dormant_tasks.store import check_store
-    from dormant_tasks.tracker import plan_series
+    from dormant_tasks.store.io import check_store
+    from dormant_tasks.tracking.tracker import plan_series
 
     request = request_from_args(args)  # validated before Prefect starts: a bad option costs nothing
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
@@ -227,7 +227,7 @@ def interrupted(args: argparse.Namespace) -> str:
 
 
 def stored_note(request) -> str:
-    from dormant_tasks.store import stored_checkpoint_keys
+    from dormant_tasks.store.io import stored_checkpoint_keys
 
     n = len({key.revision for key in stored_checkpoint_keys(request.store, request.model_id)})
     return f"interrupted: {n} checkpoint{'s' if n != 1 else ''} of {request.model_id} stored, rerun to continue"
@@ -235,7 +235,7 @@ def stored_note(request) -> str:
 
 def answer_from_store(request, plan=None) -> bool:
     """A rerun on a fully stored series answers from the store, without loading a model or starting Prefect."""
-    from dormant_tasks.tracker import pending_revisions, plan_series
+    from dormant_tasks.tracking.tracker import pending_revisions, plan_series
 
     if not (Path(request.store) / "_store.json").is_file():
         return False
@@ -245,7 +245,7 @@ def answer_from_store(request, plan=None) -> bool:
         return False
     report = None
     if request.report:
-        from dormant_tasks.report import render_report
+        from dormant_tasks.reporting.report import render_report
 
         report = render_report(request.store, request.model_id, request.reports_dir, reuse=True).index_html
     print_summary(

@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import stored_checkpoints
 
-from dormant_tasks.checkpoints import Selection
+from dormant_tasks.checkpoints.naming import Selection
 from dormant_tasks.requests import TrackRequest
-from dormant_tasks.store import read_table
+from dormant_tasks.store.io import read_table
 from flows.track import track
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]

@@ -8,12 +8,12 @@ import pytest
 from conftest import save_random_series
 
 from dormant_tasks.errors import StoreError
-from dormant_tasks.interventions import series_targets
+from dormant_tasks.evaluation.targets import series_targets
 from dormant_tasks.requests import TrackRequest
-from dormant_tasks.series import SeriesView
-from dormant_tasks.store import read_request_json, read_table
+from dormant_tasks.store.io import read_request_json, read_table
 from dormant_tasks.tiny import branch_name, checkpoint_steps
-from dormant_tasks.tracker import plan_series
+from dormant_tasks.tracking.series import SeriesView
+from dormant_tasks.tracking.tracker import plan_series
 from flows.cli import build_parser
 from flows.cli.status import series_line
 from flows.cli.track import request_from_args
@@ -33,7 +33,7 @@ def demo_like_series(tmp_path_factory, tiny_tokenizer):
 
 def _selected(kind: str, series, *argv) -> list[int]:
     if kind == "checkpoints":
-        from dormant_tasks.checkpoints import list_revisions
+        from dormant_tasks.checkpoints.naming import list_revisions
         from flows.cli.checkpoints import selection_from_args
 
         args = build_parser().parse_args(["checkpoints", "--repo", str(series), *argv])
@@ -90,7 +90,7 @@ def test_quantile_taus_come_from_the_last_checkpoint_of_the_whole_series(random_
 
 
 def test_main_is_ordered_after_every_checkpoint(tmp_path, tiny_tokenizer):
-    from dormant_tasks.report import load_series
+    from dormant_tasks.reporting.report import load_series
 
     series = save_random_series(
         tmp_path / "with-main", tiny_tokenizer, ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "main"]
@@ -131,7 +131,7 @@ def test_partial_retau_then_every_reader_agrees_and_a_full_retau_converges(rando
     line = series_line(store, "random-olmo2")
     assert f"/ {part['n_transitions']} total (" in line and "confident" in line and "(1 more checkpoint" in line
     assert [t.revision.name for t in series_targets(store, str(random_series))] == view.revisions
-    from dormant_tasks.report import load_series
+    from dormant_tasks.reporting.report import load_series
 
     assert load_series(store, "random-olmo2").revisions == view.revisions
 
@@ -156,7 +156,7 @@ def test_every_row_names_the_request_that_wrote_it(random_series, tmp_path):
 def test_the_run_summary_counts_truncated_inputs(random_series, tmp_path, caplog):
     """The count reaches the run's summary (the CLI prints it once); per checkpoint it is an INFO line, not a
     WARNING repeated for every checkpoint of the series."""
-    caplog.set_level(logging.INFO, logger="dormant_tasks.scoring")
+    caplog.set_level(logging.INFO, logger="dormant_tasks.engine.scoring")
     texts = tmp_path / "texts.txt"
     texts.write_text("a short text\n" + "a very long text " * 200 + "\n", encoding="utf-8")
     out = track(
@@ -171,5 +171,5 @@ def test_the_run_summary_counts_truncated_inputs(random_series, tmp_path, caplog
     )
     assert out["n_truncated"] == 1
     assert set(read_table(tmp_path / "s", "checkpoints").column("n_inputs").to_pylist()) == {2}
-    cut = [r for r in caplog.records if r.name == "dormant_tasks.scoring" and "were cut" in r.getMessage()]
+    cut = [r for r in caplog.records if r.name == "dormant_tasks.engine.scoring" and "were cut" in r.getMessage()]
     assert len(cut) == out["analysed"] and {r.levelno for r in cut} == {logging.INFO}

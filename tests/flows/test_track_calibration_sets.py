@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dormant_tasks import tracker
-from dormant_tasks.agreement import set_agreement
 from dormant_tasks.requests import TrackRequest
-from dormant_tasks.series import SeriesView
-from dormant_tasks.store import read_table
+from dormant_tasks.store.io import read_table
+from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking.agreement import set_agreement
+from dormant_tasks.tracking.series import SeriesView
 
 SETS = ("winogrande", "code", "wikipedia")
 FNS = ("ahon_ln", "lthon_ln", "awft", "ahon")

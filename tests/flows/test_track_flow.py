@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import stored_checkpoints
 
-from dormant_tasks import tracker
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.requests import TrackRequest
-from dormant_tasks.store import read_table
+from dormant_tasks.store.io import read_table
+from dormant_tasks.tracking import tracker
 from flows.track import track
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

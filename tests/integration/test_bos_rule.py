@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from dormant_tasks.evaluation import prepare
-from dormant_tasks.harness import encode_context, encode_pair
-from dormant_tasks.loading import load_model_and_tokenizer
+from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
+from dormant_tasks.evaluation.model import encode_context, encode_pair
+from dormant_tasks.evaluation.sweep import prepare
 
 pytest.importorskip("accelerate", reason="lm-eval's HFLM needs accelerate")
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dormant_tasks import tracker
 from dormant_tasks.requests import TrackRequest
-from dormant_tasks.store import read_table
+from dormant_tasks.store.io import read_table
+from dormant_tasks.tracking import tracker
 from flows.runners import task_runner
 from flows.track import track
 

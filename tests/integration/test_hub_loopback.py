@@ -44,7 +44,7 @@ def sha256(path: Path) -> str:
 
 
 def local_logits(folder: Path) -> list[float]:
-    from dormant_tasks.loading import load_model_and_tokenizer
+    from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(folder, None, "float32", "cpu")
     with torch.no_grad():
@@ -72,8 +72,8 @@ def test_download_at_each_branch_matches_its_checkpoint(hub_server, hub_series, 
     """Every branch is fetched pinned to its commit with only the needed files, loads, and has its own weights."""
     code = """
         import json, sys, torch
-        from dormant_tasks.checkpoints import list_revisions
-        from dormant_tasks.loading import load_checkpoint
+        from dormant_tasks.checkpoints.naming import list_revisions
+        from dormant_tasks.checkpoints.loading import load_checkpoint
         listing = list_revisions(sys.argv[1], include_main=True)
         out = {}
         for rev in listing.revisions:
@@ -103,9 +103,9 @@ def test_evict_removes_one_revision_only(hub_server, hub_series, tmp_path):
     """`hub.evict_revision` deletes exactly one revision; `load_checkpoint(keep=False)` asks it once loaded."""
     code = """
         import sys
-        from dormant_tasks.checkpoints import list_revisions
-        from dormant_tasks.hub import evict_revision
-        from dormant_tasks.loading import fetch_revision, load_checkpoint
+        from dormant_tasks.checkpoints.naming import list_revisions
+        from dormant_tasks.checkpoints.hub import evict_revision
+        from dormant_tasks.checkpoints.loading import fetch_revision, load_checkpoint
         revs = list_revisions(sys.argv[1]).revisions
         paths = [fetch_revision(sys.argv[1], r, cache_dir=sys.argv[2]) for r in revs[:2]]
         freed = evict_revision(sys.argv[1], revs[0].commit, cache_dir=sys.argv[2])
@@ -124,9 +124,9 @@ def test_evict_removes_one_revision_only(hub_server, hub_series, tmp_path):
 def test_unknown_repo_and_revision_give_one_line_errors(hub_server, tmp_path):
     code = """
         import sys
-        from dormant_tasks.checkpoints import Revision, list_revisions
+        from dormant_tasks.checkpoints.naming import Revision, list_revisions
         from dormant_tasks.errors import CheckpointError
-        from dormant_tasks.loading import fetch_revision
+        from dormant_tasks.checkpoints.loading import fetch_revision
         for call in (lambda: list_revisions("test-org/no-such-repo"),
                      lambda: fetch_revision(sys.argv[1], Revision("stage1-step999-tokens9K", 1, 999, 9000), retries=0)):
             try:
@@ -147,9 +147,9 @@ def test_corrupt_cached_file_is_detected_evicted_and_refetched(hub_server, hub_s
     refused with a clear error and removed; the next fetch downloads it again intact."""
     code = """
         import sys
-        from dormant_tasks.checkpoints import list_revisions
+        from dormant_tasks.checkpoints.naming import list_revisions
         from dormant_tasks.errors import CheckpointError
-        from dormant_tasks.loading import fetch_revision
+        from dormant_tasks.checkpoints.loading import fetch_revision
         rev = list_revisions(sys.argv[1]).revisions[0]
         path = fetch_revision(sys.argv[1], rev, cache_dir=sys.argv[2])
         blob = (path / "model.safetensors").resolve()
@@ -177,9 +177,9 @@ def test_interrupted_download_leaves_nothing_and_the_retry_succeeds(hub_series, 
     and leaves no partial file or half revision in the cache; with the server back, the fetch succeeds."""
     fetch = """
         import sys
-        from dormant_tasks.checkpoints import list_revisions
+        from dormant_tasks.checkpoints.naming import list_revisions
         from dormant_tasks.errors import CheckpointError
-        from dormant_tasks.loading import fetch_revision
+        from dormant_tasks.checkpoints.loading import fetch_revision
         rev = list_revisions(sys.argv[1]).revisions[0]
         try:
             print(fetch_revision(sys.argv[1], rev, cache_dir=sys.argv[2], retries=0))
@@ -232,7 +232,7 @@ def test_interrupted_download_leaves_nothing_and_the_retry_succeeds(hub_series, 
     assert path.name == hub_series.big_commit
     for f in hub_series.big_folder.iterdir():
         assert sha256(path / f.name) == sha256(f), f.name
-    from dormant_tasks.loading import load_model_and_tokenizer
+    from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 
     model, _ = load_model_and_tokenizer(path, None, "float32", "cpu")
     assert model.config.num_hidden_layers == 8

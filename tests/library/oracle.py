@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dormant_tasks.score_functions import DETERMINISTIC_IDS, get_score_function
+from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS, get_score_function
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Agreement between calibration sets (`dormant_tasks.agreement`) on hand-built stores: counts and Jaccard
+"""Agreement between calibration sets (`dormant_tasks.tracking.agreement`) on hand-built stores: counts and Jaccard
 against hand-computed masks, the incremental update against a from-scratch computation (and what it reads),
 and the report's "Calibration sets" section."""
 
@@ -12,13 +12,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from dormant_tasks import agreement as A
-from dormant_tasks import store as S
-from dormant_tasks import tracker
-from dormant_tasks.report import render_report
+from dormant_tasks.engine.score_functions import SCORING_VERSION
+from dormant_tasks.reporting.report import render_report
 from dormant_tasks.requests import TrackRequest
-from dormant_tasks.score_functions import SCORING_VERSION
-from dormant_tasks.series import SeriesView
+from dormant_tasks.store import io as S
+from dormant_tasks.tracking import agreement as A
+from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking.series import SeriesView
 
 MODEL = "test-org/agreement"
 LAYERS, HEADS = 2, 3

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from dormant_tasks.bundled import TASKS_DIR, bundled_dataset, bundled_datasets
-from dormant_tasks.calibration import load_winogrande_items
+from dormant_tasks.evaluation.bundled import TASKS_DIR, bundled_dataset, bundled_datasets
+from dormant_tasks.tracking.calibration import load_winogrande_items
 
 datasets = pytest.importorskip("datasets")
 
@@ -163,6 +163,6 @@ def test_bundled_winogrande_is_the_calibration_file_row_for_row(loaded):
 
 
 def test_the_module_imports_neither_pyarrow_nor_datasets():
-    code = "import sys, dormant_tasks.bundled as b; b.bundled_datasets(); print(sorted({'pyarrow', 'datasets'} & set(sys.modules)))"
+    code = "import sys, dormant_tasks.evaluation.bundled as b; b.bundled_datasets(); print(sorted({'pyarrow', 'datasets'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -11,8 +11,9 @@ from collections import Counter
 
 import pytest
 
-from dormant_tasks import calibration as cal
-from dormant_tasks.calibration import (
+from dormant_tasks.errors import ConfigError, DormantError, ScoringError
+from dormant_tasks.tracking import calibration as cal
+from dormant_tasks.tracking.calibration import (
     AVAILABLE_TEXTS,
     BUNDLED_SETS,
     CODE_LINES,
@@ -26,7 +27,6 @@ from dormant_tasks.calibration import (
     load_calibration_sets,
     winogrande_calibration,
 )
-from dormant_tasks.errors import ConfigError, DormantError, ScoringError
 
 NAMES = ["winogrande", "wikipedia", "mmlu", "hellaswag", "gsm8k", "code"]
 
@@ -208,7 +208,7 @@ def test_the_code_lines_file_is_committed_small_and_one_line_per_text():
 
 def test_the_module_and_the_help_text_read_no_parquet():
     code = (
-        "import sys, dormant_tasks.calibration as c; c.describe_bundled_sets(); c.bundled_set_names(); "
+        "import sys, dormant_tasks.tracking.calibration as c; c.describe_bundled_sets(); c.bundled_set_names(); "
         "c.load_calibration_set('code'); print(sorted({'pyarrow', 'pandas', 'datasets', 'torch'} & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

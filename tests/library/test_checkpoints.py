@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from dormant_tasks.checkpoints import (
+from dormant_tasks.checkpoints.loading import load_checkpoint, local_content_hash
+from dormant_tasks.checkpoints.naming import (
     UNKNOWN,
     Revision,
     Selection,
@@ -19,7 +20,6 @@ from dormant_tasks.checkpoints import (
     training_positions,
 )
 from dormant_tasks.errors import CheckpointError, ConfigError
-from dormant_tasks.loading import load_checkpoint, local_content_hash
 from dormant_tasks.tiny import branch_name
 from flows.cli import main
 

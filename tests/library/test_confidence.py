@@ -14,11 +14,8 @@ import pytest
 from test_report import CAL, MODEL, write_series
 from test_transitions import checkpoints_table, ckpt, score_rows, table
 
-from dormant_tasks import figures as fg
-from dormant_tasks import store as S
-from dormant_tasks.confidence import Z95, excludes_half, wilson_interval
-from dormant_tasks.masks import Tau, aggregate
-from dormant_tasks.report import (
+from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting.report import (
     calibration_sets,
     load_series,
     raster_data,
@@ -27,8 +24,11 @@ from dormant_tasks.report import (
     states_without_blips,
     summary_rows,
 )
-from dormant_tasks.series import open_views
-from dormant_tasks.transitions import derive_transitions, mark_blips
+from dormant_tasks.store import io as S
+from dormant_tasks.tracking.confidence import Z95, excludes_half, wilson_interval
+from dormant_tasks.tracking.masks import Tau, aggregate
+from dormant_tasks.tracking.series import open_views
+from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
 from flows.cli import main
 
 Z = 1.959963984540054

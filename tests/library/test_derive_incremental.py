@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from dormant_tasks import store as S
-from dormant_tasks import tracker
+from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.requests import TrackRequest
-from dormant_tasks.score_functions import SCORING_VERSION
-from dormant_tasks.series import SeriesView
-from dormant_tasks.transitions import derive_transitions, head_histories, mark_blips
+from dormant_tasks.store import io as S
+from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking.series import SeriesView
+from dormant_tasks.tracking.transitions import derive_transitions, head_histories, mark_blips
 
 MODEL = "test-org/incremental"
 FNS = ("ahon_ln", "awft")

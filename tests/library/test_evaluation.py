@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
+from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
+from dormant_tasks.engine.score_functions import is_inactive
+from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing
 from dormant_tasks.errors import ConfigError, DormantError, EvaluationError
-from dormant_tasks.evaluation import AVERAGE_TASK, check_tau, evaluate_static, prepare, run_setting, run_sweep
-from dormant_tasks.loading import load_model_and_tokenizer
-from dormant_tasks.metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
-from dormant_tasks.score_functions import is_inactive
-from dormant_tasks.scoring import DynamicZeroing, StaticZeroing
+from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from dormant_tasks.evaluation.sweep import AVERAGE_TASK, check_tau, evaluate_static, prepare, run_setting, run_sweep
 
 LIMIT = 6
 

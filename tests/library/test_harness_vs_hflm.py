@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dormant_tasks.eval_tasks import DEFAULT_FEWSHOT_SEED, task_manager
-from dormant_tasks.evaluation import prepare, run_setting
-from dormant_tasks.loading import load_model_and_tokenizer
+from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
+from dormant_tasks.evaluation.lm_tasks import DEFAULT_FEWSHOT_SEED, task_manager
+from dormant_tasks.evaluation.sweep import prepare, run_setting
 from dormant_tasks.requests import DataSource
 
 lm_eval = pytest.importorskip("lm_eval")

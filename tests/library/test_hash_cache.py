@@ -1,4 +1,4 @@
-"""The persistent per-file sha256 cache (dormant_tasks/hash_cache.py) behind `file_sha256` and `local_content_hash`.
+"""The persistent per-file sha256 cache (dormant_tasks/checkpoints/hash_cache.py) behind `file_sha256` and `local_content_hash`.
 
 Oracle: hashlib over the file's bytes. Reuse across processes is shown by a subprocess whose hashing function
 raises: it can only answer from the database. Works as root (no chmod tricks)."""
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from dormant_tasks import hash_cache, hub
-from dormant_tasks.hub import file_sha256
-from dormant_tasks.loading import _content_hash, local_content_hash
+from dormant_tasks.checkpoints import hash_cache, hub
+from dormant_tasks.checkpoints.hub import file_sha256
+from dormant_tasks.checkpoints.loading import _content_hash, local_content_hash
 
 REPO = Path(__file__).resolve().parents[2]
 PAST = time.time() - 3600  # well outside hash_cache.RACY_S: such a file's hash is stored
@@ -183,11 +183,11 @@ def test_hard_links_hash_once_and_a_second_process_reads_nothing(tmp_path, priva
     code = f"""
 import json, sys
 from pathlib import Path
-from dormant_tasks import hub
+from dormant_tasks.checkpoints import hub
 def refuse(path):
     raise AssertionError(f"read {{path}}")
 hub._uncached_sha256 = refuse
-from dormant_tasks.loading import local_content_hash
+from dormant_tasks.checkpoints.loading import local_content_hash
 out = {{"hashes": [local_content_hash(Path(p)) for p in {json.dumps([str(f) for f in linked])}]}}
 try:
     hub.file_sha256(Path({str(fresh)!r}))
@@ -208,7 +208,7 @@ def test_concurrent_processes_share_one_database(tmp_path, private_cache):
     code = f"""
 import json
 from pathlib import Path
-from dormant_tasks.hub import file_sha256
+from dormant_tasks.checkpoints.hub import file_sha256
 print(json.dumps([file_sha256(Path(p)) for p in {json.dumps([str(f) for f in files])}]))
 """
     procs = [
@@ -286,7 +286,7 @@ def test_an_unusable_cache_falls_back_silently(tmp_path, monkeypatch, caplog, re
             conn.execute("CREATE TABLE file_sha256 (x)")
     monkeypatch.setenv("DORMANT_CACHE_DIR", str(cache))
     path = write(tmp_path / "model.safetensors", os.urandom(2000))
-    with caplog.at_level(logging.DEBUG, logger="dormant_tasks.hash_cache"):
+    with caplog.at_level(logging.DEBUG, logger="dormant_tasks.checkpoints.hash_cache"):
         assert file_sha256(path) == oracle_sha256(path)
         assert file_sha256(path) == oracle_sha256(path)
     assert len(reads) == 2  # hashed each time, never failed

@@ -15,9 +15,9 @@ import pytest
 from huggingface_hub.errors import OfflineModeIsEnabled
 from huggingface_hub.hf_api import RepoFile
 
-from dormant_tasks import hub
+from dormant_tasks.checkpoints import hub
+from dormant_tasks.checkpoints.hub import check_free_disk, verify_files, with_hub_retries
 from dormant_tasks.errors import CheckpointError
-from dormant_tasks.hub import check_free_disk, verify_files, with_hub_retries
 
 
 def repo_file(path, data: bytes, lfs: bool):
@@ -92,5 +92,9 @@ def test_hub_sits_below_checkpoints_and_loading():
     """`checkpoints` and `loading` import `hub`; `hub` imports neither (no import cycle), only the stdlib-only
     `errors` and `hash_cache`."""
     tree = ast.parse(Path(hub.__file__).read_text())
-    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
-    assert imported == {"errors", "hash_cache"}
+    imported = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dormant_tasks")
+    }
+    assert imported == {"dormant_tasks.errors", "dormant_tasks.checkpoints.hash_cache"}

@@ -10,10 +10,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from dormant_tasks.calibration import DEMO_CORPUS
+from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
+from dormant_tasks.engine.scoring import DEFAULT_MAX_BATCH_TOKENS, _batches, score_texts, scoring_pass
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.score_functions import DETERMINISTIC_IDS
-from dormant_tasks.scoring import DEFAULT_MAX_BATCH_TOKENS, _batches, score_texts, scoring_pass
+from dormant_tasks.tracking.calibration import DEMO_CORPUS
 
 CONTEXT = 256
 
@@ -48,9 +48,9 @@ def long_text(lines, tiny_tokenizer):
 def test_long_text_is_cut_to_the_context_with_one_warning(model, tiny_tokenizer, long_text, caplog):
     ids = tiny_tokenizer(long_text)["input_ids"]
     assert len(ids) >= 80_000
-    with caplog.at_level(logging.WARNING, logger="dormant_tasks.scoring"):
+    with caplog.at_level(logging.WARNING, logger="dormant_tasks.engine.scoring"):
         got = score_texts(model, tiny_tokenizer, [long_text], None)
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "dormant_tasks.scoring"]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "dormant_tasks.engine.scoring"]
     assert len(warnings) == 1
     message = warnings[0].getMessage()
     assert "1 of 1 inputs (0)" in message and str(CONTEXT) in message and "--max-tokens" in message
@@ -67,7 +67,7 @@ def test_max_tokens_below_the_context(model, tiny_tokenizer, lines, sentences, c
     text = " ".join(lines[:40])
     ids = tiny_tokenizer(text)["input_ids"]
     assert len(ids) > 100
-    with caplog.at_level(logging.WARNING, logger="dormant_tasks.scoring"):
+    with caplog.at_level(logging.WARNING, logger="dormant_tasks.engine.scoring"):
         got = score_texts(model, tiny_tokenizer, [text, min(sentences, key=len)], None, max_tokens=50)
     assert got.n_truncated == 1
     assert "--max-tokens" in caplog.text and "50" in caplog.text
@@ -78,10 +78,10 @@ def test_max_tokens_below_the_context(model, tiny_tokenizer, lines, sentences, c
 
 
 def test_short_texts_are_not_cut_and_do_not_warn(model, tiny_tokenizer, sentences, caplog):
-    with caplog.at_level(logging.WARNING, logger="dormant_tasks.scoring"):
+    with caplog.at_level(logging.WARNING, logger="dormant_tasks.engine.scoring"):
         got = score_texts(model, tiny_tokenizer, sentences[:3], None)
     assert got.n_truncated == 0
-    assert not [r for r in caplog.records if r.name == "dormant_tasks.scoring"]
+    assert not [r for r in caplog.records if r.name == "dormant_tasks.engine.scoring"]
 
 
 def test_long_text_runs_in_under_10x_the_time_of_a_context_sized_text(model, tiny_tokenizer, long_text):

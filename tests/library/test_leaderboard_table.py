@@ -1,4 +1,4 @@
-"""`dormant leaderboard` and `dormant_tasks.leaderboard`: the table across models from real store files.
+"""`dormant leaderboard` and `dormant_tasks.evaluation.leaderboard`: the table across models from real store files.
 
 The store holds 3 models x 3 functions x 2 tasks of hand-made sweeps at x = 0, 10, 20, 30 % of heads zeroed.
 Each curve is given by its accuracy drops d (in points) below the base accuracy; the line "within 1 point" is
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from dormant_tasks.errors import ConfigError, StoreError
-from dormant_tasks.leaderboard import (
+from dormant_tasks.evaluation.leaderboard import (
     AVERAGE_MODEL,
     AVERAGE_TASK,
     BEST,
@@ -31,7 +31,7 @@ from dormant_tasks.leaderboard import (
     load_leaderboard,
     spearman,
 )
-from dormant_tasks.store import open_store, write_table
+from dormant_tasks.store.io import open_store, write_table
 
 REPO = Path(__file__).resolve().parents[2]
 DORMANT = REPO / ".venv" / "bin" / "dormant"

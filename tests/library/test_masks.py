@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.masks import (
+from dormant_tasks.tracking.masks import (
     TauSpec,
     aggregate,
     parse_tau_option,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dormant_tasks.errors import EvaluationError
-from dormant_tasks.metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
 
 # The authors' published MMLU curves, kept in the repository (see tests/data/README.md). A missing file
 # is an error at collection, never a skip.

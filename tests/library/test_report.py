@@ -1,7 +1,7 @@
 """The evolution report, from hand-built stores whose pictures are known.
 
-The stores are real Parquet stores written through `dormant_tasks.store`; their transitions are derived
-by the real `dormant_tasks.transitions.derive_transitions`. Only the head scores are made up (chosen on
+The stores are real Parquet stores written through `dormant_tasks.store.io`; their transitions are derived
+by the real `dormant_tasks.tracking.transitions.derive_transitions`. Only the head scores are made up (chosen on
 the right side of tau for the states each test wants), since no model is needed to draw a report.
 """
 
@@ -16,10 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dormant_tasks import figures as fg
-from dormant_tasks.confidence import wilson_interval
 from dormant_tasks.errors import ConfigError, ReportError, StoreError
-from dormant_tasks.report import (
+from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting.report import (
     LengthDependence,
     agreement_iou,
     dormant_percent,
@@ -33,8 +32,9 @@ from dormant_tasks.report import (
     summary_rows,
     transition_counts,
 )
-from dormant_tasks.store import open_store, read_table, write_table
-from dormant_tasks.transitions import derive_transitions, mark_blips
+from dormant_tasks.store.io import open_store, read_table, write_table
+from dormant_tasks.tracking.confidence import wilson_interval
+from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
 from flows.cli import main
 
 MODEL = "test-org/tiny-series"
@@ -390,7 +390,7 @@ def test_checkpoints_of_older_taus_are_not_current(tmp_path):
         taus_ids=[TAUS] * 3 + ["older-taus"] * 3,
         transitions=False,
     )
-    from dormant_tasks.series import SeriesView
+    from dormant_tasks.tracking.series import SeriesView
 
     view = SeriesView.open(root, MODEL)
     assert view.n_stale == 3

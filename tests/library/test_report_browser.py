@@ -17,7 +17,7 @@ import subprocess
 import pytest
 from test_report import MODEL, TOKENS, known_picture, write_series
 
-from dormant_tasks.report import render_report
+from dormant_tasks.reporting.report import render_report
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dormant_tasks.checkpoints import Selection
+from dormant_tasks.checkpoints.naming import Selection
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.requests import (
     REQUEST_VERSION,

@@ -9,10 +9,10 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import BloomConfig, BloomForCausalLM, Olmo2ForCausalLM, PreTrainedTokenizerFast
 
-from dormant_tasks.calibration import load_calibration
-from dormant_tasks.loading import load_model_and_tokenizer
-from dormant_tasks.scoring import score_texts
+from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
+from dormant_tasks.engine.scoring import score_texts
 from dormant_tasks.tiny import tiny_config
+from dormant_tasks.tracking.calibration import load_calibration
 from flows.cli import main
 
 
@@ -152,8 +152,8 @@ def test_out_of_memory_keeps_its_cause(tiny_model_dir, monkeypatch):
     import torch
     from transformers import AutoModelForCausalLM
 
+    from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
     from dormant_tasks.errors import CheckpointError
-    from dormant_tasks.loading import load_model_and_tokenizer
 
     def no_memory(*a, **k):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")

@@ -24,11 +24,11 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from dormant_tasks.calibration import DEMO_CORPUS
+from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
+from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing, score_texts, scoring_pass
 from dormant_tasks.errors import ConfigError, ScoringError
-from dormant_tasks.score_functions import DETERMINISTIC_IDS
-from dormant_tasks.scoring import DynamicZeroing, StaticZeroing, score_texts, scoring_pass
 from dormant_tasks.tiny import tiny_config
+from dormant_tasks.tracking.calibration import DEMO_CORPUS
 
 RTOL = 1e-5
 # A bfloat16 model against the oracle run on that same bfloat16 model: the engine's sdpa output and the oracle's

@@ -8,7 +8,7 @@ import datasets
 import pytest
 
 from dormant_tasks.errors import EvaluationError
-from dormant_tasks.eval_tasks import group_leaves, load_tasks, paper_default_shots, task_manager
+from dormant_tasks.evaluation.lm_tasks import group_leaves, load_tasks, paper_default_shots, task_manager
 from dormant_tasks.requests import DataSource
 
 

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from dormant_tasks import store as S
 from dormant_tasks.errors import StoreError
+from dormant_tasks.store import io as S
 from flows.cli import main as cli_main
 
 MODEL = "allenai/OLMo-2-1124-7B"
@@ -293,7 +293,7 @@ def test_failed_write_leaves_no_file_and_no_temp(tmp_path):
 
 _BIG_WRITE = """
 import sys, numpy as np, pyarrow as pa
-from dormant_tasks.store import write_table
+from dormant_tasks.store.io import write_table
 n = 4_000_000
 t = pa.table({"model_id": pa.array(["m"] * n), "revision": pa.array(["r"] * n),
     "stage": np.ones(n, np.int32), "step": np.arange(n), "tokens": np.arange(n),

@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.errors import StoreError
-from dormant_tasks.score_functions import SCORING_VERSION
-from dormant_tasks.series import SeriesView
-from dormant_tasks.store import SCHEMA_VERSION, SCHEMAS, read_table, store_version
-from dormant_tasks.store_upgrade import V2_EVALUATION_NAMES, upgrade_store
+from dormant_tasks.store.io import SCHEMA_VERSION, SCHEMAS, read_table, store_version
+from dormant_tasks.store.upgrade import V2_EVALUATION_NAMES, upgrade_store
+from dormant_tasks.tracking.series import SeriesView
 from flows.cli import main as cli_main
 
 V1 = Path(__file__).resolve().parents[1] / "data" / "store_v1"
@@ -116,7 +116,7 @@ def test_upgrade_rewrites_every_table_in_the_current_layout(v1_store, capsys):
 
 
 def test_an_interrupted_upgrade_finishes_when_run_again(v1_store, monkeypatch):
-    import dormant_tasks.store_upgrade as U
+    import dormant_tasks.store.upgrade as U
 
     calls = {"n": 0}
     real = U._convert_file
@@ -140,7 +140,7 @@ def test_an_interrupted_upgrade_finishes_when_run_again(v1_store, monkeypatch):
 
 def test_an_upgrade_interrupted_while_deriving_finishes_when_run_again(v1_store, monkeypatch):
     """Every file is converted, the derived tables are being written again: the marker still says 1."""
-    import dormant_tasks.store_upgrade as U
+    import dormant_tasks.store.upgrade as U
 
     def dies(root, model_id):
         raise KeyboardInterrupt
@@ -284,7 +284,7 @@ def test_a_v2_store_is_refused_then_upgraded(v2_store, capsys):
 
 
 def test_an_interrupted_v2_upgrade_keeps_each_runs_time(v2_store, monkeypatch):
-    import dormant_tasks.store_upgrade as U
+    import dormant_tasks.store.upgrade as U
 
     real = U._convert_file
     seen = []

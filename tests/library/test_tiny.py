@@ -14,7 +14,6 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from dormant_tasks.calibration import DEMO_CORPUS
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.tiny import (
     BOUNDARY,
@@ -25,6 +24,7 @@ from dormant_tasks.tiny import (
     train_tokenizer,
     training_sequences,
 )
+from dormant_tasks.tracking.calibration import DEMO_CORPUS
 from flows.cli import main
 
 STEPS, BATCH, SEQ = 30, 4, 32

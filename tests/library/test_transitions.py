@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dormant_tasks import store as S
 from dormant_tasks.errors import StoreError
-from dormant_tasks.transitions import derive_transitions, head_histories
+from dormant_tasks.store import io as S
+from dormant_tasks.tracking.transitions import derive_transitions, head_histories
 
 
 def ckpt(model_id: str, stage: int, step: int, ingredient: int | None = None) -> dict:

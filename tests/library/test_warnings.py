@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from test_report import CAL, MODEL, TAUS, TOKENS, known_picture, write_series
 
-from dormant_tasks.evaluation import chance_note, item_step_note, item_step_pct
-from dormant_tasks.interventions import format_leaderboard, single_target
-from dormant_tasks.masks import resolve_taus, tau_specs, tau_warnings
-from dormant_tasks.report import load_series, render_report, report_markdown
-from dormant_tasks.store import write_table
+from dormant_tasks.evaluation.sweep import chance_note, item_step_note, item_step_pct
+from dormant_tasks.evaluation.targets import format_leaderboard, single_target
+from dormant_tasks.reporting.report import load_series, render_report, report_markdown
+from dormant_tasks.store.io import write_table
+from dormant_tasks.tracking.masks import resolve_taus, tau_specs, tau_warnings
 
 # ------------------------------------------------------------------------------------------- evaluate
 

@@ -24,9 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .score_functions import ALL_IDS
-from .series import SeriesView, checkpoint_sort_key, open_views, result_id
-from .store import SCHEMAS, conform, read_metadata, read_table, series_lock, write_table
+from dormant_tasks.engine.score_functions import ALL_IDS
+from dormant_tasks.store.io import SCHEMAS, conform, read_metadata, read_table, series_lock, write_table
+from dormant_tasks.tracking.series import SeriesView, checkpoint_sort_key, open_views, result_id
 
 TABLE = "calibration_agreement"
 FILE_KEY = "calibration_agreement"  # the one file of the table per series

@@ -38,8 +38,8 @@ from huggingface_hub.errors import (
 from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-from .errors import CheckpointError, did_you_mean
-from .hash_cache import cached_sha256
+from dormant_tasks.checkpoints.hash_cache import cached_sha256
+from dormant_tasks.errors import CheckpointError, did_you_mean
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

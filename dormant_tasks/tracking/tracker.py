@@ -1,7 +1,7 @@
 """The tracker's steps, without Prefect: plan the series, fix its taus, analyse one checkpoint, derive transitions.
 
 Every step takes the run's `requests.TrackRequest` whole. `flows/track.py` calls these through the thin
-task wrappers of `dormant_tasks.tasks`; tests and the overhead benchmark call them directly.
+task wrappers of `flows.tasks`; tests and the overhead benchmark call them directly.
 """
 
 from __future__ import annotations
@@ -16,17 +16,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import __version__
-from .agreement import update_agreement
-from .calibration import CalibrationSet
-from .checkpoints import Revision, list_revisions
-from .errors import ConfigError, ScoringError, StoreError, did_you_mean
-from .input_scores import keep_input_scores
-from .masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, tau_warnings, taus_id
-from .requests import TrackRequest
-from .score_functions import SCORING_VERSION
-from .series import SeriesView, open_views, result_id
-from .store import (
+from dormant_tasks import __version__
+from dormant_tasks.checkpoints.naming import Revision, list_revisions
+from dormant_tasks.engine.score_functions import SCORING_VERSION
+from dormant_tasks.errors import ConfigError, ScoringError, StoreError, did_you_mean
+from dormant_tasks.requests import TrackRequest
+from dormant_tasks.store.input_scores import keep_input_scores
+from dormant_tasks.store.io import (
     CheckpointKey,
     commit_checkpoint,
     derived_file_key,
@@ -38,7 +34,11 @@ from .store import (
     write_request,
     write_table,
 )
-from .transitions import (
+from dormant_tasks.tracking.agreement import update_agreement
+from dormant_tasks.tracking.calibration import CalibrationSet
+from dormant_tasks.tracking.masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, tau_warnings, taus_id
+from dormant_tasks.tracking.series import SeriesView, open_views, result_id
+from dormant_tasks.tracking.transitions import (
     derive_transitions,
     head_histories,
     histories_of,
@@ -66,7 +66,7 @@ def _with_columns(table: pa.Table, columns: dict) -> pa.Table:
 
 def load_checkpoint(*args, **kwargs):
     """`loading.load_checkpoint`, imported on first use: answering a rerun from the store needs no torch."""
-    from .loading import load_checkpoint as load
+    from dormant_tasks.checkpoints.loading import load_checkpoint as load
 
     return load(*args, **kwargs)
 
@@ -306,7 +306,7 @@ def known_commit(revision: Revision) -> str | None:
     if revision.commit:
         return revision.commit
     if revision.path is not None:
-        from .hub import local_content_hash
+        from dormant_tasks.checkpoints.hub import local_content_hash
 
         return local_content_hash(Path(revision.path))
     return None
@@ -332,7 +332,7 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
     Each set is batched on its own (never mixed with another set's texts), so its scores are bitwise those
     of a run on that set alone; k sets cost one pass over their inputs and one model load.
     """
-    from .scoring import score_texts
+    from dormant_tasks.engine.scoring import score_texts
 
     # The hub module evicts a downloaded revision once it is loaded, unless --keep-checkpoints.
     loaded = load_checkpoint(
@@ -533,7 +533,7 @@ def _kept_scores(
     for f, fn in enumerate(request.score_fn_ids):
         sel = cols["score_fn"] == fn
         values[cols["input_index"][sel], f, cols["layer"][sel], cols["head_index"][sel]] = cols["score"][sel]
-    from .scoring import InputScores
+    from dormant_tasks.engine.scoring import InputScores
 
     # input_scores keep no token counts and no first-token kinds: length_slope and boundary_gap come out NaN
     # (docs/SCORES.md, "Input dependence"), never 0.

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from .errors import CheckpointError, ConfigError, did_you_mean
-from .hub import list_branches
+from dormant_tasks.checkpoints.hub import list_branches
+from dormant_tasks.errors import CheckpointError, ConfigError, did_you_mean
 
 log = logging.getLogger(__name__)
 

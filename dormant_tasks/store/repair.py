@@ -25,8 +25,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import StoreError
-from .store import (
+from dormant_tasks.errors import StoreError
+from dormant_tasks.store.io import (
     MANIFEST_ROW_KEY,
     RESULT_TABLES,
     _data_files,

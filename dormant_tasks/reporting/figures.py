@@ -17,8 +17,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
-from .masks import QUANTILE_DEFAULTS
-from .score_functions import get_score_function
+from dormant_tasks.engine.score_functions import get_score_function
+from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS
 
 DPI = 150
 # Raster cell colours, indexed by raster_codes(): not scored, active, dormant, fell dormant here, woke here.

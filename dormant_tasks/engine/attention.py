@@ -4,7 +4,7 @@
 every decoder layer with `(module, query, key, value, attention_mask, scaling, dropout, **kwargs)`. The
 per-pass state (input lengths, wanted functions, zeroing, results) arrives as the keyword argument
 `dormant_session` (a `ScoringSession`), which transformers forwards from `model(...)` to the attention call.
-`dormant_tasks.scoring.scoring_pass` installs the function for one forward pass and builds the session.
+`dormant_tasks.engine.scoring.scoring_pass` installs the function for one forward pass and builds the session.
 
 How each layer computes its scores, never holding more than this layer's tensors and never the S x S matrix:
 - inputs are RIGHT-padded and attention is causal, so real queries never see padding; the 2-D padding mask
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import ScoringError
-from .score_functions import get_score_function, is_inactive
+from dormant_tasks.engine.score_functions import get_score_function, is_inactive
+from dormant_tasks.errors import ScoringError
 
 ATTENTION_NAME = "dormant_scoring"
 
@@ -221,7 +221,7 @@ def scoring_attention(module, query, key, value, attention_mask, scaling, dropou
     session: ScoringSession | None = dormant_session
     if session is None:
         raise ScoringError(
-            f"the {ATTENTION_NAME!r} attention ran outside dormant_tasks.scoring.scoring_pass; "
+            f"the {ATTENTION_NAME!r} attention ran outside dormant_tasks.engine.scoring.scoring_pass; "
             "call scoring_pass/score_texts instead of the model directly"
         )
     if kwargs.get("sliding_window") is not None or kwargs.get("softcap") is not None:

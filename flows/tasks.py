@@ -10,11 +10,11 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
-from . import tracker
-from .checkpoints import Revision
-from .errors import DormantError
-from .loading import fetch_revision
-from .requests import EvalRequest, TrackRequest
+from dormant_tasks.checkpoints.loading import fetch_revision
+from dormant_tasks.checkpoints.naming import Revision
+from dormant_tasks.errors import DormantError
+from dormant_tasks.requests import EvalRequest, TrackRequest
+from dormant_tasks.tracking import tracker
 
 
 def _transient(task, task_run, state) -> bool:
@@ -137,7 +137,7 @@ def derive_transitions(request: TrackRequest) -> tracker.SeriesSummary:
     cache_policy=NONE,
 )
 def evaluate_checkpoint(request: EvalRequest, target) -> list[dict]:
-    from .interventions import evaluate_target, format_leaderboard
+    from dormant_tasks.evaluation.targets import evaluate_target, format_leaderboard
 
     rows = evaluate_target(request, target, log=get_run_logger())
     get_run_logger().info("\n%s", format_leaderboard(target, rows))

@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .checkpoints import series_sort_key
-from .confidence import excludes_half
-from .errors import StoreError
-from .store import SCHEMAS
+from dormant_tasks.checkpoints.naming import series_sort_key
+from dormant_tasks.errors import StoreError
+from dormant_tasks.store.io import SCHEMAS
+from dormant_tasks.tracking.confidence import excludes_half
 
 
 def _state(dormant: np.ndarray) -> np.ndarray:

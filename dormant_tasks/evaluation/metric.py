@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import EvaluationError
+from dormant_tasks.errors import EvaluationError
 
 WITHIN_POINTS = 1.0  # the leaderboard's tolerance: one absolute accuracy point (in %)
 AVERAGE_TASK = "average"  # the label of the across-task average curve in tables

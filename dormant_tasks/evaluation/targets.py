@@ -12,17 +12,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import __version__
-from .checkpoints import UNKNOWN, Revision, is_local_source, parse_revision_name
-from .errors import CheckpointError, StoreError, did_you_mean
-from .evaluation import chance_note, evaluate_static, item_step_note, prepare, protocol_line, run_sweep
-from .hub import check_repo_id
-from .loading import load_model_at
-from .metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
-from .requests import EvalRequest, Mode, model_id_for
-from .series import SeriesView
-from .store import read_table, write_request, write_table
-from .tracker import common_columns
+from dormant_tasks import __version__
+from dormant_tasks.checkpoints.hub import check_repo_id
+from dormant_tasks.checkpoints.loading import load_model_at
+from dormant_tasks.checkpoints.naming import UNKNOWN, Revision, is_local_source, parse_revision_name
+from dormant_tasks.errors import CheckpointError, StoreError, did_you_mean
+from dormant_tasks.evaluation.metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from dormant_tasks.evaluation.sweep import (
+    chance_note,
+    evaluate_static,
+    item_step_note,
+    prepare,
+    protocol_line,
+    run_sweep,
+)
+from dormant_tasks.requests import EvalRequest, Mode, model_id_for
+from dormant_tasks.store.io import read_table, write_request, write_table
+from dormant_tasks.tracking.series import SeriesView
+from dormant_tasks.tracking.tracker import common_columns
 
 _log = logging.getLogger(__name__)
 

@@ -54,8 +54,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from . import __version__
-from .errors import USER_ERRNOS, StoreError, did_you_mean
+from dormant_tasks import __version__
+from dormant_tasks.errors import USER_ERRNOS, StoreError, did_you_mean
 
 SCHEMA_VERSION = 4
 MARKER = "_store.json"
@@ -172,7 +172,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     # One row per (checkpoint of >= 2 calibration sets, score function, pair of sets): how far the sets'
-    # current dormancy masks agree (dormant_tasks/agreement.py); one file per series.
+    # current dormancy masks agree (dormant_tasks/tracking/agreement.py); one file per series.
     "calibration_agreement": pa.schema(
         COMMON
         + [

@@ -32,9 +32,9 @@ import numpy as np
 import torch
 from lm_eval.api.model import TemplateLM
 
-from .errors import EvaluationError
-from .requests import Bos
-from .scoring import _batches, scoring_pass
+from dormant_tasks.engine.scoring import _batches, scoring_pass
+from dormant_tasks.errors import EvaluationError
+from dormant_tasks.requests import Bos
 
 DEFAULT_MAX_LENGTH = 2048  # HFLM's fallback when the model states no context length
 MAX_GEN_TOKS = 256  # HFLM's default max_gen_toks

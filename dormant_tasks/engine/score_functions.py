@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .errors import ConfigError, did_you_mean
+from dormant_tasks.errors import ConfigError, did_you_mean
 
 # Bump when the score engine's results change: stored results of another version are scored again.
 SCORING_VERSION = "1"

@@ -14,9 +14,16 @@ from typing import Any
 
 import torch
 
-from .checkpoints import UNKNOWN, Revision, is_local_source, parse_revision_name
-from .errors import CheckpointError, ConfigError
-from .hub import _content_hash, download_revision, evict_revision, file_sha256, is_loading_file, local_content_hash  # noqa: F401 (re-exported)
+from dormant_tasks.checkpoints.hub import (  # noqa: F401 (re-exported)
+    _content_hash,
+    download_revision,
+    evict_revision,
+    file_sha256,
+    is_loading_file,
+    local_content_hash,
+)
+from dormant_tasks.checkpoints.naming import UNKNOWN, Revision, is_local_source, parse_revision_name
+from dormant_tasks.errors import CheckpointError, ConfigError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .checkpoints import Revision, series_sort_key
-from .errors import StoreError, did_you_mean
-from .masks import Tau
-from .score_functions import SCORING_VERSION
-from .store import MARKER, check_result_files, list_models, open_store, read_table
-from .transitions import SeriesStates, series_states
+from dormant_tasks.checkpoints.naming import Revision, series_sort_key
+from dormant_tasks.engine.score_functions import SCORING_VERSION
+from dormant_tasks.errors import StoreError, did_you_mean
+from dormant_tasks.store.io import MARKER, check_result_files, list_models, open_store, read_table
+from dormant_tasks.tracking.masks import Tau
+from dormant_tasks.tracking.transitions import SeriesStates, series_states
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class SeriesView:
         )
 
     def checkpoints_table(self) -> pa.Table:
-        from .store import SCHEMAS
+        from dormant_tasks.store.io import SCHEMAS
 
         return pa.Table.from_pylist(list(self.checkpoints), schema=SCHEMAS["checkpoints"])
 

@@ -3,7 +3,7 @@
 Public API
 - `scoring_pass(model, input_ids, attention_mask, score_fns, zeroing=None, seed=0, input_offset=0, input_indices=None)
   -> PassResult(logits [batch, seq, vocab], scores float64 [batch, fn, layer, head], zeroed bool [batch, layer, head])`:
-  one forward pass under `torch.no_grad()` with the scoring attention (`dormant_tasks.attention`) installed for
+  one forward pass under `torch.no_grad()` with the scoring attention (`dormant_tasks.engine.attention`) installed for
   the duration of the call only. Inputs must be RIGHT-padded (`attention_mask` rows are 1s then 0s).
   `zeroing` is a `DynamicZeroing(score_fn, tau)` or `StaticZeroing(heads)` (or None). The `random` baseline of
   input b is seeded by (seed, input_offset + b), so it does not depend on batching.
@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from .attention import (
+from dormant_tasks.engine.attention import (
     ATTENTION_NAME,
     DynamicZeroing,
     ScoringSession,
@@ -35,8 +35,8 @@ from .attention import (
     random_baseline,
     scoring_attention,
 )
-from .errors import ConfigError, ScoringError
-from .score_functions import parse_score_functions
+from dormant_tasks.engine.score_functions import parse_score_functions
+from dormant_tasks.errors import ConfigError, ScoringError
 
 __all__ = ["DynamicZeroing", "InputScores", "PassResult", "StaticZeroing", "score_texts", "scoring_pass"]
 

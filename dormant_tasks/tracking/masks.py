@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .confidence import wilson_interval
-from .errors import ConfigError
-from .score_functions import SCORE_FUNCTIONS, get_score_function, is_inactive
+from dormant_tasks.engine.score_functions import SCORE_FUNCTIONS, get_score_function, is_inactive
+from dormant_tasks.errors import ConfigError
+from dormant_tasks.tracking.confidence import wilson_interval
 
 DEFAULT_QUANTILE = 0.15
 # Fixed defaults of docs/SCORES.md §3; every _ln/_hn function not listed is "< 0.5" (below half the layer mean).

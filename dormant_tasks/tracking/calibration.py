@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
 
-from .errors import ConfigError, ScoringError, did_you_mean
-from .paths import bundled_file
+from dormant_tasks.errors import ConfigError, ScoringError, did_you_mean
+from dormant_tasks.paths import bundled_file
 
 WINOGRANDE_DEV = bundled_file("winogrande_dev.jsonl")
 DEMO_CORPUS = bundled_file("demo_corpus.txt")

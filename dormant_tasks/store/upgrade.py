@@ -37,8 +37,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from .errors import StoreError
-from .store import (
+from dormant_tasks.errors import StoreError
+from dormant_tasks.store.io import (
     # The store's own reading and writing, without its schema-version check: the marker says the old
     # version until every file is upgraded, and it is written last.
     MANIFEST_KEY,
@@ -60,7 +60,7 @@ from .store import (
     write_manifest,
     write_marker,
 )
-from .transitions import derive_transitions, head_histories, mark_blips
+from dormant_tasks.tracking.transitions import derive_transitions, head_histories, mark_blips
 
 _RENAMES = {"head": "head_index", "value": "score", "pct_zeroed": "frac_zeroed"}
 _PERCENT_COLUMNS = ("frac_zeroed", "accuracy", "base_accuracy")  # v1 stored these in %

@@ -24,17 +24,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import __version__
-from . import figures as fg
-from .agreement import TABLE as AGREEMENT_TABLE
-from .agreement import set_agreement
-from .errors import ReportError, did_you_mean
-from .evaluation import protocol_line
-from .metric import normalised_auc, pct_zeroed_within_1pt
-from .paths import default_reports_dir
-from .score_functions import ALL_IDS, get_score_function
-from .series import SeriesView, open_views
-from .store import list_models, open_store, read_table, series_slug
+from dormant_tasks import __version__
+from dormant_tasks.engine.score_functions import ALL_IDS, get_score_function
+from dormant_tasks.errors import ReportError, did_you_mean
+from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1pt
+from dormant_tasks.evaluation.sweep import protocol_line
+from dormant_tasks.paths import default_reports_dir
+from dormant_tasks.reporting import figures as fg
+from dormant_tasks.store.io import list_models, open_store, read_table, series_slug
+from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
+from dormant_tasks.tracking.agreement import set_agreement
+from dormant_tasks.tracking.series import SeriesView, open_views
 
 DEFAULT_SCORE_FN = "ahon_ln"
 
@@ -201,7 +201,7 @@ def states_without_blips(series: Series, score_fn: str) -> tuple[np.ndarray, np.
     are the changes of the shown states between each checkpoint and its predecessor in the branch tree,
     among the checkpoints the function was scored on (as the transitions table compares them).
     """
-    from .transitions import predecessors
+    from dormant_tasks.tracking.transitions import predecessors
 
     i = series.fn_index(score_fn)
     states, blips = series.dormant[i].copy(), series.blips[i]  # [head, checkpoint]

@@ -25,13 +25,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import EvaluationError
-from .eval_tasks import LoadedTasks, TaskSpec, load_tasks, wants_chat_template
-from .masks import pooled_threshold
-from .metric import AVERAGE_TASK, WITHIN_POINTS, normalised_auc, pct_zeroed_within_1pt, task_average_curve
-from .requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource
-from .score_functions import get_score_function, parse_score_functions
-from .scoring import DynamicZeroing, StaticZeroing
+from dormant_tasks.engine.score_functions import get_score_function, parse_score_functions
+from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing
+from dormant_tasks.errors import EvaluationError
+from dormant_tasks.evaluation.lm_tasks import LoadedTasks, TaskSpec, load_tasks, wants_chat_template
+from dormant_tasks.evaluation.metric import (
+    AVERAGE_TASK,
+    WITHIN_POINTS,
+    normalised_auc,
+    pct_zeroed_within_1pt,
+    task_average_curve,
+)
+from dormant_tasks.requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource
+from dormant_tasks.tracking.masks import pooled_threshold
 
 # Thresholds a function accepts: awft is a mean attention weight and `random` a probability, both in
 # [0, 1]; every other score (norms, entropies, ratios of them) is >= 0, so tau must be too.
@@ -166,7 +172,7 @@ def prepare(
     import lm_eval
     from lm_eval.evaluator_utils import get_sample_size
 
-    from .harness import DormantLM
+    from dormant_tasks.evaluation.model import DormantLM
 
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise EvaluationError(f"--limit must be at least 1, got {limit}; leave it out to use every item")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .paths import bundled_file
+from dormant_tasks.paths import bundled_file
 
 TASKS_DIR = bundled_file("tasks")
 SUBSETS: frozenset[tuple[str, str | None]] = frozenset()  # (path, name) bundled as a subset; none at present

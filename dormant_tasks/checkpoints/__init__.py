@@ -1,0 +1,1 @@
+"""Checkpoints: revision names and series order, the Hugging Face Hub, file hashes, loading a model at a revision."""

@@ -1,0 +1,1 @@
+"""Reports: the data of each figure, the figures, the HTML page."""

@@ -1,0 +1,1 @@
+"""The Parquet store: schemas, atomic writes, reads through the manifest, repair and upgrade."""
