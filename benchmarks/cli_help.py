@@ -1,7 +1,7 @@
 """Time `dormant --help` and every `dormant <cmd> --help`, each as a fresh subprocess (`python -m flows.cli`).
 
 Target: under 1 s each (building the parser imports no torch, transformers, pyarrow, prefect, numpy or
-matplotlib; `tests/library/test_cli_help.py` checks the imports). Time: median wall time of REPEATS runs.
+matplotlib; `tests/library/cli/test_cli_help.py` checks the imports). Time: median wall time of REPEATS runs.
 
 Run: .venv/bin/python benchmarks/cli_help.py   (other jobs on the machine add noise: run it twice)
 """

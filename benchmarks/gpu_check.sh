@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks in one go, on one CUDA GPU in under 8 minutes, ending in one summary table:
-#   1. oracle tests  the engine-vs-oracle tests of tests/library/test_scoring.py (query-block entropy and
+#   1. oracle tests  the engine-vs-oracle tests of tests/library/engine/test_scoring.py (query-block entropy and
 #                    first-token weight, float32 and bfloat16, padding, dynamic zeroing, logits) with
 #                    DORMANT_TEST_DEVICE=cuda, so the very tests of the CPU suite run on the CUDA path;
 #   2. overhead      benchmarks/scoring_overhead.py on CUDA, bfloat16 then float32: ratio = scoring pass / plain sdpa;
@@ -64,7 +64,7 @@ else
     OVERHEAD_F32_VARIANTS=plain,ours
     SWEEP_TASKS=winogrande SWEEP_LIMIT=50 SWEEP_BATCH=32
 fi
-# the tests of tests/library/test_scoring.py that take the `torch_device` fixture (tests/conftest.py): 26 cases
+# the tests of tests/library/engine/test_scoring.py that take the `torch_device` fixture (tests/conftest.py): 26 cases
 TEST_SELECTION="oracle or padding or bf16 or plain_sdpa"
 MIN_TESTS=26
 
@@ -211,7 +211,7 @@ verdict() { # the result word of the last step
 
 # 1. the oracle tests on the device
 run_step oracle-tests "$T_TESTS" env DORMANT_TEST_DEVICE="$DEVICE" "$PY" -m pytest -q -rs -p no:cacheprovider \
-    tests/library/test_scoring.py -k "$TEST_SELECTION"
+    tests/library/engine/test_scoring.py -k "$TEST_SELECTION"
 result="$(verdict)"
 counts="$(grep -E '^[0-9]+ (passed|failed|skipped|error)|^=+ .*(passed|failed|error)' "$STEP_LOG" | tail -1 | tr -d '=')"
 counts="$(echo "$counts" | sed 's/^ *//; s/ in [0-9.]*s.*$//')"

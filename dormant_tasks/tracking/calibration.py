@@ -151,7 +151,7 @@ BUNDLED_SETS: dict[str, tuple[str, Callable[[], list[str]]]] = {
 }
 DEFAULT_SET = "winogrande"
 SET_NAMES = {"winogrande": "winogrande-dev"}  # CalibrationSet.name where it is not the bundled name
-# texts each bundled set holds in all (tests/library/test_calibration_sets.py checks them against the loaders),
+# texts each bundled set holds in all (tests/library/tracking/test_calibration_sets.py checks them against the loaders),
 # so that the CLI's help can list them without reading the Parquet files
 AVAILABLE_TEXTS = {
     "winogrande": 1267,

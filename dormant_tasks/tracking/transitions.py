@@ -354,7 +354,7 @@ def states_from_transitions(first: pa.Table, transitions: pa.Table, checkpoints:
     changes that the transitions into it record. `checkpoints`: the series' current rows (any order).
 
     Equal to `series_states` of every checkpoint's head_scores when the transitions are those of
-    `derive_transitions` on them (tests/library/test_transitions.py holds the two side by side).
+    `derive_transitions` on them (tests/library/tracking/test_transitions.py holds the two side by side).
     """
     ck = {c: checkpoints.column(c).to_pylist() for c in ("revision", "stage", "step", "tokens", "ingredient")}
     ingredient = np.array([i or 0 for i in ck["ingredient"]])

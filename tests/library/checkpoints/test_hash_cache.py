@@ -22,7 +22,7 @@ from dormant_tasks.checkpoints import hash_cache, hub
 from dormant_tasks.checkpoints.hub import file_sha256
 from dormant_tasks.checkpoints.loading import _content_hash, local_content_hash
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PAST = time.time() - 3600  # well outside hash_cache.RACY_S: such a file's hash is stored
 
 

@@ -33,7 +33,7 @@ from dormant_tasks.evaluation.leaderboard import (
 )
 from dormant_tasks.store.io import open_store, write_table
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DORMANT = REPO / ".venv" / "bin" / "dormant"
 T0 = datetime(2025, 5, 1, tzinfo=UTC)
 QUANTILES = (0.0, 0.1, 0.2, 0.3)

@@ -1,4 +1,4 @@
-"""The score engine against the brute-force oracle (tests/library/oracle.py) on tiny random real models.
+"""The score engine against the brute-force oracle (tests/library/engine/oracle.py) on tiny random real models.
 
 Models are randomly initialised OLMo-2 (MHA), Llama (GQA, 2 KV heads) and Qwen2 (GQA, 1 KV head) configs,
 with a larger init scale than the default so that attention is far from uniform.

@@ -13,7 +13,7 @@ import pytest
 from dormant_tasks import __version__
 from flows.cli import build_parser
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HEAVY = {"torch", "transformers", "pyarrow", "prefect", "numpy", "matplotlib", "huggingface_hub"}
 
 

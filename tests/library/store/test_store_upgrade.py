@@ -22,7 +22,7 @@ from dormant_tasks.store.upgrade import V2_EVALUATION_NAMES, upgrade_store
 from dormant_tasks.tracking.series import SeriesView
 from flows.cli import main as cli_main
 
-V1 = Path(__file__).resolve().parents[1] / "data" / "store_v1"
+V1 = Path(__file__).resolve().parents[2] / "data" / "store_v1"
 # The checkpoints layout of versions 2 and 3: the current one less the manifest columns.
 V3_CHECKPOINTS = pa.schema([f for f in SCHEMAS["checkpoints"] if f.name not in ("file_key", "input_scores_kept")])
 V3_HEADS = pa.schema([f for f in SCHEMAS["head_scores"] if not f.name.startswith("dormant_rate_")])

@@ -14,7 +14,7 @@ from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1p
 
 # The authors' published MMLU curves, kept in the repository (see tests/data/README.md). A missing file
 # is an error at collection, never a skip.
-PAPER_CURVES = Path(__file__).resolve().parent.parent / "data" / "paper_mmlu_curves.json"
+PAPER_CURVES = Path(__file__).resolve().parents[2] / "data" / "paper_mmlu_curves.json"
 
 
 def _paper_curves():
