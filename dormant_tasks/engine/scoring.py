@@ -35,6 +35,7 @@ from dormant_tasks.engine.attention import (
     random_baseline,
     scoring_attention,
 )
+from dormant_tasks.engine.batching import batch_runs, padded_batch
 from dormant_tasks.engine.score_functions import parse_score_functions
 from dormant_tasks.errors import ConfigError, ScoringError
 
@@ -224,20 +225,6 @@ def _warn_truncated(cut: list[int], limit: int, source: str, level: int) -> None
     )
 
 
-def _batches(lengths: list[int], batch_size: int, max_batch_tokens: int) -> list[range]:
-    """Contiguous runs of input indices: a run is cut at `batch_size` inputs or before its padded size
-    (inputs x longest) would exceed `max_batch_tokens`; an input longer than the budget goes alone."""
-    runs, start, longest = [], 0, 0
-    for i, n in enumerate(lengths):
-        size = i - start
-        if size and (size >= batch_size or (size + 1) * max(longest, n) > max_batch_tokens):
-            runs.append(range(start, i))
-            start, longest = i, 0
-        longest = max(longest, n)
-    runs.append(range(start, len(lengths)))
-    return runs
-
-
 def score_texts(
     model,
     tokenizer,
@@ -286,21 +273,14 @@ def score_texts(
         _warn_truncated(list(cut), limit, source, logging.WARNING if warn_truncated else logging.INFO)
     n_layers, n_heads = _shape(model)
     values = np.empty((len(texts), len(fns), n_layers, n_heads), dtype=np.float64)
-    batches = _batches([len(ids) for ids in encoded], batch_size, budget)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0  # padding is never attended to
+    batches = batch_runs([len(ids) for ids in encoded], batch_size, budget)
     device = next(model.parameters()).device
     if progress:
         from tqdm.auto import tqdm
 
         batches = tqdm(batches, desc="scoring", unit="batch", disable=None)  # None: on a terminal only
     for run in batches:
-        chunk = encoded[run.start : run.stop]
-        width = max(len(ids) for ids in chunk)
-        input_ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)  # [batch, seq], right padding
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)  # [batch, seq]
-        for row, ids in enumerate(chunk):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            mask[row, : len(ids)] = 1
+        input_ids, mask = padded_batch(encoded[run.start : run.stop], tokenizer.pad_token_id)  # [batch, seq]
         result = scoring_pass(
             model,
             input_ids.to(device),

@@ -32,7 +32,8 @@ import numpy as np
 import torch
 from lm_eval.api.model import TemplateLM
 
-from dormant_tasks.engine.scoring import _batches, scoring_pass
+from dormant_tasks.engine.batching import batch_runs, padded_batch
+from dormant_tasks.engine.scoring import scoring_pass
 from dormant_tasks.errors import EvaluationError
 from dormant_tasks.requests import Bos
 
@@ -225,16 +226,10 @@ class DormantLM(TemplateLM):
             spans.append((rows.setdefault(row, len(rows)), tuple(continuation_enc[-self.max_length :])))
         inputs = list(rows)
         order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         batches = []
-        for run in _batches([len(inputs[i]) for i in order], self.batch_size, self.max_batch_tokens):
+        for run in batch_runs([len(inputs[i]) for i in order], self.batch_size, self.max_batch_tokens):
             ids = [order[j] for j in run]
-            width = max(len(inputs[i]) for i in ids)
-            input_ids = torch.full((len(ids), width), pad, dtype=torch.long)  # [batch, seq], right padding
-            mask = torch.zeros((len(ids), width), dtype=torch.long)  # [batch, seq]
-            for r, i in enumerate(ids):
-                input_ids[r, : len(inputs[i])] = torch.tensor(inputs[i])
-                mask[r, : len(inputs[i])] = 1
+            input_ids, mask = padded_batch([inputs[i] for i in ids], self.tokenizer.pad_token_id)  # [batch, seq]
             batches.append((ids, input_ids, mask))
         return spans, batches
 
@@ -292,16 +287,10 @@ class DormantLM(TemplateLM):
         seqs = {i: list(ids) for i, ids in contexts.items()}
         generated: dict[int, list[int]] = {i: [] for i in seqs}
         live = list(seqs)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         for _ in range(max_gen):
             if not live:
                 break
-            width = max(len(seqs[i]) for i in live)
-            input_ids = torch.full((len(live), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(live), width), dtype=torch.long)
-            for r, i in enumerate(live):
-                input_ids[r, : len(seqs[i])] = torch.tensor(seqs[i])
-                mask[r, : len(seqs[i])] = 1
+            input_ids, mask = padded_batch([seqs[i] for i in live], self.tokenizer.pad_token_id)  # [batch, seq]
             logits = self._pass(input_ids, mask, live)
             still = []
             for r, i in enumerate(live):
