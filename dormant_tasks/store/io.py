@@ -391,6 +391,17 @@ def _data_files(root: Path, table: str, model_id: str | None) -> list[Path]:
     return [p for d in dirs if d.is_dir() for p in sorted(d.iterdir()) if _is_data_file(p)]
 
 
+def series_files(store, table: str, model_id: str) -> list[Path]:
+    """Every data file of one series in one table (stale results included): for fingerprints of a series'
+    state (the report's reuse stamp), not for reading rows (`read_table` reads through the manifest)."""
+    return _data_files(Path(store), table, model_id)
+
+
+def is_store(path) -> bool:
+    """True when `path` holds a store's marker file (written by the first write), without raising."""
+    return (Path(path) / MARKER).is_file()
+
+
 def list_models(store) -> list[str]:
     """Model ids with at least one file in any table, sorted."""
     root = open_store(store)

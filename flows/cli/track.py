@@ -235,9 +235,10 @@ def stored_note(request) -> str:
 
 def answer_from_store(request, plan=None) -> bool:
     """A rerun on a fully stored series answers from the store, without loading a model or starting Prefect."""
+    from dormant_tasks.store.io import is_store
     from dormant_tasks.tracking.tracker import pending_revisions, plan_series
 
-    if not (Path(request.store) / "_store.json").is_file():
+    if not is_store(request.store):
         return False
     plan = plan or plan_series(request)
     pending = pending_revisions(request, plan)
