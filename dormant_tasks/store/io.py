@@ -610,7 +610,7 @@ def _series_of(t: pa.Table, table: str, model_id: str | None) -> str:
         raise StoreError(f"table {table!r}: rows are of model id {ids[0]!r}, not {model_id!r}")
     if not ids and model_id is None:
         raise StoreError(f"table {table!r}: an empty table needs model_id=... to name its series")
-    return ids[0] if ids else model_id
+    return str(ids[0] if ids else model_id)
 
 
 def _write_file(root: Path, table: str, series: str, file_key: str, t: pa.Table) -> Path:
@@ -662,8 +662,10 @@ def commit_checkpoint(store, row: dict, head_scores: pa.Table, input_scores: pa.
     key = CheckpointKey(*(row[c] for c in CheckpointKey._fields))
     file_key = checkpoint_file_key(key)
     model_id = row["model_id"]
-    row = conform([{**row, "file_key": file_key, "input_scores_kept": input_scores is not None}], "checkpoints")
-    row = row.to_pylist()[0]
+    manifest_row = conform(
+        [{**row, "file_key": file_key, "input_scores_kept": input_scores is not None}], "checkpoints"
+    )
+    row = manifest_row.to_pylist()[0]
     meta = {MANIFEST_ROW_KEY: json.dumps({**row, "analyzed_at": row["analyzed_at"].isoformat()})}
     with series_lock(store, model_id):
         root = Path(store)
