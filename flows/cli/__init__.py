@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     from .boundary import run_command
 
     args = sys.argv[1:] if argv is None else argv
-    configure_console(verbose="--verbose" in args)  # before any library is imported: it reads the settings once
+    # before any library is imported: it reads the settings once
+    configure_console(verbose="--verbose" in args, debug="--debug" in args)
     return run_command(build_parser().parse_args(argv))
 
 
