@@ -379,3 +379,19 @@ def test_local_checkpoint_loads_in_place_with_a_content_hash(local_series, tiny_
     assert loaded.commit == local_content_hash(tiny_model_dir)  # same bytes, same hash
     (rev.path / "config.json").write_text((rev.path / "config.json").read_text() + " ")
     assert local_content_hash(rev.path) != loaded.commit
+
+
+def test_track_request_carries_tokens_per_step(step_series, tmp_path, capsys):
+    from dormant_tasks.requests import TrackRequest
+
+    request = TrackRequest(source=str(step_series), store=str(tmp_path / "store"), tokens_per_step=1024)
+    again = TrackRequest.from_json(request.to_json())
+    assert again == request and again.tokens_per_step == 1024
+    assert again.request_id != TrackRequest(source=str(step_series), store=str(tmp_path / "store")).request_id
+    # refused before Prefect starts, in one line
+    assert main(["track", "--repo", str(step_series), "--store", str(tmp_path / "s"), "--tokens-per-step", "-5"]) == 2
+    assert "--tokens-per-step" in capsys.readouterr().err
+    saved = tmp_path / "request.json"
+    saved.write_text(request.to_json())
+    assert main(["track", "--request", str(saved), "--tokens-per-step", "5"]) == 2
+    assert "drop --tokens-per-step" in capsys.readouterr().err
