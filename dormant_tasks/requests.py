@@ -25,7 +25,8 @@ from dormant_tasks.store.input_scores import InputScoresPolicy
 from dormant_tasks.tracking.masks import parse_tau_option
 
 # Bump when a field is added or changes meaning; `from_json` refuses a request of a newer version.
-REQUEST_VERSION = 3  # 2: evaluate requests name `tasks` (was `task`) and carry the protocol; 3: `calibrations`
+# 2: evaluate requests name `tasks` (was `task`) and carry the protocol; 3: `calibrations`; 4: `tokens_per_step`
+REQUEST_VERSION = 4
 DEFAULT_EVAL_SCORES = ("ahon_ln", "lthon_ln", "awft")
 DEFAULT_QUANTILES = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 
@@ -199,6 +200,7 @@ class TrackRequest(_Request):
     store: str  # Parquet store folder (stored absolute)
     selection: Selection = field(default_factory=Selection)
     include_main: bool = False  # also list `main`, ordered after every other checkpoint
+    tokens_per_step: int | None = None  # tokens of `step{N}` / `ckpt_{N}` names (default: the series' known value)
     score_fns: tuple[str, ...] | None = None  # None: all 16
     taus: tuple[str, ...] = ()  # `--tau FN=VALUE` / `FN=qQ`, on top of the defaults
     reference: str | None = None  # the reference revision of quantile taus (default: the series' last)
@@ -251,7 +253,7 @@ class TrackRequest(_Request):
                     f"--tau given for {spec.score_fn!r}, which is not among the scored functions; "
                     "add it to --scores or drop the --tau"
                 )
-        for name in ("limit", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
+        for name in ("tokens_per_step", "limit", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
             _positive(getattr(self, name), f"--{name.replace('_', '-')}")
         _set(self, "dtype", _enum(DType, self.dtype, "--dtype"))
         _set(self, "device", _enum(Device, self.device, "--device"))

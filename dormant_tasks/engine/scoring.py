@@ -14,7 +14,9 @@ Public API
   right-padded inputs in input order, cutting a batch at `batch_size` inputs or where padded length x batch
   size would exceed `max_batch_tokens` (default 65,536; an input longer than that goes alone), and collects
   per-input scores in input order; `InputScores.to_table()` is the docs/DATA_CONTRACT.md `input_scores` layout.
-A model whose attention does not go through `transformers.AttentionInterface` raises `ScoringError`.
+A model whose attention does not go through `transformers.AttentionInterface`, whose family has no adapter in
+`dormant_tasks.engine.adapters`, or which uses an attention feature the engine does not implement raises
+`ScoringError` (one line) before any forward pass.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from dormant_tasks.engine.adapters import adapter_for
 from dormant_tasks.engine.attention import (
     ATTENTION_NAME,
     DynamicZeroing,
@@ -91,19 +94,21 @@ def _shape(model) -> tuple[int, int]:
 
 @contextlib.contextmanager
 def scoring_attention_installed(model):
-    """Set the model's attention implementation to the scoring function for the block, then restore it."""
+    """Set the model's attention implementation to the scoring function for the block, then restore it.
+    Yields the model's family adapter (ScoringError for a model the engine cannot score)."""
     from transformers import AttentionInterface
 
     if not model._can_set_attn_implementation():
         raise ScoringError(
             f"{type(model).__name__}'s attention does not go through transformers' AttentionInterface, "
-            "so its heads cannot be scored; use a model such as OLMo-2, Llama, Qwen2 or Mistral"
+            "so its heads cannot be scored; use a model such as OLMo-2, Llama, Qwen2, Mistral, Pythia or GPT-2"
         )
+    adapter = adapter_for(model)
     AttentionInterface.register(ATTENTION_NAME, scoring_attention)
     previous = model.config._attn_implementation
     model.set_attn_implementation(ATTENTION_NAME)
     try:
-        yield
+        yield adapter
     finally:
         model.set_attn_implementation(previous)
 
@@ -165,7 +170,8 @@ def scoring_pass(
     session = ScoringSession(lengths=lengths, score_fns=fns, random_u=None, zeroing=zeroing, query_block=query_block)
     if "random" in session.needed():  # a generator per input: not paid by passes that do not ask for it
         session.random_u = torch.from_numpy(random_baseline(seed, rows, n_layers, n_heads))
-    with scoring_attention_installed(model):
+    with scoring_attention_installed(model) as adapter:
+        session.adapter = adapter
         out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, dormant_session=session)
     if sorted(session.scores) != list(range(n_layers)):
         raise ScoringError(
