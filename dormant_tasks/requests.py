@@ -72,6 +72,13 @@ class Bos(StrEnum):
     TOKENIZER = "tokenizer"  # lm-eval 0.4.13: the tokenizer decides, unless the text starts with the BOS string
 
 
+class Rendering(StrEnum):
+    """How requests are rendered under a chat template (without one, both are lm-eval's plain text)."""
+
+    PAPER = "paper"  # as lm-eval 0.4.5 (the authors'): target delimiter kept, WinoGrande's option after the header
+    LM_EVAL = "lm-eval"  # as the installed lm-eval (0.4.13): no delimiter, each option in a user turn
+
+
 class DataSource(StrEnum):
     """Where evaluation datasets come from."""
 

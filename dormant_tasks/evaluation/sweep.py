@@ -36,7 +36,7 @@ from dormant_tasks.evaluation.metric import (
     pct_zeroed_within_1pt,
     task_average_curve,
 )
-from dormant_tasks.requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource
+from dormant_tasks.requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource, Rendering
 from dormant_tasks.tracking.masks import pooled_threshold
 
 # Thresholds a function accepts: awft is a mean attention weight and `random` a probability, both in
@@ -127,6 +127,7 @@ class Protocol:
     bos: str
     data_source: str
     lm_eval_version: str
+    rendering: str  # `Rendering`: whose chat rendering (lm-eval 0.4.5's "paper" or the installed "lm-eval")
 
 
 @dataclass
@@ -167,12 +168,18 @@ def prepare(
     bos: Bos | str = Bos.PAPER,
     datasets: DataSource | str = DataSource.AUTO,
     score_fns=(),
+    rendering: Rendering | str = Rendering.PAPER,
+    system_instruction: str | None = None,
 ) -> Prepared:
-    """Load the lm-eval tasks and build their requests once, under the protocol given (the authors' by default)."""
+    """Load the lm-eval tasks and build their requests once, under the protocol given (the authors' by default):
+    under a chat template with `Rendering.PAPER` the requests are rendered as lm-eval 0.4.5 did
+    (`rendering.build_paper_chat_requests`), else by lm-eval itself."""
     import lm_eval
     from lm_eval.evaluator_utils import get_sample_size
 
+    from dormant_tasks.evaluation import lmeval_adapter
     from dormant_tasks.evaluation.model import DormantLM
+    from dormant_tasks.evaluation.rendering import build_paper_chat_requests
 
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise EvaluationError(f"--limit must be at least 1, got {limit}; leave it out to use every item")
@@ -180,17 +187,27 @@ def prepare(
     loaded = load_tasks(tasks, shots=shots, data_source=datasets)
     lm = DormantLM(model, tokenizer, bos=bos, batch_size=batch_size, score_fns=tuple(score_fns), seed=seed)
     instances, limits = {}, {}
+    rendering = Rendering(rendering)
     for leaf, task in loaded.tasks.items():
         limits[leaf] = get_sample_size(task, limit)
-        task.build_all_requests(
-            limit=limits[leaf],
-            rank=0,
-            world_size=1,
-            apply_chat_template=chat,
-            fewshot_as_multiturn=chat,
-            chat_template=lm.apply_chat_template if chat else None,
-            tokenizer_name=lm.tokenizer_name if chat else "",
-        )
+        if chat and rendering is Rendering.PAPER:
+            lmeval_adapter.set_instances(
+                task,
+                build_paper_chat_requests(
+                    task, lm.apply_chat_template, limit=limits[leaf], system_instruction=system_instruction
+                ),
+            )
+        else:
+            task.build_all_requests(
+                limit=limits[leaf],
+                rank=0,
+                world_size=1,
+                system_instruction=system_instruction,
+                apply_chat_template=chat,
+                fewshot_as_multiturn=chat,
+                chat_template=lm.apply_chat_template if chat else None,
+                tokenizer_name=lm.tokenizer_name if chat else "",
+            )
         if not task.instances:
             raise EvaluationError(f"task {leaf} has no items to evaluate; check --limit and the task's split")
         instances[leaf] = list(task.instances)
@@ -206,7 +223,7 @@ def prepare(
             chance[spec.name] = float(np.mean([1.0 / n for n in per_doc.values()]))
         else:
             chance[spec.name] = None
-    protocol = Protocol(chat, str(Bos(bos)), str(loaded.data_source), lm_eval.__version__)
+    protocol = Protocol(chat, str(Bos(bos)), str(loaded.data_source), lm_eval.__version__, str(rendering))
     return Prepared(lm, loaded, protocol, limit, instances, limits, chance, n_items)
 
 
@@ -225,7 +242,7 @@ class SettingResult:
 
 def run_setting(prepared: Prepared, spec: TaskSpec, zeroing, keep_scores: bool = False, log_samples: bool = False):
     """Answer every request of `spec` with `zeroing` applied; lm-eval scores the answers."""
-    from lm_eval.evaluator_utils import _process_results
+    from dormant_tasks.evaluation import lmeval_adapter
 
     lm = prepared.lm
     lm.zeroing = zeroing
@@ -233,14 +250,13 @@ def run_setting(prepared: Prepared, spec: TaskSpec, zeroing, keep_scores: bool =
     by_type = defaultdict(list)
     for leaf in spec.leaves:
         for inst in prepared.instances[leaf]:
-            inst.resps = []
-            inst.filtered_resps = {}
+            lmeval_adapter.clear_responses(inst)
             by_type[inst.request_type].extend([inst] * (inst.repeats or 1))
     for reqtype, reqs in by_type.items():
         if reqtype not in ("loglikelihood", "generate_until"):
             raise EvaluationError(f"{spec.name} asks for {reqtype} requests; pick a multiple-choice or generation task")
         for inst, resp in zip(reqs, getattr(lm, reqtype)(reqs, disable_tqdm=True)):
-            inst.resps.append(resp)
+            lmeval_adapter.add_response(inst, resp)
     accs = {}
     items = []
     metric_name, primary_filter = spec.metric.split(",", 1)
@@ -265,7 +281,7 @@ def run_setting(prepared: Prepared, spec: TaskSpec, zeroing, keep_scores: bool =
     groups = {
         g: prepared.loaded.groups[g] for g in prepared.loaded.groups if g == spec.name or _within(prepared, g, spec)
     }
-    res = _process_results(accs, groups, bootstrap_iters=0)
+    res = lmeval_adapter.aggregate(accs, groups)
     try:
         value = float(res.metrics[spec.name][spec.metric])
     except KeyError:
