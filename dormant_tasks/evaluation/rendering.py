@@ -25,7 +25,7 @@ The few-shot examples are the ones lm-eval's sampler draws (the same random stre
 both versions): `lmeval_adapter.draw_fewshot`.
 
 Public API
-- `Rendering` (`paper`, `lm-eval`), `rendering_label(rendering, chat) -> str`
+- `Rendering` (`paper`, `lm-eval`; from `requests`), `RENDERED_AS` (each in words)
 - `paper_chat_messages(task, doc, fewshot_docs, system_instruction=None) -> (messages, question)`
 - `build_paper_chat_requests(task, chat_template, *, limit, seed=None, system_instruction=None) -> Instances`
 """
@@ -35,20 +35,9 @@ from __future__ import annotations
 from copy import deepcopy
 
 from dormant_tasks.errors import EvaluationError
-from dormant_tasks.requests import Rendering
 
 PAPER_LM_EVAL_VERSION = "0.4.5"  # the version whose chat rendering `Rendering.PAPER` reproduces
-
-
-def rendering_label(rendering: Rendering | str, chat: bool) -> str:
-    """How a row's prompts were rendered, in words (for reports and the leaderboard)."""
-    if not chat:
-        return "plain text (lm-eval 0.4.5 = 0.4.13)"
-    if Rendering(rendering) is Rendering.PAPER:
-        return f"chat as lm-eval {PAPER_LM_EVAL_VERSION} (paper)"
-    from importlib.metadata import version
-
-    return f"chat as lm-eval {version('lm_eval')}"
+RENDERED_AS = {"paper": f"lm-eval {PAPER_LM_EVAL_VERSION} (paper)", "lm-eval": "lm-eval 0.4.13"}  # in words
 
 
 def _system_prompt(task, doc, system_instruction: str | None) -> str:

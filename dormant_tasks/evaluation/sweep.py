@@ -36,6 +36,7 @@ from dormant_tasks.evaluation.metric import (
     pct_zeroed_within_1pt,
     task_average_curve,
 )
+from dormant_tasks.evaluation.rendering import RENDERED_AS
 from dormant_tasks.requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource, Rendering
 from dormant_tasks.tracking.masks import pooled_threshold
 
@@ -103,15 +104,23 @@ def chance_note(task: str, n_items: int, base_accuracy_pct: float, chance: float
 
 def protocol_line(row: dict) -> str:
     """How a task was evaluated, in one line (printed and shown in reports)."""
+    chat = "no chat template"
+    if row["chat_template"]:
+        rendering = row.get("rendering")
+        chat = "chat template" + (f" rendered as {RENDERED_AS[rendering]}" if rendering in RENDERED_AS else "")
     parts = [
         f"{row['shots']}-shot",
         row["metric"],
-        "chat template" if row["chat_template"] else "no chat template",
+        chat,
         f"BOS rule {row['bos']}",
         f"data {row['data_source']}",
     ]
     if row["shots"] and row.get("fewshot_split"):
         parts.append(f"shots from {row['fewshot_split']}")
+    if row.get("precision"):
+        parts.append(f"precision {row['precision']}")
+    if row.get("threshold_source"):
+        parts.append(f"thresholds {row['threshold_source']}")
     return ", ".join(parts)
 
 
@@ -352,7 +361,9 @@ class SweepResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _row(prepared: Prepared, spec: TaskSpec, mode, score_fn, quantile, tau, result: SettingResult, base) -> dict:
+def _row(
+    prepared: Prepared, spec: TaskSpec, mode, score_fn, quantile, tau, result: SettingResult, base, source=None
+) -> dict:
     p = prepared.protocol
     return {
         "task": spec.name,
@@ -372,6 +383,8 @@ def _row(prepared: Prepared, spec: TaskSpec, mode, score_fn, quantile, tau, resu
         "data_source": p.data_source,
         "lm_eval_version": p.lm_eval_version,
         "chance": prepared.chance[spec.name],
+        "rendering": p.rendering,
+        "threshold_source": source,
     }
 
 
@@ -395,9 +408,13 @@ def run_sweep(
     quantiles=DEFAULT_QUANTILES,
     log_samples: bool = False,
     progress: bool = True,
+    fixed_taus=None,
 ) -> SweepResult:
     """Per task: one un-intervened run, then one run per (function, quantile) with the threshold at that quantile
-    of the base run's per-input scores (">" functions use 1 - q); each point is measured (% zeroed, accuracy)."""
+    of the base run's per-input scores (">" functions use 1 - q); each point is measured (% zeroed, accuracy).
+    `fixed_taus[task][fn]`: one threshold per quantile given instead (the authors', `authors.authors_taus`);
+    each row's `threshold_source` says which ("authors" or "own")."""
+    fixed_taus = fixed_taus or {}
     fns = tuple(parse_score_functions(score_fns))
     quantiles = tuple(float(q) for q in quantiles)
     if not quantiles or any(not 0.0 <= q <= 1.0 for q in quantiles):
@@ -418,9 +435,19 @@ def run_sweep(
             summaries[spec.name] = {}
             for fn in fns:
                 direction = get_score_function(fn).direction
+                given = fixed_taus.get(spec.name, {}).get(fn)
+                if given is not None and len(given) != len(quantiles):
+                    raise EvaluationError(
+                        f"{spec.name} {fn}: {len(given)} fixed thresholds for {len(quantiles)} quantiles"
+                    )
+                source = "authors" if given is not None else "own"
                 points = []
-                for q in quantiles:
-                    tau = pooled_threshold(base.record.scores_of(fn), q, direction)
+                for i, q in enumerate(quantiles):
+                    tau = (
+                        float(given[i])
+                        if given is not None
+                        else pooled_threshold(base.record.scores_of(fn), q, direction)
+                    )
                     if math.isnan(tau):
                         raise EvaluationError(
                             f"{fn} gives no finite score on this model (all NaN), so no threshold "
@@ -430,7 +457,7 @@ def run_sweep(
                         bar.set_postfix_str(f"{spec.name} {fn} q={q:g}")
                     result = run_setting(prepared, spec, DynamicZeroing(fn, tau), log_samples=log_samples)
                     _advance(bar)
-                    rows.append(_row(prepared, spec, "dynamic", fn, q, tau, result, base.accuracy))
+                    rows.append(_row(prepared, spec, "dynamic", fn, q, tau, result, base.accuracy, source))
                     items += _setting_items(result.items, spec, "dynamic", fn, q, tau)
                     points.append((100.0 * result.frac_zeroed, 100.0 * result.accuracy))
                 summaries[spec.name][fn] = FunctionSummary(
