@@ -8,7 +8,8 @@ does so for every tracked checkpoint.
 Tasks are lm-evaluation-harness's (any task, group or tag: --task winogrande,mmlu,hellaswag,piqa,gsm8k).
 The protocol defaults are the paper authors': 5-shot winogrande/mmlu/gsm8k (every task in the mmlu group too, such
 as mmlu_anatomy or mmlu_stem), 0-shot piqa (lm-eval's default otherwise), a chat template for -Instruct/-chat/
--SFT/-DPO models, and lm-eval 0.4.5's BOS rule (no BOS added).
+-SFT/-DPO models rendered as lm-eval 0.4.5 did (--rendering), and lm-eval 0.4.5's BOS rule (no BOS added);
+--precision paper and --thresholds authors complete the authors' protocol (README, "The paper protocol").
 Offline (HF_DATASETS_OFFLINE=1, or --datasets bundled) the datasets bundled with dormant-heads are used.
 """
 
@@ -60,6 +61,35 @@ def add_parser(subparsers) -> None:
         default="paper",
         help="paper: no BOS added, as lm-eval 0.4.5 encoded requests; tokenizer: as the tokenizer adds it "
         "(lm-eval 0.4.13) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rendering",
+        choices=["paper", "lm-eval"],
+        default="paper",
+        help="how chat-templated prompts are rendered: paper, as lm-eval 0.4.5 (the authors') did (target delimiter "
+        "kept, WinoGrande's option after the assistant header); lm-eval, as the installed lm-eval 0.4.13 does "
+        "(default: %(default)s; without a chat template both are the same)",
+    )
+    parser.add_argument(
+        "--system-instruction",
+        metavar="TEXT",
+        help="a system instruction before every prompt (a system turn under a chat template)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=["dtype", "paper"],
+        default="dtype",
+        help="dtype: load in --dtype; paper: as the authors, OLMo-2 ids in float16 with 8-bit weights "
+        "(needs bitsandbytes: pip install 'dormant-heads[int8]'), others in the checkpoint's own dtype "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--thresholds",
+        choices=["own", "authors", "auto"],
+        default="own",
+        help="own: quantiles of this run's un-intervened scores; authors: the authors' frozen thresholds.json "
+        "(their 14 models; mmlu, piqa, winogrande); auto: theirs where they cover the model, task and function, "
+        "else own (default: %(default)s)",
     )
     parser.add_argument(
         "--datasets",
@@ -127,12 +157,16 @@ def request_from_args(args: argparse.Namespace):
         batch_size=args.batch_size,
         dtype=args.dtype,
         device=args.device,
+        rendering=args.rendering,
+        system_instruction=args.system_instruction,
+        precision=args.precision,
+        thresholds=args.thresholds,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.evaluation.lm_tasks import check_task_names
-    from dormant_tasks.evaluation.targets import format_leaderboard, request_targets
+    from dormant_tasks.evaluation.targets import check_request, format_leaderboard, request_targets
     from dormant_tasks.store.io import check_store
     from flows.evaluate import evaluate
 
@@ -141,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     check_task_names(request.tasks)
     check_store(request.store, writable=True)
     targets = request_targets(request)
+    check_request(request, targets)  # the authors' thresholds cover them, 8-bit weights load here
     from flows.session import start_prefect
 
     start_prefect()
