@@ -20,6 +20,7 @@ Public API
 - `DormantLM(model, tokenizer, bos=Bos.PAPER, batch_size=16, score_fns=(), seed=0, max_length=None)`;
   set `.zeroing` (None, `DynamicZeroing`, `StaticZeroing`) between runs; `.start_record(keep_scores)` /
   `.record` (`PassRecord`).
+- `render_chat(tokenizer, chat_history, add_generation_prompt=True)`: the chat template applied, as text.
 - `encode_pair(tokenizer, context, continuation, bos, model_type="")` and `encode_context(tokenizer, text, bos,
   model_type="")`: the token ids the model is given (what `DormantLM` uses; tested against lm-eval 0.4.5).
 """
@@ -65,6 +66,20 @@ def encode_pair(tokenizer, context: str, continuation: str, bos: Bos | str, mode
     whole = encode_context(tokenizer, context + continuation, bos, model_type)
     ctx = encode_context(tokenizer, context, bos, model_type)
     return ctx, whole[len(ctx) :]
+
+
+def render_chat(tokenizer, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    """As HFLM's apply_chat_template: the tokenizer's template rendered to text (lm-eval tokenises it later)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise EvaluationError(
+            "the tokenizer has no chat template; use --chat-template off (or auto), or a tokenizer with one"
+        )
+    return tokenizer.apply_chat_template(
+        chat_history,
+        tokenize=False,
+        add_generation_prompt=add_generation_prompt,
+        continue_final_message=not add_generation_prompt,
+    )
 
 
 @dataclass
@@ -167,17 +182,7 @@ class DormantLM(TemplateLM):
         return self._encodings[key]
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        """As HFLM: the tokenizer's template, rendered to text (lm-eval tokenises it later)."""
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise EvaluationError(
-                "the tokenizer has no chat template; use --chat-template off (or auto), or a tokenizer with one"
-            )
-        return self.tokenizer.apply_chat_template(
-            chat_history,
-            tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=not add_generation_prompt,
-        )
+        return render_chat(self.tokenizer, chat_history, add_generation_prompt)
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         raise EvaluationError(

@@ -184,42 +184,16 @@ def prepare(
     under a chat template with `Rendering.PAPER` the requests are rendered as lm-eval 0.4.5 did
     (`rendering.build_paper_chat_requests`), else by lm-eval itself."""
     import lm_eval
-    from lm_eval.evaluator_utils import get_sample_size
 
-    from dormant_tasks.evaluation import lmeval_adapter
     from dormant_tasks.evaluation.model import DormantLM
-    from dormant_tasks.evaluation.rendering import build_paper_chat_requests
 
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise EvaluationError(f"--limit must be at least 1, got {limit}; leave it out to use every item")
     chat = wants_chat_template(model_id, chat_template, tokenizer)
     loaded = load_tasks(tasks, shots=shots, data_source=datasets)
     lm = DormantLM(model, tokenizer, bos=bos, batch_size=batch_size, score_fns=tuple(score_fns), seed=seed)
-    instances, limits = {}, {}
     rendering = Rendering(rendering)
-    for leaf, task in loaded.tasks.items():
-        limits[leaf] = get_sample_size(task, limit)
-        if chat and rendering is Rendering.PAPER:
-            lmeval_adapter.set_instances(
-                task,
-                build_paper_chat_requests(
-                    task, lm.apply_chat_template, limit=limits[leaf], system_instruction=system_instruction
-                ),
-            )
-        else:
-            task.build_all_requests(
-                limit=limits[leaf],
-                rank=0,
-                world_size=1,
-                system_instruction=system_instruction,
-                apply_chat_template=chat,
-                fewshot_as_multiturn=chat,
-                chat_template=lm.apply_chat_template if chat else None,
-                tokenizer_name=lm.tokenizer_name if chat else "",
-            )
-        if not task.instances:
-            raise EvaluationError(f"task {leaf} has no items to evaluate; check --limit and the task's split")
-        instances[leaf] = list(task.instances)
+    instances, limits = build_requests(loaded, tokenizer, chat, rendering, system_instruction, limit)
     chance, n_items = {}, {}
     for spec in loaded.specs:
         docs = {(leaf, inst.doc_id) for leaf in spec.leaves for inst in instances[leaf]}
@@ -234,6 +208,42 @@ def prepare(
             chance[spec.name] = None
     protocol = Protocol(chat, str(Bos(bos)), str(loaded.data_source), lm_eval.__version__, str(rendering))
     return Prepared(lm, loaded, protocol, limit, instances, limits, chance, n_items)
+
+
+def build_requests(loaded: LoadedTasks, tokenizer, chat: bool, rendering, system_instruction, limit):
+    """({leaf: its lm-eval Instances}, {leaf: sample size}): every task's requests, built once; under a chat
+    template with `Rendering.PAPER` as lm-eval 0.4.5 rendered them (`rendering.build_paper_chat_requests`),
+    else by lm-eval itself."""
+    from lm_eval.evaluator_utils import get_sample_size
+
+    from dormant_tasks.evaluation import lmeval_adapter
+    from dormant_tasks.evaluation.model import render_chat
+    from dormant_tasks.evaluation.rendering import build_paper_chat_requests
+
+    def template(history, add_generation_prompt=True):
+        return render_chat(tokenizer, history, add_generation_prompt)
+
+    instances, limits = {}, {}
+    for leaf, task in loaded.tasks.items():
+        limits[leaf] = get_sample_size(task, limit)
+        if chat and Rendering(rendering) is Rendering.PAPER:
+            built = build_paper_chat_requests(task, template, limit=limits[leaf], system_instruction=system_instruction)
+            lmeval_adapter.set_instances(task, built)
+        else:
+            task.build_all_requests(
+                limit=limits[leaf],
+                rank=0,
+                world_size=1,
+                system_instruction=system_instruction,
+                apply_chat_template=chat,
+                fewshot_as_multiturn=chat,
+                chat_template=template if chat else None,
+                tokenizer_name=tokenizer.name_or_path.replace("/", "__") if chat else "",
+            )
+        if not task.instances:
+            raise EvaluationError(f"task {leaf} has no items to evaluate; check --limit and the task's split")
+        instances[leaf] = list(task.instances)
+    return instances, limits
 
 
 # ---------------------------------------------------------------------------------------------------

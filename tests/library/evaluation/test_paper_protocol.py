@@ -84,9 +84,9 @@ def test_paper_precision_without_an_8bit_backend(olmo2_named, tmp_path):
     _one_line_exit_2(r, "pip install 'dormant-heads[int8]'", store)
 
 
-def test_paper_precision_loads_olmo2_in_8_bits(olmo2_named):
-    """The 8-bit path end to end on the CPU: Linear8bitLt layers, float16 activations, the sweep's base and one
-    zeroing setting through the score engine."""
+def test_paper_precision_loads_olmo2_in_8_bits(olmo2_named, torch_device):
+    """The 8-bit path end to end on `torch_device` (the CPU here, CUDA in benchmarks/gpu_check.sh): Linear8bitLt
+    layers, float16 activations, the sweep's base and one zeroing setting through the score engine."""
     if not _has_bitsandbytes():
         pytest.skip("bitsandbytes is not installed (pip install 'dormant-heads[int8]'): the 8-bit path is not run")
     import bitsandbytes as bnb
@@ -97,10 +97,11 @@ def test_paper_precision_loads_olmo2_in_8_bits(olmo2_named):
     from dormant_tasks.evaluation.sweep import prepare, run_setting
     from dormant_tasks.evaluation.targets import check_int8_backend
 
-    check_int8_backend("cpu")
+    device = str(torch_device)
+    check_int8_backend(device)
     dtype, int8 = precision_for(olmo2_named.name, "paper", "float32")
-    model, tok = load_model_and_tokenizer(olmo2_named, None, dtype, "cpu", int8=int8)
-    assert model.dtype == torch.float16
+    model, tok = load_model_and_tokenizer(olmo2_named, None, dtype, device, int8=int8)
+    assert model.dtype == torch.float16 and next(model.parameters()).device.type == torch_device.type
     assert isinstance(model.model.layers[0].self_attn.o_proj, bnb.nn.Linear8bitLt)
     prepared = prepare(model, tok, "winogrande", model_id=olmo2_named.name, shots=0, limit=6, datasets="bundled")
     base = run_setting(prepared, prepared.specs[0], None)
