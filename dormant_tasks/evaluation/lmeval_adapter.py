@@ -9,10 +9,11 @@ Public API
 - `check_version()`
 - `items_with_fewshot(task, shots, limit, seed)`: (doc_id, doc, few-shot docs) as lm-eval's sampler draws them
 - `make_instances(task, doc_id, doc, arguments)`, `set_instances(task, instances)`
-- `uses_mutual_info(task)`
+- `uses_mutual_info(task)`, `filter_names(task)`, `task_yaml(path)`
 - `clear_responses(instance)`, `add_response(instance, response)`
 - `aggregate(accs, groups)`: lm-eval's per-task and group aggregation (`evaluator_utils._process_results`)
-- `task_index(manager)`, `copy_manager(manager, factory_cls)`, `full_config(factory, entry, overrides)`
+- `factory_class(manager)`, `checking_factory(base_cls, check)`, `copy_manager(manager, factory_cls)`: lm-eval's
+  TaskManager with a check of every task's config before it is built (the bundled data, perplexity refused)
 """
 
 from __future__ import annotations
@@ -68,6 +69,18 @@ def set_instances(task, instances: list) -> None:
     task._instances = list(instances)
 
 
+def filter_names(task) -> list[str]:
+    """The names of the task's filter pipelines, in order (the first is its primary metric's)."""
+    return [f.name for f in getattr(task, "_filters", [])]
+
+
+def task_yaml(path) -> dict:
+    """A task or group YAML as lm-eval reads it, its `!function` tags left unresolved."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    return load_yaml(path, resolve_func=False)
+
+
 def uses_mutual_info(task) -> bool:
     return "acc_mutual_info" in task._metric_fn_list
 
@@ -94,25 +107,28 @@ def aggregate(accs: dict, groups: dict):
 # ------------------------------------------------------------------------------------------ task index
 
 
-def task_index(manager) -> dict:
-    return manager._index
+def factory_class(manager):
+    """The class of a TaskManager's task factory (what builds a task from its config)."""
+    return type(manager._factory)
+
+
+def checking_factory(base_cls, check):
+    """A subclass of the task factory `base_cls` that reads each task's full config before building it and calls
+    `check(config) -> overrides`: `check` raises to refuse the task (nothing is built, so nothing downloaded),
+    and the overrides it returns are merged into the task's config."""
+
+    class CheckedTaskFactory(base_cls):
+        def _build_task(self, entry, overrides):
+            extra = check(self._load_full_config(entry, overrides))
+            return super()._build_task(entry, {**(overrides or {}), **extra} if extra else overrides)
+
+    return CheckedTaskFactory
 
 
 def copy_manager(manager, factory_cls):
-    """A shallow copy of a TaskManager with its own index and a factory of class `factory_cls`."""
+    """A shallow copy of a TaskManager with its own index (lm-eval adds names to it as it builds groups) and a
+    task factory of class `factory_cls`."""
     out = copy.copy(manager)
     out._index = dict(manager._index)
     out._factory = factory_cls(meta=manager._factory._meta)
     return out
-
-
-def factory_class(manager):
-    return type(manager._factory)
-
-
-def full_config(factory, entry, overrides) -> dict:
-    return factory._load_full_config(entry, overrides)
-
-
-def build_task(base_cls, factory, entry, overrides):
-    return base_cls._build_task(factory, entry, overrides)
