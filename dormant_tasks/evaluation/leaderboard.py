@@ -158,6 +158,7 @@ def build_leaderboard(evaluations: pa.Table, models=None, tasks=None, revision: 
     best = _best(cells)
     out += ours + _model_averages(ours) + differences + _model_averages(differences) + best + _model_averages(best)
     _protocol_notes(curves, notes)
+    _rendering_notes(curves, notes)
     return Leaderboard(sorted(out, key=_order), revisions, tuple(notes))
 
 
@@ -389,6 +390,21 @@ def _protocol_notes(curves: dict[tuple, _Curve], notes: list[str]) -> None:
         if len(protocols) > 1:
             parts = [f"{s}-shot {m}, BOS {b}: {_listing(ms)}" for (s, m, b), ms in sorted(protocols.items(), key=str)]
             notes.append(f"{task}: models differ in protocol ({'; '.join(parts)}); compare them with care")
+
+
+def _rendering_notes(curves: dict[tuple, _Curve], notes: list[str]) -> None:
+    """Which rendering the chat-templated cells used, per task: lm-eval 0.4.5's (the paper's) or 0.4.13's; rows
+    written before the rendering was recorded are 0.4.13's."""
+    from dormant_tasks.evaluation.rendering import RENDERED_AS
+
+    by_task: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    for (_, model, task), c in curves.items():
+        if c.protocol[_PROTOCOL.index("chat_template")]:
+            rendering = c.protocol[_PROTOCOL.index("rendering")] or "lm-eval"
+            by_task[task][RENDERED_AS.get(rendering, rendering)].add(model)
+    for task, renderings in sorted(by_task.items()):
+        parts = [f"{how}: {_listing(models)}" for how, models in sorted(renderings.items())]
+        notes.append(f"{task}: chat-templated prompts rendered as {'; as '.join(parts)}")
 
 
 def _order(r: dict) -> tuple:

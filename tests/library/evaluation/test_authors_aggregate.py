@@ -86,6 +86,9 @@ def test_their_aggregate_on_the_published_pairs(seed_store):
     )
     # the best of all functions takes AWFT where it wins (Llama-3.1-8B-Instruct, Qwen2.5-14B): another number
     assert f"{cell(board, BEST, AVERAGE_MODEL)['within_1pt']:.2f}" == "14.53"
+    (note,) = board.notes  # which rendering the chat-templated numbers used
+    assert note.startswith("winogrande: chat-templated prompts rendered as lm-eval 0.4.5 (paper): ")
+    assert "allenai/OLMo-2-1124-7B-Instruct" in note and "allenai/OLMo-2-1124-7B," not in note
     llama = cell(board, OURS, "meta-llama/Llama-3.1-8B-Instruct")
     assert llama["best_fn"] == "ahon_ln" and llama["within_1pt"] == pytest.approx(11.89)
     assert cell(board, OURS_VS_AWFT, "meta-llama/Llama-3.1-8B-Instruct")["within_1pt"] == pytest.approx(11.89 - 12.44)

@@ -76,6 +76,12 @@ def test_authors_thresholds_for_a_model_they_do_not_cover(tiny_model_dir, tmp_pa
     assert "--thresholds auto" in r.stderr
 
 
+def test_a_chat_rendering_for_a_model_without_a_chat_template(tiny_model_dir, tmp_path):
+    store = tmp_path / "store"
+    r = _cli(tiny_model_dir, store, "--chat-template", "on", "--rendering", "paper", "--limit", "2")
+    _one_line_exit_2(r, "has no chat template", store)
+
+
 def test_paper_precision_without_an_8bit_backend(olmo2_named, tmp_path):
     if _has_bitsandbytes():
         pytest.skip("bitsandbytes is installed here, so 8-bit weights load: nothing to refuse")
