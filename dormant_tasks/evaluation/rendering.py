@@ -22,7 +22,7 @@ get_chat_context` and `HFLM.apply_chat_template`):
 - requests: multiple choice `(context, delimiter + choice)` per choice, or with multiple inputs
   `(context + choice, delimiter + target)`; generation `(context, the task's generation arguments)`.
 The few-shot examples are the ones lm-eval's sampler draws (the same random stream, seeded per task, as in
-both versions): `lmeval_adapter.draw_fewshot`.
+both versions): `lmeval_adapter.items_with_fewshot`.
 
 Public API
 - `Rendering` (`paper`, `lm-eval`; from `requests`), `RENDERED_AS` (each in words)

@@ -173,6 +173,8 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True,
         masks = {fn: view.mask(target.revision.name, fn) for fn in request.score_fns}
     fixed_taus = authors_taus(target.model_id, request.tasks, request.score_fns, request.quantiles, request.thresholds)
     dtype, int8 = precision_for(target.model_id, request.precision, request.dtype)
+    if int8:  # one line naming the fix, not a loading error, where 8-bit weights cannot load
+        check_int8_backend(request.device)
     model, tokenizer = load_model_at(target.path_or_repo, target.load_revision, dtype, request.device, int8=int8)
     prepared = prepare(
         model,
