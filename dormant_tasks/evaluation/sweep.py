@@ -117,9 +117,9 @@ def protocol_line(row: dict) -> str:
     ]
     if row["shots"] and row.get("fewshot_split"):
         parts.append(f"shots from {row['fewshot_split']}")
-    if row.get("precision"):
+    if row.get("precision") and row["precision"] != "float32":  # the defaults are left unsaid, as before
         parts.append(f"precision {row['precision']}")
-    if row.get("threshold_source"):
+    if row.get("threshold_source") and row["threshold_source"] != "own":
         parts.append(f"thresholds {row['threshold_source']}")
     return ", ".join(parts)
 
