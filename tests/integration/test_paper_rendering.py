@@ -7,7 +7,8 @@ items (the task configs' dataset locations are overridden as ours are). For ever
 byte for byte, with the chat template (and with a system instruction) and without one; and the un-intervened
 log-likelihood of every choice on winogrande and mmlu items must equal 0.4.5's stock HFLM's to 1e-4 (float32).
 `--rendering lm-eval` (0.4.13's own) must differ from 0.4.5 under the chat template: that is why the option exists.
-arc is rendered by the same code but its data is not bundled, so it is not compared here.
+ARC's data is not bundled: a few items in its schema are written to Parquet for this test and served to both
+versions as the bundled copies are (`arc_items`).
 """
 
 from __future__ import annotations
@@ -49,8 +50,39 @@ RUNS = [
     ("piqa", "piqa", 0, 5, None, False),
     ("hellaswag", "hellaswag", 0, 4, None, False),
     ("gsm8k", "gsm8k", 5, 3, None, False),
+    ("arc_challenge", "arc_challenge", 5, 4, None, False),
 ]
 _CONFIG_KEYS = ("dataset_path", "dataset_name", "dataset_kwargs", "training_split", "validation_split", "test_split")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def arc_items(tmp_path_factory):
+    """ARC-Challenge train/validation/test splits of made-up items in its Hub schema, served as if bundled."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dormant_tasks.evaluation import bundled
+
+    folder = tmp_path_factory.mktemp("arc")
+    things = ["a rock", "a plant", "the Sun", "a magnet", "water", "a cloud", "an ice cube", "a seed", "a battery"]
+    splits = {}
+    for split, n in (("train", 9), ("validation", 4), ("test", 6)):
+        rows = [
+            {
+                "id": f"{split}-{i}",
+                "question": f"Which of these changes when {things[i % 9]} is heated ({split} {i})?",
+                "choices": {"text": [things[(i + k) % 9] for k in range(4)], "label": ["A", "B", "C", "D"]},
+                "answerKey": "ABCD"[i % 4],
+            }
+            for i in range(n)
+        ]
+        splits[split] = folder / f"{split}.parquet"
+        pq.write_table(pa.Table.from_pylist(rows), splits[split])
+    arc = bundled.BundledDataset("allenai/ai2_arc", "ARC-Challenge", splits, True)
+    real = bundled.bundled_dataset
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bundled, "bundled_dataset", lambda p, n: arc if (p, n) == (arc.path, arc.name) else real(p, n))
+        yield arc
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +197,7 @@ def test_chat_requests_are_lm_eval_045s_byte_for_byte(chat_runs):
     assert "<|assistant|>\n" in context and continuation.startswith(" ")
     assert ours["winogrande_system"]["rows"][0][2][0].count("<|system|>") == 1
     assert ours["gsm8k"]["rows"][0][2][1]["until"]
+    assert ours["arc_challenge"]["rows"][0][2][1].startswith(" ")  # " " + the choice
 
 
 def test_loglikelihoods_equal_lm_eval_045_hflm(chat_runs):
