@@ -226,6 +226,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("lm_eval_version", pa.string(), nullable=True),
             _f("chance", pa.float64(), nullable=True),  # mean 1 / choices over the items (null: generation)
             _f("evaluated_at", pa.timestamp("us", tz="UTC")),  # when the run wrote its rows (the newest run wins)
+            # how the paper's protocol was followed (null: rows written before these columns existed)
+            _f("rendering", pa.string(), nullable=True),  # chat rendering: "paper" (lm-eval 0.4.5) or "lm-eval"
+            _f("precision", pa.string(), nullable=True),  # e.g. "float32", or "paper:int8" / "paper:bfloat16"
+            _f("threshold_source", pa.string(), nullable=True),  # "own" (base-run quantiles) or "authors"
         ]
     ),
     # One row per (item, setting) of an evaluation run with --log-samples (lm-eval's --log_samples).
