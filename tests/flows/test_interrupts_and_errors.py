@@ -125,7 +125,7 @@ def _no_temp_files(store: Path) -> list[Path]:
 @pytest.mark.parametrize("moment", ["prefect-start", "mid-scoring", "during-write"])
 def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment, random_series, tmp_path):
     store = tmp_path / "store"
-    args = ["track", "--repo", str(random_series), "--store", str(store), "--limit", "400", "--no-report"]
+    args = ["track", "--model", str(random_series), "--store", str(store), "--limit", "400", "--no-report"]
     env = _env()
     if moment == "during-write":
         hook = tmp_path / "hook"
@@ -191,7 +191,7 @@ def test_a_truncated_checkpoint_mid_series_is_one_line_and_leaves_the_store(rand
     with open(weights, "r+b") as f:
         f.truncate(weights.stat().st_size // 3)
     before = _checksum(store)
-    r = _run(["track", "--repo", str(series), "--store", str(store), "--limit", "4", "--no-report"])
+    r = _run(["track", "--model", str(series), "--store", str(store), "--limit", "4", "--no-report"])
     _assert_one_line_error(r, "track", "SafetensorError")
     assert _checksum(store) == before
 
@@ -251,7 +251,7 @@ def test_a_read_only_store_is_refused_before_any_work(random_series, tmp_path):
     try:
         before = _checksum(store)
         t0 = time.monotonic()
-        r = _run(["track", "--repo", str(random_series), "--store", str(store), "--limit", "5", "--no-report"])
+        r = _run(["track", "--model", str(random_series), "--store", str(store), "--limit", "5", "--no-report"])
         _assert_one_line_error(r, "track", "Read-only file system")
         assert time.monotonic() - t0 < 30  # refused before Prefect starts or a model loads
         assert _checksum(store) == before
@@ -269,7 +269,7 @@ def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_
         proc = _start(
             [
                 "track",
-                "--repo",
+                "--model",
                 str(random_series),
                 "--store",
                 str(store),

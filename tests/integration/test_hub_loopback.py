@@ -53,7 +53,7 @@ def local_logits(folder: Path) -> list[float]:
 
 def test_cli_lists_branches_in_training_order(hub_server, hub_series, tmp_path):
     out = subprocess.run(
-        [str(DORMANT), "checkpoints", "--repo", REPO, "--include-main"],
+        [str(DORMANT), "checkpoints", "--model", REPO, "--include-main"],
         capture_output=True,
         text=True,
         env=client_env(hub_server.endpoint, tmp_path),
