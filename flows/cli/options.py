@@ -267,8 +267,8 @@ def source_for(value: str, store) -> str:
 def preflight(args: argparse.Namespace) -> None:
     """The checks that need no library: the device is visible, the store is a (writable) folder, a model folder
     exists. Each raises the ConfigError or StoreError the library would raise later, seconds earlier."""
-    if getattr(args, "device", None) is not None:
-        check_device_available(args.device)
+    if getattr(args, "device", None) is not None and not getattr(args, "address", None):
+        check_device_available(args.device)  # (an existing Dask cluster's GPUs are on its workers, not here)
     if getattr(args, "store", None) is not None:
         check_store_path(args.store, getattr(args, "store_use", "reads"))
     model, role = getattr(args, "model", None), getattr(args, "model_role", None)
@@ -322,11 +322,16 @@ def _offline(*names: str) -> bool:
     return any(os.environ.get(n, "").strip().lower() in ("1", "true", "yes", "on") for n in names)
 
 
+def hub_silence() -> str | None:
+    """None when the Hub's host ($HF_ENDPOINT) takes a TCP connection within HUB_PROBE_S, else why not; asked
+    once per process and endpoint (the Hub client itself retries for a minute before it gives up)."""
+    return _probe(hub_endpoint(), HUB_PROBE_S)
+
+
 @functools.cache
-def hub_silence(timeout_s: float = HUB_PROBE_S) -> str | None:
-    """None when the Hub's host takes a TCP connection within `timeout_s`, else why not. Asked once per process,
-    in a thread so that a hanging name lookup costs `timeout_s` too (the Hub client retries for a minute)."""
-    url = urlsplit(hub_endpoint())
+def _probe(endpoint: str, timeout_s: float) -> str | None:
+    """In a thread, so that a hanging name lookup costs `timeout_s` too."""
+    url = urlsplit(endpoint)
     port = url.port or (443 if url.scheme == "https" else 80)
     outcome: list[str | None] = []
 
