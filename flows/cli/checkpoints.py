@@ -7,6 +7,7 @@ reused by `dormant track`.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .options import add_model_argument, add_store_argument
 
@@ -95,5 +96,6 @@ def run(args: argparse.Namespace) -> int:
         f"({'local folder' if listing.is_local else 'Hub repo'}); selection: {selection.describe()}"
     )
     if listing.skipped:
-        print(f"skipped {len(listing.skipped)} names that are not checkpoints: {', '.join(listing.skipped)}")
+        names = ", ".join(listing.skipped)  # a diagnostic: stderr, so stdout is the table and its summary
+        print(f"note: skipped {len(listing.skipped)} names that are not checkpoints: {names}", file=sys.stderr)
     return 0

@@ -24,7 +24,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--cron", required=True, metavar="CRON", help='cron schedule, e.g. "0 3 * * *" (03:00 daily; required)'
     )
-    parser.add_argument("--name", metavar="NAME", help="deployment name (default: track-<repo>)")
+    parser.add_argument("--name", metavar="NAME", help="deployment name (default: track-<model>)")
     parser.set_defaults(func=run)
 
 

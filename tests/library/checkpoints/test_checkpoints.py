@@ -328,12 +328,13 @@ def test_empty_folder_and_bad_sources_are_clear_errors(tmp_path, tiny_model_dir)
 
 def test_cli_table_and_errors(local_series, capsys):
     assert main(["checkpoints", "--model", str(local_series), "--include-main", "--max", "2"]) == 0
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
     assert out[0].split() == ["name", "stage", "ingredient", "step", "tokens", "commit"]
     assert out[1].split() == ["stage1-step250-tokens256K", "1", "250", "256K", "local"]
     assert out[2].split() == ["stage2-ingredient1-step10-tokens10K", "2", "1", "10", "10K", "local"]
     assert out[3].split() == ["main", "?", "?", "?", "local"]
-    assert "skipped 2 names" in out[-1]
+    assert "checkpoints of" in out[-1] and "skipped 2 names" in captured.err  # the note is a diagnostic
     assert main(["checkpoints", "--model", str(local_series), "--steps", "9:8"]) == 2
     assert "swap" in capsys.readouterr().err
 

@@ -458,3 +458,24 @@ def test_grammar_table_is_in_the_readme():
         assert f"| `{option}` |" in readme
     for old in OLD_NAMES:  # the retired names, in the README's note on old spellings
         assert f"{old}` (now" in readme
+
+
+def test_a_silent_hub_is_asked_once_and_evaluate_reads_the_bundled_task_data(tmp_path, monkeypatch, capsys):
+    """`evaluate --datasets auto` without an offline variable: a Hub that does not answer costs one probe (a
+    refused connection here; at most HUB_PROBE_S), then the bundled copies serve the tasks, with one note."""
+    from flows.cli.options import preflight
+
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    args = _parse("evaluate", "--model", str(_series(tmp_path / "s")), "--store", str(tmp_path / "st"))
+    started = time.perf_counter()
+    preflight(args)
+    assert time.perf_counter() - started < CHECK_S
+    assert args.datasets == "bundled"
+    (note,) = capsys.readouterr().err.splitlines()
+    assert note.startswith("dormant evaluate: note: the Hub at http://127.0.0.1:") and "bundled" in note
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")  # offline already: no probe, no note, `auto` stays
+    args = _parse("evaluate", "--model", str(tmp_path / "s"), "--store", str(tmp_path / "st"))
+    preflight(args)
+    assert args.datasets == "auto" and capsys.readouterr().err == ""
