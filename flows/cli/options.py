@@ -266,7 +266,8 @@ def source_for(value: str, store) -> str:
 
 def preflight(args: argparse.Namespace) -> None:
     """The checks that need no library: the device is visible, the store is a (writable) folder, a model folder
-    exists. Each raises the ConfigError or StoreError the library would raise later, seconds earlier."""
+    exists, the Hub answers. Each raises the error class the library raises for the same input (ConfigError,
+    StoreError, CheckpointError), seconds earlier."""
     if getattr(args, "device", None) is not None and not getattr(args, "address", None):
         check_device_available(args.device)  # (an existing Dask cluster's GPUs are on its workers, not here)
     if getattr(args, "store", None) is not None:
@@ -276,7 +277,7 @@ def preflight(args: argparse.Namespace) -> None:
         args.model = source_for(model, getattr(args, "store", None))
         if is_path_like(args.model) and not Path(args.model).expanduser().is_dir():
             what = "is a file" if Path(args.model).expanduser().exists() else "does not exist"
-            raise ConfigError(
+            raise CheckpointError(  # the class `checkpoints.naming` raises for a missing series folder
                 f"--model {args.model} {what}: name a checkpoint folder (or a folder of them), a Hub repo id "
                 "(org/name) or a series the store keeps"
             )
@@ -305,6 +306,10 @@ def check_store_path(store, use: str) -> None:
         folder = folder.parent
     if not folder.is_dir():
         raise StoreError(f"--store {store}: {folder} is a file, not a folder; choose another --store")
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        raise StoreError(
+            f"--store {store}: {folder}: Read-only file system; choose another --store, or remount it writable"
+        )
     if not os.access(folder, os.W_OK | os.X_OK):
         raise StoreError(f"--store {store}: {folder} is not writable; fix its permissions or choose another --store")
 

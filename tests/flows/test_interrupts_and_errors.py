@@ -228,11 +228,11 @@ def test_evaluate_errors_are_one_line_and_write_nothing(case, tiny_model_dir, tm
     if case == "missing-path":
         model, needle = str(tmp_path / "no-such-checkpoint"), "does not exist"
     elif case == "unreachable-hub":
-        model, needle = "allenai/OLMo-2-1124-7B", "did not answer"
+        model, needle = "allenai/OLMo-2-1124-7B", "does not answer"  # the CLI's one probe, before any import
         env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens on port 9
     else:
         store.write_text("not a store")
-        needle = "not a dormant store"
+        needle = "is a file, not a folder"
     before = _checksum(tmp_path)
     r = _run(["evaluate", "--model", model, "--store", str(store), "--limit", "2"], **env)
     _assert_one_line_error(r, "evaluate", needle)

@@ -479,3 +479,15 @@ def test_a_silent_hub_is_asked_once_and_evaluate_reads_the_bundled_task_data(tmp
     args = _parse("evaluate", "--model", str(tmp_path / "s"), "--store", str(tmp_path / "st"))
     preflight(args)
     assert args.datasets == "auto" and capsys.readouterr().err == ""
+
+
+def test_a_missing_model_folder_is_one_checkpoint_error_from_the_cli_and_the_library(tmp_path):
+    from dormant_tasks.checkpoints.naming import list_revisions
+    from dormant_tasks.errors import CheckpointError
+    from flows.cli.options import preflight
+
+    missing = str(tmp_path / "no-such-series")
+    with pytest.raises(CheckpointError, match="no-such-series"):
+        list_revisions(missing)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        preflight(_parse("track", "--model", missing, "--store", str(tmp_path / "s")))
