@@ -236,8 +236,16 @@ def series_name(value: str | None) -> str | None:
 
 def stored_sources(store, name: str) -> list[str]:
     """The local folders whose series the store keeps under `name` (read from its saved track requests)."""
+    if not Path(store).is_dir():
+        return []
+    from dormant_tasks.store.io import request_path  # the store's layout is the store's to know
+
+    try:
+        folder = request_path(store, name, "request").parent
+    except StoreError:  # a name that cannot name a series
+        return []
     found = set()
-    for path in Path(store).glob("requests/series=*/*.json"):
+    for path in folder.glob("*.json"):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -249,8 +257,9 @@ def stored_sources(store, name: str) -> list[str]:
 
 
 def source_for(value: str, store) -> str:
-    """A `--model` source: a folder or a Hub id as given; a stored local series' name -> its folder."""
-    if is_path_like(value) or store is None:
+    """A `--model` source: a folder or a Hub id as given; a stored local series' name (a folder name: no "/")
+    -> its folder."""
+    if is_path_like(value) or store is None or "/" in value:
         return value
     sources = stored_sources(store, value)
     if len(sources) > 1:

@@ -207,7 +207,7 @@ def test_the_temporary_servers_shutdown_records_stay_off_the_console(case, rando
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_SHUTDOWN_RECORD)
-    args = ["track", "--repo", str(series), "--store", str(tmp_path / "store"), "--limit", "4", "--no-report"]
+    args = ["track", "--model", str(series), "--store", str(tmp_path / "store"), "--limit", "4", "--no-report"]
     args += {"error": [], "normal-end": ["--steps", "0:0"], "error-verbose": ["--verbose"]}[case]
     r = _run(args, PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     if case == "error":

@@ -348,7 +348,7 @@ def pythia_hub(tmp_path_factory, tiny_tokenizer, olah):
 def test_pythia_branches_list_in_step_order_with_tokens(pythia_hub, tmp_path):
     server, _, commits = pythia_hub
     out = subprocess.run(
-        [str(DORMANT), "checkpoints", "--repo", PYTHIA_REPO, "--include-main"],
+        [str(DORMANT), "checkpoints", "--model", PYTHIA_REPO, "--include-main"],
         capture_output=True,
         text=True,
         env=client_env(server.endpoint, tmp_path),

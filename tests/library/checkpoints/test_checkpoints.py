@@ -362,12 +362,12 @@ def test_local_step_series_lists_in_step_order_with_tokens_per_step(step_series)
 def test_local_step_series_without_tokens_per_step_is_one_line(step_series, capsys):
     with pytest.raises(CheckpointError, match=r"13 checkpoint names \(step0 ... step2000\).*--tokens-per-step N"):
         list_revisions(step_series)
-    assert main(["checkpoints", "--repo", str(step_series)]) == 2
+    assert main(["checkpoints", "--model", str(step_series)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--tokens-per-step" in err
-    assert main(["checkpoints", "--repo", str(step_series), "--tokens-per-step", "0"]) == 2
+    assert main(["checkpoints", "--model", str(step_series), "--tokens-per-step", "0"]) == 2
     assert "positive integer" in capsys.readouterr().err
-    assert main(["checkpoints", "--repo", str(step_series), "--tokens-per-step", "2048", "--max", "3"]) == 0
+    assert main(["checkpoints", "--model", str(step_series), "--tokens-per-step", "2048", "--max", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out[1:4]] == ["step0", "step32", "step2000"]
     assert out[3].split()[3] == format_tokens(2000 * 2048) == "4.096M"
@@ -390,7 +390,7 @@ def test_track_request_carries_tokens_per_step(step_series, tmp_path, capsys):
     assert again == request and again.tokens_per_step == 1024
     assert again.request_id != TrackRequest(source=str(step_series), store=str(tmp_path / "store")).request_id
     # refused before Prefect starts, in one line
-    assert main(["track", "--repo", str(step_series), "--store", str(tmp_path / "s"), "--tokens-per-step", "-5"]) == 2
+    assert main(["track", "--model", str(step_series), "--store", str(tmp_path / "s"), "--tokens-per-step", "-5"]) == 2
     assert "--tokens-per-step" in capsys.readouterr().err
     saved = tmp_path / "request.json"
     saved.write_text(request.to_json())
