@@ -1,6 +1,6 @@
 """The grammar of `dormant`: the options several commands share, defined once, and the parser that enforces it.
 
-One name per concept in every command (README, "Commands"):
+One name per concept in every command (README, "Command grammar"):
     --model      the thing analysed: a Hub repo id, a local folder, or a stored series' name (its slug)
     --store      the Parquet store folder
     --reports-dir  the report folder
@@ -12,8 +12,8 @@ Old spellings (`--repo`, `--series DIR`, `--task`, `--score-fn`, `--models`, `re
 --out`) keep working for one release and print one deprecation note on stderr. `--debug` and `--verbose` are
 accepted anywhere on the line. Every parse error is one stderr line, `dormant CMD: error: ...`, exit 2.
 
-`preflight` runs the cheap checks (device, store folder, model folder) before any heavy import. stdlib only
-here: building the parser stays light.
+`preflight` runs the cheap checks (device, store folder, model folder, one Hub probe) before any heavy import.
+stdlib only here: building the parser stays light.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ RENAMED: dict[str, dict[str, str]] = {
     "evaluate": {"--task": "--tasks"},
     "leaderboard": {"--models": "--model"},
 }
-_noted: set[str] = set()
+_noted: set[tuple[str, str]] = set()  # (command, old spelling): one note each per process
 
 
 class DormantParser(argparse.ArgumentParser):

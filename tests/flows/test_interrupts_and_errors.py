@@ -214,7 +214,8 @@ def test_the_temporary_servers_shutdown_records_stay_off_the_console(case, rando
         _assert_one_line_error(r, "track", "SafetensorError")
     elif case == "normal-end":
         assert r.returncode == 0, r.stderr[-3000:]
-        assert r.stderr == "", r.stderr[-3000:]
+        # stderr holds the run's own diagnostics (its `warning:` lines about taus) and nothing of the server
+        assert all(line.startswith("warning: ") for line in r.stderr.splitlines()), r.stderr[-3000:]
     else:
         assert r.returncode == 2, r.stderr[-3000:]
         assert "Exception during reset or similar" in r.stderr and "CancelledError" in r.stderr, r.stderr[-3000:]
