@@ -65,7 +65,7 @@ def test_cli_lists_branches_in_training_order(hub_server, hub_series, tmp_path):
     assert names == ["step50-tokens102K", "stage1-step100-tokens205K", "stage2-ingredient1-step20-tokens41K", "main"]
     for line in lines[1:5]:  # the short commit shown is the server's commit of that branch
         assert hub_series.commits[line.split()[0]][:10] in line
-    assert "skipped 1 names that are not checkpoints: experiment-notes" in out.stdout
+    assert "skipped 1 names that are not checkpoints: experiment-notes" in out.stderr  # a note: a diagnostic
 
 
 def test_download_at_each_branch_matches_its_checkpoint(hub_server, hub_series, tmp_path):
