@@ -99,7 +99,7 @@ def main() -> None:
         "-m",
         "flows.cli",
         "track",
-        "--repo",
+        "--model",
         source,
         "--store",
         str(store),

@@ -126,11 +126,11 @@ def build_leaderboard(evaluations: pa.Table, models=None, tasks=None, revision: 
     for m in models or ():
         if m not in known_models:
             raise ConfigError(
-                f"--models {m}: no evaluations of it{did_you_mean(m, known_models)}; evaluated: {_listing(known_models)}"
+                f"--model {m}: no evaluations of it{did_you_mean(m, known_models)}; evaluated: {_listing(known_models)}"
             )
         if m not in swept:
             raise ConfigError(
-                f"--models {m}: only static evaluations of it; run `dormant evaluate --model {m} --mode dynamic`"
+                f"--model {m}: only static evaluations of it; run `dormant evaluate --model {m} --mode dynamic`"
             )
     if models:
         rows = [r for r in rows if r["model_id"] in set(models)]

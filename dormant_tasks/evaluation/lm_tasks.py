@@ -51,7 +51,7 @@ def split_task_names(text) -> tuple[str, ...]:
     parts = text.split(",") if isinstance(text, str) else [p for t in text for p in str(t).split(",")]
     names = tuple(dict.fromkeys(p.strip() for p in parts if p.strip()))
     if not names:
-        raise EvaluationError("no task given; name an lm-eval task, e.g. --task winogrande or --task mmlu,piqa")
+        raise EvaluationError("no task given; name an lm-eval task, e.g. --tasks winogrande or --tasks mmlu piqa")
     return names
 
 

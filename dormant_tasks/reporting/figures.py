@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
+from dormant_tasks.checkpoints.naming import format_tokens  # the one token-count format (CLI, report, ticks)
 from dormant_tasks.engine.score_functions import get_score_function
 from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS
 
@@ -25,17 +26,6 @@ DPI = 150
 RASTER_COLOURS = ("#d9d9d9", "#cfe1f2", "#1f3b63", "#d62728", "#2ca02c")
 RASTER_NAMES = ("not scored", "active", "dormant", "fell dormant here", "woke here")
 FELL_COLOUR, WOKE_COLOUR = RASTER_COLOURS[3], RASTER_COLOURS[4]
-
-
-def format_tokens(t: float) -> str:
-    """1234 -> '1.2K', 294e9 -> '294B', 0 -> '0'."""
-    if t == 0:
-        return "0"
-    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(t) >= size:
-            v = t / size
-            return f"{v:.0f}{unit}" if v >= 100 or v == int(v) else f"{v:.3g}{unit}"
-    return f"{t:.0f}"
 
 
 def set_tokens_axis(ax, tokens: np.ndarray) -> None:

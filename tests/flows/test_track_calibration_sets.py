@@ -104,7 +104,7 @@ def test_bad_calibration_sets_are_one_line_exit_2_and_write_nothing(case, random
         args, needle = ["--calibration", str(bad)], "longer than the model's context"
     r = _cli(
         "track",
-        "--repo",
+        "--model",
         str(random_series),
         "--store",
         str(store),
@@ -134,7 +134,7 @@ def test_retau_with_a_calibration_set_the_model_cannot_take_writes_nothing(rando
     texts are all longer than the context: one line, exit 2, and the store byte for byte as it was (its taus and
     request still those of the results it holds)."""
     store = tmp_path / "store"
-    common = ["--repo", str(random_series), "--store", str(store), "--no-report", "--scores", "ahon_ln"]
+    common = ["--model", str(random_series), "--store", str(store), "--no-report", "--scores", "ahon_ln"]
     first = _cli("track", *common, "--limit", "4", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     before = _store_digest(store)

@@ -408,11 +408,11 @@ def test_checkpoints_of_older_taus_are_not_current(tmp_path):
 
 def test_cli_report(known_store, tmp_path, capsys):
     out = tmp_path / "cli-out"
-    assert main(["report", "--store", str(known_store), "--out", str(out)]) == 0
+    assert main(["report", "--store", str(known_store), "--reports-dir", str(out)]) == 0
     assert (out / "index.html").is_file() and (out / "figures" / "raster_ahon_ln.svg").is_file()
     assert "index.html" in capsys.readouterr().out
     write_series(known_store, {"ahon_ln": known_picture()}, TOKENS, model_id="other-series")
-    assert main(["report", "--store", str(known_store), "--out", str(tmp_path / "x")]) == 2
+    assert main(["report", "--store", str(known_store), "--reports-dir", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("dormant report: error:") and MODEL in err and "other-series" in err and "--model" in err
     assert not (tmp_path / "x").exists()

@@ -359,8 +359,8 @@ def test_report_cli_hide_blips_draws_the_undone_raster(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fg, "draw_raster", spy)
     plain, hidden = tmp_path / "plain", tmp_path / "hidden"
-    assert main(["report", "--store", str(root), "--out", str(plain)]) == 0
-    assert main(["report", "--store", str(root), "--out", str(hidden), "--hide-blips"]) == 0
+    assert main(["report", "--store", str(root), "--reports-dir", str(plain)]) == 0
+    assert main(["report", "--store", str(root), "--reports-dir", str(hidden), "--hide-blips"]) == 0
     (a, a_hide), (b, b_hide) = drawn
     assert not a_hide and b_hide
     assert a[0].tolist() == [0, 1, 0, 0, 0, 0] and b[0].tolist() == [0, 0, 0, 0, 0, 0]
