@@ -39,8 +39,9 @@ def parse_device(value) -> Device | str:
     text = str(value.value if isinstance(value, StrEnum) else value).strip().lower()
     if text in Device._value2member_map_:
         return Device(text)
-    if _CUDA_INDEX.fullmatch(text):
-        return f"cuda:{int(_CUDA_INDEX.fullmatch(text).group(1))}"
+    index = _CUDA_INDEX.fullmatch(text)
+    if index:
+        return f"cuda:{int(index.group(1))}"
     if text == "mps":
         raise ConfigError("--device mps (Apple GPU) is not supported: use --device cpu")
     choices = [d.value for d in Device]

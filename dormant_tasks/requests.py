@@ -140,7 +140,7 @@ class _Request:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.KIND, "request_version": REQUEST_VERSION}
-        for f in dataclasses.fields(self):
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]  # every request kind is a dataclass
             value = getattr(self, f.name)
             if isinstance(value, Selection):
                 value = dataclasses.asdict(value)
@@ -170,7 +170,7 @@ class _Request:
             )
         if version == 1 and cls.KIND == "evaluate":  # v1 had one `task` and always 0-shot by default
             data["tasks"] = [data.pop("task", "winogrande")]
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]  # a dataclass subclass
         unknown = sorted(set(data) - names)
         if unknown:
             raise ConfigError(f"the request has unknown field {unknown[0]!r}{did_you_mean(unknown[0], names)}")

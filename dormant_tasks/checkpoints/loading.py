@@ -82,7 +82,7 @@ def load_model_and_tokenizer(
             )
             return model.eval(), tokenizer
         model = AutoModelForCausalLM.from_pretrained(str(path_or_repo), revision=revision, dtype=torch_dtype)
-        return model.to(device).eval(), tokenizer
+        return model.to(device).eval(), tokenizer  # type: ignore[arg-type]  # transformers' stub wraps `to`
     except (MemoryError, torch.OutOfMemoryError) as e:
         raise CheckpointError(
             f"out of memory loading {where} on {device} ({type(e).__name__}: {_first_line(e)}); "

@@ -293,7 +293,10 @@ def select_revisions(
 ) -> list[Revision]:
     """`Selection(...).apply(revisions)`: see `Selection` for the meaning and order of the filters."""
     return Selection(
-        tuple([revisions_glob] if isinstance(revisions_glob, str) else revisions_glob or ()), steps, every, max_n
+        tuple([revisions_glob] if isinstance(revisions_glob, str) else revisions_glob or ()),
+        parse_steps(steps),
+        every,
+        max_n,
     ).apply(revisions)
 
 

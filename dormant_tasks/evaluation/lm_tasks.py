@@ -115,7 +115,7 @@ def _checked_factory(base_cls, bundled: bool, fallbacks: dict, reason: str):
     from dormant_tasks.evaluation import lmeval_adapter
 
     def check(cfg: dict) -> dict:
-        _refuse_perplexity(cfg.get("task"), cfg.get("output_type"))
+        _refuse_perplexity(str(cfg.get("task")), cfg.get("output_type"))
         return _bundled_overrides(cfg, fallbacks, reason) if bundled else {}
 
     return lmeval_adapter.checking_factory(base_cls, check)
