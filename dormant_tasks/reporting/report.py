@@ -314,8 +314,9 @@ def calibration_sets(views, series: Series, score_fn: str) -> CalibrationSets | 
         of_pair = [r for r in rows if (r["calibration_a"], r["calibration_b"]) == p]
         if of_pair:
             last = of_pair[-1]["revision"]
-            values = [r["jaccard"] for r in of_pair if r["revision"] == last]
-            last_jaccard[p] = (last, float(np.mean(values)))
+            values = np.array([r["jaccard"] for r in of_pair if r["revision"] == last], dtype=np.float64)
+            # NaN (both masks empty: undefined) is left out; all NaN: no function marks a head on either set
+            last_jaccard[p] = (last, float(np.nanmean(values)) if (~np.isnan(values)).any() else float("nan"))
     n_cells = series.n_layers * series.n_heads
     scored = np.zeros((n_cells, len(revisions)), dtype=np.int64)  # [head, checkpoint]: sets that scored it
     dormant = np.zeros((n_cells, len(revisions)), dtype=np.int64)  # [head, checkpoint]: sets it is dormant on
@@ -403,11 +404,15 @@ def calibration_sets_line(sets: CalibrationSets) -> str:
     """summary.md's line: per pair of sets, the mean Jaccard (over score functions) at its last checkpoint."""
     last = {rev for rev, _ in sets.last_jaccard.values()}
     one = len(last) == 1  # the usual case: every pair's last shared checkpoint is the series' last
-    parts = [f"{a} vs {b} {j:.2f}{'' if one else f' ({rev})'}" for (a, b), (rev, j) in sets.last_jaccard.items()]
+    parts = [
+        f"{a} vs {b} {'undefined' if np.isnan(j) else f'{j:.2f}'}{'' if one else f' ({rev})'}"
+        for (a, b), (rev, j) in sets.last_jaccard.items()
+    ]
     at = f" ({next(iter(last))})" if one else ""
     return (
         f"Calibration sets ({len(sets.calibration_ids)}): mean Jaccard of the dormant masks at the last checkpoint"
-        f"{at}, over the score functions both sets track: {'; '.join(parts) or 'no checkpoint shared'}."
+        f"{at}, over the score functions both sets track and that mark a head on either (undefined when both "
+        f"masks are empty): {'; '.join(parts) or 'no checkpoint shared'}."
     )
 
 
