@@ -17,6 +17,7 @@ COMMANDS = [
     "serve",
     "status",
     "report",
+    "findings",
     "evaluate",
     "leaderboard",
     "checkpoints",

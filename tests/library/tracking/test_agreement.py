@@ -253,7 +253,7 @@ def test_report_has_a_calibration_sets_section_only_with_several_sets(tmp_path):
     t = A.set_agreement(stores["two"], MODEL)
     last = t.filter(np.array([r == rev(1000)["revision"] for r in t.column("revision").to_pylist()]))
     mean = float(np.nanmean(last.column("jaccard").to_numpy()))
-    lines = [line for line in two.markdown.splitlines() if "Jaccard" in line]
+    lines = [line for line in two.markdown.splitlines() if line.startswith("Calibration sets") and "Jaccard" in line]
     assert len(lines) == 1 and "cal-a" in lines[0] and "cal-b" in lines[0] and f"{mean:.2f}" in lines[0]
 
     one = render_report(stores["one"], MODEL, out_dir=tmp_path / "report-one")
