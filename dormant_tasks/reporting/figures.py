@@ -246,7 +246,8 @@ def draw_emergence(e) -> Figure:
         ax.errorbar(
             [e.early_tokens],
             [100 * e.early.value],
-            yerr=[[100 * (e.early.value - e.early.low)], [100 * (e.early.high - e.early.value)]],
+            # max(0, ...): at k = 0 or k = n the interval's end meets the value up to rounding
+            yerr=[[100 * max(0.0, e.early.value - e.early.low)], [100 * max(0.0, e.early.high - e.early.value)]],
             fmt="o",
             color="C3",
             capsize=4,

@@ -319,8 +319,14 @@ def tau_positions(store, series: Series) -> list[TauPosition]:
             warning = (
                 f"{fn}: tau (score {direction} {tau:g}) marks {100 * share:.2f}% of the (input, head) pairs inactive "
                 f"at the reference checkpoint {ref} (quantile {quantile:.3f} of its per-input scores): {fn} marks "
-                f"{what}, so its % dormant is not comparable with the other functions'. Choose a tau inside the "
-                f"scores' range (e.g. --tau {fn}=q0.15 with --retau)"
+                f"{what}, so its % dormant is not comparable with the other functions'. "
+                + (
+                    f"Its quantile tau sits where the scores tie: use a fixed --tau {fn}=VALUE with --retau, or "
+                    f"drop {fn} from --scores"
+                    if any(r["score_fn"] == fn and r["source"] == "quantile" for r in series.tau_sources)
+                    else f"Choose a tau inside the scores' range, e.g. --tau {fn}=q0.15 (a quantile of the "
+                    "reference) with --retau"
+                )
             )
         out.append(TauPosition(fn, tau, direction, ref, share, quantile, warning))
     return out

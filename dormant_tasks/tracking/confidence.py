@@ -35,8 +35,9 @@ def wilson_interval(k, n, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
     denom = 1.0 + z2 / safe_n
     centre = (p + z2 / (2.0 * safe_n)) / denom
     half = z * np.sqrt(np.maximum(p * (1.0 - p) / safe_n + z2 / (4.0 * safe_n * safe_n), 0.0)) / denom
-    low = np.where(ok, np.clip(centre - half, 0.0, 1.0), np.nan)
-    high = np.where(ok, np.clip(centre + half, 0.0, 1.0), np.nan)
+    # k = 0 and k = n put an end exactly at 0 and 1 (the formula gets there only up to rounding, e.g. 5.6e-17)
+    low = np.where(ok, np.where(p <= 0.0, 0.0, np.clip(centre - half, 0.0, 1.0)), np.nan)
+    high = np.where(ok, np.where(p >= 1.0, 1.0, np.clip(centre + half, 0.0, 1.0)), np.nan)
     return low, high
 
 

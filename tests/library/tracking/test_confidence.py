@@ -72,6 +72,13 @@ def test_wilson_on_hand_computed_values():
         np.testing.assert_allclose(np.array(wilson_interval(k, n)).ravel(), by_hand(k, n), rtol=1e-12)
 
 
+def test_wilson_ends_are_exact_at_k_0_and_k_n():
+    for n in (1, 3, 7, 128):
+        low, high = wilson_interval([0, n], n)
+        assert low[0] == 0.0 and high[1] == 1.0  # not 5.6e-17 / 1 - 1e-16: a figure's error bar must not go negative
+        assert low[0] <= 0.0 <= high[0] and low[1] <= 1.0 <= high[1]
+
+
 def test_wilson_is_vectorised_and_n_0_is_unknown():
     k = np.array([[0, 2], [5, 0]])
     n = np.array([[4, 4], [10, 0]])

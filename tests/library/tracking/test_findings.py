@@ -190,3 +190,27 @@ def test_emergence_without_a_dormant_head_at_the_end(tmp_path):
     f = series_findings(write_series(tmp_path / "s", {"ahon_ln": d}, [0, 10]), MODEL)
     assert f.emergence.early.n == 0 and math.isnan(f.emergence.early.value)
     assert "no head is dormant at the last checkpoint" in "\n".join(findings_lines(f))
+
+
+@pytest.mark.parametrize("settled", [[400_000, 900_000], [10, 20]])  # none early (k = 0), all early (k = n)
+def test_emergence_figure_at_the_ends_of_the_interval(settled):
+    from dormant_tasks.reporting import figures as fg
+    from dormant_tasks.tracking.findings import EARLY, Emergence, Share
+
+    early = EARLY * 1_000_000
+    k = sum(t <= early for t in settled)
+    e = Emergence(
+        4,
+        "last",
+        1_000_000,
+        0.0,
+        50.0,
+        "r",
+        10,
+        ["L0.H0", "L0.H1"],
+        np.array(settled),
+        ["a", "b"],
+        early,
+        Share.of(k, 2),
+    )
+    fg.draw_emergence(e)  # no negative error bar
