@@ -687,6 +687,13 @@ def _tokens(t: float) -> str:
     return fg.format_tokens(t)
 
 
+def _settled_list(e, most: int = 20) -> str:
+    """Per final-dormant head, where it became dormant for good, earliest first (the first `most` of them)."""
+    order = np.argsort(e.settled_tokens, kind="stable")
+    parts = [f"{e.heads[i]} at {_tokens(e.settled_tokens[i])}" for i in order[:most]]
+    return ", ".join(parts) + (f", and {len(order) - most} more" if len(order) > most else "")
+
+
 def findings_lines(f: Findings) -> list[str]:
     """The three findings as markdown paragraphs (`dormant findings`, summary.md, the report)."""
     e, t, d = f.emergence, f.transitions, f.input_dependence
@@ -700,7 +707,7 @@ def findings_lines(f: Findings) -> list[str]:
         emerge = (
             f"of the {e.early.n} heads dormant at the last checkpoint, {_pct(e.early)} were dormant for good by "
             f"{int(100 * findings.EARLY)}% of the tokens ({_tokens(e.early_tokens)}); median token count at which they "
-            f"became dormant for good: {median}."
+            f"became dormant for good: {median} ({_settled_list(e)})."
         )
     else:
         emerge = "no head is dormant at the last checkpoint, so there is no emergence to date."

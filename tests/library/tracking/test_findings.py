@@ -178,6 +178,7 @@ def test_cli_findings(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "1. **Emergence.**" in out and "2. **Transitions.**" in out and "3. **Input dependence.**" in out
     assert "1 of 3 (33.3%" in out  # the early share with its interval
+    assert "(L0.H0 at 50K, L0.H1 at 200K, L0.H2 at 1M)" in out  # each head's token count
     assert (tmp_path / "out" / "figures" / "findings_emergence.svg").is_file()
     assert main(["findings", "--store", str(root), "--score-fn", "ahon_lnn"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
