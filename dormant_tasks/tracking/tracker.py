@@ -84,7 +84,7 @@ class SeriesPlan:
 
 
 def plan_series(request: TrackRequest) -> SeriesPlan:
-    listing = list_revisions(request.source, include_main=request.include_main)
+    listing = list_revisions(request.source, request.include_main, request.tokens_per_step)
     selected = request.selection.apply(listing.revisions)
     return SeriesPlan(tuple(listing.revisions), tuple(selected), tuple(listing.skipped))
 

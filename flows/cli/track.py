@@ -12,7 +12,7 @@ from pathlib import Path
 from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
 from dormant_tasks.tracking.calibration import bundled_set_names
 
-from .checkpoints import add_selection_arguments, selection_from_args
+from .checkpoints import add_selection_arguments, add_tokens_per_step_argument, selection_from_args
 from .options import add_calibration_arguments, add_device_argument, add_dtype_argument, add_store_argument
 
 CALIBRATION_SETS = bundled_set_names()
@@ -36,6 +36,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="run a saved request again (a <store>/requests/.../*.json file); no other option",
     )
+    add_tokens_per_step_argument(parser)
     add_selection_arguments(parser)
     g = parser.add_argument_group("scoring")
     g.add_argument("--scores", nargs="+", metavar="FN", help="score functions (default: all 16, incl. random)")
@@ -121,6 +122,7 @@ _REQUEST_OPTIONS = (
     "every",
     "max_n",
     "include_main",
+    "tokens_per_step",
     "scores",
     "taus",
     "reference",
@@ -161,6 +163,7 @@ def request_from_args(args: argparse.Namespace):
         store=args.store,
         selection=selection_from_args(args),
         include_main=args.include_main,
+        tokens_per_step=args.tokens_per_step,
         score_fns=args.scores,
         taus=tuple(args.taus),
         reference=args.reference,
@@ -235,9 +238,10 @@ def stored_note(request) -> str:
 
 def answer_from_store(request, plan=None) -> bool:
     """A rerun on a fully stored series answers from the store, without loading a model or starting Prefect."""
+    from dormant_tasks.store.io import is_store
     from dormant_tasks.tracking.tracker import pending_revisions, plan_series
 
-    if not (Path(request.store) / "_store.json").is_file():
+    if not is_store(request.store):
         return False
     plan = plan or plan_series(request)
     pending = pending_revisions(request, plan)
