@@ -17,8 +17,10 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +40,9 @@ from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
 from dormant_tasks.tracking.agreement import set_agreement
 from dormant_tasks.tracking.findings import Findings, Share
 from dormant_tasks.tracking.series import SeriesView, open_views
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DEFAULT_SCORE_FN = "ahon_ln"
 
@@ -677,8 +682,8 @@ def report_markdown(
 # ---------------------------------------------------------------- findings (docs/SCORES.md §7)
 
 
-def _pct(share: Share) -> str:
-    if not share.n:
+def _pct(share: Share | None) -> str:
+    if share is None or not share.n:
         return "undefined (0 of 0)"
     return f"{share.k} of {share.n} ({100 * share.value:.1f}%, 95% CI {100 * share.low:.1f}-{100 * share.high:.1f}%)"
 
@@ -712,7 +717,7 @@ def findings_lines(f: Findings) -> list[str]:
     else:
         emerge = "no head is dormant at the last checkpoint, so there is no emergence to date."
     first = (
-        f"first dormant head at {e.first_dormant_revision} ({_tokens(e.first_dormant_tokens)} tokens)"
+        f"first dormant head at {e.first_dormant_revision} ({_tokens(e.first_dormant_tokens or 0)} tokens)"
         if e.first_dormant_revision
         else "no head is ever dormant"
     )
@@ -752,7 +757,7 @@ def findings_lines(f: Findings) -> list[str]:
     return out
 
 
-def findings_plots(f: Findings) -> list[tuple[str, str, object]]:
+def findings_plots(f: Findings) -> list[tuple[str, str, Callable[[], Figure]]]:
     """(kind, file name, draw) of the findings' figures: emergence, transitions and, when measured, the
     calibration sets' agreement through training."""
     plots = [
@@ -838,7 +843,7 @@ def render_report(
     out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(series.model_id)
     stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips)
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
-    plots = [  # (kind, file name, draw)
+    plots: list[tuple[str, str, Callable[[], Figure]]] = [  # (kind, file name, draw)
         (
             "dormant_percent",
             "dormant_percent",
