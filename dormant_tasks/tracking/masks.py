@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dormant_tasks.engine.score_functions import SCORE_FUNCTIONS, get_score_function, is_inactive
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.tracking.confidence import wilson_interval
+from dormant_tasks.tracking.confidence import pack_inputs, wilson_interval
 
 DEFAULT_QUANTILE = 0.15
 # Fixed defaults of docs/SCORES.md §3; every _ln/_hn function not listed is "< 0.5" (below half the layer mean).
@@ -179,7 +179,8 @@ def taus_id(taus: dict[str, Tau]) -> str:
 
 def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None, first_boundary=None) -> pa.Table:
     """Per (score_fn, layer, head): score, score_std, tau, direction, dormant_rate, dormant, and the 95%
-    Wilson interval of the rate, dormant_rate_low and dormant_rate_high (docs/SCORES.md, "Confidence");
+    Wilson interval of the rate, dormant_rate_low and dormant_rate_high (docs/SCORES.md, "Confidence"); the
+    per-input inactive indicators packed into bits, `inactive_inputs` (for the paired test of a transition);
     with the inputs' token counts and first-token kinds, how the score depends on them (`input_dependence`).
 
     values: per-input scores [n_inputs, n_fns, n_layers, n_heads]. `score` and `score_std` ignore NaN
@@ -197,7 +198,8 @@ def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None
             warnings.simplefilter("ignore", RuntimeWarning)
             score = np.nanmean(v, axis=0)  # [layer, head]
             score_std = np.nanstd(v, axis=0)  # [layer, head]
-            rate = is_inactive(v, tau.value, tau.direction).mean(axis=0)  # [layer, head]
+            inactive = is_inactive(v, tau.value, tau.direction)  # [input, layer, head]
+            rate = inactive.mean(axis=0)  # [layer, head]
         low, high = wilson_interval(np.round(rate * n_inputs), n_inputs)  # [layer, head]
         parts.append(
             {
@@ -212,6 +214,7 @@ def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None
                 "dormant": (rate >= 0.5).ravel(),
                 "dormant_rate_low": low.ravel(),
                 "dormant_rate_high": high.ravel(),
+                "inactive_inputs": np.array(pack_inputs(inactive), dtype=object),  # row order: (layer, head)
                 **{k: d.ravel() for k, d in input_dependence(v, n_tokens, first_boundary).items()},
             }
         )

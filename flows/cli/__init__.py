@@ -19,6 +19,7 @@ COMMANDS = [
     "serve",
     "status",
     "report",
+    "findings",
     "evaluate",
     "leaderboard",
     "checkpoints",

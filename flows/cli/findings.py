@@ -1,0 +1,45 @@
+"""`dormant findings`: the paper's three training-dynamics findings measured on a tracked series.
+
+Dormant heads emerge early, transition between dormant and active states, and depend on the input text:
+each stated with its number, its 95% interval and a figure, from the store only (docs/SCORES.md §7).
+"""
+
+from __future__ import annotations
+
+from .options import add_store_argument
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "findings",
+        help="state the paper's three training-dynamics findings as measured on a tracked series",
+        description=__doc__.split("\n\n")[0],
+    )
+    add_store_argument(p)
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="MODEL_ID",
+        help="the series, as `dormant status` lists it (default: the store's only series)",
+    )
+    p.add_argument("--score-fn", default=None, metavar="FN", help="the score function (default: ahon_ln when tracked)")
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="also write findings.md and the three figures (PNG + SVG) into this folder",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dormant_tasks.reporting.report import findings_lines, resolve_model_id, write_findings
+    from dormant_tasks.tracking.findings import series_findings
+
+    model_id = resolve_model_id(args.store, args.model)
+    found = series_findings(args.store, model_id, args.score_fn)
+    print("\n".join(findings_lines(found)))
+    if args.out:
+        written = write_findings(found, args.out)
+        print(f"\nfindings: {written.summary_md} ({len(written.figures)} figures)")
+    return 0
