@@ -6,7 +6,7 @@ each stated with its number, its 95% interval and a figure, from the store only 
 
 from __future__ import annotations
 
-from .options import add_store_argument
+from .options import add_model_argument, add_scores_argument, add_store_argument
 
 
 def add_parser(subparsers) -> None:
@@ -16,16 +16,16 @@ def add_parser(subparsers) -> None:
         description=__doc__.split("\n\n")[0],
     )
     add_store_argument(p)
-    p.add_argument(
-        "--model",
-        default=None,
-        metavar="MODEL_ID",
-        help="the series, as `dormant status` lists it (default: the store's only series)",
+    add_model_argument(
+        p,
+        "the series: a Hub repo id, its local folder or that folder's name, as `dormant status` lists them "
+        "(default: the store's only series)",
+        required=False,
+        role="series",
     )
-    p.add_argument("--score-fn", default=None, metavar="FN", help="the score function (default: ahon_ln when tracked)")
+    add_scores_argument(p, "the one score function of the findings (default: ahon_ln when tracked)")
     p.add_argument(
-        "--out",
-        default=None,
+        "--reports-dir",
         metavar="DIR",
         help="also write findings.md and the three figures (PNG + SVG) into this folder",
     )
@@ -33,13 +33,17 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from dormant_tasks.errors import ConfigError
+
+    if args.scores and len(args.scores) > 1:
+        raise ConfigError(f"--scores: the findings are of one function, got {len(args.scores)}; name one")
     from dormant_tasks.reporting.report import findings_lines, resolve_model_id, write_findings
     from dormant_tasks.tracking.findings import series_findings
 
     model_id = resolve_model_id(args.store, args.model)
-    found = series_findings(args.store, model_id, args.score_fn)
+    found = series_findings(args.store, model_id, args.scores[0] if args.scores else None)
     print("\n".join(findings_lines(found)))
-    if args.out:
-        written = write_findings(found, args.out)
+    if args.reports_dir:
+        written = write_findings(found, args.reports_dir)
         print(f"\nfindings: {written.summary_md} ({len(written.figures)} figures)")
     return 0

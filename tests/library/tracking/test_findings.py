@@ -174,13 +174,13 @@ def test_single_set_says_input_dependence_is_not_measured(tmp_path):
 
 def test_cli_findings(tmp_path, capsys):
     root = hand_store(tmp_path)
-    assert main(["findings", "--store", str(root), "--out", str(tmp_path / "out")]) == 0
+    assert main(["findings", "--store", str(root), "--reports-dir", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "1. **Emergence.**" in out and "2. **Transitions.**" in out and "3. **Input dependence.**" in out
     assert "1 of 3 (33.3%" in out  # the early share with its interval
     assert "(L0.H0 at 50K, L0.H1 at 200K, L0.H2 at 1M)" in out  # each head's token count
     assert (tmp_path / "out" / "figures" / "findings_emergence.svg").is_file()
-    assert main(["findings", "--store", str(root), "--score-fn", "ahon_lnn"]) == 2
+    assert main(["findings", "--store", str(root), "--scores", "ahon_lnn"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ahon_ln" in err[0]
 
