@@ -91,7 +91,7 @@ def parse_revision_name(name: str, tokens_per_step: int | None = None) -> Revisi
     return Revision(name, stage=int(m["stage"] or 1), step=int(m["step"]), tokens=tokens, ingredient=ingredient)
 
 
-def format_tokens(tokens: int) -> str:
+def format_tokens(tokens: float) -> str:
     """The one token-count format (CLI, report, figures): 256000 -> '256K', 4001e9 -> '4.001T', 1024000 ->
     '1.024M'; UNKNOWN -> '?'."""
     if tokens < 0:

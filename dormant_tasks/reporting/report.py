@@ -12,6 +12,7 @@ The series is what the store says: head states come from `head_scores.dormant`, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -99,7 +100,7 @@ def resolve_model_id(store, model_id: str | None) -> str:
     return model_id
 
 
-def load_series(store, model_id: str) -> Series:
+def load_series(store, model_id: str | None) -> Series:
     """One model's current series (`SeriesView`); ReportError when the store cannot give a consistent one."""
     root = open_store(store)
     model_id = resolve_model_id(root, model_id)
@@ -760,7 +761,7 @@ def findings_lines(f: Findings) -> list[str]:
 def findings_plots(f: Findings) -> list[tuple[str, str, Callable[[], Figure]]]:
     """(kind, file name, draw) of the findings' figures: emergence, transitions and, when measured, the
     calibration sets' agreement through training."""
-    plots = [
+    plots: list[tuple[str, str, Callable[[], Figure]]] = [
         ("findings_emergence", "findings_emergence", lambda: fg.draw_emergence(f.emergence)),
         (
             "findings_transitions",
@@ -896,7 +897,7 @@ def render_report(
             (
                 f"accuracy_vs_zeroed_{k}",
                 f"accuracy_vs_zeroed_{k}",
-                lambda g=g, title=title: fg.draw_accuracy_vs_zeroed(g.curves, g.base_accuracy, title),
+                functools.partial(fg.draw_accuracy_vs_zeroed, g.curves, g.base_accuracy, title),
             )
         )
 

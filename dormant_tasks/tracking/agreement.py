@@ -153,7 +153,7 @@ def _compute_chunk(views, revisions: list[str], fns: list[str], rows: dict, n_he
         h = t.column("layer").to_numpy().astype(np.int64) * n_heads + t.column("head_index").to_numpy()
         scored[v, r, f, h] = True
         dormant[v, r, f, h] = t.column("dormant").to_numpy(zero_copy_only=False).astype(bool)
-    present = scored.any(axis=3)  # [set, revision, fn]
+    present = np.asarray(scored.any(axis=3))  # [set, revision, fn]
     n_sets = present.sum(axis=0)  # [revision, fn]
     all_ = (dormant | ~present[..., None]).all(axis=0) & (n_sets >= 2)[..., None]  # [revision, fn, head]
     n_all, n_any = all_.sum(axis=2), dormant.any(axis=0).sum(axis=2)  # [revision, fn]

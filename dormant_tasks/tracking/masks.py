@@ -132,6 +132,7 @@ def resolve_taus(
             raise ConfigError(
                 f"tau for {fn!r} is a quantile of a reference checkpoint, but no reference scores were given"
             )
+        assert spec.quantile is not None  # a spec is a fixed value or a quantile
         value = pooled_threshold(reference_values[:, list(score_fns).index(fn)], spec.quantile, direction)
         taus[fn] = Tau(fn, value, direction, "quantile", spec.quantile, reference_revision)
     return taus
@@ -149,7 +150,7 @@ def tau_warnings(taus: dict[str, Tau], reference_values: np.ndarray | None = Non
     """
     out = []
     for fn, tau in taus.items():
-        if tau.source == "quantile" and reference_values is not None and fn in score_fns:
+        if tau.source == "quantile" and tau.quantile is not None and reference_values is not None and fn in score_fns:
             flat = np.asarray(reference_values, dtype=np.float64)[:, list(score_fns).index(fn)].ravel()
             flat = flat[~np.isnan(flat)]
             frac = float(is_inactive(flat, tau.value, tau.direction).mean()) if flat.size else 0.0

@@ -235,9 +235,9 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
     bits = head_scores.column("inactive_inputs") if "inactive_inputs" in head_scores.column_names else None
     parts = []
     for s, rows, cell in _states_and_cells(head_scores, checkpoints):
-        sure = np.full(s.dormant.size, -1, dtype=np.int8)
-        sure[cell] = sure_of_row[rows]
-        sure = sure.reshape(s.dormant.shape)  # [checkpoint, head]
+        flat_sure = np.full(s.dormant.size, -1, dtype=np.int8)
+        flat_sure[cell] = sure_of_row[rows]
+        sure = flat_sure.reshape(s.dormant.shape)  # [checkpoint, head]
         to = np.flatnonzero(s.predecessor >= 0)  # [pair] the later checkpoint of each compared pair
         frm = s.predecessor[to]  # [pair]
         changed = s.dormant[frm] != s.dormant[to]  # [pair, head]
