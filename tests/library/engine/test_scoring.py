@@ -13,21 +13,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from families import make_model
 from oracle import oracle_dynamic, oracle_run
 from transformers import (
     BloomConfig,
     BloomForCausalLM,
-    LlamaConfig,
-    LlamaForCausalLM,
-    Olmo2ForCausalLM,
-    Qwen2Config,
-    Qwen2ForCausalLM,
 )
 
 from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
 from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing, score_texts, scoring_pass
 from dormant_tasks.errors import ConfigError, ScoringError
-from dormant_tasks.tiny import tiny_config
 from dormant_tasks.tracking.calibration import DEMO_CORPUS
 
 RTOL = 1e-5
@@ -36,33 +31,6 @@ RTOL = 1e-5
 # relative gap seen on CPU is 0.7% (lthon), entropy and first-token weight stay under 0.4%.
 RTOL_BF16 = 0.03
 DTYPES = {"float32": (torch.float32, RTOL), "bfloat16": (torch.bfloat16, RTOL_BF16)}
-
-
-def make_model(kind: str, tokenizer, n_layers: int = 2, seed: int = 0, device="cpu", dtype=torch.float32):
-    return _make_model(kind, tokenizer, n_layers, seed).to(device=device, dtype=dtype)
-
-
-def _make_model(kind: str, tokenizer, n_layers: int, seed: int):
-    torch.manual_seed(seed)
-    common = dict(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=n_layers,
-        num_attention_heads=4,
-        max_position_embeddings=1024,
-        initializer_range=0.15,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    if kind == "olmo2":
-        config = tiny_config(tokenizer, n_layers=n_layers, n_heads=4, hidden_size=64, max_positions=1024)
-        config.initializer_range = 0.15
-        return Olmo2ForCausalLM(config).eval()
-    if kind == "llama":
-        return LlamaForCausalLM(LlamaConfig(num_key_value_heads=2, **common)).eval()
-    if kind == "qwen2":
-        return Qwen2ForCausalLM(Qwen2Config(num_key_value_heads=1, **common)).eval()
-    raise ValueError(kind)
 
 
 @pytest.fixture(scope="module")
