@@ -59,7 +59,7 @@ def load_model_and_tokenizer(
     except Exception as e:  # transformers raises OSError/ValueError/... for a folder with no tokenizer
         raise CheckpointError(
             f"{where}: no tokenizer could be loaded ({type(e).__name__}: {_first_line(e)}); "
-            "point --model at a checkpoint folder or Hub repo with tokenizer files"
+            "a checkpoint folder or Hub repo needs its tokenizer files beside the weights"
         ) from None
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path_or_repo), revision=revision, dtype=torch_dtype)
@@ -72,7 +72,7 @@ def load_model_and_tokenizer(
     except Exception as e:
         raise CheckpointError(
             f"{where} is not a loadable causal LM ({type(e).__name__}: {_first_line(e)}); "
-            "point --model at a checkpoint folder with config.json and safetensors"
+            "a checkpoint needs config.json and whole safetensors files (a download or copy cut short leaves a truncated one)"
         ) from None
 
 

@@ -290,9 +290,9 @@ def score_texts(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0  # padding is never attended to
     device = next(model.parameters()).device
     if progress:
-        from tqdm.auto import tqdm
+        from dormant_tasks.progress import progress_bar
 
-        batches = tqdm(batches, desc="scoring", unit="batch", disable=None)  # None: on a terminal only
+        batches = progress_bar(batches, desc="scoring", unit="batch")  # plain lines on a pipe (dormant_tasks.progress)
     for run in batches:
         chunk = encoded[run.start : run.stop]
         width = max(len(ids) for ids in chunk)

@@ -6,6 +6,7 @@ Layout (hive-partitioned, so pyarrow, pandas, polars and DuckDB read it without 
     <store>/checkpoints/series=<slug>/checkpoints.parquet  the series' manifest: one row per stored result
     <store>/<table>/series=<slug>/<file_key>.parquet     head_scores/input_scores: one file per result;
                                                          derived tables: one file per taus_id; evaluations: per run
+    <store>/failed_checkpoints/series=<slug>/failed.parquet  checkpoints that failed and were not stored since
     <store>/requests/series=<slug>/<request_id>.json     the request of every run that wrote rows
     <store>/_locks/<slug>.lock                           `series_lock` (readers ignore "_" and "." names)
 
@@ -226,6 +227,18 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("lm_eval_version", pa.string(), nullable=True),
             _f("chance", pa.float64(), nullable=True),  # mean 1 / choices over the items (null: generation)
             _f("evaluated_at", pa.timestamp("us", tz="UTC")),  # when the run wrote its rows (the newest run wins)
+        ]
+    ),
+    # One row per checkpoint of the series that could not be downloaded, loaded or scored and was not stored
+    # since (one file per series, rewritten; a checkpoint stored later drops its row). Added in schema version
+    # 4 without a bump: a store without it has no failed checkpoint.
+    "failed_checkpoints": pa.schema(
+        COMMON
+        + [
+            _f("commit", pa.string(), nullable=True),  # unknown when a Hub revision failed before its download
+            _f("reason", pa.string()),  # the error, as `dormant track` printed it
+            _f("failed_at", pa.timestamp("us", tz="UTC")),
+            _f("request_id", pa.string(), nullable=True),
         ]
     ),
     # One row per (item, setting) of an evaluation run with --log-samples (lm-eval's --log_samples).

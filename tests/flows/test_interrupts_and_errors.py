@@ -126,7 +126,7 @@ def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment
     summary = track(TrackRequest(source=str(random_series), store=str(store), limit=400, report=False))
     ckpts = read_table(store, "checkpoints", dedupe=False)
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
-    assert summary["analysed"] + summary["skipped"] == 3
+    assert summary.analysed + summary.skipped == 3
     assert read_table(store, "head_scores", dedupe=False).num_rows == 3 * 16 * 2 * 4
     assert not _no_temp_files(store)
 

@@ -23,9 +23,13 @@ FNS = ("ahon_ln", "lthon_ln", "awft", "ahon")
 
 
 def library_track(request: TrackRequest) -> None:
-    tracker.track_series(request)
+    """The one orchestrator of a run, the track flow (in this process: the monkeypatched loader is the one used)."""
+    from flows.track import track
+
+    track(request)
 
 
+@pytest.mark.usefixtures("prefect_harness")
 def test_k_sets_load_each_checkpoint_once_and_equal_separate_runs(random_series, tmp_path, monkeypatch):
     loads = []
     real = tracker.load_checkpoint
@@ -67,10 +71,14 @@ def test_k_sets_load_each_checkpoint_once_and_equal_separate_runs(random_series,
     assert len(set(taus.column("calibration_id").to_pylist())) == 3
     assert len(set(taus.column("taus_id").to_pylist())) == 3
     # a rerun with the same sets answers from the store; another order or set is refused with the fix
-    assert tracker.pending_revisions(together, tracker.plan_series(together)) == []
+    assert tracker.series_state(together).done
     swapped = TrackRequest(store=together.store, calibrations=SETS[::-1], **kw)
     with pytest.raises(Exception, match="tracked with calibration set"):
-        tracker.resolve_series_taus(swapped, tracker.plan_series(swapped))
+        tracker.series_state(swapped)
+    # naming no set at all, a run takes the series' own three (not the default one, which it would refuse)
+    default = TrackRequest(store=together.store, **kw)
+    assert tracker.reuse_stored_sets(default).calibration_sets == together.calibration_sets
+    assert tracker.series_state(tracker.reuse_stored_sets(default)).done
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

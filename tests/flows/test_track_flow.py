@@ -43,7 +43,7 @@ def _prefect_env():
 def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_series, tmp_path, monkeypatch):
     store = tmp_path / "store"
     summary = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
-    assert summary["analysed"] == 3 and summary["skipped"] == 0
+    assert summary.analysed == 3 and summary.skipped == 0
     ckpts = read_table(store, "checkpoints")
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
     heads = read_table(store, "head_scores")
@@ -65,9 +65,9 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
     monkeypatch.setattr(tracker, "load_checkpoint", no_loading)
     before = {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts}
     again = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
-    assert again["analysed"] == 0 and again["skipped"] == 3
+    assert again.analysed == 0 and again.skipped == 3
     assert {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts} == before
-    assert again["n_transitions"] == summary["n_transitions"]
+    assert again.n_transitions == summary.n_transitions
 
 
 def test_taus_that_differ_from_the_stored_series_are_refused(random_series, tmp_path):
@@ -111,10 +111,10 @@ def test_retau_reaggregates_from_kept_input_scores(random_series, tmp_path, monk
             report=False,
         )
     )
-    assert out["analysed"] == 3
+    assert out.analysed == 3
     taus = read_table(store, "taus").to_pylist()
     assert [t["tau"] for t in taus] == [0.9]
-    heads = read_table(store, "head_scores", filters={"taus_id": out["taus_id"]})
+    heads = read_table(store, "head_scores", filters={"taus_id": out.taus_id})
     assert heads.num_rows == 3 * 2 * 4 and set(heads.column("tau").to_pylist()) == {0.9}
     old = read_table(store, "head_scores")
     assert old.num_rows == 2 * heads.num_rows  # the old taus' results stay (append-only), keyed by taus_id
@@ -175,7 +175,7 @@ def test_sigkill_mid_checkpoint_then_rerun_completes_with_each_checkpoint_once(r
     killed_with = stored_checkpoints(store)
     assert 1 <= killed_with < 3
     summary = track(TrackRequest(source=str(random_series), store=str(store), limit=48, report=False))
-    assert summary["skipped"] == killed_with and summary["analysed"] == 3 - killed_with
+    assert summary.skipped == killed_with and summary.analysed == 3 - killed_with
     ckpts = read_table(store, "checkpoints", dedupe=False)
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
     heads = read_table(store, "head_scores", dedupe=False)
