@@ -408,6 +408,12 @@ def _figure(kind: str, name: str, fn: str) -> str:
     )
 
 
+def failed_note(failed) -> str:
+    """The heading of a series' failed checkpoints (`failed_checkpoints` rows), in the report and summary.md."""
+    n = len(failed)
+    return f"{n} checkpoint{'s' if n != 1 else ''} failed, not stored (a rerun of `dormant track` retries)"
+
+
 def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups, sets=None) -> str:
     """index.html: provenance, summary and figures of a `report.Series`; `fig` maps a figure kind to its file name;
     `sets` (report.CalibrationSets, several calibration sets only) adds the "Calibration sets" section."""
@@ -421,6 +427,11 @@ def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups, 
             ["code version", distinct("code_version")],
             ["scoring version", distinct("scoring_version")],
             ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
+            *(
+                [[failed_note(series.failed), "; ".join(f"{r['revision']}: {r['reason']}" for r in series.failed)]]
+                if series.failed
+                else []
+            ),
         ],
     )
     sources = {r["score_fn"]: r for r in series.tau_sources}

@@ -35,6 +35,7 @@ from dormant_tasks.store.io import list_models, open_store, read_table, series_s
 from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
 from dormant_tasks.tracking.agreement import set_agreement
 from dormant_tasks.tracking.series import SeriesView, open_views
+from dormant_tasks.tracking.tracker import failed_checkpoints
 
 DEFAULT_SCORE_FN = "ahon_ln"
 
@@ -56,6 +57,7 @@ class Series:
     blips: np.ndarray  # bool [fn, layer*n_heads+head, checkpoint]: the transition into it is a blip (undone next)
     tau_sources: list[dict]  # `taus` rows of the series' taus_id (may be empty)
     evaluations: list[dict]  # `evaluations` rows of the model (may be empty)
+    failed: tuple[dict, ...] = ()  # `failed_checkpoints` rows: checkpoints not stored (a rerun retries them)
 
     @property
     def revisions(self) -> list[str]:
@@ -152,6 +154,7 @@ def load_series(store, model_id: str) -> Series:
         blips,
         tau_rows,
         evaluations,
+        tuple(failed_checkpoints(root, model_id)),
     )
 
 
@@ -566,6 +569,9 @@ def report_markdown(series: Series, sets: CalibrationSets | None = None) -> str:
     note = fg.raw_quantile_note(series.tau_sources)
     if note:
         lines += ["", f"Note: {note}"]
+    if series.failed:
+        lines += ["", f"{fg.failed_note(series.failed)}:", ""]
+        lines += [f"- {r['revision']}: {r['reason']}" for r in series.failed]
     if sets is not None:
         lines += ["", calibration_sets_line(sets), "", *calibration_sets_table(sets)]
     for g in evaluation_groups(series):
@@ -719,6 +725,7 @@ def inputs_stamp(root: Path, model_id: str, score_fn: str | None, hide_blips: bo
         "taus",
         "evaluations",
         "calibration_agreement",
+        "failed_checkpoints",
     ):
         folder = root / table / f"series={series_slug(model_id)}"
         for p in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:

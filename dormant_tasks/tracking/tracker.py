@@ -426,7 +426,6 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
                     progress=progress,
                     max_tokens=request.max_tokens,
                     max_batch_tokens=request.max_batch_tokens,
-                    refuse_all_cut=True,
                     warn_truncated=False,  # the run's summary warns once, with the count
                 )
             except ScoringError as e:

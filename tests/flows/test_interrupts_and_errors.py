@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import stored_checkpoints
+from conftest import save_random_series, stored_checkpoints
 
-from dormant_tasks.checkpoints.naming import Selection
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table
 from flows.track import track
@@ -131,6 +130,12 @@ def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment
     assert not _no_temp_files(store)
 
 
+def _is_progress(line: str) -> bool:
+    """A plain progress line (`dormant_tasks.progress`, on stderr when it is no terminal), e.g.
+    "checkpoints: 1/4 ckpt, 3s elapsed (started)"."""
+    return " elapsed" in line and line.split(":", 1)[0] in {"checkpoints", "scoring", "pretrain-tiny"}
+
+
 def _checksum(root: Path) -> str:
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")) if root.exists() else []:
@@ -151,23 +156,58 @@ def _run(args, **env) -> subprocess.CompletedProcess:
 
 
 def _assert_one_line_error(r: subprocess.CompletedProcess, command: str, needle: str) -> None:
-    lines = r.stderr.strip().splitlines()
+    lines = [x for x in r.stderr.strip().splitlines() if not _is_progress(x)]
     assert r.returncode == 2, r.stderr[-3000:]
     assert 1 <= len(lines) <= 2, r.stderr[-3000:]
     assert lines[0].startswith(f"dormant {command}: error: ") and needle in lines[0], lines
 
 
-def test_a_truncated_checkpoint_mid_series_is_one_line_and_leaves_the_store(random_series, tmp_path):
+def _four_checkpoint_series(random_series, tmp_path, tiny_tokenizer) -> Path:
     series = Path(shutil.copytree(random_series, tmp_path / "random-olmo2"))
-    store = tmp_path / "store"
-    track(TrackRequest(source=str(series), store=str(store), limit=4, report=False, selection=Selection(steps=(0, 0))))
-    weights = series / "stage1-step10-tokens20K" / "model.safetensors"
+    save_random_series(series, tiny_tokenizer, ["stage1-step40-tokens82K"])  # the fourth, the reference
+    return series
+
+
+def _truncate(weights: Path) -> None:
     with open(weights, "r+b") as f:
         f.truncate(weights.stat().st_size // 3)
+
+
+def test_a_truncated_checkpoint_among_four_is_recorded_the_run_goes_on_and_a_rerun_stores_it(
+    random_series, tmp_path, tiny_tokenizer
+):
+    series = _four_checkpoint_series(random_series, tmp_path, tiny_tokenizer)
+    bad = "stage1-step10-tokens20K"
+    good = sorted(p.name for p in series.iterdir() if p.name != bad)
+    _truncate(series / bad / "model.safetensors")
+    store = tmp_path / "store"
+    args = ["track", "--repo", str(series), "--store", str(store), "--limit", "4", "--no-report"]
+    r = _run(args)
+    assert r.returncode == 3, r.stderr[-3000:]  # not 2 (bad input), not 130 (interrupted)
+    assert "random-olmo2: 3 checkpoints analysed, 0 already stored, 1 failed" in r.stdout, r.stdout
+    assert f"  1 checkpoint failed, not stored (a rerun of `dormant track` retries):\n    {bad}: " in r.stdout
+    assert "SafetensorError" in r.stdout and "--model" not in r.stdout + r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("dormant track: 1 checkpoint of random-olmo2 failed") and f"({bad})" in last, last
+    assert last.endswith("exit 3") and "Traceback" not in r.stderr
+    assert sorted(set(read_table(store, "checkpoints").column("revision").to_pylist())) == good
+    status = _run(["status", "--store", str(store)])
+    assert status.returncode == 0 and f"    {bad}: " in status.stdout and "SafetensorError" in status.stdout
+
+    # --fail-fast: today's behaviour, one line, exit 2, the store as it was
     before = _checksum(store)
-    r = _run(["track", "--repo", str(series), "--store", str(store), "--limit", "4", "--no-report"])
+    r = _run([*args, "--fail-fast"])
     _assert_one_line_error(r, "track", "SafetensorError")
     assert _checksum(store) == before
+
+    # fixed on disk: the same command stores it, the failure is gone from the store and from status
+    shutil.rmtree(series / bad)
+    shutil.copytree(random_series / bad, series / bad)
+    summary = track(TrackRequest(source=str(series), store=str(store), limit=4, report=False))
+    assert (summary.analysed, summary.skipped, summary.failed) == (1, 3, ())
+    assert sorted(set(read_table(store, "checkpoints").column("revision").to_pylist())) == sorted([*good, bad])
+    status = _run(["status", "--store", str(store)])
+    assert "failed" not in status.stdout and status.stdout.startswith("random-olmo2: 4 checkpoints"), status.stdout
 
 
 @pytest.mark.parametrize("case", ["missing-path", "unreachable-hub", "store-is-a-file"])
@@ -192,15 +232,18 @@ def _mount(args: list[str]) -> bool:
     return subprocess.run(["mount", *args], capture_output=True).returncode == 0
 
 
-def test_a_read_only_store_is_refused_before_any_work(random_series, tmp_path):
+def test_a_read_only_store_answers_a_finished_rerun_and_refuses_work_before_any(random_series, tmp_path):
     store = tmp_path / "store"
     track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln",), report=False))
     if not _mount(["--bind", "-o", "ro", str(store), str(store)]):
         pytest.skip("bind mounts are not allowed here")
     try:
         before = _checksum(store)
+        same = ["track", "--repo", str(random_series), "--store", str(store), "--limit", "4", "--scores", "ahon_ln"]
+        r = _run([*same, "--no-report"])  # nothing to do: answered from the store, as `status` would
+        assert r.returncode == 0 and "0 checkpoints analysed, 3 already stored" in r.stdout, r.stderr[-2000:]
         t0 = time.monotonic()
-        r = _run(["track", "--repo", str(random_series), "--store", str(store), "--limit", "5", "--no-report"])
+        r = _run([*same, "--tau", "ahon_ln=0.5", "--retau", "--no-report"])  # work to do: refused first
         _assert_one_line_error(r, "track", "Read-only file system")
         assert time.monotonic() - t0 < 30  # refused before Prefect starts or a model loads
         assert _checksum(store) == before
@@ -245,7 +288,7 @@ def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_
         finally:
             os.close(fd)
         _, err = proc.communicate(timeout=600)
-        lines = err.strip().splitlines()
+        lines = [x for x in err.strip().splitlines() if not _is_progress(x)]
         assert proc.returncode == 2 and len(lines) <= 2, err[-3000:]
         assert "No space left on device" in lines[0] and lines[0].startswith("dormant track: error: ")
         (disk / "filler").unlink()

@@ -87,7 +87,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("case", ["unknown", "typo", "empty", "not-utf8", "twice", "all-too-long"])
+@pytest.mark.parametrize("case", ["unknown", "typo", "empty", "not-utf8", "twice"])
 def test_bad_calibration_sets_are_one_line_exit_2_and_write_nothing(case, random_series, tmp_path):
     store = tmp_path / "store"
     bad = tmp_path / "texts.txt"
@@ -107,9 +107,6 @@ def test_bad_calibration_sets_are_one_line_exit_2_and_write_nothing(case, random
         copy = tmp_path / "copy.txt"
         copy.write_text(bad.read_text(encoding="utf-8"), encoding="utf-8")
         args, needle = ["--calibration", str(bad), "--calibration", str(copy)], "same"
-    elif case == "all-too-long":  # the tiny model's context is 512 tokens (tiny_config)
-        bad.write_text("\n".join(" ".join(["word"] * 2000) for _ in range(3)), encoding="utf-8")
-        args, needle = ["--calibration", str(bad)], "longer than the model's context"
     r = _cli(
         "track",
         "--repo",
@@ -137,21 +134,53 @@ def _store_digest(store: Path) -> dict[str, str]:
     }
 
 
-def test_retau_with_a_calibration_set_the_model_cannot_take_writes_nothing(random_series, tmp_path):
-    """A --retau of a stored series with fixed taus only (no reference to score) and a new calibration set whose
-    texts are all longer than the context: one line, exit 2, and the store byte for byte as it was (its taus and
-    request still those of the results it holds)."""
+def test_texts_longer_than_the_context_are_truncated_with_a_warning_as_score_does(random_series, tmp_path):
+    """One truncation rule for `score` and `track` (README): a text past the model's context (even every text of
+    the set, even one 200,000-character line) is cut to it and counted in one warning, never refused."""
+    long = tmp_path / "long.txt"  # the tiny model's context is 512 tokens (tiny_config)
+    long.write_text("word " * 40_000 + "\n" + "a short text\n", encoding="utf-8")
+    assert len(long.read_text(encoding="utf-8").splitlines()[0]) == 200_000
+    args = ["--repo", str(random_series), "--store", str(tmp_path / "store"), "--no-report", "--scores", "ahon_ln"]
+    r = _cli("track", *args, "--calibration", str(long), "--steps", "0:0", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "warning: 1 calibration inputs were longer than the model's context" in r.stderr, r.stderr[-3000:]
+    assert "1 checkpoints analysed" in r.stdout
+    out = tmp_path / "scores.parquet"
+    r = _cli(
+        "score",
+        "--model",
+        str(random_series / "stage1-step0-tokens0K"),
+        "--texts",
+        str(long),
+        "--out",
+        str(out),
+        "--scores",
+        "ahon_ln",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0 and "1 of 2 inputs (0) were cut to their first 512 tokens" in r.stderr, r.stderr[-3000:]
+
+
+def test_retau_whose_first_checkpoint_cannot_be_scored_writes_nothing(random_series, tmp_path):
+    """A --retau of a stored series with fixed taus only (no reference to score) and a new calibration set scores
+    its first selected checkpoint before it writes the taus: when that checkpoint cannot be loaded, one line,
+    exit 2, and the store byte for byte as it was (its taus and request still those of the results it holds).
+    (The checkpoint the taus come from is not one to skip: without it the run has no taus.)"""
+    import shutil
+
+    series = Path(shutil.copytree(random_series, tmp_path / "random-olmo2"))
     store = tmp_path / "store"
-    common = ["--repo", str(random_series), "--store", str(store), "--no-report", "--scores", "ahon_ln"]
+    common = ["--repo", str(series), "--store", str(store), "--no-report", "--scores", "ahon_ln"]
     first = _cli("track", *common, "--limit", "4", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     before = _store_digest(store)
     assert any(name.startswith("taus/") for name in before), sorted(before)
-    bad = tmp_path / "long.txt"  # the tiny model's context is 512 tokens (tiny_config)
-    bad.write_text("\n".join(" ".join(["word"] * 2000) for _ in range(3)), encoding="utf-8")
-    r = _cli("track", *common, "--retau", "--tau", "ahon_ln=0.4", "--calibration", str(bad), cwd=tmp_path)
-    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    weights = series / "stage1-step0-tokens0K" / "model.safetensors"
+    with open(weights, "r+b") as f:
+        f.truncate(weights.stat().st_size // 3)
+    r = _cli("track", *common, "--retau", "--tau", "ahon_ln=0.4", "--calibration", "code", cwd=tmp_path)
+    lines = [line for line in r.stderr.splitlines() if line.strip() and " elapsed" not in line]
     assert r.returncode == 2, r.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith("dormant track: error: "), lines
-    assert "longer than the model's context" in lines[0], lines
+    assert "SafetensorError" in lines[0], lines
     assert _store_digest(store) == before
