@@ -43,13 +43,12 @@ def track(request: TrackRequest, progress: bool = False, state: SeriesState | No
     enough); with the Dask runner every checkpoint is submitted at once, workers return its rows and the flow
     writes them.
     """
-    request = TrackRequest.coerce(request)
     log = get_run_logger()
-    check_store(request.store)
-    if not isinstance(state, SeriesState):  # a deployment's run: nobody asked yet
-        request = tracker.reuse_stored_sets(request)
+    if not isinstance(state, SeriesState):  # a deployment's run, or a test's: nobody asked yet
+        request = TrackRequest.coerce(request)
+        check_store(request.store)
         state = tasks.series_state(request)
-    plan = state.plan
+    request, plan = state.request, state.plan  # naming no calibration set: the stored series' own sets
     log.info(
         "%s: %d of %d checkpoints selected (%s), calibration %s, request %s",
         request.model_id,

@@ -97,21 +97,23 @@ def plan_series(request: TrackRequest) -> SeriesPlan:
     return SeriesPlan(tuple(listing.revisions), tuple(selected), tuple(listing.skipped))
 
 
-def reuse_stored_sets(request: TrackRequest) -> TrackRequest:
-    """A run that names no calibration set (no --calibration, --texts or --limit) of a stored series tracks the
-    series' own sets, as a stored request of the series names them; else the request as it is (and a set
-    that differs from the series' is refused by `series_state`, with the fix)."""
-    if request.calibrations or request.texts or request.limit is not None:
+def _with_stored_sets(request: TrackRequest, stored_sets: tuple[str, ...]) -> TrackRequest:
+    """A run that names no calibration set (no --calibration or --texts) of a stored series tracks the series'
+    own sets, as a stored request of the series names them (with the run's --limit, else the stored one), when
+    they give the same calibration ids; else the request as it is (and a set that differs from the series' is
+    refused by `stored_taus`, with the fix)."""
+    if request.calibrations or request.texts or not stored_sets:
         return request
-    stored = SeriesView.calibration_ids(request.store, request.model_id)
-    if not stored or [c.calibration_id for c in request.calibration_sets] == stored:
+    if [c.calibration_id for c in request.calibration_sets] == list(stored_sets):
         return request
     folder = Path(request.store) / REQUESTS / f"series={series_slug(request.model_id)}"
     for path in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True):  # newest first
         try:
             old = TrackRequest.from_json(path.read_text(encoding="utf-8"))
-            if [c.calibration_id for c in old.calibration_sets] == stored:
-                return replace(request, texts=old.texts, calibrations=old.calibrations, limit=old.limit)
+            limit = old.limit if request.limit is None else request.limit
+            same = replace(request, texts=old.texts, calibrations=old.calibrations, limit=limit)
+            if [c.calibration_id for c in same.calibration_sets] == list(stored_sets):
+                return same
         except (DormantError, OSError):  # an evaluate request, a texts file moved since: not this one
             continue
     return request
@@ -122,6 +124,7 @@ class SeriesState:
     """What one run needs to know of its series, asked once (loads no model): the plan, the calibration sets
     the store holds for the series, its taus when this run keeps them, and the checkpoints still to analyse."""
 
+    request: TrackRequest  # the run's request; naming no calibration set, with the stored series' own sets
     plan: SeriesPlan
     stored_sets: tuple[str, ...]  # calibration ids of the stored series, the primary first; () = a new series
     taus: SeriesTaus | None  # the stored taus checked against the request; None: this run fixes them (new, --retau)
@@ -138,16 +141,19 @@ class SeriesState:
 
 
 def series_state(request: TrackRequest) -> SeriesState:
-    """The series as this run finds it (docs/SCORES.md §3): refuses --tau/--scores/--reference/calibration
-    sets that differ from a stored series' (unless --retau) before anything is loaded or written."""
+    """The series as this run finds it (docs/SCORES.md §3), asked once per run: `state.request` is the run's
+    request (naming no calibration set, with the series' own sets: `_with_stored_sets`). Refuses --tau,
+    --scores, --reference or calibration sets that differ from a stored series' (unless --retau) before
+    anything is loaded or written."""
     plan = plan_series(request)
     stored_sets = tuple(SeriesView.calibration_ids(request.store, request.model_id))  # () without a store
+    request = _with_stored_sets(request, stored_sets)
     if request.retau or not stored_sets:
-        return SeriesState(plan, stored_sets, None, None)
+        return SeriesState(request, plan, stored_sets, None, None)
     taus = stored_taus(request, stored_sets)
     stored = stored_checkpoint_keys(request.store, request.model_id)
     pending = tuple(r for r in plan.selected if not is_stored(request, r, taus, stored))
-    return SeriesState(plan, stored_sets, taus, pending)
+    return SeriesState(request, plan, stored_sets, taus, pending)
 
 
 def pending_revisions(request: TrackRequest, state: SeriesState, series: SeriesTaus) -> list[Revision]:

@@ -209,13 +209,15 @@ EXIT_CHECKPOINTS_FAILED = 3
 
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.store.io import check_store
-    from dormant_tasks.tracking.tracker import reuse_stored_sets, series_state
+    from dormant_tasks.tracking.tracker import series_state
 
-    request = reuse_stored_sets(request_from_args(args))  # no --calibration: the series' own sets
+    request = request_from_args(args)
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
-    # The series' state, asked once: an unknown folder, repo, an empty selection or taus that differ from the
-    # stored series' fail here, before Prefect starts; a rerun with nothing to do answers from it.
+    # The series' state, asked once per run (the flow gets it): an unknown folder or repo, an empty selection,
+    # sets or taus that differ from the stored series' fail here, before Prefect starts; a rerun with nothing
+    # to do answers from it. Naming no calibration set, the run tracks the stored series' own sets.
     state = series_state(request)
+    request = state.request
     if state.done:
         result = result_from_store(request, state)  # reads only: a read-only store answers too
     else:
@@ -282,7 +284,7 @@ def answer_from_store(request) -> object | None:
     if not (Path(request.store) / "_store.json").is_file():
         return None
     state = series_state(request)
-    return result_from_store(request, state) if state.done else None
+    return result_from_store(state.request, state) if state.done else None
 
 
 def print_summary(result) -> None:

@@ -76,9 +76,8 @@ def test_k_sets_load_each_checkpoint_once_and_equal_separate_runs(random_series,
     with pytest.raises(Exception, match="tracked with calibration set"):
         tracker.series_state(swapped)
     # naming no set at all, a run takes the series' own three (not the default one, which it would refuse)
-    default = TrackRequest(store=together.store, **kw)
-    assert tracker.reuse_stored_sets(default).calibration_sets == together.calibration_sets
-    assert tracker.series_state(tracker.reuse_stored_sets(default)).done
+    state = tracker.series_state(TrackRequest(store=together.store, **kw))
+    assert state.done and state.request.calibration_sets == together.calibration_sets
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -40,10 +40,27 @@ def _prefect_env():
     return {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
 
+def _count_calls(monkeypatch, *names) -> list[str]:
+    """Record each call of these `tracker` functions (they still run)."""
+    calls: list[str] = []
+    for name in names:
+        real = getattr(tracker, name)
+
+        def counting(*a, _real=real, _name=name, **k):
+            calls.append(_name)
+            return _real(*a, **k)
+
+        monkeypatch.setattr(tracker, name, counting)
+    return calls
+
+
 def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_series, tmp_path, monkeypatch):
     store = tmp_path / "store"
+    calls = _count_calls(monkeypatch, "plan_series", "stored_taus", "series_state")
     summary = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
-    assert summary.analysed == 3 and summary.skipped == 0
+    assert isinstance(summary, tracker.TrackResult)
+    assert summary.analysed == 3 and summary.skipped == 0 and summary.failed == ()
+    assert calls == ["series_state", "plan_series"]  # the series' state asked once per run (a new series)
     ckpts = read_table(store, "checkpoints")
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
     heads = read_table(store, "head_scores")
@@ -64,8 +81,10 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
 
     monkeypatch.setattr(tracker, "load_checkpoint", no_loading)
     before = {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts}
+    calls.clear()
     again = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
     assert again.analysed == 0 and again.skipped == 3
+    assert calls == ["series_state", "plan_series", "stored_taus"]  # once, and the taus are the stored ones
     assert {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts} == before
     assert again.n_transitions == summary.n_transitions
 
