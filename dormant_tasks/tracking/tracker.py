@@ -267,7 +267,7 @@ def resolve_series_taus(request: TrackRequest, state: SeriesState, score=None) -
     sets = request.calibration_sets
     if not needs_reference(specs):
         # Fixed taus need no reference; the first selected checkpoint is scored before anything is written, so
-        # a calibration set the model cannot take (every text past its context) leaves the store untouched.
+        # a calibration set or a checkpoint the run cannot score leaves the store untouched.
         taus = resolve_taus(specs)
         series = SeriesTaus(tuple(SetTaus(c, taus, taus_id(taus), tuple(tau_warnings(taus))) for c in sets))
         stored = set(state.stored_sets)
