@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -133,7 +134,7 @@ def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment
 def _is_progress(line: str) -> bool:
     """A plain progress line (`dormant_tasks.progress`, on stderr when it is no terminal), e.g.
     "checkpoints: 1/4 ckpt, 3s elapsed (started)"."""
-    return " elapsed" in line and line.split(":", 1)[0] in {"checkpoints", "scoring", "pretrain-tiny"}
+    return re.fullmatch(r"[\w-]+: \d+(/\d+)? \w+, \S+ elapsed.*", line) is not None
 
 
 def _checksum(root: Path) -> str:
