@@ -12,6 +12,7 @@ themselves (`heartbeat=False`), without sleeping.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -37,6 +38,7 @@ class LogProgress:
         clock: Callable[[], float] = time.monotonic,
         every: float = EVERY_S,
         heartbeat: bool = True,
+        quiet_start: bool = False,
     ):
         if total is None and iterable is not None and hasattr(iterable, "__len__"):
             total = len(iterable)
@@ -49,7 +51,9 @@ class LogProgress:
         self._start = self._last = clock()
         self._lock = threading.Lock()
         self._closed = False
-        self._line("started")
+        self._printed = False
+        if not quiet_start:  # quiet: the first line once the step has lasted `every` (a quick one prints nothing)
+            self._line("started")
         self._stop = threading.Event()
         self._thread = None
         if heartbeat:
@@ -89,7 +93,8 @@ class LogProgress:
             if self._closed:
                 return
             self._closed = True
-            self._line("done" if self.total is None or self.n >= self.total else "stopped")
+            if self._printed:
+                self._line("done" if self.total is None or self.n >= self.total else "stopped")
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
@@ -101,7 +106,8 @@ class LogProgress:
         now = self._clock()
         elapsed = now - self._start
         count = f"{self.n}/{self.total}" if self.total is not None else f"{self.n}"
-        parts = [f"{count} {self.unit}", f"{_duration(elapsed)} elapsed"]
+        parts = [f"{count} {self.unit}"] if self.total is not None or self.n else []  # `waiting`: time only
+        parts.append(f"{_duration(elapsed)} elapsed")
         if not note and self.total and self._initial < self.n < self.total:
             rate = elapsed / (self.n - self._initial)  # seconds per item of this run
             parts.append(f"about {_duration(rate * (self.total - self.n))} left")
@@ -111,6 +117,7 @@ class LogProgress:
         stream.write(f"{self.desc}: {', '.join(parts)}{' (' + note + ')' if note else ''}\n")
         stream.flush()
         self._last = now
+        self._printed = True
 
     def __enter__(self) -> LogProgress:
         return self
@@ -162,6 +169,18 @@ def progress_bar(
 
         return tqdm(iterable, total=total, initial=initial, desc=desc, unit=unit)
     return LogProgress(iterable, total=total, initial=initial, desc=desc, unit=unit)
+
+
+@contextlib.contextmanager
+def waiting(desc: str) -> Iterator[None]:
+    """One blocking step without a count (a download): on a pipe or file a line every EVERY_S seconds while it
+    runs and one when it ends, none for a step shorter than that (a quick failure stays one error line); on a
+    terminal nothing (the step shows its own bar)."""
+    if on_terminal():
+        yield
+        return
+    with LogProgress(desc=desc, unit="", quiet_start=True):
+        yield
 
 
 def _duration(seconds: float) -> str:

@@ -108,7 +108,10 @@ def fetch_revision(
     pinned to its commit by `hub.download_revision` (disk- and hash-checked, evicted on failure)."""
     if revision.path is not None:
         return Path(revision.path)
-    return download_revision(str(source), revision.name, revision.commit, cache_dir, retries, backoff_s)
+    from dormant_tasks.progress import waiting
+
+    with waiting(f"download {source}@{revision.name}"):  # on a pipe or file: a line at least every 20 s
+        return download_revision(str(source), revision.name, revision.commit, cache_dir, retries, backoff_s)
 
 
 def load_checkpoint(

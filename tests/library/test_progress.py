@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from dormant_tasks.progress import EVERY_S, LogProgress, progress_bar
+from dormant_tasks.progress import EVERY_S, LogProgress, progress_bar, waiting
 
 
 class FakeClock:
@@ -85,3 +85,22 @@ def test_off_the_terminal_the_bar_is_plain_lines_and_disabled_is_silent(capsys):
     off.update(1)
     off.close()
     assert capsys.readouterr().err == ""
+
+
+def test_waiting_is_silent_when_quick_and_prints_time_only_lines_when_slow(capsys):
+    with waiting("download org/model@main"):  # a quick step (or a quick failure): no line at all
+        pass
+    assert capsys.readouterr().err == ""
+    clock, out = FakeClock(), io.StringIO()
+    slow = LogProgress(
+        desc="download org/model@main", unit="", stream=out, clock=clock, heartbeat=False, quiet_start=True
+    )
+    for _ in range(45):
+        clock.now += 1.0
+        slow.tick()
+    slow.close()
+    assert _lines(out) == [
+        "download org/model@main: 20s elapsed",
+        "download org/model@main: 40s elapsed",
+        "download org/model@main: 45s elapsed (done)",
+    ]
