@@ -7,6 +7,9 @@
 #   3. sweep         one intervention sweep (benchmarks/sweep_cost.py: winogrande, --limit 50) on CUDA through
 #                    lm-eval, checked (1 + 21 settings, accuracies and zeroed fractions in [0, 1], some heads zeroed);
 #                    ratio = sweep / engine passes.
+#   4. 8-bit path    `evaluate --precision paper`'s loading (OLMo-2 in float16 with bitsandbytes LLM.int8 weights)
+#                    and a sweep setting through the engine on the device (tests/library/evaluation/
+#                    test_paper_protocol.py); SKIPPED, not failed, where the interpreter has no bitsandbytes.
 # Exit 0: every check passed; 1: a check failed or ran out of time; 2: no usable environment (nothing run).
 #
 #   benchmarks/gpu_check.sh                  # on the GPU machine (DEVICE=cuda:1 for another GPU)
@@ -50,16 +53,16 @@ export PREFECT_SERVER_ANALYTICS_ENABLED=false TOKENIZERS_PARALLELISM=false PYTHO
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" # this tree's dormant_tasks even where it is not installed
 
 # Sizes and per-step time limits (seconds). Every step (its 10 s kill grace included) is cut to end by one
-# overall deadline, counted from the start: 420 s on CUDA, so the whole script ends within 8 minutes.
+# overall deadline, counted from the start: 450 s on CUDA, so the whole script ends within 8 minutes.
 if [[ "$DEVICE" == cpu ]]; then
     MODE="CPU dry run"
-    DEADLINE_S=900 T_ENV=120 T_TESTS=240 T_OVERHEAD=180 T_SWEEP=300
+    DEADLINE_S=1000 T_ENV=120 T_TESTS=240 T_OVERHEAD=180 T_SWEEP=300 T_INT8=120
     OVERHEAD_ARGS=(--lengths "128,256" --repeats 1)
     OVERHEAD_F32_VARIANTS=plain,naive,ours
     SWEEP_TASKS=winogrande SWEEP_LIMIT=5 SWEEP_BATCH=16
 else
     MODE="CUDA"
-    DEADLINE_S=420 T_ENV=60 T_TESTS=120 T_OVERHEAD=90 T_SWEEP=150
+    DEADLINE_S=450 T_ENV=60 T_TESTS=120 T_OVERHEAD=90 T_SWEEP=150 T_INT8=60
     OVERHEAD_ARGS=(--lengths "512,2048" --repeats 5)
     OVERHEAD_F32_VARIANTS=plain,ours
     SWEEP_TASKS=winogrande SWEEP_LIMIT=50 SWEEP_BATCH=32
@@ -173,7 +176,7 @@ echo "gpu_check.sh: logs in $LOG_DIR"
 NAMES=() RESULTS=() TIMES=() RATIOS=() DETAILS=() FAILED=0
 record() { # name result seconds ratio detail
     NAMES+=("$1") RESULTS+=("$2") TIMES+=("$3") RATIOS+=("$4") DETAILS+=("$5")
-    [[ "$2" == PASS ]] || FAILED=1
+    [[ "$2" == PASS || "$2" == SKIPPED ]] || FAILED=1
 }
 
 STEP_RC=0 STEP_S=0 STEP_LOG="" STEP_RAN=1
@@ -327,6 +330,17 @@ if [[ "$result" == PASS ]] && ! grep -q '^sweep check OK' "$STEP_LOG"; then
 fi
 record "sweep $SWEEP_TASKS, limit $SWEEP_LIMIT ($DEVICE)" "$result" "$STEP_S" "${ratio:--}" \
     "sweep/engine${plain:+; sweep/plain $plain}"
+
+# 4. the 8-bit path (--precision paper) on the device, where bitsandbytes is installed
+run_step int8 "$T_INT8" env DORMANT_TEST_DEVICE="$DEVICE" "$PY" -m pytest -q -rs -p no:cacheprovider \
+    tests/library/evaluation/test_paper_protocol.py -k "8_bits"
+result="$(verdict)"
+detail="Linear8bitLt OLMo-2, float16, base + zeroed setting"
+if [[ "$result" == PASS ]] && grep -q "bitsandbytes is not installed" "$STEP_LOG"; then
+    result=SKIPPED
+    detail="no bitsandbytes for $PY (pip install 'dormant-heads[int8]')"
+fi
+record "8-bit weights, --precision paper ($DEVICE)" "$result" "$STEP_S" "-" "$detail"
 
 # ------------------------------------------------------------------------------------------- summary
 echo

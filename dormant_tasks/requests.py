@@ -25,7 +25,9 @@ from dormant_tasks.store.input_scores import InputScoresPolicy
 from dormant_tasks.tracking.masks import parse_tau_option
 
 # Bump when a field is added or changes meaning; `from_json` refuses a request of a newer version.
-REQUEST_VERSION = 3  # 2: evaluate requests name `tasks` (was `task`) and carry the protocol; 3: `calibrations`
+# 2: evaluate requests name `tasks` (was `task`) and carry the protocol; 3: `calibrations`; 4: track requests
+# carry `tokens_per_step`, evaluate requests `rendering`, `system_instruction`, `precision` and `thresholds`
+REQUEST_VERSION = 4
 DEFAULT_EVAL_SCORES = ("ahon_ln", "lthon_ln", "awft")
 DEFAULT_QUANTILES = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 
@@ -70,6 +72,28 @@ class Bos(StrEnum):
 
     PAPER = "paper"  # lm-eval 0.4.5 (the authors'): add_special_tokens=False for causal models (True for Gemma)
     TOKENIZER = "tokenizer"  # lm-eval 0.4.13: the tokenizer decides, unless the text starts with the BOS string
+
+
+class Rendering(StrEnum):
+    """How requests are rendered under a chat template (without one, both are lm-eval's plain text)."""
+
+    PAPER = "paper"  # as lm-eval 0.4.5 (the authors'): target delimiter kept, WinoGrande's option after the header
+    LM_EVAL = "lm-eval"  # as the installed lm-eval (0.4.13): no delimiter, each option in a user turn
+
+
+class Precision(StrEnum):
+    """How an evaluated model's weights are loaded."""
+
+    DTYPE = "dtype"  # in --dtype (float32 by default)
+    PAPER = "paper"  # the authors': OLMo-2 ids float16 with 8-bit weights (bitsandbytes), others their own dtype
+
+
+class ThresholdSource(StrEnum):
+    """Where the dynamic sweep's thresholds come from."""
+
+    OWN = "own"  # quantiles of this run's un-intervened scores
+    AUTHORS = "authors"  # the authors' frozen thresholds.json; refused for a model, task or function it lacks
+    AUTO = "auto"  # the authors' where they cover the (model, task, function), else our own
 
 
 class DataSource(StrEnum):
@@ -199,6 +223,7 @@ class TrackRequest(_Request):
     store: str  # Parquet store folder (stored absolute)
     selection: Selection = field(default_factory=Selection)
     include_main: bool = False  # also list `main`, ordered after every other checkpoint
+    tokens_per_step: int | None = None  # tokens of `step{N}` / `ckpt_{N}` names (default: the series' known value)
     score_fns: tuple[str, ...] | None = None  # None: all 16
     taus: tuple[str, ...] = ()  # `--tau FN=VALUE` / `FN=qQ`, on top of the defaults
     reference: str | None = None  # the reference revision of quantile taus (default: the series' last)
@@ -252,7 +277,7 @@ class TrackRequest(_Request):
                     f"--tau given for {spec.score_fn!r}, which is not among the scored functions; "
                     "add it to --scores or drop the --tau"
                 )
-        for name in ("limit", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
+        for name in ("tokens_per_step", "limit", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
             _positive(getattr(self, name), f"--{name.replace('_', '-')}")
         _set(self, "dtype", _enum(DType, self.dtype, "--dtype"))
         _set(self, "device", _enum(Device, self.device, "--device"))
@@ -315,6 +340,10 @@ class EvalRequest(_Request):
     bos: Bos = Bos.PAPER
     datasets: DataSource = DataSource.AUTO
     log_samples: bool = False  # one `evaluation_items` row per item and setting
+    rendering: Rendering = Rendering.PAPER  # chat-templated prompts as lm-eval 0.4.5 (paper) or 0.4.13 rendered them
+    system_instruction: str | None = None  # a system turn (chat) or prefix (plain) before every prompt
+    precision: Precision = Precision.DTYPE
+    thresholds: ThresholdSource = ThresholdSource.OWN
 
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model.strip():
@@ -356,3 +385,18 @@ class EvalRequest(_Request):
         _set(self, "datasets", _enum(DataSource, self.datasets, "--datasets"))
         _set(self, "dtype", _enum(DType, self.dtype, "--dtype"))
         _set(self, "device", _enum(Device, self.device, "--device"))
+        _set(self, "rendering", _enum(Rendering, self.rendering, "--rendering"))
+        _set(self, "precision", _enum(Precision, self.precision, "--precision"))
+        _set(self, "thresholds", _enum(ThresholdSource, self.thresholds, "--thresholds"))
+        if self.precision is Precision.PAPER and self.dtype is not DType.FLOAT32:
+            raise ConfigError(
+                f"--precision paper fixes each model's dtype (OLMo-2: float16 with 8-bit weights, others their own); "
+                f"--dtype {self.dtype} contradicts it: drop one of them"
+            )
+        if self.thresholds is not ThresholdSource.OWN and self.mode is Mode.STATIC:
+            raise ConfigError("--thresholds places the thresholds of --mode dynamic; static mode zeroes the mask")
+        if self.thresholds is not ThresholdSource.OWN and self.quantiles != DEFAULT_QUANTILES:
+            raise ConfigError(
+                f"--thresholds {self.thresholds}: the authors' thresholds exist at the quantiles 0, .05, ..., .30 only; "
+                "drop --quantiles"
+            )

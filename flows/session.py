@@ -9,6 +9,13 @@ server and stops the server on the way out.
 
 The console shows warnings and errors only (`--verbose`: every run log line); a `DormantError` raised in a
 task reaches the CLI's error boundary as one line, so Prefect's tracebacks of it are not printed twice.
+
+The temporary server is a process of its own that writes to whatever stderr it inherits. Stopping it cancels
+its background services, sometimes inside a database transaction: SQLAlchemy then logs "Exception during
+reset or similar" with a `CancelledError` traceback, a timing-dependent 25 lines in front of the one error
+line. So its stdout and stderr go to a private temporary file (shown with `--verbose` or `--debug`, and in
+the error of a server that does not start), and once `stop_prefect` has flushed the run's logs, the console
+takes no more library records either.
 """
 
 from __future__ import annotations
@@ -18,14 +25,21 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from functools import partial
+from typing import IO
 
 _started = False
+_show_library_output = False  # --verbose or --debug: the server's own output and shutdown records are shown
+_stopping = False  # set by stop_prefect once the run's logs are flushed: the console drops library records
+_server_output: IO[bytes] | None = None  # the temporary server's stdout and stderr (None: the terminal's)
 
 
-def configure_console(verbose: bool) -> None:
+def configure_console(verbose: bool, debug: bool = False) -> None:
     """Before prefect is imported: telemetry off, the console at WARNING (INFO with --verbose)."""
+    global _show_library_output
+    _show_library_output = verbose or debug or os.environ.get("DORMANT_DEBUG") == "1"
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if not sys.stderr.isatty():  # download and loading bars only on a terminal, not in logs and pipes
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -47,15 +61,26 @@ def start_prefect() -> None:
         return
     from prefect.server.api.server import SubprocessASGIServer
 
-    with _popen_in_new_session():
-        SubprocessASGIServer().start()  # Prefect's clients find this instance and use it
+    global _server_output
+    _server_output = None if _show_library_output else tempfile.TemporaryFile()
+    try:
+        with _popen_in_new_session(output=_server_output):
+            SubprocessASGIServer().start()  # Prefect's clients find this instance and use it
+    except Exception as e:
+        if _server_output is not None:
+            _server_output.seek(0)
+            tail = _server_output.read()[-4000:].decode(errors="replace").strip()
+            if tail:
+                e.add_note(f"the temporary Prefect server's output:\n{tail}")
+        raise
 
 
 @contextlib.contextmanager
-def _popen_in_new_session() -> Iterator[None]:
-    """subprocess.Popen with start_new_session=True while the server starts (the main thread alone runs)."""
+def _popen_in_new_session(output: IO[bytes] | None = None) -> Iterator[None]:
+    """subprocess.Popen with start_new_session=True, and its stdout and stderr to `output` (None: inherited),
+    while the server starts (the main thread alone runs)."""
     original = subprocess.Popen
-    subprocess.Popen = partial(original, start_new_session=True)  # type: ignore[misc]
+    subprocess.Popen = partial(original, start_new_session=True, stdout=output, stderr=output)  # type: ignore[misc]
     try:
         yield
     finally:
@@ -65,6 +90,7 @@ def _popen_in_new_session() -> Iterator[None]:
 def stop_prefect() -> None:
     """Flush the run's logs and events, then stop the temporary server (it is also stopped at exit), so an
     interrupted or failed run exits promptly instead of retrying a server that is gone."""
+    global _stopping
     if not _started:
         return
     from prefect.events.worker import EventsWorker
@@ -73,6 +99,7 @@ def stop_prefect() -> None:
     for worker in (APILogWorker, EventsWorker):
         with contextlib.suppress(Exception):  # a worker that never started has nothing to flush
             worker.drain_all(timeout=3)
+    _stopping = True  # the run's records are out; what the shutdown logs is no business of the user's
     if os.environ.get("PREFECT_API_URL"):
         return
     from prefect.server.api.server import SubprocessASGIServer
@@ -82,10 +109,14 @@ def stop_prefect() -> None:
 
 
 class _ExpectedFailureFilter(logging.Filter):
-    """Drops Prefect's console records of a DormantError or an interrupt: the CLI reports them in one line."""
+    """Drops Prefect's console records of a DormantError or an interrupt: the CLI reports them in one line.
+    Once the server is being stopped, drops every record (unless --verbose or --debug)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         from dormant_tasks.errors import DormantError
+
+        if _stopping and not _show_library_output:
+            return False
 
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, (DormantError, KeyboardInterrupt)):

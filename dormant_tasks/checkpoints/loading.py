@@ -38,7 +38,9 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
-def resolve_dtype(dtype: str) -> torch.dtype:
+def resolve_dtype(dtype: str) -> torch.dtype | str:
+    if dtype == "auto":  # the checkpoint's own dtype (evaluate --precision paper, for non-OLMo-2 ids)
+        return "auto"
     try:
         return DTYPES[dtype]
     except KeyError:
@@ -46,9 +48,15 @@ def resolve_dtype(dtype: str) -> torch.dtype:
 
 
 def load_model_and_tokenizer(
-    path_or_repo: str | Path, revision: str | None = None, dtype: str = "float32", device: str = "auto"
+    path_or_repo: str | Path,
+    revision: str | None = None,
+    dtype: str = "float32",
+    device: str = "auto",
+    *,
+    int8: bool = False,
 ):
-    """(model in eval mode, tokenizer) from a local folder or a Hub repo at `revision`."""
+    """(model in eval mode, tokenizer) from a local folder or a Hub repo at `revision`; `int8`: linear weights
+    in 8 bits (bitsandbytes LLM.int8, the authors' OLMo-2 loading), placed on `device` as they load."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = resolve_dtype(dtype)
@@ -62,6 +70,17 @@ def load_model_and_tokenizer(
             "a checkpoint folder or Hub repo needs its tokenizer files beside the weights"
         ) from None
     try:
+        if int8:  # a quantized model cannot be moved after loading: it is placed while it loads
+            from transformers import BitsAndBytesConfig
+
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path_or_repo),
+                revision=revision,
+                dtype=torch_dtype,
+                quantization_config=BitsAndBytesConfig(load_in_8bit=True),
+                device_map=device,
+            )
+            return model.eval(), tokenizer
         model = AutoModelForCausalLM.from_pretrained(str(path_or_repo), revision=revision, dtype=torch_dtype)
         return model.to(device).eval(), tokenizer
     except (MemoryError, torch.OutOfMemoryError) as e:
@@ -121,6 +140,7 @@ def load_checkpoint(
     device: str = "auto",
     cache_dir: str | Path | None = None,
     keep: bool = True,
+    int8: bool = False,
 ) -> LoadedCheckpoint:
     """Fetch `revision` of `source` and load it. With `keep=False` a Hub revision is evicted (by
     `hub.evict_revision`) as soon as loading is over, whether it succeeded or not, so a sweep's disk holds
@@ -129,7 +149,7 @@ def load_checkpoint(
     path = fetch_revision(source, revision, cache_dir)
     t1 = time.perf_counter()
     try:
-        model, tokenizer = load_model_and_tokenizer(path, None, dtype, device)
+        model, tokenizer = load_model_and_tokenizer(path, None, dtype, device, int8=int8)
     finally:
         if revision.path is None and not keep:
             evict_revision(str(source), path.name, cache_dir)
@@ -145,12 +165,14 @@ def load_model_at(
     dtype: str = "float32",
     device: str = "auto",
     cache_dir: str | Path | None = None,
+    *,
+    int8: bool = False,
 ):
     """(model, tokenizer) of one checkpoint: a local folder in place, or a Hub branch/tag (default `main`)
     downloaded through `fetch_revision`, i.e. pinned to its commit, disk-checked and hash-checked."""
     if is_local_source(path_or_repo):
-        return load_model_and_tokenizer(path_or_repo, revision, dtype, device)
+        return load_model_and_tokenizer(path_or_repo, revision, dtype, device, int8=int8)
     name = revision or "main"
     rev = parse_revision_name(name) or Revision(name, UNKNOWN, UNKNOWN, UNKNOWN)
-    loaded = load_checkpoint(str(path_or_repo), rev, dtype, device, cache_dir)
+    loaded = load_checkpoint(str(path_or_repo), rev, dtype, device, cache_dir, int8=int8)
     return loaded.model, loaded.tokenizer

@@ -1,11 +1,15 @@
 """Discover, parse, order and select the checkpoints (revisions) of a series: a Hub repo or a local folder.
 
-Names (docs/CHECKPOINTS.md): `stage1-step{S}-tokens{T}B`, early 7B branches without the prefix (`step150-tokens1B`,
-stage 1), `stage2-ingredient{N}-step{S}-tokens{T}B`, and `main` (the final model). The token count is
-parsed from the name (the Hub rounds it inconsistently, so names are never built from a step number);
-its unit suffix is K = 1e3, M = 1e6, B = 1e9, T = 1e12, or none for an exact count (the local tiny
-series uses `tokens256K`). `main` has no step or token count in its name: its `stage`, `step` and
-`tokens` are `UNKNOWN` (-1), and it sorts after every other revision.
+Names (docs/CHECKPOINTS.md), the same for Hub branches and local subfolders:
+- with a token count: OLMo-2's `stage1-step{S}-tokens{T}B` and `stage2-ingredient{N}-step{S}-tokens{T}B`, and
+  OLMo-1's (and early OLMo-2 7B's) `step{S}-tokens{T}B`, stage 1. The count is parsed from the name (the Hub
+  rounds it inconsistently, so names are never built from a step number); its unit suffix is K = 1e3,
+  M = 1e6, B = 1e9, T = 1e12, or none for an exact count (the local tiny series uses `tokens256K`);
+- without one: Pythia's `step{S}` and LLM360's `ckpt_{N}` (N is taken as the step). Their tokens are
+  step x tokens per step: `--tokens-per-step`, else the series' known value (`KNOWN_TOKENS_PER_STEP`, e.g.
+  Pythia's 2,097,152); with neither, listing the series is refused in one line that asks for the option;
+- `main` (the final model) has no step or token count in its name: its `stage`, `step` and `tokens` are
+  `UNKNOWN` (-1), and it sorts after every other revision.
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ _NAME = re.compile(
     r"step(?P<step>\d+)-tokens(?P<tokens>\d+(?:\.\d+)?)(?P<unit>[KMBT]?)",
     re.IGNORECASE,
 )
+# Names that carry a step but no token count: Pythia's `step{S}`, LLM360's `ckpt_{N}`.
+_STEP_ONLY = re.compile(r"(?:step|ckpt_)(?P<step>\d+)", re.IGNORECASE)
+
+# Tokens per optimizer step of public series whose names carry none, by repo id pattern (fnmatch, lower case).
+# Pythia: 1,024 sequences x 2,048 tokens per batch, for every size and the deduped runs alike.
+KNOWN_TOKENS_PER_STEP = {"eleutherai/pythia-*": 2_097_152}
 
 
 @dataclass(frozen=True)
@@ -64,13 +74,18 @@ def series_sort_key(name: str, stage: int, ingredient: int | None, step: int, to
     return (name == MAIN, stage, ingredient or 0, step, tokens, name)
 
 
-def parse_revision_name(name: str) -> Revision | None:
-    """The Revision a branch/folder name stands for, or None when it follows none of the known forms."""
+def parse_revision_name(name: str, tokens_per_step: int | None = None) -> Revision | None:
+    """The Revision a branch/folder name stands for, or None when it follows none of the known forms. A name
+    without a token count (`step{S}`, `ckpt_{N}`) has tokens S x `tokens_per_step`, or UNKNOWN without it."""
     if name == MAIN:
         return Revision(MAIN, stage=UNKNOWN, step=UNKNOWN, tokens=UNKNOWN)
     m = _NAME.fullmatch(name)
     if m is None:
-        return None
+        m = _STEP_ONLY.fullmatch(name)
+        if m is None:
+            return None
+        step = int(m["step"])
+        return Revision(name, stage=1, step=step, tokens=UNKNOWN if tokens_per_step is None else step * tokens_per_step)
     tokens = int(Decimal(m["tokens"]) * TOKEN_UNITS[m["unit"].upper()])
     ingredient = int(m["ingredient"]) if m["ingredient"] is not None else None
     return Revision(name, stage=int(m["stage"] or 1), step=int(m["step"]), tokens=tokens, ingredient=ingredient)
@@ -102,8 +117,27 @@ def is_local_source(source: str | Path) -> bool:
     return Path(s).expanduser().exists() or s.startswith((".", "/", "~")) or s.endswith("/")
 
 
-def list_revisions(source: str | Path, include_main: bool = False) -> Listing:
-    """All checkpoints of `source` (a local folder of checkpoint folders, or a Hub repo id), in training order."""
+def known_tokens_per_step(source: str | Path) -> int | None:
+    """The tokens per step of a public series whose names carry no token count (`KNOWN_TOKENS_PER_STEP`)."""
+    if is_local_source(source):
+        return None
+    repo = str(source).lower()
+    return next((n for pattern, n in KNOWN_TOKENS_PER_STEP.items() if fnmatch.fnmatchcase(repo, pattern)), None)
+
+
+def check_tokens_per_step(tokens_per_step: int | None) -> int | None:
+    if tokens_per_step is not None and (isinstance(tokens_per_step, bool) or int(tokens_per_step) < 1):
+        raise ConfigError(
+            f"--tokens-per-step {tokens_per_step}: must be a positive integer (sequences per batch x sequence length)"
+        )
+    return None if tokens_per_step is None else int(tokens_per_step)
+
+
+def list_revisions(source: str | Path, include_main: bool = False, tokens_per_step: int | None = None) -> Listing:
+    """All checkpoints of `source` (a local folder of checkpoint folders, or a Hub repo id), in training order.
+    `tokens_per_step` (default: the series' known value) gives the tokens of names that carry none; when such
+    names are found and neither is known, CheckpointError asks for --tokens-per-step."""
+    per_step = check_tokens_per_step(tokens_per_step) or known_tokens_per_step(source)
     if is_local_source(source):
         names, paths, commits = _local_names(Path(source).expanduser())
     else:
@@ -111,7 +145,7 @@ def list_revisions(source: str | Path, include_main: bool = False) -> Listing:
         names, paths = list(commits), {}
     revisions, skipped = [], []
     for name in names:
-        rev = parse_revision_name(name)
+        rev = parse_revision_name(name, per_step)
         if rev is None:
             skipped.append(name)
         elif not rev.is_main or include_main:
@@ -127,6 +161,13 @@ def list_revisions(source: str | Path, include_main: bool = False) -> Listing:
                 )
             )
     revisions.sort(key=lambda r: r.sort_key)
+    untokened = [r.name for r in revisions if r.tokens == UNKNOWN and not r.is_main]
+    if untokened:
+        raise CheckpointError(
+            f"{source}: {len(untokened)} checkpoint names ({untokened[0]} ... {untokened[-1]}) carry a step but no "
+            "token count, and this series' tokens per step are not known; pass --tokens-per-step N "
+            "(sequences per batch x sequence length)"
+        )
     if not revisions:
         hint = (
             " (it has a `main` revision: pass --include-main to analyse the final model)"
@@ -136,7 +177,7 @@ def list_revisions(source: str | Path, include_main: bool = False) -> Listing:
         raise CheckpointError(
             f"{source}: no checkpoints found{hint}; checkpoints are "
             f"{'subfolders with a config.json' if is_local_source(source) else 'branches'} named like "
-            f"stage1-step1000-tokens4B or stage2-ingredient1-step100-tokens1B"
+            f"stage1-step1000-tokens4B, step1000-tokens4B, step1000 or ckpt_010"
             + (f"; skipped names: {', '.join(sorted(skipped)[:5])}" if skipped else "")
         )
     if skipped:

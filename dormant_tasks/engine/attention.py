@@ -23,6 +23,10 @@ Zeroing (docs/SCORES.md §6) happens here too, after the layer has computed its 
 `DynamicZeroing(score_fn, tau)` zeroes, per input, the heads that `score_functions.is_inactive` marks;
 `StaticZeroing(heads)` zeroes a fixed set of (layer, head) pairs for every input. The zeroed
 (input, layer, head) mask is recorded either way.
+
+Attention this function does not compute is refused in one line, never ignored: logit soft-capping, attention
+sinks, and a sliding window over an input longer than the window (shorter inputs see every earlier token
+anyway, so their scores are exact). The model's family (`engine.adapters`) says where W_O is.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from dormant_tasks.engine.adapters import FamilyAdapter
 from dormant_tasks.engine.score_functions import get_score_function, is_inactive
 from dormant_tasks.errors import ScoringError
 
@@ -68,6 +73,7 @@ class ScoringSession:
     lengths: torch.Tensor  # [batch] number of non-padding tokens of each (right-padded) input
     score_fns: tuple[str, ...]  # ids whose scores are recorded, in this order
     random_u: torch.Tensor | None  # [batch, layer, head] float64, the seeded `random` baseline (None: not needed)
+    adapter: FamilyAdapter | None = None  # where the model's family keeps W_O (engine.adapters); None: o_proj
     zeroing: DynamicZeroing | StaticZeroing | None = None
     query_block: int | None = None  # force the float32 query-block path with this many queries per block
     scores: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [batch, fn, head] float64
@@ -178,7 +184,8 @@ def layer_scores(
 
     if needed & {"fhon", "fhon_ln"}:
         if module.layer_idx not in session.gram:  # cached for the session: the weights do not change within it
-            session.gram[module.layer_idx] = head_gram(module.o_proj.weight, n_heads)
+            w_o = session.adapter.output_weight(module) if session.adapter else module.o_proj.weight  # [width, h*d]
+            session.gram[module.layer_idx] = head_gram(w_o, n_heads)
         gram = session.gram[module.layer_idx]  # [head, d, d]
         sq = torch.einsum("bhsd,hde,bhse->bhs", o32, gram, o32)  # [batch, head, seq] = ||o W_O[h]^T||^2
         raw["fhon"] = _masked_mean(sq.clamp_min(0.0).sqrt(), valid, lengths)
@@ -213,6 +220,22 @@ def _zero_mask(session: ScoringSession, layer: int, scores: dict[str, torch.Tens
     return mask
 
 
+def _refuse_unimplemented(module, seq: int, kwargs) -> None:
+    """ScoringError (one line) when the layer asks for attention the engine does not compute. A sliding window
+    changes nothing while every query sees the whole input (seq <= window), so only longer inputs are refused."""
+    name = type(module).__name__
+    window = kwargs.get("sliding_window")
+    if window is not None and seq > window:
+        raise ScoringError(
+            f"{name} uses sliding-window attention ({window} tokens), which the score engine implements only for "
+            f"inputs of at most {window} tokens; this batch has {seq}: pass --max-tokens {window}"
+        )
+    if kwargs.get("softcap") is not None:
+        raise ScoringError(f"{name} uses attention logit soft-capping, which the score engine does not implement")
+    if kwargs.get("s_aux") is not None:
+        raise ScoringError(f"{name} uses attention sinks (s_aux), which the score engine does not implement")
+
+
 def scoring_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, dormant_session=None, **kwargs):
     """AttentionInterface function: (attn_output [batch, query, head, d_head], None) plus the session's scores.
 
@@ -224,11 +247,7 @@ def scoring_attention(module, query, key, value, attention_mask, scaling, dropou
             f"the {ATTENTION_NAME!r} attention ran outside dormant_tasks.engine.scoring.scoring_pass; "
             "call scoring_pass/score_texts instead of the model directly"
         )
-    if kwargs.get("sliding_window") is not None or kwargs.get("softcap") is not None:
-        raise ScoringError(
-            f"{type(module).__name__} uses sliding-window or soft-capped attention, which the score "
-            "engine does not support; score a model with plain causal attention"
-        )
+    _refuse_unimplemented(module, int(session.lengths.max()), kwargs)
     if query.shape[2] != key.shape[2]:
         raise ScoringError("the score engine scores whole inputs in one pass; call the model without a KV cache")
     n_rep = query.shape[1] // key.shape[1]

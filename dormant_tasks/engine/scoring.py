@@ -14,7 +14,9 @@ Public API
   right-padded inputs in input order, cutting a batch at `batch_size` inputs or where padded length x batch
   size would exceed `max_batch_tokens` (default 65,536; an input longer than that goes alone), and collects
   per-input scores in input order; `InputScores.to_table()` is the docs/DATA_CONTRACT.md `input_scores` layout.
-A model whose attention does not go through `transformers.AttentionInterface` raises `ScoringError`.
+A model whose attention does not go through `transformers.AttentionInterface`, whose family has no adapter in
+`dormant_tasks.engine.adapters`, or which uses an attention feature the engine does not implement raises
+`ScoringError` (one line) before any forward pass.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from dormant_tasks.engine.adapters import adapter_for
 from dormant_tasks.engine.attention import (
     ATTENTION_NAME,
     DynamicZeroing,
@@ -35,6 +38,7 @@ from dormant_tasks.engine.attention import (
     random_baseline,
     scoring_attention,
 )
+from dormant_tasks.engine.batching import batch_runs, padded_batch
 from dormant_tasks.engine.score_functions import parse_score_functions
 from dormant_tasks.errors import ConfigError, ScoringError
 
@@ -90,19 +94,21 @@ def _shape(model) -> tuple[int, int]:
 
 @contextlib.contextmanager
 def scoring_attention_installed(model):
-    """Set the model's attention implementation to the scoring function for the block, then restore it."""
+    """Set the model's attention implementation to the scoring function for the block, then restore it.
+    Yields the model's family adapter (ScoringError for a model the engine cannot score)."""
     from transformers import AttentionInterface
 
     if not model._can_set_attn_implementation():
         raise ScoringError(
             f"{type(model).__name__}'s attention does not go through transformers' AttentionInterface, "
-            "so its heads cannot be scored; use a model such as OLMo-2, Llama, Qwen2 or Mistral"
+            "so its heads cannot be scored; use a model such as OLMo-2, Llama, Qwen2, Mistral, Pythia or GPT-2"
         )
+    adapter = adapter_for(model)
     AttentionInterface.register(ATTENTION_NAME, scoring_attention)
     previous = model.config._attn_implementation
     model.set_attn_implementation(ATTENTION_NAME)
     try:
-        yield
+        yield adapter
     finally:
         model.set_attn_implementation(previous)
 
@@ -164,7 +170,8 @@ def scoring_pass(
     session = ScoringSession(lengths=lengths, score_fns=fns, random_u=None, zeroing=zeroing, query_block=query_block)
     if "random" in session.needed():  # a generator per input: not paid by passes that do not ask for it
         session.random_u = torch.from_numpy(random_baseline(seed, rows, n_layers, n_heads))
-    with scoring_attention_installed(model):
+    with scoring_attention_installed(model) as adapter:
+        session.adapter = adapter
         out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, dormant_session=session)
     if sorted(session.scores) != list(range(n_layers)):
         raise ScoringError(
@@ -224,20 +231,6 @@ def _warn_truncated(cut: list[int], limit: int, source: str, level: int) -> None
     )
 
 
-def _batches(lengths: list[int], batch_size: int, max_batch_tokens: int) -> list[range]:
-    """Contiguous runs of input indices: a run is cut at `batch_size` inputs or before its padded size
-    (inputs x longest) would exceed `max_batch_tokens`; an input longer than the budget goes alone."""
-    runs, start, longest = [], 0, 0
-    for i, n in enumerate(lengths):
-        size = i - start
-        if size and (size >= batch_size or (size + 1) * max(longest, n) > max_batch_tokens):
-            runs.append(range(start, i))
-            start, longest = i, 0
-        longest = max(longest, n)
-    runs.append(range(start, len(lengths)))
-    return runs
-
-
 def score_texts(
     model,
     tokenizer,
@@ -286,21 +279,14 @@ def score_texts(
         _warn_truncated(list(cut), limit, source, logging.WARNING if warn_truncated else logging.INFO)
     n_layers, n_heads = _shape(model)
     values = np.empty((len(texts), len(fns), n_layers, n_heads), dtype=np.float64)
-    batches = _batches([len(ids) for ids in encoded], batch_size, budget)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0  # padding is never attended to
+    batches = batch_runs([len(ids) for ids in encoded], batch_size, budget)
     device = next(model.parameters()).device
     if progress:
         from dormant_tasks.progress import progress_bar
 
         batches = progress_bar(batches, desc="scoring", unit="batch")  # plain lines on a pipe (dormant_tasks.progress)
     for run in batches:
-        chunk = encoded[run.start : run.stop]
-        width = max(len(ids) for ids in chunk)
-        input_ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)  # [batch, seq], right padding
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)  # [batch, seq]
-        for row, ids in enumerate(chunk):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            mask[row, : len(ids)] = 1
+        input_ids, mask = padded_batch(encoded[run.start : run.stop], tokenizer.pad_token_id)  # [batch, seq]
         result = scoring_pass(
             model,
             input_ids.to(device),

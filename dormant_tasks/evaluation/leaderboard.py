@@ -7,9 +7,13 @@ base accuracy, all in %. Around the cells:
   (`metric.task_average_curve`) over every task of the board, when the board has >= 2 tasks and the
   function was swept on each of them at the same quantiles (else no such row, and a note says why);
 - model `Average`, per (function, task): the mean over models of their cells (`n_models` of them);
-- function `best`, per (model, task): the function with the largest value (ties: the larger AUC, then the
-  name; the random baseline is no candidate), and its `Average` over models: the paper's "the best function
-  per model averages 14.45".
+- function `ours`, per (model, task): the authors' Table 2 aggregate ("Ours"), the largest value over every
+  function except AWFT, the random baseline included, ties kept in their function order
+  (`authors.AUTHORS_NAMES`); with `awft`'s own cells beside it and `ours - awft`, the difference; each with its
+  `Average` over models: the seed's 'Ours (Aggregate) Average 14.45' vs 'AWFT Average 6.9';
+- function `best`, shown as "best of all functions", per (model, task): the function with the largest value
+  of all, AWFT included (ties: the larger AUC, then the name; the random baseline is no candidate), and its
+  `Average` over models.
 
 Which rows make a cell:
 - `mode` dynamic only: static rows zero the tracker's mask, they are no sweep;
@@ -53,18 +57,26 @@ from dormant_tasks.evaluation.metric import AVERAGE_TASK, normalised_auc, pct_ze
 from dormant_tasks.store.io import read_table
 
 AVERAGE_MODEL = "Average"  # the mean over models
-BEST = "best"  # the best function of a model
+BEST = "best"  # the best function of a model, of all functions
+OURS = "ours"  # the authors' aggregate: the best function but AWFT, random included
+OURS_VS_AWFT = "ours - awft"  # the aggregate's lead over AWFT, in points of % zeroed
+AWFT = "awft"
+_AGGREGATE_RANK = {OURS: 1, OURS_VS_AWFT: 2, BEST: 3}  # shown after the functions, in this order
 FORMATS = ("markdown", "csv", "latex")
 BASELINES = frozenset(SCORE_FUNCTIONS) - frozenset(DETERMINISTIC_IDS)  # never the best function
 
 _READ = [
     *("model_id", "revision", "stage", "step", "tokens", "task", "shots", "mode", "score_fn", "quantile"),
     *("frac_zeroed", "accuracy", "base_accuracy", "metric", "chat_template", "bos", "request_id", "evaluated_at"),
+    *("rendering", "precision", "threshold_source"),
 ]
-_PROTOCOL = ("shots", "metric", "chat_template", "bos")
+# what makes two runs comparable; rendering, precision and threshold source are null in rows written before them
+_PROTOCOL = ("shots", "metric", "chat_template", "bos", "rendering", "precision", "threshold_source")
+_NO_PROTOCOL = (None,) * len(_PROTOCOL)  # the protocol columns of an average row
 HEADER = ("score function", "model", "task", "% zeroed within 1 point", "AUC", "base accuracy")
 CSV_COLUMNS = (
     *("score_fn", "best_fn", "model", "revision", "task", "shots", "metric", "chat_template", "bos"),
+    *("rendering", "precision", "threshold_source"),
     *("within_1pt", "auc", "base_accuracy", "n_models"),
 )
 
@@ -141,9 +153,12 @@ def build_leaderboard(evaluations: pa.Table, models=None, tasks=None, revision: 
     cells = [_cell(fn, m, revisions[m], task, c) for (fn, m, task), c in curves.items()]
     cells += _task_averages(curves, revisions, notes)
     out = cells + _model_averages(cells)
+    ours = _ours(cells)
+    differences = _differences(ours, cells)
     best = _best(cells)
-    out += best + _model_averages(best)
+    out += ours + _model_averages(ours) + differences + _model_averages(differences) + best + _model_averages(best)
     _protocol_notes(curves, notes)
+    _rendering_notes(curves, notes)
     return Leaderboard(sorted(out, key=_order), revisions, tuple(notes))
 
 
@@ -192,8 +207,16 @@ def _run_id(r: dict):
 
 
 def _protocol_text(protocol: tuple) -> str:
-    shots, metric, chat, bos = protocol
-    return f"{shots}-shot {metric}, {'chat template' if chat else 'no chat template'}, BOS {bos}"
+    from dormant_tasks.evaluation.rendering import RENDERED_AS
+
+    shots, metric, chat, bos, rendering, precision, thresholds = protocol
+    chat_text = "no chat template"
+    if chat:
+        chat_text = "chat template" + (f" rendered as {RENDERED_AS[rendering]}" if rendering in RENDERED_AS else "")
+    extra = "".join(
+        f", {name} {value}" for name, value in (("precision", precision), ("thresholds", thresholds)) if value
+    )
+    return f"{shots}-shot {metric}, {chat_text}, BOS {bos}{extra}"
 
 
 def _curves(rows_of: dict[str, list[dict]], notes: list[str]) -> dict[tuple, _Curve]:
@@ -233,7 +256,7 @@ def _curves(rows_of: dict[str, list[dict]], notes: list[str]) -> dict[tuple, _Cu
     return out
 
 
-def _row(fn, model, revision, task, within, auc, base, *, protocol=(None,) * 4, best_fn=None, n_models=None) -> dict:
+def _row(fn, model, revision, task, within, auc, base, *, protocol=_NO_PROTOCOL, best_fn=None, n_models=None) -> dict:
     return {
         "score_fn": fn,
         "best_fn": best_fn,
@@ -306,6 +329,43 @@ def _model_averages(rows: list[dict]) -> list[dict]:
     ]
 
 
+def _authors_rank(fn: str) -> tuple:
+    from dormant_tasks.evaluation.authors import AUTHORS_NAMES
+
+    order = list(AUTHORS_NAMES.values())
+    return (order.index(fn), "") if fn in order else (len(order), fn)
+
+
+def _ours(cells: list[dict]) -> list[dict]:
+    """Per (model, task): the authors' "Ours", the largest value of every function but AWFT (random included),
+    the first in their function order among equal values (their notebook's max over their list)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in cells:
+        if r["score_fn"] != AWFT:
+            groups[(r["model"], r["task"])].append(r)
+    out = []
+    for mine in groups.values():
+        top = min(mine, key=lambda r: (-r["within_1pt"], _authors_rank(r["score_fn"])))
+        out.append({**top, "score_fn": OURS, "best_fn": top["score_fn"]})
+    return out
+
+
+def _differences(ours: list[dict], cells: list[dict]) -> list[dict]:
+    """Per (model, task) with both: "Ours" minus AWFT, in points of % of heads zeroed within 1 point."""
+    awft = {(r["model"], r["task"]): r for r in cells if r["score_fn"] == AWFT}
+    return [
+        {
+            **r,
+            "score_fn": OURS_VS_AWFT,
+            "within_1pt": r["within_1pt"] - awft[key]["within_1pt"],
+            "auc": math.nan,
+            "best_fn": None,
+        }
+        for r in ours
+        if (key := (r["model"], r["task"])) in awft
+    ]
+
+
 def _best(cells: list[dict]) -> list[dict]:
     """Per (model, task): the function with the largest value (then the larger AUC, then the first name)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -324,7 +384,7 @@ def _protocol_notes(curves: dict[tuple, _Curve], notes: list[str]) -> None:
     """A task whose models were measured with other shots, metric or BOS rule (the chat template may differ)."""
     by_task: dict[str, dict[tuple, set]] = defaultdict(lambda: defaultdict(set))
     for (_, model, task), c in curves.items():
-        shots, metric, _, bos = c.protocol
+        shots, metric, _, bos, *_ = c.protocol
         by_task[task][(shots, metric, bos)].add(model)
     for task, protocols in sorted(by_task.items()):
         if len(protocols) > 1:
@@ -332,9 +392,24 @@ def _protocol_notes(curves: dict[tuple, _Curve], notes: list[str]) -> None:
             notes.append(f"{task}: models differ in protocol ({'; '.join(parts)}); compare them with care")
 
 
+def _rendering_notes(curves: dict[tuple, _Curve], notes: list[str]) -> None:
+    """Which rendering the chat-templated cells used, per task: lm-eval 0.4.5's (the paper's) or 0.4.13's; rows
+    written before the rendering was recorded are 0.4.13's."""
+    from dormant_tasks.evaluation.rendering import RENDERED_AS
+
+    by_task: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    for (_, model, task), c in curves.items():
+        if c.protocol[_PROTOCOL.index("chat_template")]:
+            rendering = c.protocol[_PROTOCOL.index("rendering")] or "lm-eval"
+            by_task[task][RENDERED_AS.get(rendering, rendering)].add(model)
+    for task, renderings in sorted(by_task.items()):
+        parts = [f"{how}: {_listing(models)}" for how, models in sorted(renderings.items())]
+        notes.append(f"{task}: chat-templated prompts rendered as {'; as '.join(parts)}")
+
+
 def _order(r: dict) -> tuple:
     return (
-        r["score_fn"] == BEST,
+        _AGGREGATE_RANK.get(r["score_fn"], 0),
         r["score_fn"],
         r["model"] == AVERAGE_MODEL,
         r["model"],
@@ -355,7 +430,9 @@ def _labels(rows: list[dict]) -> list[tuple[str, ...]]:
     n_total = len({r["model"] for r in rows if r["model"] != AVERAGE_MODEL})
     out = []
     for r in rows:
-        fn = f"{BEST} ({r['best_fn']})" if r["score_fn"] == BEST and r["best_fn"] else r["score_fn"]
+        fn = r["score_fn"]
+        if fn in (BEST, OURS) and r["best_fn"]:
+            fn = f"{'best of all functions' if fn == BEST else fn} ({r['best_fn']})"
         model = r["model"]
         if model == AVERAGE_MODEL and r["n_models"] is not None and r["n_models"] < n_total:
             model = f"{AVERAGE_MODEL} ({r['n_models']} of {n_total} models)"
@@ -442,7 +519,12 @@ def auc_agreement(rows: list[dict], task: str | None = None) -> tuple[list[str],
     task = agreement_task(rows) if task is None else task
     auc: dict[str, dict[str, float]] = defaultdict(dict)
     for r in rows:
-        if r["task"] == task and r["model"] != AVERAGE_MODEL and r["score_fn"] != BEST and not math.isnan(r["auc"]):
+        if (
+            r["task"] == task
+            and r["model"] != AVERAGE_MODEL
+            and r["score_fn"] not in _AGGREGATE_RANK
+            and not math.isnan(r["auc"])
+        ):
             auc[r["model"]][r["score_fn"]] = r["auc"]
     models = sorted(auc)
     matrix = np.full((len(models), len(models)), np.nan)  # [model, model]
@@ -452,3 +534,57 @@ def auc_agreement(rows: list[dict], task: str | None = None) -> tuple[list[str],
             rho = spearman([auc[a][f] for f in shared], [auc[models[j]][f] for f in shared])
             matrix[i, j] = matrix[j, i] = rho
     return models, matrix
+
+
+# ---------------------------------------------------------------------------------------------- reproduction
+
+
+def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
+    """The seed leaderboard's published values beside ours, one row per (model, function) cell it publishes:
+    `published`, `ours` (None where the board has no such cell) and `difference` = ours - published, in
+    points of % of heads zeroed within 1 point; the function "ours" is the authors' aggregate, model "Average"
+    the mean over models; `rendering` says how our number's prompts were rendered."""
+    from dormant_tasks.evaluation.authors import seed_values
+
+    board = {(r["score_fn"], r["model"]): r for r in rows if r["task"] == task}
+    out = []
+    for (model, fn), published in sorted(seed_values().items(), key=lambda kv: (kv[0][0] == AVERAGE_MODEL, kv[0])):
+        mine = board.get((fn, model))
+        ours = None if mine is None else mine["within_1pt"]
+        out.append(
+            {
+                "model": model,
+                "score_fn": fn,
+                "best_fn": None if mine is None else mine.get("best_fn"),
+                "published": published,
+                "ours": ours,
+                "difference": None if ours is None else ours - published,
+                "rendering": _rendering_of(mine),
+                "n_models": None if mine is None else mine.get("n_models"),
+            }
+        )
+    return out
+
+
+def _rendering_of(row: dict | None) -> str | None:
+    if row is None or row.get("chat_template") is None:
+        return None  # no such cell, or an average over models
+    return row.get("rendering") if row["chat_template"] else "plain"
+
+
+def format_seed_comparison(rows: list[dict]) -> str:
+    """`seed_comparison` rows as a markdown table."""
+    from dormant_tasks.evaluation.rendering import RENDERED_AS
+
+    lines = [
+        "| model | function | published | ours | difference (points) | rendering |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        fn = f"{r['score_fn']} ({r['best_fn']})" if r["score_fn"] == OURS and r["best_fn"] else r["score_fn"]
+        model = r["model"] + (f" ({r['n_models']} models)" if r["n_models"] else "")
+        rendering = {"plain": "plain text", **RENDERED_AS}.get(r["rendering"], r["rendering"] or "")
+        diff = "n/a" if r["difference"] is None else f"{round(r['difference'], 2) + 0.0:+.2f}"  # no "-0.00"
+        cells = (model, fn, _number(r["published"]), _number(r["ours"]), diff, rendering)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -26,7 +26,6 @@ Public API
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import os
 import random
@@ -113,16 +112,13 @@ def _checked_factory(base_cls, bundled: bool, fallbacks: dict, reason: str):
     """lm-eval's TaskFactory checking each task's config before building it (building a task downloads its
     dataset): a perplexity task is refused, and with `bundled` a task whose data is not bundled is refused
     and the others get their dataset location pointed at the bundled copy."""
+    from dormant_tasks.evaluation import lmeval_adapter
 
-    class CheckedTaskFactory(base_cls):
-        def _build_task(self, entry, overrides):
-            cfg = self._load_full_config(entry, overrides)
-            _refuse_perplexity(cfg.get("task"), cfg.get("output_type"))
-            if not bundled:
-                return super()._build_task(entry, overrides)
-            return super()._build_task(entry, {**(overrides or {}), **_bundled_overrides(cfg, fallbacks, reason)})
+    def check(cfg: dict) -> dict:
+        _refuse_perplexity(cfg.get("task"), cfg.get("output_type"))
+        return _bundled_overrides(cfg, fallbacks, reason) if bundled else {}
 
-    return CheckedTaskFactory
+    return lmeval_adapter.checking_factory(base_cls, check)
 
 
 def _not_bundled(what: str, reason: str) -> EvaluationError:
@@ -169,7 +165,9 @@ def _refuse_perplexity(name: str, output_type: str | None) -> None:
 
 def _primary_metric(task) -> str:
     metric = task.config.metric_list[0]["metric"] if task.config.metric_list else "acc"
-    filters = [f.name for f in getattr(task, "_filters", [])] or ["none"]
+    from dormant_tasks.evaluation import lmeval_adapter
+
+    filters = lmeval_adapter.filter_names(task) or ["none"]
     return f"{metric},{filters[0]}"
 
 
@@ -213,15 +211,16 @@ def task_manager(data_source: DataSource, fallbacks: dict | None = None, reason:
     with `DataSource.BUNDLED` the tasks read the bundled copies, `fallbacks` collects the few-shot fallbacks.
     The index is built once per process; each manager gets its own copy (lm-eval adds names to it as it
     builds groups)."""
-    manager = copy.copy(_indexed_manager())
-    manager._index = dict(manager._index)
-    manager._factory = _checked_factory(
-        type(manager._factory),
+    from dormant_tasks.evaluation import lmeval_adapter
+
+    base = _indexed_manager()
+    factory = _checked_factory(
+        lmeval_adapter.factory_class(base),
         DataSource(data_source) is DataSource.BUNDLED,
         fallbacks if fallbacks is not None else {},
         reason,
-    )(meta=manager._factory._meta)
-    return manager
+    )
+    return lmeval_adapter.copy_manager(base, factory)
 
 
 def group_leaves(name: str, index) -> set[str]:
@@ -269,9 +268,9 @@ def _entry_config(entry) -> dict:
     if entry.cfg is not None:
         return entry.cfg
     if entry.yaml_path:
-        from lm_eval.tasks._yaml_loader import load_yaml
+        from dormant_tasks.evaluation import lmeval_adapter
 
-        return load_yaml(entry.yaml_path, resolve_func=False)
+        return lmeval_adapter.task_yaml(entry.yaml_path)
     return {}
 
 

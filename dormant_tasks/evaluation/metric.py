@@ -21,14 +21,15 @@ AVERAGE_TASK = "average"  # the label of the across-task average curve in tables
 
 
 def _sorted_points(points) -> np.ndarray:
-    """[n, 2] (x = % zeroed, y = accuracy) sorted by x; at equal x the higher accuracy first, so that
-    a drop at one x is read as a drop whatever order the points came in."""
+    """[n, 2] (x = % zeroed, y = accuracy) sorted by x, points of equal x kept in the order given (a stable sort,
+    as the authors' curves keep their file order, i.e. the thresholds' order): the same points in another
+    order can give another crossing, as theirs do."""
     pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
     if len(pts) == 0:
         raise EvaluationError("the curve has no points; evaluate at least one threshold")
     if not np.isfinite(pts).all():
         raise EvaluationError("the curve has NaN or infinite points; every point needs a measured % and accuracy")
-    return pts[np.lexsort((-pts[:, 1], pts[:, 0]))]
+    return pts[np.argsort(pts[:, 0], kind="stable")]
 
 
 def pct_zeroed_within_1pt(points, base: float, tolerance: float = WITHIN_POINTS) -> float:

@@ -20,6 +20,9 @@ Public API
 - `DormantLM(model, tokenizer, bos=Bos.PAPER, batch_size=16, score_fns=(), seed=0, max_length=None)`;
   set `.zeroing` (None, `DynamicZeroing`, `StaticZeroing`) between runs; `.start_record(keep_scores)` /
   `.record` (`PassRecord`).
+- lm-eval's registry: `simple_evaluate(model="dormant", model_args="pretrained=...,zeroing=FN:TAU")` once this
+  module is imported (`import dormant_tasks.evaluation.model`); see `DormantLM.create_from_arg_string`.
+- `render_chat(tokenizer, chat_history, add_generation_prompt=True)`: the chat template applied, as text.
 - `encode_pair(tokenizer, context, continuation, bos, model_type="")` and `encode_context(tokenizer, text, bos,
   model_type="")`: the token ids the model is given (what `DormantLM` uses; tested against lm-eval 0.4.5).
 """
@@ -32,12 +35,14 @@ import numpy as np
 import torch
 from lm_eval.api.model import TemplateLM
 
-from dormant_tasks.engine.scoring import _batches, scoring_pass
+from dormant_tasks.engine.batching import batch_runs, padded_batch
+from dormant_tasks.engine.scoring import scoring_pass
 from dormant_tasks.errors import EvaluationError
 from dormant_tasks.requests import Bos
 
 DEFAULT_MAX_LENGTH = 2048  # HFLM's fallback when the model states no context length
 MAX_GEN_TOKS = 256  # HFLM's default max_gen_toks
+REGISTRY_NAME = "dormant"  # lm_eval.simple_evaluate(model="dormant", model_args="pretrained=...,zeroing=FN:TAU")
 
 
 def _special_tokens_kwargs(tokenizer, text: str, bos: Bos, model_type: str) -> dict:
@@ -64,6 +69,20 @@ def encode_pair(tokenizer, context: str, continuation: str, bos: Bos | str, mode
     whole = encode_context(tokenizer, context + continuation, bos, model_type)
     ctx = encode_context(tokenizer, context, bos, model_type)
     return ctx, whole[len(ctx) :]
+
+
+def render_chat(tokenizer, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    """As HFLM's apply_chat_template: the tokenizer's template rendered to text (lm-eval tokenises it later)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise EvaluationError(
+            "the tokenizer has no chat template; use --chat-template off (or auto), or a tokenizer with one"
+        )
+    return tokenizer.apply_chat_template(
+        chat_history,
+        tokenize=False,
+        add_generation_prompt=add_generation_prompt,
+        continue_final_message=not add_generation_prompt,
+    )
 
 
 @dataclass
@@ -166,23 +185,52 @@ class DormantLM(TemplateLM):
         return self._encodings[key]
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        """As HFLM: the tokenizer's template, rendered to text (lm-eval tokenises it later)."""
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise EvaluationError(
-                "the tokenizer has no chat template; use --chat-template off (or auto), or a tokenizer with one"
-            )
-        return self.tokenizer.apply_chat_template(
-            chat_history,
-            tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=not add_generation_prompt,
-        )
+        return render_chat(self.tokenizer, chat_history, add_generation_prompt)
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         raise EvaluationError(
             "perplexity tasks (loglikelihood_rolling) are not supported by the intervention evaluation; "
             "pick a multiple-choice or generation task"
         )
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> DormantLM:
+        """The model lm-eval builds for `simple_evaluate(model="dormant", model_args=...)`: `pretrained` (folder or
+        Hub repo, required), `revision`, `dtype` (float32), `precision` (dtype or paper), `device` (auto), `bos`
+        (paper), `batch_size` (16), `seed`, and `zeroing=FN:TAU` for a dynamic intervention (none: the model
+        as is), e.g. "pretrained=allenai/OLMo-2-1124-7B,zeroing=ahon_ln:0.5"."""
+        from lm_eval.utils import simple_parse_args_string
+
+        from dormant_tasks.checkpoints.loading import load_model_at
+        from dormant_tasks.engine.scoring import DynamicZeroing
+        from dormant_tasks.evaluation.targets import precision_for
+
+        args = simple_parse_args_string(arg_string or "")
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
+        known = {"pretrained", "revision", "dtype", "precision", "device", "bos", "batch_size", "seed", "zeroing"}
+        unknown = sorted(set(args) - known)
+        if unknown or "pretrained" not in args:
+            what = f"unknown model_args {unknown[0]!r}" if unknown else "model_args lack pretrained=PATH_OR_REPO"
+            raise EvaluationError(f"dormant: {what}; it takes {', '.join(sorted(known))}")
+        pretrained = str(args["pretrained"])
+        dtype, int8 = precision_for(pretrained, args.get("precision", "dtype"), str(args.get("dtype", "float32")))
+        device = str(args.get("device") or extra.get("device") or "auto")
+        model, tokenizer = load_model_at(pretrained, args.get("revision"), dtype, device, int8=int8)
+        zeroing = None
+        if args.get("zeroing"):
+            fn, _, tau = str(args["zeroing"]).partition(":")
+            zeroing = DynamicZeroing(fn, float(tau))
+        batch = extra.get("batch_size", args.get("batch_size", 16))
+        lm = cls(
+            model,
+            tokenizer,
+            bos=args.get("bos", Bos.PAPER),
+            batch_size=int(batch) if str(batch).isdigit() else 16,  # lm-eval's "auto" batch size: ours
+            score_fns=(zeroing.score_fn,) if zeroing else (),
+            seed=int(args.get("seed", 0)),
+        )
+        lm.zeroing = zeroing
+        return lm
 
     # ------------------------------------------------------------------ the record of a setting
 
@@ -225,16 +273,10 @@ class DormantLM(TemplateLM):
             spans.append((rows.setdefault(row, len(rows)), tuple(continuation_enc[-self.max_length :])))
         inputs = list(rows)
         order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         batches = []
-        for run in _batches([len(inputs[i]) for i in order], self.batch_size, self.max_batch_tokens):
+        for run in batch_runs([len(inputs[i]) for i in order], self.batch_size, self.max_batch_tokens):
             ids = [order[j] for j in run]
-            width = max(len(inputs[i]) for i in ids)
-            input_ids = torch.full((len(ids), width), pad, dtype=torch.long)  # [batch, seq], right padding
-            mask = torch.zeros((len(ids), width), dtype=torch.long)  # [batch, seq]
-            for r, i in enumerate(ids):
-                input_ids[r, : len(inputs[i])] = torch.tensor(inputs[i])
-                mask[r, : len(inputs[i])] = 1
+            input_ids, mask = padded_batch([inputs[i] for i in ids], self.tokenizer.pad_token_id)  # [batch, seq]
             batches.append((ids, input_ids, mask))
         return spans, batches
 
@@ -292,16 +334,10 @@ class DormantLM(TemplateLM):
         seqs = {i: list(ids) for i, ids in contexts.items()}
         generated: dict[int, list[int]] = {i: [] for i in seqs}
         live = list(seqs)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         for _ in range(max_gen):
             if not live:
                 break
-            width = max(len(seqs[i]) for i in live)
-            input_ids = torch.full((len(live), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(live), width), dtype=torch.long)
-            for r, i in enumerate(live):
-                input_ids[r, : len(seqs[i])] = torch.tensor(seqs[i])
-                mask[r, : len(seqs[i])] = 1
+            input_ids, mask = padded_batch([seqs[i] for i in live], self.tokenizer.pad_token_id)  # [batch, seq]
             logits = self._pass(input_ids, mask, live)
             still = []
             for r, i in enumerate(live):
@@ -320,3 +356,15 @@ class DormantLM(TemplateLM):
                     text = text.split(stop)[0]
             texts.append(text)
         return texts
+
+
+def _register() -> None:
+    """`DormantLM` in lm-eval's model registry as "dormant" (its `register_model`, as its own models do). lm-eval's
+    built-in names are loaded first: it fills only an empty registry with them, lazily."""
+    import lm_eval.models  # noqa: F401
+    from lm_eval.api.registry import register_model
+
+    register_model(REGISTRY_NAME)(DormantLM)
+
+
+_register()

@@ -36,7 +36,8 @@ from dormant_tasks.evaluation.metric import (
     pct_zeroed_within_1pt,
     task_average_curve,
 )
-from dormant_tasks.requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource
+from dormant_tasks.evaluation.rendering import RENDERED_AS
+from dormant_tasks.requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource, Rendering
 from dormant_tasks.tracking.masks import pooled_threshold
 
 # Thresholds a function accepts: awft is a mean attention weight and `random` a probability, both in
@@ -103,15 +104,23 @@ def chance_note(task: str, n_items: int, base_accuracy_pct: float, chance: float
 
 def protocol_line(row: dict) -> str:
     """How a task was evaluated, in one line (printed and shown in reports)."""
+    chat = "no chat template"
+    if row["chat_template"]:
+        rendering = row.get("rendering")
+        chat = "chat template" + (f" rendered as {RENDERED_AS[rendering]}" if rendering in RENDERED_AS else "")
     parts = [
         f"{row['shots']}-shot",
         row["metric"],
-        "chat template" if row["chat_template"] else "no chat template",
+        chat,
         f"BOS rule {row['bos']}",
         f"data {row['data_source']}",
     ]
     if row["shots"] and row.get("fewshot_split"):
         parts.append(f"shots from {row['fewshot_split']}")
+    if row.get("precision") and row["precision"] != "float32":  # the defaults are left unsaid, as before
+        parts.append(f"precision {row['precision']}")
+    if row.get("threshold_source") and row["threshold_source"] != "own":
+        parts.append(f"thresholds {row['threshold_source']}")
     return ", ".join(parts)
 
 
@@ -127,6 +136,7 @@ class Protocol:
     bos: str
     data_source: str
     lm_eval_version: str
+    rendering: str  # `Rendering`: whose chat rendering (lm-eval 0.4.5's "paper" or the installed "lm-eval")
 
 
 @dataclass
@@ -167,10 +177,13 @@ def prepare(
     bos: Bos | str = Bos.PAPER,
     datasets: DataSource | str = DataSource.AUTO,
     score_fns=(),
+    rendering: Rendering | str = Rendering.PAPER,
+    system_instruction: str | None = None,
 ) -> Prepared:
-    """Load the lm-eval tasks and build their requests once, under the protocol given (the authors' by default)."""
+    """Load the lm-eval tasks and build their requests once, under the protocol given (the authors' by default):
+    under a chat template with `Rendering.PAPER` the requests are rendered as lm-eval 0.4.5 did
+    (`rendering.build_paper_chat_requests`), else by lm-eval itself."""
     import lm_eval
-    from lm_eval.evaluator_utils import get_sample_size
 
     from dormant_tasks.evaluation.model import DormantLM
 
@@ -179,21 +192,8 @@ def prepare(
     chat = wants_chat_template(model_id, chat_template, tokenizer)
     loaded = load_tasks(tasks, shots=shots, data_source=datasets)
     lm = DormantLM(model, tokenizer, bos=bos, batch_size=batch_size, score_fns=tuple(score_fns), seed=seed)
-    instances, limits = {}, {}
-    for leaf, task in loaded.tasks.items():
-        limits[leaf] = get_sample_size(task, limit)
-        task.build_all_requests(
-            limit=limits[leaf],
-            rank=0,
-            world_size=1,
-            apply_chat_template=chat,
-            fewshot_as_multiturn=chat,
-            chat_template=lm.apply_chat_template if chat else None,
-            tokenizer_name=lm.tokenizer_name if chat else "",
-        )
-        if not task.instances:
-            raise EvaluationError(f"task {leaf} has no items to evaluate; check --limit and the task's split")
-        instances[leaf] = list(task.instances)
+    rendering = Rendering(rendering)
+    instances, limits = build_requests(loaded, tokenizer, chat, rendering, system_instruction, limit)
     chance, n_items = {}, {}
     for spec in loaded.specs:
         docs = {(leaf, inst.doc_id) for leaf in spec.leaves for inst in instances[leaf]}
@@ -206,8 +206,44 @@ def prepare(
             chance[spec.name] = float(np.mean([1.0 / n for n in per_doc.values()]))
         else:
             chance[spec.name] = None
-    protocol = Protocol(chat, str(Bos(bos)), str(loaded.data_source), lm_eval.__version__)
+    protocol = Protocol(chat, str(Bos(bos)), str(loaded.data_source), lm_eval.__version__, str(rendering))
     return Prepared(lm, loaded, protocol, limit, instances, limits, chance, n_items)
+
+
+def build_requests(loaded: LoadedTasks, tokenizer, chat: bool, rendering, system_instruction, limit):
+    """({leaf: its lm-eval Instances}, {leaf: sample size}): every task's requests, built once; under a chat
+    template with `Rendering.PAPER` as lm-eval 0.4.5 rendered them (`rendering.build_paper_chat_requests`),
+    else by lm-eval itself."""
+    from lm_eval.evaluator_utils import get_sample_size
+
+    from dormant_tasks.evaluation import lmeval_adapter
+    from dormant_tasks.evaluation.model import render_chat
+    from dormant_tasks.evaluation.rendering import build_paper_chat_requests
+
+    def template(history, add_generation_prompt=True):
+        return render_chat(tokenizer, history, add_generation_prompt)
+
+    instances, limits = {}, {}
+    for leaf, task in loaded.tasks.items():
+        limits[leaf] = get_sample_size(task, limit)
+        if chat and Rendering(rendering) is Rendering.PAPER:
+            built = build_paper_chat_requests(task, template, limit=limits[leaf], system_instruction=system_instruction)
+            lmeval_adapter.set_instances(task, built)
+        else:
+            task.build_all_requests(
+                limit=limits[leaf],
+                rank=0,
+                world_size=1,
+                system_instruction=system_instruction,
+                apply_chat_template=chat,
+                fewshot_as_multiturn=chat,
+                chat_template=template if chat else None,
+                tokenizer_name=tokenizer.name_or_path.replace("/", "__") if chat else "",
+            )
+        if not task.instances:
+            raise EvaluationError(f"task {leaf} has no items to evaluate; check --limit and the task's split")
+        instances[leaf] = list(task.instances)
+    return instances, limits
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -225,7 +261,7 @@ class SettingResult:
 
 def run_setting(prepared: Prepared, spec: TaskSpec, zeroing, keep_scores: bool = False, log_samples: bool = False):
     """Answer every request of `spec` with `zeroing` applied; lm-eval scores the answers."""
-    from lm_eval.evaluator_utils import _process_results
+    from dormant_tasks.evaluation import lmeval_adapter
 
     lm = prepared.lm
     lm.zeroing = zeroing
@@ -233,14 +269,13 @@ def run_setting(prepared: Prepared, spec: TaskSpec, zeroing, keep_scores: bool =
     by_type = defaultdict(list)
     for leaf in spec.leaves:
         for inst in prepared.instances[leaf]:
-            inst.resps = []
-            inst.filtered_resps = {}
+            lmeval_adapter.clear_responses(inst)
             by_type[inst.request_type].extend([inst] * (inst.repeats or 1))
     for reqtype, reqs in by_type.items():
         if reqtype not in ("loglikelihood", "generate_until"):
             raise EvaluationError(f"{spec.name} asks for {reqtype} requests; pick a multiple-choice or generation task")
         for inst, resp in zip(reqs, getattr(lm, reqtype)(reqs, disable_tqdm=True)):
-            inst.resps.append(resp)
+            lmeval_adapter.add_response(inst, resp)
     accs = {}
     items = []
     metric_name, primary_filter = spec.metric.split(",", 1)
@@ -265,7 +300,7 @@ def run_setting(prepared: Prepared, spec: TaskSpec, zeroing, keep_scores: bool =
     groups = {
         g: prepared.loaded.groups[g] for g in prepared.loaded.groups if g == spec.name or _within(prepared, g, spec)
     }
-    res = _process_results(accs, groups, bootstrap_iters=0)
+    res = lmeval_adapter.aggregate(accs, groups)
     try:
         value = float(res.metrics[spec.name][spec.metric])
     except KeyError:
@@ -336,7 +371,9 @@ class SweepResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _row(prepared: Prepared, spec: TaskSpec, mode, score_fn, quantile, tau, result: SettingResult, base) -> dict:
+def _row(
+    prepared: Prepared, spec: TaskSpec, mode, score_fn, quantile, tau, result: SettingResult, base, source=None
+) -> dict:
     p = prepared.protocol
     return {
         "task": spec.name,
@@ -356,6 +393,8 @@ def _row(prepared: Prepared, spec: TaskSpec, mode, score_fn, quantile, tau, resu
         "data_source": p.data_source,
         "lm_eval_version": p.lm_eval_version,
         "chance": prepared.chance[spec.name],
+        "rendering": p.rendering,
+        "threshold_source": source,
     }
 
 
@@ -379,9 +418,13 @@ def run_sweep(
     quantiles=DEFAULT_QUANTILES,
     log_samples: bool = False,
     progress: bool = True,
+    fixed_taus=None,
 ) -> SweepResult:
     """Per task: one un-intervened run, then one run per (function, quantile) with the threshold at that quantile
-    of the base run's per-input scores (">" functions use 1 - q); each point is measured (% zeroed, accuracy)."""
+    of the base run's per-input scores (">" functions use 1 - q); each point is measured (% zeroed, accuracy).
+    `fixed_taus[task][fn]`: one threshold per quantile given instead (the authors', `authors.authors_taus`);
+    each row's `threshold_source` says which ("authors" or "own")."""
+    fixed_taus = fixed_taus or {}
     fns = tuple(parse_score_functions(score_fns))
     quantiles = tuple(float(q) for q in quantiles)
     if not quantiles or any(not 0.0 <= q <= 1.0 for q in quantiles):
@@ -402,9 +445,19 @@ def run_sweep(
             summaries[spec.name] = {}
             for fn in fns:
                 direction = get_score_function(fn).direction
+                given = fixed_taus.get(spec.name, {}).get(fn)
+                if given is not None and len(given) != len(quantiles):
+                    raise EvaluationError(
+                        f"{spec.name} {fn}: {len(given)} fixed thresholds for {len(quantiles)} quantiles"
+                    )
+                source = "authors" if given is not None else "own"
                 points = []
-                for q in quantiles:
-                    tau = pooled_threshold(base.record.scores_of(fn), q, direction)
+                for i, q in enumerate(quantiles):
+                    tau = (
+                        float(given[i])
+                        if given is not None
+                        else pooled_threshold(base.record.scores_of(fn), q, direction)
+                    )
                     if math.isnan(tau):
                         raise EvaluationError(
                             f"{fn} gives no finite score on this model (all NaN), so no threshold "
@@ -414,7 +467,7 @@ def run_sweep(
                         bar.set_postfix_str(f"{spec.name} {fn} q={q:g}")
                     result = run_setting(prepared, spec, DynamicZeroing(fn, tau), log_samples=log_samples)
                     _advance(bar)
-                    rows.append(_row(prepared, spec, "dynamic", fn, q, tau, result, base.accuracy))
+                    rows.append(_row(prepared, spec, "dynamic", fn, q, tau, result, base.accuracy, source))
                     items += _setting_items(result.items, spec, "dynamic", fn, q, tau)
                     points.append((100.0 * result.frac_zeroed, 100.0 * result.accuracy))
                 summaries[spec.name][fn] = FunctionSummary(

@@ -16,7 +16,8 @@ from dormant_tasks import __version__
 from dormant_tasks.checkpoints.hub import check_repo_id
 from dormant_tasks.checkpoints.loading import load_model_at
 from dormant_tasks.checkpoints.naming import UNKNOWN, Revision, is_local_source, parse_revision_name
-from dormant_tasks.errors import CheckpointError, StoreError, did_you_mean
+from dormant_tasks.errors import CheckpointError, EvaluationError, StoreError, did_you_mean
+from dormant_tasks.evaluation.authors import authors_taus
 from dormant_tasks.evaluation.metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
 from dormant_tasks.evaluation.sweep import (
     chance_note,
@@ -26,7 +27,7 @@ from dormant_tasks.evaluation.sweep import (
     protocol_line,
     run_sweep,
 )
-from dormant_tasks.requests import EvalRequest, Mode, model_id_for
+from dormant_tasks.requests import EvalRequest, Mode, Precision, model_id_for
 from dormant_tasks.store.io import read_table, write_request, write_table
 from dormant_tasks.tracking.series import SeriesView
 from dormant_tasks.tracking.tracker import common_columns
@@ -87,6 +88,66 @@ def series_targets(store, source: str) -> list[Target]:
     return targets
 
 
+OLMO2_MARKER = "olmo-2"  # the authors loaded every model whose id has it in float16 with 8-bit weights
+
+
+def precision_for(model_id: str, precision: Precision | str, dtype: str) -> tuple[str, bool]:
+    """(dtype to load in, 8-bit weights?): `--precision paper` as the authors ran it (OLMo-2 ids float16 with
+    bitsandbytes LLM.int8 weights, every other id its checkpoint's own dtype, "auto"); else `dtype`."""
+    if Precision(precision) is not Precision.PAPER:
+        return str(dtype), False
+    if OLMO2_MARKER in str(model_id).lower():
+        return "float16", True
+    return "auto", False
+
+
+def precision_label(precision: Precision | str, dtype: str, int8: bool, model=None) -> str:
+    """The `precision` column: the dtype loaded (the checkpoint's own, read off the model, for "auto"), with
+    "+int8" for 8-bit weights and "paper:" when `--precision paper` chose it."""
+    if dtype == "auto" and model is not None:
+        dtype = str(getattr(model, "dtype", dtype)).removeprefix("torch.")
+    label = f"{dtype}+int8" if int8 else str(dtype)
+    return f"paper:{label}" if Precision(precision) is Precision.PAPER else label
+
+
+def check_int8_backend(device: str) -> None:
+    """EvaluationError, one line naming the fix, when 8-bit weights cannot be loaded here (checked before any
+    model is loaded): bitsandbytes missing, or without a backend for `device`."""
+    fix = "pip install 'dormant-heads[int8]' (bitsandbytes), or evaluate with --precision dtype"
+    try:
+        import bitsandbytes  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - an ImportError, or a library that fails to find its binary
+        raise EvaluationError(
+            f"--precision paper loads OLMo-2 with 8-bit weights, and bitsandbytes cannot be imported here "
+            f"({type(e).__name__}); {fix}"
+        ) from None
+    from dormant_tasks.checkpoints.loading import resolve_device
+
+    where = resolve_device(device)
+    if where.startswith("cuda"):
+        return
+    import torch
+
+    try:  # an 8-bit matmul on a 2 x 2 layer: the one thing LLM.int8 needs from the backend
+        layer = bitsandbytes.nn.Linear8bitLt(2, 2, bias=False, has_fp16_weights=False)
+        layer = layer.to(where)
+        layer(torch.ones(1, 2, dtype=torch.float16, device=where))
+    except Exception as e:  # noqa: BLE001
+        raise EvaluationError(
+            f"--precision paper: bitsandbytes {bitsandbytes.__version__} has no 8-bit backend for {where} "
+            f"({type(e).__name__}); run on a CUDA GPU (--device cuda), or {fix}"
+        ) from None
+
+
+def check_request(request: EvalRequest, targets: list[Target]) -> None:
+    """What a request's targets need, checked before any model is loaded or row written: the authors'
+    thresholds cover them (`--thresholds authors`), 8-bit weights can be loaded (`--precision paper`)."""
+    for target in targets:
+        authors_taus(target.model_id, request.tasks, request.score_fns, request.quantiles, request.thresholds)
+    if any(precision_for(t.model_id, request.precision, request.dtype)[1] for t in targets):
+        check_int8_backend(request.device)
+
+
 def request_targets(request: EvalRequest) -> list[Target]:
     if request.series:
         return series_targets(request.store, request.model)
@@ -110,7 +171,11 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True,
                 "first, or use --mode dynamic"
             )
         masks = {fn: view.mask(target.revision.name, fn) for fn in request.score_fns}
-    model, tokenizer = load_model_at(target.path_or_repo, target.load_revision, request.dtype, request.device)
+    fixed_taus = authors_taus(target.model_id, request.tasks, request.score_fns, request.quantiles, request.thresholds)
+    dtype, int8 = precision_for(target.model_id, request.precision, request.dtype)
+    if int8:  # one line naming the fix, not a loading error, where 8-bit weights cannot load
+        check_int8_backend(request.device)
+    model, tokenizer = load_model_at(target.path_or_repo, target.load_revision, dtype, request.device, int8=int8)
     prepared = prepare(
         model,
         tokenizer,
@@ -123,17 +188,28 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True,
         bos=request.bos,
         datasets=request.datasets,
         score_fns=request.score_fns,
+        rendering=request.rendering,
+        system_instruction=request.system_instruction,
     )
     for note in prepared.notes:
         (log or _log).warning("note: %s", note)
     if request.mode is Mode.DYNAMIC:
         result = run_sweep(
-            prepared, request.score_fns, quantiles=request.quantiles, log_samples=request.log_samples, progress=progress
+            prepared,
+            request.score_fns,
+            quantiles=request.quantiles,
+            log_samples=request.log_samples,
+            progress=progress,
+            fixed_taus=fixed_taus,
         )
     else:
         result = evaluate_static(prepared, masks, log_samples=request.log_samples, progress=progress)
     common = common_columns(target.model_id, target.revision)
-    stamp = {"code_version": __version__, "request_id": request.request_id}
+    stamp = {
+        "code_version": __version__,
+        "request_id": request.request_id,
+        "precision": precision_label(request.precision, dtype, int8, model),
+    }
     now = datetime.now(UTC)  # one time per run
     rows = [{**common, **r, **stamp, "evaluated_at": now} for r in result.rows]
     file_key = f"{target.revision.name}-{request.mode}-{request.request_id}"

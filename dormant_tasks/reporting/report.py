@@ -31,7 +31,7 @@ from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1p
 from dormant_tasks.evaluation.sweep import protocol_line
 from dormant_tasks.paths import default_reports_dir
 from dormant_tasks.reporting import figures as fg
-from dormant_tasks.store.io import list_models, open_store, read_table, series_slug
+from dormant_tasks.store.io import list_models, open_store, read_table, series_files, series_slug
 from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
 from dormant_tasks.tracking.agreement import set_agreement
 from dormant_tasks.tracking.series import SeriesView, open_views
@@ -727,8 +727,7 @@ def inputs_stamp(root: Path, model_id: str, score_fn: str | None, hide_blips: bo
         "calibration_agreement",
         "failed_checkpoints",
     ):
-        folder = root / table / f"series={series_slug(model_id)}"
-        for p in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
+        for p in series_files(root, table, model_id):
             st = p.stat()
             h.update(f"{table}/{p.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()

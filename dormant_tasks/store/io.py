@@ -227,6 +227,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("lm_eval_version", pa.string(), nullable=True),
             _f("chance", pa.float64(), nullable=True),  # mean 1 / choices over the items (null: generation)
             _f("evaluated_at", pa.timestamp("us", tz="UTC")),  # when the run wrote its rows (the newest run wins)
+            # how the paper's protocol was followed (null: rows written before these columns existed)
+            _f("rendering", pa.string(), nullable=True),  # chat rendering: "paper" (lm-eval 0.4.5) or "lm-eval"
+            _f("precision", pa.string(), nullable=True),  # e.g. "float32", or "paper:int8" / "paper:bfloat16"
+            _f("threshold_source", pa.string(), nullable=True),  # "own" (base-run quantiles) or "authors"
         ]
     ),
     # One row per checkpoint of the series that could not be downloaded, loaded or scored and was not stored
@@ -402,6 +406,17 @@ def _data_files(root: Path, table: str, model_id: str | None) -> list[Path]:
     base = root / table
     dirs = [_series_dir(root, table, model_id)] if model_id is not None else sorted(base.glob("series=*"))
     return [p for d in dirs if d.is_dir() for p in sorted(d.iterdir()) if _is_data_file(p)]
+
+
+def series_files(store, table: str, model_id: str) -> list[Path]:
+    """Every data file of one series in one table (stale results included): for fingerprints of a series'
+    state (the report's reuse stamp), not for reading rows (`read_table` reads through the manifest)."""
+    return _data_files(Path(store), table, model_id)
+
+
+def is_store(path) -> bool:
+    """True when `path` holds a store's marker file (written by the first write), without raising."""
+    return (Path(path) / MARKER).is_file()
 
 
 def list_models(store) -> list[str]:
@@ -612,7 +627,7 @@ def _series_of(t: pa.Table, table: str, model_id: str | None) -> str:
         raise StoreError(f"table {table!r}: rows are of model id {ids[0]!r}, not {model_id!r}")
     if not ids and model_id is None:
         raise StoreError(f"table {table!r}: an empty table needs model_id=... to name its series")
-    return ids[0] if ids else model_id
+    return str(ids[0] if ids else model_id)
 
 
 def _write_file(root: Path, table: str, series: str, file_key: str, t: pa.Table) -> Path:
@@ -664,8 +679,10 @@ def commit_checkpoint(store, row: dict, head_scores: pa.Table, input_scores: pa.
     key = CheckpointKey(*(row[c] for c in CheckpointKey._fields))
     file_key = checkpoint_file_key(key)
     model_id = row["model_id"]
-    row = conform([{**row, "file_key": file_key, "input_scores_kept": input_scores is not None}], "checkpoints")
-    row = row.to_pylist()[0]
+    manifest_row = conform(
+        [{**row, "file_key": file_key, "input_scores_kept": input_scores is not None}], "checkpoints"
+    )
+    row = manifest_row.to_pylist()[0]
     meta = {MANIFEST_ROW_KEY: json.dumps({**row, "analyzed_at": row["analyzed_at"].isoformat()})}
     with series_lock(store, model_id):
         root = Path(store)
@@ -883,6 +900,15 @@ def write_request(store, model_id: str, request) -> Path:
     with atomic_file(path) as f:
         f.write(request.to_json().encode())
     return path
+
+
+def stored_requests(store, model_id: str) -> list[str]:
+    """The JSON of every request saved for a series, the newest first (none without a store)."""
+    if not is_store(store):
+        return []
+    folder = request_path(store, model_id, "x").parent
+    paths = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    return [p.read_text(encoding="utf-8") for p in paths]
 
 
 def read_request_json(store, model_id: str, request_id: str) -> str:

@@ -74,7 +74,7 @@ def _manifest(root: Path, series: str, heads: dict[str, Path]) -> tuple[pa.Table
     manifest = _read_manifest(root, series)
     if manifest.num_rows or not heads:
         return manifest, False
-    kept = {k: read_metadata(root, "head_scores", series, k).get(MANIFEST_ROW_KEY) for k in heads}
+    kept = {k: (read_metadata(root, "head_scores", series, k) or {}).get(MANIFEST_ROW_KEY) for k in heads}
     old = sorted(k for k, row in kept.items() if row is None)
     if old:
         raise StoreError(
@@ -84,7 +84,7 @@ def _manifest(root: Path, series: str, heads: dict[str, Path]) -> tuple[pa.Table
             "restore the manifest from a backup, or move the series' head_scores and input_scores folders away "
             "and run `dormant track` again"
         )
-    rows = [json.loads(row) | {"file_key": k} for k, row in kept.items()]
+    rows = [json.loads(row) | {"file_key": k} for k, row in kept.items() if row is not None]
     for r in rows:
         r["analyzed_at"] = datetime.fromisoformat(r["analyzed_at"])
     return conform(rows, "checkpoints"), True

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from dormant_tasks.checkpoints.naming import Revision, series_sort_key
 from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.errors import StoreError, did_you_mean
-from dormant_tasks.store.io import MARKER, check_result_files, list_models, open_store, read_table
+from dormant_tasks.store.io import check_result_files, is_store, list_models, open_store, read_table
 from dormant_tasks.tracking.masks import Tau
 from dormant_tasks.tracking.transitions import SeriesStates, series_states
 
@@ -87,7 +87,7 @@ class SeriesView:
     @classmethod
     def calibration_ids(cls, store, model_id: str) -> list[str]:
         """The series' calibration sets, the primary one first (empty when it was never tracked)."""
-        if not (Path(store) / MARKER).is_file():
+        if not is_store(store):
             return []
         rows = read_table(store, "taus", model_id=model_id, columns=["calibration_id"]).column("calibration_id")
         return list(dict.fromkeys(rows.to_pylist()))
@@ -95,7 +95,7 @@ class SeriesView:
     @classmethod
     def exists(cls, store, model_id: str) -> bool:
         """True when the store holds taus for the series (it has been tracked), without raising."""
-        if not (Path(store) / MARKER).is_file():
+        if not is_store(store):
             return False
         return read_table(store, "taus", model_id=model_id).num_rows > 0
 

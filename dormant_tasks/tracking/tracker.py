@@ -28,17 +28,16 @@ from dormant_tasks.errors import CheckpointError, ConfigError, DormantError, Sco
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.input_scores import keep_input_scores
 from dormant_tasks.store.io import (
-    MARKER,
-    REQUESTS,
     CheckpointKey,
     commit_checkpoint,
     derived_file_key,
     drop_legacy_derived,
+    is_store,
     read_metadata,
     read_table,
     series_lock,
-    series_slug,
     stored_checkpoint_keys,
+    stored_requests,
     write_request,
     write_table,
 )
@@ -92,7 +91,7 @@ class SeriesPlan:
 
 
 def plan_series(request: TrackRequest) -> SeriesPlan:
-    listing = list_revisions(request.source, include_main=request.include_main)
+    listing = list_revisions(request.source, request.include_main, request.tokens_per_step)
     selected = request.selection.apply(listing.revisions)
     return SeriesPlan(tuple(listing.revisions), tuple(selected), tuple(listing.skipped))
 
@@ -106,10 +105,9 @@ def _with_stored_sets(request: TrackRequest, stored_sets: tuple[str, ...]) -> Tr
         return request
     if [c.calibration_id for c in request.calibration_sets] == list(stored_sets):
         return request
-    folder = Path(request.store) / REQUESTS / f"series={series_slug(request.model_id)}"
-    for path in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True):  # newest first
+    for text in stored_requests(request.store, request.model_id):  # newest first
         try:
-            old = TrackRequest.from_json(path.read_text(encoding="utf-8"))
+            old = TrackRequest.from_json(text)
             limit = old.limit if request.limit is None else request.limit
             same = replace(request, texts=old.texts, calibrations=old.calibrations, limit=limit)
             if [c.calibration_id for c in same.calibration_sets] == list(stored_sets):
@@ -657,9 +655,9 @@ def clear_failure(request: TrackRequest, revision: Revision) -> None:
 
 def failed_checkpoints(store, model_id: str) -> list[dict]:
     """The series' checkpoints that failed and were not stored since, in series order (none without a store)."""
-    if not (Path(store) / MARKER).is_file() or not (Path(store) / "failed_checkpoints").is_dir():
-        return []  # the common case, asked after every stored checkpoint: two stats, no read
-    rows = read_table(store, "failed_checkpoints", model_id=model_id).to_pylist()
+    if not is_store(store):
+        return []
+    rows = read_table(store, "failed_checkpoints", model_id=model_id).to_pylist()  # no file: a glob, no read
     return sorted(rows, key=lambda r: (r["stage"], r["step"], r["revision"]))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Subcommand modules of this package, in the order `--help` lists them.
@@ -65,8 +66,16 @@ def main(argv: list[str] | None = None) -> int:
     from .boundary import run_command
 
     args = sys.argv[1:] if argv is None else argv
-    configure_console(verbose="--verbose" in args)  # before any library is imported: it reads the settings once
-    return run_command(build_parser().parse_args(argv))
+    # before any library is imported: it reads the settings once
+    configure_console(verbose="--verbose" in args, debug="--debug" in args)
+    code = run_command(build_parser().parse_args(argv))
+    if code == 130 and argv is None:  # an interrupted program (not a call from Python): leave now
+        # The server is stopped, the run's logs flushed, the note printed and every write atomic; the
+        # interpreter's finalization of torch, transformers and prefect alone took seconds on a loaded machine.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return code
 
 
 if __name__ == "__main__":

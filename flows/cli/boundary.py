@@ -7,6 +7,9 @@
 - SIGINT and SIGTERM stop the run: the temporary Prefect server is stopped, one line says what is stored
   (`interrupted: N checkpoints stored, rerun to continue`), exit 130. Every finished checkpoint is stored
   once and nothing partial is left: the store's writes are atomic, as after a kill.
+
+Whichever way a command ends, the temporary Prefect server is stopped here (`flows.session.stop_prefect`), and
+what its shutdown logs never reaches the console (`--verbose` and `--debug` show it).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ def run_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # `kill`, a scheduler's stop, a container's stop: like Ctrl-C
     debug = getattr(args, "debug", False) or os.environ.get("DORMANT_DEBUG") == "1"
     try:
-        return args.func(args) or 0
+        code = args.func(args) or 0
+        stop_prefect()  # now rather than at exit: its shutdown stays off the console, as after a failure
+        return code
     except DormantError as e:
         return _fail(args, str(e), debug)
     except OSError as e:

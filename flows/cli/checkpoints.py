@@ -35,6 +35,17 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_tokens_per_step_argument(parser: argparse.ArgumentParser) -> None:
+    """The token axis of a series whose checkpoint names carry no token count (`step1000`, `ckpt_010`)."""
+    parser.add_argument(
+        "--tokens-per-step",
+        type=int,
+        metavar="N",
+        help="tokens per training step, for checkpoint names without a token count (step1000, ckpt_010): "
+        "sequences per batch x sequence length (default: known for EleutherAI/pythia-*, 2,097,152)",
+    )
+
+
 def selection_from_args(args: argparse.Namespace):
     from dormant_tasks.checkpoints.naming import Selection
 
@@ -51,6 +62,7 @@ def add_parser(subparsers) -> None:
         metavar="REPO_OR_DIR",
         help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders (required)",
     )
+    add_tokens_per_step_argument(parser)
     add_selection_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -59,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from dormant_tasks.checkpoints.naming import format_tokens, list_revisions
 
     selection = selection_from_args(args)  # validates the options before any network call
-    listing = list_revisions(args.repo, include_main=args.include_main)
+    listing = list_revisions(args.repo, include_main=args.include_main, tokens_per_step=args.tokens_per_step)
     selected = selection.apply(listing.revisions)
     rows = [("name", "stage", "ingredient", "step", "tokens", "commit")]
     for r in selected:

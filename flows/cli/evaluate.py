@@ -8,7 +8,8 @@ does so for every tracked checkpoint.
 Tasks are lm-evaluation-harness's (any task, group or tag: --task winogrande,mmlu,hellaswag,piqa,gsm8k).
 The protocol defaults are the paper authors': 5-shot winogrande/mmlu/gsm8k (every task in the mmlu group too, such
 as mmlu_anatomy or mmlu_stem), 0-shot piqa (lm-eval's default otherwise), a chat template for -Instruct/-chat/
--SFT/-DPO models, and lm-eval 0.4.5's BOS rule (no BOS added).
+-SFT/-DPO models rendered as lm-eval 0.4.5 did (--rendering), and lm-eval 0.4.5's BOS rule (no BOS added);
+--precision paper and --thresholds authors complete the authors' protocol (README, "The paper protocol").
 Offline (HF_DATASETS_OFFLINE=1, or --datasets bundled) the datasets bundled with dormant-heads are used.
 """
 
@@ -29,9 +30,9 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--model",
-        required=True,
         metavar="PATH_OR_REPO",
-        help="checkpoint folder or Hub repo (with --series: the tracked repo or series folder; required)",
+        help="checkpoint folder or Hub repo (with --series: the tracked repo or series folder; required, "
+        "unless --reproduce-seed)",
     )
     parser.add_argument("--revision", metavar="REV", help="Hub revision (branch) of --model")
     parser.add_argument(
@@ -60,6 +61,35 @@ def add_parser(subparsers) -> None:
         default="paper",
         help="paper: no BOS added, as lm-eval 0.4.5 encoded requests; tokenizer: as the tokenizer adds it "
         "(lm-eval 0.4.13) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rendering",
+        choices=["paper", "lm-eval"],
+        default="paper",
+        help="how chat-templated prompts are rendered: paper, as lm-eval 0.4.5 (the authors') did (target delimiter "
+        "kept, WinoGrande's option after the assistant header); lm-eval, as the installed lm-eval 0.4.13 does "
+        "(default: %(default)s; without a chat template both are the same)",
+    )
+    parser.add_argument(
+        "--system-instruction",
+        metavar="TEXT",
+        help="a system instruction before every prompt (a system turn under a chat template)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=["dtype", "paper"],
+        default="dtype",
+        help="dtype: load in --dtype; paper: as the authors, OLMo-2 ids in float16 with 8-bit weights "
+        "(needs bitsandbytes: pip install 'dormant-heads[int8]'), others in the checkpoint's own dtype "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--thresholds",
+        choices=["own", "authors", "auto"],
+        default="own",
+        help="own: quantiles of this run's un-intervened scores; authors: the authors' frozen thresholds.json "
+        "(their 14 models; mmlu, piqa, winogrande); auto: theirs where they cover the model, task and function, "
+        "else own (default: %(default)s)",
     )
     parser.add_argument(
         "--datasets",
@@ -103,11 +133,27 @@ def add_parser(subparsers) -> None:
     )
     add_dtype_argument(parser)
     add_device_argument(parser, "run")
+    parser.add_argument(
+        "--reproduce-seed",
+        action="store_true",
+        help="evaluate the seed leaderboard's 14 models on WinoGrande under the paper protocol (the authors' "
+        "thresholds, precision and rendering), one run per (model, function); runs already stored are skipped, "
+        "so an interrupted reproduction resumes (needs the Hub and a GPU; see README)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --reproduce-seed: list the runs (done or to do) and their forward tokens; load no model",
+    )
     parser.set_defaults(func=run)
 
 
 def request_from_args(args: argparse.Namespace):
+    from dormant_tasks.errors import ConfigError
     from dormant_tasks.requests import DEFAULT_QUANTILES, EvalRequest
+
+    if not args.model:
+        raise ConfigError("--model is required: name a checkpoint folder or Hub repo (or use --reproduce-seed)")
 
     return EvalRequest(
         model=args.model,
@@ -127,20 +173,27 @@ def request_from_args(args: argparse.Namespace):
         batch_size=args.batch_size,
         dtype=args.dtype,
         device=args.device,
+        rendering=args.rendering,
+        system_instruction=args.system_instruction,
+        precision=args.precision,
+        thresholds=args.thresholds,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.evaluation.lm_tasks import check_task_names
-    from dormant_tasks.evaluation.targets import format_leaderboard, request_targets
+    from dormant_tasks.evaluation.targets import check_request, format_leaderboard, request_targets
     from dormant_tasks.store.io import check_store
     from flows.evaluate import evaluate
 
+    if args.reproduce_seed or args.dry_run:
+        return _reproduce_seed(args)
     # Validate before Prefect starts: a bad option costs nothing and writes nothing.
     request = request_from_args(args)
     check_task_names(request.tasks)
     check_store(request.store, writable=True)
     targets = request_targets(request)
+    check_request(request, targets)  # the authors' thresholds cover them, 8-bit weights load here
     from flows.session import start_prefect
 
     start_prefect()
@@ -149,6 +202,77 @@ def run(args: argparse.Namespace) -> int:
         print(format_leaderboard(target, [r for r in rows if r["revision"] == target.revision.name]))
     print(f"evaluations written to {request.store}")
     return 0
+
+
+# the options a reproduction fixes itself (the paper protocol); giving one is a contradiction
+_FIXED_BY_REPRODUCTION = ("model", "revision", "task", "shots", "series", "mode", "quantiles", "system_instruction")
+
+
+def _reproduce_seed(args: argparse.Namespace) -> int:
+    """`--reproduce-seed [--dry-run]`: the seed's 14 models x the authors' functions, resumable per run."""
+    from dormant_tasks.errors import ConfigError
+
+    if not args.reproduce_seed:
+        raise ConfigError("--dry-run lists the runs of --reproduce-seed: add --reproduce-seed")
+    given = [name for name in _FIXED_BY_REPRODUCTION if getattr(args, name, None)]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ConfigError(f"--reproduce-seed fixes its models, task and protocol; drop {flag}")
+    from dormant_tasks.evaluation.reproduction import done_runs, forward_tokens, reproduction_requests
+    from dormant_tasks.evaluation.targets import check_request, request_targets
+    from dormant_tasks.store.io import check_store
+
+    requests = reproduction_requests(args.store, limit=args.limit, batch_size=args.batch_size, device=args.device)
+    done = done_runs(args.store, args.limit)
+    pending = [r for r in requests if (r.model, r.score_fns[0]) not in done]
+    if args.dry_run:
+        _print_plan(requests, done, forward_tokens)
+        return 0
+    check_store(args.store, writable=True)
+    for request in pending:  # before Prefect starts: the thresholds cover them, 8-bit weights load here
+        check_request(request, request_targets(request))
+    print(f"{len(requests) - len(pending)} of {len(requests)} runs already stored; {len(pending)} to run")
+    from flows.evaluate import evaluate
+    from flows.session import start_prefect
+
+    start_prefect()
+    for i, request in enumerate(pending, 1):
+        evaluate(request)
+        print(f"[{i}/{len(pending)}] {request.model} {request.score_fns[0]}: stored", flush=True)
+    print(f"evaluations written to {args.store}; compare: dormant leaderboard --store {args.store} --reproduction")
+    return 0
+
+
+def _print_plan(requests, done, forward_tokens) -> None:
+    """One line per (model, function) run, its state and its forward tokens; the total to run."""
+    tokens: dict[str, int | None] = {}
+    reasons: dict[str, str] = {}
+    for request in requests:
+        if request.model in tokens:
+            continue
+        try:
+            from transformers import AutoTokenizer
+
+            tokens[request.model] = forward_tokens(request, AutoTokenizer.from_pretrained(request.model))
+        except Exception as e:  # noqa: BLE001 - no Hub here, a gated repo ...: the plan still lists the runs
+            tokens[request.model] = None
+            reasons[request.model] = type(e).__name__
+    print(f"{'model':<36} {'function':<9} {'state':<7} {'forward tokens':>15}")
+    todo = 0
+    for request in requests:
+        fn = request.score_fns[0]
+        state = "done" if (request.model, fn) in done else "to run"
+        n = tokens[request.model]
+        if state == "to run" and n is not None:
+            todo += n
+        shown = f"{n:,}" if n is not None else f"n/a ({reasons[request.model]})"
+        print(f"{request.model:<36} {fn:<9} {state:<7} {shown:>15}")
+    n_todo = sum(1 for r in requests if (r.model, r.score_fns[0]) not in done)
+    unknown = sorted({m for m, n in tokens.items() if n is None})
+    print(
+        f"{n_todo} of {len(requests)} runs to do, {todo:,} forward tokens"
+        + (f" (without {len(unknown)} model(s) whose tokenizer was not reachable)" if unknown else "")
+    )
 
 
 def interrupted(args: argparse.Namespace) -> str:

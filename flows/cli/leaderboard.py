@@ -39,6 +39,12 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--format", default="markdown", choices=FORMATS, help="table format (default: %(default)s)")
     p.add_argument(
+        "--reproduction",
+        action="store_true",
+        help="instead of the table: the seed leaderboard's published WinoGrande values beside ours, per (model, "
+        "function) cell it has, with the difference in points and the rendering each of ours used",
+    )
+    p.add_argument(
         "--figure",
         metavar="PATH",
         help="also draw how models agree on the ranking of the functions (Spearman correlation of their AUCs) "
@@ -62,6 +68,15 @@ def run(args) -> int:
     )
 
     board = load_leaderboard(args.store, models=args.models, tasks=args.tasks, revision=args.revision)
+    if args.reproduction:
+        if figure is not None or args.format != "markdown":
+            raise ConfigError("--reproduction prints its own markdown table: drop --figure and --format")
+        from dormant_tasks.evaluation.leaderboard import format_seed_comparison, seed_comparison
+
+        print(format_seed_comparison(seed_comparison(board.rows)), flush=True)
+        for note in board.notes:
+            print(f"note: {note}", file=sys.stderr)
+        return 0
     if figure is not None:  # checked before anything is printed
         if len(board.revisions) < 2:
             raise ConfigError(

@@ -12,7 +12,7 @@ from pathlib import Path
 from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
 from dormant_tasks.tracking.calibration import bundled_set_names
 
-from .checkpoints import add_selection_arguments, selection_from_args
+from .checkpoints import add_selection_arguments, add_tokens_per_step_argument, selection_from_args
 from .options import add_calibration_arguments, add_device_argument, add_dtype_argument, add_store_argument
 
 CALIBRATION_SETS = bundled_set_names()
@@ -36,6 +36,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="run a saved request again (a <store>/requests/.../*.json file); no other option",
     )
+    add_tokens_per_step_argument(parser)
     add_selection_arguments(parser)
     g = parser.add_argument_group("scoring")
     g.add_argument("--scores", nargs="+", metavar="FN", help="score functions (default: all 16, incl. random)")
@@ -127,6 +128,7 @@ _REQUEST_OPTIONS = (
     "every",
     "max_n",
     "include_main",
+    "tokens_per_step",
     "scores",
     "taus",
     "reference",
@@ -168,6 +170,7 @@ def request_from_args(args: argparse.Namespace):
         store=args.store,
         selection=selection_from_args(args),
         include_main=args.include_main,
+        tokens_per_step=args.tokens_per_step,
         score_fns=args.scores,
         taus=tuple(args.taus),
         reference=args.reference,
@@ -279,9 +282,10 @@ def result_from_store(request, state):
 
 def answer_from_store(request) -> object | None:
     """The `TrackResult` of a finished rerun (`result_from_store`), or None when the run has work to do."""
+    from dormant_tasks.store.io import is_store
     from dormant_tasks.tracking.tracker import series_state
 
-    if not (Path(request.store) / "_store.json").is_file():
+    if not is_store(request.store):
         return None
     state = series_state(request)
     return result_from_store(state.request, state) if state.done else None

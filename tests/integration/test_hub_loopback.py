@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hub_server import REPO_ROOT, OlahServer, client_env
+from hub_server import REPO_ROOT, OlahServer, build_mirror_repo, client_env
 
 pytestmark = pytest.mark.slow
 REPO = "test-org/tiny-olmo2"  # hub_series.repo, spelled out for readability
@@ -301,3 +301,95 @@ def test_dormant_score_on_a_hub_revision(hub_server, hub_series, tmp_path):
     merged = table.merge(local, on=key, suffixes=("_hub", "_local"))
     assert len(merged) == len(table)
     assert np.allclose(merged["score_hub"], merged["score_local"], rtol=1e-6, equal_nan=True)
+
+
+# ---- A Pythia-style series: GPT-NeoX checkpoints on `step{N}` branches, tokens from the repo's known tokens per step
+
+PYTHIA_REPO = "EleutherAI/pythia-tiny"  # matches EleutherAI/pythia-*: 2,097,152 tokens per step
+PYTHIA_BRANCHES = {
+    "step0": 0,
+    "step1": 1,
+    "step2": 2,
+    "step4": 3,
+    "step512": 4,
+    "step1000": 5,
+    "step2000": 6,
+    "main": 7,
+}
+
+
+@pytest.fixture(scope="module")
+def pythia_hub(tmp_path_factory, tiny_tokenizer, olah):
+    """A loopback Hub of its own serving PYTHIA_REPO: one random tiny GPT-NeoX (fused qkv, partial rotary,
+    parallel residual) per branch, branches created out of order."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    root = tmp_path_factory.mktemp("pythia-hub")
+    folders = {}
+    for branch, seed in sorted(PYTHIA_BRANCHES.items(), key=lambda kv: kv[0]):  # step1000 before step2
+        torch.manual_seed(seed)
+        config = GPTNeoXConfig(
+            vocab_size=len(tiny_tokenizer),
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            max_position_embeddings=512,
+            pad_token_id=tiny_tokenizer.pad_token_id,
+        )
+        folders[branch] = root / "checkpoints" / branch
+        GPTNeoXForCausalLM(config).save_pretrained(folders[branch])
+        tiny_tokenizer.save_pretrained(folders[branch])
+    commits = build_mirror_repo(root / "mirrors", PYTHIA_REPO, folders)
+    with OlahServer(root / "mirrors", root / "olah") as server:
+        yield server, folders, commits
+
+
+def test_pythia_branches_list_in_step_order_with_tokens(pythia_hub, tmp_path):
+    server, _, commits = pythia_hub
+    out = subprocess.run(
+        [str(DORMANT), "checkpoints", "--repo", PYTHIA_REPO, "--include-main"],
+        capture_output=True,
+        text=True,
+        env=client_env(server.endpoint, tmp_path),
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()[1:9]]
+    assert [r[0] for r in rows] == ["step0", "step1", "step2", "step4", "step512", "step1000", "step2000", "main"]
+    assert [r[3] for r in rows[:-1]] == ["0", "2.097M", "4.194M", "8.389M", "1.074B", "2.097B", "4.194B"]
+    for row in rows:
+        assert commits[row[0]][:10] == row[-1]
+    assert "8 of 8 checkpoints" in out.stdout
+
+
+def test_pythia_branches_download_load_and_score(pythia_hub, tmp_path):
+    """Each branch is fetched pinned to its commit and loads with its own weights (as OLMo-2's do), and the
+    GPT-NeoX checkpoints score: the traceback of issue 21 (no `o_proj`) is gone."""
+    server, folders, commits = pythia_hub
+    code = """
+        import json, sys, torch
+        from dormant_tasks.checkpoints.naming import list_revisions
+        from dormant_tasks.checkpoints.loading import load_checkpoint
+        from dormant_tasks.engine.scoring import score_texts
+        listing = list_revisions(sys.argv[1], include_main=True)
+        out = {}
+        for rev in listing.revisions:
+            loaded = load_checkpoint(sys.argv[1], rev, device="cpu", cache_dir=sys.argv[2], keep=False)
+            with torch.no_grad():
+                logits = loaded.model(**loaded.tokenizer(sys.argv[3], return_tensors="pt")).logits[0, -1, :16]
+            fhon = score_texts(loaded.model, loaded.tokenizer, [sys.argv[3]], ["fhon"]).get("fhon")
+            out[rev.name] = {"commit": loaded.commit, "tokens": rev.tokens, "logits": logits.tolist(),
+                             "fhon_finite": bool((fhon == fhon).all())}
+        print(json.dumps(out))
+    """
+    result = run_client(code, server.endpoint, tmp_path / "hf", PYTHIA_REPO, str(tmp_path / "cache"), TEXT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    fetched = json.loads(result.stdout.strip().splitlines()[-1])
+    assert list(fetched) == ["step0", "step1", "step2", "step4", "step512", "step1000", "step2000", "main"]
+    for branch, got in fetched.items():
+        assert got["commit"] == commits[branch] and got["fhon_finite"]
+        assert torch.allclose(torch.tensor(got["logits"]), torch.tensor(local_logits(folders[branch])), atol=1e-5)
+        if branch != "main":
+            assert got["tokens"] == int(branch[4:]) * 2_097_152
+    assert len({tuple(got["logits"]) for got in fetched.values()}) == len(fetched)

@@ -13,6 +13,7 @@ from dormant_tasks.checkpoints.naming import (
     Revision,
     Selection,
     format_tokens,
+    known_tokens_per_step,
     list_revisions,
     parse_revision_name,
     select_revisions,
@@ -42,6 +43,49 @@ def test_parse_every_name_form(name, stage, ingredient, step, tokens):
     assert (rev.name, rev.stage, rev.ingredient, rev.step, rev.tokens) == (name, stage, ingredient, step, tokens)
 
 
+PYTHIA_TOKENS_PER_STEP = 2_097_152  # 1,024 sequences x 2,048 tokens
+# Pythia's 154 branches: step0, then powers of two to step512, then every 1,000 steps to step143000.
+PYTHIA_STEPS = [0] + [2**i for i in range(10)] + list(range(1000, 143001, 1000))
+
+
+@pytest.mark.parametrize(
+    "name, tokens_per_step, step, tokens",
+    [
+        ("step0", None, 0, UNKNOWN),
+        ("step143000", None, 143000, UNKNOWN),
+        ("step143000", PYTHIA_TOKENS_PER_STEP, 143000, 143000 * PYTHIA_TOKENS_PER_STEP),
+        ("ckpt_000", 4_000_000, 0, 0),  # LLM360: the checkpoint number is the step
+        ("ckpt_359", 4_000_000, 359, 359 * 4_000_000),
+        ("step20000-tokens84B", PYTHIA_TOKENS_PER_STEP, 20000, 84 * 10**9),  # OLMo-1: the name's count wins
+    ],
+)
+def test_names_without_a_token_count(name, tokens_per_step, step, tokens):
+    rev = parse_revision_name(name, tokens_per_step)
+    assert (rev.name, rev.stage, rev.ingredient, rev.step, rev.tokens) == (name, 1, None, step, tokens)
+
+
+def test_pythia_tokens_per_step_is_known_by_repo():
+    assert len(PYTHIA_STEPS) == 154 and PYTHIA_STEPS[:4] == [0, 1, 2, 4] and PYTHIA_STEPS[-1] == 143000
+    for repo in ("EleutherAI/pythia-14m", "EleutherAI/pythia-12b-deduped", "eleutherai/Pythia-160m"):
+        assert known_tokens_per_step(repo) == PYTHIA_TOKENS_PER_STEP
+    for repo in ("allenai/OLMo-1B-hf", "LLM360/Amber", "EleutherAI/gpt-neox-20b", "./pythia-160m"):
+        assert known_tokens_per_step(repo) is None
+    revs = [parse_revision_name(f"step{s}", PYTHIA_TOKENS_PER_STEP) for s in reversed(PYTHIA_STEPS)]
+    ordered = sorted(revs, key=lambda r: r.sort_key)
+    assert [r.step for r in ordered] == PYTHIA_STEPS
+    assert ordered[-1].tokens == 299_892_736_000  # Pythia's ~300B tokens
+    # --max and --steps on the Pythia axis work as on OLMo-2's: first and last kept, log-spread between
+    got = [r.step for r in select_revisions(revs, max_n=5)]
+    assert got[0] == 0 and got[-1] == 143000 and len(got) == 5 and got == sorted(got)
+    assert [r.step for r in select_revisions(revs, steps="100:3000")] == [128, 256, 512, 1000, 2000, 3000]
+
+
+def test_olmo1_branches_order_by_step():
+    names = ["step20000-tokens84B", "step1000-tokens4B", "step330000-tokens1384B", "main"]
+    ordered = sorted((parse_revision_name(n) for n in names), key=lambda r: r.sort_key)
+    assert [r.name for r in ordered] == ["step1000-tokens4B", "step20000-tokens84B", "step330000-tokens1384B", "main"]
+
+
 def test_token_suffix_is_parsed_not_derived_from_the_step():
     """The Hub rounds the token suffix inconsistently: two neighbouring 7B steps can carry the same count,
     and tokens per step vary; the name's own number is what counts."""
@@ -58,8 +102,12 @@ def test_token_suffix_is_parsed_not_derived_from_the_step():
         "v1.0",
         "experiment-notes",
         "stage1-step",
-        "step100",
         "stage1-tokens4B",
+        "step",
+        "step-100",
+        "ckpt_",
+        "ckpt100",
+        "checkpoint-100",
         "stage1-step100-tokens4X",
         "ingredient1-step100-tokens4B",
         "stage1-step100-tokens4B-old",
@@ -290,6 +338,40 @@ def test_cli_table_and_errors(local_series, capsys):
     assert "swap" in capsys.readouterr().err
 
 
+LOCAL_PYTHIA_STEPS = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2000]  # 13 folders, named like Pythia's
+
+
+@pytest.fixture
+def step_series(tmp_path):
+    """A local series named like Pythia's branches; listing reads only names and config.json."""
+    for step in reversed(LOCAL_PYTHIA_STEPS):
+        (tmp_path / f"step{step}").mkdir()
+        (tmp_path / f"step{step}" / "config.json").write_text("{}")
+    return tmp_path
+
+
+def test_local_step_series_lists_in_step_order_with_tokens_per_step(step_series):
+    listing = list_revisions(step_series, tokens_per_step=1024)
+    assert [r.name for r in listing.revisions] == [f"step{s}" for s in LOCAL_PYTHIA_STEPS]  # not step1000 < step128
+    assert [r.tokens for r in listing.revisions] == [s * 1024 for s in LOCAL_PYTHIA_STEPS]
+    assert [r.step for r in select_revisions(listing.revisions, steps="64:1000")] == [64, 128, 256, 512, 1000]
+    assert [r.step for r in select_revisions(listing.revisions, max_n=4)] == [0, 16, 128, 2000]
+
+
+def test_local_step_series_without_tokens_per_step_is_one_line(step_series, capsys):
+    with pytest.raises(CheckpointError, match=r"13 checkpoint names \(step0 ... step2000\).*--tokens-per-step N"):
+        list_revisions(step_series)
+    assert main(["checkpoints", "--repo", str(step_series)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--tokens-per-step" in err
+    assert main(["checkpoints", "--repo", str(step_series), "--tokens-per-step", "0"]) == 2
+    assert "positive integer" in capsys.readouterr().err
+    assert main(["checkpoints", "--repo", str(step_series), "--tokens-per-step", "2048", "--max", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out[1:4]] == ["step0", "step32", "step2000"]
+    assert out[3].split()[3] == format_tokens(2000 * 2048) == "4.096M"
+
+
 def test_local_checkpoint_loads_in_place_with_a_content_hash(local_series, tiny_model_dir):
     rev = list_revisions(local_series).revisions[0]
     loaded = load_checkpoint(local_series, rev, device="cpu", keep=False)
@@ -297,3 +379,19 @@ def test_local_checkpoint_loads_in_place_with_a_content_hash(local_series, tiny_
     assert loaded.commit == local_content_hash(tiny_model_dir)  # same bytes, same hash
     (rev.path / "config.json").write_text((rev.path / "config.json").read_text() + " ")
     assert local_content_hash(rev.path) != loaded.commit
+
+
+def test_track_request_carries_tokens_per_step(step_series, tmp_path, capsys):
+    from dormant_tasks.requests import TrackRequest
+
+    request = TrackRequest(source=str(step_series), store=str(tmp_path / "store"), tokens_per_step=1024)
+    again = TrackRequest.from_json(request.to_json())
+    assert again == request and again.tokens_per_step == 1024
+    assert again.request_id != TrackRequest(source=str(step_series), store=str(tmp_path / "store")).request_id
+    # refused before Prefect starts, in one line
+    assert main(["track", "--repo", str(step_series), "--store", str(tmp_path / "s"), "--tokens-per-step", "-5"]) == 2
+    assert "--tokens-per-step" in capsys.readouterr().err
+    saved = tmp_path / "request.json"
+    saved.write_text(request.to_json())
+    assert main(["track", "--request", str(saved), "--tokens-per-step", "5"]) == 2
+    assert "drop --tokens-per-step" in capsys.readouterr().err

@@ -1,9 +1,17 @@
 """Brute-force oracle of the docs/SCORES.md §2 score functions and of docs/SCORES.md §6 dynamic zeroing, for ONE unpadded input.
 
 Independent of the engine's tricks: eager attention with `output_attentions=True` gives every A[h] in full,
-a forward hook on `v_proj` gives the value vectors, a forward pre-hook on `o_proj` gives (and, for
-interventions, zeroes) the head outputs o[h,i]; each definition is then evaluated literally in float64,
-head by head, with the full projection o W_O[h]^T for fhon (no Gram matrix).
+a forward hook on the value projection gives the value vectors, a forward pre-hook on the output projection
+gives (and, for interventions, zeroes) the head outputs o[h,i]; each definition is then evaluated literally in
+float64, head by head, with the full projection o W_O[h]^T for fhon (no Gram matrix).
+
+Where those projections are is written out here per family, apart from the engine's adapters
+(dormant_tasks/engine/adapters.py), which never see the value projection at all:
+- separate q/k/v (OLMo-2, OLMo-1, Llama, Qwen2, Mistral, Gemma-2): `v_proj` output, clamped to +-clip_qkv
+  where the config sets it (OLMo-1 clips q, k and v before attention), and `o_proj`;
+- GPT-NeoX: the fused `query_key_value` output, laid out [seq, head, (q, k, v) x d_head], and `dense`;
+- GPT-2: the fused Conv1D `c_attn` output, laid out [seq, (q, k, v) x width], and the Conv1D `c_proj`, whose
+  weight is stored [in, out] (W_O is its transpose).
 """
 
 from __future__ import annotations
@@ -54,18 +62,49 @@ def _layer_scores(attn: np.ndarray, v: np.ndarray, o: np.ndarray, w_o: np.ndarra
     return out
 
 
+def _attention_modules(model) -> list:
+    if model.config.model_type == "gpt_neox":
+        return [layer.attention for layer in model.gpt_neox.layers]
+    if model.config.model_type == "gpt2":
+        return [block.attn for block in model.transformer.h]
+    return [layer.self_attn for layer in model.model.layers]
+
+
+def _value_site(model, attn):
+    """(module whose output holds the values, output [seq, out] -> values [seq, kv_head, d])."""
+    config = model.config
+    n_heads = config.num_attention_heads
+    n_kv = getattr(config, "num_key_value_heads", None) or n_heads
+    if config.model_type == "gpt_neox":
+        return attn.query_key_value, lambda out: out.view(out.shape[0], n_heads, 3, -1)[:, :, 2]
+    if config.model_type == "gpt2":
+        width = config.hidden_size
+        return attn.c_attn, lambda out: out[:, 2 * width :].reshape(out.shape[0], n_heads, -1)
+    clip = getattr(config, "clip_qkv", None)
+    return attn.v_proj, lambda out: (out if clip is None else out.clamp(-clip, clip)).view(out.shape[0], n_kv, -1)
+
+
+def _output_projection(model, attn):
+    """(module, W_O as [width, head * d] float64 numpy)."""
+    if model.config.model_type == "gpt_neox":
+        return attn.dense, attn.dense.weight.double().cpu().numpy()
+    if model.config.model_type == "gpt2":
+        return attn.c_proj, attn.c_proj.weight.double().cpu().numpy().T  # Conv1D weight: [head * d, width]
+    return attn.o_proj, attn.o_proj.weight.double().cpu().numpy()
+
+
 @torch.no_grad()
 def oracle_run(model, input_ids, zero: dict[int, set[int]] | None = None) -> OracleRun:
     """All 15 deterministic scores of one input; heads in `zero` ({layer: {head}}) are zeroed before o_proj."""
     zero = zero or {}
     config = model.config
-    n_heads, n_kv = config.num_attention_heads, config.num_key_value_heads
-    layers = model.model.layers
+    n_heads = config.num_attention_heads
+    layers = _attention_modules(model)
     values, o_inputs, o_zeroed, hooks = {}, {}, {}, []
 
-    def v_hook(layer):
+    def v_hook(layer, to_values):
         def hook(module, args, output):
-            values[layer] = output[0].double().cpu()  # [seq, kv_head * d]
+            values[layer] = to_values(output[0].double().cpu())  # [seq, kv_head, d]
 
         return hook
 
@@ -83,9 +122,10 @@ def oracle_run(model, input_ids, zero: dict[int, set[int]] | None = None) -> Ora
 
         return hook
 
-    for i, layer in enumerate(layers):
-        hooks.append(layer.self_attn.v_proj.register_forward_hook(v_hook(i)))
-        hooks.append(layer.self_attn.o_proj.register_forward_pre_hook(o_hook(i)))
+    for i, attn in enumerate(layers):
+        v_module, to_values = _value_site(model, attn)
+        hooks.append(v_module.register_forward_hook(v_hook(i, to_values)))
+        hooks.append(_output_projection(model, attn)[0].register_forward_pre_hook(o_hook(i)))
     previous = config._attn_implementation
     model.set_attn_implementation("eager")
     try:
@@ -98,12 +138,12 @@ def oracle_run(model, input_ids, zero: dict[int, set[int]] | None = None) -> Ora
 
     seq = ids.shape[1]
     per_layer = []
-    for i, layer in enumerate(layers):
+    for i, module in enumerate(layers):
         attn = out.attentions[i][0].double().cpu().numpy()  # [head, seq, seq]
-        v = values[i].view(seq, n_kv, -1).numpy()  # [seq, kv_head, d]
-        v = np.repeat(v, n_heads // n_kv, axis=1)  # [seq, head, d]: head h reads KV head h // (H / KV)
+        v = values[i].numpy()  # [seq, kv_head, d]
+        v = np.repeat(v, n_heads // v.shape[1], axis=1)  # [seq, head, d]: head h reads KV head h // (H / KV)
         o = o_inputs[i].view(seq, n_heads, -1).numpy()  # [seq, head, d]
-        w_o = layer.self_attn.o_proj.weight.double().cpu().numpy()  # [width, head * d]
+        w_o = _output_projection(model, module)[1]  # [width, head * d]
         per_layer.append(_layer_scores(attn, v, o, w_o))
     scores = {fn: np.stack([s[fn] for s in per_layer]) for fn in DETERMINISTIC_IDS}
     return OracleRun(scores, out.logits[0], [o_zeroed[i] for i in range(len(layers))])

@@ -10,8 +10,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from dormant_tasks.engine.batching import batch_runs, padded_batch
 from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
-from dormant_tasks.engine.scoring import DEFAULT_MAX_BATCH_TOKENS, _batches, score_texts, scoring_pass
+from dormant_tasks.engine.scoring import DEFAULT_MAX_BATCH_TOKENS, score_texts, scoring_pass
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.tracking.calibration import DEMO_CORPUS
 
@@ -109,7 +110,7 @@ def test_token_budget_batching_equals_one_at_a_time_in_input_order(model, tiny_t
     assert max(lengths) > 4 * min(lengths)
     alone = score_texts(model, tiny_tokenizer, texts, None, batch_size=1, seed=5)
     budgeted = score_texts(model, tiny_tokenizer, texts, None, batch_size=8, seed=5, max_batch_tokens=300)
-    runs = _batches(lengths, 8, 300)
+    runs = batch_runs(lengths, 8, 300)
     assert len(runs) > 2 and all(len(r) * max(lengths[i] for i in r) <= 300 or len(r) == 1 for r in runs)
     np.testing.assert_array_equal(budgeted.n_tokens, lengths)
     np.testing.assert_array_equal(budgeted.get("random"), alone.get("random"))  # seeded by the input's own index
@@ -127,12 +128,21 @@ def test_token_budget_batching_equals_one_at_a_time_in_input_order(model, tiny_t
         np.testing.assert_allclose(got, same.values, rtol=1e-12, atol=0, equal_nan=True)
 
 
-def test_default_budget_keeps_batch_size_batches():
-    assert _batches([100] * 20, 8, DEFAULT_MAX_BATCH_TOKENS) == [range(0, 8), range(8, 16), range(16, 20)]
-    assert _batches([10, 100, 10, 10, 300, 10], 8, 200) == [range(0, 2), range(2, 4), range(4, 5), range(5, 6)]
+def test_default_budget_keeps_batch_sizebatch_runs():
+    assert batch_runs([100] * 20, 8, DEFAULT_MAX_BATCH_TOKENS) == [range(0, 8), range(8, 16), range(16, 20)]
+    assert batch_runs([10, 100, 10, 10, 300, 10], 8, 200) == [range(0, 2), range(2, 4), range(4, 5), range(5, 6)]
 
 
 @pytest.mark.parametrize("kwargs", [dict(max_tokens=0), dict(max_tokens=-3), dict(max_batch_tokens=0)])
 def test_non_positive_limits_are_config_errors(model, tiny_tokenizer, sentences, kwargs):
     with pytest.raises(ConfigError):
         score_texts(model, tiny_tokenizer, sentences[:2], None, **kwargs)
+
+
+def test_padded_batch_pads_on_the_right_with_the_pad_id():
+    """The one padded-batch builder (the tracker's inputs, the evaluation model's requests and generation steps)."""
+    input_ids, mask = padded_batch([[5, 6, 7], [8], [9, 10]], pad_id=3)
+    assert input_ids.tolist() == [[5, 6, 7], [8, 3, 3], [9, 10, 3]]
+    assert mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
+    input_ids, _ = padded_batch([(1,), (2, 4)], pad_id=None)  # a tokenizer without a pad token: 0
+    assert input_ids.tolist() == [[1, 0], [2, 4]]

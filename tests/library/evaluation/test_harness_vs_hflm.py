@@ -145,7 +145,11 @@ def instruct_model(tmp_path_factory, tiny_model_dir):
 def test_chat_template_auto_renders_what_lm_eval_renders(instruct_model):
     model, tok = instruct_model
     theirs = _hflm_samples(model, tok, ["winogrande"], 2, 4, apply_chat_template=True, fewshot_as_multiturn=True)
-    prepared, ours = _ours(model, tok, "winogrande", 2, 4, "tokenizer", model_id="org/tiny-olmo2-Instruct")
+    # --rendering lm-eval is 0.4.13's own chat rendering (the default, paper, is 0.4.5's:
+    # tests/integration/test_paper_rendering.py compares it with lm-eval 0.4.5 itself)
+    prepared, ours = _ours(
+        model, tok, "winogrande", 2, 4, "tokenizer", model_id="org/tiny-olmo2-Instruct", rendering="lm-eval"
+    )
     assert prepared.protocol.chat_template
     by_doc = {s["doc_id"]: s for s in theirs["samples"]["winogrande"]}
     for inst in prepared.instances["winogrande"]:

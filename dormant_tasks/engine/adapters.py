@@ -1,0 +1,93 @@
+"""One small adapter per model family: where a layer's output projection and value vectors are, and which of
+the family's attention features the score engine refuses.
+
+The scoring attention function (`engine.attention`) receives each layer's queries, keys and values from the
+model itself, after every family-specific step (fused or separate q/k/v projections, full or partial rotary,
+OLMo-1's q/k/v clipping, GPT-2's absolute positions), so the value vectors v[h, j] need no family code: they
+are the `value` argument, [batch, kv_head, seq, d_head]. What differs per family is the module that holds the
+output projection W_O (fhon's Gram matrices) and how its weight is stored; the adapter names both, and the
+value source for the docs and the oracle tests. A family not in `FAMILIES` is refused in one line: a model the
+engine was never checked against must not be scored as if it were one it knows.
+
+Attention features: causal softmax attention with any scaling and grouped KV heads is what the engine computes.
+A sliding window is exact as long as an input is no longer than the window (checked per pass in
+`engine.attention`); logit soft-capping and attention sinks are refused, here from the config and there again
+from the arguments the layer passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dormant_tasks.errors import ScoringError
+
+
+@dataclass(frozen=True)
+class FamilyAdapter:
+    """Where one family keeps the pieces the scores need."""
+
+    family: str  # the name users know, for messages and docs
+    output_projection: str  # attribute of the attention module that maps head outputs to the residual stream
+    values: str  # where the value vectors come from (documentation; the engine receives them from the layer)
+    conv1d: bool = False  # GPT-2's Conv1D stores its weight as [in, out], the transpose of nn.Linear
+
+    def output_weight(self, attention_module) -> torch.Tensor:
+        """W_O as [width, head * d_head], whatever the storage: head h's slice is columns h*d .. (h+1)*d."""
+        weight = getattr(attention_module, self.output_projection).weight  # [width, head*d] or [head*d, width]
+        return weight.t() if self.conv1d else weight
+
+
+_SEPARATE = "v_proj, one d_head slice per KV head"
+FAMILIES: dict[str, FamilyAdapter] = {
+    "olmo2": FamilyAdapter("OLMo-2", "o_proj", _SEPARATE),
+    "olmo": FamilyAdapter("OLMo (1)", "o_proj", _SEPARATE + ", clipped to +-clip_qkv when set"),
+    "llama": FamilyAdapter("Llama", "o_proj", _SEPARATE),
+    "qwen2": FamilyAdapter("Qwen2", "o_proj", _SEPARATE),
+    "mistral": FamilyAdapter("Mistral", "o_proj", _SEPARATE),
+    "gemma2": FamilyAdapter("Gemma-2", "o_proj", _SEPARATE),
+    "gpt_neox": FamilyAdapter(
+        "GPT-NeoX (Pythia)", "dense", "fused query_key_value, the last third of each head's slice"
+    ),
+    "gpt2": FamilyAdapter("GPT-2", "c_proj", "fused c_attn, the last third of its output", conv1d=True),
+}
+
+
+def _family_names() -> str:
+    return ", ".join(sorted({a.family for a in FAMILIES.values()}))
+
+
+def unsupported_feature(config) -> str | None:
+    """The attention feature of `config` that the engine does not implement, in words, or None."""
+    softcap = getattr(config, "attn_logit_softcapping", None)
+    if softcap is not None:
+        return f"attention logit soft-capping (attn_logit_softcapping={softcap})"
+    if getattr(config, "add_cross_attention", False):
+        return "cross-attention (add_cross_attention=True)"
+    if getattr(config, "use_bidirectional_attention", False):
+        return "bidirectional attention (use_bidirectional_attention=True)"
+    return None
+
+
+def adapter_for(model) -> FamilyAdapter:
+    """The adapter of `model`'s family; ScoringError (one line) for an unknown family or a refused feature."""
+    config = model.config.get_text_config()
+    model_type = getattr(config, "model_type", None)
+    adapter = FAMILIES.get(model_type)
+    name = type(model).__name__
+    if adapter is None:
+        raise ScoringError(
+            f"{name} (model_type {model_type!r}) is not a family the score engine knows, so its heads are not "
+            f"scored; supported: {_family_names()}"
+        )
+    feature = unsupported_feature(config)
+    if feature is not None:
+        raise ScoringError(
+            f"{name} uses {feature}, which the score engine does not implement; its scores would describe a "
+            "different attention, so it is not scored"
+        )
+    return adapter
+
+
+__all__ = ["FAMILIES", "FamilyAdapter", "adapter_for", "unsupported_feature"]

@@ -1,0 +1,134 @@
+"""The one place that touches lm-evaluation-harness internals (attributes and functions outside its public API).
+
+Everything here is written against lm-eval `PINNED_VERSION` (pyproject pins it); `check_version` refuses another
+version in one line rather than failing deep inside a run. The rest of `dormant_tasks.evaluation` calls lm-eval's
+public surface (`TaskManager.load`, `Task.build_all_requests`, `doc_to_text`/`doc_to_target`/`doc_to_choice`,
+`apply_filters`, `process_results`, `simple_evaluate`) and these functions.
+
+Public API
+- `check_version()`
+- `items_with_fewshot(task, shots, limit, seed)`: (doc_id, doc, few-shot docs) as lm-eval's sampler draws them
+- `make_instances(task, doc_id, doc, arguments)`, `set_instances(task, instances)`
+- `uses_mutual_info(task)`, `filter_names(task)`, `task_yaml(path)`
+- `clear_responses(instance)`, `add_response(instance, response)`
+- `aggregate(accs, groups)`: lm-eval's per-task and group aggregation (`evaluator_utils._process_results`)
+- `factory_class(manager)`, `checking_factory(base_cls, check)`, `copy_manager(manager, factory_cls)`: lm-eval's
+  TaskManager with a check of every task's config before it is built (the bundled data, perplexity refused)
+"""
+
+from __future__ import annotations
+
+import copy
+
+from dormant_tasks.errors import EvaluationError
+
+PINNED_VERSION = "0.4.13"
+
+
+def check_version() -> None:
+    import lm_eval
+
+    if lm_eval.__version__ != PINNED_VERSION:
+        raise EvaluationError(
+            f"lm-eval {lm_eval.__version__} is installed; dormant-heads is written against {PINNED_VERSION}: "
+            f"pip install lm-eval=={PINNED_VERSION}"
+        )
+
+
+# ------------------------------------------------------------------------------------------ requests
+
+
+def items_with_fewshot(task, shots: int, limit: int | None, seed: int | None = None):
+    """(doc_id, doc, few-shot docs) for the first `limit` items, the few-shot docs drawn by the task's sampler
+    exactly as its `fewshot_context` draws them (the scored item left out when few-shot and scored split are
+    one), from a sampler re-seeded with `seed` (the task's fewshot seed when None)."""
+    if seed is not None:
+        task.set_fewshot_seed(seed=seed)
+    same_split = task.fewshot_cfg.split == task.config.test_split
+    for doc_id, doc in task.doc_iterator(rank=0, limit=limit, world_size=1):
+        fewshot = task.sampler.sample(n=shots, eval_doc=doc if same_split else None) if shots > 0 else []
+        yield doc_id, doc, list(fewshot)
+
+
+def make_instances(task, doc_id: int, doc, arguments: list[tuple]) -> list:
+    """lm-eval Instances of one item: one loglikelihood request per argument pair of a multiple-choice task
+    (`idx` = choice), else one request of the task's output type."""
+    from lm_eval.api.instance import Instance
+
+    output_type = task.config.output_type
+    meta = (task.config.task, doc_id, task.config.repeats)
+    if output_type == "multiple_choice":
+        return [Instance("loglikelihood", doc, arg, i, meta) for i, arg in enumerate(arguments)]
+    return [Instance(output_type, doc, arguments[0], 0, meta)]
+
+
+def set_instances(task, instances: list) -> None:
+    """Make `instances` the task's requests (what `build_all_requests` stores; `apply_filters` reads them)."""
+    if not instances:
+        raise EvaluationError(f"task {task.config.task} has no items to evaluate; check --limit and the split")
+    task._instances = list(instances)
+
+
+def filter_names(task) -> list[str]:
+    """The names of the task's filter pipelines, in order (the first is its primary metric's)."""
+    return [f.name for f in getattr(task, "_filters", [])]
+
+
+def task_yaml(path) -> dict:
+    """A task or group YAML as lm-eval reads it, its `!function` tags left unresolved."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    return load_yaml(path, resolve_func=False)
+
+
+def uses_mutual_info(task) -> bool:
+    return "acc_mutual_info" in task._metric_fn_list
+
+
+# ------------------------------------------------------------------------------------------ answers
+
+
+def clear_responses(instance) -> None:
+    instance.resps = []
+    instance.filtered_resps = {}
+
+
+def add_response(instance, response) -> None:
+    instance.resps.append(response)
+
+
+def aggregate(accs: dict, groups: dict):
+    """lm-eval's aggregation of per-task raw metrics into task and group values (group sizes weighted)."""
+    from lm_eval.evaluator_utils import _process_results
+
+    return _process_results(accs, groups, bootstrap_iters=0)
+
+
+# ------------------------------------------------------------------------------------------ task index
+
+
+def factory_class(manager):
+    """The class of a TaskManager's task factory (what builds a task from its config)."""
+    return type(manager._factory)
+
+
+def checking_factory(base_cls, check):
+    """A subclass of the task factory `base_cls` that reads each task's full config before building it and calls
+    `check(config) -> overrides`: `check` raises to refuse the task (nothing is built, so nothing downloaded),
+    and the overrides it returns are merged into the task's config."""
+
+    class CheckedTaskFactory(base_cls):
+        def _build_task(self, entry, overrides):
+            extra = check(self._load_full_config(entry, overrides))
+            return super()._build_task(entry, {**(overrides or {}), **extra} if extra else overrides)
+
+    return CheckedTaskFactory
+
+
+def copy_manager(manager, factory_cls):
+    """A shallow copy of a TaskManager with its own index (lm-eval adds names to it as it builds groups) and a
+    task factory of class `factory_cls`."""
+    out = copy.copy(manager)
+    out._index = dict(manager._index)
+    out._factory = factory_cls(meta=manager._factory._meta)
+    return out

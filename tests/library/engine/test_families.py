@@ -1,0 +1,218 @@
+"""The score engine on every family it has an adapter for (dormant_tasks/engine/adapters.py), against the oracle.
+
+Tiny random models, a larger init scale than the default so attention is far from uniform:
+- GPT-NeoX (Pythia): fused query_key_value, partial rotary (a quarter of d_head), parallel residual, `dense`;
+- OLMo-1: separate projections with q/k/v clipping set low enough to clip (the engine must see clipped values);
+- GPT-2: Conv1D c_attn / c_proj ([in, out] weights), absolute positions, attention scaled by 1 / layer;
+- Mistral and Gemma-2 with a sliding window longer than the input (exact there) and Gemma-2 without soft-capping.
+Refusals (one line each): soft-capping, a sliding window shorter than the input, an unknown family.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from oracle import oracle_dynamic, oracle_run
+from transformers import (
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    OlmoConfig,
+    OlmoForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
+)
+
+from dormant_tasks.engine.adapters import FAMILIES, adapter_for
+from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
+from dormant_tasks.engine.scoring import DynamicZeroing, score_texts, scoring_pass
+from dormant_tasks.errors import ScoringError
+from dormant_tasks.tracking.calibration import DEMO_CORPUS
+
+RTOL = 1e-5
+WINDOW = 64  # sliding window of the tiny Mistral / Gemma-2: longer than the inputs the oracle tests use
+
+
+def make_family(kind: str, tokenizer, n_layers: int = 2, seed: int = 0, **overrides):
+    torch.manual_seed(seed)
+    common = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=n_layers,
+        num_attention_heads=4,
+        max_position_embeddings=1024,
+        initializer_range=0.15,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    if kind == "gpt_neox":  # Pythia's defaults: rotary on 25% of d_head, parallel residual
+        config = GPTNeoXConfig(use_parallel_residual=True, attention_bias=True, **common)
+        assert config.rope_parameters["partial_rotary_factor"] == 0.25
+        return GPTNeoXForCausalLM(config).eval()
+    if kind == "olmo":
+        return OlmoForCausalLM(OlmoConfig(num_key_value_heads=4, clip_qkv=0.5, **common)).eval()
+    if kind == "gpt2":
+        config = GPT2Config(
+            vocab_size=len(tokenizer),
+            n_embd=64,
+            n_layer=n_layers,
+            n_head=4,
+            n_positions=1024,
+            initializer_range=0.15,
+            scale_attn_by_inverse_layer_idx=True,
+            pad_token_id=tokenizer.pad_token_id,
+            **overrides,
+        )
+        return GPT2LMHeadModel(config).eval()
+    if kind == "mistral":
+        return MistralForCausalLM(MistralConfig(num_key_value_heads=2, sliding_window=WINDOW, **common)).eval()
+    if kind == "gemma2":
+        config = Gemma2Config(
+            num_key_value_heads=2,
+            head_dim=16,
+            sliding_window=WINDOW,
+            attn_logit_softcapping=overrides.get("attn_logit_softcapping"),
+            **common,
+        )
+        assert "sliding_attention" in config.layer_types
+        return Gemma2ForCausalLM(config).eval()
+    raise ValueError(kind)
+
+
+FAMILY_KINDS = ["gpt_neox", "olmo", "gpt2", "mistral", "gemma2"]
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return [line for line in DEMO_CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()][:40]
+
+
+def ids_of(tokenizer, text, device="cpu", limit=WINDOW) -> torch.Tensor:
+    return torch.tensor([tokenizer(text)["input_ids"][:limit]], device=device)  # [1, seq]
+
+
+def assert_scores_close(got: dict, want: dict, rtol=RTOL, fns=DETERMINISTIC_IDS):
+    for fn in fns:
+        np.testing.assert_allclose(got[fn], want[fn], rtol=rtol, atol=0, err_msg=fn)
+
+
+@pytest.mark.parametrize("kind", FAMILY_KINDS)
+@pytest.mark.parametrize("query_block", [None, 4])
+def test_every_function_matches_the_oracle(kind, query_block, torch_device, tiny_tokenizer, texts):
+    model = make_family(kind, tiny_tokenizer).to(torch_device)
+    ids = ids_of(tiny_tokenizer, texts[3], torch_device)
+    want = oracle_run(model, ids[0]).scores
+    result = scoring_pass(model, ids, torch.ones_like(ids), DETERMINISTIC_IDS, query_block=query_block)
+    assert_scores_close(dict(zip(result.score_fns, result.scores[0])), want)
+
+
+@pytest.mark.parametrize("kind", FAMILY_KINDS)
+def test_padded_batch_matches_the_oracle_input_by_input(kind, torch_device, tiny_tokenizer, texts):
+    model = make_family(kind, tiny_tokenizer).to(torch_device)
+    batch = [text[: 30 + 20 * i] for i, text in enumerate(texts[:5])]  # differently long, within the window
+    lengths = [len(tiny_tokenizer(t)["input_ids"]) for t in batch]
+    assert len(set(lengths)) > 1 and max(lengths) <= WINDOW, "inputs must differ in length and fit the window"
+    together = score_texts(model, tiny_tokenizer, batch, DETERMINISTIC_IDS, batch_size=5)
+    for i, text in enumerate(batch):
+        want = oracle_run(model, ids_of(tiny_tokenizer, text, torch_device)[0]).scores
+        assert_scores_close({fn: together.get(fn)[i] for fn in DETERMINISTIC_IDS}, want)
+
+
+@pytest.mark.parametrize("kind,score_fn", [("gpt_neox", "ahon_ln"), ("gpt2", "fhon_ln"), ("olmo", "avvn_ln")])
+def test_dynamic_zeroing_at_the_family_output_projection(kind, score_fn, tiny_tokenizer, texts):
+    """The engine zeroes inside attention; the oracle zeroes the input of `dense` / `c_proj` / `o_proj`: the same
+    heads, scores and logits show the adapter's output projection is the one the heads' slices feed."""
+    model = make_family(kind, tiny_tokenizer, n_layers=3)
+    ids = ids_of(tiny_tokenizer, texts[5])
+    tau = float(np.median(oracle_run(model, ids[0]).scores[score_fn]))
+    want_scores, want_zeroed, want_logits = oracle_dynamic(model, ids[0], score_fn, tau)
+    assert 0 < want_zeroed.sum() < want_zeroed.size
+    result = scoring_pass(model, ids, torch.ones_like(ids), DETERMINISTIC_IDS, DynamicZeroing(score_fn, tau))
+    np.testing.assert_array_equal(result.zeroed[0], want_zeroed)
+    assert_scores_close(dict(zip(result.score_fns, result.scores[0])), want_scores)
+    torch.testing.assert_close(result.logits[0], want_logits, rtol=1e-5, atol=1e-5)
+
+
+def test_olmo_clipping_changes_the_values_the_engine_scores(tiny_tokenizer, texts):
+    """clip_qkv = 0.5 bites on these weights: unclipped value norms would differ, so avvn checks the clip."""
+    model = make_family("olmo", tiny_tokenizer)
+    ids = ids_of(tiny_tokenizer, texts[3])
+    raw = {}
+    hook = model.model.layers[0].self_attn.v_proj.register_forward_hook(lambda m, a, out: raw.update(v=out.clone()))
+    try:
+        scoring_pass(model, ids, torch.ones_like(ids), ["avvn"])
+    finally:
+        hook.remove()
+    assert (raw["v"].abs() > 0.5).any()
+
+
+def test_logits_equal_the_plain_forward(tiny_tokenizer, texts):
+    for kind in FAMILY_KINDS:
+        model = make_family(kind, tiny_tokenizer)
+        ids = ids_of(tiny_tokenizer, texts[6])
+        with torch.no_grad():
+            want = model(input_ids=ids).logits
+        torch.testing.assert_close(scoring_pass(model, ids).logits, want, rtol=1e-5, atol=1e-5, msg=kind)
+
+
+def test_every_registered_family_has_a_tested_builder():
+    assert set(FAMILIES) == set(FAMILY_KINDS) | {"olmo2", "llama", "qwen2"}  # the last three: test_scoring.py
+
+
+def one_line_refusal(excinfo, *words):
+    message = str(excinfo.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_soft_capping_is_refused_in_one_line(tiny_tokenizer):
+    model = make_family("gemma2", tiny_tokenizer, attn_logit_softcapping=50.0)
+    with pytest.raises(ScoringError) as excinfo:
+        scoring_pass(model, torch.tensor([[1, 2, 3]]))
+    one_line_refusal(excinfo, "Gemma2ForCausalLM", "soft-capping", "attn_logit_softcapping=50.0")
+    assert model.config._attn_implementation != "dormant_scoring"
+
+
+@pytest.mark.parametrize("kind", ["mistral", "gemma2"])
+def test_input_longer_than_the_sliding_window_is_refused_in_one_line(kind, tiny_tokenizer, texts):
+    model = make_family(kind, tiny_tokenizer)
+    ids = ids_of(tiny_tokenizer, " ".join(texts), limit=WINDOW + 1)
+    assert ids.shape[1] == WINDOW + 1
+    with pytest.raises(ScoringError) as excinfo:
+        scoring_pass(model, ids)
+    one_line_refusal(excinfo, "sliding-window", f"{WINDOW} tokens", f"--max-tokens {WINDOW}")
+    # padding past the window is not the input's length: a short input in a long padded batch is scored
+    mask = torch.zeros_like(ids)
+    mask[0, :10] = 1
+    assert scoring_pass(model, ids, mask, ["ahon"]).scores.shape == (1, 1, 2, 4)
+
+
+def test_unknown_family_is_refused_in_one_line(tiny_tokenizer):
+    config = Phi3Config(
+        vocab_size=len(tiny_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        pad_token_id=tiny_tokenizer.pad_token_id,
+    )
+    model = Phi3ForCausalLM(config).eval()
+    with pytest.raises(ScoringError) as excinfo:
+        scoring_pass(model, torch.tensor([[1, 2, 3]]))
+    one_line_refusal(excinfo, "Phi3ForCausalLM", "'phi3'", "GPT-NeoX (Pythia)", "GPT-2")
+    with pytest.raises(ScoringError):
+        adapter_for(model)
+
+
+def test_gpt2_cross_attention_is_refused(tiny_tokenizer):
+    model = make_family("gpt2", tiny_tokenizer, add_cross_attention=True)
+    with pytest.raises(ScoringError) as excinfo:
+        adapter_for(model)
+    one_line_refusal(excinfo, "cross-attention")

@@ -1,0 +1,164 @@
+"""The authors' Table 2 aggregate and the seed comparison, on the 14 published (Ours, AWFT) pairs as curves.
+
+Each published value v becomes a curve whose "% zeroed within 1 point" is v: (0, 80), (v, 79), (v + 10, 70)
+against base 80. Fed the seed's 14 models, `dormant leaderboard` must print their averages: Ours 14.45 and
+AWFT 6.90 (and 14.53 for the best of all functions, AWFT included: the number the issue found).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+
+import pytest
+
+from dormant_tasks.engine.score_functions import SCORE_FUNCTIONS
+from dormant_tasks.evaluation.authors import (
+    AUTHORS_NAMES,
+    ThresholdError,
+    authors_taus,
+    authors_thresholds,
+    seed_values,
+)
+from dormant_tasks.evaluation.leaderboard import (
+    AVERAGE_MODEL,
+    BEST,
+    OURS,
+    OURS_VS_AWFT,
+    format_seed_comparison,
+    load_leaderboard,
+    seed_comparison,
+)
+from dormant_tasks.requests import DEFAULT_QUANTILES
+from dormant_tasks.store.io import write_table
+
+T0 = datetime(2025, 5, 1, tzinfo=UTC)
+TASK = "winogrande"
+
+
+def curve_rows(model: str, fn: str, within: float, i: int) -> list[dict]:
+    points = [(0.0, 0.80), (within / 100, 0.79), (within / 100 + 0.10, 0.70)]
+    return [
+        {
+            **{"model_id": model, "revision": "main", "stage": -1, "step": -1, "tokens": -1, "task": TASK},
+            **{"shots": 5, "mode": "dynamic", "score_fn": fn, "quantile": q, "tau": 0.5, "frac_zeroed": x},
+            **{"accuracy": acc, "n_items": 1267, "base_accuracy": 0.80, "code_version": "test"},
+            **{"request_id": f"r{i}", "metric": "acc,none", "chat_template": "Instruct" in model, "bos": "paper"},
+            **{"fewshot_split": "validation", "data_source": "bundled", "lm_eval_version": "0.4.13"},
+            **{"chance": 0.5, "evaluated_at": T0, "rendering": "paper"},
+        }
+        for q, (x, acc) in zip((0.0, 0.05, 0.10), points)
+    ]
+
+
+@pytest.fixture(scope="module")
+def seed_store(tmp_path_factory):
+    """Per seed model: its 'Ours' function's curve, AWFT's, and a random baseline below both."""
+    root = tmp_path_factory.mktemp("seed") / "store"
+    values = seed_values()
+    models = sorted({m for m, _ in values if m != AVERAGE_MODEL})
+    assert len(models) == 14
+    for i, model in enumerate(models):
+        fns = [fn for m, fn in values if m == model and fn not in ("awft", "ours")]
+        fn = fns[0] if fns else "ahon_ln"  # the two rows whose label names another function: any non-AWFT one
+        rows = curve_rows(model, fn, values[(model, "ours")], i)
+        rows += curve_rows(model, "awft", values[(model, "awft")], i)
+        rows += curve_rows(model, "random", 1.0, i)
+        write_table(root, "evaluations", rows, file_key=f"r{i}")
+    return root
+
+
+def cell(board, fn, model):
+    (row,) = [r for r in board.rows if (r["score_fn"], r["model"], r["task"]) == (fn, model, TASK)]
+    return row
+
+
+def test_their_aggregate_on_the_published_pairs(seed_store):
+    board = load_leaderboard(seed_store)
+    ours = cell(board, OURS, AVERAGE_MODEL)
+    awft = cell(board, "awft", AVERAGE_MODEL)
+    assert ours["n_models"] == awft["n_models"] == 14
+    assert f"{ours['within_1pt']:.2f}" == "14.45"
+    assert f"{awft['within_1pt']:.2f}" == "6.90"
+    assert cell(board, OURS_VS_AWFT, AVERAGE_MODEL)["within_1pt"] == pytest.approx(
+        ours["within_1pt"] - awft["within_1pt"]
+    )
+    # the best of all functions takes AWFT where it wins (Llama-3.1-8B-Instruct, Qwen2.5-14B): another number
+    assert f"{cell(board, BEST, AVERAGE_MODEL)['within_1pt']:.2f}" == "14.53"
+    (note,) = board.notes  # which rendering the chat-templated numbers used
+    assert note.startswith("winogrande: chat-templated prompts rendered as lm-eval 0.4.5 (paper): ")
+    assert "allenai/OLMo-2-1124-7B-Instruct" in note and "allenai/OLMo-2-1124-7B," not in note
+    llama = cell(board, OURS, "meta-llama/Llama-3.1-8B-Instruct")
+    assert llama["best_fn"] == "ahon_ln" and llama["within_1pt"] == pytest.approx(11.89)
+    assert cell(board, OURS_VS_AWFT, "meta-llama/Llama-3.1-8B-Instruct")["within_1pt"] == pytest.approx(11.89 - 12.44)
+
+
+def test_ours_includes_random_and_keeps_their_order_among_ties(tmp_path):
+    rows = curve_rows("org/m", "ahon_ln", 5.0, 0) + curve_rows("org/m", "random", 7.0, 0)
+    rows += curve_rows("org/m", "awft", 9.0, 0) + curve_rows("org/m", "lthon_ln", 7.0, 0)
+    write_table(tmp_path, "evaluations", rows, file_key="r")
+    board = load_leaderboard(tmp_path)
+    ours = cell(board, OURS, "org/m")
+    # random and lthon_ln tie at 7: random comes first in their function order; AWFT (9) is no candidate
+    assert ours["within_1pt"] == pytest.approx(7.0) and ours["best_fn"] == "random"
+    assert list(AUTHORS_NAMES.values()).index("random") < list(AUTHORS_NAMES.values()).index("lthon_ln")
+    assert cell(board, BEST, "org/m")["best_fn"] == "awft"
+
+
+def test_seed_comparison_prints_every_published_cell(seed_store):
+    board = load_leaderboard(seed_store)
+    rows = seed_comparison(board.rows)
+    published = seed_values()
+    assert {(r["model"], r["score_fn"]) for r in rows} == set(published)
+    for r in rows:
+        assert r["ours"] is not None, r
+        assert r["difference"] == pytest.approx(r["ours"] - r["published"], abs=1e-9)
+        assert abs(r["difference"]) < 0.006  # the curves were built from the published values
+    text = format_seed_comparison(rows)
+    assert "| Average (14 models) | ours | 14.45 | 14.45 | +0.00 |" in text
+    assert "| Average (14 models) | awft | 6.90 | 6.90 | +0.00 |" in text
+    assert "lm-eval 0.4.5 (paper)" in text and "plain text" in text
+
+
+def test_every_authors_name_maps_to_one_of_our_functions():
+    names = {fn for task in authors_thresholds().values() for model in task.values() for fn in model}
+    assert names <= set(AUTHORS_NAMES), names - set(AUTHORS_NAMES)
+    assert set(AUTHORS_NAMES.values()) <= set(SCORE_FUNCTIONS)
+    assert len(set(AUTHORS_NAMES.values())) == len(AUTHORS_NAMES)  # one of ours per name of theirs
+    assert set(AUTHORS_NAMES.values()) == set(SCORE_FUNCTIONS)  # and every one of ours has theirs
+
+
+def test_authors_taus_read_their_file():
+    taus = authors_taus(
+        "allenai/OLMo-2-1124-7B", ["winogrande"], ["ahon_ln", "awft", "random"], DEFAULT_QUANTILES, "authors"
+    )
+    raw = authors_thresholds()["winogrande"]["allenai_OLMo-2-1124-7B"]
+    assert taus["winogrande"]["ahon_ln"] == raw["HONOR"] and taus["winogrande"]["awft"] == raw["Dormant"]
+    assert taus["winogrande"]["random"] == list(DEFAULT_QUANTILES)
+    assert all(len(v) == 7 for v in taus["winogrande"].values())
+    # awft is a ">" function: its thresholds fall as the quantile (share of heads) grows
+    assert raw["Dormant"] == sorted(raw["Dormant"], reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("model", "task", "fn", "says"),
+    [
+        ("org/tiny", "winogrande", "ahon_ln", "cover 14 models, not 'org/tiny'"),
+        ("allenai/OLMo-2-1124-7B", "hellaswag", "ahon_ln", "not 'hellaswag'"),
+        ("allenai/OLMo-2-1124-7B", "winogrande", "fhon", "no thresholds of fhon"),
+    ],
+)
+def test_authors_thresholds_where_they_have_none(model, task, fn, says):
+    with pytest.raises(ThresholdError, match="--thresholds") as e:
+        authors_taus(model, [task], [fn], DEFAULT_QUANTILES, "authors")
+    assert says in str(e.value) and "\n" not in str(e.value)
+    assert authors_taus(model, [task], [fn], DEFAULT_QUANTILES, "auto") == {}  # auto: ours place them
+
+
+def test_bundled_files_are_the_published_ones():
+    from dormant_tasks.paths import bundled_file
+
+    assert json.loads(bundled_file("seed_leaderboard.json").read_text())["task"] == "winogrande"
+    assert "MIT License" in bundled_file("authors_thresholds.LICENSE").read_text()
+    assert not math.isnan(seed_values()[(AVERAGE_MODEL, "ours")])

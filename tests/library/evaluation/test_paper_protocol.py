@@ -1,0 +1,117 @@
+"""The paper protocol's options: precision (8-bit OLMo-2), threshold source, their bad input.
+
+Bad input is one stderr line naming the fix, exit 2, before any model is loaded, nothing written. The 8-bit
+path runs where bitsandbytes is importable (its CPU backend does LLM.int8 too): `pip install
+'dormant-heads[int8]'`; without it those tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dormant_tasks.errors import ConfigError
+from dormant_tasks.evaluation.targets import precision_for, precision_label
+from dormant_tasks.requests import EvalRequest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _has_bitsandbytes() -> bool:
+    try:
+        import bitsandbytes  # noqa: F401
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def olmo2_named(tiny_model_dir, tmp_path_factory):
+    """The tiny checkpoint in a folder whose name (its model id) marks it as OLMo-2, as the authors' rule reads."""
+    folder = tmp_path_factory.mktemp("models") / "OLMo-2-tiny"
+    shutil.copytree(tiny_model_dir, folder)
+    return folder
+
+
+def test_the_authors_precision_rule():
+    assert precision_for("allenai/OLMo-2-1124-7B-Instruct", "paper", "float32") == ("float16", True)
+    assert precision_for("meta-llama/Llama-3.1-8B", "paper", "float32") == ("auto", False)
+    assert precision_for("allenai/OLMo-2-1124-7B", "dtype", "bfloat16") == ("bfloat16", False)
+    assert precision_label("paper", "float16", True) == "paper:float16+int8"
+    assert precision_label("dtype", "float32", False) == "float32"
+
+
+def test_paper_precision_and_a_dtype_contradict(tmp_path):
+    with pytest.raises(ConfigError, match="drop one of them"):
+        EvalRequest(model=str(tmp_path), store=str(tmp_path / "s"), precision="paper", dtype="bfloat16")
+    with pytest.raises(ConfigError, match="quantiles 0, .05, ..., .30 only"):
+        EvalRequest(model=str(tmp_path), store=str(tmp_path / "s"), thresholds="authors", quantiles=(0.1,))
+
+
+def _cli(model, store, *extra):
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", "evaluate", "--model", str(model), "--store", str(store), *extra],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _one_line_exit_2(r, needle: str, store: Path) -> None:
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr[-1500:]
+    assert lines[0].startswith("dormant evaluate: error: ")
+    assert not store.exists()
+
+
+def test_authors_thresholds_for_a_model_they_do_not_cover(tiny_model_dir, tmp_path):
+    store = tmp_path / "store"
+    r = _cli(tiny_model_dir, store, "--thresholds", "authors", "--limit", "2")
+    _one_line_exit_2(r, "the authors' thresholds cover 14 models", store)
+    assert "--thresholds auto" in r.stderr
+
+
+def test_a_chat_rendering_for_a_model_without_a_chat_template(tiny_model_dir, tmp_path):
+    store = tmp_path / "store"
+    r = _cli(tiny_model_dir, store, "--chat-template", "on", "--rendering", "paper", "--limit", "2")
+    _one_line_exit_2(r, "has no chat template", store)
+
+
+def test_paper_precision_without_an_8bit_backend(olmo2_named, tmp_path):
+    if _has_bitsandbytes():
+        pytest.skip("bitsandbytes is installed here, so 8-bit weights load: nothing to refuse")
+    store = tmp_path / "store"
+    r = _cli(olmo2_named, store, "--precision", "paper", "--limit", "2", "--device", "cpu")
+    _one_line_exit_2(r, "pip install 'dormant-heads[int8]'", store)
+
+
+def test_paper_precision_loads_olmo2_in_8_bits(olmo2_named, torch_device):
+    """The 8-bit path end to end on `torch_device` (the CPU here, CUDA in benchmarks/gpu_check.sh): Linear8bitLt
+    layers, float16 activations, the sweep's base and one zeroing setting through the score engine."""
+    if not _has_bitsandbytes():
+        pytest.skip("bitsandbytes is not installed (pip install 'dormant-heads[int8]'): the 8-bit path is not run")
+    import bitsandbytes as bnb
+    import torch
+
+    from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
+    from dormant_tasks.engine.scoring import DynamicZeroing
+    from dormant_tasks.evaluation.sweep import prepare, run_setting
+    from dormant_tasks.evaluation.targets import check_int8_backend
+
+    device = str(torch_device)
+    check_int8_backend(device)
+    dtype, int8 = precision_for(olmo2_named.name, "paper", "float32")
+    model, tok = load_model_and_tokenizer(olmo2_named, None, dtype, device, int8=int8)
+    assert model.dtype == torch.float16 and next(model.parameters()).device.type == torch_device.type
+    assert isinstance(model.model.layers[0].self_attn.o_proj, bnb.nn.Linear8bitLt)
+    prepared = prepare(model, tok, "winogrande", model_id=olmo2_named.name, shots=0, limit=6, datasets="bundled")
+    base = run_setting(prepared, prepared.specs[0], None)
+    zeroed = run_setting(prepared, prepared.specs[0], DynamicZeroing("ahon_ln", 10.0))  # every head below 10x
+    assert 0.0 <= base.accuracy <= 1.0 and base.frac_zeroed == 0.0
+    assert zeroed.frac_zeroed == pytest.approx(1.0)
+    assert precision_label("paper", dtype, int8, model) == "paper:float16+int8"

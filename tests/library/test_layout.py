@@ -1,0 +1,48 @@
+"""The package's layering (docs/DEVELOPING.md): the library imports no Prefect and no `flows`, and the store's
+folder layout is known to `dormant_tasks/store/` only."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import dormant_tasks
+
+PACKAGE = Path(dormant_tasks.__file__).resolve().parent
+
+
+def library_modules() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def test_importing_every_library_module_imports_no_prefect():
+    modules = library_modules()
+    assert len(modules) > 20 and "dormant_tasks.engine.scoring" in modules
+    code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules)
+    code += "print(sorted(m for m in sys.modules if m == 'prefect' or m.startswith(('prefect.', 'flows'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_library_never_imports_flows():
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            assert not [n for n in names if n == "flows" or n.startswith("flows.")], path
+
+
+def test_only_the_store_knows_its_folder_layout():
+    """`<store>/<table>/series=<slug>/` and the store's marker file are named in dormant_tasks/store/ only."""
+    for path in list(PACKAGE.rglob("*.py")) + list((PACKAGE.parent / "flows").rglob("*.py")):
+        if PACKAGE / "store" in path.parents:
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert '"series=' not in text and 'f"series=' not in text and "_store.json" not in text, path
