@@ -281,7 +281,7 @@ def measure(builder: Builder, n: int, work: Path, timeout: float) -> dict[str, f
     print(f"    store on disk: {fig['size']:.1f} MB ({fig['size'] / n:.3f} MB per checkpoint)", flush=True)
 
     limit = [] if req.limit is None else ["--limit", str(req.limit)]  # the same calibration set
-    seconds, out = cli(["track", "--repo", req.source, "--store", req.store, *limit, "--no-report"], timeout)
+    seconds, out = cli(["track", "--model", req.source, "--store", req.store, *limit, "--no-report"], timeout)
     fig["rerun"] = seconds
     m = re.search(r"(\d+) checkpoints analysed, (\d+) already stored", out.stdout if out else "")
     loaded = out is not None and ("Loading weights" in out.stderr or "Flow run" in out.stderr)
@@ -299,7 +299,9 @@ def measure(builder: Builder, n: int, work: Path, timeout: float) -> dict[str, f
     print(f"    status {seconds:8.2f} s  {last_line(out)}", flush=True)
 
     report_dir = work / f"report-{n}"
-    seconds, out = cli(["report", "--store", req.store, "--model", req.model_id, "--out", str(report_dir)], timeout)
+    seconds, out = cli(
+        ["report", "--store", req.store, "--model", req.model_id, "--reports-dir", str(report_dir)], timeout
+    )
     fig["report"] = seconds
     print(f"    report {seconds:8.2f} s  {last_line(out)}", flush=True)
     if out is not None and out.returncode != 0:

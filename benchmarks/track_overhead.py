@@ -104,7 +104,7 @@ def main() -> None:
         "-m",
         "flows.cli",
         "track",
-        "--repo",
+        "--model",
         source,
         "--store",
         str(store),

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dormant_tasks.checkpoints.naming import Selection, is_local_source
+from dormant_tasks.devices import Device, DType, parse_device, parse_dtype  # noqa: F401 (re-exported)
 from dormant_tasks.engine.score_functions import parse_score_functions
 from dormant_tasks.errors import ConfigError, did_you_mean
 from dormant_tasks.store.input_scores import InputScoresPolicy
@@ -37,19 +38,6 @@ class Runner(StrEnum):
 
     LOCAL = "local"  # Prefect's thread runner: one checkpoint scoring while the next downloads
     DASK = "dask"  # one task per checkpoint on a Dask cluster (local processes or --address)
-
-
-class Device(StrEnum):
-    AUTO = "auto"  # cuda when available, else cpu
-    CPU = "cpu"
-    CUDA = "cuda"
-    MPS = "mps"
-
-
-class DType(StrEnum):
-    FLOAT32 = "float32"
-    BFLOAT16 = "bfloat16"
-    FLOAT16 = "float16"
 
 
 class Mode(StrEnum):
@@ -152,7 +140,7 @@ class _Request:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.KIND, "request_version": REQUEST_VERSION}
-        for f in dataclasses.fields(self):
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]  # every request kind is a dataclass
             value = getattr(self, f.name)
             if isinstance(value, Selection):
                 value = dataclasses.asdict(value)
@@ -182,7 +170,7 @@ class _Request:
             )
         if version == 1 and cls.KIND == "evaluate":  # v1 had one `task` and always 0-shot by default
             data["tasks"] = [data.pop("task", "winogrande")]
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]  # a dataclass subclass
         unknown = sorted(set(data) - names)
         if unknown:
             raise ConfigError(f"the request has unknown field {unknown[0]!r}{did_you_mean(unknown[0], names)}")
@@ -235,7 +223,7 @@ class TrackRequest(_Request):
     max_tokens: int | None = None  # truncate inputs to this many tokens (default: the model's context)
     max_batch_tokens: int | None = None  # padded tokens per batch (default: the score engine's budget)
     dtype: DType = DType.FLOAT32
-    device: Device = Device.AUTO
+    device: Device | str = Device.AUTO  # or "cuda:N" (devices.parse_device)
     seed: int = 0  # of the random baseline
     input_scores: InputScoresPolicy = InputScoresPolicy.AUTO  # keep per-input scores (auto: when small)
     cache_dir: str | None = None  # Hugging Face cache for downloads (default: HF_HUB_CACHE)
@@ -249,7 +237,7 @@ class TrackRequest(_Request):
 
     def __post_init__(self):
         if not isinstance(self.source, str) or not self.source.strip():
-            raise ConfigError("--repo is empty: name a Hub repo id (org/name) or a folder of checkpoint folders")
+            raise ConfigError("--model is empty: name a Hub repo id (org/name) or a folder of checkpoint folders")
         if is_local_source(self.source):
             _set(self, "source", _absolute(self.source))
         for name in ("store", "texts", "cache_dir", "reports_dir"):
@@ -279,8 +267,8 @@ class TrackRequest(_Request):
                 )
         for name in ("tokens_per_step", "limit", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
             _positive(getattr(self, name), f"--{name.replace('_', '-')}")
-        _set(self, "dtype", _enum(DType, self.dtype, "--dtype"))
-        _set(self, "device", _enum(Device, self.device, "--device"))
+        _set(self, "dtype", parse_dtype(self.dtype))
+        _set(self, "device", parse_device(self.device))
         _set(self, "runner", _enum(Runner, self.runner, "--runner"))
         policy = self.input_scores
         if policy is None or isinstance(policy, bool):  # saved requests before the policy: True / False / None
@@ -335,7 +323,7 @@ class EvalRequest(_Request):
     limit: int | None = None  # first N items of every (leaf) task
     batch_size: int = 16
     dtype: DType = DType.FLOAT32
-    device: Device = Device.AUTO
+    device: Device | str = Device.AUTO  # or "cuda:N" (devices.parse_device)
     chat_template: ChatTemplate = ChatTemplate.AUTO
     bos: Bos = Bos.PAPER
     datasets: DataSource = DataSource.AUTO
@@ -378,13 +366,13 @@ class EvalRequest(_Request):
         names = [self.tasks] if isinstance(self.tasks, str) else list(self.tasks)
         names = list(dict.fromkeys(p.strip() for t in names for p in str(t).split(",") if p.strip()))
         if not names:
-            raise ConfigError("--task is empty: name an lm-eval task, e.g. --task winogrande or --task mmlu,piqa")
+            raise ConfigError("--tasks is empty: name an lm-eval task, e.g. --tasks winogrande or --tasks mmlu piqa")
         _set(self, "tasks", tuple(names))
         _set(self, "chat_template", _enum(ChatTemplate, self.chat_template, "--chat-template"))
         _set(self, "bos", _enum(Bos, self.bos, "--bos"))
         _set(self, "datasets", _enum(DataSource, self.datasets, "--datasets"))
-        _set(self, "dtype", _enum(DType, self.dtype, "--dtype"))
-        _set(self, "device", _enum(Device, self.device, "--device"))
+        _set(self, "dtype", parse_dtype(self.dtype))
+        _set(self, "device", parse_device(self.device))
         _set(self, "rendering", _enum(Rendering, self.rendering, "--rendering"))
         _set(self, "precision", _enum(Precision, self.precision, "--precision"))
         _set(self, "thresholds", _enum(ThresholdSource, self.thresholds, "--thresholds"))

@@ -205,10 +205,10 @@ def _check_out_dir(out: Path, config: TinyRunConfig) -> None:
             shown = ", ".join(f"{k}={theirs.get(k)!r} there vs {mine.get(k)!r} asked" for k in diff)
             raise ConfigError(
                 f"{out} holds a tiny series made with a different config ({shown}); "
-                "use another --out folder or rerun with the same options"
+                "use another --model folder or rerun with the same options"
             )
     elif out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out} is not empty and holds no {MANIFEST}; pass an empty or new --out folder")
+        raise ConfigError(f"{out} is not empty and holds no {MANIFEST}; pass an empty or new --model folder")
 
 
 def _write_json_atomic(path: Path, payload: dict) -> None:

@@ -1,6 +1,6 @@
 """Scheduled tracking: the track flow served as a Prefect deployment with a cron schedule.
 
-`dormant serve --repo allenai/OLMo-2-0425-1B --cron "0 3 * * *"` runs a process that polls the Prefect
+`dormant serve --model allenai/OLMo-2-0425-1B --cron "0 3 * * *"` runs a process that polls the Prefect
 API (start one with `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api`)
 and runs `track` on schedule; each run only analyses the checkpoints that are new since the last one.
 """

@@ -5,7 +5,8 @@ The flow code is the same for both; only `track.with_options(task_runner=task_ru
 
 from __future__ import annotations
 
-from dormant_tasks.requests import Device, Runner, TrackRequest
+from dormant_tasks.devices import Device, is_cuda, parse_device, visible_gpus
+from dormant_tasks.requests import Runner, TrackRequest
 
 DEFAULT_DASK_WORKERS = 2
 
@@ -27,9 +28,16 @@ def task_runner(request: TrackRequest):
         "processes": True,
         "dashboard_address": None,
     }
-    if request.device is Device.CUDA:
+    if uses_gpu(request.device):
         cluster_kwargs["resources"] = {"GPU": 1}
     return DaskTaskRunner(cluster_kwargs=cluster_kwargs)
+
+
+def uses_gpu(device) -> bool:
+    """Whether the checkpoint tasks of a Dask run ask for one `GPU` resource: `cuda`/`cuda:N`, and `auto` when a
+    CUDA GPU is visible where the flow runs (a local cluster's workers share this machine's GPUs)."""
+    device = parse_device(device)
+    return is_cuda(device) or (device == Device.AUTO and visible_gpus() > 0)
 
 
 SCHEDULER_TIMEOUT_S = 10

@@ -201,7 +201,9 @@ def _score_on_runner(request: TrackRequest):
 
 def _resources(device: str):
     """On a Dask cluster, a CUDA task asks for one `GPU` resource (workers started with `--resources GPU=1`)."""
-    if device != "cuda":
+    from flows.runners import uses_gpu
+
+    if not uses_gpu(device):  # cuda, cuda:N, or auto on a machine with a GPU
         return contextlib.nullcontext()
     import dask
 

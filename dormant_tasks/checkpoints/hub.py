@@ -147,7 +147,7 @@ def with_hub_retries(call: Callable[[], T], what: str, retries: int = 3, backoff
         except RevisionNotFoundError:
             raise CheckpointError(
                 f"{what}: no such revision on {constants.ENDPOINT}; "
-                "run `dormant checkpoints --repo ...` to list the branches"
+                "run `dormant checkpoints --model ...` to list the branches"
             ) from None
         except OfflineModeIsEnabled:
             raise CheckpointError(
@@ -157,7 +157,7 @@ def with_hub_retries(call: Callable[[], T], what: str, retries: int = 3, backoff
             if _status(e) == 404:  # a server that does not say what is missing (no X-Error-Code header)
                 raise CheckpointError(
                     f"{what}: not found on {constants.ENDPOINT}; check the repo id (org/name) "
-                    "and run `dormant checkpoints --repo ...` to list its branches"
+                    "and run `dormant checkpoints --model ...` to list its branches"
                 ) from None
             if not is_transient(e):
                 raise CheckpointError(f"{what} failed ({_one_line(e)})") from e
@@ -188,7 +188,7 @@ def resolve_ref(repo: str, name: str, retries: int = 3, backoff_s: float = 2.0) 
     if name not in commits:
         raise CheckpointError(
             f"{repo}@{name}: no such branch or tag{did_you_mean(name, commits)}; "
-            f"run `dormant checkpoints --repo {repo}` to list its checkpoints"
+            f"run `dormant checkpoints --model {repo}` to list its checkpoints"
         )
     return commits[name]
 

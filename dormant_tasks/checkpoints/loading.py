@@ -23,28 +23,28 @@ from dormant_tasks.checkpoints.hub import (  # noqa: F401 (re-exported)
     local_content_hash,
 )
 from dormant_tasks.checkpoints.naming import UNKNOWN, Revision, is_local_source, parse_revision_name
+from dormant_tasks.devices import Device, DType, check_device_available, is_cuda, parse_device, parse_dtype
 from dormant_tasks.errors import CheckpointError, ConfigError
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
 
 
 def resolve_device(device: str = "auto") -> str:
-    if device == "auto":
+    """The torch device of a `--device` value (`devices.parse_device`): auto is cuda when a GPU is visible."""
+    device = parse_device(device)
+    if device == Device.AUTO:
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise ConfigError(f"unknown device {device!r}; use cpu, cuda or auto")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {device!r} asked for but no CUDA GPU is visible; use --device cpu")
-    return device
+    if is_cuda(device):
+        check_device_available(device)  # the same ConfigError as the CLI's check before loading
+        if not torch.cuda.is_available():
+            raise ConfigError(f"--device {device}: torch sees no CUDA GPU (a CPU-only build?); use --device cpu")
+    return str(device)
 
 
 def resolve_dtype(dtype: str) -> torch.dtype | str:
     if dtype == "auto":  # the checkpoint's own dtype (evaluate --precision paper, for non-OLMo-2 ids)
         return "auto"
-    try:
-        return DTYPES[dtype]
-    except KeyError:
-        raise ConfigError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}") from None
+    return DTYPES[parse_dtype(dtype)]
 
 
 def load_model_and_tokenizer(
@@ -82,7 +82,7 @@ def load_model_and_tokenizer(
             )
             return model.eval(), tokenizer
         model = AutoModelForCausalLM.from_pretrained(str(path_or_repo), revision=revision, dtype=torch_dtype)
-        return model.to(device).eval(), tokenizer
+        return model.to(device).eval(), tokenizer  # type: ignore[arg-type]  # transformers' stub wraps `to`
     except (MemoryError, torch.OutOfMemoryError) as e:
         raise CheckpointError(
             f"out of memory loading {where} on {device} ({type(e).__name__}: {_first_line(e)}); "

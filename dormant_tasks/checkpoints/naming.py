@@ -91,14 +91,15 @@ def parse_revision_name(name: str, tokens_per_step: int | None = None) -> Revisi
     return Revision(name, stage=int(m["stage"] or 1), step=int(m["step"]), tokens=tokens, ingredient=ingredient)
 
 
-def format_tokens(tokens: int) -> str:
-    """A token count with a unit suffix: 256000 -> '256K', 4001e9 -> '4.001T'; UNKNOWN -> '?'."""
+def format_tokens(tokens: float) -> str:
+    """The one token-count format (CLI, report, figures): 256000 -> '256K', 4001e9 -> '4.001T', 1024000 ->
+    '1.024M'; UNKNOWN -> '?'."""
     if tokens < 0:
         return "?"
     for unit in ("T", "B", "M", "K"):
         if tokens >= TOKEN_UNITS[unit]:
             return f"{tokens / TOKEN_UNITS[unit]:.4g}{unit}"
-    return str(tokens)
+    return f"{tokens:.4g}"  # a float tick (512.0) reads as 512
 
 
 @dataclass
@@ -188,12 +189,12 @@ def list_revisions(source: str | Path, include_main: bool = False, tokens_per_st
 def _local_names(folder: Path) -> tuple[list[str], dict[str, Path], dict[str, str]]:
     if not folder.is_dir():
         raise CheckpointError(
-            f"{folder}: no such folder; point --repo at a folder of checkpoint folders "
+            f"{folder}: no such folder; point --model at a folder of checkpoint folders "
             "or at a Hub repo id like allenai/OLMo-2-0425-1B"
         )
     if (folder / "config.json").exists():
         raise CheckpointError(
-            f"{folder} is itself a checkpoint, not a series; point --repo at its parent folder "
+            f"{folder} is itself a checkpoint, not a series; point --model at its parent folder "
             f"{folder.parent}, whose subfolders are the checkpoints"
         )
     subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -292,7 +293,10 @@ def select_revisions(
 ) -> list[Revision]:
     """`Selection(...).apply(revisions)`: see `Selection` for the meaning and order of the filters."""
     return Selection(
-        tuple([revisions_glob] if isinstance(revisions_glob, str) else revisions_glob or ()), steps, every, max_n
+        tuple([revisions_glob] if isinstance(revisions_glob, str) else revisions_glob or ()),
+        parse_steps(steps),
+        every,
+        max_n,
     ).apply(revisions)
 
 

@@ -74,7 +74,7 @@ def adapter_for(model) -> FamilyAdapter:
     """The adapter of `model`'s family; ScoringError (one line) for an unknown family or a refused feature."""
     config = model.config.get_text_config()
     model_type = getattr(config, "model_type", None)
-    adapter = FAMILIES.get(model_type)
+    adapter = FAMILIES.get(str(model_type))
     name = type(model).__name__
     if adapter is None:
         raise ScoringError(

@@ -193,6 +193,7 @@ def layer_scores(
     out: dict[str, torch.Tensor] = {}
     for fn in needed:
         if fn == "random":
+            assert session.random_u is not None  # drawn whenever `random` is asked for
             out[fn] = session.random_u[:, module.layer_idx].to(query.device, torch.float64)  # [batch, head]
         elif fn in LN_OF:
             base = raw[LN_OF[fn]]  # [batch, head]

@@ -276,6 +276,7 @@ def score_texts(
         )
     if n_truncated:
         source = "--max-tokens" if limit == max_tokens else "the model's max_position_embeddings"
+        assert limit is not None  # an input was cut, so there is a limit
         _warn_truncated(list(cut), limit, source, logging.WARNING if warn_truncated else logging.INFO)
     n_layers, n_heads = _shape(model)
     values = np.empty((len(texts), len(fns), n_layers, n_heads), dtype=np.float64)

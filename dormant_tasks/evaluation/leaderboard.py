@@ -126,11 +126,11 @@ def build_leaderboard(evaluations: pa.Table, models=None, tasks=None, revision: 
     for m in models or ():
         if m not in known_models:
             raise ConfigError(
-                f"--models {m}: no evaluations of it{did_you_mean(m, known_models)}; evaluated: {_listing(known_models)}"
+                f"--model {m}: no evaluations of it{did_you_mean(m, known_models)}; evaluated: {_listing(known_models)}"
             )
         if m not in swept:
             raise ConfigError(
-                f"--models {m}: only static evaluations of it; run `dormant evaluate --model {m} --mode dynamic`"
+                f"--model {m}: only static evaluations of it; run `dormant evaluate --model {m} --mode dynamic`"
             )
     if models:
         rows = [r for r in rows if r["model_id"] in set(models)]
@@ -289,8 +289,9 @@ def _task_averages(curves: dict[tuple, _Curve], revisions: dict[str, str], notes
             continue
         skipped = []
         for fn in fns:
-            mine = {t: curves.get((fn, model, t)) for t in tasks}
-            if any(c is None for c in mine.values()) or len({c.quantiles for c in mine.values()}) > 1:
+            found = {t: curves.get((fn, model, t)) for t in tasks}
+            mine = {t: c for t, c in found.items() if c is not None}
+            if len(mine) < len(found) or len({c.quantiles for c in mine.values()}) > 1:
                 skipped.append(fn)
                 continue
             points, base = task_average_curve({t: (c.quantiles, c.points, c.base) for t, c in mine.items()})
@@ -428,7 +429,7 @@ def _number(v) -> str:
 def _labels(rows: list[dict]) -> list[tuple[str, ...]]:
     """HEADER's cells of each row, as shown (markdown and LaTeX)."""
     n_total = len({r["model"] for r in rows if r["model"] != AVERAGE_MODEL})
-    out = []
+    out: list[tuple[str, ...]] = []
     for r in rows:
         fn = r["score_fn"]
         if fn in (BEST, OURS) and r["best_fn"]:

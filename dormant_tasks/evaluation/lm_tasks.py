@@ -51,7 +51,7 @@ def split_task_names(text) -> tuple[str, ...]:
     parts = text.split(",") if isinstance(text, str) else [p for t in text for p in str(t).split(",")]
     names = tuple(dict.fromkeys(p.strip() for p in parts if p.strip()))
     if not names:
-        raise EvaluationError("no task given; name an lm-eval task, e.g. --task winogrande or --task mmlu,piqa")
+        raise EvaluationError("no task given; name an lm-eval task, e.g. --tasks winogrande or --tasks mmlu piqa")
     return names
 
 
@@ -115,7 +115,7 @@ def _checked_factory(base_cls, bundled: bool, fallbacks: dict, reason: str):
     from dormant_tasks.evaluation import lmeval_adapter
 
     def check(cfg: dict) -> dict:
-        _refuse_perplexity(cfg.get("task"), cfg.get("output_type"))
+        _refuse_perplexity(str(cfg.get("task")), cfg.get("output_type"))
         return _bundled_overrides(cfg, fallbacks, reason) if bundled else {}
 
     return lmeval_adapter.checking_factory(base_cls, check)

@@ -36,7 +36,7 @@ import torch
 from lm_eval.api.model import TemplateLM
 
 from dormant_tasks.engine.batching import batch_runs, padded_batch
-from dormant_tasks.engine.scoring import scoring_pass
+from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing, scoring_pass
 from dormant_tasks.errors import EvaluationError
 from dormant_tasks.requests import Bos
 
@@ -135,7 +135,7 @@ class DormantLM(TemplateLM):
         self.max_batch_tokens = max_batch_tokens
         self.score_fns = tuple(score_fns) or ("ahon_ln",)  # the engine scores at least one function
         self.seed = seed
-        self.zeroing = None
+        self.zeroing: DynamicZeroing | StaticZeroing | None = None
         config = model.config.get_text_config()
         self.model_type = getattr(config, "model_type", "") or ""
         self._max_length = max_length or getattr(config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +40,9 @@ from dormant_tasks.evaluation.metric import (
 from dormant_tasks.evaluation.rendering import RENDERED_AS
 from dormant_tasks.requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource, Rendering
 from dormant_tasks.tracking.masks import pooled_threshold
+
+if TYPE_CHECKING:
+    from dormant_tasks.evaluation.model import DormantLM, PassRecord
 
 # Thresholds a function accepts: awft is a mean attention weight and `random` a probability, both in
 # [0, 1]; every other score (norms, entropies, ratios of them) is >= 0, so tau must be too.
@@ -141,7 +145,7 @@ class Protocol:
 
 @dataclass
 class Prepared:
-    lm: object  # harness.DormantLM
+    lm: DormantLM
     loaded: LoadedTasks
     protocol: Protocol
     limit: int | None
@@ -194,12 +198,13 @@ def prepare(
     lm = DormantLM(model, tokenizer, bos=bos, batch_size=batch_size, score_fns=tuple(score_fns), seed=seed)
     rendering = Rendering(rendering)
     instances, limits = build_requests(loaded, tokenizer, chat, rendering, system_instruction, limit)
-    chance, n_items = {}, {}
+    chance: dict[str, float | None] = {}
+    n_items: dict[str, int] = {}
     for spec in loaded.specs:
         docs = {(leaf, inst.doc_id) for leaf in spec.leaves for inst in instances[leaf]}
         n_items[spec.name] = len(docs)
         if spec.output_type == "multiple_choice":
-            per_doc = defaultdict(int)
+            per_doc: defaultdict[tuple, int] = defaultdict(int)
             for leaf in spec.leaves:
                 for inst in instances[leaf]:
                     per_doc[(leaf, inst.doc_id)] += 1
@@ -255,7 +260,7 @@ class SettingResult:
     accuracy: float  # fraction in [0, 1]: lm-eval's value of the task's metric
     frac_zeroed: float  # heads zeroed over the forward rows run
     n_items: int
-    record: object  # harness.PassRecord
+    record: PassRecord
     items: list[dict]  # evaluation_items rows (with log_samples), less the setting and checkpoint columns
 
 
@@ -433,7 +438,10 @@ def run_sweep(
     if missing:
         prepared.lm.score_fns = tuple(dict.fromkeys(prepared.lm.score_fns + fns))
     bar = _progress_bar(progress, len(prepared.specs) * (1 + len(fns) * len(quantiles)), "sweep")
-    rows, items, summaries, bases = [], [], {}, {}
+    rows: list[dict] = []
+    items: list[dict] = []
+    summaries: dict[str, dict[str, FunctionSummary]] = {}
+    bases: dict = {}
     try:
         for spec in prepared.specs:
             if bar is not None:
@@ -486,9 +494,9 @@ def run_sweep(
         summaries[AVERAGE_TASK] = {}
         for fn in fns:
             curves = {t: (quantiles, s[fn].points, s[fn].base_accuracy) for t, s in summaries.items() if fn in s}
-            points, base = task_average_curve(curves)
+            average, average_base = task_average_curve(curves)
             summaries[AVERAGE_TASK][fn] = FunctionSummary(
-                fn, points, base, pct_zeroed_within_1pt(points, base), normalised_auc(points)
+                fn, average, average_base, pct_zeroed_within_1pt(average, average_base), normalised_auc(average)
             )
     return SweepResult(rows, items, summaries, bases, prepared.notes)
 

@@ -1,5 +1,5 @@
-"""Drawing only: each function takes a figure's data (computed in `report.py`) and returns a matplotlib Figure;
-`report_html` lays the figures and tables out as the report's index.html.
+"""Drawing only: each function takes a figure's data (computed in `report.py`) and returns a matplotlib Figure.
+The page that lays them out is a Jinja2 template (`page.py`, `templates/report.html.j2`).
 
 Figures are built with `matplotlib.figure.Figure` (no pyplot): no global state, safe in worker threads.
 The x axis is training tokens, on a log scale when the series spans two decades or more; a tokens = 0
@@ -8,7 +8,6 @@ checkpoint then sits in the linear part of a symlog axis (a log axis cannot show
 
 from __future__ import annotations
 
-from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -17,25 +16,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
+from dormant_tasks.checkpoints.naming import format_tokens  # the one token-count format (CLI, report, ticks)
 from dormant_tasks.engine.score_functions import get_score_function
-from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS
 
 DPI = 150
 # Raster cell colours, indexed by raster_codes(): not scored, active, dormant, fell dormant here, woke here.
 RASTER_COLOURS = ("#d9d9d9", "#cfe1f2", "#1f3b63", "#d62728", "#2ca02c")
 RASTER_NAMES = ("not scored", "active", "dormant", "fell dormant here", "woke here")
 FELL_COLOUR, WOKE_COLOUR = RASTER_COLOURS[3], RASTER_COLOURS[4]
-
-
-def format_tokens(t: float) -> str:
-    """1234 -> '1.2K', 294e9 -> '294B', 0 -> '0'."""
-    if t == 0:
-        return "0"
-    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(t) >= size:
-            v = t / size
-            return f"{v:.0f}{unit}" if v >= 100 or v == int(v) else f"{v:.3g}{unit}"
-    return f"{t:.0f}"
 
 
 def set_tokens_axis(ax, tokens: np.ndarray) -> None:
@@ -234,6 +222,58 @@ def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str) -> Figu
     return fig
 
 
+def draw_emergence(e) -> Figure:
+    """tracking.findings.Emergence: the share of the heads dormant at the end that are dormant for good by each
+    token count (a step curve), with the EARLY line and the share there."""
+    fig = Figure(figsize=(9, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    settled = np.sort(e.settled_tokens)  # [final-dormant head]
+    if settled.size:
+        share = np.arange(1, settled.size + 1) / settled.size
+        x = np.concatenate([[min(0, settled[0])], settled, [max(e.final_tokens, settled[-1])]])
+        y = np.concatenate([[0.0], share, [1.0]])
+        ax.step(x, 100 * y, where="post", color="C0", linewidth=1.6, label="dormant for good by then")
+        ax.errorbar(
+            [e.early_tokens],
+            [100 * e.early.value],
+            # max(0, ...): at k = 0 or k = n the interval's end meets the value up to rounding
+            yerr=[[100 * max(0.0, e.early.value - e.early.low)], [100 * max(0.0, e.early.high - e.early.value)]],
+            fmt="o",
+            color="C3",
+            capsize=4,
+            label=f"at {format_tokens(e.early_tokens)} tokens: {100 * e.early.value:.0f}% (95% CI)",
+        )
+    ax.axvline(e.early_tokens, color="C3", linestyle="--", linewidth=1)
+    set_tokens_axis(ax, np.unique(np.concatenate([settled, [e.early_tokens, e.final_tokens]])))
+    ax.set_ylim(-2, 102)
+    ax.set_ylabel(f"% of the {len(e.heads)} heads dormant at the end")
+    ax.grid(alpha=0.3)
+    if settled.size:
+        ax.legend(fontsize=8, loc="lower right")
+    else:
+        ax.text(0.5, 0.5, "no head is dormant at the last checkpoint", transform=ax.transAxes, ha="center")
+    ax.set_title("Emergence: when the heads dormant at the end became dormant for good")
+    return fig
+
+
+def draw_confident_transitions(t, score_fn: str) -> Figure:
+    """tracking.findings.Transitions: per interval, the confident transitions and the others (stacked bars)."""
+    x = np.arange(len(t.interval_tokens))
+    fig = Figure(figsize=(min(max(7.5, 5 + 0.08 * len(x)), 14), 4), layout="constrained")
+    ax = fig.add_subplot()
+    ax.bar(x, t.interval_confident, color="#1f3b63", label="confident (paired test)")
+    ax.bar(x, t.interval_other, bottom=t.interval_confident, color="#cfe1f2", label="not confident")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("transitions into the checkpoint")
+    if len(x):
+        _column_ticks(ax, t.interval_tokens)
+    ax.set_xlabel("interval ending at checkpoint (training tokens)")
+    ax.legend(fontsize=8, loc="upper right")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(f"Transitions under {score_fn}: {t.n_confident} of {t.n_transitions} confident")
+    return fig
+
+
 def draw_set_length(ld) -> Figure:
     """report.LengthDependence: grouped bars, per head (most different between sets first) one bar per set.
 
@@ -361,291 +401,3 @@ def save_figure(fig: Figure, folder: Path, name: str) -> tuple[Path, Path]:
     fig.set_layout_engine("none")  # keep the layout just computed: the SVG needs no second pass
     fig.savefig(svg, metadata={"Date": None})
     return png, svg
-
-
-# ---------------------------------------------------------------- the HTML page
-
-
-CAPTIONS = {
-    "dormant_percent": "Percentage of heads dormant at each checkpoint, one line per score function "
-    "(raw scores solid, layer-normalised _ln dashed, head-normalised _hn dotted).",
-    "raster": "Every head's state at every checkpoint under {fn}: rows are heads grouped by layer (layer 0 "
-    "on top), columns are checkpoints in series order; red / green cells mark the checkpoint where "
-    "a head fell dormant / woke.",
-    "layers": "Number of dormant heads per layer at each checkpoint under {fn}.",
-    "transitions": "Transitions under {fn} between consecutive checkpoints (from the store's transitions table): "
-    "heads that fell dormant (up) and heads that woke (down) in each interval.",
-    "scores": "Distribution over heads of the per-head {fn} score (each head's mean over the calibration "
-    "inputs, from head_scores): median and 10–90% band, with the series' tau.",
-    "agreement": "Agreement between score functions at the last checkpoint: intersection over union of "
-    "their dormant head sets (– where both sets are empty).",
-    "set_agreement": "Agreement of the calibration sets through training under {fn}: per pair of sets, the "
-    "Jaccard index of their dormant head sets (heads dormant on both / heads dormant on either; 1 when neither "
-    "has a dormant head), each set with its own taus, at the checkpoints both sets scored.",
-    "set_raster": "Every head's state at every checkpoint scored on two or more calibration sets under {fn}: "
-    "dormant on every set, on some of them, or on none; rows are heads grouped by layer (layer 0 on top).",
-    "set_length": "The heads whose {fn} dormant rate differs most between the calibration sets at the last "
-    "checkpoint they share, and for each set how the head's {fn} score changes per doubling of the input "
-    "length (length_slope: least squares over the set's inputs). Where it is undefined (NaN: the set's input "
-    "lengths do not vary, or the result was re-aggregated by --retau from kept per-input scores, which keep no "
-    "token counts) no bar is drawn, and heads undefined on every set are left out.",
-    "accuracy_vs_zeroed": "Accuracy against the measured % of heads zeroed (dynamic zeroing, thresholds at "
-    "quantiles of the un-intervened scores), with the base accuracy and base − 1 point.",
-}
-
-
-def _table(header: list[str], rows: list[list]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _figure(kind: str, name: str, fn: str) -> str:
-    caption = CAPTIONS[kind.rstrip("_0123456789") if kind.startswith("accuracy") else kind].format(fn=fn)
-    return (
-        f'<figure><img src="figures/{name}.png" alt="{escape(name)}"><figcaption>{escape(caption)} '
-        f'<a href="figures/{name}.png">PNG</a> · <a href="figures/{name}.svg">SVG</a></figcaption></figure>'
-    )
-
-
-def failed_note(failed) -> str:
-    """The heading of a series' failed checkpoints (`failed_checkpoints` rows), in the report and summary.md."""
-    n = len(failed)
-    return f"{n} checkpoint{'s' if n != 1 else ''} failed, not stored (a rerun of `dormant track` retries)"
-
-
-def report_html(series, fn: str, fig: dict[str, str], rows: list[dict], groups, sets=None) -> str:
-    """index.html: provenance, summary and figures of a `report.Series`; `fig` maps a figure kind to its file name;
-    `sets` (report.CalibrationSets, several calibration sets only) adds the "Calibration sets" section."""
-    c0, t = series.checkpoints, series.tokens
-    distinct = lambda key: ", ".join(sorted({str(c.get(key)) for c in c0}))  # noqa: E731
-    prov = _table(
-        ["item", "value"],
-        [
-            ["calibration set", f"{c0[0]['calibration_id']} ({distinct('n_inputs')} inputs)"],
-            ["taus id", c0[0]["taus_id"]],
-            ["code version", distinct("code_version")],
-            ["scoring version", distinct("scoring_version")],
-            ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
-            *(
-                [[failed_note(series.failed), "; ".join(f"{r['revision']}: {r['reason']}" for r in series.failed)]]
-                if series.failed
-                else []
-            ),
-        ],
-    )
-    sources = {r["score_fn"]: r for r in series.tau_sources}
-    taus = _table(
-        ["score function", "dormant if", "source"],
-        [[f, f"score {d} {tau:g}", _tau_source(sources.get(f))] for f, (tau, d) in series.taus.items()],
-    )
-    summary = _table(
-        [
-            "score function",
-            "first checkpoint with a dormant head",
-            "final % dormant",
-            "fell dormant",
-            "woke",
-            "confident",
-            "blips",
-            "heads that changed state",
-        ],
-        [
-            [
-                r["score_fn"],
-                first_dormant_label(r),
-                f"{r['final_pct_dormant']:.2f}",
-                r["fell_dormant"],
-                r["woke"],
-                r["confident"],
-                r["blips"],
-                r["heads_ever_changed"],
-            ]
-            for r in rows
-        ],
-    )
-    ckpts = _table(
-        ["revision", "stage", "step", "tokens", "analysed at", "seconds"],
-        [
-            [
-                c["revision"],
-                c["stage"],
-                c["step"],
-                format_tokens(c["tokens"]),
-                c["analyzed_at"],
-                f"{c['seconds']:.1f}" if c["seconds"] is not None else "",
-            ]
-            for c in c0
-        ],
-    )
-    figure = lambda kind: _figure(kind, fig[kind], fn)  # noqa: E731
-    note = raw_quantile_note(series.tau_sources)
-    parts = [
-        f"<h1>Dormant heads through training: {escape(series.model_id)}</h1>",
-        f"<p>{len(t)} checkpoint(s), {escape(series.revisions[0])} ({format_tokens(t[0])} tokens) to "
-        f"{escape(series.revisions[-1])} ({format_tokens(t[-1])} tokens); {series.n_layers} layers × "
-        f"{series.n_heads} heads; per-function figures for <b>{escape(fn)}</b>.</p>",
-        "<h2>Provenance</h2>",
-        prov,
-        "<h3>Taus</h3>",
-        taus,
-        "<h2>Summary</h2>",
-        summary,
-        figure("dormant_percent"),
-        *([f'<p class="note">{escape(note)}</p>'] if note else []),
-        "<h2>Head states</h2>",
-        figure("raster"),
-        figure("layers"),
-    ]
-    if "transitions" in fig:
-        parts += ["<h2>Transitions</h2>", figure("transitions")]
-    else:
-        parts += ["<p>A single checkpoint: no transitions yet.</p>"]
-    parts += ["<h2>Scores</h2>", figure("scores"), "<h2>Agreement</h2>", figure("agreement")]
-    if sets is not None:
-        parts += _calibration_sets_html(sets, figure if "set_agreement" in fig else None, "set_length" in fig)
-    if series.evaluations:
-        parts += [
-            "<h2>Interventions</h2>",
-            "<p>Tasks, prompts, few-shot examples and metrics are lm-evaluation-harness's; each sweep names its "
-            "protocol (shots, metric, chat template, BOS rule, data source, and the split its few-shot examples "
-            "come from: when a task's few-shot split is not bundled they come from the scored split, never the "
-            "item itself). The metric is the largest % of heads zeroed with accuracy within 1 point of the "
-            "base (last crossing of base − 1, linearly interpolated; 0 if never crossed).</p>",
-        ]
-        for k, g in enumerate(groups):
-            parts += [
-                f"<h3>{escape(g.task)}, {g.shots}-shot, {escape(g.revision)}: base accuracy "
-                f"{g.base_accuracy:.2f}% on {g.n_items} items</h3>",
-                f'<p class="note">Protocol: {escape(g.protocol)}.</p>',
-                _table(
-                    ["score function", "% zeroed within 1 point", "normalised AUC"],
-                    [[f, f"{g.within_1pt[f]:.2f}", f"{g.auc[f]:.2f}"] for f in g.curves],
-                ),
-                figure(f"accuracy_vs_zeroed_{k}"),
-            ]
-    static = [e for e in series.evaluations if e["mode"] == "static"]
-    if static:
-        parts += [
-            "<h3>Static zeroing (a fixed head set, e.g. a tracker mask)</h3>",
-            _table(
-                ["revision", "task", "shots", "score function", "tau", "% zeroed", "accuracy", "base accuracy"],
-                [
-                    [
-                        e["revision"],
-                        e["task"],
-                        e["shots"],
-                        e["score_fn"],
-                        e["tau"],
-                        f"{100 * e['frac_zeroed']:.2f}",
-                        f"{100 * e['accuracy']:.2f}",
-                        f"{100 * e['base_accuracy']:.2f}",
-                    ]
-                    for e in static
-                ],
-            ),
-        ]
-    parts += ["<h2>Checkpoints</h2>", f"<details><summary>{len(c0)} checkpoints</summary>{ckpts}</details>"]
-    return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Dormant heads: '
-        f"{escape(series.model_id)}</title><style>{STYLE}</style></head><body>\n"
-        + "\n".join(parts)
-        + "\n</body></html>\n"
-    )
-
-
-def _calibration_sets_html(sets, figure, with_length: bool = False) -> list[str]:
-    """The "Calibration sets" section: a line per set (its own masks and transitions, with the confident ones and
-    the blips), then the figures."""
-    fn = sets.score_fn
-    table = _table(
-        [
-            "calibration set",
-            "checkpoints",
-            "last checkpoint",
-            f"% dormant there ({fn})",
-            "fell dormant",
-            "woke",
-            "confident",
-            "blips",
-        ],
-        [
-            [
-                r["calibration_id"],
-                r["n_checkpoints"],
-                r["last_revision"] or "",
-                "not tracked" if r["final_pct_dormant"] is None else f"{r['final_pct_dormant']:.2f}",
-                r["fell_dormant"],
-                r["woke"],
-                r["confident"],
-                r["blips"],
-            ]
-            for r in sets.set_rows
-        ],
-    )
-    parts = [
-        "<h2>Calibration sets</h2>",
-        f"<p>The series is tracked on {len(sets.calibration_ids)} calibration sets (the first is the primary one, "
-        "which the rest of the report shows), each with its own taus. Do the dormant heads depend on the input "
-        "text? The figures compare the sets' masks at the checkpoints they share.</p>",
-        table,
-    ]
-    if sets.last_jaccard:
-        parts.append(
-            _table(
-                ["pair of sets", "last shared checkpoint", "mean Jaccard there (over score functions)"],
-                [[f"{a} vs {b}", rev, f"{j:.2f}"] for (a, b), (rev, j) in sets.last_jaccard.items()],
-            )
-        )
-    if figure is None:
-        parts.append(f"<p>No checkpoint is scored under {escape(fn)} on two sets.</p>")
-    else:
-        parts += [figure("set_agreement"), figure("set_raster")]
-        if with_length:
-            parts.append(figure("set_length"))
-    return parts
-
-
-def first_dormant_label(row: dict) -> str:
-    """A summary row's first checkpoint with a dormant head, e.g. 'stage1-step10-tokens1000 (1K tokens)'."""
-    if not row["first_dormant_revision"]:
-        return "never"
-    return f"{row['first_dormant_revision']} ({format_tokens(row['first_dormant_tokens'])} tokens)"
-
-
-def raw_quantile_note(tau_sources: list[dict]) -> str | None:
-    """Why the raw-unit functions with a quantile tau do not read like the _ln ones (HTML and summary.md).
-
-    Their tau is the q-quantile of the reference checkpoint's own pooled scores, so their curve is pinned
-    near q there whatever the heads do; elsewhere it follows the raw scale of the layers, which training
-    grows and shrinks. None when no such function is in the series.
-    """
-    rows = [r for r in tau_sources if r["source"] == "quantile" and r["score_fn"] in QUANTILE_DEFAULTS]
-    if not rows:
-        return None
-    fns = ", ".join(f"{r['score_fn']} (q = {r['quantile']:g})" for r in rows)
-    refs = ", ".join(sorted({str(r["reference_revision"]) for r in rows}))
-    return (
-        f"Raw-unit functions with a quantile tau: {fns}. Each tau is the q-quantile of the pooled per-input "
-        f"scores of the reference checkpoint {refs} (by default the series' last), so these functions mark "
-        "about q of the (input, head) pairs inactive there and their % dormant ends near q by construction. "
-        'Raw norms and entropies change scale as training proceeds, so their "dormant" heads at earlier '
-        "checkpoints reflect the layer's scale rather than the head's behaviour: their curves are not "
-        "comparable with those of the _ln functions."
-    )
-
-
-def _tau_source(row: dict | None) -> str:
-    if row is None:
-        return "not recorded"
-    if row["source"] == "quantile":
-        return f"quantile {row['quantile']:g} of {row['reference_revision']}'s per-input scores, pooled"
-    return str(row["source"])
-
-
-STYLE = (
-    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
-    "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:90%}"
-    "th{background:#f2f2f2}figure{margin:1.5em 0}img{max-width:100%;height:auto}"
-    "figcaption{font-size:90%;color:#444}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:.4em .8em}"
-)

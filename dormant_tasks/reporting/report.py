@@ -12,13 +12,16 @@ The series is what the store says: head states come from `head_scores.dormant`, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -31,11 +34,17 @@ from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1p
 from dormant_tasks.evaluation.sweep import protocol_line
 from dormant_tasks.paths import default_reports_dir
 from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting import page
 from dormant_tasks.store.io import list_models, open_store, read_table, series_files, series_slug
+from dormant_tasks.tracking import findings
 from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
 from dormant_tasks.tracking.agreement import set_agreement
+from dormant_tasks.tracking.findings import Findings, Share
 from dormant_tasks.tracking.series import SeriesView, open_views
 from dormant_tasks.tracking.tracker import failed_checkpoints
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DEFAULT_SCORE_FN = "ahon_ln"
 
@@ -93,7 +102,7 @@ def resolve_model_id(store, model_id: str | None) -> str:
     return model_id
 
 
-def load_series(store, model_id: str) -> Series:
+def load_series(store, model_id: str | None) -> Series:
     """One model's current series (`SeriesView`); ReportError when the store cannot give a consistent one."""
     root = open_store(store)
     model_id = resolve_model_id(root, model_id)
@@ -269,6 +278,69 @@ def agreement_iou(series: Series, checkpoint: int = -1) -> np.ndarray:
         return np.where(union > 0, inter / np.where(union > 0, union, 1), np.nan)
 
 
+# ---------------------------------------------------------------- where each tau sits
+
+TAU_MARKS_LOW, TAU_MARKS_HIGH = 0.01, 0.99  # a tau marking fewer / more (input, head) pairs is warned about
+
+
+@dataclass(frozen=True)
+class TauPosition:
+    """Where a function's tau sits among the reference checkpoint's per-input scores."""
+
+    score_fn: str
+    tau: float
+    direction: str
+    reference_revision: str
+    share: float | None  # fraction of (input, head) pairs inactive under tau there (None: not scored there)
+    quantile: float | None  # tau's quantile among those per-input scores: share ("<") or 1 - share (">")
+    warning: str | None  # when share < 1% or > 99%
+
+
+def tau_positions(store, series: Series) -> list[TauPosition]:
+    """Per tracked function, where its tau sits at the series' reference checkpoint (the one its quantile taus
+    came from, else the one the taus were fixed at; the last checkpoint when that is not tracked).
+
+    The share of (input, head) pairs a tau marks inactive there is the mean `dormant_rate` over the heads
+    (each rate is k of the same n inputs), so it needs no kept per-input scores; NaN scores count as not
+    inactive, as in the rate. For a "<" function that share is tau's quantile among the pooled per-input
+    scores, for ">" one minus it (ties at tau aside).
+    """
+    fixed_at = {r["revision"] for r in series.tau_sources if r.get("revision")}
+    refs = [r["reference_revision"] for r in series.tau_sources if r.get("reference_revision")]
+    candidates = [*refs, *sorted(fixed_at)]
+    ref = next((r for r in candidates if r in series.revisions), series.revisions[-1])
+    view = SeriesView.open(store, series.model_id)
+    heads = view.head_scores(revisions=[ref], columns=["score_fn", "dormant_rate"]).to_pydict()
+    rates: dict[str, list[float]] = {}
+    for fn, rate in zip(heads["score_fn"], heads["dormant_rate"]):
+        rates.setdefault(fn, []).append(rate)
+    out = []
+    for fn, (tau, direction) in series.taus.items():
+        values = rates.get(fn)
+        if not values:
+            out.append(TauPosition(fn, tau, direction, ref, None, None, None))
+            continue
+        share = float(np.mean(values))
+        quantile = share if direction == "<" else 1.0 - share
+        warning = None
+        if share < TAU_MARKS_LOW or share > TAU_MARKS_HIGH:
+            what = "almost nothing" if share < TAU_MARKS_LOW else "almost everything"
+            warning = (
+                f"{fn}: tau (score {direction} {tau:g}) marks {100 * share:.2f}% of the (input, head) pairs inactive "
+                f"at the reference checkpoint {ref} (quantile {quantile:.3f} of its per-input scores): {fn} marks "
+                f"{what}, so its % dormant is not comparable with the other functions'. "
+                + (
+                    f"Its quantile tau sits where the scores tie: use a fixed --tau {fn}=VALUE with --retau, or "
+                    f"drop {fn} from --scores"
+                    if any(r["score_fn"] == fn and r["source"] == "quantile" for r in series.tau_sources)
+                    else f"Choose a tau inside the scores' range, e.g. --tau {fn}=q0.15 (a quantile of the "
+                    "reference) with --retau"
+                )
+            )
+        out.append(TauPosition(fn, tau, direction, ref, share, quantile, warning))
+    return out
+
+
 # ---------------------------------------------------------------- calibration sets
 
 
@@ -317,8 +389,9 @@ def calibration_sets(views, series: Series, score_fn: str) -> CalibrationSets | 
         of_pair = [r for r in rows if (r["calibration_a"], r["calibration_b"]) == p]
         if of_pair:
             last = of_pair[-1]["revision"]
-            values = [r["jaccard"] for r in of_pair if r["revision"] == last]
-            last_jaccard[p] = (last, float(np.mean(values)))
+            values = np.array([r["jaccard"] for r in of_pair if r["revision"] == last], dtype=np.float64)
+            # NaN (both masks empty: undefined) is left out; all NaN: no function marks a head on either set
+            last_jaccard[p] = (last, float(np.nanmean(values)) if (~np.isnan(values)).any() else float("nan"))
     n_cells = series.n_layers * series.n_heads
     scored = np.zeros((n_cells, len(revisions)), dtype=np.int64)  # [head, checkpoint]: sets that scored it
     dormant = np.zeros((n_cells, len(revisions)), dtype=np.int64)  # [head, checkpoint]: sets it is dormant on
@@ -406,11 +479,15 @@ def calibration_sets_line(sets: CalibrationSets) -> str:
     """summary.md's line: per pair of sets, the mean Jaccard (over score functions) at its last checkpoint."""
     last = {rev for rev, _ in sets.last_jaccard.values()}
     one = len(last) == 1  # the usual case: every pair's last shared checkpoint is the series' last
-    parts = [f"{a} vs {b} {j:.2f}{'' if one else f' ({rev})'}" for (a, b), (rev, j) in sets.last_jaccard.items()]
+    parts = [
+        f"{a} vs {b} {'undefined' if np.isnan(j) else f'{j:.2f}'}{'' if one else f' ({rev})'}"
+        for (a, b), (rev, j) in sets.last_jaccard.items()
+    ]
     at = f" ({next(iter(last))})" if one else ""
     return (
         f"Calibration sets ({len(sets.calibration_ids)}): mean Jaccard of the dormant masks at the last checkpoint"
-        f"{at}, over the score functions both sets track: {'; '.join(parts) or 'no checkpoint shared'}."
+        f"{at}, over the score functions both sets track and that mark a head on either (undefined when both "
+        f"masks are empty): {'; '.join(parts) or 'no checkpoint shared'}."
     )
 
 
@@ -544,9 +621,12 @@ def transition_tally(marks: np.ndarray, confident: np.ndarray, blips: np.ndarray
     }
 
 
-def report_markdown(series: Series, sets: CalibrationSets | None = None) -> str:
+def report_markdown(
+    series: Series, sets: CalibrationSets | None = None, found: Findings | None = None, positions=()
+) -> str:
     """The keyed markdown summary of a series (summary.md, and the track flow's Prefect artifact); with `sets`
-    (several calibration sets), a line of their agreement and a table of each set's transitions."""
+    (several calibration sets), a line of their agreement and a table of each set's transitions; with `found`,
+    the findings (`findings_lines`); with `positions` (`tau_positions`), where each tau sits."""
     t = series.tokens
     lines = [
         f"# Dormant heads: {series.model_id}",
@@ -562,16 +642,33 @@ def report_markdown(series: Series, sets: CalibrationSets | None = None) -> str:
     ]
     for r in summary_rows(series):
         lines.append(
-            f"| {r['score_fn']} | {r['direction']} {r['tau']:g} | {fg.first_dormant_label(r)} | "
+            f"| {r['score_fn']} | {r['direction']} {r['tau']:g} | {page.first_dormant_label(r)} | "
             f"{r['final_pct_dormant']:.2f} | "
             f"{r['fell_dormant']} | {r['woke']} | {r['confident']} | {r['blips']} | {r['heads_ever_changed']} |"
         )
-    note = fg.raw_quantile_note(series.tau_sources)
+    note = page.raw_quantile_note(series.tau_sources)
     if note:
         lines += ["", f"Note: {note}"]
     if series.failed:
-        lines += ["", f"{fg.failed_note(series.failed)}:", ""]
+        lines += ["", f"{page.failed_note(series.failed)}:", ""]
         lines += [f"- {r['revision']}: {r['reason']}" for r in series.failed]
+    if positions:
+        lines += [
+            "",
+            "Where each tau sits at the reference checkpoint: share of (input, head) pairs it marks inactive "
+            "(quantile of tau among the per-input scores).",
+            "",
+            "| score function | reference checkpoint | marks | quantile of tau |",
+            "|---|---|---:|---:|",
+        ]
+        for p in positions:
+            if p.share is None:
+                lines.append(f"| {p.score_fn} | {p.reference_revision} | not scored there | |")
+            else:
+                lines.append(f"| {p.score_fn} | {p.reference_revision} | {100 * p.share:.1f}% | {p.quantile:.3f} |")
+        lines += [f"Warning: {p.warning}." for p in positions if p.warning]
+    if found is not None:
+        lines += ["", "## Findings", "", *findings_lines(found)]
     if sets is not None:
         lines += ["", calibration_sets_line(sets), "", *calibration_sets_table(sets)]
     for g in evaluation_groups(series):
@@ -587,6 +684,125 @@ def report_markdown(series: Series, sets: CalibrationSets | None = None) -> str:
         ]
         lines += [f"| {f} | {g.within_1pt[f]:.2f} | {g.auc[f]:.2f} |" for f in g.curves]
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- findings (docs/SCORES.md §7)
+
+
+def _pct(share: Share | None) -> str:
+    if share is None or not share.n:
+        return "undefined (0 of 0)"
+    return f"{share.k} of {share.n} ({100 * share.value:.1f}%, 95% CI {100 * share.low:.1f}-{100 * share.high:.1f}%)"
+
+
+def _tokens(t: float) -> str:
+    return fg.format_tokens(t)
+
+
+def _settled_list(e, most: int = 20) -> str:
+    """Per final-dormant head, where it became dormant for good, earliest first (the first `most` of them)."""
+    order = np.argsort(e.settled_tokens, kind="stable")
+    parts = [f"{e.heads[i]} at {_tokens(e.settled_tokens[i])}" for i in order[:most]]
+    return ", ".join(parts) + (f", and {len(order) - most} more" if len(order) > most else "")
+
+
+def findings_lines(f: Findings) -> list[str]:
+    """The three findings as markdown paragraphs (`dormant findings`, summary.md, the report)."""
+    e, t, d = f.emergence, f.transitions, f.input_dependence
+    out = [
+        f"Findings for {f.model_id} under {f.score_fn} (dormant if score {f.direction} {f.tau:g}), calibration set "
+        f"{f.calibration_id}, {f.n_checkpoints} checkpoints to {e.final_revision} ({_tokens(e.final_tokens)} tokens).",
+        "",
+    ]
+    if e.early.n:
+        median = _tokens(float(np.median(e.settled_tokens)))
+        emerge = (
+            f"of the {e.early.n} heads dormant at the last checkpoint, {_pct(e.early)} were dormant for good by "
+            f"{int(100 * findings.EARLY)}% of the tokens ({_tokens(e.early_tokens)}); median token count at which they "
+            f"became dormant for good: {median} ({_settled_list(e)})."
+        )
+    else:
+        emerge = "no head is dormant at the last checkpoint, so there is no emergence to date."
+    first = (
+        f"first dormant head at {e.first_dormant_revision} ({_tokens(e.first_dormant_tokens or 0)} tokens)"
+        if e.first_dormant_revision
+        else "no head is ever dormant"
+    )
+    out += [
+        f"1. **Emergence.** Dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}% of {e.n_heads} heads; "
+        f"{first}; {emerge}",
+        "",
+    ]
+    stage_parts = [
+        f"stage {r.stage}: {r.n_transitions} transitions, {r.n_confident} confident over {_tokens(r.tokens)} "
+        f"tokens = {r.per_billion:.3g} per billion tokens (95% CI {r.low:.3g}-{r.high:.3g})"
+        if r.tokens > 0
+        else f"stage {r.stage}: {r.n_transitions} transitions, {r.n_confident} confident (no token span)"
+        for r in t.stages
+    ]
+    out += [
+        f"2. **Transitions.** {t.n_transitions} transitions ({t.fell_dormant} fell dormant, {t.woke} woke), "
+        f"{t.n_confident} confident (paired test, docs/SCORES.md), {t.n_blips} blips; "
+        f"{'; '.join(stage_parts) or 'a single checkpoint: none yet'}. Heads that changed state more than once: "
+        f"{_pct(t.more_than_once)}; with two or more confident transitions: {t.confidently_more_than_once}.",
+        "",
+    ]
+    if d.measured:
+        first_j = "undefined throughout" if d.first is None else f"{d.first[1]:.2f} at {d.first[0]}"
+        out.append(
+            f"3. **Input dependence.** {len(d.calibration_ids)} calibration sets; Jaccard of their masks (pooled "
+            f"over pairs): first defined {first_j}; at the last shared checkpoint {d.revisions[-1]}: "
+            f"{_pct(d.last)} of the heads dormant on either set of a pair are dormant on both; heads dormant on "
+            f"every set, of those dormant on any: {_pct(d.all_of_any)}."
+        )
+    else:
+        out.append(
+            f"3. **Input dependence.** Not measured: the series is tracked on {len(d.calibration_ids)} calibration "
+            "set(s); add another with `dormant track SERIES --calibration winogrande --calibration wikipedia "
+            "--retau` (or any `--calibration FILE`)."
+        )
+    return out
+
+
+def findings_plots(f: Findings) -> list[tuple[str, str, Callable[[], Figure]]]:
+    """(kind, file name, draw) of the findings' figures: emergence, transitions and, when measured, the
+    calibration sets' agreement through training."""
+    plots: list[tuple[str, str, Callable[[], Figure]]] = [
+        ("findings_emergence", "findings_emergence", lambda: fg.draw_emergence(f.emergence)),
+        (
+            "findings_transitions",
+            "findings_transitions",
+            lambda: fg.draw_confident_transitions(f.transitions, f.score_fn),
+        ),
+    ]
+    d = f.input_dependence
+    if d.measured:
+        plots.append(("findings_input", "findings_input", lambda: fg.draw_set_agreement(d.tokens, d.pairs, f.score_fn)))
+    return plots
+
+
+@dataclass(frozen=True)
+class FindingsResult:
+    out_dir: Path
+    summary_md: Path  # findings.md
+    figures: dict[str, tuple[Path, Path]]  # figure name -> (PNG, SVG)
+
+
+def write_findings(f: Findings, out_dir) -> FindingsResult:
+    """findings.md and the findings' figures into `out_dir`, replaced only when complete (as a report)."""
+    out = Path(out_dir)
+    tmp = staging_folder(out)
+    try:
+        (tmp / "figures").mkdir()
+        drawn = {name: fg.save_figure(draw(), tmp / "figures", name) for _, name, draw in findings_plots(f)}
+        text = "\n".join([f"# Findings: {f.model_id}", "", *findings_lines(f)]) + "\n"
+        (tmp / "findings.md").write_text(text, encoding="utf-8")
+        publish_folder(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    figures = {n: (out / "figures" / p.name, out / "figures" / s.name) for n, (p, s) in drawn.items()}
+    return FindingsResult(out, out / "findings.md", figures)
 
 
 # ---------------------------------------------------------------- rendering
@@ -634,7 +850,7 @@ def render_report(
     out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(series.model_id)
     stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips)
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
-    plots = [  # (kind, file name, draw)
+    plots: list[tuple[str, str, Callable[[], Figure]]] = [  # (kind, file name, draw)
         (
             "dormant_percent",
             "dormant_percent",
@@ -677,6 +893,9 @@ def render_report(
         lengths = length_dependence(views, series, fn)
         if lengths is not None:
             plots.append(("set_length", "set_length", lambda: fg.draw_set_length(lengths)))
+    found = findings.series_findings(store, series.model_id, fn)
+    plots += findings_plots(found)
+    positions = tau_positions(open_store(store), series)
     groups = evaluation_groups(series)
     for k, g in enumerate(groups):
         title = f"{g.task}, {g.shots}-shot, {g.revision} ({g.n_items} items)"
@@ -684,7 +903,7 @@ def render_report(
             (
                 f"accuracy_vs_zeroed_{k}",
                 f"accuracy_vs_zeroed_{k}",
-                lambda g=g, title=title: fg.draw_accuracy_vs_zeroed(g.curves, g.base_accuracy, title),
+                functools.partial(fg.draw_accuracy_vs_zeroed, g.curves, g.base_accuracy, title),
             )
         )
 
@@ -694,11 +913,11 @@ def render_report(
         drawn = {}
         for _, name, draw in _progress(plots, progress):
             drawn[name] = fg.save_figure(draw(), tmp / "figures", name)
-        markdown = report_markdown(series, sets)
+        markdown = report_markdown(series, sets, found, positions)
         (tmp / "summary.md").write_text(markdown, encoding="utf-8")
         fig = {kind: name for kind, name, _ in plots}
-        page = fg.report_html(series, fn, fig, summary_rows(series), groups, sets)
-        (tmp / "index.html").write_text(page, encoding="utf-8")
+        html = page.report_html(series, fn, fig, summary_rows(series), groups, sets, found, positions)
+        (tmp / "index.html").write_text(html, encoding="utf-8")
         rows = summary_rows(series)
         (tmp / STAMP).write_text(json.dumps({"inputs": stamp, "summary_rows": rows}, default=str), encoding="utf-8")
         publish_folder(tmp, out)

@@ -119,6 +119,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             # how the score depends on the input (docs/SCORES.md, "Input dependence"); null: upgraded rows
             _f("length_slope", pa.float32(), nullable=True),  # score change per doubling of the input length
             _f("boundary_gap", pa.float32(), nullable=True),  # mean score, first token BOS/EOS minus not
+            # per-input inactive indicators, bit i = input i (little-endian bytes): the paired test of a
+            # transition (tracking/confidence.py); null in results stored before it was kept
+            _f("inactive_inputs", pa.binary(), nullable=True),
             _f("calibration_id", pa.string()),
             _f("taus_id", pa.string()),
         ]
@@ -152,6 +155,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             # both checkpoints' rate intervals exclude 0.5 (null: an interval is unknown); undone at the next one
             _f("confident", pa.bool_(), nullable=True),
             _f("blip", pa.bool_()),
+            # the exact McNemar p of the paired per-input indicators (null: not kept; confident then
+            # falls back to both intervals excluding 0.5)
+            _f("confident_p", pa.float64(), nullable=True),
             _f("calibration_id", pa.string()),
             _f("taus_id", pa.string()),
         ]

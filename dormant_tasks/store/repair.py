@@ -141,10 +141,11 @@ def gc_store(store, model_id: str | None = None) -> GcResult:
         with series_lock(root, series):
             manifest = _read_manifest(root, series)
             kept = manifest.column("input_scores_kept")
-            n = pc.sum(kept).as_py() or 0
-            if n:
+            if pc.any(kept).as_py():
                 write_manifest(root, series, _with_kept(manifest, [False] * len(kept)))
-            result.checkpoints += n
+            # checkpoints as `dormant status` counts them: a revision scored on two calibration sets is one
+            kept_revisions = manifest.filter(pc.fill_null(kept, False)).column("revision").to_pylist()
+            result.checkpoints += len(set(kept_revisions))
             for p in _files(root, "input_scores", series).values():  # first the manifest, then the files
                 result.bytes_freed += p.stat().st_size
                 result.files += 1

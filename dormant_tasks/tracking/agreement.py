@@ -5,8 +5,8 @@ dormancy mask per (checkpoint, score function, set), each the set's CURRENT one 
 `calibration_agreement` table (docs/DATA_CONTRACT.md) compares them: one row per checkpoint present in at
 least two sets, score function that those sets share, and ordered pair of sets (`calibration_a` before
 `calibration_b` in the series' set order, `SeriesView.calibration_ids`), with the sizes of both masks, of
-their intersection and the Jaccard index |A n B| / |A u B| (1.0 when both masks are empty: two sets that
-agree that no head is dormant agree); and, over every set scored under the function at that checkpoint,
+their intersection and the Jaccard index |A n B| / |A u B| (NaN when both masks are empty: the index is
+undefined there, and counting it as 1 would inflate the agreement of functions that mark nothing); and, over every set scored under the function at that checkpoint,
 how many heads are dormant on all of them and on at least one.
 
 Incremental, like the transitions (`tracker.derive_set`): the table is one file per series whose Parquet
@@ -153,7 +153,7 @@ def _compute_chunk(views, revisions: list[str], fns: list[str], rows: dict, n_he
         h = t.column("layer").to_numpy().astype(np.int64) * n_heads + t.column("head_index").to_numpy()
         scored[v, r, f, h] = True
         dormant[v, r, f, h] = t.column("dormant").to_numpy(zero_copy_only=False).astype(bool)
-    present = scored.any(axis=3)  # [set, revision, fn]
+    present = np.asarray(scored.any(axis=3))  # [set, revision, fn]
     n_sets = present.sum(axis=0)  # [revision, fn]
     all_ = (dormant | ~present[..., None]).all(axis=0) & (n_sets >= 2)[..., None]  # [revision, fn, head]
     n_all, n_any = all_.sum(axis=2), dormant.any(axis=0).sum(axis=2)  # [revision, fn]
@@ -181,7 +181,7 @@ def _compute_chunk(views, revisions: list[str], fns: list[str], rows: dict, n_he
                         "n_dormant_a": int(n_dormant[a, i, j]),
                         "n_dormant_b": int(n_dormant[b, i, j]),
                         "n_both": both,
-                        "jaccard": both / union if union else 1.0,
+                        "jaccard": both / union if union else float("nan"),  # undefined: no head dormant on either
                         "n_sets": int(n_sets[i, j]),
                         "n_dormant_all": int(n_all[i, j]),
                         "n_dormant_any": int(n_any[i, j]),

@@ -4,6 +4,11 @@ A head's `dormant_rate` is k/n: it was inactive on k of the n calibration inputs
 rate >= 0.5) is an estimate, and a head whose rate sits near 0.5 can flip between two checkpoints by the
 luck of the inputs alone. The Wilson score interval says which rates are consistent with k of n: a head
 whose interval excludes 0.5 is dormant (or active) with confidence.
+
+A transition compares one head at two checkpoints on the SAME calibration inputs: the samples are paired,
+so whether it is confident is a paired test on the inputs whose indicator changed (the exact McNemar test,
+`mcnemar_exact_p`), not a comparison of two independent intervals. The store keeps each head's per-input
+indicators packed into bits for it (`pack_inputs`); results stored without them fall back to the intervals.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ def wilson_interval(k, n, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
     denom = 1.0 + z2 / safe_n
     centre = (p + z2 / (2.0 * safe_n)) / denom
     half = z * np.sqrt(np.maximum(p * (1.0 - p) / safe_n + z2 / (4.0 * safe_n * safe_n), 0.0)) / denom
-    low = np.where(ok, np.clip(centre - half, 0.0, 1.0), np.nan)
-    high = np.where(ok, np.clip(centre + half, 0.0, 1.0), np.nan)
+    # k = 0 and k = n put an end exactly at 0 and 1 (the formula gets there only up to rounding, e.g. 5.6e-17)
+    low = np.where(ok, np.where(p <= 0.0, 0.0, np.clip(centre - half, 0.0, 1.0)), np.nan)
+    high = np.where(ok, np.where(p >= 1.0, 1.0, np.clip(centre + half, 0.0, 1.0)), np.nan)
     return low, high
 
 
@@ -44,3 +50,63 @@ def excludes_half(low, high) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         sure = (low > 0.5) | (high < 0.5)
     return np.where(known, sure.astype(np.int8), np.int8(-1)).astype(np.int8)
+
+
+# ------------------------------------------------------------------------ paired: one head at two checkpoints
+
+ALPHA = 0.05  # a transition is confident when the paired test rejects "no change" at this level
+
+
+def pack_inputs(inactive: np.ndarray) -> list[bytes]:
+    """Per head, its per-input inactive indicators as bytes: bit i (little-endian within each byte) is input i.
+
+    inactive: bool [input, head] (any trailing shape is flattened into heads). The store keeps these
+    (`head_scores.inactive_inputs`) so that the same inputs can be compared at two checkpoints; 128 inputs
+    take 16 bytes a head.
+    """
+    inactive = np.asarray(inactive, dtype=bool)
+    flat = inactive.reshape(inactive.shape[0], -1)  # [input, head]
+    packed = np.packbits(flat, axis=0, bitorder="little").T  # [head, byte]
+    return [row.tobytes() for row in np.ascontiguousarray(packed)]
+
+
+def unpack_inputs(packed: bytes, n_inputs: int | None = None) -> np.ndarray:
+    """bool [input]: the indicators `pack_inputs` wrote (the padding bits of the last byte dropped when
+    `n_inputs` is given; they are 0, so they never count as discordant anyway)."""
+    bits = np.unpackbits(np.frombuffer(packed, dtype=np.uint8), bitorder="little").astype(bool)
+    return bits if n_inputs is None else bits[:n_inputs]
+
+
+def discordant(before: bytes, after: bytes) -> tuple[int, int]:
+    """(b, c): inputs on which the head was inactive before and not after (b), and not before but after (c)."""
+    x, y = np.frombuffer(before, dtype=np.uint8), np.frombuffer(after, dtype=np.uint8)
+    if x.size != y.size:
+        raise ValueError(f"indicators of {8 * x.size} and {8 * y.size} inputs: not the same calibration set")
+    b = int(np.unpackbits(x & ~y).sum())
+    c = int(np.unpackbits(~x & y).sum())
+    return b, c
+
+
+def mcnemar_exact_p(b, c) -> np.ndarray:
+    """Two-sided exact McNemar p-value, elementwise: under "no change" each of the n = b + c discordant inputs
+    is equally likely to go either way, so min(b, c) ~ Binomial(n, 1/2) and p = min(1, 2 P(X <= min(b, c))).
+
+    n = 0 (no discordant input: the head's indicators did not change) gives p = 1. Exact integer sums
+    (`math.comb`), one per distinct (n, min) pair.
+    """
+    from math import comb
+
+    b = np.asarray(b, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    b, c = np.broadcast_arrays(b, c)
+    n, m = b + c, np.minimum(b, c)
+    out = np.ones(n.shape, dtype=np.float64)
+    cache: dict[tuple[int, int], float] = {}
+    for idx in np.ndindex(n.shape):
+        key = (int(n[idx]), int(m[idx]))
+        if key not in cache:
+            nn, mm = key
+            tail = sum(comb(nn, k) for k in range(mm + 1))
+            cache[key] = min(1.0, 2 * tail / 2**nn) if nn else 1.0  # int / int: exact, no float overflow
+        out[idx] = cache[key]
+    return out

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dormant_tasks.engine.score_functions import SCORE_FUNCTIONS, get_score_function, is_inactive
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.tracking.confidence import wilson_interval
+from dormant_tasks.tracking.confidence import pack_inputs, wilson_interval
 
 DEFAULT_QUANTILE = 0.15
 # Fixed defaults of docs/SCORES.md §3; every _ln/_hn function not listed is "< 0.5" (below half the layer mean).
@@ -132,6 +132,7 @@ def resolve_taus(
             raise ConfigError(
                 f"tau for {fn!r} is a quantile of a reference checkpoint, but no reference scores were given"
             )
+        assert spec.quantile is not None  # a spec is a fixed value or a quantile
         value = pooled_threshold(reference_values[:, list(score_fns).index(fn)], spec.quantile, direction)
         taus[fn] = Tau(fn, value, direction, "quantile", spec.quantile, reference_revision)
     return taus
@@ -149,7 +150,7 @@ def tau_warnings(taus: dict[str, Tau], reference_values: np.ndarray | None = Non
     """
     out = []
     for fn, tau in taus.items():
-        if tau.source == "quantile" and reference_values is not None and fn in score_fns:
+        if tau.source == "quantile" and tau.quantile is not None and reference_values is not None and fn in score_fns:
             flat = np.asarray(reference_values, dtype=np.float64)[:, list(score_fns).index(fn)].ravel()
             flat = flat[~np.isnan(flat)]
             frac = float(is_inactive(flat, tau.value, tau.direction).mean()) if flat.size else 0.0
@@ -179,7 +180,8 @@ def taus_id(taus: dict[str, Tau]) -> str:
 
 def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None, first_boundary=None) -> pa.Table:
     """Per (score_fn, layer, head): score, score_std, tau, direction, dormant_rate, dormant, and the 95%
-    Wilson interval of the rate, dormant_rate_low and dormant_rate_high (docs/SCORES.md, "Confidence");
+    Wilson interval of the rate, dormant_rate_low and dormant_rate_high (docs/SCORES.md, "Confidence"); the
+    per-input inactive indicators packed into bits, `inactive_inputs` (for the paired test of a transition);
     with the inputs' token counts and first-token kinds, how the score depends on them (`input_dependence`).
 
     values: per-input scores [n_inputs, n_fns, n_layers, n_heads]. `score` and `score_std` ignore NaN
@@ -197,7 +199,8 @@ def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None
             warnings.simplefilter("ignore", RuntimeWarning)
             score = np.nanmean(v, axis=0)  # [layer, head]
             score_std = np.nanstd(v, axis=0)  # [layer, head]
-            rate = is_inactive(v, tau.value, tau.direction).mean(axis=0)  # [layer, head]
+            inactive = is_inactive(v, tau.value, tau.direction)  # [input, layer, head]
+            rate = inactive.mean(axis=0)  # [layer, head]
         low, high = wilson_interval(np.round(rate * n_inputs), n_inputs)  # [layer, head]
         parts.append(
             {
@@ -212,6 +215,7 @@ def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None
                 "dormant": (rate >= 0.5).ravel(),
                 "dormant_rate_low": low.ravel(),
                 "dormant_rate_high": high.ravel(),
+                "inactive_inputs": np.array(pack_inputs(inactive), dtype=object),  # row order: (layer, head)
                 **{k: d.ravel() for k, d in input_dependence(v, n_tokens, first_boundary).items()},
             }
         )

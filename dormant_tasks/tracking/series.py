@@ -123,7 +123,7 @@ class SeriesView:
     # ------------------------------------------------------------------------------------ results
 
     def _current(self, table: str, score_fns=None, revisions=None, columns=None) -> pa.Table:
-        filters = {"taus_id": self.taus_id, "calibration_id": self.calibration_id}
+        filters: dict[str, str | list] = {"taus_id": self.taus_id, "calibration_id": self.calibration_id}
         if score_fns is not None:
             filters["score_fn"] = list(score_fns)
         if revisions is not None:  # head_scores: the manifest then names only these checkpoints' files

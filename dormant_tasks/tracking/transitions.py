@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from dormant_tasks.checkpoints.naming import series_sort_key
 from dormant_tasks.errors import StoreError
 from dormant_tasks.store.io import SCHEMAS
-from dormant_tasks.tracking.confidence import excludes_half
+from dormant_tasks.tracking.confidence import ALPHA, discordant, excludes_half, mcnemar_exact_p
 
 
 def _state(dormant: np.ndarray) -> np.ndarray:
@@ -225,22 +225,32 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
 
     The common columns (revision, stage, step, tokens) are those of the `to` checkpoint. StoreError when
     compared checkpoints differ in calibration_id, taus_id or tau, or a head is missing or duplicated.
-    `confident`: both checkpoints' dormant_rate intervals exclude 0.5 (null when either is unknown);
+    `confident` (docs/SCORES.md, "Confidence"): the paired test, an exact McNemar test on the calibration
+    inputs whose indicator differs between the two checkpoints, rejects "no change" at ALPHA (`confident_p`
+    its p-value), when both rows keep their per-input indicators (`inactive_inputs`); otherwise the fallback,
+    both checkpoints' dormant_rate intervals exclude 0.5 (null when either is unknown, `confident_p` null).
     `blip` is False here: it needs the transitions out of the `to` checkpoint too (`mark_blips`).
     """
     sure_of_row = _interval_sure(head_scores)  # [row]
+    bits = head_scores.column("inactive_inputs") if "inactive_inputs" in head_scores.column_names else None
     parts = []
     for s, rows, cell in _states_and_cells(head_scores, checkpoints):
-        sure = np.full(s.dormant.size, -1, dtype=np.int8)
-        sure[cell] = sure_of_row[rows]
-        sure = sure.reshape(s.dormant.shape)  # [checkpoint, head]
+        flat_sure = np.full(s.dormant.size, -1, dtype=np.int8)
+        flat_sure[cell] = sure_of_row[rows]
+        sure = flat_sure.reshape(s.dormant.shape)  # [checkpoint, head]
         to = np.flatnonzero(s.predecessor >= 0)  # [pair] the later checkpoint of each compared pair
         frm = s.predecessor[to]  # [pair]
         changed = s.dormant[frm] != s.dormant[to]  # [pair, head]
         p, h = np.nonzero(changed)  # one entry per transition, ordered by (pair, head)
         t_i, f_i = to[p], frm[p]
         sure_from, sure_to = sure[f_i, h], sure[t_i, h]  # [transition]
-        confident = pa.array((sure_from == 1) & (sure_to == 1), mask=(sure_from < 0) | (sure_to < 0), type=pa.bool_())
+        confident = np.where((sure_from < 0) | (sure_to < 0), np.nan, (sure_from == 1) & (sure_to == 1))
+        p_value = _paired_p(
+            bits, rows, cell, s.dormant.size, f_i * s.dormant.shape[1] + h, t_i * s.dormant.shape[1] + h
+        )
+        paired = ~np.isnan(p_value)
+        confident = np.where(paired, p_value < ALPHA, confident)  # [transition] 1/0, NaN unknown
+        confident = pa.array(confident == 1, mask=np.isnan(confident), type=pa.bool_())
         parts.append(
             {
                 "model_id": np.full(len(p), s.model_id, dtype=object),
@@ -261,12 +271,30 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
                 "from_state": _state(s.dormant[f_i, h]),
                 "to_state": _state(s.dormant[t_i, h]),
                 "confident": confident,
+                "confident_p": pa.array(p_value, mask=~paired, type=pa.float64()),
                 "blip": np.zeros(len(p), dtype=bool),
                 "calibration_id": np.full(len(p), s.calibration_id, dtype=object),
                 "taus_id": np.full(len(p), s.taus_id, dtype=object),
             }
         )
     return _to_table(parts, "transitions")
+
+
+def _paired_p(bits, rows: np.ndarray, cell: np.ndarray, n_cells: int, frm: np.ndarray, to: np.ndarray) -> np.ndarray:
+    """[transition] the exact McNemar p of the head's per-input indicators at its two checkpoints (`frm`, `to`:
+    cells of the [checkpoint, head] matrix); NaN where either row keeps no indicators (or `bits` is None)."""
+    out = np.full(len(frm), np.nan)
+    if bits is None or not len(frm):
+        return out
+    row_of = np.full(n_cells, -1, dtype=np.int64)
+    row_of[cell] = rows
+    before = bits.take(pa.array(row_of[frm])).to_pylist()
+    after = bits.take(pa.array(row_of[to])).to_pylist()
+    known = [i for i, (x, y) in enumerate(zip(before, after)) if x is not None and y is not None and len(x) == len(y)]
+    if known:
+        b, c = np.array([discordant(before[i], after[i]) for i in known]).T  # [known transition] each
+        out[known] = mcnemar_exact_p(b, c)
+    return out
 
 
 # A transition's head within its derivation: transitions of one of these and one head form the head's series.

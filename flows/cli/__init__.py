@@ -1,5 +1,6 @@
 """The `dormant` command line. Each subcommand is a small module with `add_parser(subparsers)`.
 
+`options` holds the grammar (one name per concept, shared option definitions, one-line parse errors);
 `boundary.run_command` runs the chosen subcommand inside the one error boundary: an expected failure is one
 line on stderr and exit code 2, an interrupt exit code 130.
 """
@@ -18,6 +19,7 @@ COMMANDS = [
     "serve",
     "status",
     "report",
+    "findings",
     "evaluate",
     "leaderboard",
     "checkpoints",
@@ -31,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand; light: no torch, pyarrow or prefect is imported to build it."""
     from dormant_tasks import __version__
 
-    parser = argparse.ArgumentParser(
+    from .options import DormantParser, add_global_flags
+
+    parser = DormantParser(
         prog="dormant",
         description="Track dormant (inactive) attention heads through a language model's pretraining.",
     )
@@ -39,25 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").add_parser(sub)
-    for command in sub.choices.values():
-        _add_global_flags(command)
+    add_global_flags(parser)  # anywhere on the line: before the command, after it, or in between
     return parser
-
-
-def _add_global_flags(parser: argparse.ArgumentParser, default=False) -> None:
-    """`--debug` and `--verbose` on a subcommand and on each of its own subcommands (`store upgrade`).
-
-    A nested parser's flags default to SUPPRESS so that `dormant store --debug upgrade` keeps the outer value.
-    """
-    group = parser.add_argument_group("global options")
-    group.add_argument(
-        "--debug", action="store_true", default=default, help="show the traceback of an error (also: $DORMANT_DEBUG=1)"
-    )
-    group.add_argument("--verbose", action="store_true", default=default, help="show every Prefect run log line")
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for nested in action.choices.values():
-                _add_global_flags(nested, default=argparse.SUPPRESS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     from .boundary import run_command
 
     args = sys.argv[1:] if argv is None else argv
+    verbose = "--verbose" in args
+    if not verbose and not sys.stderr.isatty():
+        plain_diagnostics()
     # before any library is imported: it reads the settings once
-    configure_console(verbose="--verbose" in args, debug="--debug" in args)
+    configure_console(verbose=verbose, debug="--debug" in args)
     code = run_command(build_parser().parse_args(argv))
     if code == 130 and argv is None:  # an interrupted program (not a call from Python): leave now
         # The server is stopped, the run's logs flushed, the note printed and every write atomic; the
@@ -76,6 +66,21 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(130)
     return code
+
+
+def plain_diagnostics() -> None:
+    """On a pipe or in a log file, diagnostics are plain lines: Prefect's console records as `WARNING: message`
+    (no clock, no `Task run 'x'` column) and no progress bar of a library that did not ask tqdm for
+    terminal-only bars (lm-eval's): tqdm's own terminal-only mode, `disable=None`, becomes its default."""
+    from functools import partialmethod
+
+    import tqdm.std
+
+    for key in ("FORMAT", "FLOW_RUN_FMT", "TASK_RUN_FMT"):
+        os.environ.setdefault(f"PREFECT_LOGGING_FORMATTERS_STANDARD_{key}", "%(levelname)s: %(message)s")
+    if not getattr(tqdm.std.tqdm.__init__, "_dormant_plain", False):
+        tqdm.std.tqdm.__init__ = partialmethod(tqdm.std.tqdm.__init__, disable=None)
+        tqdm.std.tqdm.__init__._dormant_plain = True
 
 
 if __name__ == "__main__":

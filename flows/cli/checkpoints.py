@@ -7,6 +7,9 @@ reused by `dormant track`.
 from __future__ import annotations
 
 import argparse
+import sys
+
+from .options import add_model_argument, add_store_argument
 
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,13 +59,13 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "checkpoints", help="list the checkpoints of a Hub repo or a local series", description=__doc__.splitlines()[0]
     )
-    parser.add_argument(
-        "--repo",
-        required=True,
-        metavar="REPO_OR_DIR",
-        help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders (required)",
+    add_model_argument(
+        parser,
+        "the series: a Hub repo id (e.g. allenai/OLMo-2-0425-1B), a folder of checkpoint folders, or the name of a "
+        "local series the store keeps",
     )
     add_tokens_per_step_argument(parser)
+    add_store_argument(parser, use="optional")
     add_selection_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -71,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from dormant_tasks.checkpoints.naming import format_tokens, list_revisions
 
     selection = selection_from_args(args)  # validates the options before any network call
-    listing = list_revisions(args.repo, include_main=args.include_main, tokens_per_step=args.tokens_per_step)
+    listing = list_revisions(args.model, include_main=args.include_main, tokens_per_step=args.tokens_per_step)
     selected = selection.apply(listing.revisions)
     rows = [("name", "stage", "ingredient", "step", "tokens", "commit")]
     for r in selected:
@@ -93,5 +96,6 @@ def run(args: argparse.Namespace) -> int:
         f"({'local folder' if listing.is_local else 'Hub repo'}); selection: {selection.describe()}"
     )
     if listing.skipped:
-        print(f"skipped {len(listing.skipped)} names that are not checkpoints: {', '.join(listing.skipped)}")
+        names = ", ".join(listing.skipped)  # a diagnostic: stderr, so stdout is the table and its summary
+        print(f"note: skipped {len(listing.skipped)} names that are not checkpoints: {names}", file=sys.stderr)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from .options import add_store_argument
+from .options import add_model_argument, add_reports_dir_argument, add_store_argument
 from .pretrain_tiny import DEFAULT_STEPS
 
 # The demo tracks three kinds of text at once: does a head fall dormant on all of them, or on some?
@@ -16,8 +16,13 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "demo", help="the offline demo: pretrain a tiny OLMo-2, track it, report", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--series", metavar="DIR", help="folder of the tiny series (default: ./data/series/tiny-olmo2)")
-    add_store_argument(parser)
+    add_model_argument(
+        parser,
+        "folder of the tiny series, made by `dormant pretrain-tiny` (default: ./data/series/tiny-olmo2)",
+        required=False,
+        role="new",
+    )
+    add_store_argument(parser, use="writes")
     parser.add_argument(
         "--steps", type=int, default=DEFAULT_STEPS, metavar="N", help="pretraining steps (default: %(default)s)"
     )
@@ -31,9 +36,7 @@ def add_parser(subparsers) -> None:
         metavar="NAME",
         help=f"calibration sets, repeatable (default: {' '.join(DEMO_CALIBRATION)}; see `dormant track --help`)",
     )
-    parser.add_argument(
-        "--reports-dir", metavar="DIR", help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
-    )
+    add_reports_dir_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     request = TrackRequest(
-        source=str(args.series or DEMO_SERIES),
+        source=str(args.model or DEMO_SERIES),
         store=args.store,
         limit=args.limit,
         calibrations=tuple(args.calibration or DEMO_CALIBRATION),
@@ -80,6 +83,4 @@ def interrupted(args: argparse.Namespace) -> str:
     from .track import stored_note
 
     calibrations = tuple(args.calibration or DEMO_CALIBRATION)
-    return stored_note(
-        TrackRequest(source=str(args.series or DEMO_SERIES), store=args.store, calibrations=calibrations)
-    )
+    return stored_note(TrackRequest(source=str(args.model or DEMO_SERIES), store=args.store, calibrations=calibrations))

@@ -5,7 +5,7 @@ scores; in every layer the heads below threshold on an input are zeroed before o
 largest % of heads zeroed with accuracy within 1 point of the un-intervened model, per task and averaged
 across tasks. Static mode zeroes the tracker's dormancy mask of the checkpoint (from the store); `--series`
 does so for every tracked checkpoint.
-Tasks are lm-evaluation-harness's (any task, group or tag: --task winogrande,mmlu,hellaswag,piqa,gsm8k).
+Tasks are lm-evaluation-harness's (any task, group or tag: --tasks winogrande mmlu hellaswag piqa gsm8k).
 The protocol defaults are the paper authors': 5-shot winogrande/mmlu/gsm8k (every task in the mmlu group too, such
 as mmlu_anatomy or mmlu_stem), 0-shot piqa (lm-eval's default otherwise), a chat template for -Instruct/-chat/
 -SFT/-DPO models rendered as lm-eval 0.4.5 did (--rendering), and lm-eval 0.4.5's BOS rule (no BOS added);
@@ -16,8 +16,16 @@ Offline (HF_DATASETS_OFFLINE=1, or --datasets bundled) the datasets bundled with
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from .options import add_device_argument, add_dtype_argument, add_store_argument
+from .options import (
+    add_device_argument,
+    add_dtype_argument,
+    add_model_argument,
+    add_scores_argument,
+    add_store_argument,
+    add_tasks_argument,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -28,18 +36,15 @@ def add_parser(subparsers) -> None:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--model",
-        metavar="PATH_OR_REPO",
-        help="checkpoint folder or Hub repo (with --series: the tracked repo or series folder; required, "
-        "unless --reproduce-seed)",
+    add_model_argument(
+        parser,
+        "checkpoint folder or Hub repo id (with --series: the tracked repo, series folder or stored series name; "
+        "required, unless --reproduce-seed)",
+        required=False,
     )
     parser.add_argument("--revision", metavar="REV", help="Hub revision (branch) of --model")
-    parser.add_argument(
-        "--task",
-        action="append",
-        metavar="TASKS",
-        help="lm-eval task(s), comma-separated or repeated, groups and tags too (default: winogrande)",
+    add_tasks_argument(
+        parser, "lm-eval tasks, groups and tags, space- or comma-separated (default: winogrande)", default=None
     )
     parser.add_argument(
         "--shots",
@@ -103,12 +108,8 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="store one evaluation_items row per item and setting (prediction, correct, log-likelihoods)",
     )
-    parser.add_argument(
-        "--scores",
-        nargs="+",
-        default=["ahon_ln", "lthon_ln", "awft"],
-        metavar="FN",
-        help="score functions (default: ahon_ln lthon_ln awft)",
+    add_scores_argument(
+        parser, "score functions, space- or comma-separated (default: ahon_ln lthon_ln awft)", default=None
     )
     parser.add_argument(
         "--mode",
@@ -127,7 +128,7 @@ def add_parser(subparsers) -> None:
         help="dynamic thresholds as quantiles of the un-intervened scores (default: 0 .05 ... .30)",
     )
     parser.add_argument("--limit", type=int, metavar="N", help="first N items of every task (default: all)")
-    add_store_argument(parser)
+    add_store_argument(parser, use="writes")
     parser.add_argument(
         "--batch-size", type=int, default=16, metavar="N", help="items per forward pass (default: %(default)s)"
     )
@@ -150,7 +151,7 @@ def add_parser(subparsers) -> None:
 
 def request_from_args(args: argparse.Namespace):
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.requests import DEFAULT_QUANTILES, EvalRequest
+    from dormant_tasks.requests import DEFAULT_EVAL_SCORES, DEFAULT_QUANTILES, EvalRequest
 
     if not args.model:
         raise ConfigError("--model is required: name a checkpoint folder or Hub repo (or use --reproduce-seed)")
@@ -160,13 +161,13 @@ def request_from_args(args: argparse.Namespace):
         store=args.store,
         revision=args.revision,
         series=args.series,
-        tasks=tuple(args.task or ("winogrande",)),
+        tasks=tuple(args.tasks or ("winogrande",)),
         shots=args.shots,
         chat_template=args.chat_template,
         bos=args.bos,
         datasets=args.datasets,
         log_samples=args.log_samples,
-        score_fns=tuple(args.scores),
+        score_fns=tuple(args.scores or DEFAULT_EVAL_SCORES),
         mode=args.mode,
         quantiles=tuple(args.quantiles) if args.quantiles else DEFAULT_QUANTILES,
         limit=args.limit,
@@ -181,6 +182,8 @@ def request_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    check_tasks_quickly(args.tasks or ("winogrande",))  # before the heavy imports, from the cached task index
+
     from dormant_tasks.evaluation.lm_tasks import check_task_names
     from dormant_tasks.evaluation.targets import check_request, format_leaderboard, request_targets
     from dormant_tasks.store.io import check_store
@@ -190,7 +193,10 @@ def run(args: argparse.Namespace) -> int:
         return _reproduce_seed(args)
     # Validate before Prefect starts: a bad option costs nothing and writes nothing.
     request = request_from_args(args)
-    check_task_names(request.tasks)
+    try:
+        check_task_names(request.tasks)
+    finally:
+        _cache_task_index()
     check_store(request.store, writable=True)
     targets = request_targets(request)
     check_request(request, targets)  # the authors' thresholds cover them, 8-bit weights load here
@@ -205,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 # the options a reproduction fixes itself (the paper protocol); giving one is a contradiction
-_FIXED_BY_REPRODUCTION = ("model", "revision", "task", "shots", "series", "mode", "quantiles", "system_instruction")
+_FIXED_BY_REPRODUCTION = ("model", "revision", "tasks", "shots", "series", "mode", "quantiles", "system_instruction")
 
 
 def _reproduce_seed(args: argparse.Namespace) -> int:
@@ -273,6 +279,48 @@ def _print_plan(requests, done, forward_tokens) -> None:
         f"{n_todo} of {len(requests)} runs to do, {todo:,} forward tokens"
         + (f" (without {len(unknown)} model(s) whose tokenizer was not reachable)" if unknown else "")
     )
+
+
+def _task_index_file() -> Path:
+    """The names of lm-eval's task index (tasks, groups, tags), cached per lm-eval version: building the index
+    reads every task YAML (15 s); the cached names answer a mistyped --tasks in milliseconds."""
+    from importlib.metadata import version
+
+    from dormant_tasks.checkpoints.hash_cache import cache_dir
+
+    return cache_dir() / f"lm-eval-{version('lm_eval')}-task-names.txt"
+
+
+def check_tasks_quickly(tasks) -> None:
+    """EvaluationError for a task name that the cached index lacks; without a cache, the full check decides."""
+    from dormant_tasks.errors import EvaluationError, did_you_mean
+
+    try:
+        known = set(_task_index_file().read_text(encoding="utf-8").split())
+    except (OSError, ValueError):
+        return
+    for name in dict.fromkeys(p.strip() for t in tasks for p in str(t).split(",") if p.strip()):
+        if name not in known:  # the message of lm_tasks.check_task_names
+            raise EvaluationError(
+                f"unknown task {name!r}{did_you_mean(name, known)}; "
+                "any lm-evaluation-harness task, group or tag works (`lm-eval ls tasks` lists them)"
+            )
+
+
+def _cache_task_index() -> None:
+    from dormant_tasks.errors import StoreError
+    from dormant_tasks.evaluation import lm_tasks
+    from dormant_tasks.store.io import atomic_file
+
+    path = _task_index_file()
+    if lm_tasks._task_index.cache_info().currsize == 0 or path.is_file():
+        return  # no index built in this process, or already cached
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(path) as f:
+            f.write("\n".join(sorted(lm_tasks._task_index())).encode())
+    except (OSError, StoreError):  # a cache is a courtesy: a read-only home only makes the next check slower
+        pass
 
 
 def interrupted(args: argparse.Namespace) -> str:

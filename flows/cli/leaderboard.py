@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from .options import add_store_argument
+from .options import add_model_argument, add_store_argument, add_tasks_argument
 
 # The choices of `dormant_tasks.evaluation.leaderboard.FORMATS` (importing it here would load pyarrow into --help).
 FORMATS = ["markdown", "csv", "latex"]
@@ -29,8 +29,14 @@ def add_parser(subparsers) -> None:
         description=__doc__.split("\n\n")[0],
     )
     add_store_argument(p)
-    p.add_argument("--models", nargs="+", metavar="MODEL", help="only these model ids (default: every swept model)")
-    p.add_argument("--tasks", nargs="+", metavar="TASK", help="only these tasks (default: every swept task)")
+    add_model_argument(
+        p,
+        "only these series: Hub ids, folders or names, space- or comma-separated (default: every swept model)",
+        required=False,
+        many=True,
+        role="series",
+    )
+    add_tasks_argument(p, "only these tasks, space- or comma-separated (default: every swept task)")
     p.add_argument(
         "--revision",
         metavar="REV",
@@ -67,7 +73,7 @@ def run(args) -> int:
         load_leaderboard,
     )
 
-    board = load_leaderboard(args.store, models=args.models, tasks=args.tasks, revision=args.revision)
+    board = load_leaderboard(args.store, models=args.model, tasks=args.tasks, revision=args.revision)
     if args.reproduction:
         if figure is not None or args.format != "markdown":
             raise ConfigError("--reproduction prints its own markdown table: drop --figure and --format")

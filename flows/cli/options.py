@@ -1,39 +1,186 @@
-"""Options that several `dormant` commands share, defined once (stdlib only: `--help` stays light).
+"""The grammar of `dormant`: the options several commands share, defined once, and the parser that enforces it.
 
-The choices mirror `dormant_tasks.requests`' `DType` and `Device`, which validate them again; importing
-those here would load the Hub client into every `--help`.
+One name per concept in every command (README, "Command grammar"):
+    --model      the thing analysed: a Hub repo id, a local folder, or a stored series' name (its slug)
+    --store      the Parquet store folder
+    --reports-dir  the report folder
+    --out        the one file a command writes (`score`)
+    --tasks      lm-eval tasks, space- or comma-separated, repeatable
+    --scores     score functions, space- or comma-separated, repeatable
+    --device / --dtype  from `dormant_tasks.devices`, the one vocabulary of the library
+Old spellings (`--repo`, `--series DIR`, `--task`, `--score-fn`, `--models`, `report --out`, `pretrain-tiny
+--out`) keep working for one release and print one deprecation note on stderr. `--debug` and `--verbose` are
+accepted anywhere on the line. Every parse error is one stderr line, `dormant CMD: error: ...`, exit 2.
+
+`preflight` runs the cheap checks (device, store folder, model folder, one Hub probe) before any heavy import.
+stdlib only here: building the parser stays light.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
+import os
+import re
+import socket
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
 
+from dormant_tasks.devices import DEVICE_FORMS, DType, check_device_available, parse_device, parse_dtype
+from dormant_tasks.errors import CheckpointError, ConfigError, DormantError, StoreError, did_you_mean
 from dormant_tasks.paths import default_store
 
-DTYPES = ["float32", "bfloat16", "float16"]
-DEVICES = ["auto", "cpu", "cuda", "mps"]
+DTYPES = [d.value for d in DType]
+
+# Old spelling -> current option, per command (`dormant CMD`); each is accepted for one more release.
+RENAMED: dict[str, dict[str, str]] = {
+    "track": {"--repo": "--model"},
+    "serve": {"--repo": "--model"},
+    "checkpoints": {"--repo": "--model"},
+    "demo": {"--series": "--model"},
+    "pretrain-tiny": {"--out": "--model"},
+    "report": {"--out": "--reports-dir", "--score-fn": "--scores"},
+    "evaluate": {"--task": "--tasks"},
+    "leaderboard": {"--models": "--model"},
+}
+_noted: set[tuple[str, str]] = set()  # (command, old spelling): one note each per process
 
 
-def add_store_argument(parser) -> None:
-    """The one `--store` option of every command that reads or writes a store."""
+class DormantParser(argparse.ArgumentParser):
+    """argparse with the grammar's rules: one-line errors, did-you-mean for a wrong flag reported by the
+    subcommand itself, old spellings rewritten with a note, and a DormantError of a `type=` parser (the same
+    ConfigError the request and the library raise) turned into the same one line."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        command = self.prog.removeprefix("dormant ").strip()
+        renamed = RENAMED.get(command, {}) if " " in self.prog else {}
+        if renamed:
+            args = [self._rename(a, renamed) for a in args]
+        try:
+            namespace, extras = super().parse_known_args(args, namespace)
+        except DormantError as e:
+            self.exit(2, f"{self.prog}: error: {e}\n")
+        if extras and " " in self.prog:  # a subcommand: the wrong flag is its own to report
+            self.error(self._unrecognized(extras[0]))
+        return namespace, extras
+
+    def _rename(self, arg: str, renamed: dict[str, str]) -> str:
+        flag, eq, value = arg.partition("=")
+        if flag not in renamed:
+            return arg
+        new = renamed[flag]
+        if (self.prog, flag) not in _noted:
+            _noted.add((self.prog, flag))
+            print(
+                f"{self.prog}: note: {flag} is now {new} (the old spelling goes in the next release)", file=sys.stderr
+            )
+        return new + eq + value
+
+    def _unrecognized(self, arg: str) -> str:
+        flag = arg.partition("=")[0]
+        if not flag.startswith("-"):
+            return f"unexpected argument {arg!r}: every value follows its option (--model X, --store DIR ...)"
+        renamed = RENAMED.get(self.prog.removeprefix("dormant ").strip(), {})
+        names = [s for s in self._option_string_actions if s.startswith("--")] + list(renamed)
+        hint = did_you_mean(flag, names)
+        for old, new in renamed.items():  # a near-miss of an old spelling points at the current name
+            hint = hint.replace(f'"{old}"', f'"{new}"')
+        return f"unknown option {flag}{hint}"
+
+    def error(self, message: str):
+        m = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)
+        if m:  # argparse's list, with the closest choice first
+            choices = [c.strip().strip("'") for c in m.group(2).split(",")]
+            message = (
+                message[: m.start()]
+                + f"{m.group(1)!r}{did_you_mean(m.group(1), choices)} is not one of "
+                + (", ".join(choices))
+            )
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+
+
+class ListOption(argparse.Action):
+    """`--tasks a b`, `--tasks a,b` and `--tasks a --tasks b` all give [a, b] (order kept, duplicates dropped)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        kwargs.setdefault("nargs", "+")
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = getattr(namespace, self.dest, None)
+        items = list(given) if given is not None and given is not self.default else []
+        for value in values if isinstance(values, list) else [values]:
+            items += [p.strip() for p in str(value).split(",") if p.strip()]
+        if not items:
+            raise ConfigError(f"{option_string} is empty: name at least one")
+        setattr(namespace, self.dest, list(dict.fromkeys(items)))
+
+
+# ---- the shared options ----
+
+
+def add_model_argument(parser, help: str, required: bool = True, many: bool = False, role: str = "source") -> None:
+    """`--model`: the thing analysed. `role` says what the cheap checks ask of it: `source` (must exist when
+    spelled as a path; a stored series' name finds its folder), `series` (a stored series: a folder is read as
+    its name), `new` (a folder this command creates)."""
+    kwargs = {"action": ListOption} if many else {}
+    parser.add_argument(
+        "--model",
+        required=required,
+        metavar="MODEL",
+        help=help + (" (required)" if required else ""),
+        **kwargs,
+    )
+    parser.set_defaults(model_role=role)
+
+
+def add_store_argument(parser, use: str = "reads") -> None:
+    """The one `--store` option of every command that reads or writes a store. `use`: `reads` (it must exist),
+    `writes` (it, or the folder it is created in, must take a file) or `optional` (a stored series' name)."""
     parser.add_argument(
         "--store",
         default=str(default_store()),
         metavar="DIR",
         help="Parquet store folder (default: $DORMANT_STORE or ./data/store)",
     )
+    parser.set_defaults(store_use=use)
+
+
+def add_reports_dir_argument(parser) -> None:
+    parser.add_argument(
+        "--reports-dir", metavar="DIR", help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
+    )
+
+
+def add_tasks_argument(parser, help: str, default=None) -> None:
+    parser.add_argument("--tasks", action=ListOption, default=default, metavar="TASK", help=help)
+
+
+def add_scores_argument(parser, help: str, default=None) -> None:
+    parser.add_argument("--scores", action=ListOption, default=default, metavar="FN", help=help)
 
 
 def add_dtype_argument(parser) -> None:
-    parser.add_argument("--dtype", default="float32", choices=DTYPES, help="model dtype (default: %(default)s)")
+    parser.add_argument(
+        "--dtype",
+        default=DType.FLOAT32,
+        type=parse_dtype,
+        metavar="|".join(DTYPES),
+        help="model dtype (default: %(default)s)",
+    )
 
 
 def add_device_argument(parser, what: str) -> None:
     parser.add_argument(
         "--device",
-        default="auto",
-        choices=DEVICES,
-        help=f"where to {what} (default: %(default)s = cuda when available)",
+        default=parse_device("auto"),
+        type=parse_device,
+        metavar="DEVICE",
+        help=f"where to {what}: {DEVICE_FORMS} (default: %(default)s = cuda when a GPU is visible)",
     )
 
 
@@ -53,3 +200,178 @@ def add_calibration_arguments(parser: argparse.ArgumentParser | argparse._Argume
     parser.add_argument(
         "--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)"
     )
+
+
+def add_global_flags(parser: argparse.ArgumentParser, default=False) -> None:
+    """`--debug` and `--verbose` on `dormant` and on every (sub)subcommand, so they go anywhere on the line.
+
+    Below the top level they default to SUPPRESS: `dormant --debug status` keeps the value given first.
+    """
+    group = parser.add_argument_group("global options")
+    group.add_argument(
+        "--debug", action="store_true", default=default, help="show the traceback of an error (also: $DORMANT_DEBUG=1)"
+    )
+    group.add_argument("--verbose", action="store_true", default=default, help="show every Prefect run log line")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for nested in action.choices.values():
+                add_global_flags(nested, default=argparse.SUPPRESS)
+
+
+# ---- the forms of --model ----
+
+
+def is_path_like(value: str) -> bool:
+    """Spelled as a folder (./x, /x, ~/x, x/) or an existing one: never read as a Hub id."""
+    return value.startswith((".", "/", "~")) or value.endswith("/") or Path(value).expanduser().exists()
+
+
+def series_name(value: str | None) -> str | None:
+    """The stored series that `--model` names: a local folder is read as its name (how the store keys a local
+    series), a Hub id or a series name as is."""
+    if value is None or not Path(value).expanduser().is_dir():
+        return value
+    return Path(value).expanduser().resolve().name
+
+
+def stored_sources(store, name: str) -> list[str]:
+    """The local folders whose series the store keeps under `name` (read from its saved track requests)."""
+    if not Path(store).is_dir():
+        return []
+    from dormant_tasks.store.io import request_path  # the store's layout is the store's to know
+
+    try:
+        folder = request_path(store, name, "request").parent
+    except StoreError:  # a name that cannot name a series
+        return []
+    found = set()
+    for path in folder.glob("*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        source = data.get("source") if isinstance(data, dict) and data.get("kind") == "track" else None
+        if isinstance(source, str) and Path(source).name == name and Path(source).is_dir():
+            found.add(source)
+    return sorted(found)
+
+
+def source_for(value: str, store) -> str:
+    """A `--model` source: a folder or a Hub id as given; a stored local series' name (a folder name: no "/")
+    -> its folder."""
+    if is_path_like(value) or store is None or "/" in value:
+        return value
+    sources = stored_sources(store, value)
+    if len(sources) > 1:
+        raise ConfigError(
+            f"--model {value}: the store keeps {len(sources)} local series of that name ({', '.join(sources)}); "
+            "pass the folder"
+        )
+    return sources[0] if sources else value
+
+
+# ---- cheap checks: run before any heavy import (boundary.run_command) ----
+
+
+def preflight(args: argparse.Namespace) -> None:
+    """The checks that need no library: the device is visible, the store is a (writable) folder, a model folder
+    exists, the Hub answers. Each raises the error class the library raises for the same input (ConfigError,
+    StoreError, CheckpointError), seconds earlier."""
+    if getattr(args, "device", None) is not None and not getattr(args, "address", None):
+        check_device_available(args.device)  # (an existing Dask cluster's GPUs are on its workers, not here)
+    if getattr(args, "store", None) is not None:
+        check_store_path(args.store, getattr(args, "store_use", "reads"))
+    model, role = getattr(args, "model", None), getattr(args, "model_role", None)
+    if isinstance(model, str) and role == "source":
+        args.model = source_for(model, getattr(args, "store", None))
+        if is_path_like(args.model) and not Path(args.model).expanduser().is_dir():
+            what = "is a file" if Path(args.model).expanduser().exists() else "does not exist"
+            raise CheckpointError(  # the class `checkpoints.naming` raises for a missing series folder
+                f"--model {args.model} {what}: name a checkpoint folder (or a folder of them), a Hub repo id "
+                "(org/name) or a series the store keeps"
+            )
+        elif not is_path_like(args.model) and not _offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") and hub_silence():
+            raise CheckpointError(
+                f"--model {args.model}: the Hub at {hub_endpoint()} does not answer ({hub_silence()}); check the "
+                "network, or set HF_HUB_OFFLINE=1 to use the models already in the Hugging Face cache"
+            )
+    elif role == "series":
+        args.model = [series_name(m) for m in model] if isinstance(model, list) else series_name(model)
+    hub_datasets_fallback(args)
+
+
+def check_store_path(store, use: str) -> None:
+    """StoreError when --store is a file, is missing for a command that reads it, or cannot take a file for a
+    command that writes it."""
+    root = Path(store).expanduser()
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"--store {store} is a file, not a folder: pass a store folder")
+    if use == "reads" and not root.exists():
+        raise StoreError(f"--store {store} does not exist: pass the right --store, or fill one with `dormant track`")
+    if use != "writes":
+        return
+    folder = root
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise StoreError(f"--store {store}: {folder} is a file, not a folder; choose another --store")
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        raise StoreError(
+            f"--store {store}: {folder}: Read-only file system; choose another --store, or remount it writable"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(f"--store {store}: {folder} is not writable; fix its permissions or choose another --store")
+
+
+# ---- the Hub, asked once and briefly ----
+
+HUB_PROBE_S = 2.0
+
+
+def hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def _offline(*names: str) -> bool:
+    return any(os.environ.get(n, "").strip().lower() in ("1", "true", "yes", "on") for n in names)
+
+
+def hub_silence() -> str | None:
+    """None when the Hub's host ($HF_ENDPOINT) takes a TCP connection within HUB_PROBE_S, else why not; asked
+    once per process and endpoint (the Hub client itself retries for a minute before it gives up)."""
+    return _probe(hub_endpoint(), HUB_PROBE_S)
+
+
+@functools.cache
+def _probe(endpoint: str, timeout_s: float) -> str | None:
+    """In a thread, so that a hanging name lookup costs `timeout_s` too."""
+    url = urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    outcome: list[str | None] = []
+
+    def connect():
+        try:
+            socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+            outcome.append(None)
+        except OSError as e:
+            outcome.append(str(e) or type(e).__name__)
+
+    probe = threading.Thread(target=connect, daemon=True)
+    probe.start()
+    probe.join(timeout_s)
+    return outcome[0] if outcome else f"no answer within {timeout_s:g} s"
+
+
+def hub_datasets_fallback(args: argparse.Namespace) -> None:
+    """`--datasets auto` without an offline variable reads task data from the Hub: when the Hub does not answer,
+    the bundled copies are used at once (one note) instead of after a minute of retries."""
+    if getattr(args, "datasets", None) != "auto" or _offline("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        return
+    reason = hub_silence()
+    if reason:
+        args.datasets = "bundled"
+        print(
+            f"dormant {args.command}: note: the Hub at {hub_endpoint()} does not answer ({reason}): task data from the "
+            "bundled copies (--datasets bundled)",
+            file=sys.stderr,
+        )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .options import add_model_argument
+
 DEFAULT_STEPS = 2000  # = dormant_tasks.tiny.DEFAULT_STEPS (not imported: it loads torch; a test checks they agree)
 
 
@@ -10,12 +12,10 @@ def add_parser(subparsers) -> None:
         "pretrain-tiny",
         help="pretrain a tiny OLMo-2 on the demo corpus, saving branch-named checkpoints (offline series)",
         description="Pretrain a 4-layer x 8-head OLMo-2 (width 128) with its own BPE tokenizer on the bundled "
-        "demo corpus; save checkpoints named stage1-step{S}-tokens{T}K into --out. Deterministic "
+        "demo corpus; save checkpoints named stage1-step{S}-tokens{T}K into the --model folder. Deterministic "
         "for a seed; a rerun with the same options is a no-op.",
     )
-    parser.add_argument(
-        "--out", required=True, metavar="DIR", help="folder of the series: new, empty, or a previous run's (required)"
-    )
+    add_model_argument(parser, "folder of the series: new, empty, or a previous run's", role="new")
     parser.add_argument(
         "--steps",
         type=int,
@@ -33,13 +33,13 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from dormant_tasks.tiny import pretrain_tiny
 
-    result = pretrain_tiny(args.out, steps=args.steps, seed=args.seed, threads=args.threads)
+    result = pretrain_tiny(args.model, steps=args.steps, seed=args.seed, threads=args.threads)
     if not result.trained:
-        print(f"{args.out}: all {len(result.checkpoints)} checkpoints already there, nothing to do")
+        print(f"{args.model}: all {len(result.checkpoints)} checkpoints already there, nothing to do")
         return 0
     last = result.checkpoints[-1]
     print(
-        f"{args.out}: {len(result.checkpoints)} checkpoints, last {last.name} "
+        f"{args.model}: {len(result.checkpoints)} checkpoints, last {last.name} "
         f"(loss {last.loss:.3f}) in {result.seconds:.0f} s"
     )
     return 0

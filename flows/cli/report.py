@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .options import add_store_argument
+from .options import add_model_argument, add_reports_dir_argument, add_scores_argument, add_store_argument
 
 
 def add_parser(subparsers) -> None:
@@ -10,25 +10,15 @@ def add_parser(subparsers) -> None:
         "report", help="render the evolution report of a tracked model series", description=__doc__.splitlines()[0]
     )
     add_store_argument(p)
-    p.add_argument(
-        "--model",
-        default=None,
-        metavar="MODEL_ID",
-        help="the series: a Hub repo id or a local series' folder name, as `dormant status` lists them "
+    add_model_argument(
+        p,
+        "the series: a Hub repo id, its local folder or that folder's name, as `dormant status` lists them "
         "(default: the store's only series)",
+        required=False,
+        role="series",
     )
-    p.add_argument(
-        "--out",
-        default=None,
-        metavar="DIR",
-        help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)",
-    )
-    p.add_argument(
-        "--score-fn",
-        default=None,
-        metavar="FN",
-        help="function of the per-function figures (default: ahon_ln when tracked)",
-    )
+    add_reports_dir_argument(p)
+    add_scores_argument(p, "the one function of the per-function figures (default: ahon_ln when tracked)")
     p.add_argument(
         "--hide-blips",
         action="store_true",
@@ -39,10 +29,15 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from dormant_tasks.errors import ConfigError
+
+    if args.scores and len(args.scores) > 1:
+        raise ConfigError(f"--scores: the report draws one function, got {len(args.scores)}; name one")
     from dormant_tasks.reporting.report import render_report
 
+    score_fn = args.scores[0] if args.scores else None
     result = render_report(
-        args.store, args.model, out_dir=args.out, score_fn=args.score_fn, progress=True, hide_blips=args.hide_blips
+        args.store, args.model, out_dir=args.reports_dir, score_fn=score_fn, progress=True, hide_blips=args.hide_blips
     )
     print(f"report: {result.index_html} ({len(result.figures)} figures, summary {result.summary_md})")
     return 0

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .options import add_calibration_arguments, add_dtype_argument
+from .options import (
+    add_calibration_arguments,
+    add_device_argument,
+    add_dtype_argument,
+    add_model_argument,
+    add_scores_argument,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -18,25 +24,14 @@ def add_parser(subparsers) -> None:
         help="score every attention head of one model on a calibration set",
         description=__doc__.splitlines()[0],
     )
-    p.add_argument("--model", required=True, metavar="PATH_OR_REPO", help="checkpoint folder or Hub repo (required)")
+    add_model_argument(p, "checkpoint folder or Hub repo id")
     p.add_argument(
         "--revision", default=None, metavar="REV", help="Hub branch, tag or commit (default: the repo's main)"
     )
     add_calibration_arguments(p)
     add_dtype_argument(p)
-    p.add_argument(
-        "--device",
-        default="auto",
-        metavar="DEVICE",
-        help="auto, cpu, cuda or cuda:N (default: %(default)s = cuda when available)",
-    )
-    p.add_argument(
-        "--scores",
-        nargs="+",
-        default=None,
-        metavar="FN",
-        help="score functions, space- or comma-separated (default: all 16, incl. random)",
-    )
+    add_device_argument(p, "score")
+    add_scores_argument(p, "score functions, space- or comma-separated (default: all 16, incl. random)")
     p.add_argument(
         "--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
     )
@@ -45,19 +40,23 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from dormant_tasks.errors import ConfigError
+
+    out = Path(args.out)  # checked before the heavy imports below: a wrong --out answers at once
+    if out.is_dir():
+        raise ConfigError(f"--out {args.out} is a folder: name a .parquet file, e.g. {out / 'scores.parquet'}")
+    if not out.parent.is_dir():
+        raise ConfigError(f"--out folder {str(out.parent)!r} does not exist; create it first")
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from dormant_tasks.checkpoints.loading import load_model_at
     from dormant_tasks.engine.score_functions import parse_score_functions
     from dormant_tasks.engine.scoring import score_texts
-    from dormant_tasks.errors import ConfigError
     from dormant_tasks.store.io import atomic_file
     from dormant_tasks.tracking.calibration import load_calibration
 
-    out = Path(args.out)
-    if not out.parent.is_dir():
-        raise ConfigError(f"--out folder {str(out.parent)!r} does not exist; create it first")
     score_fns = parse_score_functions(args.scores)
     calibration = load_calibration(args.texts, args.limit)
     model, tokenizer = load_model_at(args.model, args.revision, args.dtype, args.device)

@@ -1,7 +1,7 @@
 """`dormant serve`: run `track` on a cron schedule as a Prefect deployment (needs a Prefect server).
 
 Start a server once with `prefect server start` and `export PREFECT_API_URL=http://127.0.0.1:4200/api`;
-then `dormant serve --repo allenai/OLMo-2-0425-1B --max 50 --cron "0 3 * * *"` serves the deployment
+then `dormant serve --model allenai/OLMo-2-0425-1B --max 50 --cron "0 3 * * *"` serves the deployment
 until interrupted. Each scheduled run analyses only checkpoints not yet in the store.
 """
 
@@ -24,7 +24,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--cron", required=True, metavar="CRON", help='cron schedule, e.g. "0 3 * * *" (03:00 daily; required)'
     )
-    parser.add_argument("--name", metavar="NAME", help="deployment name (default: track-<repo>)")
+    parser.add_argument("--name", metavar="NAME", help="deployment name (default: track-<model>)")
     parser.set_defaults(func=run)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import add_store_argument
+from .options import add_model_argument, add_store_argument
 
 
 def add_parser(subparsers) -> None:
@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
         description="Rewrite a store of an older schema version in place (atomically "
         "per file, the marker last; rerun it after an interruption).",
     )
-    add_store_argument(upgrade)
+    add_store_argument(upgrade, use="writes")
     upgrade.set_defaults(func=run_upgrade)
     repair = actions.add_parser(
         "repair",
@@ -30,8 +30,10 @@ def add_parser(subparsers) -> None:
         "those checkpoints again), unmark input scores whose file is missing, and delete result files that no "
         "manifest row names (left by a killed writer).",
     )
-    add_store_argument(repair)
-    repair.add_argument("--model", metavar="ID", help="repair one series (default: every series)")
+    add_store_argument(repair, use="writes")
+    add_model_argument(
+        repair, "repair one series: its Hub id, folder or name (default: every series)", required=False, role="series"
+    )
     repair.set_defaults(func=run_repair)
     gc = actions.add_parser(
         "gc",
@@ -39,8 +41,10 @@ def add_parser(subparsers) -> None:
         description="Drop the per-input scores kept by `dormant track --input-scores keep|auto`: the masks, "
         "transitions and reports stay; a later `--retau` loads the models again instead of re-aggregating.",
     )
-    add_store_argument(gc)
-    gc.add_argument("--model", metavar="ID", help="one series (default: every series)")
+    add_store_argument(gc, use="writes")
+    add_model_argument(
+        gc, "one series: its Hub id, folder or name (default: every series)", required=False, role="series"
+    )
     gc.set_defaults(func=run_gc)
 
 

@@ -7,13 +7,22 @@ whole and saves it beside the results (`<store>/requests/...`); `--request FILE`
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
 from dormant_tasks.tracking.calibration import bundled_set_names
 
 from .checkpoints import add_selection_arguments, add_tokens_per_step_argument, selection_from_args
-from .options import add_calibration_arguments, add_device_argument, add_dtype_argument, add_store_argument
+from .options import (
+    add_calibration_arguments,
+    add_device_argument,
+    add_dtype_argument,
+    add_model_argument,
+    add_reports_dir_argument,
+    add_scores_argument,
+    add_store_argument,
+)
 
 CALIBRATION_SETS = bundled_set_names()
 INPUT_SCORES_NOTE = {
@@ -25,12 +34,13 @@ INPUT_SCORES_NOTE = {
 
 def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a track run; shared with `dormant serve`."""
-    parser.add_argument(
-        "--repo",
-        metavar="REPO_OR_DIR",
-        help="Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a folder of checkpoint folders (required unless --request)",
+    add_model_argument(
+        parser,
+        "the series: a Hub repo id (e.g. allenai/OLMo-2-0425-1B), a folder of checkpoint folders, or the name of a "
+        "local series the store keeps (required unless --request)",
+        required=False,
     )
-    add_store_argument(parser)
+    add_store_argument(parser, use="writes")
     parser.add_argument(
         "--request",
         metavar="FILE",
@@ -39,7 +49,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     add_tokens_per_step_argument(parser)
     add_selection_arguments(parser)
     g = parser.add_argument_group("scoring")
-    g.add_argument("--scores", nargs="+", metavar="FN", help="score functions (default: all 16, incl. random)")
+    add_scores_argument(g, "score functions, space- or comma-separated (default: all 16, incl. random)")
     g.add_argument(
         "--tau",
         action="append",
@@ -115,14 +125,12 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         "failed, go on with the rest, exit 3)",
     )
     g.add_argument("--no-report", action="store_true", help="do not render the report at the end")
-    g.add_argument(
-        "--reports-dir", metavar="DIR", help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
-    )
+    add_reports_dir_argument(g)
 
 
 # Options that a saved request replaces: given together with --request they are refused.
 _REQUEST_OPTIONS = (
-    "repo",
+    "model",
     "revisions",
     "steps",
     "every",
@@ -163,10 +171,10 @@ def request_from_args(args: argparse.Namespace):
         if not path.is_file():
             raise ConfigError(f"--request {args.request!r}: no such file; pass a <store>/requests/.../*.json file")
         return TrackRequest.from_json(path.read_text(encoding="utf-8"))
-    if not args.repo:
-        raise ConfigError("--repo is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder")
+    if not args.model:
+        raise ConfigError("--model is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder")
     return TrackRequest(
-        source=args.repo,
+        source=args.model,
         store=args.store,
         selection=selection_from_args(args),
         include_main=args.include_main,
@@ -293,7 +301,6 @@ def answer_from_store(request) -> object | None:
 
 def print_summary(result) -> None:
     """The run's summary on stdout (results); its warnings and failed checkpoints on stderr (diagnostics)."""
-    import sys
 
     from flows.cli.status import series_line
 

@@ -49,7 +49,7 @@ def test_short_demo_pretrains_tracks_and_reports(tmp_path):
             "-m",
             "flows.cli",
             "demo",
-            "--series",
+            "--model",
             str(series),
             "--store",
             str(store),

@@ -73,15 +73,15 @@ def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path):
 @pytest.mark.parametrize(
     "extra,needle",
     [
-        (["--task", "winogrnde"], 'did you mean "winogrande"'),
+        (["--tasks", "winogrnde"], 'did you mean "winogrande"'),
         (["--scores", "ahon_lm"], 'did you mean "ahon_ln"'),
         (["--limit", "0"], "--limit must be a positive integer"),
         (["--series", "--mode", "dynamic"], "--mode dynamic contradicts it"),
         (["--quantiles", "5"], "fractions in [0, 1]"),
-        (["--task", "arc_challenge", "--datasets", "bundled"], "is not bundled"),
-        (["--task", "winogrande,wikitext"], "perplexity task"),
+        (["--tasks", "arc_challenge", "--datasets", "bundled"], "is not bundled"),
+        (["--tasks", "winogrande,wikitext"], "perplexity task"),
         (["--chat-template", "on", "--limit", "2"], "no chat template"),
-        (["--mode", "static", "--task", "gsm8k"], "no tracked series"),
+        (["--mode", "static", "--tasks", "gsm8k"], "no tracked series"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tiny_model_dir, tmp_path, extra, needle):

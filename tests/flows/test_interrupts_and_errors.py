@@ -125,7 +125,7 @@ def _no_temp_files(store: Path) -> list[Path]:
 @pytest.mark.parametrize("moment", ["prefect-start", "mid-scoring", "during-write"])
 def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment, random_series, tmp_path):
     store = tmp_path / "store"
-    args = ["track", "--repo", str(random_series), "--store", str(store), "--limit", "400", "--no-report"]
+    args = ["track", "--model", str(random_series), "--store", str(store), "--limit", "400", "--no-report"]
     env = _env()
     if moment == "during-write":
         hook = tmp_path / "hook"
@@ -208,7 +208,7 @@ def test_a_truncated_checkpoint_among_four_is_recorded_the_run_goes_on_and_a_rer
     good = sorted(p.name for p in series.iterdir() if p.name != bad)
     _truncate(series / bad / "model.safetensors")
     store = tmp_path / "store"
-    args = ["track", "--repo", str(series), "--store", str(store), "--limit", "4", "--no-report"]
+    args = ["track", "--model", str(series), "--store", str(store), "--limit", "4", "--no-report"]
     r = _run(args)
     assert r.returncode == 3, r.stderr[-3000:]  # not 2 (bad input), not 130 (interrupted)
     assert "random-olmo2: 3 checkpoints analysed, 0 already stored, 1 failed" in r.stdout, r.stdout
@@ -248,7 +248,7 @@ def test_the_temporary_servers_shutdown_records_stay_off_the_console(case, rando
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_SHUTDOWN_RECORD)
-    args = ["track", "--repo", str(series), "--store", str(tmp_path / "store"), "--limit", "4", "--no-report"]
+    args = ["track", "--model", str(series), "--store", str(tmp_path / "store"), "--limit", "4", "--no-report"]
     # an error: the truncated checkpoint with --fail-fast (without it the run records it, goes on and exits 3)
     args += {"error": ["--fail-fast"], "normal-end": ["--steps", "0:0"], "error-verbose": ["--verbose", "--fail-fast"]}[
         case
@@ -274,11 +274,11 @@ def test_evaluate_errors_are_one_line_and_write_nothing(case, tiny_model_dir, tm
     if case == "missing-path":
         model, needle = str(tmp_path / "no-such-checkpoint"), "does not exist"
     elif case == "unreachable-hub":
-        model, needle = "allenai/OLMo-2-1124-7B", "did not answer"
+        model, needle = "allenai/OLMo-2-1124-7B", "does not answer"  # the CLI's one probe, before any import
         env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens on port 9
     else:
         store.write_text("not a store")
-        needle = "not a dormant store"
+        needle = "is a file, not a folder"
     before = _checksum(tmp_path)
     r = _run(["evaluate", "--model", model, "--store", str(store), "--limit", "2"], **env)
     _assert_one_line_error(r, "evaluate", needle)
@@ -296,7 +296,7 @@ def test_a_read_only_store_answers_a_finished_rerun_and_refuses_work_before_any(
         pytest.skip("bind mounts are not allowed here")
     try:
         before = _checksum(store)
-        same = ["track", "--repo", str(random_series), "--store", str(store), "--limit", "4", "--scores", "ahon_ln"]
+        same = ["track", "--model", str(random_series), "--store", str(store), "--limit", "4", "--scores", "ahon_ln"]
         r = _run([*same, "--no-report"])  # nothing to do: answered from the store, as `status` would
         assert r.returncode == 0 and "0 checkpoints analysed, 3 already stored" in r.stdout, r.stderr[-2000:]
         t0 = time.monotonic()
@@ -318,7 +318,7 @@ def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_
         proc = _start(
             [
                 "track",
-                "--repo",
+                "--model",
                 str(random_series),
                 "--store",
                 str(store),

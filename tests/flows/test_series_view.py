@@ -36,9 +36,9 @@ def _selected(kind: str, series, *argv) -> list[int]:
         from dormant_tasks.checkpoints.naming import list_revisions
         from flows.cli.checkpoints import selection_from_args
 
-        args = build_parser().parse_args(["checkpoints", "--repo", str(series), *argv])
+        args = build_parser().parse_args(["checkpoints", "--model", str(series), *argv])
         return [r.step for r in selection_from_args(args).apply(list_revisions(series).revisions)]
-    args = build_parser().parse_args(["track", "--repo", str(series), *argv])
+    args = build_parser().parse_args(["track", "--model", str(series), *argv])
     return [r.step for r in plan_series(request_from_args(args)).selected]
 
 
@@ -53,7 +53,7 @@ def test_checkpoints_and_track_select_the_same_steps(demo_like_series, steps, ex
 
 def _steps(steps: str):
     """The Selection that `dormant track --steps STEPS` builds."""
-    return request_from_args(build_parser().parse_args(["track", "--repo", "x", "--steps", steps])).selection
+    return request_from_args(build_parser().parse_args(["track", "--model", "x", "--steps", steps])).selection
 
 
 def test_track_steps_0_0_stores_step_0_alone(demo_like_series, tmp_path):

@@ -156,7 +156,7 @@ def test_cli_bad_inputs_exit_2_and_leave_the_store_untouched(random_series, tmp_
     for extra, needle in cases:
         r = _dormant_cli(
             "track",
-            "--repo",
+            "--model",
             str(random_series),
             "--store",
             str(store),
@@ -174,7 +174,7 @@ def test_cli_bad_inputs_exit_2_and_leave_the_store_untouched(random_series, tmp_
 
 def test_sigkill_mid_checkpoint_then_rerun_completes_with_each_checkpoint_once(random_series, tmp_path):
     store = tmp_path / "store"
-    args = ["track", "--repo", str(random_series), "--store", str(store), "--limit", "48", "--no-report"]
+    args = ["track", "--model", str(random_series), "--store", str(store), "--limit", "48", "--no-report"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "flows.cli", *args],
         cwd=REPO,
@@ -206,7 +206,7 @@ def test_two_concurrent_runs_leave_no_duplicate(random_series, tmp_path):
     store = tmp_path / "store"
     args = [
         "track",
-        "--repo",
+        "--model",
         str(random_series),
         "--store",
         str(store),
@@ -254,7 +254,7 @@ def test_deployment_reads_back_with_its_schedule_and_request(random_series, tmp_
     args = build_parser().parse_args(
         [
             "serve",
-            "--repo",
+            "--model",
             str(random_series),
             "--store",
             str(tmp_path / "s"),

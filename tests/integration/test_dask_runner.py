@@ -189,7 +189,7 @@ def test_a_scheduler_that_does_not_answer_is_one_line_and_exit_2(random_series, 
     with socket.socket() as s:  # a free port: nothing listens on it
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "flows.cli", "track", "--repo", str(random_series), "--store", str(tmp_path / "s")]
+    cmd = [sys.executable, "-m", "flows.cli", "track", "--model", str(random_series), "--store", str(tmp_path / "s")]
     cmd += ["--runner", "dask", "--address", f"tcp://127.0.0.1:{port}", "--limit", "4"]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -53,7 +53,7 @@ def local_logits(folder: Path) -> list[float]:
 
 def test_cli_lists_branches_in_training_order(hub_server, hub_series, tmp_path):
     out = subprocess.run(
-        [str(DORMANT), "checkpoints", "--repo", REPO, "--include-main"],
+        [str(DORMANT), "checkpoints", "--model", REPO, "--include-main"],
         capture_output=True,
         text=True,
         env=client_env(hub_server.endpoint, tmp_path),
@@ -65,7 +65,7 @@ def test_cli_lists_branches_in_training_order(hub_server, hub_series, tmp_path):
     assert names == ["step50-tokens102K", "stage1-step100-tokens205K", "stage2-ingredient1-step20-tokens41K", "main"]
     for line in lines[1:5]:  # the short commit shown is the server's commit of that branch
         assert hub_series.commits[line.split()[0]][:10] in line
-    assert "skipped 1 names that are not checkpoints: experiment-notes" in out.stdout
+    assert "skipped 1 names that are not checkpoints: experiment-notes" in out.stderr  # a note: a diagnostic
 
 
 def test_download_at_each_branch_matches_its_checkpoint(hub_server, hub_series, tmp_path):
@@ -348,7 +348,7 @@ def pythia_hub(tmp_path_factory, tiny_tokenizer, olah):
 def test_pythia_branches_list_in_step_order_with_tokens(pythia_hub, tmp_path):
     server, _, commits = pythia_hub
     out = subprocess.run(
-        [str(DORMANT), "checkpoints", "--repo", PYTHIA_REPO, "--include-main"],
+        [str(DORMANT), "checkpoints", "--model", PYTHIA_REPO, "--include-main"],
         capture_output=True,
         text=True,
         env=client_env(server.endpoint, tmp_path),

@@ -99,10 +99,10 @@ def test_wheel_runs_pretrain_track_report_evaluate_from_an_empty_folder(tmp_path
     installed = _files(venv)
 
     dormant = venv / "bin" / "dormant"
-    _run([dormant, "pretrain-tiny", "--out", "s", "--steps", "1"], work, run_env)  # saves steps 0 and 1
+    _run([dormant, "pretrain-tiny", "--model", "s", "--steps", "1"], work, run_env)  # saves steps 0 and 1
     checkpoints = sorted(p.name for p in (work / "s").iterdir() if p.is_dir())
     assert len(checkpoints) == 2, checkpoints
-    _run([dormant, "track", "--repo", "s", "--limit", "8", "--store", "st"], work, run_env)
+    _run([dormant, "track", "--model", "s", "--limit", "8", "--store", "st"], work, run_env)
     _run([dormant, "report", "--store", "st"], work, run_env)
     assert (work / "reports" / "s" / "index.html").is_file()  # the default reports folder is under the cwd
     _run([dormant, "evaluate", "--model", f"s/{checkpoints[-1]}", "--limit", "20", "--store", "st"], work, run_env)

@@ -28,7 +28,7 @@ def _track(*argv) -> TrackRequest:
 
 def test_cli_builds_one_validated_request(tmp_path):
     r = _track(
-        "--repo",
+        "--model",
         "allenai/OLMo-2-0425-1B",
         "--store",
         str(tmp_path / "s"),
@@ -53,7 +53,7 @@ def test_cli_builds_one_validated_request(tmp_path):
 
 def test_saved_json_rebuilds_an_identical_request(tmp_path):
     r = _track(
-        "--repo",
+        "--model",
         str(tmp_path),
         "--steps",
         ":250",
@@ -88,7 +88,7 @@ def test_saved_json_rebuilds_an_identical_request(tmp_path):
 )
 def test_conflicting_or_bad_track_flags_are_refused(tmp_path, argv, needle):
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
-        _track("--repo", str(tmp_path), "--store", str(tmp_path / "s"), *argv)
+        _track("--model", str(tmp_path), "--store", str(tmp_path / "s"), *argv)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +107,7 @@ def test_conflicting_evaluate_flags_are_refused(tmp_path, argv, needle):
 
 
 def test_request_json_from_a_newer_schema_is_refused(tmp_path):
-    data = json.loads(_track("--repo", str(tmp_path), "--store", str(tmp_path / "s")).to_json())
+    data = json.loads(_track("--model", str(tmp_path), "--store", str(tmp_path / "s")).to_json())
     with pytest.raises(ConfigError, match="upgrade dormant-heads"):
         TrackRequest.from_dict({**data, "request_version": REQUEST_VERSION + 1})
     with pytest.raises(ConfigError, match="unknown field \"?'?colour"):
@@ -118,10 +118,10 @@ def test_request_json_from_a_newer_schema_is_refused(tmp_path):
 
 def test_replaying_a_request_refuses_other_options(tmp_path):
     saved = tmp_path / "r.json"
-    original = _track("--repo", str(tmp_path), "--store", str(tmp_path / "s"), "--max", "3")
+    original = _track("--model", str(tmp_path), "--store", str(tmp_path / "s"), "--max", "3")
     saved.write_text(original.to_json())
     assert _track("--request", str(saved)) == original
     with pytest.raises(ConfigError, match="drop --max$"):
         _track("--request", str(saved), "--max", "4")
-    with pytest.raises(ConfigError, match="--repo is required"):
+    with pytest.raises(ConfigError, match="--model is required"):
         _track()

@@ -207,7 +207,7 @@ def test_cli_help_and_bad_steps(capsys, tmp_path):
         main(["pretrain-tiny", "--help"])
     assert exit_info.value.code == 0
     assert "--steps" in capsys.readouterr().out
-    assert main(["pretrain-tiny", "--out", str(tmp_path / "s"), "--steps", "0"]) == 2
+    assert main(["pretrain-tiny", "--model", str(tmp_path / "s"), "--steps", "0"]) == 2
     err = capsys.readouterr().err
     assert "pretrain-tiny" in err and "steps" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "s").exists()

@@ -327,14 +327,15 @@ def test_empty_folder_and_bad_sources_are_clear_errors(tmp_path, tiny_model_dir)
 
 
 def test_cli_table_and_errors(local_series, capsys):
-    assert main(["checkpoints", "--repo", str(local_series), "--include-main", "--max", "2"]) == 0
-    out = capsys.readouterr().out.splitlines()
+    assert main(["checkpoints", "--model", str(local_series), "--include-main", "--max", "2"]) == 0
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
     assert out[0].split() == ["name", "stage", "ingredient", "step", "tokens", "commit"]
     assert out[1].split() == ["stage1-step250-tokens256K", "1", "250", "256K", "local"]
     assert out[2].split() == ["stage2-ingredient1-step10-tokens10K", "2", "1", "10", "10K", "local"]
     assert out[3].split() == ["main", "?", "?", "?", "local"]
-    assert "skipped 2 names" in out[-1]
-    assert main(["checkpoints", "--repo", str(local_series), "--steps", "9:8"]) == 2
+    assert "checkpoints of" in out[-1] and "skipped 2 names" in captured.err  # the note is a diagnostic
+    assert main(["checkpoints", "--model", str(local_series), "--steps", "9:8"]) == 2
     assert "swap" in capsys.readouterr().err
 
 
@@ -361,12 +362,12 @@ def test_local_step_series_lists_in_step_order_with_tokens_per_step(step_series)
 def test_local_step_series_without_tokens_per_step_is_one_line(step_series, capsys):
     with pytest.raises(CheckpointError, match=r"13 checkpoint names \(step0 ... step2000\).*--tokens-per-step N"):
         list_revisions(step_series)
-    assert main(["checkpoints", "--repo", str(step_series)]) == 2
+    assert main(["checkpoints", "--model", str(step_series)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--tokens-per-step" in err
-    assert main(["checkpoints", "--repo", str(step_series), "--tokens-per-step", "0"]) == 2
+    assert main(["checkpoints", "--model", str(step_series), "--tokens-per-step", "0"]) == 2
     assert "positive integer" in capsys.readouterr().err
-    assert main(["checkpoints", "--repo", str(step_series), "--tokens-per-step", "2048", "--max", "3"]) == 0
+    assert main(["checkpoints", "--model", str(step_series), "--tokens-per-step", "2048", "--max", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out[1:4]] == ["step0", "step32", "step2000"]
     assert out[3].split()[3] == format_tokens(2000 * 2048) == "4.096M"
@@ -389,7 +390,7 @@ def test_track_request_carries_tokens_per_step(step_series, tmp_path, capsys):
     assert again == request and again.tokens_per_step == 1024
     assert again.request_id != TrackRequest(source=str(step_series), store=str(tmp_path / "store")).request_id
     # refused before Prefect starts, in one line
-    assert main(["track", "--repo", str(step_series), "--store", str(tmp_path / "s"), "--tokens-per-step", "-5"]) == 2
+    assert main(["track", "--model", str(step_series), "--store", str(tmp_path / "s"), "--tokens-per-step", "-5"]) == 2
     assert "--tokens-per-step" in capsys.readouterr().err
     saved = tmp_path / "request.json"
     saved.write_text(request.to_json())

@@ -323,7 +323,7 @@ def test_filters_and_the_average_needs_every_task(store, tmp_path):
     assert {r["model"] for r in board.rows} == {ALPHA, BETA, AVERAGE_MODEL}
     assert {r["task"] for r in board.rows} == {A}  # one task: no across-task average
     assert cell(board, "ahon_ln", AVERAGE_MODEL, A)["within_1pt"] == pytest.approx(20.0)  # (15 + 25) / 2
-    with pytest.raises(ConfigError, match='--models org/alpa: no evaluations of it \\(did you mean "org/alpha"\\?\\)'):
+    with pytest.raises(ConfigError, match='--model org/alpa: no evaluations of it \\(did you mean "org/alpha"\\?\\)'):
         load_leaderboard(store, models=["org/alpa"])
     with pytest.raises(ConfigError, match='--tasks winogrand: .*did you mean "winogrande"'):
         load_leaderboard(store, tasks=["winogrand"])
@@ -442,7 +442,7 @@ def test_cli_prints_each_format_and_draws_the_figure(store, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == format_leaderboard_table(load_leaderboard(store).rows, "markdown") + "\n"
     assert proc.stderr == ""
-    proc = dormant("--store", str(store), "--format", "csv", "--models", ALPHA, GAMMA, "--tasks", A)
+    proc = dormant("--store", str(store), "--format", "csv", "--model", ALPHA, GAMMA, "--tasks", A)
     assert proc.returncode == 0, proc.stderr
     table = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert {r["model"] for r in table} == {ALPHA, GAMMA, AVERAGE_MODEL} and {r["task"] for r in table} == {A}
@@ -457,8 +457,8 @@ def test_cli_prints_each_format_and_draws_the_figure(store, tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--models", "org/alpa"], 'no evaluations of it (did you mean "org/alpha"?)'),
-        (["--models", ALPHA, "--figure", "x.png"], "needs 2 models or more; the board has 1 (org/alpha)"),
+        (["--model", "org/alpa"], 'no evaluations of it (did you mean "org/alpha"?)'),
+        (["--model", ALPHA, "--figure", "x.png"], "needs 2 models or more; the board has 1 (org/alpha)"),
         (["--figure", "x.gif"], "--figure x.gif: name a .png, .svg or .pdf file"),
         (["--tasks", "mmlu"], "--tasks mmlu: no dynamic sweep of it"),
     ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -104,5 +105,6 @@ def test_dry_run_lists_every_run_and_loads_no_model(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},  # no Hub here: the cheap checks would refuse the id "x" first
     )
     assert bad.returncode == 2 and bad.stderr.strip().endswith("drop --model")

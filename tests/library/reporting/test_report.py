@@ -30,10 +30,12 @@ from dormant_tasks.reporting.report import (
     report_markdown,
     score_bands,
     summary_rows,
+    tau_positions,
     transition_counts,
 )
 from dormant_tasks.store.io import open_store, read_table, write_table
 from dormant_tasks.tracking.confidence import wilson_interval
+from dormant_tasks.tracking.findings import series_findings
 from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
 from flows.cli import main
 
@@ -247,6 +249,8 @@ def test_render_report_writes_an_offline_report(known_store, tmp_path):
         "transitions_ahon_ln",
         "scores_ahon_ln",
         "agreement",
+        "findings_emergence",  # the findings' figures (docs/SCORES.md §7); findings_input needs two sets
+        "findings_transitions",
     }
     for png, svg in result.figures.values():
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and b"<svg" in svg.read_bytes()[:2000]
@@ -255,7 +259,9 @@ def test_render_report_writes_an_offline_report(known_store, tmp_path):
         assert f'src="figures/{png.name}"' in html and f'href="figures/{svg.name}"' in html
     assert "http://" not in html and "https://" not in html  # opens offline: no CDN
     assert CAL in html and TAUS in html and "fixed" in html and "0.1.0" in html
-    assert result.summary_md.read_text() == result.markdown == report_markdown(load_series(known_store, MODEL))
+    series = load_series(known_store, MODEL)
+    found, positions = series_findings(known_store, MODEL), tau_positions(known_store, series)
+    assert result.summary_md.read_text() == result.markdown == report_markdown(series, None, found, positions)
     assert result.summary_rows == summary_rows(load_series(known_store, MODEL))
     assert sorted(p.name for p in out.parent.iterdir()) == ["tiny"]  # no temp folder left behind
 
@@ -408,11 +414,11 @@ def test_checkpoints_of_older_taus_are_not_current(tmp_path):
 
 def test_cli_report(known_store, tmp_path, capsys):
     out = tmp_path / "cli-out"
-    assert main(["report", "--store", str(known_store), "--out", str(out)]) == 0
+    assert main(["report", "--store", str(known_store), "--reports-dir", str(out)]) == 0
     assert (out / "index.html").is_file() and (out / "figures" / "raster_ahon_ln.svg").is_file()
     assert "index.html" in capsys.readouterr().out
     write_series(known_store, {"ahon_ln": known_picture()}, TOKENS, model_id="other-series")
-    assert main(["report", "--store", str(known_store), "--out", str(tmp_path / "x")]) == 2
+    assert main(["report", "--store", str(known_store), "--reports-dir", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("dormant report: error:") and MODEL in err and "other-series" in err and "--model" in err
     assert not (tmp_path / "x").exists()

@@ -5,6 +5,7 @@ and the report's "Calibration sets" section."""
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -106,6 +107,13 @@ def row_of(table, revision, fn, a, b) -> dict:
     return rows[0]
 
 
+def same_rows(a, b) -> bool:
+    """Table equality with NaN equal to NaN (the Jaccard of two empty masks)."""
+    keep = [c for c in a.column_names if c != "jaccard"]
+    ja, jb = (t.column("jaccard").to_numpy() for t in (a, b))
+    return a.select(keep).equals(b.select(keep)) and np.array_equal(ja, jb, equal_nan=True)
+
+
 def test_counts_and_jaccard_match_hand_computed_masks(tmp_path):
     store = tmp_path / "store"
     write_taus(store, fns_of={"cal-a": ("ahon_ln", "awft"), "cal-b": ("ahon_ln", "awft"), "cal-c": ("ahon_ln",)})
@@ -142,8 +150,9 @@ def test_counts_and_jaccard_match_hand_computed_masks(tmp_path):
     assert (ac["n_both"], ac["jaccard"]) == (1, pytest.approx(1 / 3))
     bc = row_of(t, c1["revision"], "ahon_ln", "cal-b", "cal-c")
     assert (bc["n_both"], bc["jaccard"], bc["n_dormant_all"]) == (1, pytest.approx(1 / 3), 1)
-    empty = row_of(t, c1["revision"], "awft", "cal-a", "cal-b")  # both masks empty: they agree
-    assert (empty["n_both"], empty["jaccard"], empty["n_sets"], empty["n_dormant_any"]) == (0, 1.0, 2, 0)
+    empty = row_of(t, c1["revision"], "awft", "cal-a", "cal-b")  # both masks empty: Jaccard undefined, not 1
+    assert (empty["n_both"], empty["n_sets"], empty["n_dormant_any"]) == (0, 2, 0)
+    assert math.isnan(empty["jaccard"])
     one_empty = row_of(t, c2["revision"], "ahon_ln", "cal-a", "cal-b")
     assert (one_empty["n_dormant_a"], one_empty["n_dormant_b"], one_empty["jaccard"]) == (1, 0, 0.0)
     assert (one_empty["n_dormant_all"], one_empty["n_dormant_any"]) == (0, 1)
@@ -169,7 +178,7 @@ def test_update_is_incremental_and_equals_a_computation_from_scratch(tmp_path, m
             commit(store, c, cal, random_masks(rng), when)
     assert A.update_agreement(store, MODEL) == 3
     path = agreement_file(store)
-    assert pq.read_table(path).equals(A.set_agreement(store, MODEL))
+    assert same_rows(pq.read_table(path), A.set_agreement(store, MODEL))
     assert A.AGREEMENT_KEY in S.read_metadata(store, "calibration_agreement", MODEL, A.FILE_KEY)
 
     read: list[tuple[str, list[str]]] = []
@@ -190,14 +199,14 @@ def test_update_is_incremental_and_equals_a_computation_from_scratch(tmp_path, m
         commit(store, new, cal, random_masks(rng), when)
     assert A.update_agreement(store, MODEL) == 1
     assert sorted(read) == [(cal, [new["revision"]]) for cal in SETS]
-    assert pq.read_table(path).equals(A.set_agreement(store, MODEL))
+    assert same_rows(pq.read_table(path), A.set_agreement(store, MODEL))
 
     read.clear()  # a re-analysed (revision, set): that revision again, every set of it
     commit(store, order[0], "cal-b", random_masks(random.Random(99)), when + timedelta(hours=1))
     assert A.update_agreement(store, MODEL) == 1
     assert sorted(read) == [(cal, [order[0]["revision"]]) for cal in SETS]
     got = pq.read_table(path)
-    assert got.equals(A.set_agreement(store, MODEL))
+    assert same_rows(got, A.set_agreement(store, MODEL))
     assert got.num_rows == 4 * 2 * 3  # checkpoints x functions x pairs
     steps = got.column("step").to_pylist()
     assert steps == sorted(steps)  # series order
@@ -214,7 +223,7 @@ def test_derive_series_writes_the_agreement_of_several_sets_only(tmp_path):
         commit(single, c, "cal-a", random_masks(rng), T0 + timedelta(minutes=k))
     tracker.derive_series(TrackRequest(source=MODEL, store=str(several), report=False))
     tracker.derive_series(TrackRequest(source=MODEL, store=str(single), report=False))
-    assert pq.read_table(agreement_file(several)).equals(A.set_agreement(several, MODEL))
+    assert same_rows(pq.read_table(agreement_file(several)), A.set_agreement(several, MODEL))
     assert not (single / "calibration_agreement").exists()
     assert A.set_agreement(single, MODEL).num_rows == 0
 
@@ -243,8 +252,8 @@ def test_report_has_a_calibration_sets_section_only_with_several_sets(tmp_path):
     assert "cal-a" in html and "cal-b" in html
     t = A.set_agreement(stores["two"], MODEL)
     last = t.filter(np.array([r == rev(1000)["revision"] for r in t.column("revision").to_pylist()]))
-    mean = float(np.mean(last.column("jaccard").to_numpy()))
-    lines = [line for line in two.markdown.splitlines() if "Jaccard" in line]
+    mean = float(np.nanmean(last.column("jaccard").to_numpy()))
+    lines = [line for line in two.markdown.splitlines() if line.startswith("Calibration sets") and "Jaccard" in line]
     assert len(lines) == 1 and "cal-a" in lines[0] and "cal-b" in lines[0] and f"{mean:.2f}" in lines[0]
 
     one = render_report(stores["one"], MODEL, out_dir=tmp_path / "report-one")

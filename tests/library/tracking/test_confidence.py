@@ -25,7 +25,15 @@ from dormant_tasks.reporting.report import (
     summary_rows,
 )
 from dormant_tasks.store import io as S
-from dormant_tasks.tracking.confidence import Z95, excludes_half, wilson_interval
+from dormant_tasks.tracking.confidence import (
+    Z95,
+    discordant,
+    excludes_half,
+    mcnemar_exact_p,
+    pack_inputs,
+    unpack_inputs,
+    wilson_interval,
+)
 from dormant_tasks.tracking.masks import Tau, aggregate
 from dormant_tasks.tracking.series import open_views
 from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
@@ -62,6 +70,13 @@ def test_wilson_on_hand_computed_values():
     np.testing.assert_allclose(high, [Z**2 / (1 + Z**2), 1.0], atol=1e-15)
     for k, n in [(3, 10), (70, 128), (76, 128), (51, 128), (1, 4)]:
         np.testing.assert_allclose(np.array(wilson_interval(k, n)).ravel(), by_hand(k, n), rtol=1e-12)
+
+
+def test_wilson_ends_are_exact_at_k_0_and_k_n():
+    for n in (1, 3, 7, 128):
+        low, high = wilson_interval([0, n], n)
+        assert low[0] == 0.0 and high[1] == 1.0  # not 5.6e-17 / 1 - 1e-16: a figure's error bar must not go negative
+        assert low[0] <= 0.0 <= high[0] and low[1] <= 1.0 <= high[1]
 
 
 def test_wilson_is_vectorised_and_n_0_is_unknown():
@@ -126,7 +141,8 @@ def aggregated_rows(c: dict, inactive_counts: list[int], n: int = 128) -> list[d
     return [common | r | {"calibration_id": "cal", "taus_id": "taus"} for r in heads]
 
 
-def test_a_head_inactive_on_64_of_128_inputs_is_never_part_of_a_confident_transition():
+def test_without_per_input_indicators_a_head_at_64_of_128_is_never_part_of_a_confident_transition():
+    """The fallback rule (results stored without `inactive_inputs`): both intervals must exclude 0.5."""
     cks = [ckpt("m", 1, s) for s in (1, 2, 3, 4)]
     counts = [  # per checkpoint, per head: inputs (of 128) on which the head is inactive
         [0, 128, 0, 128],
@@ -135,7 +151,8 @@ def test_a_head_inactive_on_64_of_128_inputs_is_never_part_of_a_confident_transi
         [128, 128, 0, 64],
     ]
     rows = [r for c, k in zip(cks, counts) for r in aggregated_rows(c, k)]
-    tr = derive_transitions(table(rows)).to_pylist()
+    tr = derive_transitions(table(rows).drop_columns(["inactive_inputs"])).to_pylist()
+    assert all(r["confident_p"] is None for r in tr)
     got = {(r["head_index"], r["to_step"]): r["confident"] for r in tr}
     assert got == {
         (0, 2): False,  # 0/128 -> 64/128
@@ -161,6 +178,103 @@ def test_confident_is_null_when_an_interval_is_unknown():
     assert [(r["head_index"], r["to_step"], r["confident"]) for r in tr] == [(0, 2, None), (0, 3, None), (1, 3, None)]
     without_columns = table(known + unknown).drop_columns(["dormant_rate_low", "dormant_rate_high"])
     assert derive_transitions(without_columns).column("confident").null_count == 3
+
+
+# ------------------------------------------------------------------------------------------ the paired test
+
+
+def brute_force_p(b: int, c: int) -> float:
+    """Two-sided exact p by enumerating every way the n = b + c discordant inputs could have gone under "no
+    change" (each way with probability 1/2): the share of outcomes at least as far from n/2 as b."""
+    n = b + c
+    far = sum(1 for bits in range(2**n) if abs(bin(bits).count("1") - n / 2) >= abs(b - n / 2))
+    return far / 2**n
+
+
+def test_mcnemar_exact_p_on_hand_computed_values():
+    assert mcnemar_exact_p(0, 0) == 1.0  # no discordant input: no evidence of change
+    assert mcnemar_exact_p(0, 5) == pytest.approx(2 / 32)  # 2 x (1/2)^5
+    assert mcnemar_exact_p(5, 0) == pytest.approx(2 / 32)  # symmetric
+    assert mcnemar_exact_p(1, 5) == pytest.approx(2 * 7 / 64)  # 2 x (C(6,0) + C(6,1)) / 2^6
+    assert mcnemar_exact_p(0, 6) == pytest.approx(2 / 64)
+    assert mcnemar_exact_p(3, 3) == 1.0  # 2 x 42/64 > 1: clipped
+    assert mcnemar_exact_p(0, 2000) == 0.0 or mcnemar_exact_p(0, 2000) < 1e-300  # no float overflow at large n
+    got = mcnemar_exact_p(np.array([[0, 1], [3, 0]]), np.array([[5, 5], [3, 6]]))
+    assert got.shape == (2, 2) and got[0, 0] == pytest.approx(2 / 32) and got[1, 1] == pytest.approx(2 / 64)
+
+
+def test_mcnemar_exact_p_matches_enumeration_and_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    for n in range(13):
+        for b in range(n + 1):
+            c = n - b
+            p = float(mcnemar_exact_p(b, c))
+            assert p == pytest.approx(brute_force_p(b, c), abs=1e-12), (b, c)
+            if n:
+                assert p == pytest.approx(stats.binomtest(b, n, 0.5).pvalue, abs=1e-12), (b, c)
+
+
+def test_packed_indicators_round_trip_and_count_discordant_inputs():
+    rng = np.random.default_rng(5)
+    for n in (1, 7, 8, 9, 128, 131):
+        before, after = rng.random((n, 3)) < 0.5, rng.random((n, 3)) < 0.5  # [input, head]
+        pb, pa_ = pack_inputs(before), pack_inputs(after)
+        assert all(len(x) == (n + 7) // 8 for x in pb)
+        for h in range(3):
+            assert (unpack_inputs(pb[h], n) == before[:, h]).all()
+            assert discordant(pb[h], pa_[h]) == (
+                int((before[:, h] & ~after[:, h]).sum()),
+                int((~before[:, h] & after[:, h]).sum()),
+            )
+    with pytest.raises(ValueError, match="same calibration set"):
+        discordant(b"\x01", b"\x01\x00")
+
+
+def rows_with_inactive_inputs(c: dict, inactive: list[set[int]], n: int = 128) -> list[dict]:
+    """head_scores rows of one checkpoint through the real `aggregate`: head h inactive on the inputs inactive[h]."""
+    values = np.ones((n, 1, 1, len(inactive)))  # [input, fn, layer, head]
+    for h, which in enumerate(inactive):
+        values[sorted(which), 0, 0, h] = 0.0
+    heads = aggregate(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pylist()
+    common = {k: c[k] for k in ("model_id", "revision", "stage", "step", "tokens")}
+    return [common | r | {"calibration_id": "cal", "taus_id": "taus"} for r in heads]
+
+
+def test_confident_is_the_paired_test_on_the_inputs_that_changed():
+    """Hand-made paired indicators on 128 inputs:
+    head 0: inactive on inputs 0-59 (60, active), then 0-69 (70, dormant): b = 0, c = 10, p = 2/2^10: confident,
+            though the first rate's Wilson interval holds 0.5 (the unpaired rule said no);
+    head 1: 0-62 (63, active), then 1-64 (64, dormant): b = 1, c = 2, p = 1: not confident;
+    head 2: 0-63 then 64-127: 64 of 128 both times, no state change, no row;
+    head 3: 0-9 (active), then 0-99 (dormant): p = 2/2^90, confident under either rule."""
+    a, b = ckpt("m", 1, 1), ckpt("m", 1, 2)
+    before = [set(range(60)), set(range(63)), set(range(64)), set(range(10))]
+    after = [set(range(70)), set(range(1, 65)), set(range(64, 128)), set(range(100))]
+    rows = rows_with_inactive_inputs(a, before) + rows_with_inactive_inputs(b, after)
+    tr = {r["head_index"]: r for r in derive_transitions(table(rows)).to_pylist()}
+    assert sorted(tr) == [0, 1, 3]
+    assert (tr[0]["confident"], tr[0]["confident_p"]) == (True, pytest.approx(2 / 2**10))
+    assert (tr[1]["confident"], tr[1]["confident_p"]) == (False, 1.0)
+    assert (tr[3]["confident"], tr[3]["confident_p"]) == (True, pytest.approx(2 / 2**90))
+    fallback = {
+        r["head_index"]: r for r in derive_transitions(table(rows).drop_columns(["inactive_inputs"])).to_pylist()
+    }
+    assert [fallback[h]["confident"] for h in (0, 1, 3)] == [False, False, True]
+    assert all(fallback[h]["confident_p"] is None for h in (0, 1, 3))
+
+
+def test_a_result_without_indicators_falls_back_per_transition():
+    """One checkpoint stored before the indicators were kept (null): its transitions use the intervals."""
+    a, b, c = ckpt("m", 1, 1), ckpt("m", 1, 2), ckpt("m", 1, 3)
+    rows = rows_with_inactive_inputs(a, [set(range(60))]) + rows_with_inactive_inputs(b, [set(range(70))])
+    old = rows_with_inactive_inputs(c, [set()])
+    for r in old:
+        r["inactive_inputs"] = None
+    tr = derive_transitions(table(rows + old)).to_pylist()
+    assert [(r["to_step"], r["confident"], r["confident_p"] is None) for r in tr] == [
+        (2, True, False),
+        (3, False, True),
+    ]
 
 
 # ------------------------------------------------------------------------------------------ blips
@@ -359,8 +473,8 @@ def test_report_cli_hide_blips_draws_the_undone_raster(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fg, "draw_raster", spy)
     plain, hidden = tmp_path / "plain", tmp_path / "hidden"
-    assert main(["report", "--store", str(root), "--out", str(plain)]) == 0
-    assert main(["report", "--store", str(root), "--out", str(hidden), "--hide-blips"]) == 0
+    assert main(["report", "--store", str(root), "--reports-dir", str(plain)]) == 0
+    assert main(["report", "--store", str(root), "--reports-dir", str(hidden), "--hide-blips"]) == 0
     (a, a_hide), (b, b_hide) = drawn
     assert not a_hide and b_hide
     assert a[0].tolist() == [0, 1, 0, 0, 0, 0] and b[0].tolist() == [0, 0, 0, 0, 0, 0]

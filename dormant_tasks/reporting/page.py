@@ -1,0 +1,300 @@
+"""The report's index.html: a Jinja2 template (`templates/report.html.j2`, package data) filled with plain values.
+
+This module turns a `report.Series` and the figure names into the template's context (strings, tables as
+header + rows, figures as name + caption); the template lays them out and escapes every value (autoescape),
+so no HTML is built by string concatenation. Also the texts the page and summary.md share (captions, notes).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from dormant_tasks.reporting.figures import format_tokens
+from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS
+
+CAPTIONS = {
+    "dormant_percent": "Percentage of heads dormant at each checkpoint, one line per score function "
+    "(raw scores solid, layer-normalised _ln dashed, head-normalised _hn dotted).",
+    "raster": "Every head's state at every checkpoint under {fn}: rows are heads grouped by layer (layer 0 "
+    "on top), columns are checkpoints in series order; red / green cells mark the checkpoint where "
+    "a head fell dormant / woke.",
+    "layers": "Number of dormant heads per layer at each checkpoint under {fn}.",
+    "transitions": "Transitions under {fn} between consecutive checkpoints (from the store's transitions table): "
+    "heads that fell dormant (up) and heads that woke (down) in each interval.",
+    "scores": "Distribution over heads of the per-head {fn} score (each head's mean over the calibration "
+    "inputs, from head_scores): median and 10–90% band, with the series' tau.",
+    "agreement": "Agreement between score functions at the last checkpoint: intersection over union of "
+    "their dormant head sets (– where both sets are empty).",
+    "set_agreement": "Agreement of the calibration sets through training under {fn}: per pair of sets, the "
+    "Jaccard index of their dormant head sets (heads dormant on both / heads dormant on either; undefined, no "
+    "point, where neither has a dormant head), each set with its own taus, at the checkpoints both sets scored.",
+    "set_raster": "Every head's state at every checkpoint scored on two or more calibration sets under {fn}: "
+    "dormant on every set, on some of them, or on none; rows are heads grouped by layer (layer 0 on top).",
+    "set_length": "The heads whose {fn} dormant rate differs most between the calibration sets at the last "
+    "checkpoint they share, and for each set how the head's {fn} score changes per doubling of the input "
+    "length (length_slope: least squares over the set's inputs). Where it is undefined (NaN: the set's input "
+    "lengths do not vary, or the result was re-aggregated by --retau from kept per-input scores, which keep no "
+    "token counts) no bar is drawn, and heads undefined on every set are left out.",
+    "accuracy_vs_zeroed": "Accuracy against the measured % of heads zeroed (dynamic zeroing, thresholds at "
+    "quantiles of the un-intervened scores), with the base accuracy and base − 1 point.",
+    "findings_emergence": "Emergence under {fn}: of the heads dormant at the last checkpoint, the share already "
+    "dormant for good (dormant from then to the end) by each token count; the point marks 10% of the tokens, "
+    "with its 95% Wilson interval.",
+    "findings_transitions": "Transitions under {fn} into each checkpoint: confident ones (the paired test on the "
+    "calibration inputs whose indicator changed, docs/SCORES.md) and the others.",
+    "findings_input": "Input dependence under {fn}: per pair of calibration sets, the Jaccard index of their "
+    "masks through training (undefined, no point, where neither set marks a head).",
+}
+
+STYLE = (
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:90%}"
+    "th{background:#f2f2f2}figure{margin:1.5em 0}img{max-width:100%;height:auto}"
+    "figcaption{font-size:90%;color:#444}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:.4em .8em}"
+)
+
+
+@lru_cache(maxsize=1)
+def _template():
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(
+        loader=PackageLoader("dormant_tasks.reporting", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,  # a context key the template names but the code forgot: an error, not ""
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    return env.get_template("report.html.j2")
+
+
+def _table(header: list[str], rows: list[list]) -> dict:
+    return {"header": header, "rows": [[str(c) for c in r] for r in rows]}
+
+
+def _figure(kind: str, name: str, fn: str) -> dict:
+    caption = CAPTIONS[kind.rstrip("_0123456789") if kind.startswith("accuracy") else kind].format(fn=fn)
+    return {"name": name, "caption": caption}
+
+
+def failed_note(failed) -> str:
+    """The heading of a series' failed checkpoints (`failed_checkpoints` rows), in the report and summary.md."""
+    n = len(failed)
+    return f"{n} checkpoint{'s' if n != 1 else ''} failed, not stored (a rerun of `dormant track` retries)"
+
+
+def report_html(
+    series, fn: str, fig: dict[str, str], rows: list[dict], groups, sets=None, found=None, positions=()
+) -> str:
+    """index.html of a `report.Series`: `fig` maps a figure kind to its file name; `sets` (report.CalibrationSets,
+    several calibration sets only) adds the "Calibration sets" section; `found` (tracking.findings.Findings) the
+    "Findings" section; `positions` (report.TauPosition per function) where each tau sits."""
+    c0, t = series.checkpoints, series.tokens
+    distinct = lambda key: ", ".join(sorted({str(c.get(key)) for c in c0}))  # noqa: E731
+    figure = lambda kind: _figure(kind, fig[kind], fn)  # noqa: E731
+    sources = {r["score_fn"]: r for r in series.tau_sources}
+    where = {p.score_fn: p for p in positions}
+    context = {
+        "model_id": series.model_id,
+        "score_fn": fn,
+        "style": STYLE,
+        "intro": f"{len(t)} checkpoint(s), {series.revisions[0]} ({format_tokens(t[0])} tokens) to "
+        f"{series.revisions[-1]} ({format_tokens(t[-1])} tokens); {series.n_layers} layers × {series.n_heads} heads",
+        "provenance": _table(
+            ["item", "value"],
+            [
+                ["calibration set", f"{c0[0]['calibration_id']} ({distinct('n_inputs')} inputs)"],
+                ["taus id", c0[0]["taus_id"]],
+                ["code version", distinct("code_version")],
+                ["scoring version", distinct("scoring_version")],
+                ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
+                *(
+                    [[failed_note(series.failed), "; ".join(f"{r['revision']}: {r['reason']}" for r in series.failed)]]
+                    if getattr(series, "failed", ())
+                    else []
+                ),
+            ],
+        ),
+        "taus": _table(
+            ["score function", "dormant if", "source", "reference checkpoint", "marks there", "quantile of tau"],
+            [
+                [f, f"score {d} {tau:g}", tau_source(sources.get(f)), *_position_cells(where.get(f))]
+                for f, (tau, d) in series.taus.items()
+            ],
+        ),
+        "tau_warnings": [p.warning for p in positions if p.warning],
+        "summary": _table(
+            [
+                "score function",
+                "first checkpoint with a dormant head",
+                "final % dormant",
+                "fell dormant",
+                "woke",
+                "confident",
+                "blips",
+                "heads that changed state",
+            ],
+            [
+                [
+                    r["score_fn"],
+                    first_dormant_label(r),
+                    f"{r['final_pct_dormant']:.2f}",
+                    r["fell_dormant"],
+                    r["woke"],
+                    r["confident"],
+                    r["blips"],
+                    r["heads_ever_changed"],
+                ]
+                for r in rows
+            ],
+        ),
+        "note": raw_quantile_note(series.tau_sources),
+        "figures": {kind: figure(kind) for kind in fig if not kind.startswith(("accuracy", "set_", "findings"))},
+        "findings": None,
+        "findings_figures": [
+            figure(k) for k in ("findings_emergence", "findings_transitions", "findings_input") if k in fig
+        ],
+        "sets": None if sets is None else _sets_context(sets, figure, fig),
+        "interventions": [
+            {
+                "title": f"{g.task}, {g.shots}-shot, {g.revision}: base accuracy {g.base_accuracy:.2f}% on {g.n_items} items",
+                "protocol": g.protocol,
+                "table": _table(
+                    ["score function", "% zeroed within 1 point", "normalised AUC"],
+                    [[f, f"{g.within_1pt[f]:.2f}", f"{g.auc[f]:.2f}"] for f in g.curves],
+                ),
+                "figure": figure(f"accuracy_vs_zeroed_{k}"),
+            }
+            for k, g in enumerate(groups)
+        ]
+        if series.evaluations
+        else [],
+        "static": _static_table(series.evaluations),
+        "checkpoints": _table(
+            ["revision", "stage", "step", "tokens", "analysed at", "seconds"],
+            [
+                [
+                    c["revision"],
+                    c["stage"],
+                    c["step"],
+                    format_tokens(c["tokens"]),
+                    c["analyzed_at"],
+                    f"{c['seconds']:.1f}" if c["seconds"] is not None else "",
+                ]
+                for c in c0
+            ],
+        ),
+    }
+    if found is not None:
+        from dormant_tasks.reporting.report import findings_lines
+
+        context["findings"] = [line.replace("**", "") for line in findings_lines(found)[2:] if line]
+    return _template().render(**context)
+
+
+def _position_cells(p) -> list[str]:
+    if p is None or p.share is None:
+        return ["", "not known", ""]
+    return [p.reference_revision, f"{100 * p.share:.1f}% of (input, head) pairs", f"{p.quantile:.3f}"]
+
+
+def _sets_context(sets, figure, fig: dict[str, str]) -> dict:
+    fn = sets.score_fn
+    return {
+        "n": len(sets.calibration_ids),
+        "table": _table(
+            [
+                "calibration set",
+                "checkpoints",
+                "last checkpoint",
+                f"% dormant there ({fn})",
+                "fell dormant",
+                "woke",
+                "confident",
+                "blips",
+            ],
+            [
+                [
+                    r["calibration_id"],
+                    r["n_checkpoints"],
+                    r["last_revision"] or "",
+                    "not tracked" if r["final_pct_dormant"] is None else f"{r['final_pct_dormant']:.2f}",
+                    r["fell_dormant"],
+                    r["woke"],
+                    r["confident"],
+                    r["blips"],
+                ]
+                for r in sets.set_rows
+            ],
+        ),
+        "jaccard": _table(
+            ["pair of sets", "last shared checkpoint", "mean Jaccard there (over score functions that mark a head)"],
+            [
+                [f"{a} vs {b}", rev, "undefined" if j != j else f"{j:.2f}"]  # j != j: NaN
+                for (a, b), (rev, j) in sets.last_jaccard.items()
+            ],
+        )
+        if sets.last_jaccard
+        else None,
+        "figures": [figure(k) for k in ("set_agreement", "set_raster", "set_length") if k in fig],
+    }
+
+
+def _static_table(evaluations: list[dict]) -> dict | None:
+    static = [e for e in evaluations if e["mode"] == "static"]
+    if not static:
+        return None
+    return _table(
+        ["revision", "task", "shots", "score function", "tau", "% zeroed", "accuracy", "base accuracy"],
+        [
+            [
+                e["revision"],
+                e["task"],
+                e["shots"],
+                e["score_fn"],
+                e["tau"],
+                f"{100 * e['frac_zeroed']:.2f}",
+                f"{100 * e['accuracy']:.2f}",
+                f"{100 * e['base_accuracy']:.2f}",
+            ]
+            for e in static
+        ],
+    )
+
+
+def first_dormant_label(row: dict) -> str:
+    """A summary row's first checkpoint with a dormant head, e.g. 'stage1-step10-tokens1000 (1K tokens)'."""
+    if not row["first_dormant_revision"]:
+        return "never"
+    return f"{row['first_dormant_revision']} ({format_tokens(row['first_dormant_tokens'])} tokens)"
+
+
+def raw_quantile_note(tau_sources: list[dict]) -> str | None:
+    """Why the raw-unit functions with a quantile tau do not read like the _ln ones (HTML and summary.md).
+
+    Their tau is the q-quantile of the reference checkpoint's own pooled scores, so their curve is pinned
+    near q there whatever the heads do; elsewhere it follows the raw scale of the layers, which training
+    grows and shrinks. None when no such function is in the series.
+    """
+    rows = [r for r in tau_sources if r["source"] == "quantile" and r["score_fn"] in QUANTILE_DEFAULTS]
+    if not rows:
+        return None
+    fns = ", ".join(f"{r['score_fn']} (q = {r['quantile']:g})" for r in rows)
+    refs = ", ".join(sorted({str(r["reference_revision"]) for r in rows}))
+    return (
+        f"Raw-unit functions with a quantile tau: {fns}. Each tau is the q-quantile of the pooled per-input "
+        f"scores of the reference checkpoint {refs} (by default the series' last), so these functions mark "
+        "about q of the (input, head) pairs inactive there and their % dormant ends near q by construction. "
+        'Raw norms and entropies change scale as training proceeds, so their "dormant" heads at earlier '
+        "checkpoints reflect the layer's scale rather than the head's behaviour: their curves are not "
+        "comparable with those of the _ln functions."
+    )
+
+
+def tau_source(row: dict | None) -> str:
+    if row is None:
+        return "not recorded"
+    if row["source"] == "quantile":
+        return f"quantile {row['quantile']:g} of {row['reference_revision']}'s per-input scores, pooled"
+    return str(row["source"])

@@ -1,0 +1,49 @@
+"""`dormant findings`: the paper's three training-dynamics findings measured on a tracked series.
+
+Dormant heads emerge early, transition between dormant and active states, and depend on the input text:
+each stated with its number, its 95% interval and a figure, from the store only (docs/SCORES.md §7).
+"""
+
+from __future__ import annotations
+
+from .options import add_model_argument, add_scores_argument, add_store_argument
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "findings",
+        help="state the paper's three training-dynamics findings as measured on a tracked series",
+        description=__doc__.split("\n\n")[0],
+    )
+    add_store_argument(p)
+    add_model_argument(
+        p,
+        "the series: a Hub repo id, its local folder or that folder's name, as `dormant status` lists them "
+        "(default: the store's only series)",
+        required=False,
+        role="series",
+    )
+    add_scores_argument(p, "the one score function of the findings (default: ahon_ln when tracked)")
+    p.add_argument(
+        "--reports-dir",
+        metavar="DIR",
+        help="also write findings.md and the three figures (PNG + SVG) into this folder",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dormant_tasks.errors import ConfigError
+
+    if args.scores and len(args.scores) > 1:
+        raise ConfigError(f"--scores: the findings are of one function, got {len(args.scores)}; name one")
+    from dormant_tasks.reporting.report import findings_lines, resolve_model_id, write_findings
+    from dormant_tasks.tracking.findings import series_findings
+
+    model_id = resolve_model_id(args.store, args.model)
+    found = series_findings(args.store, model_id, args.scores[0] if args.scores else None)
+    print("\n".join(findings_lines(found)))
+    if args.reports_dir:
+        written = write_findings(found, args.reports_dir)
+        print(f"\nfindings: {written.summary_md} ({len(written.figures)} figures)")
+    return 0

@@ -1,0 +1,75 @@
+"""Where each fixed tau sits (docs/SCORES.md §4, "Where each tau sits"): its share of (input, head) pairs and
+quantile at the reference checkpoint, shown in the report, with a warning under 1% or over 99%; and the page
+comes from the Jinja2 template (escaped values, no string-built HTML)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_report import MODEL, write_series
+
+from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting import page
+from dormant_tasks.reporting.report import load_series, render_report, tau_positions
+
+N = 128
+
+
+def store_with_rates(tmp_path):
+    """3 checkpoints x 1 layer x 4 heads, per-head dormant rates of 128 inputs at every checkpoint:
+    ahon_ln  0.0, 0.0, 0.0, 0.0   -> marks 0% of (input, head) pairs: warned (under 1%)
+    lthon_ln 0.6, 0.2, 0.2, 0.2   -> marks 30%: its quantile 0.3
+    aeqd_ln  1.0, 1.0, 1.0, 0.99  -> marks 99.75%: warned (over 99%)"""
+    per_head = {"ahon_ln": [0.0, 0.0, 0.0, 0.0], "lthon_ln": [0.6, 0.2, 0.2, 0.2], "aeqd_ln": [1.0, 1.0, 1.0, 0.99]}
+    rates = {fn: np.tile(np.array(r).reshape(1, 1, 4), (3, 1, 1)) for fn, r in per_head.items()}
+    dormant = {fn: r >= 0.5 for fn, r in rates.items()}
+    return write_series(tmp_path / "store", dormant, [0, 10, 100], rates=rates, n_inputs=N)
+
+
+def test_tau_positions_are_the_mean_rate_at_the_reference_with_warnings(tmp_path):
+    root = store_with_rates(tmp_path)
+    series = load_series(root, MODEL)
+    got = {p.score_fn: p for p in tau_positions(root, series)}
+    last = series.revisions[-1]  # fixed taus recorded at no tracked checkpoint: the last one
+    assert {p.reference_revision for p in got.values()} == {last}
+    assert got["ahon_ln"].share == 0.0 and got["ahon_ln"].quantile == 0.0
+    assert got["lthon_ln"].share == pytest.approx(0.3) and got["lthon_ln"].quantile == pytest.approx(0.3)
+    assert got["aeqd_ln"].share == pytest.approx(0.9975)
+    assert got["lthon_ln"].warning is None
+    assert "marks almost nothing" in got["ahon_ln"].warning and "0.00%" in got["ahon_ln"].warning
+    assert "marks almost everything" in got["aeqd_ln"].warning
+
+
+def test_the_report_shows_where_each_tau_sits(tmp_path):
+    root = store_with_rates(tmp_path)
+    result = render_report(root, MODEL, out_dir=tmp_path / "report")
+    html = result.index_html.read_text(encoding="utf-8")
+    assert "<th>quantile of tau</th>" in html
+    assert "<td>30.0% of (input, head) pairs</td><td>0.300</td>" in html
+    assert html.count('<p class="note">ahon_ln: tau') == 1 and '<p class="note">aeqd_ln: tau' in html
+    assert "| lthon_ln | stage1-step20-tokens100 | 30.0% | 0.300 |" in result.markdown
+    assert "Warning: ahon_ln: tau (score < 0.5) marks 0.00%" in result.markdown
+
+
+def test_the_page_is_the_template_with_every_value_escaped(tmp_path):
+    root = store_with_rates(tmp_path)
+    series = load_series(root, MODEL)
+    fig = {k: k for k in ("dormant_percent", "raster", "layers", "scores", "agreement")}
+    rows = [
+        {
+            "score_fn": "ahon_ln",
+            "first_dormant_revision": "<b>x</b>",
+            "first_dormant_tokens": 0,
+            "final_pct_dormant": 0.0,
+            "fell_dormant": 0,
+            "woke": 0,
+            "confident": 0,
+            "blips": 0,
+            "heads_ever_changed": 0,
+        }
+    ]
+    html = page.report_html(series, "ahon_ln", fig, rows, [])
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    assert "A single checkpoint: no transitions yet." in html  # no "transitions" figure given
+    assert not hasattr(fg, "report_html")  # figures.py only draws
