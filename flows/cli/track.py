@@ -40,7 +40,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         "local series the store keeps (required unless --request)",
         required=False,
     )
-    add_store_argument(parser, use="writes")
+    add_store_argument(parser, use="updates")  # a finished rerun answers from a read-only store
     parser.add_argument(
         "--request",
         metavar="FILE",
