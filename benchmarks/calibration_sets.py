@@ -3,7 +3,7 @@
 Measures: seconds per checkpoint and model loads per checkpoint of tracking a series on
 `calibrations=("winogrande", "wikipedia", "code")` versus `calibrations=("winogrande",)`, both with `--limit`
 texts per set (default 128), no report, each run into a fresh store. The library steps are called directly (no
-Prefect), as tests/flows/test_track_calibration_sets.py::library_track does: `tracker.plan_series`,
+Prefect), the track flow's steps called directly: `tracker.series_state`,
 `tracker.resolve_series_taus` (scores the reference checkpoint), `tracker.analyze_checkpoint` for every other
 selected checkpoint, then `tracker.derive_series`. Model loads are counted by a wrapper around
 `tracker.load_checkpoint`.
@@ -94,8 +94,12 @@ def library_track(
     request = TrackRequest(
         source=source, store=str(store), calibrations=calibrations, limit=limit, max_tokens=max_tokens, report=False
     )
-    plan, _ = tracker.track_series(request)
-    return time.perf_counter() - t0, len(plan.selected), len(loads) - before
+    state = tracker.series_state(request)  # the flow's steps, called directly (no Prefect)
+    series = tracker.resolve_series_taus(request, state)
+    for revision in tracker.pending_revisions(request, state, series):
+        tracker.analyze_checkpoint(request, revision, series)
+    tracker.derive_series(request)
+    return time.perf_counter() - t0, len(state.plan.selected), len(loads) - before
 
 
 def token_counts(source: str, limit: int, max_tokens: int | None = None) -> dict[str, tuple[int, int, int]]:

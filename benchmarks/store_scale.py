@@ -191,11 +191,11 @@ class Builder:
 
     def first(self) -> float:
         """Fix the series' taus: `resolve_series_taus` scores the reference (last) checkpoint and stores it."""
-        from dormant_tasks.tracking.tracker import known_commit, resolve_series_taus
+        from dormant_tasks.tracking.tracker import known_commit, resolve_series_taus, series_state
 
         plan = self.plan()
         t0 = time.perf_counter()
-        self.taus = resolve_series_taus(self.request, plan)
+        self.taus = resolve_series_taus(self.request, series_state(self.request))
         seconds = time.perf_counter() - t0
         ref = plan.listed[-1]
         self.written.add(ref.name)
@@ -205,7 +205,7 @@ class Builder:
 
     def write_missing(self, progress_every: int = 50) -> int:
         """Write every listed checkpoint not written yet, in series order (the synthetic scores)."""
-        from dormant_tasks.tracking.tracker import known_commit, write_checkpoint
+        from dormant_tasks.tracking.tracker import known_commit, rows_of, write_checkpoint
 
         plan = self.plan()
         todo = [(i, r) for i, r in enumerate(plan.listed) if r.name not in self.written]
@@ -213,7 +213,7 @@ class Builder:
             raise SystemExit(f"{todo[-1][1].name}: its content hash differs from the reference's")
         t0 = time.perf_counter()
         for k, (i, rev) in enumerate(todo, 1):
-            write_checkpoint(self.request, self.scored(i, rev), self.taus)
+            write_checkpoint(self.request, rows_of(self.request, (self.scored(i, rev),), self.taus))
             self.written.add(rev.name)
             if k % progress_every == 0 or k == len(todo):
                 el = time.perf_counter() - t0
@@ -239,7 +239,7 @@ class Builder:
 
     def append_one(self) -> float:
         """One more checkpoint at the end of the series: write_checkpoint + derive_series timed, nothing else."""
-        from dormant_tasks.tracking.tracker import derive_series, write_checkpoint
+        from dormant_tasks.tracking.tracker import derive_series, rows_of, write_checkpoint
 
         n = len(self.written)
         link_checkpoints(self.template, self.series, n, n + 1)
@@ -248,7 +248,7 @@ class Builder:
         assert rev.name == checkpoint_name(n), rev.name
         scored = self.scored(n, rev)  # building the synthetic scores is not timed (scoring is excluded)
         t0 = time.perf_counter()
-        write_checkpoint(self.request, scored, self.taus)
+        write_checkpoint(self.request, rows_of(self.request, (scored,), self.taus))
         derive_series(self.request)
         seconds = time.perf_counter() - t0
         self.written.add(rev.name)

@@ -353,7 +353,7 @@ def main() -> None:
         timeline.install()
         print("tracked run (flows.track.track, local runner):", flush=True)
         start, end, summary = tracked_run(work, args.limit, args.max_tokens, timeline)
-        print(f"  flow: {summary['analysed']} analysed, {summary['n_checkpoints']} in the series")
+        print(f"  flow: {summary.analysed} analysed, {summary.n_checkpoints} in the series")
         ok = report(alone, timeline, start, end, work / "store")
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)

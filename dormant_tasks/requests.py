@@ -233,6 +233,7 @@ class TrackRequest(_Request):
     workers: int | None = None  # workers of a local Dask cluster (runner dask; default 2)
     report: bool = True  # render the report at the end
     reports_dir: str | None = None  # default: reports/<series>/
+    fail_fast: bool = False  # stop at the first checkpoint that fails (default: record it, go on with the rest)
 
     def __post_init__(self):
         if not isinstance(self.source, str) or not self.source.strip():

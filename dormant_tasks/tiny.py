@@ -339,8 +339,9 @@ def pretrain_tiny(
 
 
 def _train(out, config, corpus_text, save_at, names, existing, progress) -> list[TinyCheckpoint]:
-    from tqdm.auto import tqdm
     from transformers import Olmo2ForCausalLM
+
+    from dormant_tasks.progress import progress_bar
 
     texts = [line for line in corpus_text.splitlines() if line.strip()]
     tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size)
@@ -375,7 +376,8 @@ def _train(out, config, corpus_text, save_at, names, existing, progress) -> list
     with torch.no_grad():
         initial_loss = model(input_ids=batch, labels=batch).loss.item()
     checkpoint(0, initial_loss)
-    bar = tqdm(range(1, last + 1), desc="pretrain-tiny", unit="step", disable=None if progress else True)
+    # A bar on a terminal, a plain line at least every 20 s on a pipe or file (`make demo > log`, CI).
+    bar = progress_bar(range(1, last + 1), desc="pretrain-tiny", unit="step", enabled=progress)
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)

@@ -12,7 +12,7 @@ from dormant_tasks.paths import default_series_dir
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.tiny import pretrain_tiny
 
-from .track import track
+from .track import TrackResult, track
 
 DEMO_SERIES = default_series_dir() / "tiny-olmo2"  # under the working directory
 
@@ -24,7 +24,7 @@ def pretrain(series_dir: str, steps: int, seed: int) -> int:
 
 
 @flow(name="demo", log_prints=True, validate_parameters=False)
-def demo(request: TrackRequest, steps: int, seed: int = 0) -> dict:
+def demo(request: TrackRequest, steps: int, seed: int = 0) -> TrackResult:
     """Pretrain `steps` steps of the tiny series at `request.source`, then track it with `request`."""
     request = TrackRequest.coerce(request)
     n = pretrain(request.source, steps, seed)

@@ -32,23 +32,24 @@ def _transient(task, task_run, state) -> bool:
 CHECKPOINT_RETRIES = dict(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=_transient, cache_policy=NONE)
 
 
-@task(name="plan-series", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient, cache_policy=NONE)
-def plan_series(request: TrackRequest) -> tracker.SeriesPlan:
-    plan = tracker.plan_series(request)
-    if plan.skipped_names:
-        names = plan.skipped_names
+@task(name="series-state", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient, cache_policy=NONE)
+def series_state(request: TrackRequest) -> tracker.SeriesState:
+    """The series as the run finds it (plan, stored sets and taus, pending checkpoints), asked once per run."""
+    state = tracker.series_state(request)
+    if state.plan.skipped_names:
+        names = state.plan.skipped_names
         get_run_logger().info(
             "skipped %d names that are not checkpoints: %s",
             len(names),
             ", ".join(names[:10]) + (" ..." if len(names) > 10 else ""),
         )
-    return plan
+    return state
 
 
 @task(name="series-taus", cache_policy=NONE)
-def series_taus(request: TrackRequest, plan: tracker.SeriesPlan, score=None) -> tracker.SeriesTaus:
+def series_taus(request: TrackRequest, state: tracker.SeriesState, score=None) -> tracker.SeriesTaus:
     """`score`: how to score the checkpoint the taus need (None: here, in the flow's process)."""
-    return tracker.resolve_series_taus(request, plan, score)
+    return tracker.resolve_series_taus(request, state, score)
 
 
 @task(
@@ -87,6 +88,8 @@ def analyze_checkpoint(
     log = get_run_logger()
     if result.skipped:
         log.info("%s: already stored, skipped without loading the model", revision.name)
+    elif result.failed is not None:
+        log.warning("%s: failed, recorded; the run goes on (a rerun retries it): %s", revision.name, result.failed)
     else:
         s = result.seconds
         log.info(

@@ -1,8 +1,10 @@
-"""The track flow: checkpoints -> load -> score -> masks -> store -> transitions -> report.
+"""The track flow, the one orchestrator of a track run: state -> taus -> checkpoints -> transitions -> report.
 
-Core functions: `dormant_tasks.tracking.tracker.plan_series`, `resolve_series_taus`, `analyze_checkpoint`,
-`derive_series` (through the task wrappers of `flows.tasks`). The flow takes the run's
-`TrackRequest` whole, fans the checkpoints out to its task runner, and logs; the science is in the library.
+Core functions: `dormant_tasks.tracking.tracker.series_state`, `resolve_series_taus`, `analyze_checkpoint`,
+`derive_series` (through the task wrappers of `flows.tasks`). The flow takes the run's `TrackRequest` whole
+(and the `SeriesState` the CLI asked for already, so that a run asks it once), fans the checkpoints out to its
+task runner, logs, and returns a `TrackResult`; the science is in the library. A checkpoint that fails is
+recorded and the run goes on (`request.fail_fast`: it stops).
 """
 
 from __future__ import annotations
@@ -21,28 +23,32 @@ from prefect.artifacts import (
 )
 from prefect.futures import as_completed
 
+from dormant_tasks.progress import progress_bar
 from dormant_tasks.requests import Runner, TrackRequest
-from dormant_tasks.store.io import check_store, stored_checkpoint_keys
+from dormant_tasks.store.io import check_store
 from dormant_tasks.tracking import tracker
-from dormant_tasks.tracking.series import SeriesView
-from dormant_tasks.tracking.tracker import CheckpointResult, is_stored, known_commit
+from dormant_tasks.tracking.tracker import CheckpointResult, SeriesState, TrackResult
 from flows import tasks
 
 PROGRESS_EVERY_S = 5.0
 
 
 @flow(name="track", log_prints=True, validate_parameters=False)
-def track(request: TrackRequest, progress: bool = False) -> dict:
-    """Track dormant heads through a series of checkpoints; returns a summary dict.
+def track(request: TrackRequest, progress: bool = False, state: SeriesState | None = None) -> TrackResult:
+    """Track dormant heads through a series of checkpoints; returns the run's `TrackResult`.
 
-    `request` is a `TrackRequest` (or its dict, as a deployment passes it). With the local runner one
-    checkpoint is scored while the next one downloads (a disk that holds two checkpoints is enough); with
-    the Dask runner every checkpoint is submitted at once, workers return its rows and the flow writes them.
+    `request` is a `TrackRequest` (or its dict, as a deployment passes it); `state` the series' state when the
+    caller asked for it already (the CLI does, to answer a finished rerun without Prefect). With the local
+    runner one checkpoint is scored while the next one downloads (a disk that holds two checkpoints is
+    enough); with the Dask runner every checkpoint is submitted at once, workers return its rows and the flow
+    writes them.
     """
-    request = TrackRequest.coerce(request)
     log = get_run_logger()
-    check_store(request.store)
-    plan = tasks.plan_series(request)
+    if not isinstance(state, SeriesState):  # a deployment's run, or a test's: nobody asked yet
+        request = TrackRequest.coerce(request)
+        check_store(request.store)
+        state = tasks.series_state(request)
+    request, plan = state.request, state.plan  # naming no calibration set: the stored series' own sets
     log.info(
         "%s: %d of %d checkpoints selected (%s), calibration %s, request %s",
         request.model_id,
@@ -52,8 +58,8 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
         ", ".join(c.calibration_id for c in request.calibration_sets),
         request.request_id,
     )
-    ahead = _prefetch_past_reference(request, plan)
-    series = tasks.series_taus(request, plan, _score_on_runner(request))
+    ahead = _prefetch_past_reference(request, state)
+    series = tasks.series_taus(request, state, _score_on_runner(request))
     log.info(
         "taus %s: %s",
         series.taus_id,
@@ -61,44 +67,46 @@ def track(request: TrackRequest, progress: bool = False) -> dict:
     )
     for warning in series.warnings:
         log.info("%s", warning)
-    results = _run_checkpoints(request, plan.selected, series, progress, ahead)
-    done = [r for r in results if not r.skipped]
+    results = _run_checkpoints(request, state, series, progress, ahead)
     summary = tasks.derive_transitions(request)
+    result = TrackResult.of(
+        request,
+        results,
+        n_checkpoints=summary.n_checkpoints,
+        n_transitions=summary.n_transitions,
+        n_stale=summary.n_stale,
+        taus_id=series.taus_id,
+        warnings=tuple(series.warnings),
+        input_scores=request.input_scores.value,
+    )
     log.info(
-        "%s: %d checkpoints analysed now, %d already stored; series holds %d checkpoints, %d transitions",
+        "%s: %d checkpoints analysed now, %d already stored, %d failed; series holds %d checkpoints, %d transitions",
         request.model_id,
-        len(done),
-        len(results) - len(done),
+        result.analysed,
+        result.skipped,
+        len(result.failed),
         summary.n_checkpoints,
         summary.n_transitions,
     )
-    out = {
-        "model_id": request.model_id,
-        "store": request.store,
-        "analysed": len(done),
-        "skipped": len(results) - len(done),
-        "n_checkpoints": summary.n_checkpoints,
-        "n_transitions": summary.n_transitions,
-        "n_stale": summary.n_stale,
-        "taus_id": series.taus_id,
-        "request_id": request.request_id,
-        "warnings": list(series.warnings),
-        "n_truncated": max((r.n_truncated for r in results), default=0),
-        "input_scores": request.input_scores.value,
-        "report": None,
-    }
     if request.report:
-        out["report"] = str(_report(request.store, request.model_id, request.reports_dir))
-    return out
+        result = _with_report(result, _report(request.store, request.model_id, request.reports_dir))
+    return result
 
 
-def _prefetch_past_reference(request: TrackRequest, plan) -> dict:
+def _with_report(result: TrackResult, path: Path) -> TrackResult:
+    from dataclasses import replace
+
+    return replace(result, report=str(path))
+
+
+def _prefetch_past_reference(request: TrackRequest, state: SeriesState) -> dict:
     """Local runner, new series: `series_taus` scores one checkpoint before any other (the reference of
     quantile taus, or the first selected one). Download it first (alone), then start the download of the first
     checkpoint the loop analyses, so that one overlaps that scoring too. Returns {revision: prefetch future}
     for `_run_checkpoints`. Only for a new series: there every selected checkpoint will be analysed, so no
     prefetch is wasted."""
-    if request.runner is not Runner.LOCAL or SeriesView.exists(request.store, request.model_id):
+    plan = state.plan
+    if request.runner is not Runner.LOCAL or not state.is_new:
         return {}
     reference = tracker.taus_checkpoint(request, plan)
     first = next((r for r in plan.selected if r != reference), None)
@@ -109,24 +117,26 @@ def _prefetch_past_reference(request: TrackRequest, plan) -> dict:
 
 
 def _run_checkpoints(
-    request: TrackRequest, selected, series, progress: bool, ahead: dict | None = None
+    request: TrackRequest, state: SeriesState, series, progress: bool, ahead: dict | None = None
 ) -> list[CheckpointResult]:
     """Analyse every selected checkpoint not yet stored; the reference one (if any) is already done.
     `ahead`: prefetches already started ({revision: future}, local runner)."""
+    selected = state.plan.selected
+    todo = tracker.pending_revisions(request, state, series)
     done = [series.reference] if series.reference is not None else []
-    stored = stored_checkpoint_keys(request.store, request.model_id)
     skipped = [
-        CheckpointResult(r, known_commit(r) or "", True, {}, {})
+        CheckpointResult(r, tracker.known_commit(r) or "", True, {}, {})
         for r in selected
-        if r not in [d.revision for d in done] and is_stored(request, r, series, stored)
+        if r not in todo and r not in [d.revision for d in done]
     ]
-    todo = [r for r in selected if r not in [d.revision for d in done + skipped]]
     results = done + skipped
     artifact = create_progress_artifact(
         100.0 * len(results) / len(selected), description=f"checkpoints of {request.model_id} analysed"
     )
-    bar = _bar(len(selected), progress)
-    bar.update(len(results))
+    # A bar on a terminal; on a pipe or file a plain line at least every 20 s, even while one checkpoint downloads.
+    bar = progress_bar(
+        total=len(selected), initial=len(results), desc="checkpoints", unit="ckpt", enabled=progress and bool(todo)
+    )
 
     last_update = [time.monotonic()]
 
@@ -138,27 +148,41 @@ def _run_checkpoints(
             update_progress_artifact(artifact, 100.0 * len(results) / len(selected))
             last_update[0] = time.monotonic()
 
-    if request.runner is Runner.DASK:
-        # Workers only compute (they need no store, nor a disk shared with it); this flow is the one writer.
-        if request.retau:  # checkpoints with kept per-input scores are re-aggregated here, without a model
-            redone = [tracker.reaggregate_from_input_scores(request, r, series) for r in todo]
-            for result in filter(None, redone):
-                advance(result)
-            todo = [r for r, result in zip(todo, redone) if result is None]
-        with _resources(request.device):
-            futures = [tasks.compute_checkpoint.submit(request, r, series) for r in todo]
-        for future in as_completed(futures):
-            advance(tracker.write_rows(request, future.result()))
-    else:
-        ahead = dict(ahead or {})
-        for current, nxt in zip(todo, todo[1:] + [None]):
-            if current in ahead:  # one download at a time: the next starts once this one is on disk (or failed,
-                ahead.pop(current).wait()  # and the analysis below retries it), else they would share the bandwidth
-            if nxt is not None and nxt.path is None:
-                ahead[nxt] = tasks.prefetch_checkpoint.submit(request, nxt)  # the next download overlaps this scoring
-            advance(tasks.analyze_checkpoint(request, current, series))
-    bar.close()
+    try:
+        if request.runner is Runner.DASK:
+            _run_on_dask(request, todo, series, advance)
+        else:
+            ahead = dict(ahead or {})
+            for current, nxt in zip(todo, todo[1:] + [None]):
+                if current in ahead:  # one download at a time: the next starts once this one is on disk (or
+                    ahead.pop(current).wait()  # failed, and the analysis below retries it), else they share bandwidth
+                if nxt is not None and nxt.path is None:
+                    ahead[nxt] = tasks.prefetch_checkpoint.submit(request, nxt)  # overlaps this scoring
+                advance(tasks.analyze_checkpoint(request, current, series))
+    finally:
+        bar.close()
     return results
+
+
+def _run_on_dask(request: TrackRequest, todo: list, series, advance) -> None:
+    """Workers only compute (they need no store, nor a disk shared with it); this flow is the one writer, and
+    records a checkpoint whose worker failed to download, load or score it."""
+    if request.retau:  # checkpoints with kept per-input scores are re-aggregated here, without a model
+        redone = [tracker.reaggregate_from_input_scores(request, r, series) for r in todo]
+        for result in filter(None, redone):
+            advance(result)
+        todo = [r for r, result in zip(todo, redone) if result is None]
+    with _resources(request.device):
+        futures = {tasks.compute_checkpoint.submit(request, r, series): r for r in todo}
+    for future in as_completed(list(futures)):
+        try:
+            rows = future.result()
+        except tracker.CHECKPOINT_FAILURES as e:
+            if request.fail_fast:
+                raise
+            advance(tracker.record_failure(request, futures[future], str(e)))
+            continue
+        advance(tracker.write_checkpoint(request, rows))
 
 
 def _score_on_runner(request: TrackRequest):
@@ -184,12 +208,6 @@ def _resources(device: str):
     import dask
 
     return dask.annotate(resources={"GPU": 1})
-
-
-def _bar(total: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="checkpoints", unit="ckpt", disable=None if enabled else True)  # None: TTY only
 
 
 def _report(store: str, model_id: str, out_dir: str | None) -> Path:

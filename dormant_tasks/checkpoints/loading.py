@@ -67,7 +67,7 @@ def load_model_and_tokenizer(
     except Exception as e:  # transformers raises OSError/ValueError/... for a folder with no tokenizer
         raise CheckpointError(
             f"{where}: no tokenizer could be loaded ({type(e).__name__}: {_first_line(e)}); "
-            "point --model at a checkpoint folder or Hub repo with tokenizer files"
+            "a checkpoint folder or Hub repo needs its tokenizer files beside the weights"
         ) from None
     try:
         if int8:  # a quantized model cannot be moved after loading: it is placed while it loads
@@ -91,7 +91,7 @@ def load_model_and_tokenizer(
     except Exception as e:
         raise CheckpointError(
             f"{where} is not a loadable causal LM ({type(e).__name__}: {_first_line(e)}); "
-            "point --model at a checkpoint folder with config.json and safetensors"
+            "a checkpoint needs config.json and whole safetensors files (a download or copy cut short leaves a truncated one)"
         ) from None
 
 
@@ -127,7 +127,10 @@ def fetch_revision(
     pinned to its commit by `hub.download_revision` (disk- and hash-checked, evicted on failure)."""
     if revision.path is not None:
         return Path(revision.path)
-    return download_revision(str(source), revision.name, revision.commit, cache_dir, retries, backoff_s)
+    from dormant_tasks.progress import waiting
+
+    with waiting(f"download {source}@{revision.name}"):  # on a pipe or file: a line at least every 20 s
+        return download_revision(str(source), revision.name, revision.commit, cache_dir, retries, backoff_s)
 
 
 def load_checkpoint(

@@ -283,9 +283,9 @@ def score_texts(
     batches = batch_runs([len(ids) for ids in encoded], batch_size, budget)
     device = next(model.parameters()).device
     if progress:
-        from tqdm.auto import tqdm
+        from dormant_tasks.progress import progress_bar
 
-        batches = tqdm(batches, desc="scoring", unit="batch", disable=None)  # None: on a terminal only
+        batches = progress_bar(batches, desc="scoring", unit="batch")  # plain lines on a pipe (dormant_tasks.progress)
     for run in batches:
         input_ids, mask = padded_batch(encoded[run.start : run.stop], tokenizer.pad_token_id)  # [batch, seq]
         result = scoring_pass(

@@ -411,9 +411,9 @@ def _setting_items(items, spec: TaskSpec, mode, score_fn, quantile, tau) -> list
 def _progress_bar(enabled: bool, total: int, desc: str):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
+    from dormant_tasks.progress import progress_bar
 
-    return tqdm(total=total, desc=desc, unit="setting", disable=None)  # None: on a terminal only, as `track`'s
+    return progress_bar(total=total, desc=desc, unit="setting")  # plain lines on a pipe (dormant_tasks.progress)
 
 
 def run_sweep(

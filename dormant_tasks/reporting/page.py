@@ -78,6 +78,12 @@ def _figure(kind: str, name: str, fn: str) -> dict:
     return {"name": name, "caption": caption}
 
 
+def failed_note(failed) -> str:
+    """The heading of a series' failed checkpoints (`failed_checkpoints` rows), in the report and summary.md."""
+    n = len(failed)
+    return f"{n} checkpoint{'s' if n != 1 else ''} failed, not stored (a rerun of `dormant track` retries)"
+
+
 def report_html(
     series, fn: str, fig: dict[str, str], rows: list[dict], groups, sets=None, found=None, positions=()
 ) -> str:
@@ -103,6 +109,11 @@ def report_html(
                 ["code version", distinct("code_version")],
                 ["scoring version", distinct("scoring_version")],
                 ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
+                *(
+                    [[failed_note(series.failed), "; ".join(f"{r['revision']}: {r['reason']}" for r in series.failed)]]
+                    if getattr(series, "failed", ())
+                    else []
+                ),
             ],
         ),
         "taus": _table(

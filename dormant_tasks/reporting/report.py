@@ -41,6 +41,7 @@ from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
 from dormant_tasks.tracking.agreement import set_agreement
 from dormant_tasks.tracking.findings import Findings, Share
 from dormant_tasks.tracking.series import SeriesView, open_views
+from dormant_tasks.tracking.tracker import failed_checkpoints
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -65,6 +66,7 @@ class Series:
     blips: np.ndarray  # bool [fn, layer*n_heads+head, checkpoint]: the transition into it is a blip (undone next)
     tau_sources: list[dict]  # `taus` rows of the series' taus_id (may be empty)
     evaluations: list[dict]  # `evaluations` rows of the model (may be empty)
+    failed: tuple[dict, ...] = ()  # `failed_checkpoints` rows: checkpoints not stored (a rerun retries them)
 
     @property
     def revisions(self) -> list[str]:
@@ -161,6 +163,7 @@ def load_series(store, model_id: str | None) -> Series:
         blips,
         tau_rows,
         evaluations,
+        tuple(failed_checkpoints(root, model_id)),
     )
 
 
@@ -646,6 +649,9 @@ def report_markdown(
     note = page.raw_quantile_note(series.tau_sources)
     if note:
         lines += ["", f"Note: {note}"]
+    if series.failed:
+        lines += ["", f"{page.failed_note(series.failed)}:", ""]
+        lines += [f"- {r['revision']}: {r['reason']}" for r in series.failed]
     if positions:
         lines += [
             "",
@@ -938,6 +944,7 @@ def inputs_stamp(root: Path, model_id: str, score_fn: str | None, hide_blips: bo
         "taus",
         "evaluations",
         "calibration_agreement",
+        "failed_checkpoints",
     ):
         for p in series_files(root, table, model_id):
             st = p.stat()

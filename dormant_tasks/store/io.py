@@ -6,6 +6,7 @@ Layout (hive-partitioned, so pyarrow, pandas, polars and DuckDB read it without 
     <store>/checkpoints/series=<slug>/checkpoints.parquet  the series' manifest: one row per stored result
     <store>/<table>/series=<slug>/<file_key>.parquet     head_scores/input_scores: one file per result;
                                                          derived tables: one file per taus_id; evaluations: per run
+    <store>/failed_checkpoints/series=<slug>/failed.parquet  checkpoints that failed and were not stored since
     <store>/requests/series=<slug>/<request_id>.json     the request of every run that wrote rows
     <store>/_locks/<slug>.lock                           `series_lock` (readers ignore "_" and "." names)
 
@@ -236,6 +237,18 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("rendering", pa.string(), nullable=True),  # chat rendering: "paper" (lm-eval 0.4.5) or "lm-eval"
             _f("precision", pa.string(), nullable=True),  # e.g. "float32", or "paper:int8" / "paper:bfloat16"
             _f("threshold_source", pa.string(), nullable=True),  # "own" (base-run quantiles) or "authors"
+        ]
+    ),
+    # One row per checkpoint of the series that could not be downloaded, loaded or scored and was not stored
+    # since (one file per series, rewritten; a checkpoint stored later drops its row). Added in schema version
+    # 4 without a bump: a store without it has no failed checkpoint.
+    "failed_checkpoints": pa.schema(
+        COMMON
+        + [
+            _f("commit", pa.string(), nullable=True),  # unknown when a Hub revision failed before its download
+            _f("reason", pa.string()),  # the error, as `dormant track` printed it
+            _f("failed_at", pa.timestamp("us", tz="UTC")),
+            _f("request_id", pa.string(), nullable=True),
         ]
     ),
     # One row per (item, setting) of an evaluation run with --log-samples (lm-eval's --log_samples).
@@ -893,6 +906,15 @@ def write_request(store, model_id: str, request) -> Path:
     with atomic_file(path) as f:
         f.write(request.to_json().encode())
     return path
+
+
+def stored_requests(store, model_id: str) -> list[str]:
+    """The JSON of every request saved for a series, the newest first (none without a store)."""
+    if not is_store(store):
+        return []
+    folder = request_path(store, model_id, "x").parent
+    paths = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    return [p.read_text(encoding="utf-8") for p in paths]
 
 
 def read_request_json(store, model_id: str, request_id: str) -> str:

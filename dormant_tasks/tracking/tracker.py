@@ -1,14 +1,19 @@
-"""The tracker's steps, without Prefect: plan the series, fix its taus, analyse one checkpoint, derive transitions.
+"""The tracker's steps, without Prefect: the series' state, its taus, one checkpoint, the derived transitions.
 
-Every step takes the run's `requests.TrackRequest` whole. `flows/track.py` calls these through the thin
-task wrappers of `flows.tasks`; tests and the overhead benchmark call them directly.
+Every step takes the run's `requests.TrackRequest` whole. The one orchestrator of a run is the track flow
+(`flows/track.py`, through the task wrappers of `flows.tasks`): it asks `series_state` once (plan, stored
+sets, taus, pending checkpoints), fixes the taus (`resolve_series_taus`), analyses every pending checkpoint
+(`analyze_checkpoint`, or `compute_checkpoint` on a Dask worker + `write_checkpoint`, the one writer) and
+derives the transitions (`derive_series`); it returns a `TrackResult`. A checkpoint that cannot be downloaded,
+loaded or scored is recorded as failed (`record_failure`, docs/DATA_CONTRACT.md "failed_checkpoints") and the
+run goes on, unless the request says `fail_fast`.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,7 +24,7 @@ import pyarrow.compute as pc
 from dormant_tasks import __version__
 from dormant_tasks.checkpoints.naming import Revision, list_revisions
 from dormant_tasks.engine.score_functions import SCORING_VERSION
-from dormant_tasks.errors import ConfigError, ScoringError, StoreError, did_you_mean
+from dormant_tasks.errors import CheckpointError, ConfigError, DormantError, ScoringError, StoreError, did_you_mean
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.input_scores import keep_input_scores
 from dormant_tasks.store.io import (
@@ -27,10 +32,12 @@ from dormant_tasks.store.io import (
     commit_checkpoint,
     derived_file_key,
     drop_legacy_derived,
+    is_store,
     read_metadata,
     read_table,
     series_lock,
     stored_checkpoint_keys,
+    stored_requests,
     write_request,
     write_table,
 )
@@ -87,6 +94,74 @@ def plan_series(request: TrackRequest) -> SeriesPlan:
     listing = list_revisions(request.source, request.include_main, request.tokens_per_step)
     selected = request.selection.apply(listing.revisions)
     return SeriesPlan(tuple(listing.revisions), tuple(selected), tuple(listing.skipped))
+
+
+def _with_stored_sets(request: TrackRequest, stored_sets: tuple[str, ...]) -> TrackRequest:
+    """A run that names no calibration set (no --calibration or --texts) of a stored series tracks the series'
+    own sets, as a stored request of the series names them (with the run's --limit, else the stored one), when
+    they give the same calibration ids; else the request as it is (and a set that differs from the series' is
+    refused by `stored_taus`, with the fix)."""
+    if request.calibrations or request.texts or not stored_sets:
+        return request
+    if [c.calibration_id for c in request.calibration_sets] == list(stored_sets):
+        return request
+    for text in stored_requests(request.store, request.model_id):  # newest first
+        try:
+            old = TrackRequest.from_json(text)
+            limit = old.limit if request.limit is None else request.limit
+            same = replace(request, texts=old.texts, calibrations=old.calibrations, limit=limit)
+            if [c.calibration_id for c in same.calibration_sets] == list(stored_sets):
+                return same
+        except (DormantError, OSError):  # an evaluate request, a texts file moved since: not this one
+            continue
+    return request
+
+
+@dataclass
+class SeriesState:
+    """What one run needs to know of its series, asked once (loads no model): the plan, the calibration sets
+    the store holds for the series, its taus when this run keeps them, and the checkpoints still to analyse."""
+
+    request: TrackRequest  # the run's request; naming no calibration set, with the stored series' own sets
+    plan: SeriesPlan
+    stored_sets: tuple[str, ...]  # calibration ids of the stored series, the primary first; () = a new series
+    taus: SeriesTaus | None  # the stored taus checked against the request; None: this run fixes them (new, --retau)
+    pending: tuple[Revision, ...] | None  # selected, not stored for every set; None: unknown until the taus are
+
+    @property
+    def is_new(self) -> bool:
+        return not self.stored_sets
+
+    @property
+    def done(self) -> bool:
+        """Every selected checkpoint is stored with the series' taus: the run answers from the store."""
+        return self.pending == ()
+
+
+def series_state(request: TrackRequest) -> SeriesState:
+    """The series as this run finds it (docs/SCORES.md §3), asked once per run: `state.request` is the run's
+    request (naming no calibration set, with the series' own sets: `_with_stored_sets`). Refuses --tau,
+    --scores, --reference or calibration sets that differ from a stored series' (unless --retau) before
+    anything is loaded or written."""
+    plan = plan_series(request)
+    stored_sets = tuple(SeriesView.calibration_ids(request.store, request.model_id))  # () without a store
+    request = _with_stored_sets(request, stored_sets)
+    if request.retau or not stored_sets:
+        return SeriesState(request, plan, stored_sets, None, None)
+    taus = stored_taus(request, stored_sets)
+    stored = stored_checkpoint_keys(request.store, request.model_id)
+    pending = tuple(r for r in plan.selected if not is_stored(request, r, taus, stored))
+    return SeriesState(request, plan, stored_sets, taus, pending)
+
+
+def pending_revisions(request: TrackRequest, state: SeriesState, series: SeriesTaus) -> list[Revision]:
+    """The checkpoints the run still analyses once its taus are fixed: `state.pending`, or (taus fixed by
+    this run) the selected ones not stored under them, less the one `resolve_series_taus` analysed already."""
+    done = series.reference.revision if series.reference is not None else None
+    if state.pending is not None:
+        return [r for r in state.pending if r != done]
+    stored = stored_checkpoint_keys(request.store, request.model_id)
+    return [r for r in state.plan.selected if r != done and not is_stored(request, r, series, stored)]
 
 
 # ------------------------------------------------------------------------------------------------ taus
@@ -151,49 +226,57 @@ def taus_checkpoint(request: TrackRequest, plan: SeriesPlan) -> Revision:
     return reference_revision(request, plan) if needs_reference(specs) else plan.selected[0]
 
 
-def resolve_series_taus(request: TrackRequest, plan: SeriesPlan, score=None) -> SeriesTaus:
+def stored_taus(request: TrackRequest, stored_sets) -> SeriesTaus:
+    """The stored series' taus for this run, refused (StoreError naming the fix) when the run's calibration
+    sets, --scores, --reference or --tau differ from the series'."""
+    specs = tau_specs(request.score_fn_ids, request.taus)
+    wanted = [c.calibration_id for c in request.calibration_sets]
+    if wanted != list(stored_sets):
+        raise StoreError(
+            f"series {request.model_id!r} was tracked with calibration set(s) {', '.join(stored_sets)}, not "
+            f"{', '.join(wanted)}; results on different calibration sets are not comparable. Pass the same "
+            "--calibration/--texts/--limit (in the same order), another --store, or re-tau the whole series "
+            "with --retau"
+        )
+    out = []
+    for cal in request.calibration_sets:
+        taus = _check_against_stored(
+            request, specs, SeriesView.open(request.store, request.model_id, cal.calibration_id)
+        )
+        # The reference's scores are not at hand: only the random warning, which needs none, is recomputed.
+        out.append(SetTaus(cal, taus, taus_id(taus), tuple(tau_warnings(taus))))
+    return SeriesTaus(tuple(out))
+
+
+def resolve_series_taus(request: TrackRequest, state: SeriesState, score=None) -> SeriesTaus:
     """docs/SCORES.md §3: the series' taus are fixed the first time it is tracked and reused afterwards.
 
-    Explicit `--tau`/`--reference` that differ from the stored ones are refused unless `retau` is set. A new
-    series with quantile taus scores its reference checkpoint first; it is stored only when selected. With fixed
-    taus only, a new series, or a `--retau` that brings a calibration set the series has not scored, scores its
-    first selected checkpoint before the taus are written (bad input leaves the store untouched). `score` scores
-    that checkpoint (default `score_checkpoint`, here; the Dask flow passes one that runs it on a worker).
+    A stored series (no --retau): `state.taus`, checked by `series_state`. A new series with quantile taus
+    scores its reference checkpoint first; it is stored only when selected. With fixed taus only, a new
+    series, or a `--retau` that brings a calibration set the series has not scored, scores its first selected
+    checkpoint before the taus are written (bad input leaves the store untouched). `score` scores that
+    checkpoint (default `score_checkpoint`, here; the Dask flow passes one that runs it on a worker).
     """
+    if state.taus is not None:
+        return state.taus
+    plan = state.plan
     score = score or score_checkpoint
     specs = tau_specs(request.score_fn_ids, request.taus)
     sets = request.calibration_sets
-    if not request.retau and SeriesView.exists(request.store, request.model_id):
-        stored = SeriesView.calibration_ids(request.store, request.model_id)
-        wanted = [c.calibration_id for c in sets]
-        if wanted != stored:
-            raise StoreError(
-                f"series {request.model_id!r} was tracked with calibration set(s) {', '.join(stored)}, not "
-                f"{', '.join(wanted)}; results on different calibration sets are not comparable. Pass the same "
-                "--calibration/--texts/--limit (in the same order), another --store, or re-tau the whole series "
-                "with --retau"
-            )
-        out = []
-        for cal in sets:
-            taus = _check_against_stored(
-                request, specs, SeriesView.open(request.store, request.model_id, cal.calibration_id)
-            )
-            # The reference's scores are not at hand: only the random warning, which needs none, is recomputed.
-            out.append(SetTaus(cal, taus, taus_id(taus), tuple(tau_warnings(taus))))
-        return SeriesTaus(tuple(out))
     if not needs_reference(specs):
         # Fixed taus need no reference; the first selected checkpoint is scored before anything is written, so
-        # a calibration set the model cannot take (every text past its context) leaves the store untouched.
+        # a calibration set or a checkpoint the run cannot score leaves the store untouched.
         taus = resolve_taus(specs)
         series = SeriesTaus(tuple(SetTaus(c, taus, taus_id(taus), tuple(tau_warnings(taus))) for c in sets))
-        if _sets_already_scored(request):
+        stored = set(state.stored_sets)
+        if stored and all(c.calibration_id in stored for c in sets):
             # A --retau of a stored series on sets it has scored already: nothing new to try on a model first,
             # and its checkpoints may be re-aggregated from kept per-input scores without loading any.
             _write_taus(request, series, plan.selected[-1])
             return series
         scored = score(request, taus_checkpoint(request, plan))
         _write_taus(request, series, plan.selected[-1])
-        series.reference = write_scored(request, scored, series)
+        series.reference = write_checkpoint(request, rows_of(request, scored, series))
         return series
     reference = taus_checkpoint(request, plan)
     scored = score(request, reference)  # every set, one model load
@@ -205,16 +288,8 @@ def resolve_series_taus(request: TrackRequest, plan: SeriesPlan, score=None) -> 
     series = SeriesTaus(tuple(out))
     _write_taus(request, series, reference)
     if reference in plan.selected:
-        series.reference = write_scored(request, scored, series)
+        series.reference = write_checkpoint(request, rows_of(request, scored, series))
     return series
-
-
-def _sets_already_scored(request: TrackRequest) -> bool:
-    """True when the series is stored and every calibration set of the run is one of its stored sets. Otherwise
-    (a new series, or a --retau that brings a new set) `resolve_series_taus` scores a checkpoint before it writes
-    the taus, so that a set the model cannot take is refused with the store untouched."""
-    stored = set(SeriesView.calibration_ids(request.store, request.model_id))  # empty: the series is new
-    return bool(stored) and all(c.calibration_id in stored for c in request.calibration_sets)
 
 
 def _check_against_stored(request: TrackRequest, specs, view: SeriesView) -> dict[str, Tau]:
@@ -292,6 +367,7 @@ class CheckpointResult:
     seconds: dict[str, float]
     pct_dormant: dict[str, float]  # score_fn -> % of heads dormant
     n_truncated: int = 0  # calibration inputs cut to the model's context (or --max-tokens)
+    failed: str | None = None  # why it could not be downloaded, loaded or scored (recorded; a rerun retries)
 
 
 def checkpoint_key(
@@ -354,7 +430,6 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
                     progress=progress,
                     max_tokens=request.max_tokens,
                     max_batch_tokens=request.max_batch_tokens,
-                    refuse_all_cut=True,
                     warn_truncated=False,  # the run's summary warns once, with the count
                 )
             except ScoringError as e:
@@ -376,7 +451,7 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
 @dataclass
 class CheckpointRows:
     """One checkpoint's result as rows, ready to store: computed anywhere (a Dask worker that cannot see the
-    store), written by the one writer (`write_checkpoint_rows`, in the flow)."""
+    store), written by the one writer (`write_checkpoint`, in the flow's process)."""
 
     revision: Revision
     commit: str
@@ -418,47 +493,42 @@ def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: Ser
     return CheckpointRows(rev, scored.commit, heads, inputs, row, dict(scored.seconds), scored.scores.n_truncated)
 
 
-def write_checkpoint_rows(request: TrackRequest, rows: CheckpointRows) -> CheckpointResult:
-    """The one writer: head_scores (+ input_scores) files, then the manifest row (`store.commit_checkpoint`)."""
-    t0 = time.perf_counter()
+def rows_of(
+    request: TrackRequest, scored: tuple[ScoredCheckpoint, ...], series: SeriesTaus
+) -> tuple[CheckpointRows, ...]:
+    """Every set's rows of one scored checkpoint (`checkpoint_rows` per set)."""
+    return tuple(checkpoint_rows(request, one, series) for one in scored)
+
+
+def write_checkpoint(request: TrackRequest, rows: tuple[CheckpointRows, ...]) -> CheckpointResult:
+    """The one writer of a checkpoint's results: per calibration set its head_scores (+ input_scores) files,
+    then its manifest row (`store.commit_checkpoint`); then any failure recorded for it is cleared. The
+    result reported is the primary set's, with the seconds of every set."""
     write_request(request.store, request.model_id, request)
-    row = {**rows.checkpoint, "analyzed_at": datetime.now(UTC), "seconds": sum(rows.seconds.values())}
-    commit_checkpoint(request.store, row, rows.head_scores, rows.input_scores)
-    seconds = {**rows.seconds, "write": time.perf_counter() - t0}
-    return CheckpointResult(rows.revision, rows.commit, False, seconds, pct_dormant(rows.head_scores), rows.n_truncated)
-
-
-def write_checkpoint(request: TrackRequest, scored: ScoredCheckpoint, series: SeriesTaus) -> CheckpointResult:
-    """Aggregate to the dormancy mask and store it (`checkpoint_rows` + `write_checkpoint_rows`)."""
-    return write_checkpoint_rows(request, checkpoint_rows(request, scored, series))
-
-
-def write_scored(request: TrackRequest, scored: tuple[ScoredCheckpoint, ...], series: SeriesTaus) -> CheckpointResult:
-    """Store every set's result of one checkpoint; the result reported is the primary set's."""
-    return write_rows(request, tuple(checkpoint_rows(request, one, series) for one in scored))
-
-
-def _combined(results: list[CheckpointResult]) -> CheckpointResult:
-    first = results[0]
     seconds: dict[str, float] = {}
-    for r in results:
-        for k, v in r.seconds.items():
+    for one in rows:
+        t0 = time.perf_counter()
+        row = {**one.checkpoint, "analyzed_at": datetime.now(UTC), "seconds": sum(one.seconds.values())}
+        commit_checkpoint(request.store, row, one.head_scores, one.input_scores)
+        for k, v in {**one.seconds, "write": time.perf_counter() - t0}.items():
             seconds[k] = seconds.get(k, 0.0) + v
+    first = rows[0]
+    clear_failure(request, first.revision)
     return CheckpointResult(
-        first.revision, first.commit, False, seconds, first.pct_dormant, max(r.n_truncated for r in results)
+        first.revision,
+        first.commit,
+        False,
+        seconds,
+        pct_dormant(first.head_scores),
+        max(r.n_truncated for r in rows),
     )
-
-
-def write_rows(request: TrackRequest, rows: tuple[CheckpointRows, ...]) -> CheckpointResult:
-    """The one writer, for every set's rows of one checkpoint (what the flow does with a worker's answer)."""
-    return _combined([write_checkpoint_rows(request, r) for r in rows])
 
 
 def compute_checkpoint(
     request: TrackRequest, revision: Revision, series: SeriesTaus, progress: bool = False
 ) -> tuple[CheckpointRows, ...]:
     """Load, score and aggregate one checkpoint (every set) without touching the store (what a Dask worker runs)."""
-    return tuple(checkpoint_rows(request, one, series) for one in score_checkpoint(request, revision, progress))
+    return rows_of(request, score_checkpoint(request, revision, progress), series)
 
 
 def pct_dormant(head_scores: pa.Table) -> dict[str, float]:
@@ -476,14 +546,21 @@ def pct_dormant(head_scores: pa.Table) -> dict[str, float]:
 def analyze_checkpoint(
     request: TrackRequest, revision: Revision, series: SeriesTaus, progress: bool = False
 ) -> CheckpointResult:
-    """Skip a stored checkpoint without loading it; else load, score, aggregate and write it."""
+    """Skip a stored checkpoint without loading it; else load, score, aggregate and write it. A checkpoint that
+    cannot be downloaded, loaded or scored is recorded as failed and returned as such (`fail_fast`: raised)."""
     if is_stored(request, revision, series):
         return CheckpointResult(revision, known_commit(revision) or "", True, {}, {})
     if request.retau:
         rescored = reaggregate_from_input_scores(request, revision, series)
         if rescored is not None:
             return rescored
-    return write_scored(request, score_checkpoint(request, revision, progress), series)
+    try:
+        scored = score_checkpoint(request, revision, progress)
+    except CHECKPOINT_FAILURES as e:
+        if request.fail_fast:
+            raise
+        return record_failure(request, revision, str(e))
+    return write_checkpoint(request, rows_of(request, scored, series))
 
 
 def reaggregate_from_input_scores(
@@ -500,7 +577,7 @@ def reaggregate_from_input_scores(
         if one is None:
             return None
         scored.append(one)
-    return write_scored(request, tuple(scored), series)
+    return write_checkpoint(request, rows_of(request, tuple(scored), series))
 
 
 def _kept_scores(
@@ -541,25 +618,85 @@ def _kept_scores(
     return ScoredCheckpoint(revision, commit, scores, n_layers, n_heads, row["dtype"], row["device"], {}, cal)
 
 
-def pending_revisions(request: TrackRequest, plan: SeriesPlan) -> list[Revision] | None:
-    """The selected checkpoints not yet stored with the series' taus, or None for a series whose taus are
-    not fixed yet (or are being replaced). Loads no model: a rerun on a stored series costs only this."""
-    if request.retau or not SeriesView.exists(request.store, request.model_id):
-        return None
-    series = resolve_series_taus(request, plan)  # validates --tau/--scores/calibration against the series
-    stored = stored_checkpoint_keys(request.store, request.model_id)
-    return [r for r in plan.selected if not is_stored(request, r, series, stored)]
+# ------------------------------------------------------------------------------------------ failures
+
+# What makes one checkpoint fail, not the run: it cannot be downloaded or loaded (`CheckpointError`: a truncated
+# file, a revision the Hub lost), or its inputs cannot be scored on it (`ScoringError`). A bad option, a store
+# error or a full disk stops the run (exit 2); anything else is a bug and keeps its traceback.
+CHECKPOINT_FAILURES = (CheckpointError, ScoringError)
+FAILURES_KEY = "failed"  # file key of a series' one failed_checkpoints file
 
 
-def track_series(request: TrackRequest) -> tuple[SeriesPlan, SeriesSummary]:
-    """A whole track run without Prefect (tests and benchmarks; the flow runs the same steps as tasks): plan,
-    taus, every selected checkpoint not stored yet, then the derived tables."""
-    plan = plan_series(request)
-    series = resolve_series_taus(request, plan)
-    for revision in plan.selected:
-        if series.reference is None or revision != series.reference.revision:
-            analyze_checkpoint(request, revision, series)
-    return plan, derive_series(request)
+def record_failure(request: TrackRequest, revision: Revision, reason: str) -> CheckpointResult:
+    """Record that `revision` failed (one row per revision, the newest reason wins) and return it as a result."""
+    row = {
+        **common_columns(request.model_id, revision),
+        "commit": known_commit(revision),
+        "reason": reason,
+        "failed_at": datetime.now(UTC),
+        "request_id": request.request_id,
+    }
+    with series_lock(request.store, request.model_id):
+        rows = [r for r in failed_checkpoints(request.store, request.model_id) if r["revision"] != revision.name]
+        write_request(request.store, request.model_id, request)
+        write_table(request.store, "failed_checkpoints", [*rows, row], file_key=FAILURES_KEY, model_id=request.model_id)
+    return CheckpointResult(revision, row["commit"] or "", False, {}, {}, failed=reason)
+
+
+def clear_failure(request: TrackRequest, revision: Revision) -> None:
+    """A checkpoint stored now is no longer failed: its row goes (nothing is read or written when it has none)."""
+    rows = failed_checkpoints(request.store, request.model_id)
+    if not any(r["revision"] == revision.name for r in rows):
+        return
+    with series_lock(request.store, request.model_id):
+        rows = [r for r in failed_checkpoints(request.store, request.model_id) if r["revision"] != revision.name]
+        write_table(request.store, "failed_checkpoints", rows, file_key=FAILURES_KEY, model_id=request.model_id)
+
+
+def failed_checkpoints(store, model_id: str) -> list[dict]:
+    """The series' checkpoints that failed and were not stored since, in series order (none without a store)."""
+    if not is_store(store):
+        return []
+    rows = read_table(store, "failed_checkpoints", model_id=model_id).to_pylist()  # no file: a glob, no read
+    return sorted(rows, key=lambda r: (r["stage"], r["step"], r["revision"]))
+
+
+# ------------------------------------------------------------------------------------------ the run's result
+
+
+@dataclass(frozen=True)
+class TrackResult:
+    """What a track run did, for the CLI to print (the flow returns it; a rerun answered from the store too)."""
+
+    model_id: str
+    store: str
+    analysed: int  # checkpoints scored (or re-aggregated) and stored by this run
+    skipped: int  # already stored: loaded nothing
+    failed: tuple[tuple[str, str], ...] = ()  # (revision, reason) of this run's failed checkpoints, series order
+    n_checkpoints: int | None = None  # the series' checkpoints after the run (its current taus, primary set)
+    n_transitions: int | None = None
+    n_stale: int = 0
+    taus_id: str | None = None
+    request_id: str | None = None
+    warnings: tuple[str, ...] = ()
+    n_truncated: int = 0  # the most calibration inputs truncated on one checkpoint
+    input_scores: str | None = None  # the run's --input-scores policy (None: nothing was scored)
+    report: str | None = None  # the report's index.html
+
+    @classmethod
+    def of(cls, request: TrackRequest, results: list[CheckpointResult], **kw) -> TrackResult:
+        failed = tuple((r.revision.name, r.failed) for r in results if r.failed is not None)
+        done = [r for r in results if not r.skipped and r.failed is None]
+        return cls(
+            model_id=request.model_id,
+            store=request.store,
+            analysed=len(done),
+            skipped=sum(r.skipped for r in results),
+            failed=failed,
+            request_id=request.request_id,
+            n_truncated=max((r.n_truncated for r in results), default=0),
+            **kw,
+        )
 
 
 # ------------------------------------------------------------------------------------------ transitions

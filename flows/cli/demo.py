@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from dormant_tasks.tiny import is_complete
     from flows.demo import DEMO_SERIES, demo
 
-    from .track import answer_from_store, print_summary
+    from .track import answer_from_store, exit_code, print_summary
 
     started = time.perf_counter()
     request = TrackRequest(
@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
         calibrations=tuple(args.calibration or DEMO_CALIBRATION),
         reports_dir=args.reports_dir,
     )
-    if is_complete(request.source, args.steps, args.seed) and answer_from_store(request):
+    done = answer_from_store(request) if is_complete(request.source, args.steps, args.seed) else None
+    if done is not None:
+        print_summary(done)
         print(
             f"demo: the series and its store are complete ({time.perf_counter() - started:.0f} s); "
             f"`make clean-demo` starts over"
@@ -64,14 +66,14 @@ def run(args: argparse.Namespace) -> int:
     from flows.session import start_prefect
 
     start_prefect()
-    summary = demo(request, steps=args.steps, seed=args.seed)
+    result = demo(request, steps=args.steps, seed=args.seed)
     print()
-    print_summary(summary)
+    print_summary(result)
     print(
         f"demo finished in {time.perf_counter() - started:.0f} s; "
         f"`dormant status --store {args.store}` summarises the store, `dormant report` re-renders the report"
     )
-    return 0
+    return exit_code(result)
 
 
 def interrupted(args: argparse.Namespace) -> str:

@@ -140,7 +140,9 @@ def add_model_argument(parser, help: str, required: bool = True, many: bool = Fa
 
 def add_store_argument(parser, use: str = "reads") -> None:
     """The one `--store` option of every command that reads or writes a store. `use`: `reads` (it must exist),
-    `writes` (it, or the folder it is created in, must take a file) or `optional` (a stored series' name)."""
+    `writes` (it, or the folder it is created in, must take a file), `updates` (as `writes` for a store yet to be
+    created; an existing one may be read-only until the command has something to write) or `optional` (a stored
+    series' name)."""
     parser.add_argument(
         "--store",
         default=str(default_store()),
@@ -308,7 +310,9 @@ def check_store_path(store, use: str) -> None:
         raise StoreError(f"--store {store} is a file, not a folder: pass a store folder")
     if use == "reads" and not root.exists():
         raise StoreError(f"--store {store} does not exist: pass the right --store, or fill one with `dormant track`")
-    if use != "writes":
+    if use == "updates" and root.is_dir():  # `track`: a rerun with nothing to do only reads an existing store (it
+        return  # may be read-only); the command checks it can write once it knows it has work
+    if use not in ("writes", "updates"):
         return
     folder = root
     while not folder.exists():

@@ -28,7 +28,7 @@ def series_line(store, model_id: str) -> str:
 
     if not SeriesView.exists(store, model_id):
         n_eval = read_table(store, "evaluations", model_id=model_id).num_rows
-        return f"{model_id}: not tracked ({n_eval} evaluation rows)"
+        return f"{model_id}: not tracked ({n_eval} evaluation rows)" + failed_lines(store, model_id)
     views = open_views(store, model_id)  # every calibration set, the primary first
     view = views[0]
     n = len(view.checkpoints)
@@ -50,7 +50,22 @@ def series_line(store, model_id: str) -> str:
             m = len(other.checkpoints)
             line += f"\n  calibration {other.calibration_id}: {m} checkpoint{'s' if m != 1 else ''}, "
             line += ", ".join(_set_parts(other))
-    return line
+    return line + failed_lines(store, model_id)
+
+
+def failed_lines(store, model_id: str) -> str:
+    """One indented line per checkpoint that failed (could not be downloaded, loaded or scored) and was not
+    stored since, with its reason; '' when none."""
+    from dormant_tasks.tracking.tracker import failed_checkpoints
+
+    rows = failed_checkpoints(store, model_id)
+    if not rows:
+        return ""
+    n = len(rows)
+    out = f"\n  {n} checkpoint{'s' if n != 1 else ''} failed, not stored (a rerun of `dormant track` retries):"
+    for r in rows:
+        out += f"\n    {r['revision']}: {r['reason']}"
+    return out
 
 
 def _set_parts(view) -> list[str]:

@@ -40,7 +40,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         "local series the store keeps (required unless --request)",
         required=False,
     )
-    add_store_argument(parser, use="writes")
+    add_store_argument(parser, use="updates")  # a finished rerun answers from a read-only store
     parser.add_argument(
         "--request",
         metavar="FILE",
@@ -118,6 +118,12 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--workers", type=int, metavar="N", help="workers of a local Dask cluster, with --runner dask (default: 2)"
     )
+    g.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop at the first checkpoint that cannot be downloaded, loaded or scored (default: record it as "
+        "failed, go on with the rest, exit 3)",
+    )
     g.add_argument("--no-report", action="store_true", help="do not render the report at the end")
     add_reports_dir_argument(g)
 
@@ -147,6 +153,7 @@ _REQUEST_OPTIONS = (
     "workers",
     "no_report",
     "reports_dir",
+    "fail_fast",
 )
 
 
@@ -193,6 +200,7 @@ def request_from_args(args: argparse.Namespace):
         workers=args.workers,
         report=not args.no_report,
         reports_dir=args.reports_dir,
+        fail_fast=args.fail_fast,
     )
 
 
@@ -204,32 +212,48 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+# Exit codes of `dormant track` (and `dormant demo`): 0 every selected checkpoint is stored; 2 bad input (the
+# boundary's, nothing half-written); 3 the run finished but some checkpoints failed (recorded: `dormant status`
+# lists them, a rerun retries them); 130 interrupted.
+EXIT_CHECKPOINTS_FAILED = 3
+
+
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.store.io import check_store
-    from dormant_tasks.tracking.tracker import plan_series
+    from dormant_tasks.tracking.tracker import series_state
 
-    request = request_from_args(args)  # validated before Prefect starts: a bad option costs nothing
+    request = request_from_args(args)
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
-    plan = plan_series(request)  # an unknown folder, repo or an empty selection fails here, as cheaply
-    check_store(request.store, writable=True)
-    if request.address:  # before Prefect starts: a scheduler that does not answer costs seconds, not a server start
-        from flows.runners import check_scheduler
+    # The series' state, asked once per run (the flow gets it): an unknown folder or repo, an empty selection,
+    # sets or taus that differ from the stored series' fail here, before Prefect starts; a rerun with nothing
+    # to do answers from it. Naming no calibration set, the run tracks the stored series' own sets.
+    state = series_state(request)
+    request = state.request
+    if state.done:
+        result = result_from_store(request, state)  # reads only: a read-only store answers too
+    else:
+        check_store(request.store, writable=True)
+        if request.address:  # before Prefect starts: a scheduler that does not answer costs seconds
+            from flows.runners import check_scheduler
 
-        check_scheduler(request.address)
-    if answer_from_store(request, plan):
-        return 0
-    print_summary(run_track(request))
-    return 0
+            check_scheduler(request.address)
+        result = run_track(request, state)
+    print_summary(result)
+    return exit_code(result)
 
 
-def run_track(request) -> dict:
-    """Run the track flow on the request's task runner; returns the flow's summary."""
+def exit_code(result) -> int:
+    return EXIT_CHECKPOINTS_FAILED if result.failed else 0
+
+
+def run_track(request, state=None):
+    """Run the track flow on the request's task runner; returns its `TrackResult`."""
     from flows.runners import task_runner
     from flows.session import start_prefect
     from flows.track import track
 
     start_prefect()
-    return track.with_options(task_runner=task_runner(request))(request, progress=True)
+    return track.with_options(task_runner=task_runner(request))(request, progress=True, state=state)
 
 
 def interrupted(args: argparse.Namespace) -> str:
@@ -244,51 +268,66 @@ def stored_note(request) -> str:
     return f"interrupted: {n} checkpoint{'s' if n != 1 else ''} of {request.model_id} stored, rerun to continue"
 
 
-def answer_from_store(request, plan=None) -> bool:
-    """A rerun on a fully stored series answers from the store, without loading a model or starting Prefect."""
-    from dormant_tasks.store.io import is_store
-    from dormant_tasks.tracking.tracker import pending_revisions, plan_series
+def result_from_store(request, state):
+    """The `TrackResult` of a rerun on a fully stored series: loads no model, starts no Prefect, writes nothing
+    to the store (the report, when asked for, is reused or rendered into the reports folder)."""
+    from dormant_tasks.tracking.tracker import TrackResult
 
-    if not is_store(request.store):
-        return False
-    plan = plan or plan_series(request)
-    pending = pending_revisions(request, plan)
-    if pending is None or pending:
-        return False
     report = None
     if request.report:
         from dormant_tasks.reporting.report import render_report
 
-        report = render_report(request.store, request.model_id, request.reports_dir, reuse=True).index_html
-    print_summary(
-        {
-            "store": request.store,
-            "model_id": request.model_id,
-            "analysed": 0,
-            "skipped": len(plan.selected),
-            "report": report,
-        }
+        report = str(render_report(request.store, request.model_id, request.reports_dir, reuse=True).index_html)
+    return TrackResult(
+        model_id=request.model_id,
+        store=request.store,
+        analysed=0,
+        skipped=len(state.plan.selected),
+        request_id=request.request_id,
+        report=report,
     )
-    return True
 
 
-def print_summary(summary: dict) -> None:
+def answer_from_store(request) -> object | None:
+    """The `TrackResult` of a finished rerun (`result_from_store`), or None when the run has work to do."""
+    from dormant_tasks.store.io import is_store
+    from dormant_tasks.tracking.tracker import series_state
+
+    if not is_store(request.store):
+        return None
+    state = series_state(request)
+    return result_from_store(state.request, state) if state.done else None
+
+
+def print_summary(result) -> None:
+    """The run's summary on stdout (results); its warnings and failed checkpoints on stderr (diagnostics)."""
+
     from flows.cli.status import series_line
 
-    print(f"store: {summary['store']}")
-    print(f"{summary['model_id']}: {summary['analysed']} checkpoints analysed, {summary['skipped']} already stored")
-    print(series_line(summary["store"], summary["model_id"]))
-    if summary.get("input_scores"):
-        print(
-            f"per-input scores: --input-scores {summary['input_scores']} ({INPUT_SCORES_NOTE[summary['input_scores']]})"
-        )
-    for warning in summary.get("warnings", []):  # diagnostics on stderr, results on stdout
+    n_failed = len(result.failed)
+    print(f"store: {result.store}")
+    print(
+        f"{result.model_id}: {result.analysed} checkpoints analysed, {result.skipped} already stored"
+        + (f", {n_failed} failed" if n_failed else "")
+    )
+    print(series_line(result.store, result.model_id))
+    if result.input_scores:
+        print(f"per-input scores: --input-scores {result.input_scores} ({INPUT_SCORES_NOTE[result.input_scores]})")
+    for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    if summary.get("n_truncated"):
+    if result.n_truncated:
         print(
-            f"warning: {summary['n_truncated']} calibration inputs were longer than the model's context (or "
+            f"warning: {result.n_truncated} calibration inputs were longer than the model's context (or "
             "--max-tokens) and were truncated to it",
             file=sys.stderr,
         )
-    if summary.get("report"):
-        print(f"report: {summary['report']}")
+    if n_failed:  # their reasons are in the series' lines above (`dormant status` shows them too)
+        names = ", ".join(revision for revision, _ in result.failed)
+        print(
+            f"dormant track: {n_failed} checkpoint{'s' if n_failed != 1 else ''} of {result.model_id} failed and "
+            f"{'were' if n_failed != 1 else 'was'} not stored ({names}); fix the cause, then run the same `dormant "
+            f"track` again to retry (stored checkpoints are skipped); exit {EXIT_CHECKPOINTS_FAILED}",
+            file=sys.stderr,
+        )
+    if result.report:
+        print(f"report: {result.report}")

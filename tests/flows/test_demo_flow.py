@@ -26,13 +26,13 @@ def test_short_demo_pretrains_tracks_and_reports(tmp_path):
     )
     summary = demo(request, steps=60)
     names = sorted(p.name for p in series.iterdir() if p.is_dir())
-    assert summary["analysed"] == len(names) == 5  # steps 0, 10, 25, 50 and 60 (the last)
+    assert summary.analysed == len(names) == 5  # steps 0, 10, 25, 50 and 60 (the last)
     ckpts = read_table(store, "checkpoints")
     assert sorted(set(ckpts.column("revision").to_pylist())) == names
     assert ckpts.num_rows == 3 * len(names)  # one result per checkpoint and calibration set
     assert len(SeriesView.calibration_ids(store, "tiny-demo")) == len(DEMO_CALIBRATION) == 3
     assert set(ckpts.column("model_id").to_pylist()) == {"tiny-demo"}
-    html = Path(summary["report"])
+    html = Path(summary.report)
     assert html == reports / "index.html" and html.is_file()
     pngs = sorted(p.name for p in (reports / "figures").glob("*.png"))
     assert "dormant_percent.png" in pngs and "raster_ahon_ln.png" in pngs

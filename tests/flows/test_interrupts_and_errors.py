@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,9 +23,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import stored_checkpoints
+from conftest import save_random_series, stored_checkpoints
 
-from dormant_tasks.checkpoints.naming import Selection
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table
 from flows.track import track
@@ -152,9 +152,15 @@ def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment
     summary = track(TrackRequest(source=str(random_series), store=str(store), limit=400, report=False))
     ckpts = read_table(store, "checkpoints", dedupe=False)
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
-    assert summary["analysed"] + summary["skipped"] == 3
+    assert summary.analysed + summary.skipped == 3
     assert read_table(store, "head_scores", dedupe=False).num_rows == 3 * 16 * 2 * 4
     assert not _no_temp_files(store)
+
+
+def _is_progress(line: str) -> bool:
+    """A plain progress line (`dormant_tasks.progress`, on stderr when it is no terminal), e.g.
+    "checkpoints: 1/4 ckpt, 3s elapsed (started)"."""
+    return re.fullmatch(r"[\w-]+: \d+(/\d+)? \w+, \S+ elapsed.*", line) is not None
 
 
 def _checksum(root: Path) -> str:
@@ -177,23 +183,58 @@ def _run(args, **env) -> subprocess.CompletedProcess:
 
 
 def _assert_one_line_error(r: subprocess.CompletedProcess, command: str, needle: str) -> None:
-    lines = r.stderr.strip().splitlines()
+    lines = [x for x in r.stderr.strip().splitlines() if not _is_progress(x)]
     assert r.returncode == 2, r.stderr[-3000:]
     assert len(lines) == 1, r.stderr[-3000:]
     assert lines[0].startswith(f"dormant {command}: error: ") and needle in lines[0], lines
 
 
-def test_a_truncated_checkpoint_mid_series_is_one_line_and_leaves_the_store(random_series, tmp_path):
+def _four_checkpoint_series(random_series, tmp_path, tiny_tokenizer) -> Path:
     series = Path(shutil.copytree(random_series, tmp_path / "random-olmo2"))
-    store = tmp_path / "store"
-    track(TrackRequest(source=str(series), store=str(store), limit=4, report=False, selection=Selection(steps=(0, 0))))
-    weights = series / "stage1-step10-tokens20K" / "model.safetensors"
+    save_random_series(series, tiny_tokenizer, ["stage1-step40-tokens82K"])  # the fourth, the reference
+    return series
+
+
+def _truncate(weights: Path) -> None:
     with open(weights, "r+b") as f:
         f.truncate(weights.stat().st_size // 3)
+
+
+def test_a_truncated_checkpoint_among_four_is_recorded_the_run_goes_on_and_a_rerun_stores_it(
+    random_series, tmp_path, tiny_tokenizer
+):
+    series = _four_checkpoint_series(random_series, tmp_path, tiny_tokenizer)
+    bad = "stage1-step10-tokens20K"
+    good = sorted(p.name for p in series.iterdir() if p.name != bad)
+    _truncate(series / bad / "model.safetensors")
+    store = tmp_path / "store"
+    args = ["track", "--model", str(series), "--store", str(store), "--limit", "4", "--no-report"]
+    r = _run(args)
+    assert r.returncode == 3, r.stderr[-3000:]  # not 2 (bad input), not 130 (interrupted)
+    assert "random-olmo2: 3 checkpoints analysed, 0 already stored, 1 failed" in r.stdout, r.stdout
+    assert f"  1 checkpoint failed, not stored (a rerun of `dormant track` retries):\n    {bad}: " in r.stdout
+    assert "SafetensorError" in r.stdout and "--model" not in r.stdout + r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("dormant track: 1 checkpoint of random-olmo2 failed") and f"({bad})" in last, last
+    assert last.endswith("exit 3") and "Traceback" not in r.stderr
+    assert sorted(set(read_table(store, "checkpoints").column("revision").to_pylist())) == good
+    status = _run(["status", "--store", str(store)])
+    assert status.returncode == 0 and f"    {bad}: " in status.stdout and "SafetensorError" in status.stdout
+
+    # --fail-fast: today's behaviour, one line, exit 2, the store as it was
     before = _checksum(store)
-    r = _run(["track", "--model", str(series), "--store", str(store), "--limit", "4", "--no-report"])
+    r = _run([*args, "--fail-fast"])
     _assert_one_line_error(r, "track", "SafetensorError")
     assert _checksum(store) == before
+
+    # fixed on disk: the same command stores it, the failure is gone from the store and from status
+    shutil.rmtree(series / bad)
+    shutil.copytree(random_series / bad, series / bad)
+    summary = track(TrackRequest(source=str(series), store=str(store), limit=4, report=False))
+    assert (summary.analysed, summary.skipped, summary.failed) == (1, 3, ())
+    assert sorted(set(read_table(store, "checkpoints").column("revision").to_pylist())) == sorted([*good, bad])
+    status = _run(["status", "--store", str(store)])
+    assert "failed" not in status.stdout and status.stdout.startswith("random-olmo2: 4 checkpoints"), status.stdout
 
 
 @pytest.mark.parametrize("case", ["error", "normal-end", "error-verbose"])
@@ -208,14 +249,18 @@ def test_the_temporary_servers_shutdown_records_stay_off_the_console(case, rando
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_SHUTDOWN_RECORD)
     args = ["track", "--model", str(series), "--store", str(tmp_path / "store"), "--limit", "4", "--no-report"]
-    args += {"error": [], "normal-end": ["--steps", "0:0"], "error-verbose": ["--verbose"]}[case]
+    # an error: the truncated checkpoint with --fail-fast (without it the run records it, goes on and exits 3)
+    args += {"error": ["--fail-fast"], "normal-end": ["--steps", "0:0"], "error-verbose": ["--verbose", "--fail-fast"]}[
+        case
+    ]
     r = _run(args, PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     if case == "error":
         _assert_one_line_error(r, "track", "SafetensorError")
     elif case == "normal-end":
         assert r.returncode == 0, r.stderr[-3000:]
-        # stderr holds the run's own diagnostics (its `warning:` lines about taus) and nothing of the server
-        assert all(line.startswith("warning: ") for line in r.stderr.splitlines()), r.stderr[-3000:]
+        # stderr holds diagnostics only: progress lines and the taus' warnings, nothing of the server's shutdown
+        rest = [x for x in r.stderr.splitlines() if not _is_progress(x) and not x.startswith("warning: ")]
+        assert rest == [], r.stderr[-3000:]
     else:
         assert r.returncode == 2, r.stderr[-3000:]
         assert "Exception during reset or similar" in r.stderr and "CancelledError" in r.stderr, r.stderr[-3000:]
@@ -244,15 +289,18 @@ def _mount(args: list[str]) -> bool:
     return subprocess.run(["mount", *args], capture_output=True).returncode == 0
 
 
-def test_a_read_only_store_is_refused_before_any_work(random_series, tmp_path):
+def test_a_read_only_store_answers_a_finished_rerun_and_refuses_work_before_any(random_series, tmp_path):
     store = tmp_path / "store"
     track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln",), report=False))
     if not _mount(["--bind", "-o", "ro", str(store), str(store)]):
         pytest.skip("bind mounts are not allowed here")
     try:
         before = _checksum(store)
+        same = ["track", "--model", str(random_series), "--store", str(store), "--limit", "4", "--scores", "ahon_ln"]
+        r = _run([*same, "--no-report"])  # nothing to do: answered from the store, as `status` would
+        assert r.returncode == 0 and "0 checkpoints analysed, 3 already stored" in r.stdout, r.stderr[-2000:]
         t0 = time.monotonic()
-        r = _run(["track", "--model", str(random_series), "--store", str(store), "--limit", "5", "--no-report"])
+        r = _run([*same, "--tau", "ahon_ln=0.5", "--retau", "--no-report"])  # work to do: refused first
         _assert_one_line_error(r, "track", "Read-only file system")
         assert time.monotonic() - t0 < 30  # refused before Prefect starts or a model loads
         assert _checksum(store) == before
@@ -297,7 +345,7 @@ def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_
         finally:
             os.close(fd)
         _, err = proc.communicate(timeout=600)
-        lines = err.strip().splitlines()
+        lines = [x for x in err.strip().splitlines() if not _is_progress(x)]
         assert proc.returncode == 2 and len(lines) == 1, err[-3000:]
         assert "No space left on device" in lines[0] and lines[0].startswith("dormant track: error: ")
         (disk / "filler").unlink()

@@ -65,7 +65,7 @@ def test_track_steps_0_0_stores_step_0_alone(demo_like_series, tmp_path):
         score_fns=("ahon_ln",),
         report=False,
     )
-    assert track(request)["analysed"] == 1
+    assert track(request).analysed == 1
     assert read_table(tmp_path / "s", "checkpoints").column("step").to_pylist() == [0]
 
 
@@ -80,7 +80,7 @@ def test_quantile_taus_come_from_the_last_checkpoint_of_the_whole_series(random_
     out = track(TrackRequest(store=str(store), selection=_steps(":10"), **kw))
     (tau,) = read_table(store, "taus").to_pylist()
     assert tau["reference_revision"] == "stage1-step25-tokens51K"  # not step 10, the last selected
-    assert out["analysed"] == 2  # the reference was scored for tau, but is not stored: it was not selected
+    assert out.analysed == 2  # the reference was scored for tau, but is not stored: it was not selected
     assert sorted(read_table(store, "checkpoints").column("step").to_pylist()) == [0, 10]
     with pytest.raises(StoreError, match="fixed its quantile taus from stage1-step25"):
         track(TrackRequest(store=str(store), reference="stage1-step10-tokens20K", **kw))
@@ -116,27 +116,27 @@ def test_main_is_ordered_after_every_checkpoint(tmp_path, tiny_tokenizer):
 def test_partial_retau_then_every_reader_agrees_and_a_full_retau_converges(random_series, tmp_path):
     store, kw = tmp_path / "s", dict(source=str(random_series), limit=4, score_fns=("ahon_ln", "awft"), report=False)
     first = track(TrackRequest(store=str(store), **kw))
-    assert first["n_checkpoints"] == 3
+    assert first.n_checkpoints == 3
     part = track(TrackRequest(store=str(store), selection=_steps(":10"), taus=("ahon_ln=0.9",), retau=True, **kw))
-    assert (part["n_checkpoints"], part["n_stale"]) == (2, 1)
+    assert (part.n_checkpoints, part.n_stale) == (2, 1)
 
     view = SeriesView.open(store, "random-olmo2")
-    assert view.taus_id == part["taus_id"] and len(view.revisions) == 2
+    assert view.taus_id == part.taus_id and len(view.revisions) == 2
     current = view.transitions()
-    assert current.num_rows == part["n_transitions"]
-    assert set(current.column("taus_id").to_pylist()) <= {part["taus_id"]}
+    assert current.num_rows == part.n_transitions
+    assert set(current.column("taus_id").to_pylist()) <= {part.taus_id}
     all_rows = read_table(store, "transitions")
     assert all_rows.num_rows >= current.num_rows  # the first run's rows stay, under their own taus_id
     assert series_line(store, "random-olmo2").startswith("random-olmo2: 2 checkpoints, steps 0..10, ahon_ln dormant")
     line = series_line(store, "random-olmo2")
-    assert f"/ {part['n_transitions']} total (" in line and "confident" in line and "(1 more checkpoint" in line
+    assert f"/ {part.n_transitions} total (" in line and "confident" in line and "(1 more checkpoint" in line
     assert [t.revision.name for t in series_targets(store, str(random_series))] == view.revisions
     from dormant_tasks.reporting.report import load_series
 
     assert load_series(store, "random-olmo2").revisions == view.revisions
 
     full = track(TrackRequest(store=str(store), taus=("ahon_ln=0.9",), retau=True, **kw))
-    assert (full["n_checkpoints"], full["n_stale"], full["taus_id"]) == (3, 0, part["taus_id"])
+    assert (full.n_checkpoints, full.n_stale, full.taus_id) == (3, 0, part.taus_id)
     assert SeriesView.open(store, "random-olmo2").revisions == [
         r.name for r in plan_series(TrackRequest(store=str(store), **kw)).selected
     ]
@@ -169,7 +169,7 @@ def test_the_run_summary_counts_truncated_inputs(random_series, tmp_path, caplog
             report=False,
         )
     )
-    assert out["n_truncated"] == 1
+    assert out.n_truncated == 1
     assert set(read_table(tmp_path / "s", "checkpoints").column("n_inputs").to_pylist()) == {2}
     cut = [r for r in caplog.records if r.name == "dormant_tasks.engine.scoring" and "were cut" in r.getMessage()]
-    assert len(cut) == out["analysed"] and {r.levelno for r in cut} == {logging.INFO}
+    assert len(cut) == out.analysed and {r.levelno for r in cut} == {logging.INFO}

@@ -40,10 +40,27 @@ def _prefect_env():
     return {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
 
+def _count_calls(monkeypatch, *names) -> list[str]:
+    """Record each call of these `tracker` functions (they still run)."""
+    calls: list[str] = []
+    for name in names:
+        real = getattr(tracker, name)
+
+        def counting(*a, _real=real, _name=name, **k):
+            calls.append(_name)
+            return _real(*a, **k)
+
+        monkeypatch.setattr(tracker, name, counting)
+    return calls
+
+
 def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_series, tmp_path, monkeypatch):
     store = tmp_path / "store"
+    calls = _count_calls(monkeypatch, "plan_series", "stored_taus", "series_state")
     summary = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
-    assert summary["analysed"] == 3 and summary["skipped"] == 0
+    assert isinstance(summary, tracker.TrackResult)
+    assert summary.analysed == 3 and summary.skipped == 0 and summary.failed == ()
+    assert calls == ["series_state", "plan_series"]  # the series' state asked once per run (a new series)
     ckpts = read_table(store, "checkpoints")
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
     heads = read_table(store, "head_scores")
@@ -64,10 +81,12 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
 
     monkeypatch.setattr(tracker, "load_checkpoint", no_loading)
     before = {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts}
+    calls.clear()
     again = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
-    assert again["analysed"] == 0 and again["skipped"] == 3
+    assert again.analysed == 0 and again.skipped == 3
+    assert calls == ["series_state", "plan_series", "stored_taus"]  # once, and the taus are the stored ones
     assert {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts} == before
-    assert again["n_transitions"] == summary["n_transitions"]
+    assert again.n_transitions == summary.n_transitions
 
 
 def test_taus_that_differ_from_the_stored_series_are_refused(random_series, tmp_path):
@@ -111,10 +130,10 @@ def test_retau_reaggregates_from_kept_input_scores(random_series, tmp_path, monk
             report=False,
         )
     )
-    assert out["analysed"] == 3
+    assert out.analysed == 3
     taus = read_table(store, "taus").to_pylist()
     assert [t["tau"] for t in taus] == [0.9]
-    heads = read_table(store, "head_scores", filters={"taus_id": out["taus_id"]})
+    heads = read_table(store, "head_scores", filters={"taus_id": out.taus_id})
     assert heads.num_rows == 3 * 2 * 4 and set(heads.column("tau").to_pylist()) == {0.9}
     old = read_table(store, "head_scores")
     assert old.num_rows == 2 * heads.num_rows  # the old taus' results stay (append-only), keyed by taus_id
@@ -175,7 +194,7 @@ def test_sigkill_mid_checkpoint_then_rerun_completes_with_each_checkpoint_once(r
     killed_with = stored_checkpoints(store)
     assert 1 <= killed_with < 3
     summary = track(TrackRequest(source=str(random_series), store=str(store), limit=48, report=False))
-    assert summary["skipped"] == killed_with and summary["analysed"] == 3 - killed_with
+    assert summary.skipped == killed_with and summary.analysed == 3 - killed_with
     ckpts = read_table(store, "checkpoints", dedupe=False)
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
     heads = read_table(store, "head_scores", dedupe=False)

@@ -1,0 +1,111 @@
+"""A checkpoint that cannot be loaded is recorded as failed and the run goes on (the tracker's steps, no Prefect):
+a real series of four random tiny checkpoints, one of them truncated on disk, into a real store."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import save_random_series
+
+from dormant_tasks.errors import CheckpointError
+from dormant_tasks.reporting.report import render_report
+from dormant_tasks.requests import TrackRequest
+from dormant_tasks.store.io import read_table
+from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking.tracker import TrackResult
+
+NAMES = ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "stage1-step25-tokens51K", "stage1-step40-tokens82K"]
+BAD = NAMES[2]
+
+
+def run_steps(request: TrackRequest) -> TrackResult:
+    """The track flow's steps, called as the flow calls them (one state, the taus, each pending checkpoint)."""
+    state = tracker.series_state(request)
+    series = tracker.resolve_series_taus(request, state)
+    results = [series.reference] if series.reference is not None else []
+    results += [
+        tracker.analyze_checkpoint(request, r, series) for r in tracker.pending_revisions(request, state, series)
+    ]
+    summary = tracker.derive_series(request)
+    return TrackResult.of(request, results, n_checkpoints=summary.n_checkpoints)
+
+
+def _truncate(path: Path) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size // 3)
+
+
+def _checksum(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "_locks" not in p.parts:
+            h.update(str(p.relative_to(root)).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def _stored(store) -> list[str]:
+    return sorted(set(read_table(store, "checkpoints").column("revision").to_pylist()))
+
+
+def test_one_truncated_checkpoint_of_four_is_recorded_the_others_stored_and_a_rerun_stores_it(
+    tmp_path, tiny_tokenizer, monkeypatch
+):
+    series = save_random_series(tmp_path / "random-olmo2", tiny_tokenizer, NAMES)
+    _truncate(series / BAD / "model.safetensors")
+    store = tmp_path / "store"
+    request = TrackRequest(source=str(series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"), report=False)
+
+    result = run_steps(request)
+    assert (result.analysed, result.skipped, result.n_checkpoints) == (3, 0, 3)
+    assert [name for name, _ in result.failed] == [BAD]
+    reason = result.failed[0][1]
+    assert "SafetensorError" in reason and BAD in reason and "--model" not in reason
+    assert _stored(store) == sorted(set(NAMES) - {BAD})
+    rows = tracker.failed_checkpoints(store, request.model_id)
+    assert [(r["revision"], r["reason"], r["request_id"]) for r in rows] == [(BAD, reason, request.request_id)]
+    report = render_report(store, request.model_id, tmp_path / "reports", reuse=True)
+    assert f"1 checkpoint failed, not stored (a rerun of `dormant track` retries):\n\n- {BAD}: " in report.markdown
+    assert BAD in report.index_html.read_text(encoding="utf-8")
+
+    # the failed checkpoint is what a rerun has left to do; --fail-fast raises and writes nothing
+    state = tracker.series_state(request)
+    assert [r.name for r in state.pending] == [BAD]
+    before = _checksum(store)
+    with pytest.raises(CheckpointError, match="SafetensorError"):
+        tracker.analyze_checkpoint(replace(request, fail_fast=True), state.pending[0], state.taus)
+    assert _checksum(store) == before
+
+    # fixed on disk: the rerun loads that one checkpoint only, stores it, and its failure is gone
+    (series / BAD / "model.safetensors").unlink()
+    save_random_series(series, tiny_tokenizer, [BAD])
+    loads = []
+    real = tracker.load_checkpoint
+
+    def counting(source, revision, *a, **k):
+        loads.append(revision.name)
+        return real(source, revision, *a, **k)
+
+    monkeypatch.setattr(tracker, "load_checkpoint", counting)
+    again = run_steps(request)
+    assert loads == [BAD]
+    assert (again.analysed, again.failed, again.n_checkpoints) == (1, (), 4)
+    assert _stored(store) == sorted(NAMES)
+    assert tracker.failed_checkpoints(store, request.model_id) == []
+    assert tracker.series_state(request).done
+    report = render_report(store, request.model_id, tmp_path / "reports", reuse=True)  # its inputs changed
+    assert "failed" not in report.markdown and "4 checkpoint(s) from" in report.markdown
+
+
+def test_a_failure_recorded_twice_keeps_one_row_with_the_newest_reason(tmp_path, tiny_tokenizer):
+    series = save_random_series(tmp_path / "random-olmo2", tiny_tokenizer, NAMES[:2])
+    request = TrackRequest(source=str(series), store=str(tmp_path / "store"), limit=4, report=False)
+    revision = tracker.plan_series(request).selected[1]
+    first = tracker.record_failure(request, revision, "first reason")
+    assert first.failed == "first reason" and not first.skipped
+    tracker.record_failure(request, revision, "second reason")
+    rows = tracker.failed_checkpoints(request.store, request.model_id)
+    assert [(r["revision"], r["reason"]) for r in rows] == [(revision.name, "second reason")]
+    assert tracker.failed_checkpoints(tmp_path / "no-store", request.model_id) == []
