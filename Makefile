@@ -40,6 +40,7 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test: setup olah lmeval045 lint
 	$(PY) -m pytest -q -rs

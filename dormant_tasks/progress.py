@@ -16,7 +16,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import IO, Any
 
 EVERY_S = 20.0  # seconds between two lines at most (plus the heartbeat's 1 s): under 30 s of silence
@@ -40,7 +40,7 @@ class LogProgress:
         heartbeat: bool = True,
         quiet_start: bool = False,
     ):
-        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+        if total is None and isinstance(iterable, Sized):
             total = len(iterable)
         self.iterable, self.total, self.desc, self.unit = iterable, total, desc, unit
         self.n = initial
@@ -61,6 +61,8 @@ class LogProgress:
             self._thread.start()
 
     def __iter__(self) -> Iterator:
+        if self.iterable is None:
+            raise TypeError("this progress line was made without an iterable; call update() instead")
         try:
             for item in self.iterable:
                 yield item

@@ -16,6 +16,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import cast
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -56,7 +57,7 @@ def tiny_config(
     hidden_size: int = 128,
     max_positions: int = 512,
 ) -> Olmo2Config:
-    boundary_id = tokenizer.convert_tokens_to_ids(BOUNDARY)
+    boundary_id = cast(int, tokenizer.convert_tokens_to_ids(BOUNDARY))  # one token: one id
     return Olmo2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
@@ -158,7 +159,7 @@ def training_sequences(tokenizer: PreTrainedTokenizerFast, texts, seq_len: int) 
     [n_sequences, seq_len]. The boundary token opens every window (the zero-value "sink") and also
     separates documents inside a window, as an end-of-text token does in OLMo-2's own data.
     """
-    boundary_id = tokenizer.convert_tokens_to_ids(BOUNDARY)
+    boundary_id = cast(int, tokenizer.convert_tokens_to_ids(BOUNDARY))  # one token: one id
     stream: list[int] = []
     for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]:
         stream.extend(ids)
@@ -257,7 +258,7 @@ def _existing_checkpoint(out: Path, name: str) -> TinyCheckpoint | None:
     return TinyCheckpoint(name, state["step"], state["tokens"], state["loss"])
 
 
-def _plan(out, steps, seed, corpus, recipe):
+def _plan(out, steps, seed, corpus, recipe) -> tuple[Path, TinyRunConfig, bytes, list[int], dict[int, str], dict]:
     """The run's config and which of its checkpoints `out` already holds (refusing an incompatible folder)."""
     out = Path(out)
     corpus = Path(corpus)

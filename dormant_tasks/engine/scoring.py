@@ -242,12 +242,10 @@ def score_texts(
     query_block: int | None = None,
     max_tokens: int | None = None,
     max_batch_tokens: int | None = None,
-    refuse_all_cut: bool = False,
     warn_truncated: bool = True,
 ) -> InputScores:
     """Per-input scores of `model` over `texts`, each tokenised as `tokenizer(text)` does and cut to the first
     `max_tokens` tokens (at most the model's context); batches hold at most `max_batch_tokens` padded tokens.
-    `refuse_all_cut` (a calibration set): ScoringError when every text is longer than the model's context.
     Cut inputs are one WARNING line, or one INFO line with `warn_truncated=False` (the tracker, whose run summary
     warns once for the whole series instead of once per checkpoint; `InputScores.n_truncated` has the count)."""
     fns = tuple(parse_score_functions(score_fns))
@@ -269,11 +267,6 @@ def score_texts(
         if not ids:
             raise ScoringError(f"text {i} ({texts[i][:40]!r}) tokenises to zero tokens; remove it or change it")
     n_truncated = sum(n > 0 for n in cut)
-    if refuse_all_cut and n_truncated == len(texts) and limit != max_tokens:  # none fits: refuse, not score prefixes
-        raise ScoringError(
-            f"all {len(texts)} texts are longer than the model's context ({limit} tokens): every one would be "
-            "cut; use shorter texts (one per line), or cut them on purpose with --max-tokens"
-        )
     if n_truncated:
         source = "--max-tokens" if limit == max_tokens else "the model's max_position_embeddings"
         assert limit is not None  # an input was cut, so there is a limit

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -53,6 +54,9 @@ from dormant_tasks.tracking.transitions import (
     predecessors,
     states_from_transitions,
 )
+
+if TYPE_CHECKING:
+    from dormant_tasks.engine.scoring import InputScores
 
 
 def common_columns(model_id: str, revision: Revision) -> dict:
@@ -350,7 +354,7 @@ def _write_taus(request: TrackRequest, series: SeriesTaus, reference: Revision) 
 class ScoredCheckpoint:
     revision: Revision
     commit: str
-    scores: InputScores  # noqa: F821 (scoring.InputScores, imported with torch when a model is scored)
+    scores: InputScores  # imported for type checking only: the engine (torch) loads when a model is scored
     n_layers: int
     n_heads: int
     dtype: str
