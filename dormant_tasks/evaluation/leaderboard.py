@@ -432,8 +432,10 @@ def _labels(rows: list[dict]) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for r in rows:
         fn = r["score_fn"]
-        if fn in (BEST, OURS) and r["best_fn"]:
-            fn = f"{'best of all functions' if fn == BEST else fn} ({r['best_fn']})"
+        if fn == BEST:  # named as such on every row, its Average too
+            fn = "best of all functions"
+        if fn in ("best of all functions", OURS) and r["best_fn"]:
+            fn = f"{fn} ({r['best_fn']})"
         model = r["model"]
         if model == AVERAGE_MODEL and r["n_models"] is not None and r["n_models"] < n_total:
             model = f"{AVERAGE_MODEL} ({r['n_models']} of {n_total} models)"
