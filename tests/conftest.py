@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path
 
 # Before prefect is imported anywhere: a private PREFECT_HOME and no telemetry (there is no network here).
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="dormant-prefect-home-"))
@@ -17,6 +16,7 @@ os.environ["DORMANT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dormant-cache-")
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import pytest  # noqa: E402
+from builders import save_random_series  # noqa: E402
 
 from dormant_tasks.tiny import tiny_config, train_tokenizer  # noqa: E402
 from dormant_tasks.tracking.calibration import DEMO_CORPUS  # noqa: E402
@@ -74,19 +74,6 @@ def prefect_harness():
         yield
 
 
-def save_random_series(folder, tokenizer, names, n_layers=2, n_heads=4, hidden_size=64):
-    """Random-init tiny OLMo-2 checkpoints (one seed each) saved as a local series under OLMo-2 branch names."""
-    import torch
-    from transformers import Olmo2ForCausalLM
-
-    for seed, name in enumerate(names):
-        torch.manual_seed(seed)
-        model = Olmo2ForCausalLM(tiny_config(tokenizer, n_layers=n_layers, n_heads=n_heads, hidden_size=hidden_size))
-        model.save_pretrained(folder / name)
-        tokenizer.save_pretrained(folder / name)
-    return folder
-
-
 @pytest.fixture(scope="session")
 def random_series(tmp_path_factory, tiny_tokenizer):
     """A local series of three random tiny OLMo-2 checkpoints (not trained: real files, arbitrary weights)."""
@@ -94,12 +81,3 @@ def random_series(tmp_path_factory, tiny_tokenizer):
     return save_random_series(
         folder, tiny_tokenizer, ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "stage1-step25-tokens51K"]
     )
-
-
-def stored_checkpoints(store) -> int:
-    """Rows of the store's manifests, read as a watcher of a running `dormant track` may: each manifest is
-    replaced whole (by rename) and exists, empty, before a series' first result, so count rows, not files."""
-    import pyarrow.parquet as pq
-
-    folder = Path(store) / "checkpoints"
-    return sum(pq.read_metadata(p).num_rows for p in folder.rglob("*.parquet")) if folder.exists() else 0

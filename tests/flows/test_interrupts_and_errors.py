@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import save_random_series, stored_checkpoints
+from builders import save_random_series, stored_checkpoints
 
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from conftest import save_random_series
+from builders import save_random_series
 
 from dormant_tasks.errors import StoreError
 from dormant_tasks.evaluation.targets import series_targets

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import stored_checkpoints
+from builders import stored_checkpoints
 
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.requests import TrackRequest

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import save_random_series
+from builders import save_random_series
 
 from dormant_tasks.errors import CheckpointError
 from dormant_tasks.reporting.report import render_report
