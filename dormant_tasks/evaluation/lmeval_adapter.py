@@ -11,6 +11,7 @@ Public API
 - `make_instances(task, doc_id, doc, arguments)`, `set_instances(task, instances)`
 - `uses_mutual_info(task)`, `filter_names(task)`, `task_yaml(path)`
 - `clear_responses(instance)`, `add_response(instance, response)`
+- `sample_size(task, limit)`: the documents lm-eval evaluates under a limit (`evaluator_utils.get_sample_size`)
 - `aggregate(accs, groups)`: lm-eval's per-task and group aggregation (`evaluator_utils._process_results`)
 - `factory_class(manager)`, `checking_factory(base_cls, check)`, `copy_manager(manager, factory_cls)`: lm-eval's
   TaskManager with a check of every task's config before it is built (the bundled data, perplexity refused)
@@ -95,6 +96,13 @@ def clear_responses(instance) -> None:
 
 def add_response(instance, response) -> None:
     instance.resps.append(response)
+
+
+def sample_size(task, limit: int | None):
+    """How many of `task`'s documents lm-eval evaluates under `--limit` (a count, or a fraction of the set)."""
+    from lm_eval.evaluator_utils import get_sample_size
+
+    return get_sample_size(task, limit)
 
 
 def aggregate(accs: dict, groups: dict):

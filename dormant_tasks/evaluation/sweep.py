@@ -219,8 +219,6 @@ def build_requests(loaded: LoadedTasks, tokenizer, chat: bool, rendering, system
     """({leaf: its lm-eval Instances}, {leaf: sample size}): every task's requests, built once; under a chat
     template with `Rendering.PAPER` as lm-eval 0.4.5 rendered them (`rendering.build_paper_chat_requests`),
     else by lm-eval itself."""
-    from lm_eval.evaluator_utils import get_sample_size
-
     from dormant_tasks.evaluation import lmeval_adapter
     from dormant_tasks.evaluation.model import render_chat
     from dormant_tasks.evaluation.rendering import build_paper_chat_requests
@@ -230,7 +228,7 @@ def build_requests(loaded: LoadedTasks, tokenizer, chat: bool, rendering, system
 
     instances, limits = {}, {}
     for leaf, task in loaded.tasks.items():
-        limits[leaf] = get_sample_size(task, limit)
+        limits[leaf] = lmeval_adapter.sample_size(task, limit)
         if chat and Rendering(rendering) is Rendering.PAPER:
             built = build_paper_chat_requests(task, template, limit=limits[leaf], system_instruction=system_instruction)
             lmeval_adapter.set_instances(task, built)

@@ -46,3 +46,16 @@ def test_only_the_store_knows_its_folder_layout():
             continue
         text = path.read_text(encoding="utf-8")
         assert '"series=' not in text and 'f"series=' not in text and "_store.json" not in text, path
+
+
+def test_lm_evals_internals_are_used_in_one_adapter_module():
+    """`evaluation/lmeval_adapter.py` (pinned to lm-eval's version) is the one module that imports lm-eval's
+    internal modules or its underscored names; the rest uses its public surface."""
+    internal_modules = ("lm_eval.evaluator_utils", "lm_eval.api.samplers", "lm_eval.tasks._yaml_loader")
+    adapter = PACKAGE / "evaluation" / "lmeval_adapter.py"
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lm_eval")):
+                continue
+            private = node.module in internal_modules or any(a.name.startswith("_") for a in node.names)
+            assert not private or path == adapter, f"{path.relative_to(PACKAGE)} imports lm-eval internals"
