@@ -6,7 +6,7 @@ each stated with its number, its 95% interval and a figure, from the store only 
 
 from __future__ import annotations
 
-from .options import add_model_argument, add_scores_argument, add_store_argument
+from .options import add_scores_argument, add_store_argument, add_stored_series_argument
 
 
 def add_parser(subparsers) -> None:
@@ -16,13 +16,7 @@ def add_parser(subparsers) -> None:
         description=__doc__.split("\n\n")[0],
     )
     add_store_argument(p)
-    add_model_argument(
-        p,
-        "the series: a Hub repo id, its local folder or that folder's name, as `dormant status` lists them "
-        "(default: the store's only series)",
-        required=False,
-        role="series",
-    )
+    add_stored_series_argument(p)
     add_scores_argument(p, "the one score function of the findings (default: ahon_ln when tracked)")
     p.add_argument(
         "--reports-dir",

@@ -138,6 +138,17 @@ def add_model_argument(parser, help: str, required: bool = True, many: bool = Fa
     parser.set_defaults(model_role=role)
 
 
+def add_stored_series_argument(parser) -> None:
+    """`--model` naming one series the store keeps (report, findings): optional when the store has only one."""
+    add_model_argument(
+        parser,
+        "the series: a Hub repo id, its local folder or that folder's name, as `dormant status` lists them "
+        "(default: the store's only series)",
+        required=False,
+        role="series",
+    )
+
+
 def add_store_argument(parser, use: str = "reads") -> None:
     """The one `--store` option of every command that reads or writes a store. `use`: `reads` (it must exist),
     `writes` (it, or the folder it is created in, must take a file), `updates` (as `writes` for a store yet to be

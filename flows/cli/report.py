@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .options import add_model_argument, add_reports_dir_argument, add_scores_argument, add_store_argument
+from .options import add_reports_dir_argument, add_scores_argument, add_store_argument, add_stored_series_argument
 
 
 def add_parser(subparsers) -> None:
@@ -10,13 +10,7 @@ def add_parser(subparsers) -> None:
         "report", help="render the evolution report of a tracked model series", description=__doc__.splitlines()[0]
     )
     add_store_argument(p)
-    add_model_argument(
-        p,
-        "the series: a Hub repo id, its local folder or that folder's name, as `dormant status` lists them "
-        "(default: the store's only series)",
-        required=False,
-        role="series",
-    )
+    add_stored_series_argument(p)
     add_reports_dir_argument(p)
     add_scores_argument(p, "the one function of the per-function figures (default: ahon_ln when tracked)")
     p.add_argument(
