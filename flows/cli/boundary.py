@@ -52,10 +52,18 @@ def run_command(args: argparse.Namespace) -> int:
         return 130
 
 
-def _is_interrupt(e: BaseException) -> bool:
-    """Ctrl-C, or SIGTERM (ours, or Prefect's `TerminationSignal` while a flow run holds the handler)."""
+def _is_interrupt(e: BaseException | None) -> bool:
+    """Ctrl-C, or SIGTERM (ours, or Prefect's `TerminationSignal` while a flow run holds the handler), or an
+    error raised while one was being handled: a Ctrl-C that lands while Prefect creates a task run can surface
+    as its `ValueError: Task run is not set`, whose context is the KeyboardInterrupt."""
     terminated = sys.modules.get("prefect.exceptions")
-    return isinstance(e, KeyboardInterrupt) or (terminated is not None and isinstance(e, terminated.TerminationSignal))
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt) or (terminated is not None and isinstance(e, terminated.TerminationSignal)):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _interrupt(signum, frame) -> None:
