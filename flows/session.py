@@ -108,6 +108,20 @@ def stop_prefect() -> None:
         server.stop()
 
 
+def is_interrupt(e: BaseException | None) -> bool:
+    """Ctrl-C, or SIGTERM (ours, or Prefect's `TerminationSignal` while a flow run holds the handler), or an
+    error raised while one was being handled: a Ctrl-C that lands while Prefect creates a task run can surface
+    as its `ValueError: Task run is not set`, whose context is the KeyboardInterrupt."""
+    terminated = sys.modules.get("prefect.exceptions")
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt) or (terminated is not None and isinstance(e, terminated.TerminationSignal)):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
 class _ExpectedFailureFilter(logging.Filter):
     """Drops Prefect's console records of a DormantError or an interrupt: the CLI reports them in one line.
     Once the server is being stopped, drops every record (unless --verbose or --debug)."""
@@ -119,7 +133,7 @@ class _ExpectedFailureFilter(logging.Filter):
             return False
 
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, (DormantError, KeyboardInterrupt)):
+        if isinstance(exc, DormantError) or is_interrupt(exc):
             return False
         if record.levelno >= logging.ERROR:
             text = record.getMessage()

@@ -25,7 +25,7 @@ from dormant_tasks.errors import USER_ERRNOS, DormantError
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from flows.session import stop_prefect
+    from flows.session import is_interrupt, stop_prefect
 
     signal.signal(signal.SIGTERM, _interrupt)  # `kill`, a scheduler's stop, a container's stop: like Ctrl-C
     debug = getattr(args, "debug", False) or os.environ.get("DORMANT_DEBUG") == "1"
@@ -44,26 +44,12 @@ def run_command(args: argparse.Namespace) -> int:
         where = f" ({e.filename})" if e.filename else ""
         return _fail(args, f"{e.strerror or e}{where}: free space, fix the permissions or choose another folder", debug)
     except BaseException as e:
-        if not _is_interrupt(e):
+        if not is_interrupt(e):
             raise
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
         stop_prefect()
         print(f"dormant {args.command}: {_interrupted_note(args)}", file=sys.stderr)
         return 130
-
-
-def _is_interrupt(e: BaseException | None) -> bool:
-    """Ctrl-C, or SIGTERM (ours, or Prefect's `TerminationSignal` while a flow run holds the handler), or an
-    error raised while one was being handled: a Ctrl-C that lands while Prefect creates a task run can surface
-    as its `ValueError: Task run is not set`, whose context is the KeyboardInterrupt."""
-    terminated = sys.modules.get("prefect.exceptions")
-    seen: set[int] = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt) or (terminated is not None and isinstance(e, terminated.TerminationSignal)):
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
 
 
 def _interrupt(signum, frame) -> None:

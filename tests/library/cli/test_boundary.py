@@ -35,3 +35,24 @@ def test_an_error_raised_while_handling_ctrl_c_is_the_interrupt(capsys):
 def test_an_error_without_an_interrupt_behind_it_still_raises():
     with pytest.raises(ValueError, match="a bug"):
         run_command(_args(_plain_bug))
+
+
+def test_the_console_drops_a_library_record_of_an_error_raised_while_handling_ctrl_c():
+    """Prefect logs that error at ERROR with its traceback before the boundary sees it: the console drops it too."""
+    import logging
+    import sys
+
+    from flows.session import _ExpectedFailureFilter
+
+    def record_of(func) -> logging.LogRecord:
+        try:
+            func(None)
+        except ValueError:
+            exc_info = sys.exc_info()
+        return logging.LogRecord(
+            "prefect.flow_runs", logging.ERROR, __file__, 1, "Encountered exception", None, exc_info
+        )
+
+    keep = _ExpectedFailureFilter().filter
+    assert not keep(record_of(_interrupted_while_handling))
+    assert keep(record_of(_plain_bug))
