@@ -1,12 +1,14 @@
 """Load a model + tokenizer at a revision, in a dtype, on a device.
 
-`load_model_and_tokenizer` is the one place that calls `from_pretrained`. A checkpoint of a series is
+`load_model_and_tokenizer` is the one place that calls `from_pretrained`, always with `trust_remote_code=False`
+(a checkpoint's own Python code is never run, and transformers never prompts). A checkpoint of a series is
 either a local folder, used in place and identified by the content hash of its files, or a Hub revision,
 whose download, verification and eviction belong to `hub` (this module only asks it).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,9 +64,11 @@ def load_model_and_tokenizer(
     torch_dtype = resolve_dtype(dtype)
     device = resolve_device(device)
     where = f"{path_or_repo}" + (f"@{revision}" if revision else "")
+    _refuse_custom_config(Path(path_or_repo) / "config.json", where)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path_or_repo), revision=revision)
+        tokenizer = AutoTokenizer.from_pretrained(str(path_or_repo), revision=revision, trust_remote_code=False)
     except Exception as e:  # transformers raises OSError/ValueError/... for a folder with no tokenizer
+        _refuse_custom_code(where, e)
         raise CheckpointError(
             f"{where}: no tokenizer could be loaded ({type(e).__name__}: {_first_line(e)}); "
             "a checkpoint folder or Hub repo needs its tokenizer files beside the weights"
@@ -76,12 +80,15 @@ def load_model_and_tokenizer(
             model = AutoModelForCausalLM.from_pretrained(
                 str(path_or_repo),
                 revision=revision,
+                trust_remote_code=False,
                 dtype=torch_dtype,
                 quantization_config=BitsAndBytesConfig(load_in_8bit=True),
                 device_map=device,
             )
             return model.eval(), tokenizer
-        model = AutoModelForCausalLM.from_pretrained(str(path_or_repo), revision=revision, dtype=torch_dtype)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path_or_repo), revision=revision, trust_remote_code=False, dtype=torch_dtype
+        )
         return model.to(device).eval(), tokenizer  # type: ignore[arg-type]  # transformers' stub wraps `to`
     except (MemoryError, torch.OutOfMemoryError) as e:
         raise CheckpointError(
@@ -89,9 +96,35 @@ def load_model_and_tokenizer(
             "use --dtype bfloat16, another --device, or a machine with more memory"
         ) from None
     except Exception as e:
+        _refuse_custom_code(where, e)
         raise CheckpointError(
             f"{where} is not a loadable causal LM ({type(e).__name__}: {_first_line(e)}); "
             "a checkpoint needs config.json and whole safetensors files (a download or copy cut short leaves a truncated one)"
+        ) from None
+
+
+def _refuse_custom_config(config_file: Path, where: str) -> None:
+    """A local folder's config that only its own code can read: refused before transformers reads it (its
+    tokenizer loading would first warn about the unknown model type)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # no readable config: transformers' own error says so
+    if isinstance(config, dict) and config.get("auto_map") and config.get("model_type") not in CONFIG_MAPPING:
+        _refuse_custom_code(where, ValueError("custom code"))
+
+
+def _refuse_custom_code(where: str, e: BaseException) -> None:
+    """A checkpoint whose config names its own Python code (`auto_map`) for a model type transformers does not
+    know: one line. `trust_remote_code=False` is passed explicitly everywhere, because left unset transformers
+    asks `[y/N]` on stdin and a `y` there (a pipe) would run the checkpoint's code."""
+    if "trust_remote_code" in str(e) or "custom code" in str(e):
+        raise CheckpointError(
+            f"{where} needs its own Python code to load (its config.json's auto_map names a model type "
+            "transformers does not know); dormant-heads never runs a checkpoint's code: use a checkpoint of a "
+            "model type transformers ships"
         ) from None
 
 

@@ -259,7 +259,9 @@ def _print_plan(requests, done, forward_tokens) -> None:
         try:
             from transformers import AutoTokenizer
 
-            tokens[request.model] = forward_tokens(request, AutoTokenizer.from_pretrained(request.model))
+            tokens[request.model] = forward_tokens(
+                request, AutoTokenizer.from_pretrained(request.model, trust_remote_code=False)
+            )
         except Exception as e:  # noqa: BLE001 - no Hub here, a gated repo ...: the plan still lists the runs
             tokens[request.model] = None
             reasons[request.model] = type(e).__name__
