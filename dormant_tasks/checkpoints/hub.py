@@ -330,14 +330,25 @@ def evict_revision(repo: str, commit: str, cache_dir: str | Path | None = None) 
 # ------------------------------------------------------------------------------ local checkpoints
 
 
+# Pickled weights a local folder may hold (the Hub download never fetches them). transformers loads them only
+# when the folder has no safetensors, so only then are they part of what loads.
+_PICKLE_WEIGHTS = re.compile("|".join(translate(pattern) for pattern in ("*.bin", "*.pt", "*.pth", "*.index.json")))
+
+
 def local_content_hash(folder: Path) -> str:
-    """sha256 over the names and sha256s of a local checkpoint's loadable files: its `commit` in the store."""
-    files = []
+    """sha256 over the names and sha256s of a local checkpoint's loadable files: its `commit` in the store.
+    Loadable: `ALLOW_PATTERNS` (config, tokenizer, safetensors), and in a folder without safetensors the pickled
+    weights (`*.bin`, `*.pt`, `*.pth`, `*.index.json`) that transformers then loads, so replacing a pickle-only
+    checkpoint's `pytorch_model.bin` changes its hash (a safetensors folder's hash is what it always was)."""
+    files, pickles = [], []
     with os.scandir(folder) as entries:  # one stat per file: a rerun over 1,000 folders does little else
         for entry in entries:
-            if is_loading_file(entry.name) and entry.is_file():
+            loading, pickled = is_loading_file(entry.name), _PICKLE_WEIGHTS.match(entry.name) is not None
+            if (loading or pickled) and entry.is_file():
                 st = entry.stat()
-                files.append((entry.path, st.st_size, st.st_mtime_ns))
+                (files if loading else pickles).append((entry.path, st.st_size, st.st_mtime_ns))
+    if not any(path.endswith(".safetensors") for path, _, _ in files):
+        files += pickles
     return _content_hash(tuple(sorted(files)))  # one folder: sorted paths are sorted names
 
 

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -63,10 +64,15 @@ def oracle_sha256(path: Path) -> str:
 
 def oracle_content_hash(folder: Path) -> str:
     """The definition of a local checkpoint's commit, as stored since before the cache existed."""
+    files = [p for p in sorted(folder.iterdir()) if p.is_file() and hub.is_loading_file(p.name)]
+    if not any(p.name.endswith(".safetensors") for p in files):  # then transformers loads the pickled weights
+        pickled = ("*.bin", "*.pt", "*.pth", "*.index.json")
+        files = sorted(
+            files + [p for p in folder.iterdir() if p.is_file() and any(fnmatch(p.name, g) for g in pickled)]
+        )
     h = hashlib.sha256()
-    for p in sorted(folder.iterdir()):
-        if p.is_file() and hub.is_loading_file(p.name):
-            h.update(f"{p.name}\0{oracle_sha256(p)}\n".encode())
+    for p in files:
+        h.update(f"{p.name}\0{oracle_sha256(p)}\n".encode())
     return h.hexdigest()
 
 
@@ -131,6 +137,33 @@ def test_a_known_folder_keeps_its_known_commit(tmp_path):
     assert local_content_hash(folder) == pinned  # warm
 
 
+def test_replacing_a_pickle_only_checkpoints_weights_changes_its_hash(tmp_path, private_cache):
+    """A folder without safetensors loads `pytorch_model.bin`: new weights there are a new commit (a rescoring,
+    not "1 already stored"), cold and through the per-file cache; its sharded index counts too."""
+    folder = tmp_path / "stage1-step0-tokens0K"
+    write(folder / "config.json", b'{"model_type": "olmo2"}')
+    write(folder / "pytorch_model.bin", b"old weights", mtime=1_700_000_000)
+    before = local_content_hash(folder)
+    assert before == oracle_content_hash(folder)
+    write(folder / "pytorch_model.bin", b"new weights", mtime=1_700_000_500)
+    _content_hash.cache_clear()
+    after = local_content_hash(folder)
+    assert after != before and after == oracle_content_hash(folder)
+    write(folder / "pytorch_model.bin.index.json", b"{}")
+    assert local_content_hash(folder) not in (before, after)
+
+
+def test_pickles_beside_safetensors_leave_the_hash_as_it_was(tmp_path):
+    """transformers loads the safetensors then: a Trainer's training_args.bin or optimizer.pt beside them
+    changes nothing (a stored local checkpoint keeps its commit)."""
+    folder = checkpoint(tmp_path / "ckpt", b"w" * 10)
+    before = local_content_hash(folder)
+    write(folder / "training_args.bin", b"x")
+    write(folder / "optimizer.pt", b"y")
+    _content_hash.cache_clear()
+    assert local_content_hash(folder) == before == oracle_content_hash(folder)
+
+
 def test_local_content_hash_follows_symlinks_and_skips_folders(tmp_path):
     """As before the scandir rewrite: a symlinked file (a Hub snapshot's layout) counts, a folder never does."""
     blobs = write(tmp_path / "blobs" / "abc", os.urandom(300))
@@ -148,7 +181,6 @@ def test_local_content_hash_follows_symlinks_and_skips_folders(tmp_path):
      "model.safetensors\n", "pytorch_model.bin", "merges.txt", "sub/merges.txt"],
 )  # fmt: skip
 def test_is_loading_file_is_fnmatch(name):
-    from fnmatch import fnmatch
 
     assert hub.is_loading_file(name) == any(fnmatch(name, p) for p in hub.ALLOW_PATTERNS)
 
@@ -182,6 +214,7 @@ def test_hard_links_hash_once_and_a_second_process_reads_nothing(tmp_path, priva
     fresh = write(tmp_path / "fresh.safetensors", b"never hashed")
     code = f"""
 import json, sys
+from fnmatch import fnmatch
 from pathlib import Path
 from dormant_tasks.checkpoints import hub
 def refuse(path):
@@ -207,6 +240,7 @@ def test_concurrent_processes_share_one_database(tmp_path, private_cache):
     files = [write(tmp_path / f"f{i}.safetensors", os.urandom(1000 + i)) for i in range(40)]
     code = f"""
 import json
+from fnmatch import fnmatch
 from pathlib import Path
 from dormant_tasks.checkpoints.hub import file_sha256
 print(json.dumps([file_sha256(Path(p)) for p in {json.dumps([str(f) for f in files])}]))
