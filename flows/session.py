@@ -5,7 +5,8 @@ child shares the terminal's process group, so Ctrl-C (or `timeout -s INT`, `kill
 too: it dies first and the run then retries a dead server for minutes. `start_prefect` starts Prefect's
 own temporary server (`SubprocessASGIServer`, the one Prefect's clients look up) in a process session of
 its own, so a signal reaches only the `dormant` process, which stops its run, reports it to a live
-server and stops the server on the way out.
+server and stops the server on the way out. A `dormant` process killed outright (SIGKILL, the OOM killer) stops
+nothing on the way out: on Linux the kernel then sends the server SIGTERM (`_die_with_parent`).
 
 The console shows warnings and errors only (`--verbose`: every run log line); a `DormantError` raised in a
 task reaches the CLI's error boundary as one line, so Prefect's tracebacks of it are not printed twice.
@@ -21,12 +22,14 @@ takes no more library records either.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import IO
 
@@ -78,13 +81,40 @@ def start_prefect() -> None:
 @contextlib.contextmanager
 def _popen_in_new_session(output: IO[bytes] | None = None) -> Iterator[None]:
     """subprocess.Popen with start_new_session=True, and its stdout and stderr to `output` (None: inherited),
-    while the server starts (the main thread alone runs)."""
+    while the server starts (the main thread alone runs), in a child that dies with this process."""
     original = subprocess.Popen
-    subprocess.Popen = partial(original, start_new_session=True, stdout=output, stderr=output)  # type: ignore[misc]
+    subprocess.Popen = partial(  # type: ignore[misc]
+        original, start_new_session=True, stdout=output, stderr=output, preexec_fn=_die_with_parent()
+    )
     try:
         yield
     finally:
         subprocess.Popen = original  # type: ignore[misc]
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """The server's preexec: on Linux, the kernel sends it SIGTERM when this process dies, however it dies (a
+    SIGKILL runs no handler and no atexit, and the server's own session keeps it out of the terminal's signals),
+    so a killed `dormant` leaves no server behind. prctl(PR_SET_PDEATHSIG) costs no extra process and no polling,
+    unlike a watchdog; it fires when the thread that started the child ends, and that is the main thread here.
+    Elsewhere None: the server is stopped at exit as before."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 def stop_prefect() -> None:
