@@ -15,9 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import shutil
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +30,10 @@ from dormant_tasks.engine.score_functions import ALL_IDS, get_score_function
 from dormant_tasks.errors import ReportError, did_you_mean
 from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1pt
 from dormant_tasks.evaluation.sweep import protocol_line
-from dormant_tasks.paths import default_reports_dir
+from dormant_tasks.outputs import Owner, check_folder, publish_folder, report_folder, staging_folder
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting import page
-from dormant_tasks.store.io import list_models, open_store, read_table, series_files, series_slug
+from dormant_tasks.store.io import list_models, open_store, read_table, series_files
 from dormant_tasks.tracking import findings
 from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
 from dormant_tasks.tracking.agreement import set_agreement
@@ -509,30 +507,6 @@ def calibration_sets_table(sets: CalibrationSets) -> list[str]:
     return lines
 
 
-# ---------------------------------------------------------------- publishing
-
-
-def publish_folder(tmp: Path, out: Path) -> None:
-    """Move a complete folder into place; an existing one is renamed away first, then deleted."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def staging_folder(out: Path) -> Path:
-    """A new temp folder beside `out`, made by a plain mkdir so that the user's umask sets its mode as for any
-    folder (mkdtemp's 0700 would lock a group or a web server out of the published report; reading the umask
-    with os.umask would change it for every thread of the process meanwhile)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.mkdir()
-    return tmp
-
-
 @dataclass(frozen=True)
 class EvaluationGroup:
     """One threshold sweep: the dynamic-mode points of each function for one (revision, task, shots)."""
@@ -788,16 +762,19 @@ class FindingsResult:
     figures: dict[str, tuple[Path, Path]]  # figure name -> (PNG, SVG)
 
 
-def write_findings(f: Findings, out_dir) -> FindingsResult:
-    """findings.md and the findings' figures into `out_dir`, replaced only when complete (as a report)."""
+def write_findings(f: Findings, out_dir, store) -> FindingsResult:
+    """findings.md and the findings' figures into `out_dir`, replaced only when complete, and only a folder that
+    is new, empty or this store's findings of this series (`outputs.check_folder`, as a report)."""
     out = Path(out_dir)
+    owner = Owner.of("findings", store, f.model_id)
+    check_folder(out, owner)
     tmp = staging_folder(out)
     try:
         (tmp / "figures").mkdir()
         drawn = {name: fg.save_figure(draw(), tmp / "figures", name) for _, name, draw in findings_plots(f)}
         text = "\n".join([f"# Findings: {f.model_id}", "", *findings_lines(f)]) + "\n"
         (tmp / "findings.md").write_text(text, encoding="utf-8")
-        publish_folder(tmp, out)
+        publish_folder(tmp, out, owner)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -832,14 +809,16 @@ def render_report(
     `score_fn` is the function of the per-function figures (raster, layers, transitions, scores):
     ahon_ln when tracked, else the first tracked one. `out_dir` defaults to
     <$DORMANT_REPORTS or ./reports under the working directory>/<series slug>/.
-    The folder is replaced only when the new report is complete. With `reuse` (what `dormant track` asks),
+    The folder is replaced only when the new report is complete, and only when it is new, empty or this store's
+    report of this series (`outputs.check_folder`: anything else is a ConfigError before any figure is drawn). With `reuse` (what `dormant track` asks),
     a report rendered from the same store files by the same dormant-heads is returned as it is.
     With `hide_blips` the raster shows every blip undone (`states_without_blips`); the rest is the same.
     """
     if reuse:
         root = open_store(store)
         model_id = resolve_model_id(root, model_id)
-        out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(model_id)
+        out = report_folder(model_id, out_dir)
+        check_folder(out, Owner.of("report", store, model_id))
         stamp = inputs_stamp(root, model_id, score_fn, hide_blips)
         done = _reusable(out, stamp)
         if done is not None:
@@ -847,7 +826,9 @@ def render_report(
     series = load_series(store, model_id)
     fn = score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
-    out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(series.model_id)
+    out = report_folder(series.model_id, out_dir)
+    owner = Owner.of("report", store, series.model_id)
+    check_folder(out, owner)  # before the figures are drawn
     stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips)
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
     plots: list[tuple[str, str, Callable[[], Figure]]] = [  # (kind, file name, draw)
@@ -920,7 +901,7 @@ def render_report(
         (tmp / "index.html").write_text(html, encoding="utf-8")
         rows = summary_rows(series)
         (tmp / STAMP).write_text(json.dumps({"inputs": stamp, "summary_rows": rows}, default=str), encoding="utf-8")
-        publish_folder(tmp, out)
+        publish_folder(tmp, out, owner)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from dormant_tasks.tiny import is_complete
     from flows.demo import DEMO_SERIES, demo
 
-    from .track import answer_from_store, exit_code, print_summary
+    from .track import answer_from_store, check_reports_dir, exit_code, print_summary
 
     started = time.perf_counter()
     request = TrackRequest(
@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         calibrations=tuple(args.calibration or DEMO_CALIBRATION),
         reports_dir=args.reports_dir,
     )
+    check_reports_dir(request)  # before the pretraining
     done = answer_from_store(request) if is_complete(request.source, args.steps, args.seed) else None
     if done is not None:
         print_summary(done)

@@ -21,7 +21,8 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--reports-dir",
         metavar="DIR",
-        help="also write findings.md and the three figures (PNG + SVG) into this folder",
+        help="also write findings.md and the three figures (PNG + SVG) into this folder (new, empty, or this "
+        "store's findings of this series: nothing else is replaced)",
     )
     p.set_defaults(func=run)
 
@@ -31,13 +32,16 @@ def run(args) -> int:
 
     if args.scores and len(args.scores) > 1:
         raise ConfigError(f"--scores: the findings are of one function, got {len(args.scores)}; name one")
+    from dormant_tasks.outputs import Owner, check_folder
     from dormant_tasks.reporting.report import findings_lines, resolve_model_id, write_findings
     from dormant_tasks.tracking.findings import series_findings
 
     model_id = resolve_model_id(args.store, args.model)
+    if args.reports_dir:  # before any work
+        check_folder(args.reports_dir, Owner.of("findings", args.store, model_id))
     found = series_findings(args.store, model_id, args.scores[0] if args.scores else None)
     print("\n".join(findings_lines(found)))
     if args.reports_dir:
-        written = write_findings(found, args.reports_dir)
+        written = write_findings(found, args.reports_dir, args.store)
         print(f"\nfindings: {written.summary_md} ({len(written.figures)} figures)")
     return 0

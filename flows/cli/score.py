@@ -7,8 +7,6 @@ atomically (temp file in the same folder, then rename: never a partial file).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from .options import (
     add_calibration_arguments,
     add_device_argument,
@@ -35,18 +33,19 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
     )
-    p.add_argument("--out", required=True, metavar="FILE", help="output .parquet file (required)")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="output .parquet file (required; new, or one `dormant score` wrote: nothing else is replaced)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from dormant_tasks.errors import ConfigError
+    from dormant_tasks.outputs import FILE_KEY, check_file
 
-    out = Path(args.out)  # checked before the heavy imports below: a wrong --out answers at once
-    if out.is_dir():
-        raise ConfigError(f"--out {args.out} is a folder: name a .parquet file, e.g. {out / 'scores.parquet'}")
-    if not out.parent.is_dir():
-        raise ConfigError(f"--out folder {str(out.parent)!r} does not exist; create it first")
+    out = check_file(args.out)  # before the heavy imports below: a wrong --out answers at once
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -67,6 +66,7 @@ def run(args) -> int:
     n = table.num_rows
     table = table.add_column(0, "revision", pa.array([args.revision or "local"] * n, pa.string()))
     table = table.add_column(0, "model_id", pa.array([args.model] * n, pa.string()))
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), FILE_KEY: b'{"kind": "scores"}'})
     with atomic_file(out) as f:
         pq.write_table(table, f)
     n_layers, n_heads = scores.values.shape[2:]

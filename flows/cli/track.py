@@ -229,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
     # to do answers from it. Naming no calibration set, the run tracks the stored series' own sets.
     state = series_state(request)
     request = state.request
+    check_reports_dir(request)
     if state.done:
         result = result_from_store(request, state)  # reads only: a read-only store answers too
     else:
@@ -240,6 +241,15 @@ def run(args: argparse.Namespace) -> int:
         result = run_track(request, state)
     print_summary(result)
     return exit_code(result)
+
+
+def check_reports_dir(request) -> None:
+    """Before any work: the report folder is new, empty, or this store's report of this series (else one line
+    naming --reports-dir; `outputs.check_folder`)."""
+    if request.report:
+        from dormant_tasks.outputs import check_report_folder
+
+        check_report_folder(request.store, request.model_id, request.reports_dir)
 
 
 def exit_code(result) -> int:

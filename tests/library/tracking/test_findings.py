@@ -163,11 +163,12 @@ def summary_rows_of(root):
 
 
 def test_single_set_says_input_dependence_is_not_measured(tmp_path):
-    f = series_findings(hand_store(tmp_path, second_set=False), MODEL)
+    store = hand_store(tmp_path, second_set=False)
+    f = series_findings(store, MODEL)
     assert not f.input_dependence.measured
     text = "\n".join(findings_lines(f))
     assert "Not measured" in text and "--calibration" in text
-    out = write_findings(f, tmp_path / "findings")
+    out = write_findings(f, tmp_path / "findings", store)
     assert sorted(out.figures) == ["findings_emergence", "findings_transitions"]
     assert out.summary_md.read_text(encoding="utf-8").startswith(f"# Findings: {MODEL}")
 
