@@ -1,9 +1,9 @@
 """What the tool writes outside its store: report and findings folders, and `score --out` files.
 
 One rule for all of them: nothing the tool did not write is ever replaced. A folder is written only if it is
-new, empty, or marked as this tool's output (`MARKER`, written into every folder it publishes) of the same
-kind, store and series: a report belongs to the store it came from, and another store's run is refused, not
-silently written over it. The store, a folder inside it or one that holds it, and the working folder or one
+new, empty, or marked as this tool's output (`MARKER`, written into every folder it publishes: kind, store,
+series and the files written) of the same kind, store and series, holding no file the marker does not list.
+A report belongs to the store it came from: another store's run is refused, never written over it. The store, a folder inside it or one that holds it, and the working folder or one
 above it are never output folders. A file (`score --out`) is written only if it is new or one this tool wrote
 (`FILE_KEY` in its Parquet metadata). Everything else is one line naming the option and the fix.
 
@@ -67,17 +67,29 @@ def check_folder(out, owner: Owner, option: str = "--reports-dir") -> Path:
     found = marker_of(path)
     if found is None:
         if not _unmarked_output(path):
-            first = sorted(p.name for p in path.iterdir())[0]
-            raise ConfigError(
-                f"{where} holds files dormant-heads did not write (e.g. {first}): name a new or empty folder; "
-                "nothing there is replaced"
-            )
-    elif found != owner:
+            _refuse_foreign(where, sorted(p.name for p in path.iterdir())[0])
+        return path
+    if found[0] != owner:
         raise ConfigError(
-            f"{where} holds {found.describe()}, not {owner.describe()}: name another {option} "
+            f"{where} holds {found[0].describe()}, not {owner.describe()}: name another {option} "
             f"(an output belongs to its store and series), or delete {given} first"
         )
+    foreign = sorted(set(_files(path)) - found[1] - {MARKER})
+    if foreign:  # a marked folder the user added to: replacing it would lose what they added
+        _refuse_foreign(where, foreign[0])
     return path
+
+
+def _refuse_foreign(where: str, example: str) -> None:
+    raise ConfigError(
+        f"{where} holds files dormant-heads did not write (e.g. {example}): name a new or empty folder; "
+        "nothing there is replaced"
+    )
+
+
+def _files(folder: Path) -> list[str]:
+    """Every file and link under `folder`, as relative POSIX paths (folders themselves aside)."""
+    return [p.relative_to(folder).as_posix() for p in folder.rglob("*") if not p.is_dir() or p.is_symlink()]
 
 
 def report_folder(model_id: str, out_dir=None) -> Path:
@@ -92,11 +104,13 @@ def check_report_folder(store, model_id: str, out_dir=None) -> Path:
     return check_folder(report_folder(model_id, out_dir), Owner.of("report", store, model_id))
 
 
-def marker_of(folder: Path) -> Owner | None:
-    """The owner recorded in `folder`'s marker; None when it has none (an unreadable marker is no marker)."""
+def marker_of(folder: Path) -> tuple[Owner, set[str]] | None:
+    """The owner recorded in `folder`'s marker and the files it wrote there; None when it has no marker (an
+    unreadable one is none)."""
     try:
         saved = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-        return Owner(str(saved["kind"]), str(saved["store"]), str(saved["series"]))
+        owner = Owner(str(saved["kind"]), str(saved["store"]), str(saved["series"]))
+        return owner, {str(f) for f in saved["files"]}
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -127,7 +141,8 @@ def publish_folder(tmp: Path, out, owner: Owner, option: str = "--reports-dir") 
     """Move the complete folder `tmp` into place at `out` (checked again here: `check_folder`), with its marker.
     A folder it replaces (empty, or this owner's) is renamed away first, then deleted. Returns the resolved path."""
     path = check_folder(out, owner, option)
-    (tmp / MARKER).write_text(json.dumps(asdict(owner) | {"written_by": f"dormant-heads {__version__}"}) + "\n")
+    marker = asdict(owner) | {"files": sorted(_files(tmp)), "written_by": f"dormant-heads {__version__}"}
+    (tmp / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
     old = None
     if path.exists():
         old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")

@@ -116,6 +116,17 @@ def _absolute(path: str | None) -> str | None:
     return None if path is None else str(Path(path).expanduser().resolve())
 
 
+def _check_series_name(name) -> None:
+    from dormant_tasks.store.io import series_slug
+
+    try:
+        series_slug(name if isinstance(name, str) else "")
+    except Exception:  # noqa: BLE001 - the store's StoreError, said as the option's
+        raise ConfigError(
+            f"--series-name {name!r}: use letters, digits, '.', '_', '-' (no '--' or '..'), e.g. tiny-olmo2-rerun"
+        ) from None
+
+
 def _calibration_name(name: str) -> str:
     """A bundled set's name as is; anything else is a text file, stored absolute."""
     from dormant_tasks.tracking.calibration import bundled_set_names
@@ -142,6 +153,8 @@ class _Request:
         out: dict[str, Any] = {"kind": self.KIND, "request_version": REQUEST_VERSION}
         for f in dataclasses.fields(self):  # type: ignore[arg-type]  # every request kind is a dataclass
             value = getattr(self, f.name)
+            if value is None and f.metadata.get("omit_unset"):  # a newer option left unset: ids stay as they were
+                continue
             if isinstance(value, Selection):
                 value = dataclasses.asdict(value)
             elif isinstance(value, tuple):
@@ -234,10 +247,14 @@ class TrackRequest(_Request):
     report: bool = True  # render the report at the end
     reports_dir: str | None = None  # default: reports/<series>/
     fail_fast: bool = False  # stop at the first checkpoint that fails (default: record it, go on with the rest)
+    # the series' name in the store (default: the Hub id, or the folder's name); not saved when unset
+    series_name: str | None = field(default=None, metadata={"omit_unset": True})
 
     def __post_init__(self):
         if not isinstance(self.source, str) or not self.source.strip():
             raise ConfigError("--model is empty: name a Hub repo id (org/name) or a folder of checkpoint folders")
+        if self.series_name is not None:
+            _check_series_name(self.series_name)
         if is_local_source(self.source):
             _set(self, "source", _absolute(self.source))
         for name in ("store", "texts", "cache_dir", "reports_dir"):
@@ -284,7 +301,13 @@ class TrackRequest(_Request):
 
     @property
     def model_id(self) -> str:
-        return model_id_for(self.source)
+        return self.series_name or model_id_for(self.source)
+
+    @property
+    def source_identity(self) -> str:
+        """What the series is, whatever its name: "hub:ORG/NAME", or "local:" and the folder's resolved path
+        (recorded in the store at the first write: `store.io.record_source`)."""
+        return f"local:{Path(self.source).resolve()}" if is_local_source(self.source) else f"hub:{self.source}"
 
     @property
     def score_fn_ids(self) -> tuple[str, ...]:

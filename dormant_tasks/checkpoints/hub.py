@@ -340,7 +340,8 @@ def local_content_hash(folder: Path) -> str:
     Loadable: `ALLOW_PATTERNS` (config, tokenizer, safetensors), and in a folder without safetensors the pickled
     weights (`*.bin`, `*.pt`, `*.pth`, `*.index.json`) that transformers then loads, so replacing a pickle-only
     checkpoint's `pytorch_model.bin` changes its hash (a safetensors folder's hash is what it always was)."""
-    files, pickles = [], []
+    files: list[tuple[str, int, int]] = []
+    pickles: list[tuple[str, int, int]] = []
     with os.scandir(folder) as entries:  # one stat per file: a rerun over 1,000 folders does little else
         for entry in entries:
             loading, pickled = is_loading_file(entry.name), _PICKLE_WEIGHTS.match(entry.name) is not None

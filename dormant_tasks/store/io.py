@@ -56,11 +56,12 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from dormant_tasks import __version__
-from dormant_tasks.errors import USER_ERRNOS, StoreError, did_you_mean
+from dormant_tasks.errors import USER_ERRNOS, ConfigError, StoreError, did_you_mean
 
 SCHEMA_VERSION = 4
 MARKER = "_store.json"
 REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
+SOURCES = "sources"  # <store>/sources/series=<slug>.json: the source a series is tracked from (its identity)
 
 
 def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:
@@ -900,6 +901,9 @@ def request_path(store, model_id: str, request_id: str) -> Path:
 def write_request(store, model_id: str, request) -> Path:
     """Save a run's request (`requests.TrackRequest`/`EvalRequest`) as JSON beside its results; rows that the run
     writes carry its `request_id`. The same request twice is the same file."""
+    source = getattr(request, "source_identity", None)  # a track request: the series' source, recorded once
+    if source is not None:
+        record_source(store, model_id, source)
     path = request_path(open_store(store, create=True), model_id, request.request_id)
     with _writing(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -922,3 +926,58 @@ def read_request_json(store, model_id: str, request_id: str) -> str:
     if not path.is_file():
         raise StoreError(f"no request {request_id!r} of {model_id!r} in {store}: see {path.parent} for the saved ones")
     return path.read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------ series sources
+
+
+def source_path(store, model_id: str) -> Path:
+    return Path(store) / SOURCES / f"series={series_slug(model_id)}.json"
+
+
+def recorded_source(store, model_id: str) -> str | None:
+    """The source a series is tracked from ("hub:ORG/NAME" or "local:/resolved/folder"); None before its first
+    write, and for a series stored before sources were recorded (adopted by its next run: `record_source`)."""
+    try:
+        return str(json.loads(source_path(store, model_id).read_text(encoding="utf-8"))["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def check_source(store, model_id: str, source: str) -> None:
+    """A ConfigError when the store keeps `model_id` from another source: two sources are never one series."""
+    recorded = recorded_source(store, model_id) if is_store(store) else None
+    if recorded is not None and recorded != source:
+        raise ConfigError(
+            f"the store keeps a series {model_id!r} tracked from {recorded.split(':', 1)[1]}, not from "
+            f"{source.split(':', 1)[1]}: add --series-name NAME to store this one apart (never merged); if the "
+            f"folder moved, delete {source_path(store, model_id)} to adopt the new place"
+        )
+
+
+def record_source(store, model_id: str, source: str) -> None:
+    """Record the series' source at its first write (or adopt it for a series stored before sources were
+    recorded); a different source is refused (`check_source`), also between two runs started at once."""
+    root = open_store(store, create=True)
+    with series_lock(root, model_id):
+        check_source(root, model_id, source)
+        path = source_path(root, model_id)
+        if path.is_file():
+            return
+        with _writing(path.parent):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(path) as f:
+            f.write((json.dumps({"model_id": model_id, "source": source}, indent=1) + "\n").encode())
+
+
+def series_of_source(store, source: str) -> str | None:
+    """The series the store keeps from `source` (its recorded identity), or None."""
+    folder = Path(store) / SOURCES
+    for path in sorted(folder.glob("series=*.json")) if folder.is_dir() else ():
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(saved, dict) and saved.get("source") == source:
+            return str(saved.get("model_id"))
+    return None

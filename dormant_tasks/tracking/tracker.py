@@ -30,6 +30,7 @@ from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.input_scores import keep_input_scores
 from dormant_tasks.store.io import (
     CheckpointKey,
+    check_source,
     commit_checkpoint,
     derived_file_key,
     drop_legacy_derived,
@@ -147,6 +148,7 @@ def series_state(request: TrackRequest) -> SeriesState:
     request (naming no calibration set, with the series' own sets: `_with_stored_sets`). Refuses --tau,
     --scores, --reference or calibration sets that differ from a stored series' (unless --retau) before
     anything is loaded or written."""
+    check_source(request.store, request.model_id, request.source_identity)  # two sources are never one series
     plan = plan_series(request)
     stored_sets = tuple(SeriesView.calibration_ids(request.store, request.model_id))  # () without a store
     request = _with_stored_sets(request, stored_sets)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from .options import add_model_argument, add_reports_dir_argument, add_store_argument
+from .options import add_model_argument, add_reports_dir_argument, add_series_name_argument, add_store_argument
 from .pretrain_tiny import DEFAULT_STEPS
 
 # The demo tracks three kinds of text at once: does a head fall dormant on all of them, or on some?
@@ -23,6 +23,7 @@ def add_parser(subparsers) -> None:
         role="new",
     )
     add_store_argument(parser, use="writes")
+    add_series_name_argument(parser)
     parser.add_argument(
         "--steps", type=int, default=DEFAULT_STEPS, metavar="N", help="pretraining steps (default: %(default)s)"
     )
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         limit=args.limit,
         calibrations=tuple(args.calibration or DEMO_CALIBRATION),
         reports_dir=args.reports_dir,
+        series_name=args.series_name,
     )
     check_reports_dir(request)  # before the pretraining
     done = answer_from_store(request) if is_complete(request.source, args.steps, args.seed) else None
@@ -84,4 +86,7 @@ def interrupted(args: argparse.Namespace) -> str:
     from .track import stored_note
 
     calibrations = tuple(args.calibration or DEMO_CALIBRATION)
-    return stored_note(TrackRequest(source=str(args.model or DEMO_SERIES), store=args.store, calibrations=calibrations))
+    source = str(args.model or DEMO_SERIES)
+    return stored_note(
+        TrackRequest(source=source, store=args.store, calibrations=calibrations, series_name=args.series_name)
+    )

@@ -163,6 +163,15 @@ def add_store_argument(parser, use: str = "reads") -> None:
     parser.set_defaults(store_use=use)
 
 
+def add_series_name_argument(parser) -> None:
+    parser.add_argument(
+        "--series-name",
+        metavar="NAME",
+        help="store the series under NAME (default: the Hub id, or the folder's name); a second source with the "
+        "same name is refused, never merged",
+    )
+
+
 def add_reports_dir_argument(parser) -> None:
     parser.add_argument(
         "--reports-dir", metavar="DIR", help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
@@ -239,12 +248,17 @@ def is_path_like(value: str) -> bool:
     return value.startswith((".", "/", "~")) or value.endswith("/") or Path(value).expanduser().exists()
 
 
-def series_name(value: str | None) -> str | None:
-    """The stored series that `--model` names: a local folder is read as its name (how the store keys a local
-    series), a Hub id or a series name as is."""
+def series_name(value: str | None, store=None) -> str | None:
+    """The stored series that `--model` names: a local folder is the series the store records it as the source
+    of (`--series-name`), else its folder name; a Hub id or a series name as is."""
     if value is None or not Path(value).expanduser().is_dir():
         return value
-    return Path(value).expanduser().resolve().name
+    folder = Path(value).expanduser().resolve()
+    if store is not None and Path(store).is_dir():
+        from dormant_tasks.store.io import series_of_source  # the store's layout is the store's to know
+
+        return series_of_source(store, f"local:{folder}") or folder.name
+    return folder.name
 
 
 def stored_sources(store, name: str) -> list[str]:
@@ -274,6 +288,15 @@ def source_for(value: str, store) -> str:
     -> its folder."""
     if is_path_like(value) or store is None or "/" in value:
         return value
+    if Path(store).is_dir():
+        from dormant_tasks.store.io import recorded_source
+
+        try:
+            recorded = recorded_source(store, value)
+        except StoreError:  # a name that cannot name a series
+            recorded = None
+        if recorded is not None and recorded.startswith("local:"):
+            return recorded.removeprefix("local:")
     sources = stored_sources(store, value)
     if len(sources) > 1:
         raise ConfigError(
@@ -309,7 +332,8 @@ def preflight(args: argparse.Namespace) -> None:
                 "network, or set HF_HUB_OFFLINE=1 to use the models already in the Hugging Face cache"
             )
     elif role == "series":
-        args.model = [series_name(m) for m in model] if isinstance(model, list) else series_name(model)
+        store = getattr(args, "store", None)
+        args.model = [series_name(m, store) for m in model] if isinstance(model, list) else series_name(model, store)
     hub_datasets_fallback(args)
 
 

@@ -21,6 +21,7 @@ from .options import (
     add_model_argument,
     add_reports_dir_argument,
     add_scores_argument,
+    add_series_name_argument,
     add_store_argument,
 )
 
@@ -41,6 +42,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         required=False,
     )
     add_store_argument(parser, use="updates")  # a finished rerun answers from a read-only store
+    add_series_name_argument(parser)
     parser.add_argument(
         "--request",
         metavar="FILE",
@@ -154,6 +156,7 @@ _REQUEST_OPTIONS = (
     "no_report",
     "reports_dir",
     "fail_fast",
+    "series_name",
 )
 
 
@@ -201,6 +204,7 @@ def request_from_args(args: argparse.Namespace):
         report=not args.no_report,
         reports_dir=args.reports_dir,
         fail_fast=args.fail_fast,
+        series_name=args.series_name,
     )
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from dormant_tasks.errors import ConfigError, ReportError, StoreError
+from dormant_tasks.outputs import MARKER
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.report import (
     LengthDependence,
@@ -269,9 +270,12 @@ def test_render_report_writes_an_offline_report(known_store, tmp_path):
 def test_rerender_replaces_the_old_report(known_store, tmp_path):
     out = tmp_path / "r"
     render_report(known_store, MODEL, out_dir=out)
-    (out / "stale.txt").write_text("from an older report")
+    marker = json.loads((out / MARKER).read_text())
+    (out / "figures" / "raster_old.png").write_bytes(b"a figure of an older report")
+    marker["files"].append("figures/raster_old.png")  # as an older report listed its own figure
+    (out / MARKER).write_text(json.dumps(marker))
     render_report(known_store, MODEL, out_dir=out)
-    assert not (out / "stale.txt").exists() and (out / "index.html").is_file()
+    assert not (out / "figures" / "raster_old.png").exists() and (out / "index.html").is_file()
     assert [p.name for p in tmp_path.iterdir() if p.name != "store"] == ["r"]
 
 
