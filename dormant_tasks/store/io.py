@@ -945,14 +945,34 @@ def recorded_source(store, model_id: str) -> str | None:
 
 
 def check_source(store, model_id: str, source: str) -> None:
-    """A ConfigError when the store keeps `model_id` from another source: two sources are never one series."""
-    recorded = recorded_source(store, model_id) if is_store(store) else None
-    if recorded is not None and recorded != source:
-        raise ConfigError(
-            f"the store keeps a series {model_id!r} tracked from {recorded.split(':', 1)[1]}, not from "
-            f"{source.split(':', 1)[1]}: add --series-name NAME to store this one apart (never merged); if the "
-            f"folder moved, delete {source_path(store, model_id)} to adopt the new place"
+    """A ConfigError when the store keeps `model_id` from another source: two sources are never one series. A
+    series stored before sources were recorded is known by the sources of its saved track requests."""
+    if not is_store(store):
+        return
+    recorded = recorded_source(store, model_id)
+    known = {recorded} if recorded is not None else _saved_sources(store, model_id)
+    if known and source not in known:
+        moved = (
+            f"; if the folder moved, delete {source_path(store, model_id)} to adopt the new place" if recorded else ""
         )
+        raise ConfigError(
+            f"the store keeps a series {model_id!r} tracked from {', '.join(sorted(k.split(':', 1)[1] for k in known))}, "
+            f"not from {source.split(':', 1)[1]}: add --series-name NAME to store this one apart (never merged){moved}"
+        )
+
+
+def _saved_sources(store, model_id: str) -> set[str]:
+    """The sources of a series' saved track requests (local ones are saved absolute), as `record_source` names them."""
+    found = set()
+    for text in stored_requests(store, model_id):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            continue
+        src = data.get("source") if isinstance(data, dict) and data.get("kind") == "track" else None
+        if isinstance(src, str):
+            found.add(f"local:{Path(src).resolve()}" if src.startswith("/") else f"hub:{src}")
+    return found
 
 
 def record_source(store, model_id: str, source: str) -> None:

@@ -320,6 +320,8 @@ def preflight(args: argparse.Namespace) -> None:
     model, role = getattr(args, "model", None), getattr(args, "model_role", None)
     if isinstance(model, str) and role == "source":
         args.model = source_for(model, getattr(args, "store", None))
+        if args.model != model and Path(args.model).name != model and getattr(args, "series_name", "") is None:
+            args.series_name = model  # a series stored under --series-name, named by that name
         if is_path_like(args.model) and not Path(args.model).expanduser().is_dir():
             what = "is a file" if Path(args.model).expanduser().exists() else "does not exist"
             raise CheckpointError(  # the class `checkpoints.naming` raises for a missing series folder
