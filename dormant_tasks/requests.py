@@ -144,6 +144,12 @@ def model_id_for(source: str) -> str:
     return Path(source).expanduser().resolve().name if is_local_source(source) else str(source)
 
 
+def source_identity(source: str) -> str:
+    """What a series is, whatever its name: "hub:ORG/NAME", or "local:" and the folder's resolved path (recorded
+    in the store at the series' first write: `store.io.record_source`)."""
+    return f"local:{Path(source).expanduser().resolve()}" if is_local_source(source) else f"hub:{source}"
+
+
 class _Request:
     """JSON round trip and identity, shared by both request kinds."""
 
@@ -305,9 +311,7 @@ class TrackRequest(_Request):
 
     @property
     def source_identity(self) -> str:
-        """What the series is, whatever its name: "hub:ORG/NAME", or "local:" and the folder's resolved path
-        (recorded in the store at the first write: `store.io.record_source`)."""
-        return f"local:{Path(self.source).resolve()}" if is_local_source(self.source) else f"hub:{self.source}"
+        return source_identity(self.source)
 
     @property
     def score_fn_ids(self) -> tuple[str, ...]:

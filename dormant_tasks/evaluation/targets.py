@@ -27,8 +27,8 @@ from dormant_tasks.evaluation.sweep import (
     protocol_line,
     run_sweep,
 )
-from dormant_tasks.requests import EvalRequest, Mode, Precision, model_id_for
-from dormant_tasks.store.io import read_table, write_request, write_table
+from dormant_tasks.requests import EvalRequest, Mode, Precision, model_id_for, source_identity
+from dormant_tasks.store.io import read_table, series_of_source, write_request, write_table
 from dormant_tasks.tracking.series import SeriesView
 from dormant_tasks.tracking.tracker import common_columns
 
@@ -70,7 +70,7 @@ def _label(name: str) -> Revision:
 
 def series_targets(store, source: str) -> list[Target]:
     """Every current checkpoint of a tracked series, in series order (for `--series`)."""
-    model_id = model_id_for(source)
+    model_id = series_of_source(store, source_identity(source)) or model_id_for(source)  # its --series-name
     if not SeriesView.exists(store, model_id):
         known = sorted(set(read_table(store, "taus").column("model_id").to_pylist()))
         raise StoreError(

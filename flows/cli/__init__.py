@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     from .boundary import run_command
 
     args = sys.argv[1:] if argv is None else argv
+    if argv is None:
+        no_stdin()
     verbose = "--verbose" in args
     if not verbose and not sys.stderr.isatty():
         plain_diagnostics()
@@ -66,6 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(130)
     return code
+
+
+def no_stdin() -> None:
+    """No command reads stdin: the program's (and its children's) stdin becomes /dev/null, so a library's prompt
+    (transformers' `[y/N]` before running a checkpoint's own code) gets end-of-file, never a `y` from a pipe."""
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.close(fd)
 
 
 def plain_diagnostics() -> None:
