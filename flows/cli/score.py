@@ -7,6 +7,7 @@ atomically (temp file in the same folder, then rename: never a partial file).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from .options import (
@@ -15,6 +16,7 @@ from .options import (
     add_dtype_argument,
     add_model_argument,
     add_scores_argument,
+    cannot_create_in,
 )
 
 
@@ -41,12 +43,22 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from dormant_tasks.errors import ConfigError
+    from dormant_tasks.requests import MAX_SEED
 
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {args.seed}")
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
+    if not args.out.strip():
+        raise ConfigError("--out is empty: name a .parquet file, e.g. --out scores.parquet")
     out = Path(args.out)  # checked before the heavy imports below: a wrong --out answers at once
     if out.is_dir():
         raise ConfigError(f"--out {args.out} is a folder: name a .parquet file, e.g. {out / 'scores.parquet'}")
     if not out.parent.is_dir():
         raise ConfigError(f"--out folder {str(out.parent)!r} does not exist; create it first")
+    why = cannot_create_in(out.parent)
+    if why:
+        raise ConfigError(f"--out {args.out}: no file can be created in {str(out.parent)!r} ({why}); choose another")
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -59,6 +71,8 @@ def run(args) -> int:
 
     score_fns = parse_score_functions(args.scores)
     calibration = load_calibration(args.texts, args.limit)
+    for note in calibration.notes("score"):
+        print(note, file=sys.stderr)
     model, tokenizer = load_model_at(args.model, args.revision, args.dtype, args.device)
     scores = score_texts(
         model, tokenizer, calibration.texts, score_fns, batch_size=args.batch_size, seed=args.seed, progress=True
