@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         calibrations=tuple(args.calibration or DEMO_CALIBRATION),
         reports_dir=args.reports_dir,
     )
+    request.calibration_sets  # noqa: B018 (an unknown set is refused here, before minutes of pretraining)
     done = answer_from_store(request) if is_complete(request.source, args.steps, args.seed) else None
     if done is not None:
         print_summary(done)

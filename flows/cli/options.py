@@ -316,6 +316,10 @@ def preflight(args: argparse.Namespace) -> None:
     if getattr(args, "reports_dir", None) is not None:
         args.reports_dir = str(check_reports_dir(args.reports_dir))
     model, role = getattr(args, "model", None), getattr(args, "model_role", None)
+    if isinstance(model, str) and not model.strip():
+        raise ConfigError(f"--model is empty: name one (`dormant {args.command} --help` says what it takes)")
+    if isinstance(model, str) and role == "new":
+        check_new_folder(model, "--model")
     if isinstance(model, str) and role == "source":
         args.model = source_for(model, getattr(args, "store", None))
         if is_path_like(args.model) and not Path(args.model).expanduser().is_dir():
@@ -386,6 +390,21 @@ def check_reports_dir(reports_dir: str) -> Path:
                 f"--reports-dir {reports_dir}: no file can be created in {where} ({why}); choose another folder"
             )
     return out
+
+
+def check_new_folder(value: str, option: str) -> None:
+    """ConfigError unless `value` is a folder, or can be made one (its nearest existing parent takes files)."""
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {value} is a file: name a folder (new, empty, or a previous run's)")
+    folder = path
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {value}: {folder} is a file, not a folder; choose another folder")
+    why = None if path.is_dir() else cannot_create_in(folder)
+    if why:
+        raise ConfigError(f"{option} {value}: no folder can be created in {folder} ({why}); choose another folder")
 
 
 def cannot_create_in(folder: Path) -> str | None:

@@ -17,6 +17,7 @@ from .options import (
     add_model_argument,
     add_scores_argument,
     cannot_create_in,
+    is_path_like,
 )
 
 
@@ -51,6 +52,8 @@ def run(args) -> int:
         raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
     if not args.out.strip():
         raise ConfigError("--out is empty: name a .parquet file, e.g. --out scores.parquet")
+    if args.revision and is_path_like(args.model):
+        raise ConfigError(f"--revision names a Hub branch; --model {args.model} is a folder: drop --revision")
     out = Path(args.out)  # checked before the heavy imports below: a wrong --out answers at once
     if out.is_dir():
         raise ConfigError(f"--out {args.out} is a folder: name a .parquet file, e.g. {out / 'scores.parquet'}")
