@@ -44,10 +44,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.requests import MAX_SEED
 
-    if not 0 <= args.seed <= MAX_SEED:
-        raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {args.seed}")
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
     if not args.out.strip():
@@ -62,6 +59,11 @@ def run(args) -> int:
     why = cannot_create_in(out.parent)
     if why:
         raise ConfigError(f"--out {args.out}: no file can be created in {str(out.parent)!r} ({why}); choose another")
+
+    from dormant_tasks.requests import MAX_SEED
+
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {args.seed}")
 
     import pyarrow as pa
     import pyarrow.parquet as pq
