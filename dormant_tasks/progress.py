@@ -181,7 +181,7 @@ def waiting(desc: str) -> Iterator[None]:
     if on_terminal():
         yield
         return
-    with LogProgress(desc=desc, unit="", quiet_start=True):
+    with LogProgress(desc=desc, unit="", quiet_start=True, every=EVERY_S):  # EVERY_S read now: tests shorten it
         yield
 
 

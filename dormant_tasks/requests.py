@@ -12,6 +12,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import types
+import typing
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -102,6 +105,79 @@ def _enum(cls: type[StrEnum], value, name: str) -> StrEnum:
         ) from None
 
 
+# The option a request field comes from, where its name differs (`--` + the field's name with "-" otherwise).
+_OPTION_OF = {
+    "source": "--model",
+    "score_fns": "--scores",
+    "taus": "--tau",
+    "calibrations": "--calibration",
+    "report": "--no-report",
+    "series": "--series",
+    "selection": "--revisions/--steps/--every/--max",
+}
+# Fields that name a file or folder: a Python caller may pass a Path.
+_PATH_FIELDS = frozenset({"store", "texts", "cache_dir", "reports_dir", "calibrations"})
+MAX_SEED = 2**63 - 1  # any seed the random baseline takes and a Parquet int64 column holds
+
+
+def option_of(name: str) -> str:
+    """The command-line option of a request field (`score_fns` -> `--scores`)."""
+    return _OPTION_OF.get(name, "--" + name.replace("_", "-"))
+
+
+def _is(value, hint, path_ok: bool) -> bool:
+    """Whether `value` is of the annotated type: the JSON types a request holds (str, int, float, bool, None,
+    lists of them) and the StrEnums, written as their value."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is(value, a, path_ok) for a in args)
+    if origin is tuple:
+        return isinstance(value, list | tuple) and all(_is(v, args[0], path_ok) for v in value)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str or (isinstance(hint, type) and issubclass(hint, StrEnum)):
+        return isinstance(value, str) or (path_ok and isinstance(value, os.PathLike))
+    return isinstance(value, hint)
+
+
+def _kind(hint) -> str:
+    """The annotated type in words, for the message of a wrong one."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        words = [_kind(a) for a in args if a is not type(None)]
+        return " or ".join(dict.fromkeys(words)) + (" or null" if type(None) in args else "")
+    if origin is tuple:
+        return f"a list of {_kind(args[0]).removeprefix('a ').removeprefix('an ')}s"
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if hint in names:
+        return names[hint]
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return "one of " + ", ".join(m.value for m in hint)
+    return f"a {hint.__name__}"
+
+
+def _check_types(request) -> None:
+    """ConfigError naming the first field whose value has the wrong type (a hand-edited request file, a Python
+    caller); each field's values are checked after this, in `__post_init__`."""
+    hints = typing.get_type_hints(type(request))
+    for f in dataclasses.fields(request):
+        value = getattr(request, f.name)
+        if isinstance(value, str) and typing.get_origin(hints[f.name]) is tuple:
+            _set(request, f.name, (value,))  # one name where a list is expected: a list of one
+        elif f.name in _PATH_FIELDS and isinstance(value, str) and not value.strip():
+            raise ConfigError(f"{option_of(f.name)} is empty: name a path, or leave the option out")
+        elif not _is(value, hints[f.name], f.name in _PATH_FIELDS):
+            shown = repr(value if not isinstance(value, list) else tuple(value))
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise ConfigError(f"{f.name} ({option_of(f.name)}) must be {_kind(hints[f.name])}, got {shown}")
+
+
 def _positive(value: int | None, name: str) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -137,6 +213,35 @@ def _calibration_name(name: str) -> str:
     if name in bundled_set_names() or not Path(name).expanduser().exists():
         return name  # a bundled set, or an unknown name that loading refuses with the bundled names listed
     return str(_absolute(name))
+
+
+_MAX_REQUEST_BYTES = 1 << 20  # a saved request is about 1 kB; a larger file is not one (and is not read whole)
+
+
+def _selection_of(value) -> Selection:
+    """A saved request's `selection` object as a `Selection`; ConfigError for an unknown key or a wrong type."""
+    if isinstance(value, Selection):
+        return value
+    if value is None:
+        return Selection()
+    if not isinstance(value, dict):
+        raise ConfigError(f"selection must be an object (revisions_glob, steps, every, max_n), got {value!r:.60}")
+    names = [f.name for f in dataclasses.fields(Selection)]
+    unknown = sorted(set(value) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"the request's selection has unknown field {unknown[0]!r}{did_you_mean(unknown[0], names)}; "
+            f"its fields: {', '.join(names)}"
+        )
+    steps = value.get("steps")
+    if steps is not None and not isinstance(steps, list):  # `--steps A:B` is saved as [A, B]
+        raise ConfigError(f"selection's steps must be a list [A, B] (null for an open side) or null, got {steps!r:.60}")
+    return Selection(
+        value.get("revisions_glob") or (),
+        None if steps is None else tuple(steps),
+        value.get("every"),
+        value.get("max_n"),
+    )
 
 
 def model_id_for(source: str) -> str:
@@ -180,9 +285,19 @@ class _Request:
     def from_dict(cls, data: dict[str, Any]):
         data = dict(data)
         kind, version = data.pop("kind", None), data.pop("request_version", None)
+        if kind is None:
+            raise ConfigError(
+                f'the request has no "kind" (a {cls.KIND!r} request says "kind": "{cls.KIND}"); '
+                "pass a file written by dormant-heads"
+            )
         if kind != cls.KIND:
             raise ConfigError(f"this is a {kind!r} request, not a {cls.KIND!r} one: pass it to `dormant {kind}`")
-        if not isinstance(version, int) or version > REQUEST_VERSION:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise ConfigError(
+                f"the request's request_version is {version!r}, not a positive integer; pass a file written by "
+                "dormant-heads"
+            )
+        if version > REQUEST_VERSION:
             raise ConfigError(
                 f"the request has request_version {version!r}; this dormant-heads reads up to "
                 f"{REQUEST_VERSION}: upgrade dormant-heads (pip install -U dormant-heads)"
@@ -193,15 +308,8 @@ class _Request:
         unknown = sorted(set(data) - names)
         if unknown:
             raise ConfigError(f"the request has unknown field {unknown[0]!r}{did_you_mean(unknown[0], names)}")
-        if isinstance(data.get("selection"), dict):
-            sel = data["selection"]
-            steps = sel.get("steps")
-            data["selection"] = Selection(
-                tuple(sel.get("revisions_glob") or ()),
-                None if steps is None else tuple(steps),
-                sel.get("every"),
-                sel.get("max_n"),
-            )
+        if "selection" in data:
+            data["selection"] = _selection_of(data["selection"])
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
     @classmethod
@@ -210,9 +318,37 @@ class _Request:
             data = json.loads(text)
         except ValueError as e:
             raise ConfigError(f"the request is not valid JSON ({e}); pass a file written by dormant-heads") from None
+        except RecursionError:
+            raise ConfigError("the request's JSON is nested too deeply; pass a file written by dormant-heads") from None
         if not isinstance(data, dict):
             raise ConfigError("the request JSON is not an object; pass a file written by dormant-heads")
         return cls.from_dict(data)
+
+    @classmethod
+    def from_file(cls, path: str | Path, option: str = "--request"):
+        """The request saved in `path` (a `<store>/requests/.../*.json` file): ConfigError naming `option` for a
+        file that is missing, a folder, unreadable, not UTF-8, or not a request."""
+        path = Path(path).expanduser()
+        fix = "pass a <store>/requests/.../*.json file"
+        if path.is_dir():
+            raise ConfigError(f"{option} {str(path)!r} is a folder; {fix}")
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read(_MAX_REQUEST_BYTES + 1)
+        except FileNotFoundError:
+            raise ConfigError(f"{option} {str(path)!r}: no such file; {fix}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{option} {str(path)!r} is not a UTF-8 text file; {fix}") from None
+        except OSError as e:
+            raise ConfigError(f"{option} {str(path)!r} cannot be read ({e.strerror or e}); {fix}") from None
+        if len(text) > _MAX_REQUEST_BYTES:
+            raise ConfigError(
+                f"{option} {str(path)!r} is larger than any request ({_MAX_REQUEST_BYTES:,} bytes); {fix}"
+            )
+        try:
+            return cls.from_json(text)
+        except ConfigError as e:
+            raise ConfigError(f"{option} {str(path)!r}: {e}") from None
 
     @classmethod
     def coerce(cls, value):
@@ -257,7 +393,10 @@ class TrackRequest(_Request):
     series_name: str | None = field(default=None, metadata={"omit_unset": True})
 
     def __post_init__(self):
-        if not isinstance(self.source, str) or not self.source.strip():
+        if self.input_scores is None or isinstance(self.input_scores, bool):  # saved before the policy existed
+            _set(self, "input_scores", {True: "keep", False: "drop", None: "auto"}[self.input_scores])
+        _check_types(self)
+        if not self.source.strip():
             raise ConfigError("--model is empty: name a Hub repo id (org/name) or a folder of checkpoint folders")
         if self.series_name is not None:
             _check_series_name(self.series_name)
@@ -290,13 +429,12 @@ class TrackRequest(_Request):
                 )
         for name in ("tokens_per_step", "limit", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
             _positive(getattr(self, name), f"--{name.replace('_', '-')}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {self.seed}")
         _set(self, "dtype", parse_dtype(self.dtype))
         _set(self, "device", parse_device(self.device))
         _set(self, "runner", _enum(Runner, self.runner, "--runner"))
-        policy = self.input_scores
-        if policy is None or isinstance(policy, bool):  # saved requests before the policy: True / False / None
-            policy = {True: "keep", False: "drop", None: "auto"}[policy]
-        _set(self, "input_scores", _enum(InputScoresPolicy, policy, "--input-scores"))
+        _set(self, "input_scores", _enum(InputScoresPolicy, self.input_scores, "--input-scores"))
         if self.runner is Runner.LOCAL and (self.address or self.workers):
             flag = "--address" if self.address else "--workers"
             raise ConfigError(f"{flag} is for a Dask cluster: add --runner dask, or drop {flag}")
@@ -361,7 +499,8 @@ class EvalRequest(_Request):
     thresholds: ThresholdSource = ThresholdSource.OWN
 
     def __post_init__(self):
-        if not isinstance(self.model, str) or not self.model.strip():
+        _check_types(self)
+        if not self.model.strip():
             raise ConfigError("--model is empty: name a checkpoint folder or a Hub repo id")
         if is_local_source(self.model):
             _set(self, "model", _absolute(self.model))

@@ -25,7 +25,12 @@ def build_deployment(request: TrackRequest, cron: str, name: str | None = None):
     try:
         construct_schedule(cron=cron)
     except Exception as e:
-        raise ConfigError(f'--cron {cron!r} is not a cron expression ({e}); e.g. "0 3 * * *" for 03:00 daily') from None
+        errors = e.errors() if hasattr(e, "errors") else []  # pydantic's: its first message, on one line
+        reason = errors[0]["msg"] if errors else str(e)
+        raise ConfigError(
+            f'--cron {cron!r} is not a cron expression ({" ".join(str(reason).split())}); e.g. "0 3 * * *" for '
+            "03:00 daily"
+        ) from None
     return track.to_deployment(
         name=name or deployment_name(request.model_id),
         cron=cron,

@@ -23,7 +23,7 @@ from prefect.artifacts import (
 )
 from prefect.futures import as_completed
 
-from dormant_tasks.progress import progress_bar
+from dormant_tasks.progress import progress_bar, waiting
 from dormant_tasks.requests import Runner, TrackRequest
 from dormant_tasks.store.io import check_store
 from dormant_tasks.tracking import tracker
@@ -59,7 +59,8 @@ def track(request: TrackRequest, progress: bool = False, state: SeriesState | No
         request.request_id,
     )
     ahead = _prefetch_past_reference(request, state)
-    series = tasks.series_taus(request, state, _score_on_runner(request))
+    with _fixing_taus(request, state, progress):
+        series = tasks.series_taus(request, state, _score_on_runner(request))
     log.info(
         "taus %s: %s",
         series.taus_id,
@@ -91,6 +92,15 @@ def track(request: TrackRequest, progress: bool = False, state: SeriesState | No
     if request.report:
         result = _with_report(result, _report(request.store, request.model_id, request.reports_dir))
     return result
+
+
+def _fixing_taus(request: TrackRequest, state: SeriesState, progress: bool):
+    """While a series' taus are fixed by scoring one checkpoint (a new series, a --retau): a progress line every
+    20 s on a pipe (`progress.waiting`), so that the run is not silent while it downloads, loads and scores it."""
+    if not progress or state.taus is not None:
+        return contextlib.nullcontext()
+    checkpoint = tracker.taus_checkpoint(request, state.plan).name
+    return waiting(f"taus of {request.model_id}: scoring {checkpoint}")
 
 
 def _with_report(result: TrackResult, path: Path) -> TrackResult:

@@ -204,10 +204,20 @@ def _local_names(folder: Path) -> tuple[list[str], dict[str, Path], dict[str, st
     return [n if n in paths else f"{n}/ (no config.json)" for n in names], paths, {}
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def parse_steps(steps: str | tuple[int | None, int | None] | None) -> tuple[int | None, int | None] | None:
     """'A:B' (inclusive, either side optional) or 'A' (exactly A) -> (A, B)."""
-    if steps is None or isinstance(steps, tuple):
+    if isinstance(steps, list):
+        steps = tuple(steps)
+    if isinstance(steps, tuple) and len(steps) == 2 and all(_is_int(s) or s is None for s in steps):
         return steps
+    if steps is None:
+        return steps
+    if not isinstance(steps, str):
+        raise ConfigError(f"--steps {steps!r:.60}: expected A:B or [A, B] with integer steps (either side optional)")
     text = steps.strip()
     lo, sep, hi = text.partition(":")
     try:
@@ -238,8 +248,14 @@ class Selection:
     def __post_init__(self):
         if isinstance(self.revisions_glob, str):
             object.__setattr__(self, "revisions_glob", (self.revisions_glob,))
-        object.__setattr__(self, "revisions_glob", tuple(self.revisions_glob or ()))
+        globs = self.revisions_glob or ()
+        if not isinstance(globs, list | tuple) or not all(isinstance(g, str) for g in globs):
+            raise ConfigError(f"--revisions {globs!r:.60}: expected a list of fnmatch patterns, e.g. ['stage1-*']")
+        object.__setattr__(self, "revisions_glob", tuple(globs))
         object.__setattr__(self, "steps", parse_steps(self.steps))
+        for flag, value in (("--every", self.every), ("--max", self.max_n)):
+            if value is not None and not _is_int(value):
+                raise ConfigError(f"{flag} {value!r:.60}: must be a positive integer")
         if self.steps is not None and None not in self.steps and self.steps[0] > self.steps[1]:
             raise ConfigError(f"--steps {self.steps[0]}:{self.steps[1]}: the first step is after the last; swap them")
         if self.every is not None and self.every < 1:

@@ -77,12 +77,21 @@ def render_chat(tokenizer, chat_history: list[dict[str, str]], add_generation_pr
         raise EvaluationError(
             "the tokenizer has no chat template; use --chat-template off (or auto), or a tokenizer with one"
         )
-    return tokenizer.apply_chat_template(
-        chat_history,
-        tokenize=False,
-        add_generation_prompt=add_generation_prompt,
-        continue_final_message=not add_generation_prompt,
-    )
+    from jinja2 import TemplateError  # its SecurityError too: what the sandbox refuses
+
+    try:
+        return tokenizer.apply_chat_template(
+            chat_history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )
+    except TemplateError as e:  # a template that the sandbox refuses, that does not parse, or that raises itself
+        reason = " ".join(str(e).split())[:200] or "no message"
+        raise EvaluationError(
+            f"the tokenizer's chat template cannot be rendered ({type(e).__name__}: {reason}); "
+            "use --chat-template off, or a tokenizer whose template renders"
+        ) from None
 
 
 @dataclass

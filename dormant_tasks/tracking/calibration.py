@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
@@ -34,10 +34,30 @@ GSM8K_TEST = TASKS / "openai--gsm8k" / "main" / "test.parquet"
 DEFAULT_CALIBRATION_SIZE = 128
 
 
+MAX_TEXT_CHARS = 1_000_000  # a longer line is cut to this (a model reads at most its context: ~30 chars a token)
+
+
 @dataclass(frozen=True)
 class CalibrationSet:
     name: str  # "winogrande-dev", another bundled set's name ("mmlu", ...) or the texts file's stem
     texts: tuple[str, ...]
+    more: bool = field(default=False, compare=False)  # a file that holds texts past the limit (not read)
+    n_cut: int = field(default=0, compare=False)  # texts of a file cut to MAX_TEXT_CHARS
+
+    def notes(self, command: str) -> list[str]:
+        """What a user should know about how the set was read: texts left past the limit, texts cut."""
+        out = []
+        if self.more:
+            out.append(
+                f"dormant {command}: note: {self.name} holds more than {len(self.texts)} texts; the first "
+                f"{len(self.texts)} are used (--limit N uses N)"
+            )
+        if self.n_cut:
+            out.append(
+                f"dormant {command}: note: {self.n_cut} texts of {self.name} are longer than {MAX_TEXT_CHARS:,} "
+                "characters and were cut to that (the model reads at most its context)"
+            )
+        return out
 
     @property
     def calibration_id(self) -> str:
@@ -65,31 +85,63 @@ def winogrande_calibration(limit: int | None = DEFAULT_CALIBRATION_SIZE) -> Cali
     return CalibrationSet("winogrande-dev", tuple(winogrande_filled(i) for i in items))
 
 
-def texts_calibration(path: str | Path, limit: int | None = None) -> CalibrationSet:
-    """A UTF-8 file with one text per line (blank lines are ignored)."""
+def texts_calibration(path: str | Path, limit: int | None = DEFAULT_CALIBRATION_SIZE) -> CalibrationSet:
+    """The first `limit` texts (default 128; all when None) of a UTF-8 file with one text per line (blank lines
+    are ignored). Read lazily: the file is read up to the text after the limit (which sets `more`), and a line
+    longer than MAX_TEXT_CHARS is cut to it without being held whole, so neither a file of a million lines nor
+    a line of 100 MB costs memory; on a pipe a slow read prints a progress line every 20 s."""
+    from dormant_tasks.progress import waiting
+
     path = Path(path)
     if path.is_dir():
         raise ScoringError(f"texts file {str(path)!r} is a folder; pass a UTF-8 file with one text per line")
-    if not path.is_file():
+    if not path.exists():  # a device or a pipe (`--texts <(cmd)`) is read as a file
         raise ScoringError(f"texts file {str(path)!r} does not exist; pass a UTF-8 file with one text per line")
+    _check_limit(limit)
+    texts: list[str] = []
+    more, n_cut = False, 0
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with waiting(f"reading {path.name}"), open(path, encoding="utf-8") as f:
+            for text, cut in _lines(f):
+                if limit is not None and len(texts) == limit:
+                    more = True
+                    break
+                texts.append(text)
+                n_cut += cut
     except UnicodeDecodeError as e:
         raise ScoringError(f"texts file {str(path)!r} is not UTF-8 ({e.reason}); re-encode it as UTF-8") from None
-    texts = [line for line in lines if line.strip()]
-    _check_limit(limit)
-    if limit is not None:
-        texts = texts[:limit]
+    except OSError as e:
+        raise ScoringError(
+            f"texts file {str(path)!r} cannot be read ({e.strerror or e}); fix it or pass another"
+        ) from None
     if not texts:
         raise ScoringError(f"texts file {str(path)!r} holds no text; put one text per line")
-    return CalibrationSet(path.stem, tuple(texts))
+    return CalibrationSet(path.stem, tuple(texts), more, n_cut)
+
+
+def _lines(f) -> Iterator[tuple[str, bool]]:
+    """(text, cut) for each non-blank line of a text file, as `str.splitlines` splits the whole text (its
+    other line breaks too), each read at most MAX_TEXT_CHARS characters at a time."""
+    while True:
+        line = f.readline(MAX_TEXT_CHARS + 1)
+        if not line:
+            return
+        cut = False
+        if len(line) > MAX_TEXT_CHARS and not line.endswith("\n"):  # a longer line: its rest is skipped
+            line, cut = line[:MAX_TEXT_CHARS], True
+            while (rest := f.readline(MAX_TEXT_CHARS)) and not rest.endswith("\n"):
+                pass
+        for text in line.splitlines():
+            if text.strip():
+                yield text, cut
 
 
 def load_calibration(texts_file: str | Path | None = None, limit: int | None = None) -> CalibrationSet:
-    """`--texts FILE` when given, else the first `limit` (default 128) WinoGrande dev sentences."""
+    """The first `limit` (default 128) texts of `--texts FILE` when given, else of the WinoGrande dev sentences."""
+    limit = DEFAULT_CALIBRATION_SIZE if limit is None else limit
     if texts_file is not None:
         return texts_calibration(texts_file, limit)
-    return winogrande_calibration(DEFAULT_CALIBRATION_SIZE if limit is None else limit)
+    return winogrande_calibration(limit)
 
 
 # ---- the bundled sets ---------------------------------------------------------------------------------------
@@ -222,18 +274,15 @@ def _sha(calibration: CalibrationSet) -> str:
 
 def load_calibration_sets(names: Sequence[str | Path], limit: int | None = None) -> tuple[CalibrationSet, ...]:
     """Several calibration sets, in the order given; refuses none, and two that hold the same texts. The first
-    `limit` texts of each; None as `load_calibration` reads it: 128 of a bundled set, all of a file."""
+    `limit` texts of each (None: 128, as `load_calibration` reads it)."""
     if isinstance(names, str | Path):
         names = [names]
     if not names:
         raise ConfigError(
             f"no calibration set given; name at least one of {', '.join(BUNDLED_SETS)} or a UTF-8 texts file"
         )
-    bundled = [isinstance(name, str) and name in BUNDLED_SETS for name in names]
-    sets = tuple(
-        load_calibration_set(name, DEFAULT_CALIBRATION_SIZE if limit is None and b else limit)
-        for name, b in zip(names, bundled)
-    )
+    limit = DEFAULT_CALIBRATION_SIZE if limit is None else limit
+    sets = tuple(load_calibration_set(name, limit) for name in names)
     seen: dict[str, tuple[str | Path, CalibrationSet]] = {}
     for name, calibration in zip(names, sets):
         sha = _sha(calibration)

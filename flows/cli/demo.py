@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         reports_dir=args.reports_dir,
         series_name=args.series_name,
     )
+    request.calibration_sets  # noqa: B018 (an unknown set is refused here, before minutes of pretraining)
     check_reports_dir(request)  # before the pretraining
     done = answer_from_store(request) if is_complete(request.source, args.steps, args.seed) else None
     if done is not None:

@@ -66,7 +66,25 @@ class DormantParser(argparse.ArgumentParser):
             self.exit(2, f"{self.prog}: error: {e}\n")
         if extras and " " in self.prog:  # a subcommand: the wrong flag is its own to report
             self.error(self._unrecognized(extras[0]))
+        if " " in self.prog:
+            namespace.given = self._given(args)
         return namespace, extras
+
+    def _given(self, args: list[str]) -> frozenset[str]:
+        """The dests of the options spelled on the line (a default is not given; `--request` conflicts with the
+        given ones only). An abbreviation counts as its option, as argparse reads it."""
+        flags = [s for s in self._option_string_actions if s.startswith("--")]
+        given = set()
+        for arg in args:
+            flag = arg.partition("=")[0]
+            if arg == "--":
+                break
+            if not flag.startswith("--"):
+                continue
+            matches = [flag] if flag in self._option_string_actions else [f for f in flags if f.startswith(flag)]
+            if len(matches) == 1:
+                given.add(self._option_string_actions[matches[0]].dest)
+        return frozenset(given)
 
     def _rename(self, arg: str, renamed: dict[str, str]) -> str:
         flag, eq, value = arg.partition("=")
@@ -217,7 +235,8 @@ def add_calibration_arguments(parser: argparse.ArgumentParser | argparse._Argume
         "--limit",
         type=int,
         metavar="N",
-        help="first N calibration texts (default: 128 WinoGrande sentences, all of --texts)",
+        help="first N texts of each calibration set, of --texts too: a file is read only that far "
+        "(default: 128; a longer file gives a note)",
     )
     parser.add_argument(
         "--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)"
@@ -317,7 +336,13 @@ def preflight(args: argparse.Namespace) -> None:
         check_device_available(args.device)  # (an existing Dask cluster's GPUs are on its workers, not here)
     if getattr(args, "store", None) is not None:
         check_store_path(args.store, getattr(args, "store_use", "reads"))
+    if getattr(args, "reports_dir", None) is not None:
+        args.reports_dir = str(check_reports_dir(args.reports_dir))
     model, role = getattr(args, "model", None), getattr(args, "model_role", None)
+    if isinstance(model, str) and not model.strip():
+        raise ConfigError(f"--model is empty: name one (`dormant {args.command} --help` says what it takes)")
+    if isinstance(model, str) and role == "new":
+        check_new_folder(model, "--model")
     if isinstance(model, str) and role == "source":
         args.model = source_for(model, getattr(args, "store", None))
         if args.model != model and Path(args.model).name != model and getattr(args, "series_name", "") is None:
@@ -342,6 +367,8 @@ def preflight(args: argparse.Namespace) -> None:
 def check_store_path(store, use: str) -> None:
     """StoreError when --store is a file, is missing for a command that reads it, or cannot take a file for a
     command that writes it."""
+    if not str(store).strip():
+        raise StoreError("--store is empty: name a store folder, or leave --store out for ./data/store")
     root = Path(store).expanduser()
     if root.exists() and not root.is_dir():
         raise StoreError(f"--store {store} is a file, not a folder: pass a store folder")
@@ -362,6 +389,61 @@ def check_store_path(store, use: str) -> None:
         )
     if not os.access(folder, os.W_OK | os.X_OK):
         raise StoreError(f"--store {store}: {folder} is not writable; fix its permissions or choose another --store")
+    why = cannot_create_in(folder)
+    if why:
+        raise StoreError(f"--store {store}: no file can be created in {folder} ({why}); choose another --store")
+
+
+def check_reports_dir(reports_dir: str) -> Path:
+    """`--reports-dir` as an absolute path (`.` names the working folder by its name), once it is known that the
+    report can be written there: ConfigError for an empty value, a file, or a folder that takes no file."""
+    if not reports_dir.strip():
+        raise ConfigError("--reports-dir is empty: name a folder, or leave it out for reports/<series>/")
+    out = Path(reports_dir).expanduser().resolve()
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--reports-dir {reports_dir} is a file, not a folder: name a folder")
+    folder = out
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"--reports-dir {reports_dir}: {folder} is a file, not a folder; choose another folder")
+    # the report is written beside its folder, then renamed into place: that parent must take files, and so
+    # must the folder itself when it exists (a mount point such as /proc does not)
+    for where in dict.fromkeys([out.parent if out.parent.exists() else folder, folder]):
+        why = cannot_create_in(where)
+        if why:
+            raise ConfigError(
+                f"--reports-dir {reports_dir}: no file can be created in {where} ({why}); choose another folder"
+            )
+    return out
+
+
+def check_new_folder(value: str, option: str) -> None:
+    """ConfigError unless `value` is a folder, or can be made one (its nearest existing parent takes files)."""
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {value} is a file: name a folder (new, empty, or a previous run's)")
+    folder = path
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {value}: {folder} is a file, not a folder; choose another folder")
+    why = None if path.is_dir() else cannot_create_in(folder)
+    if why:
+        raise ConfigError(f"{option} {value}: no folder can be created in {folder} ({why}); choose another folder")
+
+
+def cannot_create_in(folder: Path) -> str | None:
+    """Why no file can be created in the existing `folder` (None when one can): a real, removed probe, since
+    neither permissions nor the mount flags tell about /proc, a FUSE mount or a full disk."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".dormant-probe-"):
+            pass
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    return None
 
 
 # ---- the Hub, asked once and briefly ----

@@ -7,12 +7,16 @@ atomically (temp file in the same folder, then rename: never a partial file).
 
 from __future__ import annotations
 
+import sys
+
 from .options import (
     add_calibration_arguments,
     add_device_argument,
     add_dtype_argument,
     add_model_argument,
     add_scores_argument,
+    cannot_create_in,
+    is_path_like,
 )
 
 
@@ -43,9 +47,24 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from dormant_tasks.errors import ConfigError
     from dormant_tasks.outputs import FILE_KEY, check_file
 
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
+    if not args.out.strip():
+        raise ConfigError("--out is empty: name a .parquet file, e.g. --out scores.parquet")
+    if args.revision and is_path_like(args.model):
+        raise ConfigError(f"--revision names a Hub branch; --model {args.model} is a folder: drop --revision")
     out = check_file(args.out)  # before the heavy imports below: a wrong --out answers at once
+    why = cannot_create_in(out.parent)
+    if why:
+        raise ConfigError(f"--out {args.out}: no file can be created in {str(out.parent)!r} ({why}); choose another")
+
+    from dormant_tasks.requests import MAX_SEED
+
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {args.seed}")
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -58,6 +77,8 @@ def run(args) -> int:
 
     score_fns = parse_score_functions(args.scores)
     calibration = load_calibration(args.texts, args.limit)
+    for note in calibration.notes("score"):
+        print(note, file=sys.stderr)
     model, tokenizer = load_model_at(args.model, args.revision, args.dtype, args.device)
     scores = score_texts(
         model, tokenizer, calibration.texts, score_fns, batch_size=args.batch_size, seed=args.seed, progress=True

@@ -67,9 +67,23 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
+def check_series(store, model: str | None) -> None:
+    """StoreError for a `--model` the store does not keep: before anything (a lock file) is written for it."""
+    from dormant_tasks.errors import StoreError, did_you_mean
+    from dormant_tasks.store.io import list_models
+
+    models = list_models(store)
+    if model is not None and model not in models:
+        raise StoreError(
+            f"--model {model}: the store keeps no such series{did_you_mean(model, models)}; it holds: "
+            f"{', '.join(models) or 'none'} (`dormant status` lists them)"
+        )
+
+
 def run_repair(args: argparse.Namespace) -> int:
     from dormant_tasks.store.repair import repair_store
 
+    check_series(args.store, args.model)
     r = repair_store(args.store, args.model)
     if not (r.rebuilt or r.dropped or r.unkept or r.orphans):
         print(f"store {args.store}: manifests and files agree, nothing to repair")
@@ -87,6 +101,7 @@ def run_repair(args: argparse.Namespace) -> int:
 def run_gc(args: argparse.Namespace) -> int:
     from dormant_tasks.store.repair import gc_store
 
+    check_series(args.store, args.model)
     r = gc_store(args.store, args.model)
     print(
         f"store {args.store}: per-input scores dropped for {r.checkpoints} checkpoints "

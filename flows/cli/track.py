@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
 from dormant_tasks.tracking.calibration import bundled_set_names
@@ -130,34 +129,9 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     add_reports_dir_argument(g)
 
 
-# Options that a saved request replaces: given together with --request they are refused.
-_REQUEST_OPTIONS = (
-    "model",
-    "revisions",
-    "steps",
-    "every",
-    "max_n",
-    "include_main",
-    "tokens_per_step",
-    "scores",
-    "taus",
-    "reference",
-    "retau",
-    "texts",
-    "calibration",
-    "limit",
-    "max_tokens",
-    "max_batch_tokens",
-    "input_scores",
-    "cache_dir",
-    "keep_checkpoints",
-    "address",
-    "workers",
-    "no_report",
-    "reports_dir",
-    "fail_fast",
-    "series_name",
-)
+# The request field each option sets, where the names differ (`--request` compares the given options with it).
+_FIELD_OF = {"model": "source", "scores": "score_fns", "calibration": "calibrations", "no_report": "report"}
+_SELECTION_OPTIONS = {"revisions": "revisions_glob", "steps": "steps", "every": "every", "max_n": "max_n"}
 
 
 def request_from_args(args: argparse.Namespace):
@@ -166,14 +140,7 @@ def request_from_args(args: argparse.Namespace):
     from dormant_tasks.requests import TrackRequest
 
     if args.request:
-        given = [o for o in _REQUEST_OPTIONS if getattr(args, o) not in (None, False, [], ())]
-        if given:
-            flag = {"max_n": "max", "taus": "tau"}.get(given[0], given[0]).replace("_", "-")
-            raise ConfigError(f"--request replays a saved request (edit the JSON file to change it); drop --{flag}")
-        path = Path(args.request)
-        if not path.is_file():
-            raise ConfigError(f"--request {args.request!r}: no such file; pass a <store>/requests/.../*.json file")
-        return TrackRequest.from_json(path.read_text(encoding="utf-8"))
+        return replayed_request(args)
     if not args.model:
         raise ConfigError("--model is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder")
     return TrackRequest(
@@ -208,6 +175,64 @@ def request_from_args(args: argparse.Namespace):
     )
 
 
+def replayed_request(args: argparse.Namespace):
+    """`--request FILE`: the saved request as it is. An option given with it must say what the file says (it
+    may be repeated, e.g. `--store` of the same folder); any other value is refused by name: edit the file to
+    change it. Run-only settings that the file holds (`--device`, `--runner`, `--batch-size` ...) are no exception;
+    an option that is not part of a request (`--debug`) is not compared."""
+    import dataclasses
+
+    from dormant_tasks.errors import ConfigError
+    from dormant_tasks.requests import TrackRequest
+
+    saved = TrackRequest.from_file(args.request)
+    names = {f.name for f in dataclasses.fields(TrackRequest)}
+    given = sorted(d for d in getattr(args, "given", ()) if d in _SELECTION_OPTIONS or _field(d) in names)
+    if not given:
+        return saved
+    fields, selection = {}, {}
+    for dest in given:
+        value = getattr(args, dest)
+        value = tuple(value) if isinstance(value, list) else value
+        if dest in _SELECTION_OPTIONS:
+            selection[_SELECTION_OPTIONS[dest]] = value
+        else:
+            fields[_field(dest)] = not value if dest == "no_report" else value
+    if selection:
+        fields["selection"] = dataclasses.replace(saved.selection, **selection)
+    flags = ", ".join(_flag(d) for d in given)
+    try:
+        asked = dataclasses.replace(saved, **fields)
+    except ConfigError as e:
+        raise ConfigError(f"--request {args.request} with {flags}: {e}") from None
+    differ = [d for d in given if _value(asked, d) != _value(saved, d)]
+    if differ:
+        said = _value(saved, differ[0])
+        said = " ".join(map(str, said)) if isinstance(said, tuple) else "unset" if said is None else said
+        said = "" if isinstance(said, bool) else f" (the file's {_flag(differ[0])}: {said})"
+        flags = ", ".join(_flag(d) for d in differ)
+        raise ConfigError(
+            f"--request {args.request} replays a saved request: {flags} differ{'s' if len(differ) == 1 else ''} "
+            f"from it{said}; drop {flags}, or edit the file"
+        )
+    return saved
+
+
+def _field(dest: str) -> str:
+    return _FIELD_OF.get(dest, dest)
+
+
+def _value(request, dest: str):
+    """The request's value of the option `dest` (a selection option reads the selection)."""
+    if dest in _SELECTION_OPTIONS:
+        return getattr(request.selection, _SELECTION_OPTIONS[dest])
+    return getattr(request, _field(dest))
+
+
+def _flag(dest: str) -> str:
+    return {"max_n": "--max", "taus": "--tau"}.get(dest, "--" + dest.replace("_", "-"))
+
+
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "track", help="track dormant heads through a series of checkpoints", description=__doc__.split("\n\n")[0]
@@ -223,10 +248,19 @@ EXIT_CHECKPOINTS_FAILED = 3
 
 
 def run(args: argparse.Namespace) -> int:
-    from dormant_tasks.store.io import check_store
+    from dormant_tasks.store.io import check_store, series_slug
     from dormant_tasks.tracking.tracker import series_state
 
     request = request_from_args(args)
+    series_slug(request.model_id)  # a name the store cannot keep is refused before anything is created
+    if args.request:  # the file's store and device: checked as the options' are (`preflight`)
+        from dormant_tasks.devices import check_device_available
+
+        from .options import check_store_path
+
+        check_store_path(request.store, "updates")
+        if not request.address:
+            check_device_available(request.device)
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
     # The series' state, asked once per run (the flow gets it): an unknown folder or repo, an empty selection,
     # sets or taus that differ from the stored series' fail here, before Prefect starts; a rerun with nothing
@@ -234,6 +268,9 @@ def run(args: argparse.Namespace) -> int:
     state = series_state(request)
     request = state.request
     check_reports_dir(request)
+    for calibration in request.calibration_sets:
+        for note in calibration.notes("track"):
+            print(note, file=sys.stderr)
     if state.done:
         result = result_from_store(request, state)  # reads only: a read-only store answers too
     else:

@@ -276,3 +276,27 @@ def test_deployment_reads_back_with_its_schedule_and_request(random_series, tmp_
     assert again == request and again.selection.max_n == 2 and again.score_fns == ("ahon_ln",)
     with pytest.raises(ConfigError, match="not a cron expression"):
         build_deployment(request, "every day")
+
+
+def test_fixing_a_new_series_taus_prints_progress_on_a_pipe(random_series, tmp_path, monkeypatch, capsys):
+    """Scoring the reference checkpoint of a new series (download, load, score: 150 s on a 1B model) printed
+    nothing; now it prints a progress line on a pipe at least every EVERY_S seconds (shortened here, with a
+    reference scoring slowed down so the heartbeat sees it), and a rerun, whose taus are stored, none."""
+    from dormant_tasks import progress
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.05)
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.02)
+    real = tracker.score_checkpoint
+
+    def slow(*a, **k):
+        time.sleep(0.5)
+        return real(*a, **k)
+
+    monkeypatch.setattr(tracker, "score_checkpoint", slow)
+    request = TrackRequest(source=str(random_series), store=str(tmp_path / "s"), limit=4, report=False)
+    track(request, progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    ours = [x for x in lines if x.startswith("taus of random-olmo2: scoring stage1-step25-tokens51K: ")]
+    assert ours and "elapsed" in ours[0] and ours[-1].endswith("(done)"), lines
+    track(request, progress=True)
+    assert not [x for x in capsys.readouterr().err.splitlines() if x.startswith("taus of")]

@@ -121,7 +121,79 @@ def test_replaying_a_request_refuses_other_options(tmp_path):
     original = _track("--model", str(tmp_path), "--store", str(tmp_path / "s"), "--max", "3")
     saved.write_text(original.to_json())
     assert _track("--request", str(saved)) == original
-    with pytest.raises(ConfigError, match="drop --max$"):
+    with pytest.raises(ConfigError, match="drop --max, or edit the file$"):
         _track("--request", str(saved), "--max", "4")
     with pytest.raises(ConfigError, match="--model is required"):
         _track()
+
+
+def test_replaying_a_request_refuses_a_different_store_by_name_and_accepts_the_same(tmp_path):
+    """`--request F --store OTHER` used to run F's store silently; an option equal to the file's is fine."""
+    saved = tmp_path / "r.json"
+    original = _track("--model", str(tmp_path), "--store", str(tmp_path / "s"), "--device", "cpu")
+    saved.write_text(original.to_json())
+    with pytest.raises(ConfigError, match=r"--store differs .*drop --store"):
+        _track("--request", str(saved), "--store", str(tmp_path / "other"))
+    with pytest.raises(ConfigError, match=r"--batch-size, --device differ"):  # run settings are the file's too
+        _track("--request", str(saved), "--device", "auto", "--batch-size", "4")
+    with pytest.raises(ConfigError, match=r"--steps differs"):  # a selection option, by its name
+        _track("--request", str(saved), "--steps", "0:10")
+    same = ["--store", str(tmp_path / "s"), "--model", str(tmp_path), "--device", "cpu", "--seed", "0"]
+    assert _track("--request", str(saved), *same) == original
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"seed": "abc"}, r"^seed \(--seed\) must be an integer, got 'abc'$"),
+        ({"seed": -1}, r"--seed must be 0 or more"),
+        ({"score_fns": 5}, r"^score_fns \(--scores\) must be a list of strings or null, got 5$"),
+        ({"taus": [5]}, r"taus \(--tau\) must be a list of strings"),
+        ({"store": ["a"]}, r"store \(--store\) must be a string"),
+        ({"report": "yes"}, r"report \(--no-report\) must be true or false"),
+        ({"limit": "4"}, r"limit \(--limit\) must be an integer or null"),
+        ({"texts": ""}, r"--texts is empty"),
+        ({"selection": {"steps": "0:10"}}, r"selection's steps must be a list \[A, B\]"),
+        ({"selection": {"steps": ["a", "b"]}}, r"--steps .*integer steps"),
+        ({"selection": {"every": "2"}}, r"--every '2': must be a positive integer"),
+        ({"selection": {"stepz": [0, 10]}}, r"unknown field 'stepz' \(did you mean \"steps\"\?\)"),
+        ({"selection": 5}, r"selection must be an object"),
+        ({"request_version": "4"}, r"request_version is '4', not a positive integer"),
+    ],
+    ids=lambda v: json.dumps(v) if isinstance(v, dict) else None,
+)
+def test_a_saved_request_with_a_wrong_value_is_one_error_naming_the_field(tmp_path, change, needle):
+    data = json.loads(TrackRequest(source=str(tmp_path), store=str(tmp_path / "s")).to_json())
+    for key, value in change.items():
+        data[key] = {**data[key], **value} if key == "selection" and isinstance(value, dict) else value
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=needle) as excinfo:
+        TrackRequest.from_dict(data)
+    assert "\n" not in str(excinfo.value)
+    with pytest.raises(ConfigError, match=str(path)):  # read from a file, the message names it
+        TrackRequest.from_file(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (bytes(range(256)), "not a UTF-8 text file"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "nested too deeply"),
+        (b"[1, 2]", "not an object"),
+        (b'{"kind": "track"}', "request_version is None"),
+        (b'{"request_version": 4}', 'has no "kind"'),
+    ],
+    ids=["binary", "nested-lists", "nested-objects", "a-list", "no-version", "no-kind"],
+)
+def test_a_request_file_that_is_no_request_is_one_error(tmp_path, content, needle):
+    path = tmp_path / "r.json"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=needle) as excinfo:
+        TrackRequest.from_file(path)
+    assert "\n" not in str(excinfo.value)
+    with pytest.raises(ConfigError, match="is a folder"):
+        TrackRequest.from_file(tmp_path)
+    with pytest.raises(ConfigError, match="no such file"):
+        TrackRequest.from_file(tmp_path / "missing.json")

@@ -247,3 +247,28 @@ def test_tau_outside_the_function_range(fn, tau):
 
 def test_tau_inside_the_range_is_accepted():
     assert check_tau("awft", 1.0) == 1.0 and check_tau("ahon", 12.5) == 12.5 and check_tau("awft_ln", 3.0) == 3.0
+
+
+@pytest.mark.parametrize(
+    ("template", "kind"),
+    [
+        ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "SecurityError"),  # the sandbox refuses it
+        ("{{ cycler.__init__.__globals__.os.popen('id').read() }}", "SecurityError"),
+        ("{% for %}", "TemplateSyntaxError"),
+        ("{{ raise_exception('no system role') }}", "TemplateError"),
+    ],
+    ids=["mro", "globals", "syntax", "raises"],
+)
+def test_a_chat_template_that_cannot_render_is_one_evaluation_error(tiny_model_dir, template, kind):
+    """transformers renders chat templates in jinja2's sandbox: what it refuses (or a template that does not parse
+    or raises) was a 254-line traceback; now one EvaluationError line naming why and the fix."""
+    from transformers import AutoTokenizer
+
+    from dormant_tasks.evaluation.model import render_chat
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.chat_template = template
+    with pytest.raises(EvaluationError) as excinfo:
+        render_chat(tokenizer, [{"role": "user", "content": "hi"}])
+    message = str(excinfo.value)
+    assert "\n" not in message and f"({kind}: " in message and "--chat-template off" in message

@@ -215,15 +215,68 @@ def test_the_module_and_the_help_text_read_no_parquet():
     assert out.stdout.strip() == "[]"
 
 
-def test_without_limit_a_bundled_set_is_128_texts_and_a_file_all_of_it(tmp_path):
+def test_without_limit_a_bundled_set_and_a_file_are_128_texts(tmp_path):
     """`--calibration winogrande` without --limit is the default calibration set (same calibration_id), as
-    --limit's help says: 128 texts of a bundled set, every line of a file."""
+    --limit's help says: 128 texts of a bundled set and of a file (a longer file gives a note naming --limit)."""
     from dormant_tasks.requests import TrackRequest
 
     path = tmp_path / "mine.txt"
     path.write_text("\n".join(f"text number {i}" for i in range(300)) + "\n", encoding="utf-8")
     gsm8k, mine = load_calibration_sets(["gsm8k", str(path)])
-    assert len(gsm8k.texts) == 128 and len(mine.texts) == 300
+    assert len(gsm8k.texts) == 128 and len(mine.texts) == 128
+    assert mine.more and "--limit" in mine.notes("track")[0] and len(mine.notes("track")) == 1
+    assert len(load_calibration(path).texts) == 128 and len(load_calibration(path, 300).texts) == 300
+    assert not load_calibration(path, 300).more and not load_calibration(path, 300).notes("track")
     default = TrackRequest(source="x", store="s").calibration
     named = TrackRequest(source="x", store="s", calibrations=("winogrande", "code")).calibration_sets
     assert named[0].calibration_id == default.calibration_id and len(named[1].texts) == 128
+
+
+def test_a_texts_file_is_read_only_as_far_as_the_limit(tmp_path):
+    """A file of a million lines with --limit 8: the read stops after the ninth text (which says there are
+    more), so the memory it takes does not grow with the file (before: the whole file, then every line)."""
+    import tracemalloc
+
+    path = tmp_path / "million.txt"
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(f"calibration text number {i}\n" for i in range(1_000_000))
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        calibration = load_calibration(path, 8)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert calibration.texts == tuple(f"calibration text number {i}" for i in range(8)) and calibration.more
+    assert peak < size / 50, (peak, size)  # 33 MB of file: well under 1 MB read
+
+
+def test_a_huge_line_is_cut_without_being_held_whole(tmp_path, monkeypatch):
+    """A line longer than MAX_TEXT_CHARS is cut to it while reading (the model reads at most its context);
+    the next line is still the next text. MAX_TEXT_CHARS is lowered so the test writes 8 MB, not 100 MB."""
+    import tracemalloc
+
+    from dormant_tasks.tracking import calibration as module
+
+    monkeypatch.setattr(module, "MAX_TEXT_CHARS", 1000)
+    path = tmp_path / "long.txt"
+    path.write_text("short one\n" + "x" * 8_000_000 + "\nlast one\n", encoding="utf-8")
+    tracemalloc.start()
+    try:
+        calibration = load_calibration(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert calibration.texts == ("short one", "x" * 1000, "last one") and calibration.n_cut == 1
+    assert "1 texts of long are longer than 1,000" in calibration.notes("score")[0]
+    assert peak < 1_000_000, peak
+
+
+def test_texts_split_as_the_whole_text_splits(tmp_path):
+    """Lines read one at a time are the texts `str.splitlines` gave on the whole file (its calibration_id
+    is unchanged): CRLF, a lone CR, and the other line breaks splitlines knows."""
+    content = "one\r\ntwo\rthree\x0bfour\u2028five\n\n six \n"
+    path = tmp_path / "breaks.txt"
+    path.write_bytes(content.encode("utf-8"))
+    expected = tuple(t for t in content.splitlines() if t.strip())
+    assert load_calibration(path).texts == expected
