@@ -32,6 +32,7 @@ import torch
 from dormant_tasks.engine.adapters import adapter_for
 from dormant_tasks.engine.attention import (
     ATTENTION_NAME,
+    KERNELS,
     DynamicZeroing,
     ScoringSession,
     StaticZeroing,
@@ -152,14 +153,19 @@ def scoring_pass(
     input_offset: int = 0,
     query_block: int | None = None,
     input_indices=None,
+    kernel: str = "auto",
 ) -> PassResult:
     """One forward pass: logits, per-input scores [batch, fn, layer, head] and the zeroed mask [batch, layer, head].
 
     `query_block` forces the float32 query-block path (used where the CPU log-sum-exp kernel is absent).
+    `kernel` "auto" runs the Triton kernel (engine/triton_attention.py) on CUDA where Triton is installed and
+    torch's kernels elsewhere; "triton" always (on CPU in Triton's interpreter, TRITON_INTERPRET=1), "torch" never.
     `input_indices` (one int per row) seed the `random` baseline instead of `input_offset + row`, for callers
     that batch their inputs out of order.
     """
     fns = tuple(parse_score_functions(score_fns))
+    if kernel not in KERNELS:
+        raise ConfigError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
     n_layers, n_heads = _shape(model)
     _validate_zeroing(zeroing, n_layers, n_heads)
     if attention_mask is None:
@@ -167,7 +173,9 @@ def scoring_pass(
     lengths = input_lengths(attention_mask)  # [batch]
     batch = input_ids.shape[0]
     rows = range(input_offset, input_offset + batch) if input_indices is None else list(input_indices)
-    session = ScoringSession(lengths=lengths, score_fns=fns, random_u=None, zeroing=zeroing, query_block=query_block)
+    session = ScoringSession(
+        lengths=lengths, score_fns=fns, random_u=None, zeroing=zeroing, query_block=query_block, kernel=kernel
+    )
     if "random" in session.needed():  # a generator per input: not paid by passes that do not ask for it
         session.random_u = torch.from_numpy(random_baseline(seed, rows, n_layers, n_heads))
     with scoring_attention_installed(model) as adapter:
