@@ -8,11 +8,12 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 .PHONY: setup demo test lint clean-demo olah lmeval045
 
 # torch first, pinned: this machine's CPU build lies on disk; an open range would pull a multi-GB CUDA build.
+# The gpu extra (Triton) lets the tests run the GPU score kernel in Triton's interpreter on CPU.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,gpu]'
 	touch $@
 
 setup: $(VENV)/.installed

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The GPU checks in one go, on one CUDA GPU in under 8 minutes, ending in one summary table:
-#   1. oracle tests  the engine-vs-oracle tests of tests/library/engine/test_scoring.py (query-block entropy and
-#                    first-token weight, float32 and bfloat16, padding, dynamic zeroing, logits) with
-#                    DORMANT_TEST_DEVICE=cuda, so the very tests of the CPU suite run on the CUDA path;
-#   2. overhead      benchmarks/scoring_overhead.py on CUDA, bfloat16 then float32: ratio = scoring pass / plain sdpa;
+#   1. oracle tests  the engine-vs-oracle tests of tests/library/engine/test_scoring.py and test_triton_attention.py
+#                    (the Triton kernel and the query-block rows, float32 and bfloat16, padding, dynamic zeroing,
+#                    logits) with DORMANT_TEST_DEVICE=cuda, so the very tests of the CPU suite run on the CUDA path;
+#   2. engine table  benchmarks/scoring_overhead.py --table on CUDA: OLMo-2 1B and 7B, Llama-3.2-3B (GQA) shapes,
+#                    random init, bfloat16 and float32, calibration-sized and 4 x 2,048-token inputs, plain sdpa vs
+#                    all 16 functions vs the sweep's 3 (cases past its budget are listed as not run);
+#                    ratio = all 16 / plain at OLMo-2 7B bfloat16, 4 x 2,048 tokens;
 #   3. sweep         one intervention sweep (benchmarks/sweep_cost.py: winogrande, --limit 50) on CUDA through
 #                    lm-eval, checked (1 + 21 settings, accuracies and zeroed fractions in [0, 1], some heads zeroed);
 #                    ratio = sweep / engine passes.
@@ -56,20 +59,21 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" # this tree's dormant_tasks
 # overall deadline, counted from the start: 450 s on CUDA, so the whole script ends within 8 minutes.
 if [[ "$DEVICE" == cpu ]]; then
     MODE="CPU dry run"
-    DEADLINE_S=1000 T_ENV=120 T_TESTS=240 T_OVERHEAD=180 T_SWEEP=300 T_INT8=120
-    OVERHEAD_ARGS=(--lengths "128,256" --repeats 1)
-    OVERHEAD_F32_VARIANTS=plain,naive,ours
+    DEADLINE_S=1000 T_ENV=120 T_TESTS=240 T_TABLE=300 T_SWEEP=300 T_INT8=120
+    TABLE_ARGS=(--models olmo2-1b,llama3.2-3b --repeats 1 --budget-s 240) # reduced shapes on CPU
     SWEEP_TASKS=winogrande SWEEP_LIMIT=5 SWEEP_BATCH=16
 else
     MODE="CUDA"
-    DEADLINE_S=450 T_ENV=60 T_TESTS=120 T_OVERHEAD=90 T_SWEEP=150 T_INT8=60
-    OVERHEAD_ARGS=(--lengths "512,2048" --repeats 5)
-    OVERHEAD_F32_VARIANTS=plain,ours
+    # not yet timed on a GPU: the table's --budget-s leaves its last (model, dtype) cases out rather than overrun
+    DEADLINE_S=450 T_ENV=60 T_TESTS=100 T_TABLE=170 T_SWEEP=120 T_INT8=50
+    TABLE_ARGS=(--repeats 3 --budget-s 120)
     SWEEP_TASKS=winogrande SWEEP_LIMIT=50 SWEEP_BATCH=32
 fi
-# the tests of tests/library/engine/test_scoring.py that take the `torch_device` fixture (tests/conftest.py): 26 cases
-TEST_SELECTION="oracle or padding or bf16 or plain_sdpa"
-MIN_TESTS=26
+# the tests that take the `torch_device` fixture (tests/conftest.py): 26 cases of test_scoring.py, 21 of
+# test_triton_attention.py (which skip, failing this check, where the interpreter has no Triton)
+TEST_FILES=(tests/library/engine/test_scoring.py tests/library/engine/test_triton_attention.py)
+TEST_SELECTION="oracle or padding or bf16 or plain_sdpa or brute_force"
+MIN_TESTS=47
 
 START=$SECONDS
 LOG_DIR="${GPU_CHECK_LOGS:-${OUT:-}}"
@@ -147,6 +151,12 @@ line = (
     f"transformers {transformers.__version__}, lm-eval {version('lm_eval')}, datasets {datasets.__version__}, "
     f"pyarrow {pyarrow.__version__}"
 )
+try:
+    import triton
+
+    line += f", triton {triton.__version__}"
+except ImportError:
+    line += ", no triton (the engine's CUDA path falls back to torch's kernels)"
 if device.startswith("cuda"):
     if torch.version.cuda is None:
         sys.exit(f"torch {torch.__version__} is a CPU-only build (no CUDA)")
@@ -214,7 +224,7 @@ verdict() { # the result word of the last step
 
 # 1. the oracle tests on the device
 run_step oracle-tests "$T_TESTS" env DORMANT_TEST_DEVICE="$DEVICE" "$PY" -m pytest -q -rs -p no:cacheprovider \
-    tests/library/engine/test_scoring.py -k "$TEST_SELECTION"
+    "${TEST_FILES[@]}" -k "$TEST_SELECTION"
 result="$(verdict)"
 counts="$(grep -E '^[0-9]+ (passed|failed|skipped|error)|^=+ .*(passed|failed|error)' "$STEP_LOG" | tail -1 | tr -d '=')"
 counts="$(echo "$counts" | sed 's/^ *//; s/ in [0-9.]*s.*$//')"
@@ -228,22 +238,14 @@ elif [[ "$result" == PASS ]] && grep -qE '[0-9]+ skipped' <<<"$counts"; then
 fi
 record "oracle tests ($DEVICE)" "$result" "$STEP_S" "-" "${counts:-see $STEP_LOG}"
 
-# 2. scoring overhead against plain sdpa, bfloat16 then float32
-for dtype in bfloat16 float32; do
-    variants=plain,naive,ours
-    [[ "$dtype" == float32 ]] && variants="$OVERHEAD_F32_VARIANTS"
-    run_step "overhead-$dtype" "$T_OVERHEAD" "$PY" benchmarks/scoring_overhead.py --device "$DEVICE" \
-        --dtype "$dtype" --variants "$variants" "${OVERHEAD_ARGS[@]}"
-    result="$(verdict)"
-    line="$(grep -E '^ours/plain time at [0-9]+ tokens: ' "$STEP_LOG" | tail -1)"
-    ratio="$(sed -E 's/.*: ([0-9.a-z]+)x$/\1x/' <<<"$line")"
-    if [[ "$result" == PASS && -z "$line" ]]; then
-        result=FAIL
-        ratio="-"
-    fi
-    tokens="$(sed -E 's/^ours\/plain time at ([0-9]+) tokens.*/\1/' <<<"$line")"
-    record "overhead $dtype" "$result" "$STEP_S" "${ratio:--}" "ours/plain time${tokens:+ at $tokens tokens}"
-done
+# 2. the real-shape table: the engine (all 16 functions, the sweep's 3) against plain sdpa
+run_step engine-table "$T_TABLE" "$PY" benchmarks/scoring_overhead.py --table --device "$DEVICE" "${TABLE_ARGS[@]}"
+result="$(verdict)"
+case_name="olmo2-7b bfloat16 long all16"
+[[ "$DEVICE" == cpu ]] && case_name="llama3.2-3b bfloat16 long all16" # the reduced CPU table has no 7B
+ratio="$(sed -nE "s/^ratio $case_name: ([0-9.a-z]+x)$/\1/p" "$STEP_LOG" | tail -1)"
+[[ "$result" == PASS && -z "$ratio" ]] && result=FAIL
+record "engine table ($DEVICE)" "$result" "$STEP_S" "${ratio:--}" "all16/plain, $case_name (table in the log)"
 
 # 3. one intervention sweep through lm-eval on the device: benchmarks/sweep_cost.py's main, with its timed
 # batches moved to the model's device (it times the CPU tensors DormantLM.row_batches builds, which a CUDA

@@ -14,6 +14,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["DORMANT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dormant-cache-")
 # No Hub here: lm-eval tasks read the bundled datasets (huggingface_hub itself stays online for the loopback tests).
 os.environ["HF_DATASETS_OFFLINE"] = "1"
+# Before triton is imported anywhere: the Triton score kernel runs on CPU tensors only in Triton's interpreter
+# (tests/library/engine/test_triton_attention.py); on a CUDA test device it is compiled.
+if not os.environ.get("DORMANT_TEST_DEVICE", "cpu").strip().startswith("cuda"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 from builders import save_random_series  # noqa: E402

@@ -13,6 +13,10 @@ How each layer computes its scores, never holding more than this layer's tensors
   also returns each query's log-sum-exp (lse). With z_ij = scale q_i.k_j:
   entropy_i = lse_i - sum_j A_ij z_ij = lse_i - scale q_i.(sum_j A_ij k_j), and the bracket is a second fused
   attention whose values are the keys; the first-token weight is A_i0 = exp(z_i0 - lse_i);
+- on CUDA, where Triton (the `gpu` extra) is installed, one Triton kernel (`engine/triton_attention.py`) returns
+  the output with every per-query statistic (entropy, first-token weight, output norms, full output norms) in
+  float32, and one masked mean turns them into the layer's scores; `ScoringSession.kernel` "triton" forces it
+  (on CPU in Triton's interpreter, for the tests), "torch" keeps torch's kernels;
 - elsewhere (or when `ScoringSession.query_block` is set) entropy and first-token weight come from explicit
   float32 softmax rows, a block of queries at a time ([batch, head, block, seq] at most);
 - full head output norms need no projection: ||o W_O[h]^T||^2 = o G_h o^T with the d_head x d_head Gram
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from dormant_tasks.engine import triton_attention as tri
 from dormant_tasks.engine.adapters import FamilyAdapter
 from dormant_tasks.engine.score_functions import get_score_function, is_inactive
 from dormant_tasks.errors import ScoringError
@@ -45,6 +50,7 @@ ATTENTION_NAME = "dormant_scoring"
 # Each "_ln" id -> the raw id that it divides by that raw score's mean over the layer's heads (docs/SCORES.md §2).
 LN_OF = {f"{raw}_ln": raw for raw in ("awft", "aeqd", "ftvvn", "avvn", "ahon", "fhon")}
 DEFAULT_BLOCK = 256  # queries per block on the query-block path (devices without the CPU lse kernel)
+KERNELS = ("auto", "triton", "torch")  # ScoringSession.kernel
 _FUSED_CPU = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
 
@@ -76,6 +82,7 @@ class ScoringSession:
     adapter: FamilyAdapter | None = None  # where the model's family keeps W_O (engine.adapters); None: o_proj
     zeroing: DynamicZeroing | StaticZeroing | None = None
     query_block: int | None = None  # force the float32 query-block path with this many queries per block
+    kernel: str = "auto"  # one of KERNELS: the Triton kernel on CUDA where installed ("auto"), always, or never
     scores: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [batch, fn, head] float64
     zeroed: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [batch, head] bool
     gram: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [head, d_head, d_head], see head_gram
@@ -151,6 +158,7 @@ def layer_scores(
     valid = (torch.arange(seq, device=query.device) < lengths[:, None]).double()  # [batch, seq]
     n_rep = n_heads // key.shape[1]
     raw: dict[str, torch.Tensor] = {}
+    _value_scores(raw, value, n_rep, valid, lengths, needed)
 
     if needed & {"awft", "awft_ln", "aeqd", "aeqd_ln"}:
         q32 = query.float()  # [batch, head, seq, d]
@@ -170,11 +178,6 @@ def layer_scores(
             raw["aeqd"] = _masked_mean(entropy, valid, lengths)
         raw["awft"] = _masked_mean(first, valid, lengths)
 
-    if needed & {"ftvvn", "ftvvn_ln", "avvn", "avvn_ln"}:
-        v_norm = _repeat_kv(value.float().norm(dim=-1, keepdim=True), n_rep)[..., 0]  # [batch, head, seq]
-        raw["ftvvn"] = v_norm[:, :, 0].double()
-        raw["avvn"] = _masked_mean(v_norm, valid, lengths)
-
     o32 = attn_output.float()  # [batch, head, seq, d]
     if needed & {"ahon", "ahon_ln", "lthon", "lthon_ln", "lthon_hn"}:
         o_norm = o32.norm(dim=-1)  # [batch, head, seq]
@@ -183,18 +186,35 @@ def layer_scores(
         raw["lthon"] = o_norm.gather(2, last)[..., 0].double()  # [batch, head]
 
     if needed & {"fhon", "fhon_ln"}:
-        if module.layer_idx not in session.gram:  # cached for the session: the weights do not change within it
-            w_o = session.adapter.output_weight(module) if session.adapter else module.o_proj.weight  # [width, h*d]
-            session.gram[module.layer_idx] = head_gram(w_o, n_heads)
-        gram = session.gram[module.layer_idx]  # [head, d, d]
+        gram = _layer_gram(module, session, n_heads)  # [head, d, d]
         sq = torch.einsum("bhsd,hde,bhse->bhs", o32, gram, o32)  # [batch, head, seq] = ||o W_O[h]^T||^2
         raw["fhon"] = _masked_mean(sq.clamp_min(0.0).sqrt(), valid, lengths)
+    return _final_scores(raw, needed, session, module.layer_idx, query.device)
 
+
+def _layer_gram(module, session: ScoringSession, n_heads: int) -> torch.Tensor:
+    """This layer's [head, d_head, d_head] Gram matrices, cached for the session (its weights do not change)."""
+    if module.layer_idx not in session.gram:
+        w_o = session.adapter.output_weight(module) if session.adapter else module.o_proj.weight  # [width, h*d]
+        session.gram[module.layer_idx] = head_gram(w_o, n_heads)
+    return session.gram[module.layer_idx]
+
+
+def _value_scores(raw: dict, value, n_rep: int, valid, lengths, needed: set[str]) -> None:
+    """ftvvn and avvn into `raw`, from the KV heads' value norms (repeated per query head only as [batch, head, seq])."""
+    if needed & {"ftvvn", "ftvvn_ln", "avvn", "avvn_ln"}:
+        v_norm = _repeat_kv(value.float().norm(dim=-1, keepdim=True), n_rep)[..., 0]  # [batch, head, seq]
+        raw["ftvvn"] = v_norm[:, :, 0].double()
+        raw["avvn"] = _masked_mean(v_norm, valid, lengths)
+
+
+def _final_scores(raw: dict, needed: set[str], session: ScoringSession, layer: int, device) -> dict[str, torch.Tensor]:
+    """Every needed function [batch, head] float64 from the raw per-head scores (ratios, the random baseline)."""
     out: dict[str, torch.Tensor] = {}
     for fn in needed:
         if fn == "random":
             assert session.random_u is not None  # drawn whenever `random` is asked for
-            out[fn] = session.random_u[:, module.layer_idx].to(query.device, torch.float64)  # [batch, head]
+            out[fn] = session.random_u[:, layer].to(device, torch.float64)  # [batch, head]
         elif fn in LN_OF:
             base = raw[LN_OF[fn]]  # [batch, head]
             out[fn] = _layer_ratio(base, base.mean(-1, keepdim=True))
@@ -205,6 +225,51 @@ def layer_scores(
         else:
             out[fn] = raw[fn]
     return out
+
+
+def triton_layer_scores(
+    module, query, key, value, scaling, session: ScoringSession
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """(attn_output [batch, seq, head, d], every needed score [batch, head] float64) from one Triton kernel that
+    returns the output with its per-query statistics (engine/triton_attention.py), then one masked mean of them."""
+    needed = session.needed()
+    batch, n_heads, seq, _ = query.shape
+    lengths = session.lengths.to(query.device)  # [batch]
+    valid = (torch.arange(seq, device=query.device) < lengths[:, None]).double()  # [batch, seq]
+    entropy = bool(needed & {"aeqd", "aeqd_ln"})
+    first = bool(needed & {"awft", "awft_ln"})
+    norm = bool(needed & {"ahon", "ahon_ln", "lthon", "lthon_ln", "lthon_hn"})
+    gram = _layer_gram(module, session, n_heads) if needed & {"fhon", "fhon_ln"} else None
+    out, stats = tri.attention_with_stats(
+        query, key, value, scaling, entropy=entropy, first_weight=first, norm=norm, gram=gram
+    )  # [batch, seq, head, d], [batch, head, 4, seq]
+    means = (stats.double() * valid[:, None, None, :]).sum(-1) / lengths[:, None, None]  # [batch, head, 4]
+    raw: dict[str, torch.Tensor] = {}
+    if entropy:
+        raw["aeqd"] = means[..., tri.STAT_ENTROPY]
+    if first:
+        raw["awft"] = means[..., tri.STAT_FIRST]
+    if norm:
+        raw["ahon"] = means[..., tri.STAT_NORM]
+        last = (lengths - 1)[:, None].expand(batch, n_heads)[:, :, None]  # [batch, head, 1]
+        raw["lthon"] = stats[:, :, tri.STAT_NORM].gather(2, last)[..., 0].double()  # [batch, head]
+    if gram is not None:
+        raw["fhon"] = means[..., tri.STAT_FULL_NORM]
+    _value_scores(raw, value, n_heads // key.shape[1], valid, lengths, needed)
+    return out, _final_scores(raw, needed, session, module.layer_idx, query.device)
+
+
+def _use_triton(session: ScoringSession, query: torch.Tensor) -> bool:
+    """Whether this layer runs the Triton kernel: `kernel="triton"` always (ScoringError where it cannot), "auto" on
+    CUDA when Triton is installed (compiled, not interpreted) and no query block is forced, "torch" never."""
+    if session.kernel == "torch" or (session.kernel == "auto" and session.query_block is not None):
+        return False
+    reason = tri.unavailable_reason(query)
+    if session.kernel == "triton":
+        if reason is not None:
+            raise ScoringError(f"the Triton score kernel cannot run here: {reason}")
+        return True
+    return reason is None and query.device.type == "cuda" and not tri.INTERPRETED
 
 
 def _zero_mask(session: ScoringSession, layer: int, scores: dict[str, torch.Tensor], shape, device) -> torch.Tensor:
@@ -251,20 +316,12 @@ def scoring_attention(module, query, key, value, attention_mask, scaling, dropou
     _refuse_unimplemented(module, int(session.lengths.max()), kwargs)
     if query.shape[2] != key.shape[2]:
         raise ScoringError("the score engine scores whole inputs in one pass; call the model without a KV cache")
-    n_rep = query.shape[1] // key.shape[1]
-    k = _repeat_kv(key, n_rep)  # [batch, head, seq, d]
-    v = _repeat_kv(value, n_rep)  # [batch, head, seq, d]
-    lse = None
-    if query.device.type == "cpu" and _FUSED_CPU is not None:
-        attn_output, lse = _FUSED_CPU(query, k, v, 0.0, True, scale=scaling)  # [batch, head, seq, d], [b, h, seq]
-        if query.dtype != torch.float32:
-            lse = None  # scores are float32 whatever the model dtype: this lse came from lower-precision q, k
+    if _use_triton(session, query):
+        out, scores = triton_layer_scores(module, query, key, value, scaling, session)  # out [batch, seq, head, d]
     else:
-        attn_output = torch.nn.functional.scaled_dot_product_attention(
-            query, k, v, is_causal=True, scale=scaling
-        )  # [batch, head, seq, d]
-
-    scores = layer_scores(module, query, key, value, attn_output, scaling, session, lse)
+        attn_output = _torch_attention(query, key, value, scaling)
+        scores = layer_scores(module, query, key, value, attn_output[0], scaling, session, attn_output[1])
+        out = attn_output[0].transpose(1, 2)  # [batch, seq, head, d]
     layer = module.layer_idx
     batch, n_heads = query.shape[:2]
     session.scores[layer] = (
@@ -275,8 +332,22 @@ def scoring_attention(module, query, key, value, attention_mask, scaling, dropou
     zero = _zero_mask(session, layer, scores, (batch, n_heads), query.device)  # [batch, head]
     session.zeroed[layer] = zero
     if zero.any():
-        attn_output = attn_output.masked_fill(zero[:, :, None, None], 0.0)  # [batch, head, seq, d]
-    return attn_output.transpose(1, 2).contiguous(), None  # [batch, seq, head, d]
+        out = out.masked_fill(zero[:, None, :, None], 0.0)  # [batch, seq, head, d]
+    return out.contiguous(), None  # [batch, seq, head, d]
+
+
+def _torch_attention(query, key, value, scaling) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(attn_output [batch, head, seq, d], its float32 log-sum-exp [batch, head, seq] or None) from torch's fused
+    kernels, K/V repeated per query head."""
+    n_rep = query.shape[1] // key.shape[1]
+    k = _repeat_kv(key, n_rep)  # [batch, head, seq, d]
+    v = _repeat_kv(value, n_rep)  # [batch, head, seq, d]
+    if query.device.type == "cpu" and _FUSED_CPU is not None:
+        attn_output, lse = _FUSED_CPU(query, k, v, 0.0, True, scale=scaling)  # [batch, head, seq, d], [b, h, seq]
+        # scores are float32 whatever the model dtype: a lower-precision lse came from lower-precision q, k
+        return attn_output, lse if query.dtype == torch.float32 else None
+    attn_output = torch.nn.functional.scaled_dot_product_attention(query, k, v, is_causal=True, scale=scaling)
+    return attn_output, None
 
 
 def random_baseline(seed: int, input_indices, n_layers: int, n_heads: int) -> np.ndarray:

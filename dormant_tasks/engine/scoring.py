@@ -7,12 +7,13 @@ Public API
   the duration of the call only. Inputs must be RIGHT-padded (`attention_mask` rows are 1s then 0s).
   `zeroing` is a `DynamicZeroing(score_fn, tau)` or `StaticZeroing(heads)` (or None). The `random` baseline of
   input b is seeded by (seed, input_offset + b), so it does not depend on batching.
-- `score_texts(model, tokenizer, texts, score_fns=None, batch_size=8, seed=0, progress=False, max_tokens=None,
+- `score_texts(model, tokenizer, texts, score_fns=None, batch_size=None, seed=0, progress=False, max_tokens=None,
   max_batch_tokens=None) -> InputScores`: tokenises each text as `tokenizer(text)` does, keeps its first
   `max_tokens` tokens (default and upper bound: the model's `max_position_embeddings`; one warning line names
   the inputs cut and about how many tokens were left out, `InputScores.n_truncated` counts them), batches
   right-padded inputs in input order, cutting a batch at `batch_size` inputs or where padded length x batch
-  size would exceed `max_batch_tokens` (default 65,536; an input longer than that goes alone), and collects
+  size would exceed `max_batch_tokens` (an input longer than that goes alone; defaults: 8 inputs and 65,536
+  tokens, or on CUDA with no `batch_size` named, 16,384 tokens and no input limit: engine.batching), and collects
   per-input scores in input order; `InputScores.to_table()` is the docs/DATA_CONTRACT.md `input_scores` layout.
 A model whose attention does not go through `transformers.AttentionInterface`, whose family has no adapter in
 `dormant_tasks.engine.adapters`, or which uses an attention feature the engine does not implement raises
@@ -32,21 +33,20 @@ import torch
 from dormant_tasks.engine.adapters import adapter_for
 from dormant_tasks.engine.attention import (
     ATTENTION_NAME,
+    KERNELS,
     DynamicZeroing,
     ScoringSession,
     StaticZeroing,
     random_baseline,
     scoring_attention,
 )
-from dormant_tasks.engine.batching import batch_runs, padded_batch
+from dormant_tasks.engine.batching import batch_runs, device_batching, padded_batch
 from dormant_tasks.engine.score_functions import parse_score_functions
 from dormant_tasks.errors import ConfigError, ScoringError
 
 __all__ = ["DynamicZeroing", "InputScores", "PassResult", "StaticZeroing", "score_texts", "scoring_pass"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MAX_BATCH_TOKENS = 65_536  # padded tokens (batch size x padded length) per forward pass
 
 
 @dataclass
@@ -152,14 +152,19 @@ def scoring_pass(
     input_offset: int = 0,
     query_block: int | None = None,
     input_indices=None,
+    kernel: str = "auto",
 ) -> PassResult:
     """One forward pass: logits, per-input scores [batch, fn, layer, head] and the zeroed mask [batch, layer, head].
 
     `query_block` forces the float32 query-block path (used where the CPU log-sum-exp kernel is absent).
+    `kernel` "auto" runs the Triton kernel (engine/triton_attention.py) on CUDA where Triton is installed and
+    torch's kernels elsewhere; "triton" always (on CPU in Triton's interpreter, TRITON_INTERPRET=1), "torch" never.
     `input_indices` (one int per row) seed the `random` baseline instead of `input_offset + row`, for callers
     that batch their inputs out of order.
     """
     fns = tuple(parse_score_functions(score_fns))
+    if kernel not in KERNELS:
+        raise ConfigError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
     n_layers, n_heads = _shape(model)
     _validate_zeroing(zeroing, n_layers, n_heads)
     if attention_mask is None:
@@ -167,7 +172,9 @@ def scoring_pass(
     lengths = input_lengths(attention_mask)  # [batch]
     batch = input_ids.shape[0]
     rows = range(input_offset, input_offset + batch) if input_indices is None else list(input_indices)
-    session = ScoringSession(lengths=lengths, score_fns=fns, random_u=None, zeroing=zeroing, query_block=query_block)
+    session = ScoringSession(
+        lengths=lengths, score_fns=fns, random_u=None, zeroing=zeroing, query_block=query_block, kernel=kernel
+    )
     if "random" in session.needed():  # a generator per input: not paid by passes that do not ask for it
         session.random_u = torch.from_numpy(random_baseline(seed, rows, n_layers, n_heads))
     with scoring_attention_installed(model) as adapter:
@@ -236,7 +243,7 @@ def score_texts(
     tokenizer,
     texts,
     score_fns=None,
-    batch_size: int = 8,
+    batch_size: int | None = None,
     seed: int = 0,
     progress: bool = False,
     query_block: int | None = None,
@@ -249,11 +256,12 @@ def score_texts(
     Cut inputs are one WARNING line, or one INFO line with `warn_truncated=False` (the tracker, whose run summary
     warns once for the whole series instead of once per checkpoint; `InputScores.n_truncated` has the count)."""
     fns = tuple(parse_score_functions(score_fns))
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, got {batch_size}")
     if max_tokens is not None and max_tokens < 1:
         raise ConfigError(f"--max-tokens must be at least 1, got {max_tokens}")
-    budget = DEFAULT_MAX_BATCH_TOKENS if max_batch_tokens is None else max_batch_tokens
+    device = next(model.parameters()).device
+    batch_size, budget = device_batching(device, batch_size, max_batch_tokens)
     if budget < 1:
         raise ConfigError(f"--max-batch-tokens must be at least 1, got {budget}")
     context = _context_length(model)
@@ -274,7 +282,6 @@ def score_texts(
     n_layers, n_heads = _shape(model)
     values = np.empty((len(texts), len(fns), n_layers, n_heads), dtype=np.float64)
     batches = batch_runs([len(ids) for ids in encoded], batch_size, budget)
-    device = next(model.parameters()).device
     if progress:
         from dormant_tasks.progress import progress_bar
 

@@ -10,9 +10,15 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from dormant_tasks.engine.batching import batch_runs, padded_batch
+from dormant_tasks.engine.batching import (
+    DEFAULT_MAX_BATCH_TOKENS,
+    GPU_MAX_BATCH_TOKENS,
+    batch_runs,
+    device_batching,
+    padded_batch,
+)
 from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
-from dormant_tasks.engine.scoring import DEFAULT_MAX_BATCH_TOKENS, score_texts, scoring_pass
+from dormant_tasks.engine.scoring import score_texts, scoring_pass
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.tracking.calibration import DEMO_CORPUS
 
@@ -131,6 +137,19 @@ def test_token_budget_batching_equals_one_at_a_time_in_input_order(model, tiny_t
 def test_default_budget_keeps_batch_sizebatch_runs():
     assert batch_runs([100] * 20, 8, DEFAULT_MAX_BATCH_TOKENS) == [range(0, 8), range(8, 16), range(16, 20)]
     assert batch_runs([10, 100, 10, 10, 300, 10], 8, 200) == [range(0, 2), range(2, 4), range(4, 5), range(5, 6)]
+
+
+def test_gpu_default_batches_by_tokens_alone():
+    """On CUDA with no batch size named, 128 calibration-sized inputs go in one pass and 2,048-token inputs 8 at a
+    time; a batch size or budget the caller names, and every CPU default, are kept."""
+    rows, tokens = device_batching("cuda", None, None)
+    assert (rows, tokens) == (None, GPU_MAX_BATCH_TOKENS)
+    assert batch_runs([40] * 128, rows, tokens) == [range(0, 128)]
+    assert batch_runs([2048] * 20, rows, tokens) == [range(0, 8), range(8, 16), range(16, 20)]
+    assert device_batching("cuda", 16, None) == (16, DEFAULT_MAX_BATCH_TOKENS)
+    assert device_batching("cuda:1", None, 4096) == (None, 4096)
+    assert device_batching("cpu", None, None) == (8, DEFAULT_MAX_BATCH_TOKENS)
+    assert device_batching(torch.device("cpu"), 3, 100) == (3, 100)
 
 
 @pytest.mark.parametrize("kwargs", [dict(max_tokens=0), dict(max_tokens=-3), dict(max_batch_tokens=0)])

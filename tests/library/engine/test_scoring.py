@@ -4,8 +4,9 @@ Models are randomly initialised OLMo-2 (MHA), Llama (GQA, 2 KV heads) and Qwen2 
 with a larger init scale than the default so that attention is far from uniform.
 
 The tests that take the `torch_device` fixture (tests/conftest.py) run on $DORMANT_TEST_DEVICE (default cpu):
-with `DORMANT_TEST_DEVICE=cuda` the same engine-vs-oracle comparisons check the GPU path, where entropy and
-first-token weight always come from the float32 query-block rows (benchmarks/gpu_check.sh does this).
+with `DORMANT_TEST_DEVICE=cuda` the same engine-vs-oracle comparisons check the GPU paths: the Triton kernel
+where Triton is installed (the default) and the float32 query-block rows (`query_block`); benchmarks/gpu_check.sh
+does this.
 """
 
 from __future__ import annotations
