@@ -496,7 +496,7 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
     holder writes its pid into the file. Another run waits, with a line on stderr at once and at least every
     20 s ("waiting for another run on SERIES (pid N)"), or with `wait=False` is refused in one line.
     Re-entrant within the process (the flow inside the CLI's run). A store that does not exist yet gets only
-    its lock folder, removed again when the run stored nothing; a read-only store is not locked (it cannot
+    its lock folder, removed again (with the store folder it made) when the run stored nothing; a read-only store is not locked (it cannot
     be written). `series_lock` inside it orders this process's threads.
     """
     root = Path(store)
@@ -526,9 +526,9 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
     finally:
         with _RUNS_LOCK:
             _RUNS.pop(path, None)
-        if new and not (root / MARKER).is_file():  # nothing stored: no store folder left behind
+        if not (root / MARKER).is_file():  # nothing stored: no lock folder (nor a store folder it made) left behind
             path.unlink(missing_ok=True)
-            for folder in (path.parent, root):
+            for folder in (path.parent, root) if new else (path.parent,):
                 with contextlib.suppress(OSError):
                     folder.rmdir()
         lock.__exit__(None, None, None)
@@ -908,9 +908,13 @@ def _read_files(files: list[Path], schema: pa.Schema, expr, columns=None) -> pa.
         t = schema.empty_table()
         return t.select(columns) if columns is not None else t
     try:
-        return ds.dataset([str(p) for p in files], schema=schema, format=_SCAN).to_table(filter=expr, columns=columns)
+        t = ds.dataset([str(p) for p in files], schema=schema, format=_SCAN).to_table(filter=expr, columns=columns)
     except (OSError, pa.ArrowException) as e:
         raise _read_failure(files, e) from None
+    # a file without one of the schema's columns (a damaged footer renames it) reads as nulls: refused
+    if any(t.column(f.name).null_count for f in t.schema if not schema.field(f.name).nullable):
+        raise _read_failure(files, StoreError("a column that needs a value in every row has none"))
+    return t
 
 
 def _read_failure(files: list[Path], e: Exception) -> StoreError:

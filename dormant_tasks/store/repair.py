@@ -12,9 +12,9 @@ file (truncated, bytes changed: `damaged_files` finds it; reads refuse it by nam
 - a missing, empty or damaged manifest is rebuilt from the rows its head_scores files keep in their metadata
   (`MANIFEST_ROW_KEY`), with their sizes and checksums; when a file keeps none (written before they did),
   repair refuses and changes nothing;
-- a row whose head_scores file is missing or damaged is dropped (the next `dormant track` scores that
-  checkpoint again: `RepairResult.dropped`); a row whose input_scores file is missing or damaged keeps its
-  mask, with `input_scores_kept` false;
+- a row whose head_scores or input_scores file is damaged, or whose head_scores file is missing, is dropped
+  (the next `dormant track` scores that checkpoint again: `RepairResult.dropped`); a row whose input_scores
+  file is missing (deleted by hand) keeps its mask, with `input_scores_kept` false;
 - a head_scores or input_scores file that no row names is deleted (left by a killed writer).
 Derived tables (transitions, histories, agreement) are derived again by the caller (`dormant store repair`,
 `dormant track`): they are recomputed from the checkpoints whenever missing, damaged or stale.
@@ -61,8 +61,8 @@ class Damage:
 
 @dataclass
 class RepairResult:
-    dropped: list[str] = field(default_factory=list)  # "model_id@revision" rows dropped: head_scores missing/damaged
-    unkept: list[str] = field(default_factory=list)  # rows whose input_scores file was missing or damaged
+    dropped: list[str] = field(default_factory=list)  # "model_id@revision" rows dropped: a file missing/damaged
+    unkept: list[str] = field(default_factory=list)  # rows whose input_scores file was missing
     orphans: list[Path] = field(default_factory=list)  # files no manifest row named, deleted
     rebuilt: list[str] = field(default_factory=list)  # "model_id (n results)": manifests rebuilt from their files
     quarantined: list[tuple[Damage, Path]] = field(default_factory=list)  # damaged files and where they went
@@ -176,13 +176,15 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
                 _manifest(root, series, heads, {})
         for series in every:
             _quarantine(root, damage[series], result)
+            # a damaged input_scores file drops its result too: the rerun scores it again, both files whole
+            bad_inputs = {d.path.stem for d in damage[series] if d.path.parts[-3] == "input_scores"}
             heads, inputs = _files(root, "head_scores", series), _files(root, "input_scores", series)
             manifest, rebuilt = _manifest(root, series, heads, inputs)
             if rebuilt:
                 result.rebuilt.append(f"{series} ({manifest.num_rows} results)")
             keys = manifest.column("file_key").to_pylist()
             kept = manifest.column("input_scores_kept").to_pylist()
-            present = [k in heads for k in keys]
+            present = [k in heads and k not in bad_inputs for k in keys]
             now_kept = [bool(k and key in inputs) for k, key in zip(kept, keys)]
             revisions = manifest.column("revision").to_pylist()
             result.dropped += [f"{series}@{r}" for r, ok in zip(revisions, present) if not ok]

@@ -29,8 +29,8 @@ def add_parser(subparsers) -> None:
         description="Move damaged files (truncated, bytes changed: size, content checksum and page checksums "
         "checked) aside into <store>/_quarantine/ (never deleted), rebuild a missing or damaged manifest from "
         "the rows its head_scores files keep (or refuse, changing nothing), drop manifest rows whose head_scores "
-        "file is missing or damaged (the next `dormant track` scores those checkpoints again), unmark input "
-        "scores whose file is missing or damaged, delete result files that no manifest row names (left by a "
+        "file is missing, or a file damaged (the next `dormant track` scores those checkpoints again), unmark input "
+        "scores whose file is missing, delete result files that no manifest row names (left by a "
         "killed writer), and derive transitions, histories and agreement again where they are missing, damaged "
         "or stale.",
     )
@@ -126,9 +126,9 @@ def run_repair(args: argparse.Namespace) -> int:
     for name in r.rebuilt:
         print(f"rebuilt the manifest of {name} from its head_scores files")
     for name in r.dropped:
-        print(f"dropped {name}: its head_scores file was missing or damaged (`dormant track` scores it again)")
+        print(f"dropped {name}: a file of it was missing or damaged (the next `dormant track` scores it again)")
     for name in r.unkept:
-        print(f"{name}: its input_scores file was missing or damaged; its mask stays, without per-input scores")
+        print(f"{name}: its input_scores file was missing; its mask stays, without per-input scores")
     print(f"store {args.store}: {len(r.orphans)} unreferenced files deleted ({_mb(r.bytes_freed)})")
     return 0
 
