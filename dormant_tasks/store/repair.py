@@ -57,6 +57,8 @@ QUARANTINE = "_quarantine"  # <store>/_quarantine/<UTC time>/<table>/series=<slu
 class Damage:
     path: Path
     reason: str
+    model_id: str  # the series of the file
+    table: str
 
 
 @dataclass
@@ -101,7 +103,7 @@ def _damage(root: Path, series: str, checksums: bool) -> list[Damage]:
     if manifest.is_file():
         reason = damage_of(manifest)
         if reason is not None:
-            out.append(Damage(manifest, reason))
+            out.append(Damage(manifest, reason, series, "checkpoints"))
         else:
             for r in _read_manifest(root, series).to_pylist():
                 for table in RESULT_TABLES:
@@ -116,7 +118,7 @@ def _damage(root: Path, series: str, checksums: bool) -> list[Damage]:
                 continue
             reason = damage_of(path, *recorded.get(path, (None, None)))
             if reason is not None:
-                out.append(Damage(path, reason))
+                out.append(Damage(path, reason, series, table))
     return out
 
 
@@ -177,7 +179,7 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
         for series in every:
             _quarantine(root, damage[series], result)
             # a damaged input_scores file drops its result too: the rerun scores it again, both files whole
-            bad_inputs = {d.path.stem for d in damage[series] if d.path.parts[-3] == "input_scores"}
+            bad_inputs = {d.path.stem for d in damage[series] if d.table == "input_scores"}
             heads, inputs = _files(root, "head_scores", series), _files(root, "input_scores", series)
             manifest, rebuilt = _manifest(root, series, heads, inputs)
             if rebuilt:

@@ -89,7 +89,7 @@ def _set_parts(view) -> list[str]:
 
 def run(args) -> int:
     from dormant_tasks.errors import StoreError
-    from dormant_tasks.store.io import list_models, model_id_of_slug, open_store
+    from dormant_tasks.store.io import list_models, open_store
     from dormant_tasks.store.repair import damaged_files
 
     root = open_store(args.store)
@@ -104,7 +104,7 @@ def run(args) -> int:
             f"repair --store {args.store}`",
             file=sys.stderr,
         )
-    damaged = {model_id_of_slug(d.path.parent.name.removeprefix("series=")) for d in damage}
+    damaged = {d.model_id for d in damage}
     failed = bool(damage)
     for model_id in models:
         if model_id in damaged:

@@ -118,11 +118,8 @@ def run_repair(args: argparse.Namespace) -> int:
         return 0
     for d, target in r.quarantined:
         print(f"moved damaged {d.path.relative_to(root)} ({d.reason}) aside to {target.relative_to(root)}")
-        if d.path.parts[-3] == "taus":
-            print(
-                f"  the taus of {d.path.parent.name.removeprefix('series=')} are gone: the next `dormant track` with "
-                "the series' options fixes them again"
-            )
+        if d.table == "taus":
+            print(f"  the taus of {d.model_id} are gone: the next `dormant track` with its options fixes them again")
     for name in r.rebuilt:
         print(f"rebuilt the manifest of {name} from its head_scores files")
     for name in r.dropped:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from builders import store_rows
 
 from dormant_tasks.errors import StoreError
 from dormant_tasks.requests import TrackRequest
@@ -21,18 +22,6 @@ from dormant_tasks.store import io as S
 from dormant_tasks.tracking import tracker
 from dormant_tasks.tracking.tracker import TrackResult
 from flows.cli import main as cli_main
-
-TABLES = ("checkpoints", "head_scores", "input_scores", "taus", "transitions", "head_histories")
-# differ between two runs of the same request: when and by which request they ran (and so the files' bytes)
-IGNORED = {
-    "analyzed_at",
-    "seconds",
-    "request_id",
-    "head_scores_sha256",
-    "head_scores_bytes",
-    "input_scores_sha256",
-    "input_scores_bytes",
-}
 
 
 def request(series: Path, store: Path, **kw) -> TrackRequest:
@@ -47,14 +36,6 @@ def run_steps(req: TrackRequest) -> TrackResult:
     results += [tracker.analyze_checkpoint(req, r, series) for r in tracker.pending_revisions(req, state, series)]
     summary = tracker.derive_series(req)
     return TrackResult.of(req, results, n_checkpoints=summary.n_checkpoints, n_transitions=summary.n_transitions)
-
-
-def rows(store: Path) -> dict[str, list[str]]:
-    out = {}
-    for table in TABLES:
-        t = S.read_table(store, table)
-        out[table] = sorted(repr(r) for r in t.select([c for c in t.column_names if c not in IGNORED]).to_pylist())
-    return out
 
 
 def checksum(root: Path) -> str:
@@ -126,7 +107,7 @@ def test_a_damaged_file_is_named_by_status_and_check_and_repair_plus_rerun_resto
     # a read of it, anywhere, is one StoreError naming the file and the fix (the CLI prints it as one line)
     if table != "transitions":  # derived: recomputed by any track, never read damaged (below)
         with pytest.raises(StoreError, match=r"is damaged .*dormant store repair"):
-            rows(store)
+            store_rows(store)
 
     before = checksum(store)
     assert cli_main(["store", "repair", "--store", str(store)]) == 0
@@ -145,7 +126,7 @@ def test_a_damaged_file_is_named_by_status_and_check_and_repair_plus_rerun_resto
     capsys.readouterr()
 
     run_steps(request(random_series, store))
-    assert rows(store) == rows(clean)
+    assert store_rows(store) == store_rows(clean)
     assert cli_main(["status", "--store", str(store)]) == 0
     assert err_lines(capsys) == []
 
@@ -167,7 +148,7 @@ def test_lost_derived_tables_are_derived_again_by_a_finished_rerun(how, clean, s
     assert cli_main([*args, "--no-report"]) == 0  # nothing to score: answered without Prefect
     out = capsys.readouterr().out
     assert "0 checkpoints analysed, 3 already stored" in out, out
-    assert rows(store) == rows(clean)
+    assert store_rows(store) == store_rows(clean)
 
 
 def test_retau_with_a_damaged_input_scores_file_changes_nothing(store, random_series, capsys):
