@@ -201,3 +201,10 @@ def test_the_lock_is_held_across_processes_and_no_wait_refuses(tmp_path, capsys)
     assert waited > 1.0
     assert capsys.readouterr().err.startswith(f"waiting for another run on some/series (pid {holder.pid}): ")
     assert [p for p in store.rglob("*")] == []  # nothing was stored: no lock file left behind
+
+    killed = subprocess.Popen([sys.executable, "-c", code, str(store), "600"], stdout=subprocess.PIPE, text=True)
+    assert killed.stdout.readline().strip() == "held"
+    killed.kill()  # SIGKILL: no handler runs; the kernel releases the lock with the process
+    killed.wait(timeout=30)
+    with S.hold_series(store, "some/series", wait=False):
+        pass
