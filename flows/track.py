@@ -25,7 +25,7 @@ from prefect.futures import as_completed
 
 from dormant_tasks.progress import progress_bar, waiting
 from dormant_tasks.requests import Runner, TrackRequest
-from dormant_tasks.store.io import check_store
+from dormant_tasks.store.io import check_store, hold_series
 from dormant_tasks.tracking import tracker
 from dormant_tasks.tracking.tracker import CheckpointResult, SeriesState, TrackResult
 from flows import tasks
@@ -43,9 +43,14 @@ def track(request: TrackRequest, progress: bool = False, state: SeriesState | No
     enough); with the Dask runner every checkpoint is submitted at once, workers return its rows and the flow
     writes them.
     """
+    request = state.request if isinstance(state, SeriesState) else TrackRequest.coerce(request)
+    with hold_series(request.store, request.model_id):  # one writer per series (the CLI holds it already)
+        return _track(request, progress, state)
+
+
+def _track(request: TrackRequest, progress: bool, state: SeriesState | None) -> TrackResult:
     log = get_run_logger()
     if not isinstance(state, SeriesState):  # a deployment's run, or a test's: nobody asked yet
-        request = TrackRequest.coerce(request)
         check_store(request.store)
         state = tasks.series_state(request)
     request, plan = state.request, state.plan  # naming no calibration set: the stored series' own sets

@@ -38,6 +38,7 @@ hidden from readers and swept by the next write to that series folder from the s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -98,6 +99,12 @@ SCHEMAS: dict[str, pa.Schema] = {
             # the manifest (schema version 4): the name of this result's head_scores/input_scores files
             _f("file_key", pa.string()),
             _f("input_scores_kept", pa.bool_()),
+            # the content checksum (sha256 of the file's bytes) and size of the files the row names (added
+            # within version 4; null: written before, checked by their Parquet page checksums only)
+            _f("head_scores_sha256", pa.string(), nullable=True),
+            _f("head_scores_bytes", pa.int64(), nullable=True),
+            _f("input_scores_sha256", pa.string(), nullable=True),
+            _f("input_scores_bytes", pa.int64(), nullable=True),
         ]
     ),
     "head_scores": pa.schema(
@@ -381,8 +388,8 @@ def check_store(path, writable: bool = False) -> None:
     probe that the store (or the folder it will be created in) takes a file: a read-only or full disk is
     then refused before any model is loaded."""
     root = Path(path)
-    if root.is_dir() and any(root.iterdir()) or root.is_file():
-        open_store(root)
+    if root.is_dir() and any(p.name != "_locks" for p in root.iterdir()) or root.is_file():
+        open_store(root)  # a folder with only `_locks`: a store whose first run holds its lock, nothing stored yet
     if writable:
         folder = root
         while not folder.exists():
@@ -435,30 +442,174 @@ def list_models(store) -> list[str]:
 
 @contextlib.contextmanager
 def series_lock(store, model_id: str) -> Iterator[None]:
-    """Exclusive lock on one series (fcntl.flock on <store>/_locks/<slug>.lock), released on exit.
+    """Exclusive lock on one series around one check-then-write, released on exit.
 
-    Hold it only around check-then-write, never around scoring. flock works between processes of one
-    host; the store has one writer per series at a time (the flow: Dask workers return rows, they do not
-    write). Re-entrant within a thread.
+    Inside `hold_series` (a whole run of this process holds the series) it only orders this process's
+    threads; otherwise it takes the series' lock file as `hold_series` does, for this write alone.
+    Re-entrant within a thread.
     """
     root = open_store(store, create=True)
-    lock_dir = root / "_locks"
-    path = (lock_dir / f"{series_slug(model_id)}.lock").resolve()
+    path = _lock_path(root, model_id)
     held = _held()
     if path in held:  # re-entered by the thread that holds it (a second flock would wait for itself)
         yield
         return
-    with _writing(lock_dir):
-        lock_dir.mkdir(exist_ok=True)
-        lock = open(path, "a+b")  # noqa: SIM115 (closed below)
-    with lock as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # other threads wait too: each opens its own file description
+    run = _RUNS.get(path)
+    with contextlib.ExitStack() as stack:
+        if run is not None:
+            stack.enter_context(run.threads)
+        else:
+            try:
+                stack.enter_context(_flock(root, model_id, path, wait=True))
+            except _CannotLock as e:
+                cause = e.__cause__
+                why = cause.strerror if isinstance(cause, OSError) else "cannot make its lock file"
+                raise StoreError(
+                    f"cannot write to {str(path.parent)!r}: {why}; free space, fix its permissions, or choose "
+                    "another folder (what was written before is intact)"
+                ) from None
         held.add(path)
         try:
             yield
         finally:
             held.discard(path)
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+@dataclasses.dataclass
+class _Run:
+    """A series this process holds for a whole run (`hold_series`): its writes are ordered by `threads`."""
+
+    depth: int = 0
+    threads: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+_RUNS: dict[Path, _Run] = {}
+_RUNS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
+    """Hold one series for a whole run, from its consistency checks to its last write (`dormant track`, `--retau`,
+    `store repair`, `store gc`): one writer per series.
+
+    The lock is `fcntl.flock` on <store>/_locks/<slug>.lock, which works between the processes of one host and
+    is released by the kernel when its holder ends, however it ends (SIGINT, SIGKILL: no stale lock). The
+    holder writes its pid into the file. Another run waits, with a line on stderr at once and at least every
+    20 s ("waiting for another run on SERIES (pid N)"), or with `wait=False` is refused in one line.
+    Re-entrant within the process (the flow inside the CLI's run). A store that does not exist yet gets only
+    its lock folder, removed again (with the store folder it made) when the run stored nothing; a read-only store is not locked (it cannot
+    be written). `series_lock` inside it orders this process's threads.
+    """
+    root = Path(store)
+    path = _lock_path(root, model_id)
+    with _RUNS_LOCK:
+        run = _RUNS.get(path)
+        if run is not None:
+            run.depth += 1
+    if run is not None:
+        try:
+            yield
+        finally:
+            with _RUNS_LOCK:
+                run.depth -= 1
+        return
+    new = not root.exists()
+    try:
+        lock = _flock(root, model_id, path, wait=wait)
+        lock.__enter__()
+    except _CannotLock:
+        yield  # nothing can be written there: the run refuses any write in one line (`check_store(writable=True)`)
+        return
+    try:
+        with _RUNS_LOCK:
+            _RUNS[path] = _Run(depth=1)
+        yield
+    finally:
+        with _RUNS_LOCK:
+            _RUNS.pop(path, None)
+        if not (root / MARKER).is_file():  # nothing stored: no lock folder (nor a store folder it made) left behind
+            path.unlink(missing_ok=True)
+            for folder in (path.parent, root) if new else (path.parent,):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        lock.__exit__(None, None, None)
+
+
+class _CannotLock(Exception):
+    """The lock file cannot be made: a read-only store, a path that is no folder."""
+
+
+def _lock_path(root: Path, model_id: str) -> Path:
+    return (root / "_locks" / f"{series_slug(model_id)}.lock").absolute()
+
+
+@contextlib.contextmanager
+def _flock(root: Path, model_id: str, path: Path, wait: bool) -> Iterator[None]:
+    """flock on the series' lock file, its holder's pid in it. A file removed by its last holder (a store that
+    was never written) is taken again: the lock held is always the file at `path`."""
+    from dormant_tasks.progress import LogProgress
+
+    waiting = None
+    try:
+        while True:
+            f = _open_lock(path)
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(path)
+                if not wait:
+                    f.close()
+                    raise StoreError(
+                        f"another run is writing series {model_id} of {str(root)!r} ({holder}); wait for it to end, "
+                        "or run without --no-wait to wait for it"
+                    ) from None
+                if waiting is None:
+                    waiting = LogProgress(desc=f"waiting for another run on {model_id} ({holder})", unit="")
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                same = os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            f.close()  # its holder removed it: take the file there now
+    finally:
+        if waiting is not None:
+            waiting.close()
+    try:
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n".encode())
+        f.flush()
+    except OSError:
+        pass  # the pid is a courtesy for the waiting run's message
+    try:
+        yield
+    finally:
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        f.close()
+
+
+def _open_lock(path: Path):
+    """The lock file, opened (made, with its folder, when missing). _CannotLock when the store cannot take it:
+    nothing can be written there (the caller's own check refuses the run in one line)."""
+    for _ in range(10):  # a last holder may remove the folder between mkdir and open
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return open(path, "a+b")  # noqa: SIM115 (closed by _flock); not inherited by child processes
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise _CannotLock from e
+    raise _CannotLock
+
+
+def _holder(path: Path) -> str:
+    try:
+        pid = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        pid = ""
+    return f"pid {pid}" if pid.isdigit() else "pid unknown"
 
 
 _LOCAL = threading.local()
@@ -656,10 +807,12 @@ NOISY_FLOATS = frozenset({"score", "score_std", "length_slope", "boundary_gap"})
 
 def parquet_options(t: pa.Table) -> dict:
     split = [n for n in t.schema.names if n in NOISY_FLOATS and pa.types.is_floating(t.schema.field(n).type)]
+    # every data page carries a CRC32 that reads verify (`_SCAN`): flipped bytes are an error, not other values
     if not split:
-        return {"compression": "zstd"}
+        return {"compression": "zstd", "write_page_checksum": True}
     return {
         "compression": "zstd",
+        "write_page_checksum": True,
         "use_byte_stream_split": split,
         "use_dictionary": [n for n in t.schema.names if n not in split],
     }
@@ -699,8 +852,10 @@ def commit_checkpoint(store, row: dict, head_scores: pa.Table, input_scores: pa.
             # then leaves an orphan beside an (empty) manifest, which the rerun overwrites, not a "lost manifest".
             write_manifest(root, model_id, SCHEMAS["checkpoints"].empty_table())
         if input_scores is not None:
-            write_table(store, "input_scores", input_scores, file_key=file_key, model_id=model_id)
-        write_table(store, "head_scores", head_scores, file_key=file_key, model_id=model_id, metadata=meta)
+            path = write_table(store, "input_scores", input_scores, file_key=file_key, model_id=model_id)
+            row |= {"input_scores_sha256": file_sha256(path), "input_scores_bytes": path.stat().st_size}
+        path = write_table(store, "head_scores", head_scores, file_key=file_key, model_id=model_id, metadata=meta)
+        row |= {"head_scores_sha256": file_sha256(path), "head_scores_bytes": path.stat().st_size}
         return write_table(store, "checkpoints", [row], file_key=file_key, model_id=model_id)
 
 
@@ -743,11 +898,83 @@ def _filter_expression(filters, schema: pa.Schema):
     return expr
 
 
+# Reads verify every data page's CRC32 (written by `parquet_options`; files written before have none).
+_SCAN = ds.ParquetFileFormat(
+    default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True)
+)
+
+
 def _read_files(files: list[Path], schema: pa.Schema, expr, columns=None) -> pa.Table:
     if not files:
         t = schema.empty_table()
         return t.select(columns) if columns is not None else t
-    return ds.dataset([str(p) for p in files], schema=schema, format="parquet").to_table(filter=expr, columns=columns)
+    try:
+        t = ds.dataset([str(p) for p in files], schema=schema, format=_SCAN).to_table(filter=expr, columns=columns)
+    except (OSError, pa.ArrowException) as e:
+        raise _read_failure(files, e) from None
+    # a file without one of the schema's columns (a damaged footer renames it) reads as nulls: refused
+    if any(t.column(f.name).null_count for f in t.schema if not schema.field(f.name).nullable):
+        raise _read_failure(files, StoreError("a column that needs a value in every row has none"))
+    return t
+
+
+def _read_failure(files: list[Path], e: Exception) -> StoreError:
+    """The StoreError of a failed read: the first damaged file by name (each checked alone), with the fix."""
+    if isinstance(e, OSError) and e.errno in USER_ERRNOS:
+        return StoreError(f"cannot read {str(files[0].parent)!r}: {e.strerror}; fix its permissions")
+    for path in files:
+        reason = damage_of(path)
+        if reason is not None:
+            return damaged_error(path, reason)
+    return damaged_error(files[0], _one_line(e))
+
+
+def _one_line(e: Exception) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def store_root_of(path: Path) -> Path:
+    """The store folder of a data file (<store>/<table>/series=<slug>/<file>)."""
+    return Path(path).parents[2]
+
+
+def damaged_error(path: Path, reason: str) -> StoreError:
+    root = store_root_of(path)
+    return StoreError(
+        f"store file {str(Path(path).relative_to(root))!r} is damaged ({reason}); run `dormant store repair "
+        f"--store {root}`: it moves damaged files aside, and the next `dormant track` rebuilds what they held"
+    )
+
+
+def damage_of(path: Path, sha256: str | None = None, size: int | None = None) -> str | None:
+    """Why a data file cannot be trusted (None: it is whole): a size or content checksum other than the manifest
+    records (when given), an unreadable footer, a column of its table missing, or a data page whose CRC fails."""
+    try:
+        if size is not None and path.stat().st_size != size:
+            return f"{path.stat().st_size} bytes, the manifest recorded {size}"
+        if sha256 is not None and file_sha256(path) != sha256:
+            return "its content checksum differs from the manifest's"
+        table = path.parents[1].name
+        f = pq.ParquetFile(path, page_checksum_verification=True)
+        if table in SCHEMAS:
+            missing = [x.name for x in SCHEMAS[table] if not x.nullable and x.name not in f.schema_arrow.names]
+            if missing:
+                return f"no column {missing[0]!r}"
+        f.read()
+    except (OSError, pa.ArrowException) as e:
+        if isinstance(e, OSError) and e.errno in USER_ERRNOS:
+            raise StoreError(f"cannot read {str(path)!r}: {e.strerror}; fix its permissions") from None
+        return _one_line(e)
+    return None
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def manifest_path(root: Path, model_id: str) -> Path:
@@ -758,7 +985,7 @@ def _read_manifest(root: Path, model_id: str) -> pa.Table:
     path = manifest_path(root, model_id)
     if not path.is_file():
         return SCHEMAS["checkpoints"].empty_table()
-    return pq.read_table(path, schema=SCHEMAS["checkpoints"])
+    return _read_files([path], SCHEMAS["checkpoints"], None)
 
 
 def _series_ids(root: Path, table: str) -> list[str]:
@@ -835,6 +1062,9 @@ def check_result_files(root: Path, model_id: str, rows, table: str = "head_score
                 f"(deleted by hand?); run `dormant store repair --store {root}`: it drops such checkpoints from "
                 "the manifest, and the next `dormant track` scores them again"
             )
+        size = r.get(f"{table}_bytes")
+        if size is not None and path.stat().st_size != size:  # the cheap check of every read: the checksum is status's
+            raise damaged_error(path, f"{path.stat().st_size} bytes, the manifest recorded {size}")
         files.append(path)
     return files
 
@@ -860,7 +1090,10 @@ def read_metadata(store, table: str, model_id: str, file_key: str) -> dict[str, 
     path = _series_dir(open_store(store), table, model_id) / f"{_safe_file_key(file_key)}.parquet"
     if not path.is_file():
         return None
-    meta = pq.read_schema(path).metadata or {}
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowException) as e:
+        raise _read_failure([path], e) from None
     return {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW")}
 
 

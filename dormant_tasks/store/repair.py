@@ -1,25 +1,32 @@
 """`dormant store repair` and `dormant store gc`: bring a store's files and its manifests back into agreement,
-and drop kept per-input scores.
+set damaged files aside, and drop kept per-input scores.
 
 The manifest of a series (its `checkpoints` file, see `store`) names the head_scores and input_scores files
-of every stored result. Two things can break the agreement: a file deleted by hand (the manifest names a
-file the disk lacks: reads refuse it and name `repair`), and a writer killed between a result's files and
-its manifest row (files no row names: readers never see them). A third, the manifest itself deleted by hand,
-leaves files that no row names either, but they are results: reads refuse such a series and name `repair`.
-`repair` fixes all three, under `series_lock`:
-- a missing or empty manifest is rebuilt from the rows its head_scores files keep in their metadata
-  (`MANIFEST_ROW_KEY`); when a file keeps none (written before they did), repair refuses and deletes nothing;
-- a row whose head_scores file is missing is dropped (the next `dormant track` scores that checkpoint
-  again); a row whose input_scores file is missing keeps its mask, with `input_scores_kept` false;
-- a head_scores or input_scores file that no row names is deleted.
-Derived tables are left to the next `dormant track`, which notices that the checkpoint pairs changed.
+of every stored result, with their size and content checksum. What can break the agreement: a file deleted by
+hand (the manifest names a file the disk lacks: reads refuse it and name `repair`), a writer killed between a
+result's files and its manifest row (files no row names: readers never see them), the manifest deleted by
+hand (files that no row names, but results: reads refuse such a series and name `repair`), and a damaged
+file (truncated, bytes changed: `damaged_files` finds it; reads refuse it by name and name `repair`).
+`repair` fixes them all, holding each series (`hold_series`) from its checks to its last write:
+- a damaged file of any table is moved, never deleted, to <store>/_quarantine/<time>/ (same relative path);
+- a missing, empty or damaged manifest is rebuilt from the rows its head_scores files keep in their metadata
+  (`MANIFEST_ROW_KEY`), with their sizes and checksums; when a file keeps none (written before they did),
+  repair refuses and changes nothing;
+- a row whose head_scores or input_scores file is damaged, or whose head_scores file is missing, is dropped
+  (the next `dormant track` scores that checkpoint again: `RepairResult.dropped`); a row whose input_scores
+  file is missing (deleted by hand) keeps its mask, with `input_scores_kept` false;
+- a head_scores or input_scores file that no row names is deleted (left by a killed writer).
+Derived tables (transitions, histories, agreement) are derived again by the caller (`dormant store repair`,
+`dormant track`): they are recomputed from the checkpoints whenever missing, damaged or stale.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -29,24 +36,38 @@ from dormant_tasks.errors import StoreError
 from dormant_tasks.store.io import (
     MANIFEST_ROW_KEY,
     RESULT_TABLES,
+    TABLES,
     _data_files,
     _read_manifest,
     _series_ids,
     conform,
+    damage_of,
+    file_sha256,
+    hold_series,
     manifest_path,
     open_store,
     read_metadata,
-    series_lock,
     write_manifest,
 )
+
+QUARANTINE = "_quarantine"  # <store>/_quarantine/<UTC time>/<table>/series=<slug>/<file>: damaged files, kept
+
+
+@dataclass(frozen=True)
+class Damage:
+    path: Path
+    reason: str
+    model_id: str  # the series of the file
+    table: str
 
 
 @dataclass
 class RepairResult:
-    dropped: list[str] = field(default_factory=list)  # "model_id@revision" rows dropped: head_scores file missing
+    dropped: list[str] = field(default_factory=list)  # "model_id@revision" rows dropped: a file missing/damaged
     unkept: list[str] = field(default_factory=list)  # rows whose input_scores file was missing
     orphans: list[Path] = field(default_factory=list)  # files no manifest row named, deleted
     rebuilt: list[str] = field(default_factory=list)  # "model_id (n results)": manifests rebuilt from their files
+    quarantined: list[tuple[Damage, Path]] = field(default_factory=list)  # damaged files and where they went
     bytes_freed: int = 0
 
 
@@ -68,9 +89,52 @@ def _delete(paths, result: RepairResult) -> None:
         result.orphans.append(p)
 
 
-def _manifest(root: Path, series: str, heads: dict[str, Path]) -> tuple[pa.Table, bool]:
+def damaged_files(store, model_id: str | None = None, checksums: bool = True) -> list[Damage]:
+    """Every damaged data file of a series (or of every series): the manifest's files against their recorded
+    size and (`checksums`) content checksum, every file's footer, columns and page checksums. Reads only."""
+    root = open_store(store)
+    return [d for series in ([model_id] if model_id else all_series(root)) for d in _damage(root, series, checksums)]
+
+
+def _damage(root: Path, series: str, checksums: bool) -> list[Damage]:
+    out = []
+    manifest = manifest_path(root, series)
+    recorded: dict[Path, tuple[str | None, int | None]] = {}
+    if manifest.is_file():
+        reason = damage_of(manifest)
+        if reason is not None:
+            out.append(Damage(manifest, reason, series, "checkpoints"))
+        else:
+            for r in _read_manifest(root, series).to_pylist():
+                for table in RESULT_TABLES:
+                    sha = r[f"{table}_sha256"] if checksums else None
+                    recorded[root / table / manifest.parent.name / f"{r['file_key']}.parquet"] = (
+                        sha,
+                        r[f"{table}_bytes"],
+                    )
+    for table in TABLES:
+        for path in _data_files(root, table, series):
+            if path == manifest:
+                continue
+            reason = damage_of(path, *recorded.get(path, (None, None)))
+            if reason is not None:
+                out.append(Damage(path, reason, series, table))
+    return out
+
+
+def _quarantine(root: Path, damage: list[Damage], result: RepairResult) -> None:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    for d in damage:
+        target = root / QUARANTINE / stamp / d.path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(d.path, target)
+        result.quarantined.append((d, target))
+
+
+def _manifest(root: Path, series: str, heads: dict[str, Path], inputs: dict[str, Path]) -> tuple[pa.Table, bool]:
     """The series' manifest, or when it is missing or empty while head_scores files exist, the one rebuilt from
-    the rows those files keep (True). StoreError when a file keeps none: nothing is deleted then."""
+    the rows those files keep, with the files' sizes and checksums (True). StoreError when a file keeps none:
+    nothing is changed then."""
     manifest = _read_manifest(root, series)
     if manifest.num_rows or not heads:
         return manifest, False
@@ -79,34 +143,50 @@ def _manifest(root: Path, series: str, heads: dict[str, Path]) -> tuple[pa.Table
     if old:
         raise StoreError(
             f"store {str(root)!r}: the manifest of {series} ({manifest_path(root, series).relative_to(root)}) is "
-            f"missing or empty and {len(old)} of its {len(heads)} head_scores files (e.g. {old[0]}.parquet) were "
-            "written before these files kept their manifest row, so it cannot be rebuilt; nothing was deleted: "
+            f"missing, empty or damaged and {len(old)} of its {len(heads)} head_scores files (e.g. {old[0]}.parquet) "
+            "were written before these files kept their manifest row, so it cannot be rebuilt; nothing was deleted or moved: "
             "restore the manifest from a backup, or move the series' head_scores and input_scores folders away "
             "and run `dormant track` again"
         )
     rows = [json.loads(row) | {"file_key": k} for k, row in kept.items() if row is not None]
     for r in rows:
         r["analyzed_at"] = datetime.fromisoformat(r["analyzed_at"])
+        for table, files in (("head_scores", heads), ("input_scores", inputs)):
+            path = files.get(r["file_key"])
+            if path is not None and (table == "head_scores" or r.get("input_scores_kept")):
+                r[f"{table}_sha256"], r[f"{table}_bytes"] = file_sha256(path), path.stat().st_size
     return conform(rows, "checkpoints"), True
 
 
-def repair_store(store, model_id: str | None = None) -> RepairResult:
-    """Rebuild lost manifests, drop manifest rows whose files are gone and delete files no row names (every
-    series, or one). A manifest that cannot be rebuilt is refused before anything changes."""
+def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> RepairResult:
+    """Set damaged files aside, rebuild lost or damaged manifests, drop manifest rows whose files are gone and
+    delete files no row names (every series, or one), holding every series it repairs. A manifest that cannot
+    be rebuilt is refused before anything changes."""
     root = open_store(store)
     result = RepairResult()
-    every = [model_id] if model_id else _all_series(root)
-    for series in every:
-        _manifest(root, series, _files(root, "head_scores", series))
-    for series in every:
-        with series_lock(root, series):
+    every = [model_id] if model_id else all_series(root)
+    with contextlib.ExitStack() as stack:
+        for series in every:  # sorted: two repairs take the series in one order
+            stack.enter_context(hold_series(root, series, wait=wait))
+        damage = {series: _damage(root, series, checksums=True) for series in every}
+        for series in every:  # refused before anything changes
+            bad = {d.path for d in damage[series]}
+            heads = {k: p for k, p in _files(root, "head_scores", series).items() if p not in bad}
+            if manifest_path(root, series) in bad:
+                _rebuildable(root, series, heads)
+            else:
+                _manifest(root, series, heads, {})
+        for series in every:
+            _quarantine(root, damage[series], result)
+            # a damaged input_scores file drops its result too: the rerun scores it again, both files whole
+            bad_inputs = {d.path.stem for d in damage[series] if d.table == "input_scores"}
             heads, inputs = _files(root, "head_scores", series), _files(root, "input_scores", series)
-            manifest, rebuilt = _manifest(root, series, heads)
+            manifest, rebuilt = _manifest(root, series, heads, inputs)
             if rebuilt:
                 result.rebuilt.append(f"{series} ({manifest.num_rows} results)")
             keys = manifest.column("file_key").to_pylist()
             kept = manifest.column("input_scores_kept").to_pylist()
-            present = [k in heads for k in keys]
+            present = [k in heads and k not in bad_inputs for k in keys]
             now_kept = [bool(k and key in inputs) for k, key in zip(kept, keys)]
             revisions = manifest.column("revision").to_pylist()
             result.dropped += [f"{series}@{r}" for r, ok in zip(revisions, present) if not ok]
@@ -122,8 +202,21 @@ def repair_store(store, model_id: str | None = None) -> RepairResult:
     return result
 
 
-def _all_series(root: Path) -> list[str]:
-    return sorted({m for t in ("checkpoints", *RESULT_TABLES) for m in _series_ids(root, t)})
+def _rebuildable(root: Path, series: str, heads: dict[str, Path]) -> None:
+    """StoreError when a damaged manifest could not be rebuilt from `heads` (see `_manifest`)."""
+    old = sorted(k for k in heads if MANIFEST_ROW_KEY not in (read_metadata(root, "head_scores", series, k) or {}))
+    if old:
+        raise StoreError(
+            f"store {str(root)!r}: the manifest of {series} ({manifest_path(root, series).relative_to(root)}) is "
+            f"damaged and {len(old)} of its {len(heads)} head_scores files (e.g. {old[0]}.parquet) were written "
+            "before these files kept their manifest row, so it cannot be rebuilt; nothing was deleted or moved: restore "
+            "the manifest from a backup, or move the series' head_scores and input_scores folders away and run "
+            "`dormant track` again"
+        )
+
+
+def all_series(root: Path) -> list[str]:
+    return sorted({m for t in TABLES for m in _series_ids(root, t)})
 
 
 @dataclass
@@ -133,12 +226,12 @@ class GcResult:
     bytes_freed: int = 0
 
 
-def gc_store(store, model_id: str | None = None) -> GcResult:
+def gc_store(store, model_id: str | None = None, *, wait: bool = True) -> GcResult:
     """Drop the kept per-input scores (every series, or one): the masks stay; `--retau` then rescores."""
     root = open_store(store)
     result = GcResult()
-    for series in [model_id] if model_id else _all_series(root):
-        with series_lock(root, series):
+    for series in [model_id] if model_id else all_series(root):
+        with hold_series(root, series, wait=wait):
             manifest = _read_manifest(root, series)
             kept = manifest.column("input_scores_kept")
             if pc.any(kept).as_py():

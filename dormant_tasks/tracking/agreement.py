@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dormant_tasks.engine.score_functions import ALL_IDS
+from dormant_tasks.errors import StoreError
 from dormant_tasks.store.io import SCHEMAS, conform, read_metadata, read_table, series_lock, write_table
 from dormant_tasks.tracking.series import SeriesView, checkpoint_sort_key, open_views, result_id
 
@@ -63,15 +64,18 @@ def update_agreement(store, model_id: str, views: Sequence[SeriesView] | None = 
     if len(views) < 2:
         return 0
     record = agreement_record(views)
-    stored = json.loads((read_metadata(store, TABLE, model_id, FILE_KEY) or {}).get(AGREEMENT_KEY, "null"))
+    try:
+        stored = json.loads((read_metadata(store, TABLE, model_id, FILE_KEY) or {}).get(AGREEMENT_KEY, "null"))
+        kept = read_table(store, TABLE, model_id=model_id) if stored != record and stored else None
+    except StoreError:  # a damaged file: computed again whole, which replaces it
+        stored = kept = None
     if stored == record:
         return 0
-    old = stored["revisions"] if stored and stored.get("sets") == record["sets"] else {}
+    old = stored["revisions"] if stored and kept is not None and stored.get("sets") == record["sets"] else {}
     same = {rev for rev, ids in record["revisions"].items() if old.get(rev) == ids}
     todo = _series_revisions(views, [r for r in record["revisions"] if r not in same])
     parts = [_compute(views, todo)]
-    if same:
-        kept = read_table(store, TABLE, model_id=model_id)
+    if same and kept is not None:
         parts.append(kept.filter(pc.is_in(kept.column("revision"), value_set=pa.array(sorted(same), pa.string()))))
     table = _ordered(pa.concat_tables(parts), views)
     with series_lock(store, model_id):

@@ -152,12 +152,31 @@ def series_state(request: TrackRequest) -> SeriesState:
     plan = plan_series(request)
     stored_sets = tuple(SeriesView.calibration_ids(request.store, request.model_id))  # () without a store
     request = _with_stored_sets(request, stored_sets)
+    if request.retau and stored_sets:
+        refuse_damaged(request.store, request.model_id, "--retau")  # all or nothing: it rewrites every checkpoint
     if request.retau or not stored_sets:
         return SeriesState(request, plan, stored_sets, None, None)
     taus = stored_taus(request, stored_sets)
     stored = stored_checkpoint_keys(request.store, request.model_id)
     pending = tuple(r for r in plan.selected if not is_stored(request, r, taus, stored))
     return SeriesState(request, plan, stored_sets, taus, pending)
+
+
+def refuse_damaged(store, model_id: str, what: str) -> None:
+    """StoreError naming the first damaged file of the series (checked whole: sizes, checksums, pages) and the
+    fix, before `what` changes anything."""
+    from dormant_tasks.store.io import store_root_of
+    from dormant_tasks.store.repair import damaged_files
+
+    damage = damaged_files(store, model_id)
+    if damage:
+        root = store_root_of(damage[0].path)
+        first = f"{damage[0].path.relative_to(root)} ({damage[0].reason})"
+        more = f" and {len(damage) - 1} more" if len(damage) > 1 else ""
+        raise StoreError(
+            f"{what}: nothing was changed: series {model_id} has a damaged file, {first}{more}; run `dormant store "
+            f"repair --store {root}`, then run this again"
+        )
 
 
 def pending_revisions(request: TrackRequest, state: SeriesState, series: SeriesTaus) -> list[Revision]:
@@ -343,10 +362,11 @@ def _write_taus(request: TrackRequest, series: SeriesTaus, reference: Revision) 
         for one in series.sets  # the primary set's rows first: `SeriesView` reads it as the series' default
         for t in one.taus.values()
     ]
-    write_request(request.store, request.model_id, request)
     # One taus file per series (all its calibration sets): a re-tau replaces it; results of the old taus stay,
     # keyed by their taus_id.
-    write_table(request.store, "taus", rows, file_key="taus")
+    with series_lock(request.store, request.model_id):
+        write_request(request.store, request.model_id, request)
+        write_table(request.store, "taus", rows, file_key="taus")
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
@@ -719,6 +739,7 @@ class SeriesSummary:
 # Above this many new checkpoint pairs, derivation reads the whole series once instead of pair by pair.
 INCREMENTAL_MAX_PAIRS = 16
 PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoint pairs they were derived from
+DERIVED_BY_KEY = "dormant.derived_by"  # ... and the code version that derived them (another: derived again)
 
 
 def derive_series(request: TrackRequest) -> SeriesSummary:
@@ -731,33 +752,55 @@ def derive_series(request: TrackRequest) -> SeriesSummary:
     histories are rebuilt from the first checkpoint's head_scores and the transitions. Without that record
     (or with more than INCREMENTAL_MAX_PAIRS new pairs) the whole series is derived again.
     """
-    views = open_views(request.store, request.model_id)
-    summaries = [derive_set(request, view) for view in views]
-    update_agreement(request.store, request.model_id, views)  # >= 2 sets: their masks compared (1 set: nothing)
+    return rederive(request.store, request.model_id)
+
+
+def rederive(store, model_id: str) -> SeriesSummary:
+    """`derive_series` of a series by name (`dormant track`, also a finished rerun; `dormant store repair`)."""
+    views = open_views(store, model_id)
+    summaries = [derive_set(store, model_id, view) for view in views]
+    update_agreement(store, model_id, views)  # >= 2 sets: their masks compared (1 set: nothing)
     return summaries[0]
 
 
-def derive_set(request: TrackRequest, view: SeriesView) -> SeriesSummary:
+def _derived_metadata(store, table: str, model_id: str, file_key: str) -> dict[str, str]:
+    """A derived file's metadata; {} when it is missing, damaged or of another code version: derived again."""
+    try:
+        meta = read_metadata(store, table, model_id, file_key) or {}
+    except StoreError:  # unreadable: derived again, which replaces it
+        return {}
+    return meta if meta.get(DERIVED_BY_KEY) == __version__ else {}
+
+
+def derive_set(store, model_id: str, view: SeriesView) -> SeriesSummary:
     """`derive_series` for one calibration set (`view`)."""
     ckpts = view.checkpoints_table()
     ids, pairs = series_pairs(view)
     tkey = derived_file_key("transitions", view.taus_id, view.calibration_id)
     hkey = derived_file_key("head_histories", view.taus_id, view.calibration_id)
-    stored = read_metadata(request.store, "transitions", request.model_id, tkey) or {}
-    histories = read_metadata(request.store, "head_histories", request.model_id, hkey) or {}
+    stored = _derived_metadata(store, "transitions", model_id, tkey)
+    histories = _derived_metadata(store, "head_histories", model_id, hkey)
     recorded = json.dumps(sorted(pairs))
     if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded:
-        trans = view.transitions()
-        return _summary(view, trans)
+        try:
+            return _summary(view, view.transitions())
+        except StoreError:  # metadata readable, pages damaged: derived again below
+            stored = {}
     old_pairs = set(json.loads(stored[PAIRS_KEY])) if PAIRS_KEY in stored else None
     new_pairs = set(pairs) if old_pairs is None else set(pairs) - old_pairs
-    if old_pairs is None or len(new_pairs) > INCREMENTAL_MAX_PAIRS:
+    old = None
+    if old_pairs is not None and len(new_pairs) <= INCREMENTAL_MAX_PAIRS:
+        try:
+            old = view.transitions()
+        except StoreError:  # damaged: the whole series is derived again
+            old = None
+    if old is None:
         heads = view.head_scores()
         trans, hist = derive_transitions(heads, ckpts), head_histories(heads, ckpts)
     else:
+        assert old_pairs is not None
         revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
         kept = {(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)}
-        old = view.transitions()
         keep = [k in kept for k in zip(old.column("from_revision").to_pylist(), old.column("to_revision").to_pylist())]
         parts = [old.filter(pa.array(keep, pa.bool_()))]
         for a, b in (p.split(">") for p in sorted(new_pairs)):
@@ -768,11 +811,11 @@ def derive_set(request: TrackRequest, view: SeriesView) -> SeriesSummary:
         first = view.head_scores(revisions=view.revisions[:1])
         hist = histories_of(states_from_transitions(first, trans, ckpts))
     trans = mark_blips(trans)
-    meta = {PAIRS_KEY: recorded}
-    with series_lock(request.store, request.model_id):
-        write_table(request.store, "transitions", trans, file_key=tkey, model_id=request.model_id, metadata=meta)
-        write_table(request.store, "head_histories", hist, file_key=hkey, model_id=request.model_id, metadata=meta)
-        drop_legacy_derived(request.store, request.model_id, view.taus_id)
+    meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
+    with series_lock(store, model_id):
+        write_table(store, "transitions", trans, file_key=tkey, model_id=model_id, metadata=meta)
+        write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
+        drop_legacy_derived(store, model_id, view.taus_id)
     return _summary(view, trans)
 
 

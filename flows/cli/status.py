@@ -90,13 +90,25 @@ def _set_parts(view) -> list[str]:
 def run(args) -> int:
     from dormant_tasks.errors import StoreError
     from dormant_tasks.store.io import list_models, open_store
+    from dormant_tasks.store.repair import damaged_files
 
-    open_store(args.store)
+    root = open_store(args.store)
     models = list_models(args.store)
     if not models:
         raise StoreError(f"store {args.store!r} holds no model series yet: run `dormant track` first")
-    failed = False
+    # every file checked whole (sizes, content checksums, page checksums): a damaged one is named, with the fix
+    damage = damaged_files(root)
+    for d in damage:
+        print(
+            f"dormant status: error: damaged file {d.path.relative_to(root)} ({d.reason}); run `dormant store "
+            f"repair --store {args.store}`",
+            file=sys.stderr,
+        )
+    damaged = {d.model_id for d in damage}
+    failed = bool(damage)
     for model_id in models:
+        if model_id in damaged:
+            continue
         try:
             print(series_line(args.store, model_id))
         except StoreError as e:  # one inconsistent series should not hide the others: its error, then exit 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .options import add_model_argument, add_store_argument
 
@@ -24,13 +25,20 @@ def add_parser(subparsers) -> None:
     upgrade.set_defaults(func=run_upgrade)
     repair = actions.add_parser(
         "repair",
-        help="make the manifests agree with the files (after a file was deleted by hand)",
-        description="Rebuild a missing manifest from the rows its head_scores files keep (or refuse, deleting "
-        "nothing), drop manifest rows whose head_scores file is missing (the next `dormant track` scores "
-        "those checkpoints again), unmark input scores whose file is missing, and delete result files that no "
-        "manifest row names (left by a killed writer).",
+        help="set damaged files aside and make the manifests agree with the files",
+        description="Move damaged files (truncated, bytes changed: size, content checksum and page checksums "
+        "checked) aside into <store>/_quarantine/ (never deleted), rebuild a missing or damaged manifest from "
+        "the rows its head_scores files keep (or refuse, changing nothing), drop manifest rows whose head_scores "
+        "file is missing, or a file damaged (the next `dormant track` scores those checkpoints again), unmark input "
+        "scores whose file is missing, delete result files that no manifest row names (left by a "
+        "killed writer), and derive transitions, histories and agreement again where they are missing, damaged "
+        "or stale.",
     )
     add_store_argument(repair, use="writes")
+    repair.add_argument(
+        "--check", action="store_true", help="only report damaged files, by name (exit 2 when there are any)"
+    )
+    _add_no_wait(repair)
     add_model_argument(
         repair, "repair one series: its Hub id, folder or name (default: every series)", required=False, role="series"
     )
@@ -45,7 +53,16 @@ def add_parser(subparsers) -> None:
     add_model_argument(
         gc, "one series: its Hub id, folder or name (default: every series)", required=False, role="series"
     )
+    _add_no_wait(gc)
     gc.set_defaults(func=run_gc)
+
+
+def _add_no_wait(parser) -> None:
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="when another run is writing a series, stop at once (exit 2) instead of waiting for it",
+    )
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
@@ -81,17 +98,46 @@ def check_series(store, model: str | None) -> None:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    from dormant_tasks.store.repair import repair_store
+    import contextlib
+
+    from dormant_tasks.errors import StoreError
+    from dormant_tasks.store.io import hold_series, open_store
+    from dormant_tasks.store.repair import all_series, damaged_files, repair_store
+    from dormant_tasks.tracking.series import SeriesView
+    from dormant_tasks.tracking.tracker import rederive
 
     check_series(args.store, args.model)
-    r = repair_store(args.store, args.model)
-    if not (r.rebuilt or r.dropped or r.unkept or r.orphans):
+    root = open_store(args.store)
+    if args.check:
+        damage = damaged_files(root, args.model)
+        for d in damage:
+            print(f"dormant store repair: damaged: {d.path.relative_to(root)} ({d.reason})", file=sys.stderr)
+        if damage:
+            raise StoreError(
+                f"{len(damage)} damaged file{'s' if len(damage) != 1 else ''} in store {args.store}; run `dormant "
+                f"store repair --store {args.store}` to move them aside"
+            )
+        print(f"store {args.store}: every file is whole (sizes, checksums, pages)")
+        return 0
+    every = [args.model] if args.model else all_series(root)
+    with contextlib.ExitStack() as stack:
+        for series in every:
+            stack.enter_context(hold_series(root, series, wait=not args.no_wait))
+        r = repair_store(args.store, args.model)
+        for series in every:  # derived tables: missing, damaged or stale ones derived again
+            if SeriesView.exists(root, series):
+                rederive(root, series)
+    if not (r.rebuilt or r.dropped or r.unkept or r.orphans or r.quarantined):
         print(f"store {args.store}: manifests and files agree, nothing to repair")
         return 0
+    for d, target in r.quarantined:
+        print(f"moved damaged {d.path.relative_to(root)} ({d.reason}) aside to {target.relative_to(root)}")
+        if d.table == "taus":
+            print(f"  the taus of {d.model_id} are gone: the next `dormant track` with its options fixes them again")
     for name in r.rebuilt:
         print(f"rebuilt the manifest of {name} from its head_scores files")
     for name in r.dropped:
-        print(f"dropped {name}: its head_scores file was missing (`dormant track` scores it again)")
+        print(f"dropped {name}: a file of it was missing or damaged (the next `dormant track` scores it again)")
     for name in r.unkept:
         print(f"{name}: its input_scores file was missing; its mask stays, without per-input scores")
     print(f"store {args.store}: {len(r.orphans)} unreferenced files deleted ({_mb(r.bytes_freed)})")
@@ -102,7 +148,7 @@ def run_gc(args: argparse.Namespace) -> int:
     from dormant_tasks.store.repair import gc_store
 
     check_series(args.store, args.model)
-    r = gc_store(args.store, args.model)
+    r = gc_store(args.store, args.model, wait=not args.no_wait)
     print(
         f"store {args.store}: per-input scores dropped for {r.checkpoints} checkpoints "
         f"({r.files} files, {_mb(r.bytes_freed)} freed)"

@@ -125,6 +125,11 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         help="stop at the first checkpoint that cannot be downloaded, loaded or scored (default: record it as "
         "failed, go on with the rest, exit 3)",
     )
+    g.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="when another run is writing the same series, stop at once (exit 2) instead of waiting for it",
+    )
     g.add_argument("--no-report", action="store_true", help="do not render the report at the end")
     add_reports_dir_argument(g)
 
@@ -248,7 +253,7 @@ EXIT_CHECKPOINTS_FAILED = 3
 
 
 def run(args: argparse.Namespace) -> int:
-    from dormant_tasks.store.io import check_store, series_slug
+    from dormant_tasks.store.io import check_store, hold_series, series_slug
     from dormant_tasks.tracking.tracker import series_state
 
     request = request_from_args(args)
@@ -262,24 +267,27 @@ def run(args: argparse.Namespace) -> int:
         if not request.address:
             check_device_available(request.device)
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
-    # The series' state, asked once per run (the flow gets it): an unknown folder or repo, an empty selection,
-    # sets or taus that differ from the stored series' fail here, before Prefect starts; a rerun with nothing
-    # to do answers from it. Naming no calibration set, the run tracks the stored series' own sets.
-    state = series_state(request)
-    request = state.request
-    check_reports_dir(request)
-    for calibration in request.calibration_sets:
-        for note in calibration.notes("track"):
-            print(note, file=sys.stderr)
-    if state.done:
-        result = result_from_store(request, state)  # reads only: a read-only store answers too
-    else:
-        check_store(request.store, writable=True)
-        if request.address:  # before Prefect starts: a scheduler that does not answer costs seconds
-            from flows.runners import check_scheduler
+    # One writer per series: the run holds it from its state to its last write; another run on the same series
+    # waits (a line on stderr at least every 20 s), or with --no-wait is refused, and then sees this one's results.
+    with hold_series(request.store, request.model_id, wait=not getattr(args, "no_wait", False)):
+        # The series' state, asked once per run (the flow gets it): an unknown folder or repo, an empty selection,
+        # sets or taus that differ from the stored series' fail here, before Prefect starts; a rerun with nothing
+        # to do answers from it. Naming no calibration set, the run tracks the stored series' own sets.
+        state = series_state(request)
+        request = state.request
+        check_reports_dir(request)
+        for calibration in request.calibration_sets:
+            for note in calibration.notes("track"):
+                print(note, file=sys.stderr)
+        if state.done:
+            result = result_from_store(request, state)  # writes only derived tables that are missing or stale
+        else:
+            check_store(request.store, writable=True)
+            if request.address:  # before Prefect starts: a scheduler that does not answer costs seconds
+                from flows.runners import check_scheduler
 
-            check_scheduler(request.address)
-        result = run_track(request, state)
+                check_scheduler(request.address)
+            result = run_track(request, state)
     print_summary(result)
     return exit_code(result)
 
@@ -320,10 +328,12 @@ def stored_note(request) -> str:
 
 
 def result_from_store(request, state):
-    """The `TrackResult` of a rerun on a fully stored series: loads no model, starts no Prefect, writes nothing
-    to the store (the report, when asked for, is reused or rendered into the reports folder)."""
-    from dormant_tasks.tracking.tracker import TrackResult
+    """The `TrackResult` of a rerun on a fully stored series: loads no model, starts no Prefect; writes to the
+    store only the derived tables that are missing, damaged or stale (`rederive`: a read-only store whose
+    tables are current answers too); the report, when asked for, is reused or rendered into the reports folder."""
+    from dormant_tasks.tracking.tracker import TrackResult, rederive
 
+    rederive(request.store, request.model_id)
     report = None
     if request.report:
         from dormant_tasks.reporting.report import render_report

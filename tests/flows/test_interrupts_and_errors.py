@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from builders import save_random_series, stored_checkpoints
+from builders import save_random_series, store_rows, stored_checkpoints
 
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table
@@ -46,6 +46,9 @@ def _slow(table, where, *a, **k):
     return _write(table, where, *a, **k)
 pq.write_table = _slow
 """
+
+# The same for the transitions file of a run (issue 27: an interrupt there lost the derived tables for good).
+_SLOW_TRANSITIONS_WRITE = _SLOW_WRITE.replace('"dormant" in table.column_names', '"from_state" in table.column_names')
 
 # Imported by every Python process of a run whose PYTHONPATH holds its folder: the temporary Prefect server's
 # process logs what SQLAlchemy logs when stopping the server cancels a rollback (issue 24), once its shutdown
@@ -360,3 +363,71 @@ def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_
         # lazy: detached now, freed once nothing holds it (under load an exiting run's files were still open:
         # "target is busy" failed the test after every assertion had passed)
         subprocess.run(["umount", "--lazy", str(disk)], check=True)
+
+
+def _slow_env(tmp_path, hook_code: str) -> tuple[dict, Path]:
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(hook_code)
+    marker = tmp_path / "writing"
+    env = _env(
+        PYTHONPATH=f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", DORMANT_TEST_WRITE_MARKER=str(marker)
+    )
+    return env, marker
+
+
+def test_sigint_during_the_transitions_write_then_a_plain_rerun_gives_a_clean_runs_store(random_series, tmp_path):
+    """Issue 27: the rerun answered "0 analysed, 3 already stored, transitions 0" and never derived them."""
+    clean = tmp_path / "clean"
+    track(TrackRequest(source=str(random_series), store=str(clean), limit=400, report=False))
+    store = tmp_path / "store"
+    args = ["track", "--model", str(random_series), "--store", str(store), "--limit", "400", "--no-report"]
+    env, marker = _slow_env(tmp_path, _SLOW_TRANSITIONS_WRITE)
+    proc = _start(args, env)
+    _wait_for(marker.exists, proc, what="the transitions write")
+    time.sleep(1.0)
+    _, err = _interrupt(proc)
+    assert proc.returncode == 130, err[-2000:]
+    assert not list((store / "transitions").rglob("*.parquet"))  # the write was cut: no transitions stored
+
+    r = _run(args)  # plain rerun: every checkpoint stored, answered without Prefect
+    assert r.returncode == 0 and "0 checkpoints analysed, 3 already stored" in r.stdout, r.stderr[-2000:]
+    assert [x for x in r.stderr.splitlines() if not _is_progress(x)] == [], r.stderr[-2000:]
+    assert store_rows(store) == store_rows(clean)
+    assert store_rows(store)["transitions"]  # something to lose
+
+
+def test_two_runs_on_one_series_one_writes_the_others_wait_or_are_refused(random_series, tmp_path):
+    """Issue 27: two runs a second apart with --limit 32 and --limit 16 both exited 0 and left one series with
+    two calibration sets; now the second waits for the first, with a line, then sees its results."""
+    store = tmp_path / "store"
+    base = ["track", "--model", str(random_series), "--store", str(store), "--no-report"]
+    env, _ = _slow_env(tmp_path, _SLOW_WRITE)  # the first run lasts: 4 s per checkpoint write
+    first = _start([*base, "--limit", "32"], env)
+    lock = store / "_locks" / "random-olmo2.lock"
+    t0 = time.monotonic()  # it holds the series from its start; today's code takes no lock before its writes
+    while not (lock.is_file() and lock.read_text().strip() == str(first.pid)) and time.monotonic() - t0 < 3:
+        time.sleep(0.05)
+
+    refused = _run([*base, "--limit", "16", "--no-wait"])
+    _assert_one_line_error(
+        refused, "track", f"another run is writing series random-olmo2 of {str(store)!r} (pid {first.pid})"
+    )
+    other = _start([*base, "--limit", "16"], _env())  # another calibration set: waits, then refused by the series
+    same = _start([*base, "--limit", "32"], _env())  # the same request: waits, then answers from the store
+    _, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err[-3000:]
+    _, other_err = other.communicate(timeout=300)
+    same_out, same_err = same.communicate(timeout=300)
+    waiting = f"waiting for another run on random-olmo2 (pid {first.pid}): 0s elapsed (started)"
+    for err in (other_err, same_err):
+        assert waiting in err.splitlines(), err[-3000:]
+    lines = [x for x in other_err.strip().splitlines() if not x.startswith("waiting for another run on ")]
+    assert other.returncode == 2 and len(lines) == 1, other_err[-3000:]
+    assert lines[0].startswith("dormant track: error: series 'random-olmo2' was tracked with calibration set(s)")
+    assert same.returncode == 0 and "0 checkpoints analysed, 3 already stored" in same_out, same_err[-3000:]
+
+    taus = read_table(store, "taus")
+    assert len(set(taus.column("calibration_id").to_pylist())) == 1
+    ckpts = read_table(store, "checkpoints", dedupe=False)
+    assert ckpts.num_rows == 3 and len(set(ckpts.column("calibration_id").to_pylist())) == 1

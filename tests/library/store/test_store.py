@@ -114,7 +114,9 @@ def test_round_trip_layout_and_marker(tmp_path):
     assert back.column("model_id")[0].as_py() == MODEL  # the real id, '/' intact
     ck = S.read_table(store, "checkpoints").to_pylist()
     assert ck == [
-        checkpoint_row(1000) | {"request_id": None, "file_key": key, "input_scores_kept": False}
+        checkpoint_row(1000)
+        | {"request_id": None, "file_key": key, "input_scores_kept": False}
+        | {f"{t}_{c}": None for t in ("head_scores", "input_scores") for c in ("sha256", "bytes")}
     ]  # python values survive: ints, floats, tz-aware timestamp, null ingredient
     assert ck[0]["analyzed_at"].utcoffset() == timedelta(0)
 
