@@ -22,14 +22,18 @@ Public API
   `.record` (`PassRecord`).
 - lm-eval's registry: `simple_evaluate(model="dormant", model_args="pretrained=...,zeroing=FN:TAU")` once this
   module is imported (`import dormant_tasks.evaluation.model`); see `DormantLM.create_from_arg_string`.
-- `render_chat(tokenizer, chat_history, add_generation_prompt=True)`: the chat template applied, as text.
+- `render_chat(tokenizer, chat_history, add_generation_prompt=True, chat_date=None)`: the chat template applied,
+  as text, on `chat_date` (default today; `chat_clock(day)`) as the day the template's `strftime_now` reads.
 - `encode_pair(tokenizer, context, continuation, bos, model_type="")` and `encode_context(tokenizer, text, bos,
   model_type="")`: the token ids the model is given (what `DormantLM` uses; tested against lm-eval 0.4.5).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass, field
+from datetime import date, datetime
 
 import numpy as np
 import torch
@@ -38,7 +42,7 @@ from lm_eval.api.model import TemplateLM
 from dormant_tasks.engine.batching import batch_runs, padded_batch
 from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing, scoring_pass
 from dormant_tasks.errors import EvaluationError
-from dormant_tasks.requests import Bos
+from dormant_tasks.requests import Bos, parse_chat_date
 
 DEFAULT_MAX_LENGTH = 2048  # HFLM's fallback when the model states no context length
 MAX_GEN_TOKS = 256  # HFLM's default max_gen_toks
@@ -71,18 +75,53 @@ def encode_pair(tokenizer, context: str, continuation: str, bos: Bos | str, mode
     return ctx, whole[len(ctx) :]
 
 
-def render_chat(tokenizer, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-    """As HFLM's apply_chat_template: the tokenizer's template rendered to text (lm-eval tokenises it later)."""
+_CLOCK_LOCK = threading.Lock()  # the template clock is one module global: one fixed day at a time
+
+
+@contextlib.contextmanager
+def chat_clock(day: date):
+    """Chat templates see `day` (at 00:00) as now: transformers gives every template `strftime_now(fmt)`, which
+    reads `datetime.now()` of its chat-template module (Llama-3.x writes "Today Date: 26 Jul 2024" with it),
+    and passes no callable from the caller to a template, so that clock is what is fixed here."""
+    import transformers
+    from transformers.utils import chat_template_utils
+
+    real = getattr(chat_template_utils, "datetime", None)
+    if real is not datetime:
+        raise EvaluationError(
+            f"transformers {transformers.__version__} gives chat templates the date another way, so the chat "
+            "date cannot be fixed; install a transformers version that pyproject.toml allows"
+        )
+
+    class _Day(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(day.year, day.month, day.day, tzinfo=tz)
+
+    with _CLOCK_LOCK:
+        chat_template_utils.datetime = _Day  # type: ignore[misc]
+        try:
+            yield
+        finally:
+            chat_template_utils.datetime = real  # type: ignore[misc]
+
+
+def render_chat(
+    tokenizer, chat_history: list[dict[str, str]], add_generation_prompt: bool = True, chat_date: date | None = None
+) -> str:
+    """As HFLM's apply_chat_template: the tokenizer's template rendered to text (lm-eval tokenises it later), on
+    `chat_date` (default today) as the day the template sees."""
     if not getattr(tokenizer, "chat_template", None):
         raise EvaluationError(
             "the tokenizer has no chat template; use --chat-template off (or auto), or a tokenizer with one"
         )
-    return tokenizer.apply_chat_template(
-        chat_history,
-        tokenize=False,
-        add_generation_prompt=add_generation_prompt,
-        continue_final_message=not add_generation_prompt,
-    )
+    with chat_clock(chat_date or date.today()):
+        return tokenizer.apply_chat_template(
+            chat_history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )
 
 
 @dataclass
@@ -122,6 +161,7 @@ class DormantLM(TemplateLM):
         score_fns=(),
         seed: int = 0,
         max_length: int | None = None,
+        chat_date: date | None = None,
     ):
         super().__init__()
         if tokenizer is None or not callable(getattr(tokenizer, "encode", None)):
@@ -142,6 +182,7 @@ class DormantLM(TemplateLM):
         self._device = next(model.parameters()).device
         self._encodings: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
         self.record = PassRecord(self.score_fns, keep_scores=False)
+        self.chat_date = chat_date or date.today()  # the day chat templates see (`chat_clock`)
 
     # ------------------------------------------------------------------ lm-eval's model interface
 
@@ -185,7 +226,7 @@ class DormantLM(TemplateLM):
         return self._encodings[key]
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        return render_chat(self.tokenizer, chat_history, add_generation_prompt)
+        return render_chat(self.tokenizer, chat_history, add_generation_prompt, self.chat_date)
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         raise EvaluationError(
@@ -197,7 +238,7 @@ class DormantLM(TemplateLM):
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> DormantLM:
         """The model lm-eval builds for `simple_evaluate(model="dormant", model_args=...)`: `pretrained` (folder or
         Hub repo, required), `revision`, `dtype` (float32), `precision` (dtype or paper), `device` (auto), `bos`
-        (paper), `batch_size` (16), `seed`, and `zeroing=FN:TAU` for a dynamic intervention (none: the model
+        (paper), `batch_size` (16), `seed`, `chat_date` (YYYY-MM-DD; today), and `zeroing=FN:TAU` for a dynamic intervention (none: the model
         as is), e.g. "pretrained=allenai/OLMo-2-1124-7B,zeroing=ahon_ln:0.5"."""
         from lm_eval.utils import simple_parse_args_string
 
@@ -208,6 +249,7 @@ class DormantLM(TemplateLM):
         args = simple_parse_args_string(arg_string or "")
         extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
         known = {"pretrained", "revision", "dtype", "precision", "device", "bos", "batch_size", "seed", "zeroing"}
+        known |= {"chat_date"}
         unknown = sorted(set(args) - known)
         if unknown or "pretrained" not in args:
             what = f"unknown model_args {unknown[0]!r}" if unknown else "model_args lack pretrained=PATH_OR_REPO"
@@ -228,6 +270,7 @@ class DormantLM(TemplateLM):
             batch_size=int(batch) if str(batch).isdigit() else 16,  # lm-eval's "auto" batch size: ours
             score_fns=(zeroing.score_fn,) if zeroing else (),
             seed=int(args.get("seed", 0)),
+            chat_date=parse_chat_date(args["chat_date"]) if args.get("chat_date") else None,
         )
         lm.zeroing = zeroing
         return lm
