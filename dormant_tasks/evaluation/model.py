@@ -5,7 +5,10 @@ metrics); this model answers them with `scoring.scoring_pass`, so every forward 
 scores and applies the zeroing of the current setting (`DormantLM.zeroing`). It answers as lm-eval's `HFLM`
 does for a causal model: the same context/continuation split, left truncation to the context length,
 `(context + continuation)[:-1]` as the input row, the summed log-probability of the continuation and whether
-it is the greedy one; generation is greedy until a stop sequence, the end-of-text token or `max_gen_toks`.
+it is the greedy one; generation is greedy as `HFLM`'s `model.generate` call runs it: until a stop sequence,
+the end-of-text token, any `eos_token_id` of the checkpoint's `generation_config` or `max_gen_toks`, each
+step's logits through that config's non-sampling processors (a repetition penalty, ...) first
+(`GenerationSettings`, built by transformers as `generate` builds them).
 
 What differs from `HFLM`, on purpose:
 - right padding (the score engine's requirement) and no KV cache: generation re-runs the whole sequence at
@@ -348,34 +351,34 @@ class DormantLM(TemplateLM):
     # ------------------------------------------------------------------ generation
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """Greedy generation, batched, no KV cache: each step is one scoring pass over the whole sequences."""
+        """Greedy generation, batched, no KV cache: each step is one scoring pass over the whole sequences. It
+        stops and scores as `model.generate` under lm-eval's HFLM (`GenerationSettings`)."""
         out: list[str | None] = [None] * len(requests)
         by_kwargs: dict[str, list[int]] = {}
         for i, req in enumerate(requests):
             by_kwargs.setdefault(repr(sorted(req.args[1].items())), []).append(i)
         for indices in by_kwargs.values():
             kwargs = dict(requests[indices[0]].args[1])
-            if kwargs.get("do_sample") and float(kwargs.get("temperature", 0) or 0) > 0:
-                raise EvaluationError(
-                    "sampling (do_sample with temperature > 0) is not supported; generation is greedy"
-                )
-            until = kwargs.get("until") or []
+            until = kwargs.pop("until", None) or []
             until = [until] if isinstance(until, str) else list(until)
             eot = self.tok_decode([self.eot_token_id], skip_special_tokens=False)
             if eot not in until:
                 until.append(eot)
-            max_gen = int(kwargs.get("max_gen_toks", self.max_gen_toks))
+            max_gen = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
+            settings = GenerationSettings.of(self.model, kwargs, self._device)
             budget = self.max_length - max_gen
             contexts = {i: self.tok_encode(requests[i].args[0])[-budget:] for i in indices}
             for start in range(0, len(indices), self.batch_size):
                 chunk = indices[start : start + self.batch_size]
-                for i, text in zip(chunk, self._greedy({i: contexts[i] for i in chunk}, until, max_gen)):
+                for i, text in zip(chunk, self._greedy({i: contexts[i] for i in chunk}, until, max_gen, settings)):
                     out[i] = text
         return out  # type: ignore[return-value]
 
-    def _greedy(self, contexts: dict[int, list[int]], until: list[str], max_gen: int) -> list[str]:
+    def _greedy(self, contexts: dict[int, list[int]], until: list[str], max_gen: int, settings) -> list[str]:
         seqs = {i: list(ids) for i, ids in contexts.items()}
         generated: dict[int, list[int]] = {i: [] for i in seqs}
+        processors = {i: settings.processors(len(ids)) for i, ids in contexts.items()}
+        stop_ids = settings.eos_ids | {self.eot_token_id}
         live = list(seqs)
         for _ in range(max_gen):
             if not live:
@@ -384,11 +387,13 @@ class DormantLM(TemplateLM):
             logits = self._pass(input_ids, mask, live)
             still = []
             for r, i in enumerate(live):
-                token = int(logits[r, len(seqs[i]) - 1].argmax())
+                scores = logits[r, len(seqs[i]) - 1][None].float()  # [1, vocab], as generate takes the last logits
+                seen = torch.tensor([seqs[i]], device=scores.device)  # [1, seq]: the prompt and what followed
+                token = int(processors[i](seen, scores).argmax())
                 seqs[i].append(token)
                 generated[i].append(token)
                 text = self.tok_decode(generated[i], skip_special_tokens=False)
-                if token != self.eot_token_id and not any(s and s in text for s in until):
+                if token not in stop_ids and not any(s and s in text for s in until):
                     still.append(i)
             live = still
         texts = []
@@ -399,6 +404,49 @@ class DormantLM(TemplateLM):
                     text = text.split(stop)[0]
             texts.append(text)
         return texts
+
+
+@dataclass
+class GenerationSettings:
+    """What `model.generate` does at each greedy step under lm-eval's HFLM, from the checkpoint's own
+    `generation_config` merged with a request's generation arguments: it stops at every `eos_token_id` listed
+    there (Llama-3.1-Instruct: <|eot_id|>, <|eom_id|>, <|end_of_text|>) and transforms the logits with the
+    config's non-sampling processors (Qwen2.5-Instruct: repetition_penalty 1.05 over the prompt and the tokens
+    generated). The config and the processors are transformers' own, built as `generate` builds them."""
+
+    model: object
+    config: object  # transformers.GenerationConfig, special tokens prepared
+    device: torch.device
+    eos_ids: set[int]
+
+    @classmethod
+    def of(cls, model, kwargs: dict, device) -> GenerationSettings:
+        """HFLM's arguments to `generate` (0.4.5 and 0.4.13 alike): temperature 0 unless given, then greedy
+        (do_sample False) when it is 0 and do_sample is unset, and the temperature dropped under greedy."""
+        kwargs = dict(kwargs)
+        kwargs["temperature"] = kwargs.get("temperature", 0.0)
+        if kwargs["temperature"] == 0.0 and kwargs.get("do_sample") is None:
+            kwargs["do_sample"] = False
+        if kwargs.get("do_sample") is False and kwargs["temperature"] == 0.0:
+            kwargs.pop("temperature")
+        try:
+            config, _ = model._prepare_generation_config(None, **kwargs)
+            model._prepare_special_tokens(config, True, device)
+        except (ValueError, TypeError) as e:
+            raise EvaluationError(f"the generation arguments {kwargs} do not make a generation config: {e}") from None
+        if config.do_sample or (config.num_beams or 1) > 1:
+            raise EvaluationError(
+                "sampling or beam search (do_sample, num_beams in the task or the checkpoint's generation_config) "
+                "is not supported; generation is greedy"
+            )
+        eos = config._eos_token_tensor
+        return cls(model, config, device, set() if eos is None else {int(t) for t in eos.tolist()})
+
+    def processors(self, prompt_length: int):
+        """The LogitsProcessorList `generate` builds for a prompt of this many tokens (greedy: no warpers)."""
+        return self.model._get_logits_processor(  # type: ignore[attr-defined]
+            generation_config=self.config, input_ids_seq_length=prompt_length, device=self.device
+        )
 
 
 def _register() -> None:
