@@ -8,12 +8,13 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 .PHONY: setup demo test lint clean-demo olah lmeval045
 
 # torch first, pinned: this machine's CPU build lies on disk; an open range would pull a multi-GB CUDA build.
-# The gpu extra (Triton) lets the tests run the GPU score kernel in Triton's interpreter on CPU.
+# The gpu extra (Triton) lets the tests run the GPU score kernel in Triton's interpreter on CPU; the int8 extra
+# (bitsandbytes, with a CPU backend) lets them run the 8-bit tests instead of skipping them.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,gpu]'
+	$(PY) -m pip install -q -e '.[dev,gpu,int8]'
 	touch $@
 
 setup: $(VENV)/.installed

@@ -9,13 +9,16 @@ identical request from that file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
@@ -30,8 +33,9 @@ from dormant_tasks.tracking.masks import parse_tau_option
 
 # Bump when a field is added or changes meaning; `from_json` refuses a request of a newer version.
 # 2: evaluate requests name `tasks` (was `task`) and carry the protocol; 3: `calibrations`; 4: track requests
-# carry `tokens_per_step`, evaluate requests `rendering`, `system_instruction`, `precision` and `thresholds`
-REQUEST_VERSION = 4
+# carry `tokens_per_step`, evaluate requests `rendering`, `system_instruction`, `precision` and `thresholds`;
+# 5: evaluate requests carry `chat_date`
+REQUEST_VERSION = 5
 DEFAULT_EVAL_SCORES = ("ahon_ln", "lthon_ln", "awft")
 DEFAULT_QUANTILES = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 
@@ -181,6 +185,20 @@ def _check_types(request) -> None:
 def _positive(value: int | None, name: str) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def parse_chat_date(value) -> date:
+    """`--chat-date`: a calendar day written YYYY-MM-DD; ConfigError (one line) for anything else."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    text = str(value).strip()
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        with contextlib.suppress(ValueError):  # e.g. 2024-02-30
+            return date.fromisoformat(text)
+    raise ConfigError(
+        f"--chat-date {value!r} is not a day written YYYY-MM-DD (e.g. 2024-07-26): give the date the chat template "
+        "should see"
+    )
 
 
 def _set(obj, name: str, value) -> None:
@@ -497,6 +515,7 @@ class EvalRequest(_Request):
     system_instruction: str | None = None  # a system turn (chat) or prefix (plain) before every prompt
     precision: Precision = Precision.DTYPE
     thresholds: ThresholdSource = ThresholdSource.OWN
+    chat_date: str | None = None  # YYYY-MM-DD, the day a chat template sees (None: the day the run starts)
 
     def __post_init__(self):
         _check_types(self)
@@ -542,6 +561,8 @@ class EvalRequest(_Request):
         _set(self, "rendering", _enum(Rendering, self.rendering, "--rendering"))
         _set(self, "precision", _enum(Precision, self.precision, "--precision"))
         _set(self, "thresholds", _enum(ThresholdSource, self.thresholds, "--thresholds"))
+        if self.chat_date is not None:
+            _set(self, "chat_date", parse_chat_date(self.chat_date).isoformat())
         if self.precision is Precision.PAPER and self.dtype is not DType.FLOAT32:
             raise ConfigError(
                 f"--precision paper fixes each model's dtype (OLMo-2: float16 with 8-bit weights, others their own); "

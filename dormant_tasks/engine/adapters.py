@@ -34,9 +34,31 @@ class FamilyAdapter:
     conv1d: bool = False  # GPT-2's Conv1D stores its weight as [in, out], the transpose of nn.Linear
 
     def output_weight(self, attention_module) -> torch.Tensor:
-        """W_O as [width, head * d_head], whatever the storage: head h's slice is columns h*d .. (h+1)*d."""
+        """W_O as float32 [width, head * d_head], whatever the storage: head h's slice is columns h*d .. (h+1)*d."""
         weight = getattr(attention_module, self.output_projection).weight  # [width, head*d] or [head*d, width]
-        return weight.t() if self.conv1d else weight
+        # bitsandbytes stores a quantised Conv1D as a Linear ([out, in]), so only a float Conv1D is transposed
+        return float_weight(weight).t() if self.conv1d and not _is_int8(weight) else float_weight(weight)
+
+
+def _is_int8(weight: torch.Tensor) -> bool:
+    return weight.dtype == torch.int8 and getattr(weight, "SCB", None) is not None
+
+
+def float_weight(weight: torch.Tensor) -> torch.Tensor:
+    """A projection's weight as the float32 matrix the layer applies. bitsandbytes' LLM.int8 `Int8Params` hold
+    int8 codes with one scale per output row (`SCB`, the row's absolute maximum): the weight is codes * SCB / 127,
+    bitsandbytes' own `int8_vectorwise_dequant`; the codes alone would scale every row of W_O differently. Any
+    other non-float storage (4-bit) is refused in one line rather than read as numbers it does not hold."""
+    if _is_int8(weight):
+        from bitsandbytes.functional import int8_vectorwise_dequant
+
+        return int8_vectorwise_dequant(weight.data, weight.SCB).float()  # type: ignore[attr-defined]  # [out, in]
+    if not weight.is_floating_point():
+        raise ScoringError(
+            f"the output projection's weight is stored as {weight.dtype} ({type(weight).__name__}), which fhon cannot "
+            "read as a matrix; load the model with float weights or 8-bit (LLM.int8) weights"
+        )
+    return weight.detach().float()
 
 
 _SEPARATE = "v_proj, one d_head slice per KV head"
@@ -90,4 +112,4 @@ def adapter_for(model) -> FamilyAdapter:
     return adapter
 
 
-__all__ = ["FAMILIES", "FamilyAdapter", "adapter_for", "unsupported_feature"]
+__all__ = ["FAMILIES", "FamilyAdapter", "adapter_for", "float_weight", "unsupported_feature"]

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from dormant_tasks.engine import triton_attention as tri
-from dormant_tasks.engine.adapters import FamilyAdapter
+from dormant_tasks.engine.adapters import FamilyAdapter, float_weight
 from dormant_tasks.engine.score_functions import get_score_function, is_inactive
 from dormant_tasks.errors import ScoringError
 
@@ -97,7 +97,7 @@ class ScoringSession:
 
 def head_gram(o_proj_weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     """G_h = W_O[h]^T W_O[h] for every head: [head, d_head, d_head] float32."""
-    w = o_proj_weight.detach().float()  # [width, head * d_head]
+    w = float_weight(o_proj_weight)  # [width, head * d_head], dequantised when stored in 8 bits
     w = w.view(w.shape[0], n_heads, -1)  # [width, head, d_head]
     return torch.einsum("whd,whe->hde", w, w)  # [head, d_head, d_head]
 

@@ -6,11 +6,13 @@
 - `seed_leaderboard.json`: the leaderboard "Identification of inactive attention heads on WinoGrande" as
   published (model, label, our function id, value).
 
-Their function names -> ours is one table, `AUTHORS_NAMES`, in the order their code defines the classes
-(the order their aggregate keeps among ties). The random baseline's thresholds are the probabilities themselves.
+Their function names -> ours is one table, `AUTHORS_NAMES`, in the order their code defines the classes.
+Their Table 2 aggregate ("Ours") ranks another list, `AGGREGATE_ORDER`: the functions of their plotting
+notebook, in its order, which has no FullHeadOutput (fhon, fhon_ln) and puts UnnormalizedHONOR and HONOR last.
+The random baseline's thresholds are the probabilities themselves.
 
 Public API
-- `AUTHORS_NAMES`, `OUR_NAMES` (ours -> theirs), `authors_thresholds()`, `authors_key(model_id)`
+- `AUTHORS_NAMES`, `OUR_NAMES` (ours -> theirs), `AGGREGATE_ORDER`, `authors_thresholds()`, `authors_key(model_id)`
 - `authors_taus(model_id, tasks, score_fns, quantiles, source) -> {task: {fn: taus}}` (ThresholdError)
 - `seed_values() -> {(model, fn): value}` with fn = our id, "ours" (their aggregate) or "awft"
 """
@@ -45,6 +47,15 @@ AUTHORS_NAMES: dict[str, str] = {
     "HeadOutputMagnitudeNormalizedHeadLastToken": "lthon_hn",
 }
 OUR_NAMES: dict[str, str] = {ours: theirs for theirs, ours in AUTHORS_NAMES.items()}
+# The candidates of their aggregate and its order among ties (the first of equal values wins): the function list
+# of their notebook (plot-accuracy-vs-percent-of-heads-zeroed.ipynb at commit 9151a64, `head_type_classname_order`
+# and its label table, both in this order). Their thresholds.json lists the same 13 non-random functions in the
+# order their recording script ran them (HONOR second), with FullHeadOutput added for some mmlu models only: that
+# is the order of a run, not of the table, and the notebook plots and aggregates without FullHeadOutput.
+AGGREGATE_ORDER: tuple[str, ...] = (
+    *("random", "awft", "awft_ln", "aeqd", "aeqd_ln", "ftvvn", "ftvvn_ln", "avvn", "avvn_ln"),
+    *("lthon", "lthon_ln", "lthon_hn", "ahon", "ahon_ln"),
+)
 THRESHOLDS_FILE = "authors_thresholds.json"
 SEED_FILE = "seed_leaderboard.json"
 

@@ -7,9 +7,9 @@ base accuracy, all in %. Around the cells:
   (`metric.task_average_curve`) over every task of the board, when the board has >= 2 tasks and the
   function was swept on each of them at the same quantiles (else no such row, and a note says why);
 - model `Average`, per (function, task): the mean over models of their cells (`n_models` of them);
-- function `ours`, per (model, task): the authors' Table 2 aggregate ("Ours"), the largest value over every
-  function except AWFT, the random baseline included, ties kept in their function order
-  (`authors.AUTHORS_NAMES`); with `awft`'s own cells beside it and `ours - awft`, the difference; each with its
+- function `ours`, per (model, task): the authors' Table 2 aggregate ("Ours"), the largest value over the
+  functions of their notebook's list except AWFT, the random baseline included and fhon/fhon_ln not (their list
+  has neither), ties going to the first in that list's order (`authors.AGGREGATE_ORDER`); with `awft`'s own cells beside it and `ours - awft`, the difference; each with its
   `Average` over models: the seed's 'Ours (Aggregate) Average 14.45' vs 'AWFT Average 6.9';
 - function `best`, shown as "best of all functions", per (model, task): the function with the largest value
   of all, AWFT included (ties: the larger AUC, then the name; the random baseline is no candidate), and its
@@ -330,23 +330,18 @@ def _model_averages(rows: list[dict]) -> list[dict]:
     ]
 
 
-def _authors_rank(fn: str) -> tuple:
-    from dormant_tasks.evaluation.authors import AUTHORS_NAMES
-
-    order = list(AUTHORS_NAMES.values())
-    return (order.index(fn), "") if fn in order else (len(order), fn)
-
-
 def _ours(cells: list[dict]) -> list[dict]:
-    """Per (model, task): the authors' "Ours", the largest value of every function but AWFT (random included),
-    the first in their function order among equal values (their notebook's max over their list)."""
+    """Per (model, task): the authors' "Ours", the largest value of their notebook's functions but AWFT (random
+    included, fhon/fhon_ln not), the first in that list's order among equal values (their max over their list)."""
+    from dormant_tasks.evaluation.authors import AGGREGATE_ORDER
+
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in cells:
-        if r["score_fn"] != AWFT:
+        if r["score_fn"] in AGGREGATE_ORDER and r["score_fn"] != AWFT:
             groups[(r["model"], r["task"])].append(r)
     out = []
     for mine in groups.values():
-        top = min(mine, key=lambda r: (-r["within_1pt"], _authors_rank(r["score_fn"])))
+        top = min(mine, key=lambda r: (-r["within_1pt"], AGGREGATE_ORDER.index(r["score_fn"])))
         out.append({**top, "score_fn": OURS, "best_fn": top["score_fn"]})
     return out
 

@@ -5,7 +5,10 @@ metrics); this model answers them with `scoring.scoring_pass`, so every forward 
 scores and applies the zeroing of the current setting (`DormantLM.zeroing`). It answers as lm-eval's `HFLM`
 does for a causal model: the same context/continuation split, left truncation to the context length,
 `(context + continuation)[:-1]` as the input row, the summed log-probability of the continuation and whether
-it is the greedy one; generation is greedy until a stop sequence, the end-of-text token or `max_gen_toks`.
+it is the greedy one; generation is greedy as `HFLM`'s `model.generate` call runs it: until a stop sequence,
+the end-of-text token, any `eos_token_id` of the checkpoint's `generation_config` or `max_gen_toks`, each
+step's logits through that config's non-sampling processors (a repetition penalty, ...) first
+(`GenerationSettings`, built by transformers as `generate` builds them).
 
 What differs from `HFLM`, on purpose:
 - right padding (the score engine's requirement) and no KV cache: generation re-runs the whole sequence at
@@ -22,14 +25,18 @@ Public API
   `.record` (`PassRecord`).
 - lm-eval's registry: `simple_evaluate(model="dormant", model_args="pretrained=...,zeroing=FN:TAU")` once this
   module is imported (`import dormant_tasks.evaluation.model`); see `DormantLM.create_from_arg_string`.
-- `render_chat(tokenizer, chat_history, add_generation_prompt=True)`: the chat template applied, as text.
+- `render_chat(tokenizer, chat_history, add_generation_prompt=True, chat_date=None)`: the chat template applied,
+  as text, on `chat_date` (default today; `chat_clock(day)`) as the day the template's `strftime_now` reads.
 - `encode_pair(tokenizer, context, continuation, bos, model_type="")` and `encode_context(tokenizer, text, bos,
   model_type="")`: the token ids the model is given (what `DormantLM` uses; tested against lm-eval 0.4.5).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass, field
+from datetime import date, datetime
 
 import numpy as np
 import torch
@@ -38,7 +45,7 @@ from lm_eval.api.model import TemplateLM
 from dormant_tasks.engine.batching import batch_runs, padded_batch
 from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing, scoring_pass
 from dormant_tasks.errors import EvaluationError
-from dormant_tasks.requests import Bos
+from dormant_tasks.requests import Bos, parse_chat_date
 
 DEFAULT_MAX_LENGTH = 2048  # HFLM's fallback when the model states no context length
 MAX_GEN_TOKS = 256  # HFLM's default max_gen_toks
@@ -71,8 +78,42 @@ def encode_pair(tokenizer, context: str, continuation: str, bos: Bos | str, mode
     return ctx, whole[len(ctx) :]
 
 
-def render_chat(tokenizer, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-    """As HFLM's apply_chat_template: the tokenizer's template rendered to text (lm-eval tokenises it later)."""
+_CLOCK_LOCK = threading.Lock()  # the template clock is one module global: one fixed day at a time
+
+
+@contextlib.contextmanager
+def chat_clock(day: date):
+    """Chat templates see `day` (at 00:00) as now: transformers gives every template `strftime_now(fmt)`, which
+    reads `datetime.now()` of its chat-template module (Llama-3.x writes "Today Date: 26 Jul 2024" with it),
+    and passes no callable from the caller to a template, so that clock is what is fixed here."""
+    import transformers
+    from transformers.utils import chat_template_utils
+
+    real = getattr(chat_template_utils, "datetime", None)
+    if real is not datetime:
+        raise EvaluationError(
+            f"transformers {transformers.__version__} gives chat templates the date another way, so the chat "
+            "date cannot be fixed; install a transformers version that pyproject.toml allows"
+        )
+
+    class _Day(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(day.year, day.month, day.day, tzinfo=tz)
+
+    with _CLOCK_LOCK:
+        chat_template_utils.datetime = _Day  # type: ignore[misc]
+        try:
+            yield
+        finally:
+            chat_template_utils.datetime = real  # type: ignore[misc]
+
+
+def render_chat(
+    tokenizer, chat_history: list[dict[str, str]], add_generation_prompt: bool = True, chat_date: date | None = None
+) -> str:
+    """As HFLM's apply_chat_template: the tokenizer's template rendered to text (lm-eval tokenises it later), on
+    `chat_date` (default today) as the day the template sees."""
     if not getattr(tokenizer, "chat_template", None):
         raise EvaluationError(
             "the tokenizer has no chat template; use --chat-template off (or auto), or a tokenizer with one"
@@ -80,12 +121,13 @@ def render_chat(tokenizer, chat_history: list[dict[str, str]], add_generation_pr
     from jinja2 import TemplateError  # its SecurityError too: what the sandbox refuses
 
     try:
-        return tokenizer.apply_chat_template(
-            chat_history,
-            tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=not add_generation_prompt,
-        )
+        with chat_clock(chat_date or date.today()):
+            return tokenizer.apply_chat_template(
+                chat_history,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+                continue_final_message=not add_generation_prompt,
+            )
     except TemplateError as e:  # a template that the sandbox refuses, that does not parse, or that raises itself
         reason = " ".join(str(e).split())[:200] or "no message"
         raise EvaluationError(
@@ -131,6 +173,7 @@ class DormantLM(TemplateLM):
         score_fns=(),
         seed: int = 0,
         max_length: int | None = None,
+        chat_date: date | None = None,
     ):
         super().__init__()
         if tokenizer is None or not callable(getattr(tokenizer, "encode", None)):
@@ -151,6 +194,7 @@ class DormantLM(TemplateLM):
         self._device = next(model.parameters()).device
         self._encodings: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
         self.record = PassRecord(self.score_fns, keep_scores=False)
+        self.chat_date = chat_date or date.today()  # the day chat templates see (`chat_clock`)
 
     # ------------------------------------------------------------------ lm-eval's model interface
 
@@ -194,7 +238,7 @@ class DormantLM(TemplateLM):
         return self._encodings[key]
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        return render_chat(self.tokenizer, chat_history, add_generation_prompt)
+        return render_chat(self.tokenizer, chat_history, add_generation_prompt, self.chat_date)
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         raise EvaluationError(
@@ -206,7 +250,7 @@ class DormantLM(TemplateLM):
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> DormantLM:
         """The model lm-eval builds for `simple_evaluate(model="dormant", model_args=...)`: `pretrained` (folder or
         Hub repo, required), `revision`, `dtype` (float32), `precision` (dtype or paper), `device` (auto), `bos`
-        (paper), `batch_size` (16), `seed`, and `zeroing=FN:TAU` for a dynamic intervention (none: the model
+        (paper), `batch_size` (16), `seed`, `chat_date` (YYYY-MM-DD; today), and `zeroing=FN:TAU` for a dynamic intervention (none: the model
         as is), e.g. "pretrained=allenai/OLMo-2-1124-7B,zeroing=ahon_ln:0.5"."""
         from lm_eval.utils import simple_parse_args_string
 
@@ -217,6 +261,7 @@ class DormantLM(TemplateLM):
         args = simple_parse_args_string(arg_string or "")
         extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
         known = {"pretrained", "revision", "dtype", "precision", "device", "bos", "batch_size", "seed", "zeroing"}
+        known |= {"chat_date"}
         unknown = sorted(set(args) - known)
         if unknown or "pretrained" not in args:
             what = f"unknown model_args {unknown[0]!r}" if unknown else "model_args lack pretrained=PATH_OR_REPO"
@@ -237,6 +282,7 @@ class DormantLM(TemplateLM):
             batch_size=int(batch) if str(batch).isdigit() else 16,  # lm-eval's "auto" batch size: ours
             score_fns=(zeroing.score_fn,) if zeroing else (),
             seed=int(args.get("seed", 0)),
+            chat_date=parse_chat_date(args["chat_date"]) if args.get("chat_date") else None,
         )
         lm.zeroing = zeroing
         return lm
@@ -314,34 +360,34 @@ class DormantLM(TemplateLM):
     # ------------------------------------------------------------------ generation
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """Greedy generation, batched, no KV cache: each step is one scoring pass over the whole sequences."""
+        """Greedy generation, batched, no KV cache: each step is one scoring pass over the whole sequences. It
+        stops and scores as `model.generate` under lm-eval's HFLM (`GenerationSettings`)."""
         out: list[str | None] = [None] * len(requests)
         by_kwargs: dict[str, list[int]] = {}
         for i, req in enumerate(requests):
             by_kwargs.setdefault(repr(sorted(req.args[1].items())), []).append(i)
         for indices in by_kwargs.values():
             kwargs = dict(requests[indices[0]].args[1])
-            if kwargs.get("do_sample") and float(kwargs.get("temperature", 0) or 0) > 0:
-                raise EvaluationError(
-                    "sampling (do_sample with temperature > 0) is not supported; generation is greedy"
-                )
-            until = kwargs.get("until") or []
+            until = kwargs.pop("until", None) or []
             until = [until] if isinstance(until, str) else list(until)
             eot = self.tok_decode([self.eot_token_id], skip_special_tokens=False)
             if eot not in until:
                 until.append(eot)
-            max_gen = int(kwargs.get("max_gen_toks", self.max_gen_toks))
+            max_gen = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
+            settings = GenerationSettings.of(self.model, kwargs, self._device)
             budget = self.max_length - max_gen
             contexts = {i: self.tok_encode(requests[i].args[0])[-budget:] for i in indices}
             for start in range(0, len(indices), self.batch_size):
                 chunk = indices[start : start + self.batch_size]
-                for i, text in zip(chunk, self._greedy({i: contexts[i] for i in chunk}, until, max_gen)):
+                for i, text in zip(chunk, self._greedy({i: contexts[i] for i in chunk}, until, max_gen, settings)):
                     out[i] = text
         return out  # type: ignore[return-value]
 
-    def _greedy(self, contexts: dict[int, list[int]], until: list[str], max_gen: int) -> list[str]:
+    def _greedy(self, contexts: dict[int, list[int]], until: list[str], max_gen: int, settings) -> list[str]:
         seqs = {i: list(ids) for i, ids in contexts.items()}
         generated: dict[int, list[int]] = {i: [] for i in seqs}
+        processors = {i: settings.processors(len(ids)) for i, ids in contexts.items()}
+        stop_ids = settings.eos_ids | {self.eot_token_id}
         live = list(seqs)
         for _ in range(max_gen):
             if not live:
@@ -350,11 +396,13 @@ class DormantLM(TemplateLM):
             logits = self._pass(input_ids, mask, live)
             still = []
             for r, i in enumerate(live):
-                token = int(logits[r, len(seqs[i]) - 1].argmax())
+                scores = logits[r, len(seqs[i]) - 1][None].float()  # [1, vocab], as generate takes the last logits
+                seen = torch.tensor([seqs[i]], device=scores.device)  # [1, seq]: the prompt and what followed
+                token = int(processors[i](seen, scores).argmax())
                 seqs[i].append(token)
                 generated[i].append(token)
                 text = self.tok_decode(generated[i], skip_special_tokens=False)
-                if token != self.eot_token_id and not any(s and s in text for s in until):
+                if token not in stop_ids and not any(s and s in text for s in until):
                     still.append(i)
             live = still
         texts = []
@@ -365,6 +413,49 @@ class DormantLM(TemplateLM):
                     text = text.split(stop)[0]
             texts.append(text)
         return texts
+
+
+@dataclass
+class GenerationSettings:
+    """What `model.generate` does at each greedy step under lm-eval's HFLM, from the checkpoint's own
+    `generation_config` merged with a request's generation arguments: it stops at every `eos_token_id` listed
+    there (Llama-3.1-Instruct: <|eot_id|>, <|eom_id|>, <|end_of_text|>) and transforms the logits with the
+    config's non-sampling processors (Qwen2.5-Instruct: repetition_penalty 1.05 over the prompt and the tokens
+    generated). The config and the processors are transformers' own, built as `generate` builds them."""
+
+    model: object
+    config: object  # transformers.GenerationConfig, special tokens prepared
+    device: torch.device
+    eos_ids: set[int]
+
+    @classmethod
+    def of(cls, model, kwargs: dict, device) -> GenerationSettings:
+        """HFLM's arguments to `generate` (0.4.5 and 0.4.13 alike): temperature 0 unless given, then greedy
+        (do_sample False) when it is 0 and do_sample is unset, and the temperature dropped under greedy."""
+        kwargs = dict(kwargs)
+        kwargs["temperature"] = kwargs.get("temperature", 0.0)
+        if kwargs["temperature"] == 0.0 and kwargs.get("do_sample") is None:
+            kwargs["do_sample"] = False
+        if kwargs.get("do_sample") is False and kwargs["temperature"] == 0.0:
+            kwargs.pop("temperature")
+        try:
+            config, _ = model._prepare_generation_config(None, **kwargs)
+            model._prepare_special_tokens(config, True, device)
+        except (ValueError, TypeError) as e:
+            raise EvaluationError(f"the generation arguments {kwargs} do not make a generation config: {e}") from None
+        if config.do_sample or (config.num_beams or 1) > 1:
+            raise EvaluationError(
+                "sampling or beam search (do_sample, num_beams in the task or the checkpoint's generation_config) "
+                "is not supported; generation is greedy"
+            )
+        eos = config._eos_token_tensor
+        return cls(model, config, device, set() if eos is None else {int(t) for t in eos.tolist()})
+
+    def processors(self, prompt_length: int):
+        """The LogitsProcessorList `generate` builds for a prompt of this many tokens (greedy: no warpers)."""
+        return self.model._get_logits_processor(  # type: ignore[attr-defined]
+            generation_config=self.config, input_ids_seq_length=prompt_length, device=self.device
+        )
 
 
 def _register() -> None:

@@ -9,7 +9,8 @@ reproduction resumes where it stopped. The functions are those the authors recor
 random: every candidate of their 'Ours' aggregate, and AWFT.
 
 Public API
-- `seed_models()`, `seed_functions()`, `reproduction_requests(store, *, limit=None, batch_size=16, device="auto")`
+- `seed_models()`, `seed_functions()`, `reproduction_requests(store, *, limit=None, batch_size=16, device="auto",
+  chat_date=None)`
 - `done_runs(store) -> {(model, fn)}`: the runs whose rows the store holds under the paper protocol
 - `forward_tokens(request, tokenizer) -> int`: the tokens the run's forward passes read (its base run and one
   run per threshold; each distinct input row once, as `DormantLM` runs them)
@@ -18,7 +19,7 @@ Public API
 from __future__ import annotations
 
 from dormant_tasks.evaluation.authors import AUTHORS_NAMES, authors_thresholds, seed_values
-from dormant_tasks.requests import EvalRequest, Precision, Rendering, ThresholdSource
+from dormant_tasks.requests import EvalRequest, Precision, Rendering, ThresholdSource, parse_chat_date
 
 SEED_TASK = "winogrande"
 
@@ -34,8 +35,11 @@ def seed_functions() -> list[str]:
     return [fn for name, fn in AUTHORS_NAMES.items() if name in recorded or name == "Random"]
 
 
-def reproduction_requests(store, *, limit: int | None = None, batch_size: int = 16, device: str = "auto"):
-    """One request per (seed model, function), models in the seed's order, functions in the authors'."""
+def reproduction_requests(
+    store, *, limit: int | None = None, batch_size: int = 16, device: str = "auto", chat_date: str | None = None
+):
+    """One request per (seed model, function), models in the seed's order, functions in the authors'; chat
+    templates see `chat_date` (YYYY-MM-DD; None: the day each run starts)."""
     return [
         EvalRequest(
             model=model,
@@ -48,6 +52,7 @@ def reproduction_requests(store, *, limit: int | None = None, batch_size: int = 
             rendering=Rendering.PAPER,
             precision=Precision.PAPER,
             thresholds=ThresholdSource.AUTHORS,
+            chat_date=chat_date,
         )
         for model in seed_models()
         for fn in seed_functions()
@@ -88,7 +93,10 @@ def forward_tokens(request: EvalRequest, tokenizer) -> int:
 
     loaded = load_tasks(request.tasks, shots=request.shots, data_source=request.datasets)
     chat = wants_chat_template(request.model, request.chat_template, tokenizer)
-    instances, _ = build_requests(loaded, tokenizer, chat, request.rendering, request.system_instruction, request.limit)
+    day = parse_chat_date(request.chat_date) if request.chat_date else None
+    instances, _ = build_requests(
+        loaded, tokenizer, chat, request.rendering, request.system_instruction, request.limit, day
+    )
     rows = set()
     for leaf_instances in instances.values():
         for inst in leaf_instances:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import date
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -112,6 +113,8 @@ def protocol_line(row: dict) -> str:
     if row["chat_template"]:
         rendering = row.get("rendering")
         chat = "chat template" + (f" rendered as {RENDERED_AS[rendering]}" if rendering in RENDERED_AS else "")
+        if row.get("chat_date"):
+            chat += f" on {row['chat_date']}"
     parts = [
         f"{row['shots']}-shot",
         row["metric"],
@@ -141,6 +144,7 @@ class Protocol:
     data_source: str
     lm_eval_version: str
     rendering: str  # `Rendering`: whose chat rendering (lm-eval 0.4.5's "paper" or the installed "lm-eval")
+    chat_date: date | None = None  # the day the chat template saw (None: no chat template)
 
 
 @dataclass
@@ -183,10 +187,12 @@ def prepare(
     score_fns=(),
     rendering: Rendering | str = Rendering.PAPER,
     system_instruction: str | None = None,
+    chat_date: date | None = None,
 ) -> Prepared:
     """Load the lm-eval tasks and build their requests once, under the protocol given (the authors' by default):
     under a chat template with `Rendering.PAPER` the requests are rendered as lm-eval 0.4.5 did
-    (`rendering.build_paper_chat_requests`), else by lm-eval itself."""
+    (`rendering.build_paper_chat_requests`), else by lm-eval itself; a chat template sees `chat_date` (default:
+    today, fixed here for the whole run) as the current day."""
     import lm_eval
 
     from dormant_tasks.evaluation.model import DormantLM
@@ -195,9 +201,12 @@ def prepare(
         raise EvaluationError(f"--limit must be at least 1, got {limit}; leave it out to use every item")
     chat = wants_chat_template(model_id, chat_template, tokenizer)
     loaded = load_tasks(tasks, shots=shots, data_source=datasets)
-    lm = DormantLM(model, tokenizer, bos=bos, batch_size=batch_size, score_fns=tuple(score_fns), seed=seed)
+    chat_date = chat_date or date.today()
+    lm = DormantLM(
+        model, tokenizer, bos=bos, batch_size=batch_size, score_fns=tuple(score_fns), seed=seed, chat_date=chat_date
+    )
     rendering = Rendering(rendering)
-    instances, limits = build_requests(loaded, tokenizer, chat, rendering, system_instruction, limit)
+    instances, limits = build_requests(loaded, tokenizer, chat, rendering, system_instruction, limit, chat_date)
     chance: dict[str, float | None] = {}
     n_items: dict[str, int] = {}
     for spec in loaded.specs:
@@ -211,20 +220,24 @@ def prepare(
             chance[spec.name] = float(np.mean([1.0 / n for n in per_doc.values()]))
         else:
             chance[spec.name] = None
-    protocol = Protocol(chat, str(Bos(bos)), str(loaded.data_source), lm_eval.__version__, str(rendering))
+    protocol = Protocol(
+        chat, str(Bos(bos)), str(loaded.data_source), lm_eval.__version__, str(rendering), chat_date if chat else None
+    )
     return Prepared(lm, loaded, protocol, limit, instances, limits, chance, n_items)
 
 
-def build_requests(loaded: LoadedTasks, tokenizer, chat: bool, rendering, system_instruction, limit):
+def build_requests(
+    loaded: LoadedTasks, tokenizer, chat: bool, rendering, system_instruction, limit, chat_date: date | None = None
+):
     """({leaf: its lm-eval Instances}, {leaf: sample size}): every task's requests, built once; under a chat
     template with `Rendering.PAPER` as lm-eval 0.4.5 rendered them (`rendering.build_paper_chat_requests`),
-    else by lm-eval itself."""
+    else by lm-eval itself; either way the template sees `chat_date` (default today) as the current day."""
     from dormant_tasks.evaluation import lmeval_adapter
     from dormant_tasks.evaluation.model import render_chat
     from dormant_tasks.evaluation.rendering import build_paper_chat_requests
 
     def template(history, add_generation_prompt=True):
-        return render_chat(tokenizer, history, add_generation_prompt)
+        return render_chat(tokenizer, history, add_generation_prompt, chat_date)
 
     instances, limits = {}, {}
     for leaf, task in loaded.tasks.items():
@@ -398,6 +411,7 @@ def _row(
         "chance": prepared.chance[spec.name],
         "rendering": p.rendering,
         "threshold_source": source,
+        "chat_date": p.chat_date,
     }
 
 

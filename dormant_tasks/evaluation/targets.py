@@ -27,7 +27,7 @@ from dormant_tasks.evaluation.sweep import (
     protocol_line,
     run_sweep,
 )
-from dormant_tasks.requests import EvalRequest, Mode, Precision, model_id_for, source_identity
+from dormant_tasks.requests import EvalRequest, Mode, Precision, model_id_for, parse_chat_date, source_identity
 from dormant_tasks.store.io import read_table, series_of_source, write_request, write_table
 from dormant_tasks.tracking.series import SeriesView
 from dormant_tasks.tracking.tracker import common_columns
@@ -190,6 +190,7 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True,
         score_fns=request.score_fns,
         rendering=request.rendering,
         system_instruction=request.system_instruction,
+        chat_date=parse_chat_date(request.chat_date) if request.chat_date else None,
     )
     for note in prepared.notes:
         (log or _log).warning("note: %s", note)

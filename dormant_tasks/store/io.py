@@ -245,6 +245,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("rendering", pa.string(), nullable=True),  # chat rendering: "paper" (lm-eval 0.4.5) or "lm-eval"
             _f("precision", pa.string(), nullable=True),  # e.g. "float32", or "paper:int8" / "paper:bfloat16"
             _f("threshold_source", pa.string(), nullable=True),  # "own" (base-run quantiles) or "authors"
+            _f("chat_date", pa.date32(), nullable=True),  # the day the chat template saw (null: none, or not recorded)
         ]
     ),
     # One row per checkpoint of the series that could not be downloaded, loaded or scored and was not stored

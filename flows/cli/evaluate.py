@@ -81,6 +81,12 @@ def add_parser(subparsers) -> None:
         help="a system instruction before every prompt (a system turn under a chat template)",
     )
     parser.add_argument(
+        "--chat-date",
+        metavar="YYYY-MM-DD",
+        help="the day a chat template sees as today (Llama-3.x writes it into the system header; recorded per row as "
+        "chat_date); fix it to get the same prompts on another day (default: the day the run starts)",
+    )
+    parser.add_argument(
         "--precision",
         choices=["dtype", "paper"],
         default="dtype",
@@ -178,6 +184,7 @@ def request_from_args(args: argparse.Namespace):
         system_instruction=args.system_instruction,
         precision=args.precision,
         thresholds=args.thresholds,
+        chat_date=args.chat_date,
     )
 
 
@@ -228,7 +235,9 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
     from dormant_tasks.evaluation.targets import check_request, request_targets
     from dormant_tasks.store.io import check_store
 
-    requests = reproduction_requests(args.store, limit=args.limit, batch_size=args.batch_size, device=args.device)
+    requests = reproduction_requests(
+        args.store, limit=args.limit, batch_size=args.batch_size, device=args.device, chat_date=args.chat_date
+    )
     done = done_runs(args.store, args.limit)
     pending = [r for r in requests if (r.model, r.score_fns[0]) not in done]
     if args.dry_run:

@@ -15,6 +15,7 @@ import pytest
 
 from dormant_tasks.engine.score_functions import SCORE_FUNCTIONS
 from dormant_tasks.evaluation.authors import (
+    AGGREGATE_ORDER,
     AUTHORS_NAMES,
     ThresholdError,
     authors_taus,
@@ -102,8 +103,32 @@ def test_ours_includes_random_and_keeps_their_order_among_ties(tmp_path):
     ours = cell(board, OURS, "org/m")
     # random and lthon_ln tie at 7: random comes first in their function order; AWFT (9) is no candidate
     assert ours["within_1pt"] == pytest.approx(7.0) and ours["best_fn"] == "random"
-    assert list(AUTHORS_NAMES.values()).index("random") < list(AUTHORS_NAMES.values()).index("lthon_ln")
+    assert AGGREGATE_ORDER.index("random") < AGGREGATE_ORDER.index("lthon_ln")
     assert cell(board, BEST, "org/m")["best_fn"] == "awft"
+
+
+def test_ours_takes_their_notebooks_list_without_fhon_and_ties_in_its_order(tmp_path):
+    """fhon is the best function here, yet their list has no fhon: "Ours" is the best of the others, and fhon
+    stays on the board as its own cell and as the best of all functions. ahon_ln (their HONOR) ties with
+    lthon_ln: their notebook lists UnnormalizedHONOR and HONOR last, so LTHON (LN) takes "Ours"."""
+    rows = curve_rows("org/m", "fhon", 12.0, 0) + curve_rows("org/m", "fhon_ln", 11.0, 0)
+    rows += curve_rows("org/m", "ahon_ln", 8.0, 0) + curve_rows("org/m", "lthon_ln", 8.0, 0)
+    rows += curve_rows("org/m", "ahon", 8.0, 0) + curve_rows("org/m", "awft", 3.0, 0)
+    write_table(tmp_path, "evaluations", rows, file_key="r")
+    board = load_leaderboard(tmp_path)
+    ours = cell(board, OURS, "org/m")
+    assert ours["within_1pt"] == pytest.approx(8.0) and ours["best_fn"] == "lthon_ln"
+    assert cell(board, OURS_VS_AWFT, "org/m")["within_1pt"] == pytest.approx(5.0)
+    assert cell(board, "fhon", "org/m")["within_1pt"] == pytest.approx(12.0)
+    assert cell(board, BEST, "org/m")["best_fn"] == "fhon"
+    assert "fhon" not in AGGREGATE_ORDER and "fhon_ln" not in AGGREGATE_ORDER
+    assert AGGREGATE_ORDER[-2:] == ("ahon", "ahon_ln")  # UnnormalizedHONOR, HONOR
+
+
+def test_their_aggregate_list_is_their_functions_but_full_head_output():
+    names = {fn for task in authors_thresholds().values() for model in task.values() for fn in model}
+    without_fhon = {AUTHORS_NAMES[n] for n in names} - {"fhon", "fhon_ln"}
+    assert set(AGGREGATE_ORDER) == without_fhon | {"random"} and len(AGGREGATE_ORDER) == 14
 
 
 def test_seed_comparison_prints_every_published_cell(seed_store):

@@ -1,8 +1,8 @@
 """The paper protocol's options: precision (8-bit OLMo-2), threshold source, their bad input.
 
 Bad input is one stderr line naming the fix, exit 2, before any model is loaded, nothing written. The 8-bit
-path runs where bitsandbytes is importable (its CPU backend does LLM.int8 too): `pip install
-'dormant-heads[int8]'`; without it those tests skip, saying so.
+path runs where bitsandbytes is importable (its CPU backend does LLM.int8 too): `make setup` installs the
+`int8` extra, so `make test` runs it; without bitsandbytes those tests skip, saying so.
 """
 
 from __future__ import annotations
@@ -115,3 +115,38 @@ def test_paper_precision_loads_olmo2_in_8_bits(olmo2_named, torch_device):
     assert 0.0 <= base.accuracy <= 1.0 and base.frac_zeroed == 0.0
     assert zeroed.frac_zeroed == pytest.approx(1.0)
     assert precision_label("paper", dtype, int8, model) == "paper:float16+int8"
+
+
+def test_fhon_under_8bit_weights_is_the_float16_value(olmo2_named):
+    """fhon reads W_O through its Gram matrices: under LLM.int8 they come from the dequantised weights (codes x
+    per-row scale / 127), so they equal the float16 model's to the quantisation error, and so does fhon itself.
+    The int8 codes alone (what `.float()` of `Int8Params` gives) would be off by a different factor per row."""
+    if not _has_bitsandbytes():
+        pytest.skip("bitsandbytes is not installed (pip install 'dormant-heads[int8]'): the 8-bit path is not run")
+    import torch
+
+    from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
+    from dormant_tasks.engine.adapters import adapter_for
+    from dormant_tasks.engine.attention import head_gram
+    from dormant_tasks.engine.scoring import scoring_pass
+
+    half, tok = load_model_and_tokenizer(olmo2_named, None, "float16", "cpu")
+    eight, _ = load_model_and_tokenizer(olmo2_named, None, "float16", "cpu", int8=True)
+    n_heads = half.config.num_attention_heads
+    for layer_half, layer_eight in zip(half.model.layers, eight.model.layers):
+        exact = layer_half.self_attn.o_proj.weight.float()  # [width, head*d], the float16 weights
+        w = adapter_for(eight).output_weight(layer_eight.self_attn)  # [width, head*d], dequantised
+        scale = exact.abs().amax(dim=1, keepdim=True)  # [width, 1] the row maxima bitsandbytes scales by
+        assert ((w - exact).abs() <= scale / 254 * 1.01 + 1e-6).all()  # rounding to the nearest of 255 steps
+        g_exact, g = head_gram(exact, n_heads), head_gram(w, n_heads)  # [head, d, d]
+        torch.testing.assert_close(g, g_exact, rtol=0, atol=2e-2 * g_exact.abs().max().item())
+
+    ids = tok(["The quick brown fox jumps over the lazy dog again and again."], return_tensors="pt").input_ids
+    fns = ["fhon", "fhon_ln", "ahon"]
+    a = scoring_pass(half, ids, score_fns=fns).scores  # [1, fn, layer, head]
+    b = scoring_pass(eight, ids, score_fns=fns).scores
+    # Activations also pass through 8-bit matmuls, so fhon differs as ahon does: by about a per cent.
+    ahon_err = abs(b[:, 2] - a[:, 2]).max() / a[:, 2].max()
+    fhon_err = abs(b[:, 0] - a[:, 0]).max() / a[:, 0].max()
+    assert fhon_err < 0.05 and fhon_err < 5 * ahon_err + 0.01, (fhon_err, ahon_err)
+    assert abs(b[:, 1] - a[:, 1]).max() < 0.01  # fhon_ln, the per-layer ratios (codes alone: 0.0135 here)
