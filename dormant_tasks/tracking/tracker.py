@@ -46,7 +46,9 @@ from dormant_tasks.tracking.agreement import update_agreement
 from dormant_tasks.tracking.calibration import CalibrationSet
 from dormant_tasks.tracking.masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, tau_warnings, taus_id
 from dormant_tasks.tracking.series import SeriesView, open_views, result_id
+from dormant_tasks.tracking.confidence import FDR
 from dormant_tasks.tracking.transitions import (
+    apply_fdr,
     derive_transitions,
     head_histories,
     histories_of,
@@ -717,6 +719,8 @@ class SeriesSummary:
 # Above this many new checkpoint pairs, derivation reads the whole series once instead of pair by pair.
 INCREMENTAL_MAX_PAIRS = 16
 PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoint pairs they were derived from
+FDR_KEY = "dormant.fdr"  # transitions metadata: how `confident` was decided (`FDR_RECORD`)
+FDR_RECORD = json.dumps({"correction": "benjamini-hochberg", "level": FDR, "family": "every (head, interval) test"})
 
 
 def derive_series(request: TrackRequest) -> SeriesSummary:
@@ -744,7 +748,8 @@ def derive_set(request: TrackRequest, view: SeriesView) -> SeriesSummary:
     stored = read_metadata(request.store, "transitions", request.model_id, tkey) or {}
     histories = read_metadata(request.store, "head_histories", request.model_id, hkey) or {}
     recorded = json.dumps(sorted(pairs))
-    if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded:
+    same_rule = stored.get(FDR_KEY) == FDR_RECORD  # else the q-values are (re)computed from the stored p's
+    if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded and same_rule:
         trans = view.transitions()
         return _summary(view, trans)
     old_pairs = set(json.loads(stored[PAIRS_KEY])) if PAIRS_KEY in stored else None
@@ -765,13 +770,21 @@ def derive_set(request: TrackRequest, view: SeriesView) -> SeriesSummary:
         trans = _in_series_order(pa.concat_tables(parts), view.revisions)
         first = view.head_scores(revisions=view.revisions[:1])
         hist = histories_of(states_from_transitions(first, trans, ckpts))
-    trans = mark_blips(trans)
+    trans = apply_fdr(mark_blips(trans), fdr_families(view, len(pairs)))  # q over the whole series, like blips
     meta = {PAIRS_KEY: recorded}
     with series_lock(request.store, request.model_id):
-        write_table(request.store, "transitions", trans, file_key=tkey, model_id=request.model_id, metadata=meta)
+        write_table(
+            request.store, "transitions", trans, file_key=tkey, model_id=request.model_id, metadata=meta | {FDR_KEY: FDR_RECORD}
+        )
         write_table(request.store, "head_histories", hist, file_key=hkey, model_id=request.model_id, metadata=meta)
         drop_legacy_derived(request.store, request.model_id, view.taus_id)
     return _summary(view, trans)
+
+
+def fdr_families(view: SeriesView, n_pairs: int) -> dict[tuple[str, str, str, str], int]:
+    """Per tracked function of the view, the size of its family of paired tests: heads x compared pairs."""
+    n_cells = max((int(c["n_layers"]) * int(c["n_heads"]) for c in view.checkpoints), default=0)
+    return {(view.model_id, view.calibration_id, view.taus_id, fn): n_cells * n_pairs for fn in view.taus}
 
 
 def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:
