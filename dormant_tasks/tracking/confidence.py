@@ -10,7 +10,7 @@ so whether it is confident is a paired test on the inputs whose indicator change
 `mcnemar_exact_p`), not a comparison of two independent intervals. The store keeps each head's per-input
 indicators packed into bits for it (`pack_inputs`); results stored without them fall back to the intervals.
 A series runs thousands of such tests, so a transition is confident when its Benjamini-Hochberg q-value
-(`bh_qvalues`, over every (head, interval) test of one series, function and calibration set) is below FDR.
+(`bh_qvalues`, over every (head, interval) test of one series, function and calibration set) is below the false discovery rate (`defaults.FDR`, 0.05).
 """
 
 from __future__ import annotations
@@ -55,8 +55,6 @@ def excludes_half(low, high) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------ paired: one head at two checkpoints
-
-FDR = 0.05  # a transition is confident when its BH q-value is below this false discovery rate
 
 
 def pack_inputs(inactive: np.ndarray) -> list[bytes]:

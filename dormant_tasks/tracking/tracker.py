@@ -44,9 +44,9 @@ from dormant_tasks.store.io import (
 )
 from dormant_tasks.tracking.agreement import update_agreement
 from dormant_tasks.tracking.calibration import CalibrationSet
+from dormant_tasks.tracking.defaults import FDR
 from dormant_tasks.tracking.masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, tau_warnings, taus_id
 from dormant_tasks.tracking.series import SeriesView, open_views, result_id
-from dormant_tasks.tracking.confidence import FDR
 from dormant_tasks.tracking.transitions import (
     apply_fdr,
     derive_transitions,
@@ -774,7 +774,12 @@ def derive_set(request: TrackRequest, view: SeriesView) -> SeriesSummary:
     meta = {PAIRS_KEY: recorded}
     with series_lock(request.store, request.model_id):
         write_table(
-            request.store, "transitions", trans, file_key=tkey, model_id=request.model_id, metadata=meta | {FDR_KEY: FDR_RECORD}
+            request.store,
+            "transitions",
+            trans,
+            file_key=tkey,
+            model_id=request.model_id,
+            metadata=meta | {FDR_KEY: FDR_RECORD},
         )
         write_table(request.store, "head_histories", hist, file_key=hkey, model_id=request.model_id, metadata=meta)
         drop_legacy_derived(request.store, request.model_id, view.taus_id)

@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from dormant_tasks.checkpoints.naming import series_sort_key
 from dormant_tasks.errors import StoreError
 from dormant_tasks.store.io import SCHEMAS, conform
-from dormant_tasks.tracking.confidence import FDR, bh_qvalues, discordant, excludes_half, mcnemar_exact_p
+from dormant_tasks.tracking.confidence import bh_qvalues, discordant, excludes_half, mcnemar_exact_p
+from dormant_tasks.tracking.defaults import FDR
 
 
 def _state(dormant: np.ndarray) -> np.ndarray:
@@ -237,7 +238,9 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
     bits = head_scores.column("inactive_inputs") if "inactive_inputs" in head_scores.column_names else None
     parts, sizes = [], {}
     for s, rows, cell in _states_and_cells(head_scores, checkpoints):
-        sizes[(s.model_id, s.calibration_id, s.taus_id, s.score_fn)] = s.dormant.shape[1] * int((s.predecessor >= 0).sum())
+        sizes[(s.model_id, s.calibration_id, s.taus_id, s.score_fn)] = s.dormant.shape[1] * int(
+            (s.predecessor >= 0).sum()
+        )
         flat_sure = np.full(s.dormant.size, -1, dtype=np.int8)
         flat_sure[cell] = sure_of_row[rows]
         sure = flat_sure.reshape(s.dormant.shape)  # [checkpoint, head]

@@ -390,3 +390,27 @@ def hub_datasets_fallback(args: argparse.Namespace) -> None:
             "bundled copies (--datasets bundled)",
             file=sys.stderr,
         )
+
+
+def add_statistics_arguments(parser) -> None:
+    """--fdr, --resamples and --seed: how the findings decide a confident transition and draw their intervals."""
+    from dormant_tasks.tracking.defaults import FDR, RESAMPLES, SEED
+
+    parser.add_argument(
+        "--fdr",
+        type=float,
+        default=FDR,
+        metavar="Q",
+        help="false discovery rate of a confident transition: Benjamini-Hochberg q-value below Q over every "
+        "(head, interval) test (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=RESAMPLES,
+        metavar="N",
+        help="bootstrap resamples of the heads for the findings' intervals (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=SEED, metavar="N", help="seed of the resampling (default: %(default)s)"
+    )
