@@ -44,7 +44,6 @@ from dormant_tasks.store.io import (
 )
 from dormant_tasks.tracking.agreement import update_agreement
 from dormant_tasks.tracking.calibration import CalibrationSet
-from dormant_tasks.tracking.defaults import FDR
 from dormant_tasks.tracking.masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, tau_warnings, taus_id
 from dormant_tasks.tracking.series import SeriesView, open_views, result_id
 from dormant_tasks.tracking.transitions import (
@@ -720,7 +719,19 @@ class SeriesSummary:
 INCREMENTAL_MAX_PAIRS = 16
 PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoint pairs they were derived from
 FDR_KEY = "dormant.fdr"  # transitions metadata: how `confident` was decided (`FDR_RECORD`)
-FDR_RECORD = json.dumps({"correction": "benjamini-hochberg", "level": FDR, "family": "every (head, interval) test"})
+
+
+def fdr_record(level: float) -> str:
+    """The FDR_KEY value: the correction, its level and its family."""
+    return json.dumps({"correction": "benjamini-hochberg", "level": level, "family": "every (head, interval) test"})
+
+
+def fdr_level(store, model_id: str, view: SeriesView) -> float | None:
+    """The level at which the stored `confident` of a view's transitions was decided by BH q-values; None when
+    they were stored before q-values were (`confident` is then the uncorrected p < 0.05)."""
+    key = derived_file_key("transitions", view.taus_id, view.calibration_id)
+    record = (read_metadata(store, "transitions", model_id, key) or {}).get(FDR_KEY)
+    return float(json.loads(record)["level"]) if record else None
 
 
 def derive_series(request: TrackRequest) -> SeriesSummary:
@@ -748,7 +759,7 @@ def derive_set(request: TrackRequest, view: SeriesView) -> SeriesSummary:
     stored = read_metadata(request.store, "transitions", request.model_id, tkey) or {}
     histories = read_metadata(request.store, "head_histories", request.model_id, hkey) or {}
     recorded = json.dumps(sorted(pairs))
-    same_rule = stored.get(FDR_KEY) == FDR_RECORD  # else the q-values are (re)computed from the stored p's
+    same_rule = stored.get(FDR_KEY) == fdr_record(request.fdr)  # else the q-values are (re)computed from the stored p's
     if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded and same_rule:
         trans = view.transitions()
         return _summary(view, trans)
@@ -756,7 +767,7 @@ def derive_set(request: TrackRequest, view: SeriesView) -> SeriesSummary:
     new_pairs = set(pairs) if old_pairs is None else set(pairs) - old_pairs
     if old_pairs is None or len(new_pairs) > INCREMENTAL_MAX_PAIRS:
         heads = view.head_scores()
-        trans, hist = derive_transitions(heads, ckpts), head_histories(heads, ckpts)
+        trans, hist = derive_transitions(heads, ckpts, request.fdr), head_histories(heads, ckpts)
     else:
         revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
         kept = {(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)}
@@ -770,7 +781,7 @@ def derive_set(request: TrackRequest, view: SeriesView) -> SeriesSummary:
         trans = _in_series_order(pa.concat_tables(parts), view.revisions)
         first = view.head_scores(revisions=view.revisions[:1])
         hist = histories_of(states_from_transitions(first, trans, ckpts))
-    trans = apply_fdr(mark_blips(trans), fdr_families(view, len(pairs)))  # q over the whole series, like blips
+    trans = apply_fdr(mark_blips(trans), fdr_families(view, len(pairs)), request.fdr)  # over the whole series
     meta = {PAIRS_KEY: recorded}
     with series_lock(request.store, request.model_id):
         write_table(
@@ -779,7 +790,7 @@ def derive_set(request: TrackRequest, view: SeriesView) -> SeriesSummary:
             trans,
             file_key=tkey,
             model_id=request.model_id,
-            metadata=meta | {FDR_KEY: FDR_RECORD},
+            metadata=meta | {FDR_KEY: fdr_record(request.fdr)},
         )
         write_table(request.store, "head_histories", hist, file_key=hkey, model_id=request.model_id, metadata=meta)
         drop_legacy_derived(request.store, request.model_id, view.taus_id)

@@ -392,18 +392,25 @@ def hub_datasets_fallback(args: argparse.Namespace) -> None:
         )
 
 
-def add_statistics_arguments(parser) -> None:
-    """--fdr, --resamples and --seed: how the findings decide a confident transition and draw their intervals."""
-    from dormant_tasks.tracking.defaults import FDR, RESAMPLES, SEED
+def add_fdr_argument(parser, default=None) -> None:
+    """--fdr: the false discovery rate below which a transition's q-value makes it confident."""
+    from dormant_tasks.tracking.defaults import FDR
 
     parser.add_argument(
         "--fdr",
         type=float,
-        default=FDR,
+        default=default,
         metavar="Q",
-        help="false discovery rate of a confident transition: Benjamini-Hochberg q-value below Q over every "
-        "(head, interval) test (default: %(default)s)",
+        help="false discovery rate of a confident transition: its Benjamini-Hochberg q-value over every "
+        f"(head, interval) test of the function is below Q (default: {FDR})",
     )
+
+
+def add_statistics_arguments(parser) -> None:
+    """--fdr, --resamples and --seed: how the findings decide a confident transition and draw their intervals."""
+    from dormant_tasks.tracking.defaults import FDR, RESAMPLES, SEED
+
+    add_fdr_argument(parser, FDR)
     parser.add_argument(
         "--resamples",
         type=int,

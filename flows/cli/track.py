@@ -18,6 +18,7 @@ from .options import (
     add_calibration_arguments,
     add_device_argument,
     add_dtype_argument,
+    add_fdr_argument,
     add_model_argument,
     add_reports_dir_argument,
     add_scores_argument,
@@ -124,6 +125,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         help="stop at the first checkpoint that cannot be downloaded, loaded or scored (default: record it as "
         "failed, go on with the rest, exit 3)",
     )
+    add_fdr_argument(g)
     g.add_argument("--no-report", action="store_true", help="do not render the report at the end")
     add_reports_dir_argument(g)
 
@@ -154,6 +156,7 @@ _REQUEST_OPTIONS = (
     "no_report",
     "reports_dir",
     "fail_fast",
+    "fdr",
 )
 
 
@@ -201,6 +204,7 @@ def request_from_args(args: argparse.Namespace):
         report=not args.no_report,
         reports_dir=args.reports_dir,
         fail_fast=args.fail_fast,
+        **({} if args.fdr is None else {"fdr": args.fdr}),
     )
 
 
@@ -277,7 +281,9 @@ def result_from_store(request, state):
     if request.report:
         from dormant_tasks.reporting.report import render_report
 
-        report = str(render_report(request.store, request.model_id, request.reports_dir, reuse=True).index_html)
+        report = str(
+            render_report(request.store, request.model_id, request.reports_dir, reuse=True, fdr=request.fdr).index_html
+        )
     return TrackResult(
         model_id=request.model_id,
         store=request.store,

@@ -110,7 +110,9 @@ def test_findings_on_a_hand_built_store_give_the_hand_computed_numbers(tmp_path)
     (stage,) = t.stages
     assert (stage.stage, stage.n_transitions, stage.n_confident, stage.tokens) == (1, 6, 4, 1_000_000)
     low, high = poisson_interval(4)
-    assert (stage.poisson.value, stage.poisson.low, stage.poisson.high) == pytest.approx((4000.0, 1000 * low, 1000 * high))
+    assert (stage.poisson.value, stage.poisson.low, stage.poisson.high) == pytest.approx(
+        (4000.0, 1000 * low, 1000 * high)
+    )
     # every head has exactly one confident transition: every bootstrap resample of the 4 heads has 4
     assert (stage.per_billion.value, stage.per_billion.low, stage.per_billion.high) == pytest.approx((4000.0,) * 3)
     assert stage.spacing.value == 100_000 and (stage.spacing.low, stage.spacing.high) == (50_000, 500_000)
@@ -151,7 +153,7 @@ def test_findings_agree_with_status_and_the_report(tmp_path):
     e, t = f.emergence, f.transitions
     assert f"ahon_ln dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}%" in line
     assert f"transitions {t.n_transitions} ahon_ln / {t.n_transitions} total" in line  # one function
-    assert f"({t.n_confident} confident, {t.n_blips} blips)" in line
+    assert f"({t.n_confident} confident at the interval rule, {t.n_blips} blips)" in line  # no indicators kept
 
     report = render_report(root, MODEL, out_dir=tmp_path / "report")
     (row,) = [r for r in summary_rows_of(root) if r["score_fn"] == "ahon_ln"]
