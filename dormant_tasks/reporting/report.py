@@ -890,12 +890,11 @@ def render_report(
     With `hide_blips` the raster shows every blip undone (`states_without_blips`); the rest is the same.
     `fdr`: the false discovery rate of a confident transition; `resampling`: the findings' intervals over heads.
     """
-    asked = {"hide_blips": hide_blips, "fdr": fdr, "resampling": resampling}
     if reuse:
         root = open_store(store)
         model_id = resolve_model_id(root, model_id)
         out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(model_id)
-        stamp = inputs_stamp(root, model_id, score_fn, **asked)
+        stamp = inputs_stamp(root, model_id, score_fn, hide_blips, fdr, resampling)
         done = _reusable(out, stamp)
         if done is not None:
             return done
@@ -903,7 +902,7 @@ def render_report(
     fn = score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(series.model_id)
-    stamp = inputs_stamp(open_store(store), series.model_id, score_fn, **asked)
+    stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips, fdr, resampling)
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
     plots: list[tuple[str, str, Callable[[], Figure]]] = [  # (kind, file name, draw)
         (
