@@ -313,6 +313,18 @@ def median_estimate(values: np.ndarray, resampling: Resampling, stream: int, uni
     return Estimate(float(np.median(values)), *bootstrap_interval(medians), resampling.method, unit)
 
 
+def rate_estimate(per_head: np.ndarray, tokens: int, resampling: Resampling = DEFAULT_RESAMPLING) -> Estimate:
+    """Events per billion tokens from per-head counts (int [head], each head's whole history), with a
+    percentile bootstrap interval over the heads: clustered events (a head that changes often, blips in
+    pairs) stay together in a resample, which a Poisson interval on the total count ignores."""
+    per_head = np.asarray(per_head, dtype=np.float64)
+    scale = 1e9 / tokens if tokens > 0 else float("nan")
+    totals = per_head[resample_heads(per_head.size, resampling, 20)].sum(axis=1) if per_head.size else np.zeros(1)
+    return Estimate(
+        float(per_head.sum()) * scale, *bootstrap_interval(totals * scale), resampling.method, "per billion tokens"
+    )
+
+
 def scaled(e: Estimate, factor: float, unit: str) -> Estimate:
     return Estimate(e.value * factor, e.low * factor, e.high * factor, e.method, unit)
 
@@ -324,9 +336,13 @@ def noise_floor(sets: list[np.ndarray], resampling: Resampling = DEFAULT_RESAMPL
     order). Each of `repeats` times, every set is split at random into two halves of h inputs (h: half the
     smallest set); a half's mask is dormant_rate >= 0.5 over its h inputs. Within: Jaccard of a set's two
     halves; across: of the first (and of the second) halves of two sets. Each is pooled over sets (pairs) and
-    repeats as sum |A n B| / sum |A u B|. The difference across - within gets a bootstrap interval over heads
-    (a head's counts over every split stay together) and a one-sided permutation p-value: the inputs of all
-    sets pooled, set labels permuted (sizes kept), the difference recomputed with the same number of splits.
+    repeats as sum |A n B| / sum |A u B|, with a bootstrap interval over heads (a head's counts over every split
+    stay together). The difference across - within gets a one-sided permutation p-value: the inputs of all
+    sets pooled, set labels permuted (sizes kept), the difference recomputed with the same number of splits;
+    and a 95% interval that holds both sources of noise, the heads (the bootstrap's spread of the difference)
+    and the inputs (the permutation distribution's spread): difference +- 1.96 sqrt(sd_heads² + sd_inputs²).
+    A bootstrap over heads alone leaves out which inputs each set happened to draw, and two sets of the same
+    text then differ by more than it allows.
     """
     sets = [np.asarray(x, dtype=bool) for x in sets]
     if len(sets) < 2:
@@ -377,13 +393,20 @@ def noise_floor(sets: list[np.ndarray], resampling: Resampling = DEFAULT_RESAMPL
     diff = across - within
     valid = null[~np.isnan(null)]
     p = float((1 + (valid <= diff).sum()) / (1 + valid.size)) if not math.isnan(diff) else float("nan")
+    d_b = (a_b - w_b)[~np.isnan(a_b - w_b)]
+    se = math.sqrt((d_b.var() if d_b.size > 1 else 0.0) + (valid.var() if valid.size > 1 else 0.0))
     method = resampling.method
+    both_noises = (
+        f"normal, heads and inputs: bootstrap over heads ({resampling.resamples} resamples) and permutations of "
+        f"the set labels ({resampling.permutations}), seed {resampling.seed}"
+    )
     return NoiseFloor(
         revision,
         h,
         Estimate(float(within), *bootstrap_interval(w_b), method, "Jaccard"),
         Estimate(float(across), *bootstrap_interval(a_b), method, "Jaccard"),
-        Estimate(float(diff), *bootstrap_interval(a_b - w_b), method, "Jaccard"),
+        # clipped: a difference of two Jaccard indices lies in [-1, 1]
+        Estimate(float(diff), max(-1.0, diff - Z95 * se), min(1.0, diff + Z95 * se), both_noises, "Jaccard"),
         p,
         resampling.permutations,
         resampling.repeats,
@@ -503,7 +526,6 @@ def transition_findings(
     has_pred = np.flatnonzero(s.predecessor >= 0)  # [interval] the later checkpoint of each compared pair
     span = tokens[has_pred] - tokens[s.predecessor[has_pred]]  # [interval]
     steps = s.step[has_pred] - s.step[s.predecessor[has_pred]]  # [interval]
-    idx = resample_heads(n_heads, resampling, 20)  # [resample, head], one draw for every stage
     stages = []
     for stage in sorted(set(s.stage[has_pred].tolist())):
         mine = s.stage[to] == stage  # [transition]
@@ -512,7 +534,6 @@ def transition_findings(
         stage_tokens = int(span[in_stage].sum())
         scale = 1e9 / stage_tokens if stage_tokens > 0 else float("nan")
         sure_head = np.bincount(head[confident & mine], minlength=n_heads)  # [head] each head's whole history
-        totals = sure_head[idx].sum(axis=1)  # [resample]
         low, high = poisson_interval(n_sure)
         gaps = span[in_stage]
         stages.append(
@@ -522,7 +543,7 @@ def transition_findings(
                 n_sure,
                 stage_tokens,
                 Estimate(float(np.median(gaps)), float(gaps.min()), float(gaps.max()), "median (min-max)", "tokens"),
-                Estimate(n_sure * scale, *bootstrap_interval(totals * scale), resampling.method, "per billion tokens"),
+                rate_estimate(sure_head, stage_tokens, resampling),
                 Estimate(n_sure * scale, low * scale, high * scale, POISSON, "per billion tokens"),
             )
         )

@@ -47,8 +47,10 @@ from dormant_tasks.tracking.calibration import CalibrationSet
 from dormant_tasks.tracking.masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, tau_warnings, taus_id
 from dormant_tasks.tracking.series import SeriesView, open_views, result_id
 from dormant_tasks.tracking.transitions import (
+    FDR_KEY,
     apply_fdr,
     derive_transitions,
+    fdr_record,
     head_histories,
     histories_of,
     mark_blips,
@@ -718,12 +720,6 @@ class SeriesSummary:
 # Above this many new checkpoint pairs, derivation reads the whole series once instead of pair by pair.
 INCREMENTAL_MAX_PAIRS = 16
 PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoint pairs they were derived from
-FDR_KEY = "dormant.fdr"  # transitions metadata: how `confident` was decided (`FDR_RECORD`)
-
-
-def fdr_record(level: float) -> str:
-    """The FDR_KEY value: the correction, its level and its family."""
-    return json.dumps({"correction": "benjamini-hochberg", "level": level, "family": "every (head, interval) test"})
 
 
 def fdr_level(store, model_id: str, view: SeriesView) -> float | None:

@@ -14,6 +14,7 @@ checkpoint is on branch 0, and two revisions at the same (stage, step) are refus
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -288,6 +289,12 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
 
 # One family of tests for the false discovery rate: a series' function on one calibration set under one taus.
 FAMILY = ("model_id", "calibration_id", "taus_id", "score_fn")
+FDR_KEY = "dormant.fdr"  # a transitions file's metadata: how its `confident` was decided (`fdr_record`)
+
+
+def fdr_record(level: float) -> str:
+    """The FDR_KEY value: the correction, its level and its family."""
+    return json.dumps({"correction": "benjamini-hochberg", "level": level, "family": "every (head, interval) test"})
 
 
 def apply_fdr(transitions: pa.Table, family_sizes: dict[tuple[str, str, str, str], int], fdr: float = FDR) -> pa.Table:
