@@ -357,20 +357,19 @@ def noise_floor(sets: list[np.ndarray], resampling: Resampling = DEFAULT_RESAMPL
     def counts(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """float64 [4, head]: within both, within union, across both, across union, summed over the splits.
         labels: [input] the pooled inputs in set order (a permutation of np.arange)."""
+        halves = []  # per set, bool [split, half, head]: the masks of its two halves in each split
+        for k in range(len(sets)):
+            own = np.tile(labels[starts[k] : starts[k + 1]], (resampling.repeats, 1))  # [split, input]
+            pick = rng.permuted(own, axis=1)[:, : 2 * h].reshape(resampling.repeats, 2, h)  # [split, half, input]
+            halves.append(pooled[pick].sum(axis=2) >= h / 2)  # rate >= 0.5 over the half's h inputs
         out = np.zeros((4, pooled.shape[1]))
-        for _ in range(resampling.repeats):
-            halves = []  # per set, bool [2, head] masks of its two halves
-            for k in range(len(sets)):
-                own = labels[starts[k] : starts[k + 1]]
-                pick = rng.permutation(own)[: 2 * h].reshape(2, h)  # [half, input]
-                halves.append(pooled[pick].sum(axis=1) >= h / 2)  # [half, head]: rate >= 0.5
-            for m in halves:
-                out[0] += m[0] & m[1]
-                out[1] += m[0] | m[1]
-            for a in range(len(sets)):
-                for b in range(a + 1, len(sets)):
-                    out[2] += (halves[a] & halves[b]).sum(axis=0)
-                    out[3] += (halves[a] | halves[b]).sum(axis=0)
+        for m in halves:
+            out[0] += (m[:, 0] & m[:, 1]).sum(axis=0)
+            out[1] += (m[:, 0] | m[:, 1]).sum(axis=0)
+        for a in range(len(sets)):
+            for b in range(a + 1, len(sets)):
+                out[2] += (halves[a] & halves[b]).sum(axis=(0, 1))
+                out[3] += (halves[a] | halves[b]).sum(axis=(0, 1))
         return out
 
     def jaccards(c: np.ndarray) -> tuple[float, float]:
@@ -406,7 +405,9 @@ def noise_floor(sets: list[np.ndarray], resampling: Resampling = DEFAULT_RESAMPL
         Estimate(float(within), *bootstrap_interval(w_b), method, "Jaccard"),
         Estimate(float(across), *bootstrap_interval(a_b), method, "Jaccard"),
         # clipped: a difference of two Jaccard indices lies in [-1, 1]
-        Estimate(float(diff), max(-1.0, diff - Z95 * se), min(1.0, diff + Z95 * se), both_noises, "Jaccard"),
+        Estimate(
+            float(diff), float(max(-1.0, diff - Z95 * se)), float(min(1.0, diff + Z95 * se)), both_noises, "Jaccard"
+        ),
         p,
         resampling.permutations,
         resampling.repeats,

@@ -140,7 +140,6 @@ def test_bootstrap_rate_is_wider_than_poisson_on_clustered_transitions():
     assert (same.low, same.high) == (est.low, est.high)  # seeded
 
 
-@pytest.mark.slow
 def test_bootstrap_rate_covers_the_true_rate_about_95_percent(capsys):
     """200 simulated series of 256 heads with clustered transitions: how often each interval holds the true rate
     (256 x 0.5 transitions per billion tokens)."""
