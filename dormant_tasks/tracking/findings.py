@@ -239,17 +239,6 @@ def path_to(last: int, predecessor: np.ndarray) -> np.ndarray:
     return np.array(path[::-1], dtype=np.int64)
 
 
-def settled_index(dormant_on_path: np.ndarray) -> np.ndarray:
-    """int64 [head]: the first position on the path from which the head stays dormant to the end; -1 when it is
-    not dormant at the end. dormant_on_path: bool [position, head]."""
-    d = np.asarray(dormant_on_path, dtype=bool)
-    n = d.shape[0]
-    # stays[p] = dormant at every position >= p: a cumulative AND from the end
-    stays = np.flip(np.logical_and.accumulate(np.flip(d, axis=0), axis=0), axis=0)  # [position, head]
-    first = np.where(stays.any(axis=0), stays.argmax(axis=0), -1)
-    return np.where(d[n - 1], first, -1).astype(np.int64)
-
-
 def poisson_interval(k: int, z: float = Z95) -> tuple[float, float]:
     """The exact (Garwood) two-sided 95% interval of a Poisson mean from one count k: the means at which
     P(X >= k) and P(X <= k) are 2.5%. By bisection on the Poisson CDF, summed in log space (no scipy)."""
@@ -279,7 +268,7 @@ def poisson_interval(k: int, z: float = Z95) -> tuple[float, float]:
 def stable_index(dormant_on_path: np.ndarray, stable: float = STABLE) -> np.ndarray:
     """int64 [head]: the first position on the path at which the head is dormant and from which it is dormant
     at >= `stable` of the positions to the end (that one included); -1 when it is not dormant at the end.
-    `stable` = 1 is `settled_index`. dormant_on_path: bool [position, head]."""
+    `stable` = 1: dormant for good from there. dormant_on_path: bool [position, head]."""
     d = np.asarray(dormant_on_path, dtype=bool)
     n = d.shape[0]
     after = np.flip(np.cumsum(np.flip(d, axis=0), axis=0), axis=0)  # [position, head] dormant from p to the end

@@ -17,7 +17,7 @@ from dormant_tasks.tracking.findings import (
     path_tokens,
     poisson_interval,
     series_findings,
-    settled_index,
+    stable_index,
 )
 from flows.cli import main
 from flows.cli.status import series_line
@@ -67,10 +67,10 @@ def test_path_tokens_count_along_branches_and_restarting_stages():
     assert path_to(4, pred).tolist() == [0, 1, 4]
 
 
-def test_settled_index_is_the_start_of_the_last_dormant_run():
+def test_dormant_for_good_is_the_start_of_the_last_dormant_run():
     d = picture()[:, 0, :]  # [checkpoint, head]
-    assert settled_index(d).tolist() == [1, 3, 5, -1]
-    assert settled_index(np.ones((3, 1), bool)).tolist() == [0]
+    assert stable_index(d, 1.0).tolist() == [1, 3, 5, -1]
+    assert stable_index(np.ones((3, 1), bool), 1.0).tolist() == [0]
 
 
 def test_poisson_interval_matches_the_chi_square_form():

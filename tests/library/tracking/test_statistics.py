@@ -17,7 +17,6 @@ from dormant_tasks.tracking.findings import (
     noise_floor,
     poisson_interval,
     rate_estimate,
-    settled_index,
     stable_index,
 )
 from dormant_tasks.tracking.transitions import apply_fdr, confident_at, derive_transitions
@@ -162,15 +161,28 @@ def test_bootstrap_rate_covers_the_true_rate_about_95_percent(capsys):
 # ------------------------------------------------------------------------------------------ emergence
 
 
+def stable_oracle(d: list[int], stable: float) -> int:
+    """Plain Python: the first dormant position from which the head is dormant at >= stable of the rest."""
+    if not d[-1]:
+        return -1
+    return next(p for p in range(len(d)) if d[p] and sum(d[p:]) >= stable * (len(d) - p) - 1e-9)
+
+
 def test_stable_index_is_robust_to_a_late_blip():
     #              0  1  2  3  4  5  6  7  8  9
     late_blip = [0, 1, 1, 1, 1, 1, 1, 1, 0, 1]  # dormant from 1 on but for one blip at 8
     never = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
     flicker = [1, 0, 1, 0, 1, 0, 1, 0, 1, 1]
     d = np.array([late_blip, never, flicker], dtype=bool).T  # [position, head]
-    assert settled_index(d).tolist() == [9, -1, 8]  # dormant for good: the blip pushes head 0 to the end
+    assert stable_index(d, 1.0).tolist() == [9, -1, 8]  # dormant for good: the blip pushes head 0 to the end
     assert stable_index(d).tolist() == [1, -1, 8]  # >= 80% from 1 on: 8 of 9; the flicker never reaches it early
-    assert stable_index(d, 1.0).tolist() == settled_index(d).tolist()
+
+
+@pytest.mark.parametrize("stable", [0.5, 0.8, 1.0])
+def test_stable_index_matches_a_plain_python_oracle(stable):
+    d = np.random.default_rng(2).random((12, 200)) < 0.6  # [position, head]
+    want = [stable_oracle(d[:, h].astype(int).tolist(), stable) for h in range(200)]
+    assert stable_index(d, stable).tolist() == want
 
 
 # ------------------------------------------------------------------------------------------ noise floor
