@@ -337,8 +337,8 @@ def noise_floor(sets: list[np.ndarray], resampling: Resampling = DEFAULT_RESAMPL
     if len(sets) < 2:
         raise ValueError("the noise floor compares two calibration sets or more")
     h = min(x.shape[0] for x in sets) // 2
-    if h < 1:
-        raise ValueError("each calibration set needs two inputs or more to be split in halves")
+    if h < 1 or not sets[0].shape[1]:
+        raise ValueError("each calibration set needs two inputs or more to be split in halves, and a head")
     sizes = [x.shape[0] for x in sets]
     pooled = np.concatenate(sets)  # [input of every set, head]
     starts = np.concatenate([[0], np.cumsum(sizes)])
@@ -664,6 +664,8 @@ def pooled_jaccard(masks: list[np.ndarray], resampling: Resampling = DEFAULT_RES
     both = sum((masks[a] & masks[b]).astype(np.int64) for a in range(len(masks)) for b in range(a + 1, len(masks)))
     union = sum((masks[a] | masks[b]).astype(np.int64) for a in range(len(masks)) for b in range(a + 1, len(masks)))
     both, union = np.asarray(both), np.asarray(union)  # [head]
+    if not both.size:
+        return Estimate.undefined(resampling.method, "Jaccard")
     idx = resample_heads(both.size, resampling, 40)
     with np.errstate(invalid="ignore", divide="ignore"):
         value = both.sum() / union.sum()
@@ -679,6 +681,6 @@ def set_noise_floor(
     sets, note = _indicators(views, score_fn, revision)
     if not sets:
         return None, note
-    if min(x.shape[0] for x in sets) < 2:
-        return None, "a calibration set has fewer than two inputs: it cannot be split in halves"
+    if min(x.shape[0] for x in sets) < 2 or not sets[0].shape[1]:
+        return None, "a calibration set has fewer than two inputs (it cannot be split in halves), or no head is shared"
     return noise_floor(sets, resampling, revision), ""
