@@ -703,12 +703,13 @@ def _tokens(t: float) -> str:
     return fg.format_tokens(t)
 
 
-def _ci(e: Estimate, fmt=lambda x: f"{x:.3g}") -> str:
-    """ "value (95% CI low-high)", or "undefined"."""
+def _ci(e: Estimate, fmt=lambda x: f"{x:.3g}", unit: str = "") -> str:
+    """The value, its unit and "(95% CI low-high)" ("low to high" when an end is negative); or "undefined"."""
     if math.isnan(e.value):
         return "undefined"
-    ci = "no interval" if math.isnan(e.low) else f"95% CI {fmt(e.low)}-{fmt(e.high)}"
-    return f"{fmt(e.value)} ({ci})"
+    dash = " to " if min(e.low, e.high) < 0 else "-"
+    ci = "no interval" if math.isnan(e.low) else f"95% CI {fmt(e.low)}{dash}{fmt(e.high)}"
+    return f"{fmt(e.value)}{unit} ({ci})"
 
 
 def _frac(x: float) -> str:
@@ -745,8 +746,9 @@ def findings_lines(f: Findings) -> list[str]:
     if e.early.n:
         emerge = (
             f"of the {e.early.n} heads dormant at the last checkpoint, the median head was first dormant at "
-            f"{_ci(e.first_median, _tokens)} tokens ({_ci(e.first_fraction, _frac)} of the series' tokens) and "
-            f"{stable} from {_ci(e.settled_median, _tokens)} tokens ({_ci(e.settled_fraction, _frac)}); "
+            f"{_ci(e.first_median, _tokens, ' tokens')}, {_ci(e.first_fraction, _frac, ' of the series')}, and "
+            f"{stable} from {_ci(e.settled_median, _tokens, ' tokens')}, "
+            f"{_ci(e.settled_fraction, _frac, ' of the series')}; "
             f"{_pct(e.early)} were so by {int(100 * findings.EARLY)}% of the tokens ({_tokens(e.early_tokens)}); "
             f"per head: {_settled_list(e)}."
         )
