@@ -29,6 +29,7 @@ from dormant_tasks.devices import Device, DType, parse_device, parse_dtype  # no
 from dormant_tasks.engine.score_functions import parse_score_functions
 from dormant_tasks.errors import ConfigError, did_you_mean
 from dormant_tasks.store.input_scores import InputScoresPolicy
+from dormant_tasks.tracking.defaults import FDR
 from dormant_tasks.tracking.masks import parse_tau_option
 
 # Bump when a field is added or changes meaning; `from_json` refuses a request of a newer version.
@@ -409,6 +410,7 @@ class TrackRequest(_Request):
     fail_fast: bool = False  # stop at the first checkpoint that fails (default: record it, go on with the rest)
     # the series' name in the store (default: the Hub id, or the folder's name); not saved when unset
     series_name: str | None = field(default=None, metadata={"omit_unset": True})
+    fdr: float = FDR  # a transition is confident when its Benjamini-Hochberg q-value is below this
 
     def __post_init__(self):
         if self.input_scores is None or isinstance(self.input_scores, bool):  # saved before the policy existed
@@ -458,6 +460,9 @@ class TrackRequest(_Request):
             raise ConfigError(f"{flag} is for a Dask cluster: add --runner dask, or drop {flag}")
         if self.address and self.workers:
             raise ConfigError("--workers sizes a local Dask cluster; with --address the cluster exists: drop --workers")
+        if isinstance(self.fdr, bool) or not isinstance(self.fdr, int | float) or not 0 < self.fdr < 1:
+            raise ConfigError(f"--fdr {self.fdr}: a false discovery rate lies between 0 and 1 (e.g. {FDR})")
+        _set(self, "fdr", float(self.fdr))
         if self.reports_dir and not self.report:
             raise ConfigError("--reports-dir with --no-report: drop one of them")
 

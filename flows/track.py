@@ -95,7 +95,7 @@ def _track(request: TrackRequest, progress: bool, state: SeriesState | None) -> 
         summary.n_transitions,
     )
     if request.report:
-        result = _with_report(result, _report(request.store, request.model_id, request.reports_dir))
+        result = _with_report(result, _report(request.store, request.model_id, request.reports_dir, request.fdr))
     return result
 
 
@@ -225,11 +225,11 @@ def _resources(device: str):
     return dask.annotate(resources={"GPU": 1})
 
 
-def _report(store: str, model_id: str, out_dir: str | None) -> Path:
+def _report(store: str, model_id: str, out_dir: str | None, fdr: float) -> Path:
     """Render the evolution report and publish its summary as Prefect artifacts (markdown, table, link)."""
     from dormant_tasks.reporting.report import render_report
 
-    result = render_report(store, model_id, out_dir, reuse=True)  # unchanged inputs: the report as it is
+    result = render_report(store, model_id, out_dir, reuse=True, fdr=fdr)  # unchanged inputs: the report as it is
     key = "dormant-" + "".join(c if c.isalnum() else "-" for c in model_id.lower())
     create_markdown_artifact(result.markdown, key=key, description=f"dormant heads of {model_id}")
     create_table_artifact(

@@ -129,9 +129,17 @@ def known_tokens_per_step(source: str | Path) -> int | None:
 def check_tokens_per_step(tokens_per_step: int | None) -> int | None:
     if tokens_per_step is not None and (isinstance(tokens_per_step, bool) or int(tokens_per_step) < 1):
         raise ConfigError(
-            f"--tokens-per-step {tokens_per_step}: must be a positive integer (sequences per batch x sequence length)"
+            f"--tokens-per-step {tokens_per_step}: must be a positive integer (the training tokens that one unit of "
+            "the names' number stands for)"
         )
     return None if tokens_per_step is None else int(tokens_per_step)
+
+
+def _unit(names: list[str]) -> str:
+    """What N of --tokens-per-step is for these names: LLM360's `ckpt_{N}` number checkpoints, not steps."""
+    if all(n.lower().startswith("ckpt_") for n in names):
+        return "N = training tokens per checkpoint: the number in ckpt_{N} is a checkpoint index, e.g. about 3.5B for Amber"
+    return "N = training tokens per step: sequences per batch x sequence length"
 
 
 def list_revisions(source: str | Path, include_main: bool = False, tokens_per_step: int | None = None) -> Listing:
@@ -166,8 +174,7 @@ def list_revisions(source: str | Path, include_main: bool = False, tokens_per_st
     if untokened:
         raise CheckpointError(
             f"{source}: {len(untokened)} checkpoint names ({untokened[0]} ... {untokened[-1]}) carry a step but no "
-            "token count, and this series' tokens per step are not known; pass --tokens-per-step N "
-            "(sequences per batch x sequence length)"
+            f"token count, and this series' tokens per step are not known; pass --tokens-per-step N ({_unit(untokened)})"
         )
     if not revisions:
         hint = (

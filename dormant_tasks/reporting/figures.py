@@ -223,8 +223,9 @@ def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str) -> Figu
 
 
 def draw_emergence(e) -> Figure:
-    """tracking.findings.Emergence: the share of the heads dormant at the end that are dormant for good by each
-    token count (a step curve), with the EARLY line and the share there."""
+    """tracking.findings.Emergence: the share of the heads dormant at the end that have settled by each token
+    count (dormant at >= e.stable of the checkpoints from then on; a step curve), with the EARLY line and the
+    share there."""
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.add_subplot()
     settled = np.sort(e.settled_tokens)  # [final-dormant head]
@@ -232,7 +233,14 @@ def draw_emergence(e) -> Figure:
         share = np.arange(1, settled.size + 1) / settled.size
         x = np.concatenate([[min(0, settled[0])], settled, [max(e.final_tokens, settled[-1])]])
         y = np.concatenate([[0.0], share, [1.0]])
-        ax.step(x, 100 * y, where="post", color="C0", linewidth=1.6, label="dormant for good by then")
+        ax.step(
+            x,
+            100 * y,
+            where="post",
+            color="C0",
+            linewidth=1.6,
+            label=f"settled by then (dormant at >= {100 * e.stable:.0f}% of later checkpoints)",
+        )
         ax.errorbar(
             [e.early_tokens],
             [100 * e.early.value],
@@ -252,7 +260,7 @@ def draw_emergence(e) -> Figure:
         ax.legend(fontsize=8, loc="lower right")
     else:
         ax.text(0.5, 0.5, "no head is dormant at the last checkpoint", transform=ax.transAxes, ha="center")
-    ax.set_title("Emergence: when the heads dormant at the end became dormant for good")
+    ax.set_title("Emergence: when the heads dormant at the end settled into dormancy")
     return fig
 
 
@@ -261,7 +269,7 @@ def draw_confident_transitions(t, score_fn: str) -> Figure:
     x = np.arange(len(t.interval_tokens))
     fig = Figure(figsize=(min(max(7.5, 5 + 0.08 * len(x)), 14), 4), layout="constrained")
     ax = fig.add_subplot()
-    ax.bar(x, t.interval_confident, color="#1f3b63", label="confident (paired test)")
+    ax.bar(x, t.interval_confident, color="#1f3b63", label=f"confident (paired test, BH q < {t.fdr:g})")
     ax.bar(x, t.interval_other, bottom=t.interval_confident, color="#cfe1f2", label="not confident")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("transitions into the checkpoint")

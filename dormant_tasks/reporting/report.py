@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,9 +38,11 @@ from dormant_tasks.store.io import list_models, open_store, read_table, series_f
 from dormant_tasks.tracking import findings
 from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
 from dormant_tasks.tracking.agreement import set_agreement
-from dormant_tasks.tracking.findings import Findings, Share
+from dormant_tasks.tracking.defaults import FDR
+from dormant_tasks.tracking.findings import DEFAULT_RESAMPLING, Estimate, Findings, Resampling, Share
 from dormant_tasks.tracking.series import SeriesView, open_views
 from dormant_tasks.tracking.tracker import failed_checkpoints
+from dormant_tasks.tracking.transitions import confident_at
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -100,8 +103,9 @@ def resolve_model_id(store, model_id: str | None) -> str:
     return model_id
 
 
-def load_series(store, model_id: str | None) -> Series:
-    """One model's current series (`SeriesView`); ReportError when the store cannot give a consistent one."""
+def load_series(store, model_id: str | None, fdr: float = FDR) -> Series:
+    """One model's current series (`SeriesView`); ReportError when the store cannot give a consistent one.
+    A transition is confident when its BH q-value is below `fdr` (`transitions.confident_at`)."""
     root = open_store(store)
     model_id = resolve_model_id(root, model_id)
     if not SeriesView.exists(root, model_id):
@@ -138,7 +142,7 @@ def load_series(store, model_id: str | None) -> Series:
     score[fn, head, col] = hs["score"].to_numpy(zero_copy_only=False)
     taus = {f: (view.taus[f].value, str(view.taus[f].direction)) for f in score_fns}
 
-    marks, confident, blips = _transition_marks(view.transitions(score_fns), revisions, score_fns, n_heads, shape)
+    marks, confident, blips = _transition_marks(view.transitions(score_fns), revisions, score_fns, n_heads, shape, fdr)
     changes = (np.diff(dormant.astype(np.int16), axis=2) != 0) & (dormant[:, :, 1:] >= 0) & (dormant[:, :, :-1] >= 0)
     if not marks.any() and changes.any():
         raise ReportError(
@@ -165,7 +169,7 @@ def load_series(store, model_id: str | None) -> Series:
     )
 
 
-def _transition_marks(tr: pa.Table, revisions, score_fns, n_heads, shape) -> tuple[np.ndarray, ...]:
+def _transition_marks(tr: pa.Table, revisions, score_fns, n_heads, shape, fdr: float = FDR) -> tuple[np.ndarray, ...]:
     """+1 / -1 at (fn, head, checkpoint the change lands in) for the series' current transitions, and where
     those transitions are confident and where they are blips (null in either, from older files: False)."""
     marks = np.zeros(shape, dtype=np.int8)  # [fn, head, checkpoint]
@@ -177,8 +181,8 @@ def _transition_marks(tr: pa.Table, revisions, score_fns, n_heads, shape) -> tup
     head = tr["layer"].to_numpy().astype(np.int64) * n_heads + tr["head_index"].to_numpy()  # [row]
     kind = np.where(pc.equal(tr["to_state"], "dormant").to_numpy(zero_copy_only=False), 1, -1).astype(np.int8)
     marks[fn, head, col] = kind
-    for out, name in ((confident, "confident"), (blips, "blip")):
-        out[fn, head, col] = pc.fill_null(tr[name], False).to_numpy(zero_copy_only=False).astype(bool)
+    confident[fn, head, col] = confident_at(tr, fdr)
+    blips[fn, head, col] = pc.fill_null(tr["blip"], False).to_numpy(zero_copy_only=False).astype(bool)
     return marks, confident, blips
 
 
@@ -673,27 +677,54 @@ def _tokens(t: float) -> str:
     return fg.format_tokens(t)
 
 
+def _ci(e: Estimate, fmt=lambda x: f"{x:.3g}", unit: str = "") -> str:
+    """The value, its unit and "(95% CI low-high)" ("low to high" when an end is negative); or "undefined"."""
+    if math.isnan(e.value):
+        return "undefined"
+    dash = " to " if min(e.low, e.high) < 0 else "-"
+    ci = "no interval" if math.isnan(e.low) else f"95% CI {fmt(e.low)}{dash}{fmt(e.high)}"
+    return f"{fmt(e.value)}{unit} ({ci})"
+
+
+def _frac(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
 def _settled_list(e, most: int = 20) -> str:
-    """Per final-dormant head, where it became dormant for good, earliest first (the first `most` of them)."""
+    """Per final-dormant head, where it settled (dormant at >= STABLE from then on), earliest first."""
     order = np.argsort(e.settled_tokens, kind="stable")
     parts = [f"{e.heads[i]} at {_tokens(e.settled_tokens[i])}" for i in order[:most]]
     return ", ".join(parts) + (f", and {len(order) - most} more" if len(order) > most else "")
 
 
+def _interval_list(t, most: int = 12) -> str:
+    """Each compared interval's changes with its checkpoint spacing (the first `most` of them)."""
+    parts = [
+        f"to {_tokens(t.interval_tokens[i])} (spacing {_tokens(t.interval_spacing[i])} tokens, {t.interval_steps[i]} "
+        f"steps): {t.interval_confident[i]} confident of {t.interval_confident[i] + t.interval_other[i]}"
+        for i in range(min(most, len(t.interval_tokens)))
+    ]
+    more = len(t.interval_tokens) - most
+    return "; ".join(parts) + (f"; and {more} more intervals" if more > 0 else "")
+
+
 def findings_lines(f: Findings) -> list[str]:
     """The three findings as markdown paragraphs (`dormant findings`, summary.md, the report)."""
-    e, t, d = f.emergence, f.transitions, f.input_dependence
+    e, t, d, r = f.emergence, f.transitions, f.input_dependence, f.resampling
     out = [
         f"Findings for {f.model_id} under {f.score_fn} (dormant if score {f.direction} {f.tau:g}), calibration set "
         f"{f.calibration_id}, {f.n_checkpoints} checkpoints to {e.final_revision} ({_tokens(e.final_tokens)} tokens).",
         "",
     ]
+    stable = f"dormant at >= {100 * e.stable:.0f}% of the checkpoints from then on"
     if e.early.n:
-        median = _tokens(float(np.median(e.settled_tokens)))
         emerge = (
-            f"of the {e.early.n} heads dormant at the last checkpoint, {_pct(e.early)} were dormant for good by "
-            f"{int(100 * findings.EARLY)}% of the tokens ({_tokens(e.early_tokens)}); median token count at which they "
-            f"became dormant for good: {median} ({_settled_list(e)})."
+            f"of the {e.early.n} heads dormant at the last checkpoint, the median head was first dormant at "
+            f"{_ci(e.first_median, _tokens, ' tokens')}, {_ci(e.first_fraction, _frac, ' of the series')}, and "
+            f"{stable} from {_ci(e.settled_median, _tokens, ' tokens')}, "
+            f"{_ci(e.settled_fraction, _frac, ' of the series')}; "
+            f"{_pct(e.early)} were so by {int(100 * findings.EARLY)}% of the tokens ({_tokens(e.early_tokens)}); "
+            f"per head: {_settled_list(e)}."
         )
     else:
         emerge = "no head is dormant at the last checkpoint, so there is no emergence to date."
@@ -708,26 +739,42 @@ def findings_lines(f: Findings) -> list[str]:
         "",
     ]
     stage_parts = [
-        f"stage {r.stage}: {r.n_transitions} transitions, {r.n_confident} confident over {_tokens(r.tokens)} "
-        f"tokens = {r.per_billion:.3g} per billion tokens (95% CI {r.low:.3g}-{r.high:.3g})"
-        if r.tokens > 0
-        else f"stage {r.stage}: {r.n_transitions} transitions, {r.n_confident} confident (no token span)"
-        for r in t.stages
+        f"stage {g.stage}: {g.n_transitions} transitions, {g.n_confident} confident over {_tokens(g.tokens)} tokens "
+        f"= {_ci(g.per_billion)} per billion tokens (exact Poisson, as if independent: "
+        f"{g.poisson.low:.3g}-{g.poisson.high:.3g}); checkpoint spacing {_tokens(g.spacing.value)} tokens "
+        f"(median; {_tokens(g.spacing.low)}-{_tokens(g.spacing.high)})"
+        if g.tokens > 0
+        else f"stage {g.stage}: {g.n_transitions} transitions, {g.n_confident} confident (no token span)"
+        for g in t.stages
     ]
     out += [
         f"2. **Transitions.** {t.n_transitions} transitions ({t.fell_dormant} fell dormant, {t.woke} woke), "
-        f"{t.n_confident} confident (paired test, docs/SCORES.md), {t.n_blips} blips; "
-        f"{'; '.join(stage_parts) or 'a single checkpoint: none yet'}. Heads that changed state more than once: "
-        f"{_pct(t.more_than_once)}; with two or more confident transitions: {t.confidently_more_than_once}.",
+        f"{t.n_confident} confident ({t.correction}; {t.n_raw} of the {t.n_paired} tested have uncorrected "
+        f"p < {t.fdr:g}), {t.n_blips} blips. Heads that ever changed state: {_pct(t.ever_changed)}; more than "
+        f"once: {_pct(t.more_than_once)}; with two or more confident transitions: {t.confidently_more_than_once}. "
+        f"{'; '.join(stage_parts) or 'A single checkpoint: none yet'}. A rate per token depends on how densely "
+        "the checkpoints are spaced (denser checkpoints see more short-lived changes): compare series by the "
+        f"shares of heads. Per interval: {_interval_list(t) or 'none'}.",
         "",
     ]
     if d.measured:
         first_j = "undefined throughout" if d.first is None else f"{d.first[1]:.2f} at {d.first[0]}"
+        last_j = _ci(d.last, lambda x: f"{x:.2f}") if d.last is not None else "undefined"
+        if d.noise_floor is not None:
+            nf = d.noise_floor
+            two = lambda x: f"{x:+.2f}"  # noqa: E731
+            floor = (
+                f"Noise floor at {nf.revision} (random halves of {nf.n_inputs} inputs, {nf.repeats} splits): "
+                f"within a set {_ci(nf.within, lambda x: f'{x:.2f}')}, across sets {_ci(nf.across, lambda x: f'{x:.2f}')}; "
+                f"across minus within {_ci(nf.difference, two)}, permutation p = {nf.p_value:.3g} "
+                f"({nf.permutations} permutations of the set labels; one-sided, across lower)."
+            )
+        else:
+            floor = f"Noise floor: not measured ({d.noise_floor_note})."
         out.append(
             f"3. **Input dependence.** {len(d.calibration_ids)} calibration sets; Jaccard of their masks (pooled "
-            f"over pairs): first defined {first_j}; at the last shared checkpoint {d.revisions[-1]}: "
-            f"{_pct(d.last)} of the heads dormant on either set of a pair are dormant on both; heads dormant on "
-            f"every set, of those dormant on any: {_pct(d.all_of_any)}."
+            f"over pairs): first defined {first_j}; at the last shared checkpoint {d.revisions[-1]}: {last_j}; "
+            f"heads dormant on every set, of those dormant on any: {_pct(d.all_of_any)}. {floor}"
         )
     else:
         out.append(
@@ -735,6 +782,12 @@ def findings_lines(f: Findings) -> list[str]:
             "set(s); add another with `dormant track SERIES --calibration winogrande --calibration wikipedia "
             "--retau` (or any `--calibration FILE`)."
         )
+    out += [
+        "",
+        f"Intervals: 95%; over heads by {r.method}, or Wilson with the heads as trials. They say how a number "
+        "varies over heads like these of this one model: heads are not independent trials, and nothing here "
+        "speaks for other models or seeds (docs/SCORES.md §7).",
+    ]
     return out
 
 
@@ -803,6 +856,8 @@ def render_report(
     progress: bool = False,
     reuse: bool = False,
     hide_blips: bool = False,
+    fdr: float = FDR,
+    resampling: Resampling = DEFAULT_RESAMPLING,
 ) -> ReportResult:
     """Render the evolution report of `model_id` (the store's only model when None) into `out_dir`.
 
@@ -813,23 +868,24 @@ def render_report(
     report of this series (`outputs.check_folder`: anything else is a ConfigError before any figure is drawn). With `reuse` (what `dormant track` asks),
     a report rendered from the same store files by the same dormant-heads is returned as it is.
     With `hide_blips` the raster shows every blip undone (`states_without_blips`); the rest is the same.
+    `fdr`: the false discovery rate of a confident transition; `resampling`: the findings' intervals over heads.
     """
     if reuse:
         root = open_store(store)
         model_id = resolve_model_id(root, model_id)
         out = report_folder(model_id, out_dir)
         check_folder(out, Owner.of("report", store, model_id))
-        stamp = inputs_stamp(root, model_id, score_fn, hide_blips)
+        stamp = inputs_stamp(root, model_id, score_fn, hide_blips, fdr, resampling)
         done = _reusable(out, stamp)
         if done is not None:
             return done
-    series = load_series(store, model_id)
+    series = load_series(store, model_id, fdr)
     fn = score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = report_folder(series.model_id, out_dir)
     owner = Owner.of("report", store, series.model_id)
     check_folder(out, owner)  # before the figures are drawn
-    stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips)
+    stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips, fdr, resampling)
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
     plots: list[tuple[str, str, Callable[[], Figure]]] = [  # (kind, file name, draw)
         (
@@ -874,7 +930,7 @@ def render_report(
         lengths = length_dependence(views, series, fn)
         if lengths is not None:
             plots.append(("set_length", "set_length", lambda: fg.draw_set_length(lengths)))
-    found = findings.series_findings(store, series.model_id, fn)
+    found = findings.series_findings(store, series.model_id, fn, fdr, resampling)
     plots += findings_plots(found)
     positions = tau_positions(open_store(store), series)
     groups = evaluation_groups(series)
@@ -912,10 +968,20 @@ def render_report(
 STAMP = "inputs.json"  # what a report was rendered from (`inputs_stamp`), and its summary rows
 
 
-def inputs_stamp(root: Path, model_id: str, score_fn: str | None, hide_blips: bool = False) -> str:
+def inputs_stamp(
+    root: Path,
+    model_id: str,
+    score_fn: str | None,
+    hide_blips: bool = False,
+    fdr: float = FDR,
+    resampling: Resampling = DEFAULT_RESAMPLING,
+) -> str:
     """A digest of everything a report reads: the name, size and modification time of each of the series'
-    files in the tables it reads, the score function asked for (and `hide_blips`) and the dormant-heads version."""
+    files in the tables it reads, the score function asked for (and `hide_blips`, `fdr`, `resampling` when
+    not the defaults) and the dormant-heads version."""
     asked = f"{score_fn}\0hide_blips" if hide_blips else f"{score_fn}"  # the default's stamps stay as they were
+    if fdr != FDR or resampling != DEFAULT_RESAMPLING:
+        asked += f"\0fdr={fdr}\0{resampling}"
     h = hashlib.sha256(f"{__version__}\0{asked}\n".encode())
     for table in (
         "checkpoints",

@@ -160,12 +160,16 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("to_tokens", pa.int64()),
             _f("from_state", pa.string()),
             _f("to_state", pa.string()),
-            # both checkpoints' rate intervals exclude 0.5 (null: an interval is unknown); undone at the next one
+            # the paired test's BH q-value < 0.05, else (no indicators) both checkpoints' rate intervals exclude
+            # 0.5 (null: an interval is unknown); undone at the next one
             _f("confident", pa.bool_(), nullable=True),
             _f("blip", pa.bool_()),
             # the exact McNemar p of the paired per-input indicators (null: not kept; confident then
             # falls back to both intervals excluding 0.5)
             _f("confident_p", pa.float64(), nullable=True),
+            # its Benjamini-Hochberg q-value over every (head, interval) test of the series' function and
+            # calibration set (null: no p, or a file written before q-values were stored)
+            _f("confident_q", pa.float64(), nullable=True),
             _f("calibration_id", pa.string()),
             _f("taus_id", pa.string()),
         ]
@@ -198,7 +202,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("n_dormant_a", pa.int32()),
             _f("n_dormant_b", pa.int32()),
             _f("n_both", pa.int32()),  # dormant on both
-            _f("jaccard", pa.float64()),  # n_both / |A u B|; 1.0 when both masks are empty
+            _f("jaccard", pa.float64()),  # n_both / |A u B|; NaN when both masks are empty
             _f("n_sets", pa.int32()),  # sets scored under score_fn at this checkpoint (>= 2)
             _f("n_dormant_all", pa.int32()),  # dormant on every one of those n_sets sets
             _f("n_dormant_any", pa.int32()),  # dormant on at least one of them

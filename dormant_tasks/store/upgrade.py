@@ -19,6 +19,11 @@ is that of its head_scores and input_scores files) and `input_scores_kept`; `inp
 float32. Transitions and histories are derived again on the next `dormant track` (they record the
 checkpoint pairs they come from from now on).
 
+Within version 4 (`refresh_current`, also run on a store already at version 4): `transitions` files derived
+before q-values were stored get `confident_q` and `confident` = q < 0.05 from their stored p-values (the
+family: heads x compared pairs of their checkpoints), and `calibration_agreement` rows written before the
+Jaccard of two empty masks became undefined get NaN instead of 1.0.
+
 Each file goes from its own layout to the current one in one rewrite (so a version-1 evaluations file
 still has the modification time of its run when `evaluated_at` is read). Every file is rewritten
 atomically and the marker last, so an interrupted upgrade leaves a store that this command finishes when
@@ -60,7 +65,16 @@ from dormant_tasks.store.io import (
     write_manifest,
     write_marker,
 )
-from dormant_tasks.tracking.transitions import derive_transitions, head_histories, mark_blips
+from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
+from dormant_tasks.tracking.defaults import FDR
+from dormant_tasks.tracking.transitions import (
+    FDR_KEY,
+    apply_fdr,
+    derive_transitions,
+    fdr_record,
+    head_histories,
+    mark_blips,
+)
 
 _RENAMES = {"head": "head_index", "value": "score", "pct_zeroed": "frac_zeroed"}
 _PERCENT_COLUMNS = ("frac_zeroed", "accuracy", "base_accuracy")  # v1 stored these in %
@@ -99,7 +113,7 @@ def upgrade_store(path) -> UpgradeResult:
     root = open_store(path, allow_old=True)
     version = store_version(root)
     if version == SCHEMA_VERSION:
-        return UpgradeResult(version, 0, 0)
+        return UpgradeResult(version, refresh_current(root), 0)
     if version not in (1, 2, 3):
         raise StoreError(
             f"store {str(root)!r} has schema_version {version!r}; `dormant store upgrade` upgrades "
@@ -117,6 +131,53 @@ def upgrade_store(path) -> UpgradeResult:
         p.unlink(missing_ok=True)
     write_marker(root)  # last: until here the store reads as its old version, and a rerun finishes it
     return UpgradeResult(version, rewritten, n_series)
+
+
+def refresh_current(root: Path) -> int:
+    """Bring a version-4 store's derived files up to what this release writes (module docstring); the number
+    of files rewritten (0: nothing to do)."""
+    rewritten = 0
+    for path in _files(root, "transitions"):
+        schema = pq.read_schema(path)
+        if FDR_KEY.encode() in (schema.metadata or {}):
+            continue
+        t = conform(pq.read_table(path).replace_schema_metadata(None), "transitions")
+        sizes = _family_sizes(root, t)
+        meta = {k: v for k, v in (schema.metadata or {}).items() if not k.startswith(b"ARROW")}
+        t = apply_fdr(t, sizes, FDR).replace_schema_metadata(meta | {FDR_KEY.encode(): fdr_record(FDR).encode()})
+        with atomic_file(path) as f:
+            pq.write_table(t, f, **parquet_options(t))
+        rewritten += 1
+    for path in _files(root, AGREEMENT_TABLE):
+        t = pq.read_table(path)
+        union = pc.subtract(pc.add(t.column("n_dormant_a"), t.column("n_dormant_b")), t.column("n_both"))
+        stale = pc.and_(pc.equal(union, 0), pc.invert(pc.is_nan(t.column("jaccard"))))
+        if not pc.any(stale).as_py():
+            continue
+        i = t.column_names.index("jaccard")
+        fixed = pc.if_else(stale, pa.scalar(float("nan")), t.column("jaccard"))  # undefined, not 1
+        t = t.set_column(i, t.schema.field(i), fixed)  # the schema's metadata (the agreement record) kept
+        with atomic_file(path) as f:
+            pq.write_table(t, f, **parquet_options(t))
+        rewritten += 1
+    return rewritten
+
+
+def _family_sizes(root: Path, transitions: pa.Table) -> dict[tuple[str, str, str, str], int]:
+    """Per (model, calibration set, taus, function) of `transitions`, its tests: heads x compared pairs of the
+    series' checkpoints under that calibration set and taus (every checkpoint but the first has one)."""
+    sizes = {}
+    keys = set(zip(*(transitions.column(c).to_pylist() for c in ("model_id", "calibration_id", "taus_id", "score_fn"))))
+    for model_id, cal, tid, fn in keys:
+        rows = [
+            r
+            for r in _read(root, "checkpoints", model_id).to_pylist()
+            if (r["calibration_id"], r["taus_id"]) == (cal, tid)
+        ]
+        n_ckpt = len({r["revision"] for r in rows})
+        n_cells = max((int(r["n_layers"]) * int(r["n_heads"]) for r in rows), default=0)
+        sizes[(model_id, cal, tid, fn)] = n_cells * max(n_ckpt - 1, 0)
+    return sizes
 
 
 def _files(root: Path, table: str) -> list[Path]:
@@ -199,12 +260,14 @@ def _read(root: Path, table: str, model_id: str, filters: dict | None = None) ->
     return _read_files(files, SCHEMAS[table], expr)
 
 
-def _write(root: Path, table: str, t: pa.Table, file_key: str, model_id: str) -> Path:
+def _write(root: Path, table: str, t: pa.Table, file_key: str, model_id: str, metadata=None) -> Path:
     """`store.write_table` of one series' file, at any schema version of the marker."""
     folder = _series_dir(root, table, model_id)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_safe_file_key(file_key)}.parquet"
     t = conform(t, table)
+    if metadata:
+        t = t.replace_schema_metadata(metadata)
     with atomic_file(path) as f:
         pq.write_table(t, f, **parquet_options(t))
     return path
@@ -222,7 +285,8 @@ def _derive_again(root: Path, model_id: str) -> list[Path]:
         heads = _read(root, "head_scores", model_id, filters={"taus_id": tid, "calibration_id": cal})
         heads = heads.filter(pc.is_in(heads.column("revision"), mine.column("revision")))
         trans = mark_blips(derive_transitions(heads, mine))
-        written.append(_write(root, "transitions", trans, derived_file_key("transitions", tid, cal), model_id))
+        key = derived_file_key("transitions", tid, cal)
+        written.append(_write(root, "transitions", trans, key, model_id, {FDR_KEY: fdr_record(FDR)}))
         hist = head_histories(heads, mine)
         written.append(_write(root, "head_histories", hist, derived_file_key("head_histories", tid, cal), model_id))
     return written

@@ -9,6 +9,8 @@ A transition compares one head at two checkpoints on the SAME calibration inputs
 so whether it is confident is a paired test on the inputs whose indicator changed (the exact McNemar test,
 `mcnemar_exact_p`), not a comparison of two independent intervals. The store keeps each head's per-input
 indicators packed into bits for it (`pack_inputs`); results stored without them fall back to the intervals.
+A series runs thousands of such tests, so a transition is confident when its Benjamini-Hochberg q-value
+(`bh_qvalues`, over every (head, interval) test of one series, function and calibration set) is below the false discovery rate (`defaults.FDR`, 0.05).
 """
 
 from __future__ import annotations
@@ -53,8 +55,6 @@ def excludes_half(low, high) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------ paired: one head at two checkpoints
-
-ALPHA = 0.05  # a transition is confident when the paired test rejects "no change" at this level
 
 
 def pack_inputs(inactive: np.ndarray) -> list[bytes]:
@@ -110,3 +110,27 @@ def mcnemar_exact_p(b, c) -> np.ndarray:
             cache[key] = min(1.0, 2 * tail / 2**nn) if nn else 1.0  # int / int: exact, no float overflow
         out[idx] = cache[key]
     return out
+
+
+def bh_qvalues(p, m: int | None = None) -> np.ndarray:
+    """Benjamini-Hochberg q-values of the p-values `p` (float, any shape; NaN: no test, q NaN) in a family of
+    `m` tests (default: the non-NaN p's). m larger than the p's given counts the family's other tests at p = 1:
+    they sort last, so each q is the BH q-value of the whole family with those p's replaced by 1, which is
+    never below the q of their true p's (the rule stays valid, a little conservative).
+
+    q_(i) = min over j >= i of min(1, m p_(j) / j), p sorted ascending with rank i = 1..: rejecting every test
+    with q < level is the BH step-up procedure at that level.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    flat = p.ravel()
+    known = np.flatnonzero(~np.isnan(flat))
+    n = known.size
+    m = n if m is None else int(m)
+    if m < n:
+        raise ValueError(f"a family of {m} tests cannot hold {n} p-values")
+    q = np.full(flat.shape, np.nan)
+    if n:
+        order = known[np.argsort(flat[known], kind="stable")]  # [test] ascending p
+        ranked = m * flat[order] / np.arange(1, n + 1)  # m p_(i) / i
+        q[order] = np.minimum(1.0, np.minimum.accumulate(ranked[::-1])[::-1])
+    return q.reshape(p.shape)

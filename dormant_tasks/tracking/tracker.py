@@ -45,10 +45,14 @@ from dormant_tasks.store.io import (
 )
 from dormant_tasks.tracking.agreement import update_agreement
 from dormant_tasks.tracking.calibration import CalibrationSet
+from dormant_tasks.tracking.defaults import FDR
 from dormant_tasks.tracking.masks import Tau, aggregate, needs_reference, resolve_taus, tau_specs, tau_warnings, taus_id
 from dormant_tasks.tracking.series import SeriesView, open_views, result_id
 from dormant_tasks.tracking.transitions import (
+    FDR_KEY,
+    apply_fdr,
     derive_transitions,
+    fdr_record,
     head_histories,
     histories_of,
     mark_blips,
@@ -742,6 +746,14 @@ PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoi
 DERIVED_BY_KEY = "dormant.derived_by"  # ... and the code version that derived them (another: derived again)
 
 
+def fdr_level(store, model_id: str, view: SeriesView) -> float | None:
+    """The level at which the stored `confident` of a view's transitions was decided by BH q-values; None when
+    they were stored before q-values were (`confident` is then the uncorrected p < 0.05)."""
+    key = derived_file_key("transitions", view.taus_id, view.calibration_id)
+    record = (read_metadata(store, "transitions", model_id, key) or {}).get(FDR_KEY)
+    return float(json.loads(record)["level"]) if record else None
+
+
 def derive_series(request: TrackRequest) -> SeriesSummary:
     """Bring the series' transitions and head histories up to date with its current checkpoints, for every
     calibration set of the series (each its own `SeriesView`); the summary is the primary set's.
@@ -752,13 +764,14 @@ def derive_series(request: TrackRequest) -> SeriesSummary:
     histories are rebuilt from the first checkpoint's head_scores and the transitions. Without that record
     (or with more than INCREMENTAL_MAX_PAIRS new pairs) the whole series is derived again.
     """
-    return rederive(request.store, request.model_id)
+    return rederive(request.store, request.model_id, request.fdr)
 
 
-def rederive(store, model_id: str) -> SeriesSummary:
-    """`derive_series` of a series by name (`dormant track`, also a finished rerun; `dormant store repair`)."""
+def rederive(store, model_id: str, fdr: float | None = None) -> SeriesSummary:
+    """`derive_series` of a series by name (`dormant track`, also a finished rerun; `dormant store repair`).
+    `fdr` None keeps each set's stored level of the confident transitions (the default level where none is)."""
     views = open_views(store, model_id)
-    summaries = [derive_set(store, model_id, view) for view in views]
+    summaries = [derive_set(store, model_id, view, fdr) for view in views]
     update_agreement(store, model_id, views)  # >= 2 sets: their masks compared (1 set: nothing)
     return summaries[0]
 
@@ -772,7 +785,7 @@ def _derived_metadata(store, table: str, model_id: str, file_key: str) -> dict[s
     return meta if meta.get(DERIVED_BY_KEY) == __version__ else {}
 
 
-def derive_set(store, model_id: str, view: SeriesView) -> SeriesSummary:
+def derive_set(store, model_id: str, view: SeriesView, fdr: float | None = None) -> SeriesSummary:
     """`derive_series` for one calibration set (`view`)."""
     ckpts = view.checkpoints_table()
     ids, pairs = series_pairs(view)
@@ -781,7 +794,10 @@ def derive_set(store, model_id: str, view: SeriesView) -> SeriesSummary:
     stored = _derived_metadata(store, "transitions", model_id, tkey)
     histories = _derived_metadata(store, "head_histories", model_id, hkey)
     recorded = json.dumps(sorted(pairs))
-    if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded:
+    if fdr is None:
+        fdr = float(json.loads(stored[FDR_KEY])["level"]) if FDR_KEY in stored else FDR
+    same_rule = stored.get(FDR_KEY) == fdr_record(fdr)  # else the q-values are (re)computed from the stored p's
+    if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded and same_rule:
         try:
             return _summary(view, view.transitions())
         except StoreError:  # metadata readable, pages damaged: derived again below
@@ -796,7 +812,7 @@ def derive_set(store, model_id: str, view: SeriesView) -> SeriesSummary:
             old = None
     if old is None:
         heads = view.head_scores()
-        trans, hist = derive_transitions(heads, ckpts), head_histories(heads, ckpts)
+        trans, hist = derive_transitions(heads, ckpts, fdr), head_histories(heads, ckpts)
     else:
         assert old_pairs is not None
         revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
@@ -810,13 +826,21 @@ def derive_set(store, model_id: str, view: SeriesView) -> SeriesSummary:
         trans = _in_series_order(pa.concat_tables(parts), view.revisions)
         first = view.head_scores(revisions=view.revisions[:1])
         hist = histories_of(states_from_transitions(first, trans, ckpts))
-    trans = mark_blips(trans)
+    trans = apply_fdr(mark_blips(trans), fdr_families(view, len(pairs)), fdr)  # over the whole series
     meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
     with series_lock(store, model_id):
-        write_table(store, "transitions", trans, file_key=tkey, model_id=model_id, metadata=meta)
+        write_table(
+            store, "transitions", trans, file_key=tkey, model_id=model_id, metadata=meta | {FDR_KEY: fdr_record(fdr)}
+        )
         write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
         drop_legacy_derived(store, model_id, view.taus_id)
     return _summary(view, trans)
+
+
+def fdr_families(view: SeriesView, n_pairs: int) -> dict[tuple[str, str, str, str], int]:
+    """Per tracked function of the view, the size of its family of paired tests: heads x compared pairs."""
+    n_cells = max((int(c["n_layers"]) * int(c["n_heads"]) for c in view.checkpoints), default=0)
+    return {(view.model_id, view.calibration_id, view.taus_id, fn): n_cells * n_pairs for fn in view.taus}
 
 
 def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:

@@ -14,6 +14,7 @@ checkpoint is on branch 0, and two revisions at the same (stage, step) are refus
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -23,8 +24,9 @@ import pyarrow.compute as pc
 
 from dormant_tasks.checkpoints.naming import series_sort_key
 from dormant_tasks.errors import StoreError
-from dormant_tasks.store.io import SCHEMAS
-from dormant_tasks.tracking.confidence import ALPHA, discordant, excludes_half, mcnemar_exact_p
+from dormant_tasks.store.io import SCHEMAS, conform
+from dormant_tasks.tracking.confidence import bh_qvalues, discordant, excludes_half, mcnemar_exact_p
+from dormant_tasks.tracking.defaults import FDR
 
 
 def _state(dormant: np.ndarray) -> np.ndarray:
@@ -220,21 +222,26 @@ def _interval_sure(head_scores: pa.Table) -> np.ndarray:
     return excludes_half(low, high)
 
 
-def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> pa.Table:
+def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = None, fdr: float = FDR) -> pa.Table:
     """One row per change of `dormant` state between a checkpoint and its predecessor, per (score_fn, layer, head).
 
     The common columns (revision, stage, step, tokens) are those of the `to` checkpoint. StoreError when
     compared checkpoints differ in calibration_id, taus_id or tau, or a head is missing or duplicated.
     `confident` (docs/SCORES.md, "Confidence"): the paired test, an exact McNemar test on the calibration
-    inputs whose indicator differs between the two checkpoints, rejects "no change" at ALPHA (`confident_p`
-    its p-value), when both rows keep their per-input indicators (`inactive_inputs`); otherwise the fallback,
-    both checkpoints' dormant_rate intervals exclude 0.5 (null when either is unknown, `confident_p` null).
+    inputs whose indicator differs between the two checkpoints (`confident_p` its p-value), has a
+    Benjamini-Hochberg q-value below `fdr` (`confident_q`) in the family of every (head, interval) test of the
+    series, function and calibration set (`apply_fdr`), when both rows keep their per-input indicators
+    (`inactive_inputs`); otherwise the fallback, both checkpoints' dormant_rate intervals exclude 0.5 (null when
+    either is unknown, `confident_p` and `confident_q` null).
     `blip` is False here: it needs the transitions out of the `to` checkpoint too (`mark_blips`).
     """
     sure_of_row = _interval_sure(head_scores)  # [row]
     bits = head_scores.column("inactive_inputs") if "inactive_inputs" in head_scores.column_names else None
-    parts = []
+    parts, sizes = [], {}
     for s, rows, cell in _states_and_cells(head_scores, checkpoints):
+        sizes[(s.model_id, s.calibration_id, s.taus_id, s.score_fn)] = s.dormant.shape[1] * int(
+            (s.predecessor >= 0).sum()
+        )
         flat_sure = np.full(s.dormant.size, -1, dtype=np.int8)
         flat_sure[cell] = sure_of_row[rows]
         sure = flat_sure.reshape(s.dormant.shape)  # [checkpoint, head]
@@ -248,8 +255,7 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
         p_value = _paired_p(
             bits, rows, cell, s.dormant.size, f_i * s.dormant.shape[1] + h, t_i * s.dormant.shape[1] + h
         )
-        paired = ~np.isnan(p_value)
-        confident = np.where(paired, p_value < ALPHA, confident)  # [transition] 1/0, NaN unknown
+        paired = ~np.isnan(p_value)  # the paired rows' `confident` is set by apply_fdr below
         confident = pa.array(confident == 1, mask=np.isnan(confident), type=pa.bool_())
         parts.append(
             {
@@ -272,12 +278,68 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
                 "to_state": _state(s.dormant[t_i, h]),
                 "confident": confident,
                 "confident_p": pa.array(p_value, mask=~paired, type=pa.float64()),
+                "confident_q": pa.nulls(len(p), pa.float64()),
                 "blip": np.zeros(len(p), dtype=bool),
                 "calibration_id": np.full(len(p), s.calibration_id, dtype=object),
                 "taus_id": np.full(len(p), s.taus_id, dtype=object),
             }
         )
-    return _to_table(parts, "transitions")
+    return apply_fdr(_to_table(parts, "transitions"), sizes, fdr)
+
+
+# One family of tests for the false discovery rate: a series' function on one calibration set under one taus.
+FAMILY = ("model_id", "calibration_id", "taus_id", "score_fn")
+FDR_KEY = "dormant.fdr"  # a transitions file's metadata: how its `confident` was decided (`fdr_record`)
+
+
+def fdr_record(level: float) -> str:
+    """The FDR_KEY value: the correction, its level and its family."""
+    return json.dumps({"correction": "benjamini-hochberg", "level": level, "family": "every (head, interval) test"})
+
+
+def apply_fdr(transitions: pa.Table, family_sizes: dict[tuple[str, str, str, str], int], fdr: float = FDR) -> pa.Table:
+    """`transitions` with `confident_q` (the Benjamini-Hochberg q-value of `confident_p`) and, where the paired
+    test ran, `confident` = q < fdr; rows without a p keep their fallback `confident` and a null q.
+
+    The family of a q-value is every (head, interval) test of its (model_id, calibration_id, taus_id,
+    score_fn): `family_sizes` gives its size m, heads x compared pairs (docs/SCORES.md, "Confidence"). Only the
+    transitions carry a p; the family's other tests (no state change) enter at p = 1 (`bh_qvalues`). Row order
+    unchanged. A family missing from `family_sizes` counts only its own p's.
+    """
+    n = transitions.num_rows
+    if not n:
+        return transitions
+    p = pc.fill_null(transitions.column("confident_p"), np.nan).to_numpy(zero_copy_only=False).astype(np.float64)
+    key = _joint_key([_codes(transitions.column(c))[0] for c in FAMILY])  # [row]
+    names = [transitions.column(c).to_pylist() for c in FAMILY]
+    q = np.full(n, np.nan)
+    for k in np.unique(key):
+        rows = np.flatnonzero(key == k)
+        family = tuple(col[rows[0]] for col in names)
+        known = int((~np.isnan(p[rows])).sum())
+        q[rows] = bh_qvalues(p[rows], max(int(family_sizes.get(family, known)), known))
+    paired = ~np.isnan(q)
+    fallback = transitions.column("confident").to_pylist()  # True/False/None (unknown)
+    sure = np.where(paired, q < fdr, np.array([x is True for x in fallback], dtype=bool))
+    unknown = ~paired & np.array([x is None for x in fallback], dtype=bool)
+    columns = {
+        "confident": pa.array(sure, mask=unknown, type=pa.bool_()),
+        "confident_q": pa.array(q, mask=~paired, type=pa.float64()),
+    }
+    kept = transitions.drop_columns([c for c in columns if c in transitions.column_names])
+    for name, column in columns.items():
+        kept = kept.append_column(SCHEMAS["transitions"].field(name), column)
+    return conform(kept, "transitions")
+
+
+def confident_at(transitions: pa.Table, fdr: float = FDR) -> np.ndarray:
+    """bool [row]: confident at another false discovery rate, from the stored q-values (q < fdr); rows without
+    a q (the fallback rule) keep their stored `confident`, null counting as not confident."""
+    stored = pc.fill_null(transitions.column("confident"), False).to_numpy(zero_copy_only=False).astype(bool)
+    if "confident_q" not in transitions.column_names:
+        return stored
+    q = pc.fill_null(transitions.column("confident_q"), np.nan).to_numpy(zero_copy_only=False).astype(np.float64)
+    return np.where(np.isnan(q), stored, q < fdr)
 
 
 def _paired_p(bits, rows: np.ndarray, cell: np.ndarray, n_cells: int, frm: np.ndarray, to: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@ each stated with its number, its 95% interval and a figure, from the store only 
 
 from __future__ import annotations
 
-from .options import add_scores_argument, add_store_argument, add_stored_series_argument
+from .options import add_scores_argument, add_statistics_arguments, add_store_argument, add_stored_series_argument
 
 
 def add_parser(subparsers) -> None:
@@ -18,6 +18,7 @@ def add_parser(subparsers) -> None:
     add_store_argument(p)
     add_stored_series_argument(p)
     add_scores_argument(p, "the one score function of the findings (default: ahon_ln when tracked)")
+    add_statistics_arguments(p)
     p.add_argument(
         "--reports-dir",
         metavar="DIR",
@@ -34,12 +35,13 @@ def run(args) -> int:
         raise ConfigError(f"--scores: the findings are of one function, got {len(args.scores)}; name one")
     from dormant_tasks.outputs import Owner, check_folder
     from dormant_tasks.reporting.report import findings_lines, resolve_model_id, write_findings
-    from dormant_tasks.tracking.findings import series_findings
+    from dormant_tasks.tracking.findings import Resampling, series_findings
 
     model_id = resolve_model_id(args.store, args.model)
     if args.reports_dir:  # before any work
         check_folder(args.reports_dir, Owner.of("findings", args.store, model_id))
-    found = series_findings(args.store, model_id, args.scores[0] if args.scores else None)
+    resampling = Resampling(resamples=args.resamples, seed=args.seed)
+    found = series_findings(args.store, model_id, args.scores[0] if args.scores else None, args.fdr, resampling)
     print("\n".join(findings_lines(found)))
     if args.reports_dir:
         written = write_findings(found, args.reports_dir, args.store)

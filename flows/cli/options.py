@@ -498,3 +498,34 @@ def hub_datasets_fallback(args: argparse.Namespace) -> None:
             "bundled copies (--datasets bundled)",
             file=sys.stderr,
         )
+
+
+def add_fdr_argument(parser, default=None) -> None:
+    """--fdr: the false discovery rate below which a transition's q-value makes it confident."""
+    from dormant_tasks.tracking.defaults import FDR
+
+    parser.add_argument(
+        "--fdr",
+        type=float,
+        default=default,
+        metavar="Q",
+        help="false discovery rate of a confident transition: its Benjamini-Hochberg q-value over every "
+        f"(head, interval) test of the function is below Q (default: {FDR})",
+    )
+
+
+def add_statistics_arguments(parser) -> None:
+    """--fdr, --resamples and --seed: how the findings decide a confident transition and draw their intervals."""
+    from dormant_tasks.tracking.defaults import FDR, RESAMPLES, SEED
+
+    add_fdr_argument(parser, FDR)
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=RESAMPLES,
+        metavar="N",
+        help="bootstrap resamples of the heads for the findings' intervals (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=SEED, metavar="N", help="seed of the resampling (default: %(default)s)"
+    )

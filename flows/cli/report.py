@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from .options import add_reports_dir_argument, add_scores_argument, add_store_argument, add_stored_series_argument
+from .options import (
+    add_reports_dir_argument,
+    add_scores_argument,
+    add_statistics_arguments,
+    add_store_argument,
+    add_stored_series_argument,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -19,6 +25,7 @@ def add_parser(subparsers) -> None:
         help="draw the raster with blips undone: a head that changes state at a checkpoint and changes back at "
         "the next one is shown in its earlier state there (docs/SCORES.md, Confidence)",
     )
+    add_statistics_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -28,10 +35,18 @@ def run(args) -> int:
     if args.scores and len(args.scores) > 1:
         raise ConfigError(f"--scores: the report draws one function, got {len(args.scores)}; name one")
     from dormant_tasks.reporting.report import render_report
+    from dormant_tasks.tracking.findings import Resampling
 
     score_fn = args.scores[0] if args.scores else None
     result = render_report(
-        args.store, args.model, out_dir=args.reports_dir, score_fn=score_fn, progress=True, hide_blips=args.hide_blips
+        args.store,
+        args.model,
+        out_dir=args.reports_dir,
+        score_fn=score_fn,
+        progress=True,
+        hide_blips=args.hide_blips,
+        fdr=args.fdr,
+        resampling=Resampling(resamples=args.resamples, seed=args.seed),
     )
     print(f"report: {result.index_html} ({len(result.figures)} figures, summary {result.summary_md})")
     return 0

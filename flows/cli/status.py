@@ -77,14 +77,30 @@ def _set_parts(view) -> list[str]:
         pct = {r: [d for rr, d in zip(heads["revision"], heads["dormant"]) if rr == r] for r in ends}
         first, last = (100 * sum(pct[r]) / max(len(pct[r]), 1) for r in ends)
         parts.append(f"{MAIN_FN} dormant {first:.1f}% -> {last:.1f}%")
+    from dormant_tasks.tracking.tracker import fdr_level
+
     trans = view.transitions().to_pydict()
     fns = trans["score_fn"]
     confident, blips = sum(c is True for c in trans["confident"]), sum(b is True for b in trans["blip"])
+    rule = confidence_rule(trans, fdr_level(view.store, view.model_id, view))
     parts.append(
         f"transitions {sum(f == MAIN_FN for f in fns)} {MAIN_FN} / {len(fns)} total "
-        f"({confident} confident, {blips} blip{'s' if blips != 1 else ''})"
+        f"({confident} confident at {rule}, {blips} blip{'s' if blips != 1 else ''})"
     )
     return parts
+
+
+def confidence_rule(trans: dict, level: float | None) -> str:
+    """Which rule decided the stored `confident` (docs/SCORES.md, "Confidence"): BH q-values at the recorded
+    level (the default when none is recorded), the uncorrected p of files derived before q-values were stored,
+    or the interval rule of results stored without per-input indicators."""
+    from dormant_tasks.tracking.defaults import FDR
+
+    if any(q is not None for q in trans.get("confident_q", [])):
+        return f"BH q < {FDR if level is None else level:g}"
+    if any(p is not None for p in trans["confident_p"]):
+        return "uncorrected p < 0.05, stored before q-values"
+    return "the interval rule" if trans["confident_p"] else f"BH q < {FDR if level is None else level:g}"
 
 
 def run(args) -> int:

@@ -17,6 +17,7 @@ from .options import (
     add_calibration_arguments,
     add_device_argument,
     add_dtype_argument,
+    add_fdr_argument,
     add_model_argument,
     add_reports_dir_argument,
     add_scores_argument,
@@ -130,6 +131,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="when another run is writing the same series, stop at once (exit 2) instead of waiting for it",
     )
+    add_fdr_argument(g)
     g.add_argument("--no-report", action="store_true", help="do not render the report at the end")
     add_reports_dir_argument(g)
 
@@ -177,6 +179,7 @@ def request_from_args(args: argparse.Namespace):
         reports_dir=args.reports_dir,
         fail_fast=args.fail_fast,
         series_name=args.series_name,
+        **({} if args.fdr is None else {"fdr": args.fdr}),
     )
 
 
@@ -333,12 +336,14 @@ def result_from_store(request, state):
     tables are current answers too); the report, when asked for, is reused or rendered into the reports folder."""
     from dormant_tasks.tracking.tracker import TrackResult, rederive
 
-    rederive(request.store, request.model_id)
+    rederive(request.store, request.model_id, request.fdr)
     report = None
     if request.report:
         from dormant_tasks.reporting.report import render_report
 
-        report = str(render_report(request.store, request.model_id, request.reports_dir, reuse=True).index_html)
+        report = str(
+            render_report(request.store, request.model_id, request.reports_dir, reuse=True, fdr=request.fdr).index_html
+        )
     return TrackResult(
         model_id=request.model_id,
         store=request.store,

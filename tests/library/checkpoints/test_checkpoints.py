@@ -373,6 +373,19 @@ def test_local_step_series_without_tokens_per_step_is_one_line(step_series, caps
     assert out[3].split()[3] == format_tokens(2000 * 2048) == "4.096M"
 
 
+def test_llm360_checkpoint_indices_ask_for_tokens_per_checkpoint(tmp_path):
+    """LLM360's ckpt_{N} numbers checkpoints (about 3.5B tokens each for Amber), not optimizer steps."""
+    for n in (0, 1, 10):
+        (tmp_path / f"ckpt_{n:03d}").mkdir()
+        (tmp_path / f"ckpt_{n:03d}" / "config.json").write_text("{}")
+    with pytest.raises(
+        CheckpointError, match=r"tokens per checkpoint: the number in ckpt_\{N\} is a checkpoint index"
+    ) as e:
+        list_revisions(tmp_path)
+    assert "sequences per batch" not in str(e.value)
+    assert [r.tokens for r in list_revisions(tmp_path, tokens_per_step=3_500_000_000).revisions][-1] == 35_000_000_000
+
+
 def test_local_checkpoint_loads_in_place_with_a_content_hash(local_series, tiny_model_dir):
     rev = list_revisions(local_series).revisions[0]
     loaded = load_checkpoint(local_series, rev, device="cpu", keep=False)

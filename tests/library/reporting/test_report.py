@@ -35,7 +35,7 @@ from dormant_tasks.reporting.report import (
     transition_counts,
 )
 from dormant_tasks.store.io import open_store, read_table, write_table
-from dormant_tasks.tracking.confidence import wilson_interval
+from dormant_tasks.tracking.confidence import pack_inputs, wilson_interval
 from dormant_tasks.tracking.findings import series_findings
 from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
 from flows.cli import main
@@ -58,6 +58,7 @@ def write_series(
     rates=None,
     n_inputs: int = 4,
     calibration_id: str = CAL,
+    inactive=None,
 ) -> Path:
     """A store of one series. dormant: score_fn -> bool [checkpoint, layer, head]; tokens: [checkpoint].
 
@@ -67,7 +68,9 @@ def write_series(
     dormant_rate [checkpoint, layer, head], >= 0.5 where dormant) the rows carry those rates and their Wilson
     intervals of `n_inputs` inputs; without, the rate is 0 or 1 and the interval null (unknown). The
     transitions are derived and their blips marked, as `dormant track` does. Another `calibration_id` adds that
-    set to a store written with the default (primary) one: its own files, taus rows and transitions.
+    set to a store written with the default (primary) one: its own files, taus rows and transitions. With
+    `inactive` (score_fn -> bool [checkpoint, input, layer, head]) the rows keep those per-input indicators
+    (`inactive_inputs`), and `rates` must be their means.
     """
     open_store(root, create=True)
     n_ckpt, n_layers, n_heads = next(iter(dormant.values())).shape
@@ -100,6 +103,9 @@ def write_series(
                         "dormant": d,
                         "dormant_rate_low": low,
                         "dormant_rate_high": high,
+                        "inactive_inputs": None
+                        if inactive is None
+                        else pack_inputs(inactive[fn][c, :, layer, head])[0],
                         "calibration_id": calibration_id,
                         "taus_id": taus_id,
                     }

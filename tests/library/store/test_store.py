@@ -588,7 +588,7 @@ def test_status_cli(two_series_store, capsys):
     # the row of older taus is not current: 3 transitions, not 4; counts over every function
     assert lines[0] == (
         f"{MODEL}: 2 checkpoints, steps 10..20, ahon_ln dormant 16.7% -> 0.0%, transitions 1 ahon_ln / 3 total "
-        "(2 confident, 1 blip), per-input scores kept for 0/2"
+        "(2 confident at the interval rule, 1 blip), per-input scores kept for 0/2"
     )
     assert lines[1] == "tiny: not tracked (0 evaluation rows)"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 from datetime import UTC, datetime
@@ -463,4 +464,56 @@ def test_a_v3_store_becomes_one_manifest_per_series(v3_store, capsys):
     assert cli_main(["store", "repair", "--store", str(v3_store)]) == 0
     assert "1 unreferenced files deleted" in capsys.readouterr().out
     assert cli_main(["store", "upgrade", "--store", str(v3_store)]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_a_version_4_store_gets_q_values_and_undefined_jaccards(tmp_path, capsys):
+    """A version-4 store written before q-values (transitions without `confident_q`, `confident` = raw p <
+    0.05) and before the empty-mask change (Jaccard 1.0 for two empty masks): `dormant store upgrade` brings
+    both up to date in place, keeps the files' metadata, and has nothing to do the second time."""
+    from test_report import MODEL
+    from test_statistics import store_of_two_sets
+
+    from dormant_tasks.store.io import read_metadata, series_files, write_table
+    from dormant_tasks.tracking.transitions import FDR_KEY
+
+    root = store_of_two_sets(tmp_path, differ=False)
+    files = series_files(root, "transitions", MODEL)
+    current = {p: pq.read_table(p) for p in files}  # derived by this release: q over 2 layers x 16 heads x 2 pairs
+    for path, t in current.items():
+        old = t.drop_columns(["confident_q"])
+        raw = pa.array([p is not None and p < 0.05 for p in t.column("confident_p").to_pylist()], pa.bool_())
+        old = old.set_column(old.column_names.index("confident"), "confident", raw)
+        write_table(root, "transitions", old, file_key=path.stem, model_id=MODEL, metadata={"dormant.pairs": "[1]"})
+    empty = {
+        **{"model_id": MODEL, "revision": "stage1-step0-tokens0", "stage": 1, "step": 0, "tokens": 0},
+        **{"score_fn": "ahon_ln", "calibration_a": "cal", "calibration_b": "cal-b", "n_heads": 32},
+        **{"n_dormant_a": 0, "n_dormant_b": 0, "n_both": 0, "jaccard": 1.0, "n_sets": 2},
+        **{"n_dormant_all": 0, "n_dormant_any": 0},
+    }
+    other = empty | {"revision": "stage1-step10-tokens100", "step": 10, "n_dormant_a": 3, "n_dormant_b": 2}
+    other |= {"n_both": 1, "jaccard": 0.25, "n_dormant_all": 1, "n_dormant_any": 4}
+    agreement_meta = {"dormant.agreement": "{}"}
+    write_table(
+        root,
+        "calibration_agreement",
+        [empty, other],
+        file_key="calibration_agreement",
+        model_id=MODEL,
+        metadata=agreement_meta,
+    )
+
+    assert cli_main(["store", "upgrade", "--store", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert f"schema version {SCHEMA_VERSION}, {len(files) + 1} derived files brought up to date" in out
+    for path, t in current.items():
+        now = pq.read_table(path)
+        assert now.column("confident_q").to_pylist() == t.column("confident_q").to_pylist()
+        assert now.column("confident").to_pylist() == t.column("confident").to_pylist()
+        meta = read_metadata(root, "transitions", MODEL, path.stem)
+        assert meta["dormant.pairs"] == "[1]" and FDR_KEY in meta
+    jaccard = read_table(root, "calibration_agreement", MODEL).column("jaccard").to_pylist()
+    assert math.isnan(jaccard[0]) and jaccard[1] == 0.25
+    assert read_metadata(root, "calibration_agreement", MODEL, "calibration_agreement") == agreement_meta
+    assert cli_main(["store", "upgrade", "--store", str(root)]) == 0
     assert "nothing to do" in capsys.readouterr().out

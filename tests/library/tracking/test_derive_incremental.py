@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from dormant_tasks.engine.score_functions import SCORING_VERSION
+from dormant_tasks.errors import ConfigError
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store import io as S
 from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking.confidence import pack_inputs
 from dormant_tasks.tracking.series import SeriesView
 from dormant_tasks.tracking.transitions import derive_transitions, head_histories, mark_blips
 
@@ -39,33 +41,39 @@ def revisions() -> list[dict]:
 
 
 def store_checkpoint(store, c: dict, rng: random.Random, when: datetime) -> None:
+    """Random states with per-input indicators (32 inputs) that agree with them, so the paired tests and their
+    q-values are derived too."""
     common = dict(model_id=MODEL, **{k: c[k] for k in ("revision", "stage", "step", "tokens")})
-    heads = [
-        dict(
-            common,
-            score_fn=fn,
-            layer=layer,
-            head_index=head,
-            score=0.0,
-            score_std=0.0,
-            tau=0.5,
-            direction="<",
-            dormant_rate=0.0,
-            dormant=rng.random() < 0.4,
-            calibration_id="cal",
-            taus_id="taus",
-        )
-        for fn in FNS
-        for layer in range(LAYERS)
-        for head in range(HEADS)
-    ]
+    heads = []
+    for fn in FNS:
+        for layer in range(LAYERS):
+            for head in range(HEADS):
+                rate = rng.choice([0.9, 0.1, 0.5])  # clearly dormant, clearly active, or either by chance
+                inactive = np.array([rng.random() < rate for _ in range(32)])
+                heads.append(
+                    dict(
+                        common,
+                        score_fn=fn,
+                        layer=layer,
+                        head_index=head,
+                        score=0.0,
+                        score_std=0.0,
+                        tau=0.5,
+                        direction="<",
+                        dormant_rate=float(inactive.mean()),
+                        dormant=bool(inactive.mean() >= 0.5),
+                        inactive_inputs=pack_inputs(inactive)[0],
+                        calibration_id="cal",
+                        taus_id="taus",
+                    )
+                )
     row = dict(
         common,
         commit=f"sha-{c['revision']}",
         n_layers=LAYERS,
         n_heads=HEADS,
         calibration_id="cal",
-        n_inputs=8,
+        n_inputs=32,
         dtype="float32",
         device="cpu",
         seconds=1.0,
@@ -138,6 +146,8 @@ def test_derivation_pair_by_pair_equals_the_whole_series(series_store, monkeypat
         assert got[1].equals(want[1]), f"histories after adding {c['revision']}"
         assert summary.n_transitions == want[0].num_rows
     assert want[0].num_rows > 20  # the random series does change state
+    q = want[0].column("confident_q").to_pylist()
+    assert all(x is not None for x in q) and 0 < sum(x < 0.05 for x in q) < len(q)  # over the whole series
     assert 0 < sum(want[0].column("blip").to_pylist()) < want[0].num_rows  # and has blips, kept right on appends
     # A re-analysed checkpoint (new result, other states) replaces its pairs.
     store_checkpoint(series_store, order[3], random.Random(99), when + timedelta(hours=1))
@@ -176,3 +186,29 @@ def test_without_the_pairs_record_the_whole_series_is_derived(series_store):
     got = stored(series_store)
     assert got[0].equals(trans) and got[1].equals(hist)
     assert np.all(np.isin(got[0].column("to_revision").to_pylist(), [c["revision"] for c in revisions()[:6]]))
+
+
+def test_track_fdr_sets_the_stored_level_and_a_new_level_recounts_from_the_stored_p(series_store, monkeypatch):
+    from flows.cli.status import series_line
+
+    rng = random.Random(5)
+    for i, c in enumerate(revisions()[:6]):
+        store_checkpoint(series_store, c, rng, T0 + timedelta(minutes=i))
+    tracker.derive_series(TrackRequest(source=MODEL, store=str(series_store), report=False, fdr=0.5))
+    loose = stored(series_store)[0]
+    q = np.array(loose.column("confident_q").to_pylist())
+    assert (q < 0.05).sum() < (q < 0.5).sum()  # the level matters here
+    assert loose.column("confident").to_pylist() == (q < 0.5).tolist()
+    assert "confident at BH q < 0.5," in series_line(series_store, MODEL)
+    read: list = []
+    real = SeriesView.head_scores
+    monkeypatch.setattr(SeriesView, "head_scores", lambda self, *a, **k: read.append(k) or real(self, *a, **k))
+    tracker.derive_series(TrackRequest(source=MODEL, store=str(series_store), report=False))  # the default 0.05
+    assert len(read) == 1  # the first checkpoint's head_scores, for the histories: no pair is derived again
+    strict = stored(series_store)[0]
+    assert strict.column("confident_q").to_pylist() == q.tolist()  # the same q-values ...
+    assert strict.column("confident").to_pylist() == (q < 0.05).tolist()  # ... at the new level
+    assert strict.equals(oracle(series_store)[0])
+    assert "confident at BH q < 0.05," in series_line(series_store, MODEL)
+    with pytest.raises(ConfigError, match="--fdr 1.5: a false discovery rate lies between 0 and 1"):
+        TrackRequest(source=MODEL, store=str(series_store), fdr=1.5)

@@ -17,7 +17,7 @@ from dormant_tasks.tracking.findings import (
     path_tokens,
     poisson_interval,
     series_findings,
-    settled_index,
+    stable_index,
 )
 from flows.cli import main
 from flows.cli.status import series_line
@@ -29,7 +29,8 @@ N = 128
 def picture() -> np.ndarray:
     """6 checkpoints x 1 layer x 4 heads (A active, D dormant):
     head 0: A D D D D D  dormant for good from checkpoint 1 (50K tokens, within the first 10% = 100K)
-    head 1: A D A D D D  for good from checkpoint 3 (200K); three changes
+    head 1: A D A D D D  for good from checkpoint 3 (200K), settled (>= 80% dormant from then on) from 1; three
+                         changes
     head 2: A A A A A D  for good from checkpoint 5 (1M)
     head 3: D D A A A A  active at the end"""
     d = np.zeros((6, 1, 4), dtype=bool)
@@ -66,10 +67,10 @@ def test_path_tokens_count_along_branches_and_restarting_stages():
     assert path_to(4, pred).tolist() == [0, 1, 4]
 
 
-def test_settled_index_is_the_start_of_the_last_dormant_run():
+def test_dormant_for_good_is_the_start_of_the_last_dormant_run():
     d = picture()[:, 0, :]  # [checkpoint, head]
-    assert settled_index(d).tolist() == [1, 3, 5, -1]
-    assert settled_index(np.ones((3, 1), bool)).tolist() == [0]
+    assert stable_index(d, 1.0).tolist() == [1, 3, 5, -1]
+    assert stable_index(np.ones((3, 1), bool), 1.0).tolist() == [0]
 
 
 def test_poisson_interval_matches_the_chi_square_form():
@@ -88,10 +89,16 @@ def test_findings_on_a_hand_built_store_give_the_hand_computed_numbers(tmp_path)
     assert (e.pct_dormant_first, e.pct_dormant_last) == (25.0, 75.0)
     assert e.first_dormant_tokens == 0 and e.final_tokens == 1_000_000
     assert e.heads == ["L0.H0", "L0.H1", "L0.H2"]
-    assert e.settled_tokens.tolist() == [50_000, 200_000, 1_000_000]
+    assert e.first_tokens.tolist() == [50_000, 50_000, 1_000_000]
+    # head 1's blip at checkpoint 2 does not push it to 200K: dormant at 4 of the 5 checkpoints from 50K on
+    assert e.settled_tokens.tolist() == [50_000, 50_000, 1_000_000]
     assert e.early_tokens == 100_000
-    assert (e.early.k, e.early.n) == (1, 3)  # only head 0 is dormant for good by 10% of the tokens
-    assert (e.early.low, e.early.high) == pytest.approx(tuple(float(x) for x in wilson_interval(1, 3)))
+    assert (e.early.k, e.early.n) == (2, 3)  # heads 0 and 1 have settled by 10% of the tokens
+    assert (e.early.low, e.early.high) == pytest.approx(tuple(float(x) for x in wilson_interval(2, 3)))
+    assert e.settled_median.value == 50_000 and e.settled_fraction.value == pytest.approx(0.05)
+    # a bootstrap median of three heads is one of their values: 50K or 1M
+    assert {e.settled_median.low, e.settled_median.high} <= {50_000.0, 1_000_000.0}
+    assert e.settled_median.method.startswith("bootstrap over heads (2000 resamples, seed 0)")
 
     t = f.transitions
     # head 0 fell at 1; head 1 fell at 1, woke at 2, fell at 3; head 2 fell at 5; head 3 woke at 2
@@ -103,8 +110,16 @@ def test_findings_on_a_hand_built_store_give_the_hand_computed_numbers(tmp_path)
     (stage,) = t.stages
     assert (stage.stage, stage.n_transitions, stage.n_confident, stage.tokens) == (1, 6, 4, 1_000_000)
     low, high = poisson_interval(4)
-    assert (stage.per_billion, stage.low, stage.high) == pytest.approx((4000.0, 1000 * low, 1000 * high))
+    assert (stage.poisson.value, stage.poisson.low, stage.poisson.high) == pytest.approx(
+        (4000.0, 1000 * low, 1000 * high)
+    )
+    # every head has exactly one confident transition: every bootstrap resample of the 4 heads has 4
+    assert (stage.per_billion.value, stage.per_billion.low, stage.per_billion.high) == pytest.approx((4000.0,) * 3)
+    assert stage.spacing.value == 100_000 and (stage.spacing.low, stage.spacing.high) == (50_000, 500_000)
+    assert (t.ever_changed.k, t.ever_changed.n) == (4, 4)
     assert (t.more_than_once.k, t.more_than_once.n) == (1, 4)  # head 1
+    assert (t.n_tests, t.n_paired, t.fdr) == (20, 0, 0.05)  # 4 heads x 5 intervals; no indicators kept here
+    assert t.interval_spacing.tolist() == np.diff(TOKENS).tolist() and t.interval_steps.tolist() == [10] * 5
     assert t.confidently_more_than_once == 0  # head 1 has one confident transition
     assert t.interval_tokens.tolist() == TOKENS[1:]
     assert t.interval_confident.tolist() == [2, 1, 0, 0, 1]  # heads 0, 1 at 1; head 3 at 2; head 2 at 5
@@ -115,7 +130,10 @@ def test_findings_on_a_hand_built_store_give_the_hand_computed_numbers(tmp_path)
     # checkpoint 0: both sets {3}: 1; ...; checkpoint 5: a = {0, 1, 2}, b = {0, 1}: 2 / 3
     assert d.jaccard.tolist() == pytest.approx([1, 1, 1, 1, 1, 2 / 3])
     assert d.first == (f"stage1-step0-tokens{TOKENS[0]}", 1.0)
-    assert (d.last.k, d.last.n) == (2, 3) and (d.all_of_any.k, d.all_of_any.n) == (2, 3)
+    assert d.last.value == pytest.approx(2 / 3) and (d.all_of_any.k, d.all_of_any.n) == (2, 3)
+    assert d.last.low <= 2 / 3 <= d.last.high and d.last.method.startswith("bootstrap over heads")
+    # this store keeps no per-input indicators: the noise floor says so instead of a number
+    assert d.noise_floor is None and "keeps no per-input indicators" in d.noise_floor_note
 
 
 def test_input_dependence_is_undefined_where_no_set_marks_a_head(tmp_path):
@@ -135,7 +153,7 @@ def test_findings_agree_with_status_and_the_report(tmp_path):
     e, t = f.emergence, f.transitions
     assert f"ahon_ln dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}%" in line
     assert f"transitions {t.n_transitions} ahon_ln / {t.n_transitions} total" in line  # one function
-    assert f"({t.n_confident} confident, {t.n_blips} blips)" in line
+    assert f"({t.n_confident} confident at the interval rule, {t.n_blips} blips)" in line  # no indicators kept
 
     report = render_report(root, MODEL, out_dir=tmp_path / "report")
     (row,) = [r for r in summary_rows_of(root) if r["score_fn"] == "ahon_ln"]
@@ -178,8 +196,11 @@ def test_cli_findings(tmp_path, capsys):
     assert main(["findings", "--store", str(root), "--reports-dir", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "1. **Emergence.**" in out and "2. **Transitions.**" in out and "3. **Input dependence.**" in out
-    assert "1 of 3 (33.3%" in out  # the early share with its interval
-    assert "(L0.H0 at 50K, L0.H1 at 200K, L0.H2 at 1M)" in out  # each head's token count
+    assert "2 of 3 (66.7%" in out  # the early share with its interval
+    assert "per head: L0.H0 at 50K, L0.H1 at 50K, L0.H2 at 1M." in out  # each head's token count
+    assert "Benjamini-Hochberg q < 0.05 over 20 (head, interval) tests" in out
+    assert "depends on how densely the checkpoints are spaced" in out
+    assert "Noise floor: not measured" in out
     assert (tmp_path / "out" / "figures" / "findings_emergence.svg").is_file()
     assert main(["findings", "--store", str(root), "--scores", "ahon_lnn"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -197,10 +218,11 @@ def test_emergence_without_a_dormant_head_at_the_end(tmp_path):
 @pytest.mark.parametrize("settled", [[400_000, 900_000], [10, 20]])  # none early (k = 0), all early (k = n)
 def test_emergence_figure_at_the_ends_of_the_interval(settled):
     from dormant_tasks.reporting import figures as fg
-    from dormant_tasks.tracking.findings import EARLY, Emergence, Share
+    from dormant_tasks.tracking.findings import EARLY, STABLE, Emergence, Estimate, Share
 
     early = EARLY * 1_000_000
     k = sum(t <= early for t in settled)
+    median = Estimate(float(np.median(settled)), min(settled), max(settled), "bootstrap over heads", "tokens")
     e = Emergence(
         4,
         "last",
@@ -211,7 +233,13 @@ def test_emergence_figure_at_the_ends_of_the_interval(settled):
         10,
         ["L0.H0", "L0.H1"],
         np.array(settled),
+        np.array(settled),
         ["a", "b"],
+        STABLE,
+        median,
+        median,
+        median,
+        median,
         early,
         Share.of(k, 2),
     )

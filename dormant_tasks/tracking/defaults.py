@@ -1,0 +1,8 @@
+"""The defaults of the findings' statistics (docs/SCORES.md §5 and §7). Light on purpose: the CLI imports it to
+build `--help` (`--fdr`, `--resamples`, `--seed`)."""
+
+FDR = 0.05  # a transition is confident when its Benjamini-Hochberg q-value is below this false discovery rate
+RESAMPLES = 2000  # bootstrap resamples of the heads
+PERMUTATIONS = 500  # permutations of the set labels (input dependence)
+REPEATS = 20  # random splits of each calibration set into halves (input dependence)
+SEED = 0  # of every resampling
