@@ -33,8 +33,8 @@ from dormant_tasks.errors import ReportError, did_you_mean
 from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1pt
 from dormant_tasks.evaluation.sweep import protocol_line
 from dormant_tasks.paths import default_reports_dir
+from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
-from dormant_tasks.reporting import page
 from dormant_tasks.store.io import list_models, open_store, read_table, series_files, series_slug
 from dormant_tasks.tracking import findings
 from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
@@ -102,15 +102,16 @@ def resolve_model_id(store, model_id: str | None) -> str:
     return model_id
 
 
-def load_series(store, model_id: str | None) -> Series:
-    """One model's current series (`SeriesView`); ReportError when the store cannot give a consistent one."""
+def load_series(store, model_id: str | None, calibration_id: str | None = None) -> Series:
+    """One model's current series (`SeriesView`) on its primary calibration set, or on `calibration_id`;
+    ReportError when the store cannot give a consistent one."""
     root = open_store(store)
     model_id = resolve_model_id(root, model_id)
     if not SeriesView.exists(root, model_id):
         raise ReportError(
             f"{model_id} has no tracked checkpoints in the store (evaluations only?); run `dormant track` for it"
         )
-    view = SeriesView.open(root, model_id)
+    view = SeriesView.open(root, model_id, calibration_id)
     checkpoints = list(view.checkpoints)
     if not checkpoints:
         raise ReportError(
@@ -840,7 +841,7 @@ def render_report(
         root = open_store(store)
         model_id = resolve_model_id(root, model_id)
         out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(model_id)
-        stamp = inputs_stamp(root, model_id, score_fn, hide_blips)
+        stamp = inputs_stamp(root, model_id, score_fn, hide_blips, out)
         done = _reusable(out, stamp)
         if done is not None:
             return done
@@ -848,7 +849,8 @@ def render_report(
     fn = score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(series.model_id)
-    stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips)
+    stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips, out)
+    linked = comparisons.comparisons_of(series.model_id, out)  # `dormant compare` pages that include the series
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
     plots: list[tuple[str, str, Callable[[], Figure]]] = [  # (kind, file name, draw)
         (
@@ -916,7 +918,7 @@ def render_report(
         markdown = report_markdown(series, sets, found, positions)
         (tmp / "summary.md").write_text(markdown, encoding="utf-8")
         fig = {kind: name for kind, name, _ in plots}
-        html = page.report_html(series, fn, fig, summary_rows(series), groups, sets, found, positions)
+        html = page.report_html(series, fn, fig, summary_rows(series), groups, sets, found, positions, linked)
         (tmp / "index.html").write_text(html, encoding="utf-8")
         rows = summary_rows(series)
         (tmp / STAMP).write_text(json.dumps({"inputs": stamp, "summary_rows": rows}, default=str), encoding="utf-8")
@@ -931,11 +933,16 @@ def render_report(
 STAMP = "inputs.json"  # what a report was rendered from (`inputs_stamp`), and its summary rows
 
 
-def inputs_stamp(root: Path, model_id: str, score_fn: str | None, hide_blips: bool = False) -> str:
+def inputs_stamp(
+    root: Path, model_id: str, score_fn: str | None, hide_blips: bool = False, out: Path | None = None
+) -> str:
     """A digest of everything a report reads: the name, size and modification time of each of the series'
-    files in the tables it reads, the score function asked for (and `hide_blips`) and the dormant-heads version."""
+    files in the tables it reads, the score function asked for (and `hide_blips`), the dormant-heads version
+    and, with `out`, the comparisons beside it that it links to."""
     asked = f"{score_fn}\0hide_blips" if hide_blips else f"{score_fn}"  # the default's stamps stay as they were
     h = hashlib.sha256(f"{__version__}\0{asked}\n".encode())
+    if out is not None and (linked := comparisons.comparisons_of(model_id, out)):
+        h.update(json.dumps(linked).encode())
     for table in (
         "checkpoints",
         "head_scores",

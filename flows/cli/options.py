@@ -163,10 +163,10 @@ def add_store_argument(parser, use: str = "reads") -> None:
     parser.set_defaults(store_use=use)
 
 
-def add_reports_dir_argument(parser) -> None:
-    parser.add_argument(
-        "--reports-dir", metavar="DIR", help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
-    )
+def add_reports_dir_argument(
+    parser, help: str = "report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
+) -> None:
+    parser.add_argument("--reports-dir", metavar="DIR", help=help)
 
 
 def add_tasks_argument(parser, help: str, default=None) -> None:
