@@ -6,8 +6,9 @@ own views give. What is compared, per score function:
 
 - % of heads dormant against training tokens and against the fraction of each series' own tokens, one line
   per series, a point at every checkpoint measured (nothing resampled or interpolated);
-- % of each layer's heads dormant against relative depth (layer / number of layers), at matched fractions of
-  training: per series its measured checkpoint nearest to each fraction (named in the figure);
+- % of each layer's heads dormant against relative depth ((layer + 1/2) / number of layers: the middle of
+  the layer's span, so that the first and last layers of a 3-layer and a 32-layer model sit alike), at matched
+  fractions of training: per series its measured checkpoint nearest to each fraction (named in the figure);
 - the findings of each series in one table, and differences between series only where a test means something
   (`differences`: Newcombe's interval for a difference of two proportions, heads as the trials, as the
   findings' Wilson intervals; no test for transition counts, which depend on the checkpoint cadence, nor for a
@@ -178,13 +179,13 @@ def comparison_notes(members: list[Member], score_fns: tuple[str, ...], cal: str
                 f"{fn}: a raw-unit tau is a per-series quantile of each series' own reference checkpoint ({listed}): "
                 f"each series' % dormant sits near that quantile at its reference by construction, so {fn}'s levels "
                 "do not compare across series and no difference is tested; compare the curves' shapes, or an _ln "
-                "function with a fixed tau"
+                "function with a fixed tau."
             )
         elif len({t for t in taus}) > 1:
             listed = "; ".join(f"{m.model_id}: score {t[1]} {t[0]:g}" for m, t in zip(members, taus))
             notes.append(
                 f"{fn}: the series' fixed taus differ ({listed}): the same function marks heads at different "
-                f"thresholds; track them with one `--tau {fn}=VALUE --retau` to compare levels"
+                f"thresholds; track them with one `--tau {fn}=VALUE --retau` to compare levels."
             )
     shapes = {(m.series.n_layers, m.series.n_heads) for m in members}
     if len(shapes) > 1:
@@ -194,7 +195,7 @@ def comparison_notes(members: list[Member], score_fns: tuple[str, ...], cal: str
         )
         notes.append(
             f"Different architectures ({listed}): the figures put them on one axis as % of heads and relative depth "
-            "(layer / number of layers); one head is a different share of each model."
+            "((layer + ½) / number of layers); one head is a different share of each model."
         )
     spans = {tuple(m.tokens.tolist()) for m in members}
     if len(spans) > 1:
@@ -212,7 +213,7 @@ def comparison_notes(members: list[Member], score_fns: tuple[str, ...], cal: str
     if no_tokens:
         notes.append(
             f"{', '.join(no_tokens)}: its checkpoints carry no token counts, so it is left out of the token figures; "
-            "track it again with --tokens-per-step N"
+            "track it again with --tokens-per-step N."
         )
     return notes
 
@@ -247,7 +248,7 @@ class DepthProfile:
     model_id: str
     revision: str  # the measured checkpoint nearest to the fraction
     fraction: float  # its own fraction of the series' tokens
-    depth: np.ndarray  # float64 [layer]: layer / n_layers
+    depth: np.ndarray  # float64 [layer]: (layer + 1/2) / n_layers, so first and last layers sit alike in any depth
     pct: np.ndarray  # float64 [layer]: % of the layer's heads dormant
 
 
@@ -265,7 +266,7 @@ def depth_profiles(c: Comparison, fn: str, target: float) -> list[DepthProfile]:
         k = nearest_checkpoint(m.fraction, target)
         counts = layer_counts(m.series, fn)[:, k]  # [layer]
         n = m.series.n_layers
-        depth = np.arange(n) / n  # [layer]
+        depth = (np.arange(n) + 0.5) / n  # [layer]: the middle of each layer's span of the depth
         out.append(
             DepthProfile(
                 m.model_id, m.series.revisions[k], float(m.fraction[k]), depth, 100 * counts / m.series.n_heads
@@ -335,7 +336,8 @@ FINDINGS_COLUMNS: list[tuple[str, Callable[[Findings], Any]]] = [
 
 
 def cell_text(v: Any) -> str:
-    """One findings value as text: a Share as "k of n (p%, 95% CI a–b%)", an Estimate as "v (95% CI a–b)"."""
+    """One findings value as text: a Share as "k of n (p%, 95% CI a–b%)", an Estimate as "v (95% CI a to b)"
+    (a difference in points with one decimal, any other number with three significant digits)."""
     if v is None:
         return ""
     if isinstance(v, Share):
@@ -345,7 +347,8 @@ def cell_text(v: Any) -> str:
     if isinstance(v, Estimate):
         if v.value != v.value:  # NaN
             return "undefined"
-        return f"{v.value:.3g}{v.unit} (95% CI {v.low:.3g}–{v.high:.3g})"
+        sign, fmt = ("+", ".1f") if v.unit == POINTS else ("", ".3g")  # a difference shows its sign
+        return f"{v.value:{sign}{fmt}}{v.unit} (95% CI {v.low:{fmt}} to {v.high:{fmt}})".replace("-", "−")
     if isinstance(v, float):
         return f"{v:.3g}"
     return str(v)
@@ -395,6 +398,7 @@ def newcombe_interval(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tup
     return d, d - float(np.hypot(p1 - l1, u2 - p2)), d + float(np.hypot(u1 - p1, p2 - l2))
 
 
+POINTS = " points"  # the unit of a difference of two proportions, in %
 NEWCOMBE = "Newcombe's interval for a difference of two proportions, heads as the trials"
 
 
@@ -445,7 +449,7 @@ def differences(c: Comparison, fn: str) -> list[Difference]:
                     finding,
                     m.model_id,
                     ref.model_id,
-                    Estimate(100 * d, 100 * low, 100 * high, " points"),
+                    Estimate(100 * d, 100 * low, 100 * high, POINTS),
                     f"{NEWCOMBE}: {verdict}",
                 )
             )
@@ -465,7 +469,7 @@ def differences(c: Comparison, fn: str) -> list[Difference]:
 
 
 def settings_rows(c: Comparison) -> list[list[str]]:
-    """Per series: shape, checkpoints, tokens, median token gap, calibration sets, taus of the compared functions."""
+    """Per series: shape, checkpoints, tokens, the token gaps between checkpoints, calibration sets, taus."""
     rows = []
     for m in c.members:
         s = m.series
@@ -479,7 +483,7 @@ def settings_rows(c: Comparison) -> list[list[str]]:
                 f"{s.n_layers} × {s.n_heads}",
                 str(len(m.tokens)),
                 f"{fg.format_tokens(m.tokens[0])} – {fg.format_tokens(m.tokens[-1])}",
-                fg.format_tokens(float(np.median(gaps))) if gaps.size else "",
+                _gaps(gaps),
                 ", ".join(m.calibration_ids),
                 taus,
             ]
@@ -492,10 +496,18 @@ SETTINGS_HEADER = [
     "layers × heads",
     "checkpoints",
     "tokens",
-    "median gap (tokens)",
+    "tokens between checkpoints",
     "calibration sets (primary first)",
     "taus",
 ]
+
+
+def _gaps(gaps: np.ndarray) -> str:
+    """The cadence: "every 20K" when the gaps are equal, else their range."""
+    if not gaps.size:
+        return "one checkpoint"
+    low, high = fg.format_tokens(gaps.min()), fg.format_tokens(gaps.max())
+    return f"every {low}" if low == high else f"{low} to {high}"
 
 
 def _tau_label(row: dict) -> str:
@@ -583,7 +595,7 @@ CAPTIONS = {
     "every checkpoint measured.",
     "fraction": "% of heads dormant under {fn} against the fraction of each series' own training tokens (log axis; "
     "1 = its last checkpoint), a point at every checkpoint measured.",
-    "depth": "% of each layer's heads dormant under {fn} against relative depth (layer / number of layers), at "
+    "depth": "% of each layer's heads dormant under {fn} against relative depth ((layer + ½) / number of layers), at "
     "matched fractions of training: per series its measured checkpoint nearest to each fraction, named in the "
     "legend with its own fraction.",
 }
@@ -639,12 +651,14 @@ def page_context(c: Comparison, plots, out: Path) -> dict:
     functions = []
     for fn in c.score_fns:
         figures = [{"name": name, "caption": CAPTIONS[kind].format(fn=fn)} for f, kind, name, _ in plots if f == fn]
+        rows = findings_rows(c, fn)
         functions.append(
             {
                 "score_fn": fn,
                 "figures": figures,
-                "findings": page._table(
-                    ["series", *headers], [[model, *map(cell_text, values)] for model, values in findings_rows(c, fn)]
+                "findings": page._table(  # one column per series: a page reads down a finding, across series
+                    ["finding", *(m.model_id for m in c.members)],
+                    [[h, *(cell_text(values[i]) for _, values in rows)] for i, h in enumerate(headers)],
                 ),
                 "differences": page._table(
                     ["finding", "series", f"difference from {c.members[0].model_id}", "test"],

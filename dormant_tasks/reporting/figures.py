@@ -435,9 +435,11 @@ SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 def draw_depth_profiles(panels, score_fn: str) -> Figure:
     """panels: [(target fraction, [compare.DepthProfile per series])]: one panel per fraction, x relative depth
-    (layer / number of layers), y % of the layer's heads dormant; each line names its checkpoint."""
-    fig = Figure(figsize=(min(3.4 * len(panels) + 1.5, 15), 4.6), layout="constrained")
+    (the middle of each layer's span, (layer + 1/2) / number of layers), y % of the layer's heads dormant; under
+    each panel, the checkpoint each series is shown at, with its own fraction of training."""
+    fig = Figure(figsize=(min(3.4 * len(panels) + 1.5, 15), 5.2), layout="constrained")
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    top = max([5.0] + [float(np.nanmax(p.pct)) for _, profiles in panels for p in profiles if p.pct.size])
     for ax, (target, profiles) in zip(axes, panels):
         for k, p in enumerate(profiles):
             ax.plot(
@@ -449,12 +451,20 @@ def draw_depth_profiles(panels, score_fn: str) -> Figure:
                 color=f"C{k % 10}",
                 label=f"{p.revision} ({_percent_of_training(p.fraction)})",
             )
-        ax.set_xlim(-0.05, 1.0)
-        ax.set_ylim(-3, 103)
-        ax.set_xlabel("relative depth (layer / layers)")
+        ax.set_xlim(0, 1)
+        high = min(100.0, top * 1.15) if top < 100 else 103.0
+        ax.set_ylim(-0.03 * high, high)  # below 0 a little: markers at 0 stay whole
+        ax.set_xlabel("relative depth ((layer + ½) / layers)")
         ax.set_title(f"at {_percent_of_training(target)} of training", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc="upper left", frameon=False, title="checkpoint (its fraction)", title_fontsize=6)
+        ax.legend(
+            fontsize=6.5,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            frameon=False,
+            title="shown at (its fraction of training)",
+            title_fontsize=6.5,
+        )
     axes[0].set_ylabel("% of the layer's heads dormant")
     names = [p.model_id for p in panels[0][1]] if panels else []
     handles = [

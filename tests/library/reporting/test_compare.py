@@ -176,7 +176,7 @@ def test_the_curves_are_the_measured_checkpoints_on_path_tokens(store, rendered)
     profiles = {p.model_id: p for p in depth_profiles(c, "ahon_ln", 0.25)}
     assert profiles[OLMO].revision == "stage1-step10-tokens20K" and profiles[OLMO].fraction == 0.25
     assert profiles[PYTHIA].revision == "step8"  # 8/64 = 12.5% is nearer 25% than 100%
-    assert profiles[LLAMA].depth.tolist() == [k / 6 for k in range(6)]
+    assert profiles[LLAMA].depth.tolist() == [(k + 0.5) / 6 for k in range(6)]
     llama = load_series(store, LLAMA)
     heads = llama.dormant[llama.fn_index("ahon_ln")].reshape(6, 4, -1)  # [layer, head, checkpoint]
     k = nearest_checkpoint(c.members[1].fraction, 0.25)
