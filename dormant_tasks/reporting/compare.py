@@ -307,7 +307,8 @@ def _input_all(f: Findings) -> Any:
 
 
 # The findings columns: (header, the value from a series' Findings). A new field of the findings is one line here;
-# `cell_text` / `cell_fields` render every value, a Share or an Estimate with its interval.
+# `cell_text` / `cell_fields` render every value, one with an interval (a Share, an Estimate, any object with
+# `value`, `low` and `high`) as such.
 FINDINGS_COLUMNS: list[tuple[str, Callable[[Findings], Any]]] = [
     ("calibration set", lambda f: f.calibration_id),
     ("tau", lambda f: f"score {f.direction} {f.tau:g}"),
@@ -335,30 +336,36 @@ FINDINGS_COLUMNS: list[tuple[str, Callable[[Findings], Any]]] = [
 ]
 
 
+def _interval(v: Any) -> bool:
+    """A value with a 95% interval: a Share, an Estimate, or any findings field with `value`, `low` and `high`."""
+    return all(hasattr(v, a) for a in ("value", "low", "high"))
+
+
 def cell_text(v: Any) -> str:
-    """One findings value as text: a Share as "k of n (p%, 95% CI a–b%)", an Estimate as "v (95% CI a to b)"
-    (a difference in points with one decimal, any other number with three significant digits)."""
+    """One findings value as text: a share (k, n) as "k of n (p%, 95% CI a–b%)", another value with an interval
+    as "v (95% CI a to b)" (a difference in points with one decimal and its sign, else three significant digits)."""
     if v is None:
         return ""
-    if isinstance(v, Share):
+    if _interval(v) and hasattr(v, "n"):
         if not v.n:
-            return "undefined (0 of 0)"
+            return f"undefined ({v.k} of {v.n})"
         return f"{v.k} of {v.n} ({100 * v.value:.1f}%, 95% CI {100 * v.low:.1f}–{100 * v.high:.1f}%)"
-    if isinstance(v, Estimate):
+    if _interval(v):
         if v.value != v.value:  # NaN
             return "undefined"
-        sign, fmt = ("+", ".1f") if v.unit == POINTS else ("", ".3g")  # a difference shows its sign
-        return f"{v.value:{sign}{fmt}}{v.unit} (95% CI {v.low:{fmt}} to {v.high:{fmt}})".replace("-", "−")
+        unit = getattr(v, "unit", "")
+        sign, fmt = ("+", ".1f") if unit == POINTS else ("", ".3g")  # a difference shows its sign
+        return f"{v.value:{sign}{fmt}}{unit} (95% CI {v.low:{fmt}} to {v.high:{fmt}})".replace("-", "−")
     if isinstance(v, float):
         return f"{v:.3g}"
     return str(v)
 
 
 def cell_fields(v: Any) -> list[str]:
-    """One findings value as CSV fields: a Share or an Estimate as value, low, high (numbers); else one field."""
-    if isinstance(v, Share):
-        return [f"{v.value:.6g}", f"{v.low:.6g}", f"{v.high:.6g}"] if v.n else ["", "", ""]
-    if isinstance(v, Estimate):
+    """One findings value as CSV fields: a value with an interval as value, low, high (numbers); else one field."""
+    if _interval(v):
+        if hasattr(v, "n") and not v.n:
+            return ["", "", ""]
         return [f"{v.value:.6g}", f"{v.low:.6g}", f"{v.high:.6g}"]
     return [cell_text(v)]
 
@@ -366,7 +373,7 @@ def cell_fields(v: Any) -> list[str]:
 def _has_interval(header: str, c: Comparison) -> bool:
     """Whether a column holds a Share or an Estimate for some series (CSV: three fields)."""
     getter = dict(FINDINGS_COLUMNS)[header]
-    return any(isinstance(getter(m.findings[fn]), Share | Estimate) for m in c.members for fn in c.score_fns)
+    return any(_interval(getter(m.findings[fn])) for m in c.members for fn in c.score_fns)
 
 
 def findings_rows(c: Comparison, fn: str) -> list[tuple[str, list[Any]]]:

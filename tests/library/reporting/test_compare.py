@@ -268,3 +268,19 @@ def test_cli_compare_prints_the_table_and_a_missing_series_is_one_line(store, tm
     (line,) = capsys.readouterr().err.splitlines()
     assert "lthon_ln" in line and "not tracked" in line
     assert not re.search(r"compare-tiny", " ".join(p.name for p in tmp_path.iterdir()))
+
+
+def test_one_renderer_for_every_findings_value():
+    """A field with an interval renders as such whatever its class (a new field of the findings is one line)."""
+    from types import SimpleNamespace
+
+    from dormant_tasks.reporting.compare import Estimate
+    from dormant_tasks.tracking.findings import Share
+
+    share = Share.of(3, 12)
+    assert cell_text(share).startswith("3 of 12 (25.0%, 95% CI ") and len(cell_fields(share)) == 3
+    assert cell_text(Share.of(0, 0)) == "undefined (0 of 0)" and cell_fields(Share.of(0, 0)) == ["", "", ""]
+    other = SimpleNamespace(value=0.25, low=0.1, high=0.5)  # e.g. a bootstrap interval added to the findings
+    assert cell_text(other) == "0.25 (95% CI 0.1 to 0.5)" and cell_fields(other) == ["0.25", "0.1", "0.5"]
+    assert cell_text(Estimate(-22.94, -41.2, -0.93, " points")) == "−22.9 points (95% CI −41.2 to −0.9)"
+    assert cell_text("never") == "never" and cell_fields(7) == ["7"]
