@@ -422,7 +422,8 @@ def draw_compare_percent(curves, score_fn: str, by_fraction: bool = False) -> Fi
     else:
         set_tokens_axis(ax, values)
     ax.set_ylabel("% of heads dormant")
-    ax.set_ylim(bottom=0)
+    high = max(ax.get_ylim()[1], 1.0)
+    ax.set_ylim(-0.03 * high, high)  # below 0 a little: a point at 0% stays whole
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     what = "the fraction of each series' training" if by_fraction else "training tokens"
