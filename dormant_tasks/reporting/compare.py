@@ -317,7 +317,7 @@ FINDINGS_COLUMNS: list[tuple[str, Callable[[Findings], Any]]] = [
     (
         "first dormant head",
         lambda f: (
-            f"{f.emergence.first_dormant_revision} ({fg.format_tokens(f.emergence.first_dormant_tokens or 0)})"
+            f"{f.emergence.first_dormant_revision} ({fg.format_tokens(f.emergence.first_dormant_tokens or 0)} tokens)"
             if f.emergence.first_dormant_revision
             else "never"
         ),
