@@ -102,13 +102,12 @@ def load_comparison(store, model_ids: list[str], score_fns: list[str] | None = N
     if missing:
         raise ReportError(f"{missing[0]} has no tracked checkpoints in the store; run `dormant track` for it first")
     cal = compared_set(sets)
-    members = []
-    for m in ids:
-        series = load_series(root, m, cal)
-        members.append(Member(series, series_tokens(series), sets[m], {}))
-    fns = _score_fns(members, score_fns)
-    for member in members:
-        member.findings.update({fn: series_findings(root, member.model_id, fn) for fn in fns})
+    series = [load_series(root, m, cal) for m in ids]
+    fns = _score_fns(series, score_fns)
+    members = [
+        Member(s, series_tokens(s), sets[s.model_id], {fn: series_findings(root, s.model_id, fn) for fn in fns})
+        for s in series
+    ]
     return Comparison(members, fns, cal, comparison_notes(members, fns, cal))
 
 
@@ -137,17 +136,17 @@ def series_tokens(series: Series) -> np.ndarray:
     return fd.path_tokens(series.tokens, stage, predecessors(stage, ingredient))
 
 
-def _score_fns(members: list[Member], asked: list[str] | None) -> tuple[str, ...]:
+def _score_fns(series: list[Series], asked: list[str] | None) -> tuple[str, ...]:
     """The functions compared: those asked (each tracked by every series), else the primary one (ahon_ln when
     every series tracks it, else the first function every series tracks)."""
     if asked:
-        for m in members:
+        for s in series:
             for fn in asked:
-                m.series.fn_index(fn)  # an unknown or untracked function: one line naming the series' own
+                s.fn_index(fn)  # an unknown or untracked function: one line naming the series' own
         return tuple(dict.fromkeys(asked))
-    common = [f for f in members[0].series.score_fns if all(f in m.series.score_fns for m in members[1:])]
+    common = [f for f in series[0].score_fns if all(f in s.score_fns for s in series[1:])]
     if not common:
-        tracked = "; ".join(f"{m.model_id}: {', '.join(m.series.score_fns)}" for m in members)
+        tracked = "; ".join(f"{s.model_id}: {', '.join(s.score_fns)}" for s in series)
         raise ReportError(f"the series track no score function in common ({tracked}); track one on both")
     return (DEFAULT_SCORE_FN,) if DEFAULT_SCORE_FN in common else (common[0],)
 
@@ -164,7 +163,7 @@ def comparison_notes(members: list[Member], score_fns: tuple[str, ...], cal: str
         notes.append(
             f"Calibration sets differ ({sets}). The figures compare the set every series has, {cal}"
             + (
-                f"; the findings of {', '.join(other)} are on its primary set, as `dormant findings` gives them"
+                f"; the findings of {', '.join(other)} are each on its primary set, as `dormant findings` gives them"
                 if other
                 else ""
             )
@@ -175,11 +174,12 @@ def comparison_notes(members: list[Member], score_fns: tuple[str, ...], cal: str
         sources = [_tau_source(m.series, fn) for m in members]
         if any(s["source"] == "quantile" for s in sources):
             listed = "; ".join(f"{m.model_id}: {t[1]} {t[0]:g}" for m, t in zip(members, taus))
+            raw = "" if fn.endswith(("_ln", "_hn")) else ", in raw units whose scale differs between models"
             notes.append(
-                f"{fn}: a raw-unit tau is a per-series quantile of each series' own reference checkpoint ({listed}): "
-                f"each series' % dormant sits near that quantile at its reference by construction, so {fn}'s levels "
-                "do not compare across series and no difference is tested; compare the curves' shapes, or an _ln "
-                "function with a fixed tau."
+                f"{fn}: its tau is a per-series quantile of each series' own reference checkpoint's scores{raw} "
+                f"({listed}): each series' % dormant sits near that quantile at its reference by construction, so "
+                f"{fn}'s levels do not compare across series and no difference is tested; compare the curves' shapes, "
+                "or an _ln function with a fixed tau."
             )
         elif len({t for t in taus}) > 1:
             listed = "; ".join(f"{m.model_id}: score {t[1]} {t[0]:g}" for m, t in zip(members, taus))

@@ -191,7 +191,7 @@ def test_the_lines_say_what_limits_the_comparison(rendered):
     (cal,) = [n for n in notes if n.startswith("Calibration sets differ")]
     assert LLAMA in cal and "wikipedia" in cal and rendered.comparison.calibration_id.startswith("winogrande")
     (raw,) = [n for n in notes if n.startswith("ahon:")]
-    assert "per-series quantile" in raw
+    assert "per-series quantile" in raw and "raw units" in raw
     assert not [n for n in notes if n.startswith("ahon_ln:")]  # one fixed tau: no line
     assert any(n.startswith("Different architectures") for n in notes)
     assert any(n.startswith("Different cadences") for n in notes)
@@ -242,7 +242,16 @@ def test_series_that_share_no_calibration_set_are_refused_with_the_fix(tmp_path)
     assert c.calibration_id == CAL
     (line,) = [n for n in c.notes if n.startswith("Calibration sets differ")]
     assert f"org/a: {CAL}, set-x-8-def; org/c: {CAL}" in line and "primary set" not in line
-    # different primary sets with one in common: the shared one, and the findings stay on each primary set
+    # different primary sets with one in common: the figures on the shared one, the findings on each primary set
+    write_series(root, {"ahon_ln": d}, [0, 10], model_id="org/e", calibration_id="other-set-8-abc")
+    write_series(root, {"ahon_ln": d}, [0, 10], model_id="org/e", calibration_id="set-x-8-def")
+    c = load_comparison(root, ["org/a", "org/e"])
+    assert c.calibration_id == "set-x-8-def" and all(
+        m.series.checkpoints[0]["calibration_id"] == "set-x-8-def" for m in c.members
+    )
+    assert [m.findings["ahon_ln"].calibration_id for m in c.members] == [CAL, "other-set-8-abc"]
+    (line,) = [n for n in c.notes if n.startswith("Calibration sets differ")]
+    assert "the findings of org/a, org/e are each on its primary set" in line
     assert compared_set({"a": [CAL, "x"], "b": ["y", CAL]}) == CAL
     assert compared_set({"a": ["x", CAL, "y"], "b": ["y", CAL]}) == CAL  # the first shared, in the first's order
 
