@@ -22,6 +22,33 @@ def save_random_series(folder, tokenizer, names, n_layers=2, n_heads=4, hidden_s
     return folder
 
 
+def save_model_series(folder, tokenizer, names, build):
+    """A local series of random-init checkpoints of any family: `build()` makes one model, after a seed per name."""
+    import torch
+
+    for seed, name in enumerate(names):
+        torch.manual_seed(seed)
+        build().save_pretrained(folder / name)
+        tokenizer.save_pretrained(folder / name)
+    return folder
+
+
+def track_steps(request):
+    """The track flow's steps, called as the flow calls them (one state, the taus, each pending checkpoint), without
+    Prefect: a real series tracked into a real store by the library."""
+    from dormant_tasks.tracking import tracker
+    from dormant_tasks.tracking.tracker import TrackResult
+
+    state = tracker.series_state(request)
+    series = tracker.resolve_series_taus(request, state)
+    results = [series.reference] if series.reference is not None else []
+    results += [
+        tracker.analyze_checkpoint(request, r, series) for r in tracker.pending_revisions(request, state, series)
+    ]
+    summary = tracker.derive_series(request)
+    return TrackResult.of(request, results, n_checkpoints=summary.n_checkpoints)
+
+
 def stored_checkpoints(store) -> int:
     """Rows of the store's manifests, read as a watcher of a running `dormant track` may: each manifest is
     replaced whole (by rename) and exists, empty, before a series' first result, so count rows, not files."""

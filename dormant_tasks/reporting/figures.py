@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
@@ -26,7 +27,8 @@ RASTER_NAMES = ("not scored", "active", "dormant", "fell dormant here", "woke he
 FELL_COLOUR, WOKE_COLOUR = RASTER_COLOURS[3], RASTER_COLOURS[4]
 
 
-def set_tokens_axis(ax, tokens: np.ndarray) -> None:
+def set_tokens_axis(ax, tokens: np.ndarray, fmt=format_tokens, label: str = "training tokens") -> None:
+    """A tokens axis (or, with `fmt` and `label`, any axis of non-negative values, e.g. fractions of training)."""
     positive = tokens[tokens > 0]
     if positive.size and tokens.max() / positive.min() >= 100:
         if (tokens == 0).any():
@@ -39,8 +41,8 @@ def set_tokens_axis(ax, tokens: np.ndarray) -> None:
         decades = 10.0 ** np.arange(low, high + 1, max(1, int(np.ceil((high - low + 1) / 10))))
         ax.xaxis.set_major_locator(FixedLocator(([0.0] if (tokens == 0).any() else []) + decades.tolist()))
         ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: format_tokens(x)))
-    ax.set_xlabel("training tokens")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt(x)))
+    ax.set_xlabel(label)
 
 
 def _column_ticks(ax, tokens: np.ndarray, max_labels: int = 12) -> None:
@@ -399,6 +401,87 @@ def draw_auc_agreement(rho: np.ndarray, models, task: str) -> Figure:
         "(–: fewer than 2 functions shared)",
         fontsize=9,
     )
+    return fig
+
+
+def _percent_of_training(x: float) -> str:
+    return f"{100 * x:.3g}%"
+
+
+def draw_compare_percent(curves, score_fn: str, by_fraction: bool = False) -> Figure:
+    """curves: compare.Curve per series (its measured checkpoints only); x: training tokens or, `by_fraction`,
+    the fraction of each series' own tokens. One colour and marker per series, every point a checkpoint."""
+    fig = Figure(figsize=(9, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    for k, c in enumerate(curves):
+        x = c.fraction if by_fraction else c.tokens
+        ax.plot(
+            x,
+            c.pct,
+            marker=SERIES_MARKERS[k % len(SERIES_MARKERS)],
+            markersize=4,
+            linewidth=1.4,
+            color=f"C{k % 10}",
+            label=f"{c.model_id} ({len(x)} checkpoints)",
+        )
+    values = np.concatenate([c.fraction if by_fraction else c.tokens for c in curves]) if curves else np.zeros(1)
+    if by_fraction:
+        set_tokens_axis(ax, values, _percent_of_training, "fraction of the series' training tokens")
+    else:
+        set_tokens_axis(ax, values)
+    ax.set_ylabel("% of heads dormant")
+    high = max(ax.get_ylim()[1], 1.0)
+    ax.set_ylim(-0.03 * high, high)  # below 0 a little: a point at 0% stays whole
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    what = "the fraction of each series' training" if by_fraction else "training tokens"
+    ax.set_title(f"Dormant heads under {score_fn} against {what}")
+    return fig
+
+
+SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def draw_depth_profiles(panels, score_fn: str) -> Figure:
+    """panels: [(target fraction, [compare.DepthProfile per series])]: one panel per fraction, x relative depth
+    (the middle of each layer's span, (layer + 1/2) / number of layers), y % of the layer's heads dormant; under
+    each panel, the checkpoint each series is shown at, with its own fraction of training."""
+    fig = Figure(figsize=(min(3.4 * len(panels) + 1.5, 15), 5.2), layout="constrained")
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    top = max([5.0] + [float(np.nanmax(p.pct)) for _, profiles in panels for p in profiles if p.pct.size])
+    for ax, (target, profiles) in zip(axes, panels):
+        for k, p in enumerate(profiles):
+            ax.plot(
+                p.depth,
+                p.pct,
+                marker=SERIES_MARKERS[k % len(SERIES_MARKERS)],
+                markersize=4,
+                linewidth=1.2,
+                color=f"C{k % 10}",
+                label=f"{p.revision} ({_percent_of_training(p.fraction)})",
+            )
+        ax.set_xlim(0, 1)
+        high = min(100.0, top * 1.15) if top < 100 else 103.0
+        ax.set_ylim(-0.03 * high, high)  # below 0 a little: markers at 0 stay whole
+        ax.set_xlabel("relative depth ((layer + ½) / layers)")
+        ax.set_title(f"at {_percent_of_training(target)} of training", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(
+            fontsize=6.5,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            frameon=False,
+            title="shown at (its fraction of training)",
+            title_fontsize=6.5,
+        )
+    axes[0].set_ylabel("% of the layer's heads dormant")
+    names = [p.model_id for p in panels[0][1]] if panels else []
+    handles = [
+        Line2D([], [], color=f"C{k % 10}", marker=SERIES_MARKERS[k % len(SERIES_MARKERS)], label=n)
+        for k, n in enumerate(names)
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(names), 4), fontsize=8, frameon=False)
+    fig.suptitle(f"Dormant heads by relative depth under {score_fn}, at matched fractions of training")
     return fig
 
 

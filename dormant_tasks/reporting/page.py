@@ -7,7 +7,7 @@ so no HTML is built by string concatenation. Also the texts the page and summary
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from dormant_tasks.reporting.figures import format_tokens
 from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS
@@ -54,8 +54,8 @@ STYLE = (
 )
 
 
-@lru_cache(maxsize=1)
-def _template():
+@cache
+def _template(name: str = "report.html.j2"):
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(
@@ -66,11 +66,16 @@ def _template():
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    return env.get_template("report.html.j2")
+    return env.get_template(name)
 
 
 def _table(header: list[str], rows: list[list]) -> dict:
     return {"header": header, "rows": [[str(c) for c in r] for r in rows]}
+
+
+def compare_html(context: dict) -> str:
+    """index.html of a comparison of series (`compare.render_comparison` builds the context: plain values)."""
+    return _template("compare.html.j2").render(style=STYLE, **context)
 
 
 def _figure(kind: str, name: str, fn: str) -> dict:
@@ -85,11 +90,12 @@ def failed_note(failed) -> str:
 
 
 def report_html(
-    series, fn: str, fig: dict[str, str], rows: list[dict], groups, sets=None, found=None, positions=()
+    series, fn: str, fig: dict[str, str], rows: list[dict], groups, sets=None, found=None, positions=(), linked=()
 ) -> str:
     """index.html of a `report.Series`: `fig` maps a figure kind to its file name; `sets` (report.CalibrationSets,
     several calibration sets only) adds the "Calibration sets" section; `found` (tracking.findings.Findings) the
-    "Findings" section; `positions` (report.TauPosition per function) where each tau sits."""
+    "Findings" section; `positions` (report.TauPosition per function) where each tau sits; `linked`
+    (`comparisons.comparisons_of`: title, href) the comparisons that include the series."""
     c0, t = series.checkpoints, series.tokens
     distinct = lambda key: ", ".join(sorted({str(c.get(key)) for c in c0}))  # noqa: E731
     figure = lambda kind: _figure(kind, fig[kind], fn)  # noqa: E731
@@ -98,6 +104,7 @@ def report_html(
     context = {
         "model_id": series.model_id,
         "score_fn": fn,
+        "comparisons": list(linked),
         "style": STYLE,
         "intro": f"{len(t)} checkpoint(s), {series.revisions[0]} ({format_tokens(t[0])} tokens) to "
         f"{series.revisions[-1]} ({format_tokens(t[-1])} tokens); {series.n_layers} layers × {series.n_heads} heads",

@@ -32,8 +32,8 @@ from dormant_tasks.errors import ReportError, did_you_mean
 from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1pt
 from dormant_tasks.evaluation.sweep import protocol_line
 from dormant_tasks.outputs import Owner, check_folder, publish_folder, report_folder, staging_folder
+from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
-from dormant_tasks.reporting import page
 from dormant_tasks.store.io import list_models, open_store, read_table, series_files
 from dormant_tasks.tracking import findings
 from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
@@ -103,16 +103,17 @@ def resolve_model_id(store, model_id: str | None) -> str:
     return model_id
 
 
-def load_series(store, model_id: str | None, fdr: float = FDR) -> Series:
-    """One model's current series (`SeriesView`); ReportError when the store cannot give a consistent one.
-    A transition is confident when its BH q-value is below `fdr` (`transitions.confident_at`)."""
+def load_series(store, model_id: str | None, fdr: float = FDR, calibration_id: str | None = None) -> Series:
+    """One model's current series (`SeriesView`) on its primary calibration set, or on `calibration_id`;
+    ReportError when the store cannot give a consistent one. A transition is confident when its BH q-value is
+    below `fdr` (`transitions.confident_at`)."""
     root = open_store(store)
     model_id = resolve_model_id(root, model_id)
     if not SeriesView.exists(root, model_id):
         raise ReportError(
             f"{model_id} has no tracked checkpoints in the store (evaluations only?); run `dormant track` for it"
         )
-    view = SeriesView.open(root, model_id)
+    view = SeriesView.open(root, model_id, calibration_id)
     checkpoints = list(view.checkpoints)
     if not checkpoints:
         raise ReportError(
@@ -875,7 +876,7 @@ def render_report(
         model_id = resolve_model_id(root, model_id)
         out = report_folder(model_id, out_dir)
         check_folder(out, Owner.of("report", store, model_id))
-        stamp = inputs_stamp(root, model_id, score_fn, hide_blips, fdr, resampling)
+        stamp = inputs_stamp(root, model_id, score_fn, hide_blips, fdr, resampling, out)
         done = _reusable(out, stamp)
         if done is not None:
             return done
@@ -885,7 +886,8 @@ def render_report(
     out = report_folder(series.model_id, out_dir)
     owner = Owner.of("report", store, series.model_id)
     check_folder(out, owner)  # before the figures are drawn
-    stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips, fdr, resampling)
+    stamp = inputs_stamp(open_store(store), series.model_id, score_fn, hide_blips, fdr, resampling, out)
+    linked = comparisons.comparisons_of(series.model_id, out)  # `dormant compare` pages that include the series
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
     plots: list[tuple[str, str, Callable[[], Figure]]] = [  # (kind, file name, draw)
         (
@@ -953,7 +955,7 @@ def render_report(
         markdown = report_markdown(series, sets, found, positions)
         (tmp / "summary.md").write_text(markdown, encoding="utf-8")
         fig = {kind: name for kind, name, _ in plots}
-        html = page.report_html(series, fn, fig, summary_rows(series), groups, sets, found, positions)
+        html = page.report_html(series, fn, fig, summary_rows(series), groups, sets, found, positions, linked)
         (tmp / "index.html").write_text(html, encoding="utf-8")
         rows = summary_rows(series)
         (tmp / STAMP).write_text(json.dumps({"inputs": stamp, "summary_rows": rows}, default=str), encoding="utf-8")
@@ -975,14 +977,17 @@ def inputs_stamp(
     hide_blips: bool = False,
     fdr: float = FDR,
     resampling: Resampling = DEFAULT_RESAMPLING,
+    out: Path | None = None,
 ) -> str:
     """A digest of everything a report reads: the name, size and modification time of each of the series'
     files in the tables it reads, the score function asked for (and `hide_blips`, `fdr`, `resampling` when
-    not the defaults) and the dormant-heads version."""
+    not the defaults), the dormant-heads version and, with `out`, the comparisons beside it that it links to."""
     asked = f"{score_fn}\0hide_blips" if hide_blips else f"{score_fn}"  # the default's stamps stay as they were
     if fdr != FDR or resampling != DEFAULT_RESAMPLING:
         asked += f"\0fdr={fdr}\0{resampling}"
     h = hashlib.sha256(f"{__version__}\0{asked}\n".encode())
+    if out is not None and (linked := comparisons.comparisons_of(model_id, out)):
+        h.update(json.dumps(linked).encode())
     for table in (
         "checkpoints",
         "head_scores",

@@ -20,6 +20,7 @@ COMMANDS = [
     "status",
     "report",
     "findings",
+    "compare",
     "evaluate",
     "leaderboard",
     "checkpoints",

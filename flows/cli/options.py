@@ -190,10 +190,10 @@ def add_series_name_argument(parser) -> None:
     )
 
 
-def add_reports_dir_argument(parser) -> None:
-    parser.add_argument(
-        "--reports-dir", metavar="DIR", help="report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
-    )
+def add_reports_dir_argument(
+    parser, help: str = "report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
+) -> None:
+    parser.add_argument("--reports-dir", metavar="DIR", help=help)
 
 
 def add_tasks_argument(parser, help: str, default=None) -> None:

@@ -62,6 +62,7 @@ GRAMMAR = {
             "score",
             "report",
             "findings",
+            "compare",
             "store repair",
             "store gc",
             "leaderboard",
@@ -78,6 +79,7 @@ GRAMMAR = {
             "evaluate",
             "report",
             "findings",
+            "compare",
             "status",
             "store upgrade",
             "store repair",
@@ -86,10 +88,10 @@ GRAMMAR = {
             "demo",
         },
     ),
-    "the report folder": ("--reports-dir", {"track", "serve", "demo", "report", "findings"}),
+    "the report folder": ("--reports-dir", {"track", "serve", "demo", "report", "findings", "compare"}),
     "the output file": ("--out", {"score"}),
     "lm-eval tasks": ("--tasks", {"evaluate", "leaderboard"}),
-    "score functions": ("--scores", {"track", "serve", "evaluate", "score", "report", "findings"}),
+    "score functions": ("--scores", {"track", "serve", "evaluate", "score", "report", "findings", "compare"}),
     "device": ("--device", {"track", "serve", "evaluate", "score"}),
     "dtype": ("--dtype", {"track", "serve", "evaluate", "score"}),
 }
@@ -129,7 +131,7 @@ def test_the_same_option_is_the_same_definition_everywhere(option, commands):
     seen = {}
     for command in commands:
         action = PARSERS[command]._option_string_actions[option]
-        if (command, option) == ("leaderboard", "--model"):  # a filter over several series: the list form
+        if (command, option) in (("leaderboard", "--model"), ("compare", "--model")):  # several series: the list form
             assert isinstance(action, ListOption) and action.metavar == "MODEL"
             continue
         key = (type(action).__name__, action.type, action.metavar, action.nargs, str(action.default))

@@ -1,6 +1,6 @@
 """The report opens offline in a real browser and every image loads (headless Chromium, Debian package `chromium`).
 
-The test renders a report from a hand-built store (see test_report.py), copies index.html to a probe page
+The tests render a report (and a comparison of two series) from a hand-built store (see test_report.py), copies index.html to a probe page
 in the same folder (so relative image paths resolve the same way) with a script that, once the page has
 loaded, writes each <img>'s src, completeness and natural size into the DOM; Chromium's --dump-dom
 prints that DOM. Network access is switched off, so a CDN reference would fail to load as well.
@@ -14,9 +14,11 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 from test_report import MODEL, TOKENS, known_picture, write_series
 
+from dormant_tasks.reporting.compare import render_comparison
 from dormant_tasks.reporting.report import render_report
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
@@ -33,12 +35,10 @@ window.addEventListener("load", () => {
 </script>"""
 
 
-@pytest.mark.skipif(BROWSER is None, reason="no headless Chromium here (Debian: apt-get install chromium)")
-def test_every_image_of_the_report_loads_in_chromium(tmp_path):
-    store = write_series(tmp_path / "store", {"ahon_ln": known_picture(), "lthon_ln": known_picture()[:, ::-1]}, TOKENS)
-    result = render_report(store, MODEL, out_dir=tmp_path / "report")
-    probe = result.out_dir / "_probe.html"
-    probe.write_text(result.index_html.read_text().replace("</body>", PROBE + "</body>"))
+def images_in_chromium(index_html, tmp_path) -> list[dict]:
+    """Every <img> of the page as headless Chromium loaded it (offline): src, complete, natural size."""
+    probe = index_html.parent / "_probe.html"
+    probe.write_text(index_html.read_text().replace("</body>", PROBE + "</body>"))
     cmd = [
         BROWSER,
         "--headless",
@@ -55,9 +55,31 @@ def test_every_image_of_the_report_loads_in_chromium(tmp_path):
         probe.as_uri(),
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    probe.unlink()
     match = re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S)
     assert match, f"no probe output from Chromium (exit {done.returncode}): {done.stderr[-2000:]}"
-    images = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    return json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no headless Chromium here (Debian: apt-get install chromium)")
+def test_every_image_of_the_report_loads_in_chromium(tmp_path):
+    store = write_series(tmp_path / "store", {"ahon_ln": known_picture(), "lthon_ln": known_picture()[:, ::-1]}, TOKENS)
+    result = render_report(store, MODEL, out_dir=tmp_path / "report")
+    images = images_in_chromium(result.index_html, tmp_path)
     assert sorted(i["src"] for i in images) == sorted(f"figures/{png.name}" for png, _ in result.figures.values())
+    for image in images:
+        assert image["complete"] and image["width"] > 100 and image["height"] > 100, image
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no headless Chromium here (Debian: apt-get install chromium)")
+def test_every_image_of_a_comparison_loads_in_chromium(tmp_path):
+    """Two series of different shapes (2 x 3 and 3 x 2 heads) and cadences, compared under two functions."""
+    small = np.stack([known_picture(), known_picture()[:, ::-1]])  # [fn, checkpoint, layer, head]
+    store = write_series(tmp_path / "store", dict(zip(("ahon_ln", "lthon_ln"), small)), TOKENS)
+    other = small[:, ::2].reshape(2, 3, 3, 2)  # every other checkpoint, the heads as 3 layers x 2
+    write_series(store, dict(zip(("ahon_ln", "lthon_ln"), other)), TOKENS[::2], model_id="test-org/other")
+    result = render_comparison(store, [MODEL, "test-org/other"], tmp_path / "cmp", ["ahon_ln", "lthon_ln"])
+    images = images_in_chromium(result.index_html, tmp_path)
+    assert len(images) == 6 and {i["src"] for i in images} == {f"figures/{p.name}" for p, _ in result.figures.values()}
     for image in images:
         assert image["complete"] and image["width"] > 100 and image["height"] > 100, image

@@ -9,28 +9,16 @@ from pathlib import Path
 
 import pytest
 from builders import save_random_series
+from builders import track_steps as run_steps
 
 from dormant_tasks.errors import CheckpointError
 from dormant_tasks.reporting.report import render_report
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking import tracker
-from dormant_tasks.tracking.tracker import TrackResult
 
 NAMES = ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "stage1-step25-tokens51K", "stage1-step40-tokens82K"]
 BAD = NAMES[2]
-
-
-def run_steps(request: TrackRequest) -> TrackResult:
-    """The track flow's steps, called as the flow calls them (one state, the taus, each pending checkpoint)."""
-    state = tracker.series_state(request)
-    series = tracker.resolve_series_taus(request, state)
-    results = [series.reference] if series.reference is not None else []
-    results += [
-        tracker.analyze_checkpoint(request, r, series) for r in tracker.pending_revisions(request, state, series)
-    ]
-    summary = tracker.derive_series(request)
-    return TrackResult.of(request, results, n_checkpoints=summary.n_checkpoints)
 
 
 def _truncate(path: Path) -> None:
