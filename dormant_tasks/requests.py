@@ -393,7 +393,7 @@ class TrackRequest(_Request):
     texts: str | None = None  # calibration texts file (default: the bundled WinoGrande dev sentences)
     calibrations: tuple[str, ...] = ()  # `--calibration`: bundled set names or text files, scored in one pass
     limit: int | None = None  # first N calibration texts of each set (default 128)
-    batch_size: int = 8
+    batch_size: int | None = None  # inputs per forward pass (None: 8 on a CPU, by tokens alone on a GPU)
     max_tokens: int | None = None  # truncate inputs to this many tokens (default: the model's context)
     max_batch_tokens: int | None = None  # padded tokens per batch (default: the score engine's budget)
     dtype: DType = DType.FLOAT32

@@ -239,7 +239,11 @@ def add_calibration_arguments(parser: argparse.ArgumentParser | argparse._Argume
         "(default: 128; a longer file gives a note)",
     )
     parser.add_argument(
-        "--batch-size", type=int, default=8, metavar="N", help="inputs per forward pass (default: %(default)s)"
+        "--batch-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="inputs per forward pass (default: 8 on a CPU; on a GPU batches are cut by padded tokens alone)",
     )
 
 

@@ -50,7 +50,7 @@ def run(args) -> int:
     from dormant_tasks.errors import ConfigError
     from dormant_tasks.outputs import FILE_KEY, check_file
 
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
     if not args.out.strip():
         raise ConfigError("--out is empty: name a .parquet file, e.g. --out scores.parquet")

@@ -197,3 +197,16 @@ def test_a_request_file_that_is_no_request_is_one_error(tmp_path, content, needl
         TrackRequest.from_file(tmp_path)
     with pytest.raises(ConfigError, match="no such file"):
         TrackRequest.from_file(tmp_path / "missing.json")
+
+
+def test_track_leaves_the_batch_size_to_the_device_unless_named(tmp_path):
+    """No --batch-size: the request names none, so a GPU run cuts batches by padded tokens alone and a CPU run
+    takes 8 inputs (engine.batching.device_batching); a given --batch-size is kept."""
+    from dormant_tasks.engine.batching import CPU_BATCH_SIZE, GPU_MAX_BATCH_TOKENS, device_batching
+
+    unset = _track("--model", "allenai/OLMo-2-0425-1B", "--store", str(tmp_path / "s"))
+    assert unset.batch_size is None
+    assert device_batching("cuda", unset.batch_size, unset.max_batch_tokens) == (None, GPU_MAX_BATCH_TOKENS)
+    assert device_batching("cpu", unset.batch_size, unset.max_batch_tokens)[0] == CPU_BATCH_SIZE == 8
+    named = _track("--model", "allenai/OLMo-2-0425-1B", "--store", str(tmp_path / "s"), "--batch-size", "4")
+    assert named.batch_size == 4 and device_batching("cuda", named.batch_size, None)[0] == 4
