@@ -518,6 +518,11 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
             with _RUNS_LOCK:
                 run.depth -= 1
         return
+    try:
+        check_store(root)
+    except StoreError:  # a store this release cannot write (another schema version): the run's own checks refuse it
+        yield
+        return
     new = not root.exists()
     try:
         lock = _flock(root, model_id, path, wait=wait)
