@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from flows.cli import main
 from flows.track import track
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
+REPO = Path(__file__).resolve().parents[2]
 FAST = ["--limit", "4", "--scores", "ahon_ln,awft", "--device", "cpu"]
 
 
@@ -119,28 +123,19 @@ def test_a_second_stores_track_leaves_the_first_report_untouched(random_series, 
     report = tmp_path / "reports" / random_series.name
     assert json.loads((report / MARKER).read_text())["store"] == str(first.resolve())
     before = tree(report)
-    refused(
-        capsys,
-        ["track", "--model", str(random_series), "--store", str(other), *FAST],
-        "--reports-dir",
-        str(first.resolve()),
+    # as a user runs it: its own process (an in-process `main` would share this session's Prefect state)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    r = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "track", "--model", str(random_series), "--store", str(other), *FAST],
+        env={**env, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--reports-dir" in r.stderr and str(first.resolve()) in r.stderr, r.stderr
     assert tree(report) == before
     assert not other.exists(), "refused before any work"
     # with its own folder, the second store's run goes on and the first report stays
-    assert (
-        main(
-            [
-                "track",
-                "--model",
-                str(random_series),
-                "--store",
-                str(other),
-                "--reports-dir",
-                str(tmp_path / "r2"),
-                *FAST,
-            ]
-        )
-        == 0
-    )
+    run(random_series, other, report=True, reports_dir=str(tmp_path / "r2"))
     assert tree(report) == before and (tmp_path / "r2" / "index.html").is_file()
