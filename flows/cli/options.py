@@ -303,7 +303,7 @@ def preflight(args: argparse.Namespace) -> None:
                 f"--model {args.model} {what}: name a checkpoint folder (or a folder of them), a Hub repo id "
                 "(org/name) or a series the store keeps"
             )
-        elif not is_path_like(args.model) and not _offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") and hub_silence():
+        elif not is_path_like(args.model) and not offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") and hub_silence():
             raise CheckpointError(
                 f"--model {args.model}: the Hub at {hub_endpoint()} does not answer ({hub_silence()}); check the "
                 "network, or set HF_HUB_OFFLINE=1 to use the models already in the Hugging Face cache"
@@ -347,14 +347,29 @@ def hub_endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 
 
-def _offline(*names: str) -> bool:
+def offline(*names: str) -> bool:
     return any(os.environ.get(n, "").strip().lower() in ("1", "true", "yes", "on") for n in names)
 
 
 def hub_silence() -> str | None:
     """None when the Hub's host ($HF_ENDPOINT) takes a TCP connection within HUB_PROBE_S, else why not; asked
-    once per process and endpoint (the Hub client itself retries for a minute before it gives up)."""
-    return _probe(hub_endpoint(), HUB_PROBE_S)
+    once per process and endpoint (the Hub client itself retries for a minute before it gives up).
+
+    A silent Hub switches this process offline (`go_offline`): every later Hub access of the run (tokenizers,
+    configs, datasets) then reads the Hugging Face cache or fails at once, instead of its own retry loops."""
+    reason = _probe(hub_endpoint(), HUB_PROBE_S)
+    if reason:
+        gooffline()
+    return reason
+
+
+def gooffline() -> None:
+    """HF_HUB_OFFLINE / HF_DATASETS_OFFLINE for the rest of the process. The Hub client reads them when it is
+    first imported (normally later: preflight runs before heavy imports); one imported already is told too."""
+    os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
 
 
 @functools.cache
@@ -380,7 +395,7 @@ def _probe(endpoint: str, timeout_s: float) -> str | None:
 def hub_datasets_fallback(args: argparse.Namespace) -> None:
     """`--datasets auto` without an offline variable reads task data from the Hub: when the Hub does not answer,
     the bundled copies are used at once (one note) instead of after a minute of retries."""
-    if getattr(args, "datasets", None) != "auto" or _offline("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+    if getattr(args, "datasets", None) != "auto" or offline("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
         return
     reason = hub_silence()
     if reason:

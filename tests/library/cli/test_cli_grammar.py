@@ -475,6 +475,7 @@ def test_a_silent_hub_is_asked_once_and_evaluate_reads_the_bundled_task_data(tmp
     preflight(args)
     assert time.perf_counter() - started < CHECK_S
     assert args.datasets == "bundled"
+    assert os.environ["HF_HUB_OFFLINE"] == "1"  # the rest of the run never asks the Hub again (no retry loops)
     (note,) = capsys.readouterr().err.splitlines()
     assert note.startswith("dormant evaluate: note: the Hub at http://127.0.0.1:") and "bundled" in note
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")  # offline already: no probe, no note, `auto` stays
