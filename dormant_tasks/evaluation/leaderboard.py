@@ -55,6 +55,7 @@ from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS, SCORE_FUNCTI
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
 from dormant_tasks.evaluation.metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
 from dormant_tasks.store.io import read_table
+from dormant_tasks.text import plural
 
 AVERAGE_MODEL = "Average"  # the mean over models
 BEST = "best"  # the best function of a model, of all functions
@@ -543,36 +544,74 @@ def auc_agreement(rows: list[dict], task: str | None = None) -> tuple[list[str],
 
 
 def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
-    """The seed leaderboard's published values beside ours, one row per (model, function) cell it publishes:
-    `published`, `ours` (None where the board has no such cell) and `difference` = ours - published, in
-    points of % of heads zeroed within 1 point; the function "ours" is the authors' aggregate, model "Average"
-    the mean over models; `rendering` says how our number's prompts were rendered."""
+    """The seed leaderboard's published values beside ours, like with like: one row per (model, function) cell
+    it publishes, `published`, `ours` (None where the board has no such cell) and `difference` = ours -
+    published, in points of % of heads zeroed within 1 point; the function "ours" is the authors' aggregate;
+    `rendering` says how our number's prompts were rendered.
+
+    Then a row per cell of a board model outside the seed (`published` None: nothing to compare), and per
+    function an "Average" row over only the models both sides have (`n_models` of `n_published`): the published
+    average itself when all of them are shared, else the mean of the shared models' published values; no
+    average row when no model is shared (a published 14-model average is never set against other models)."""
     from dormant_tasks.evaluation.authors import seed_values
 
+    values = seed_values()
     board = {(r["score_fn"], r["model"]): r for r in rows if r["task"] == task}
-    out = []
-    for (model, fn), published in sorted(seed_values().items(), key=lambda kv: (kv[0][0] == AVERAGE_MODEL, kv[0])):
-        mine = board.get((fn, model))
-        ours = None if mine is None else mine["within_1pt"]
+    seed = {m for m, _ in values if m != AVERAGE_MODEL}
+    published_fns = {fn for _, fn in values}
+    out = [
+        _comparison(model, fn, published, board.get((fn, model)))
+        for (model, fn), published in sorted(values.items())
+        if model != AVERAGE_MODEL
+    ]
+    outside = sorted((m, fn) for fn, m in board if m not in seed and m != AVERAGE_MODEL and fn in published_fns)
+    out += [_comparison(model, fn, None, board[(fn, model)]) for model, fn in outside]
+    for (model, fn), published in sorted(values.items()):
+        if model != AVERAGE_MODEL:
+            continue
+        of_fn = sorted(m for m, f in values if f == fn and m != AVERAGE_MODEL)
+        shared = [m for m in of_fn if board.get((fn, m), {}).get("within_1pt") is not None]
+        if not shared:
+            continue
+        theirs = published if len(shared) == len(of_fn) else _mean(values[(m, fn)] for m in shared)
+        ours = _mean(board[(fn, m)]["within_1pt"] for m in shared)
         out.append(
             {
-                "model": model,
-                "score_fn": fn,
-                "best_fn": None if mine is None else mine.get("best_fn"),
-                "published": published,
+                **_comparison(model, fn, theirs, None),
                 "ours": ours,
-                "difference": None if ours is None else ours - published,
-                "rendering": _rendering_of(mine),
-                "n_models": None if mine is None else mine.get("n_models"),
+                "difference": ours - theirs,
+                "n_models": len(shared),
+                "n_published": len(of_fn),
             }
         )
     return out
+
+
+def _comparison(model: str, fn: str, published: float | None, mine: dict | None) -> dict:
+    ours = None if mine is None else mine["within_1pt"]
+    return {
+        "model": model,
+        "score_fn": fn,
+        "best_fn": None if mine is None else mine.get("best_fn"),
+        "published": published,
+        "ours": ours,
+        "difference": None if ours is None or published is None else ours - published,
+        "rendering": _rendering_of(mine),
+        "n_models": None,
+        "n_published": None,
+    }
 
 
 def _rendering_of(row: dict | None) -> str | None:
     if row is None or row.get("chat_template") is None:
         return None  # no such cell, or an average over models
     return row.get("rendering") if row["chat_template"] else "plain"
+
+
+def _models_shared(r: dict) -> str:
+    """ "14 models", or "3 of 14 models" for an average over the models both sides have."""
+    n, of = r["n_models"], r["n_published"]
+    return plural(n, "model") if n == of else f"{n} of {plural(of, 'model')}"
 
 
 def format_seed_comparison(rows: list[dict]) -> str:
@@ -585,7 +624,7 @@ def format_seed_comparison(rows: list[dict]) -> str:
     ]
     for r in rows:
         fn = f"{r['score_fn']} ({r['best_fn']})" if r["score_fn"] == OURS and r["best_fn"] else r["score_fn"]
-        model = r["model"] + (f" ({r['n_models']} models)" if r["n_models"] else "")
+        model = r["model"] + (f" ({_models_shared(r)})" if r["n_models"] else "")
         rendering = {"plain": "plain text", **RENDERED_AS}.get(r["rendering"], r["rendering"] or "")
         diff = "n/a" if r["difference"] is None else f"{round(r['difference'], 2) + 0.0:+.2f}"  # no "-0.00"
         cells = (model, fn, _number(r["published"]), _number(r["ours"]), diff, rendering)
