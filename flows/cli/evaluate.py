@@ -42,6 +42,7 @@ def add_parser(subparsers) -> None:
         "checkpoint folder or Hub repo id (with --series: the tracked repo, series folder or stored series name; "
         "required, unless --reproduce-seed)",
         required=False,
+        role="checkpoint",
     )
     parser.add_argument("--revision", metavar="REV", help="Hub revision (branch) of --model")
     add_tasks_argument(

@@ -126,7 +126,8 @@ class ListOption(argparse.Action):
 def add_model_argument(parser, help: str, required: bool = True, many: bool = False, role: str = "source") -> None:
     """`--model`: the thing analysed. `role` says what the cheap checks ask of it: `source` (must exist when
     spelled as a path; a stored series' name finds its folder), `series` (a stored series: a folder is read as
-    its name), `new` (a folder this command creates)."""
+    its name), `checkpoint` (as `source`, and a folder must be one checkpoint, not a series), `new` (a folder this
+    command creates)."""
     kwargs = {"action": ListOption} if many else {}
     parser.add_argument(
         "--model",
@@ -235,8 +236,57 @@ def add_global_flags(parser: argparse.ArgumentParser, default=False) -> None:
 
 
 def is_path_like(value: str) -> bool:
-    """Spelled as a folder (./x, /x, ~/x, x/) or an existing one: never read as a Hub id."""
-    return value.startswith((".", "/", "~")) or value.endswith("/") or Path(value).expanduser().exists()
+    """Spelled as a folder (./x, /x, ~/x, x/, a/b/c: a Hub id is org/name, one slash), an existing one, or inside
+    an existing folder (data/x where ./data is one: a mistyped local path, not the Hub org "data"): never read
+    as a Hub id."""
+    return (
+        value.startswith((".", "/", "~"))
+        or value.endswith("/")
+        or value.count("/") >= 2
+        or Path(value).expanduser().exists()
+        or ("/" in value and Path(value.split("/")[0]).is_dir())
+    )
+
+
+def missing_folder(value: str) -> str:
+    """Why a `--model` path does not exist: the nearest folder that does, and the closest of its subfolders."""
+    path = Path(value).expanduser()
+    nearest = path.parent
+    while str(nearest) not in (".", "/") and not nearest.is_dir():
+        nearest = nearest.parent
+    if path.exists():
+        return f"--model {value} is a file, not a folder"
+    missing = path.relative_to(nearest).parts[0] if nearest != path else path.name
+    subfolders = sorted(p.name for p in nearest.iterdir() if p.is_dir()) if nearest.is_dir() else []
+    close = did_you_mean(missing, subfolders)
+    where = "the working folder" if str(nearest) == "." else str(nearest)
+    suggestion = f"; did you mean {nearest / close.split(chr(34))[1]}?" if close else ""
+    return f"--model {value}: no such folder ({where} has no {missing}{suggestion})"
+
+
+_CHECKPOINT_FILE = "config.json"
+
+
+def check_checkpoint_folder(value: str) -> None:
+    """CheckpointError when a local `--model` that must be one checkpoint (score, evaluate) is not: a series
+    folder (its checkpoint subfolders named) or a folder without config.json. Reads one folder listing."""
+    path = Path(value).expanduser()
+    if (path / _CHECKPOINT_FILE).is_file():
+        return
+    checkpoints = sorted(
+        (p.name for p in path.iterdir() if (p / _CHECKPOINT_FILE).is_file()),
+        key=lambda name: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)],
+    )
+    if checkpoints:
+        shown = ", ".join(checkpoints[:5]) + (f", ... ({len(checkpoints)} in all)" if len(checkpoints) > 5 else "")
+        raise CheckpointError(
+            f"--model {value} is a series folder, not one checkpoint; name one of its checkpoints ({shown}), "
+            f"e.g. --model {path / checkpoints[-1]}"
+        )
+    raise CheckpointError(
+        f"--model {value} has no {_CHECKPOINT_FILE}: name a checkpoint folder (config.json, weights and tokenizer) "
+        "or a Hub repo id (org/name)"
+    )
 
 
 def series_name(value: str | None) -> str | None:
@@ -295,14 +345,15 @@ def preflight(args: argparse.Namespace) -> None:
     if getattr(args, "store", None) is not None:
         check_store_path(args.store, getattr(args, "store_use", "reads"))
     model, role = getattr(args, "model", None), getattr(args, "model_role", None)
-    if isinstance(model, str) and role == "source":
+    if isinstance(model, str) and role in ("source", "checkpoint"):
         args.model = source_for(model, getattr(args, "store", None))
         if is_path_like(args.model) and not Path(args.model).expanduser().is_dir():
-            what = "is a file" if Path(args.model).expanduser().exists() else "does not exist"
             raise CheckpointError(  # the class `checkpoints.naming` raises for a missing series folder
-                f"--model {args.model} {what}: name a checkpoint folder (or a folder of them), a Hub repo id "
+                f"{missing_folder(args.model)}: name a checkpoint folder (or a folder of them), a Hub repo id "
                 "(org/name) or a series the store keeps"
             )
+        if role == "checkpoint" and is_path_like(args.model) and not getattr(args, "series", None):
+            check_checkpoint_folder(args.model)
         elif not is_path_like(args.model) and not offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") and hub_silence():
             raise CheckpointError(
                 f"--model {args.model}: the Hub at {hub_endpoint()} does not answer ({hub_silence()}); check the "

@@ -24,7 +24,7 @@ def add_parser(subparsers) -> None:
         help="score every attention head of one model on a calibration set",
         description=__doc__.splitlines()[0],
     )
-    add_model_argument(p, "checkpoint folder or Hub repo id")
+    add_model_argument(p, "checkpoint folder or Hub repo id", role="checkpoint")
     p.add_argument(
         "--revision", default=None, metavar="REV", help="Hub branch, tag or commit (default: the repo's main)"
     )
