@@ -53,7 +53,15 @@ import pyarrow.compute as pc
 from dormant_tasks.checkpoints.naming import MAIN, parse_revision_name, series_sort_key
 from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS, SCORE_FUNCTIONS
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
-from dormant_tasks.evaluation.metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from dormant_tasks.evaluation.metric import (
+    AUC_UNIT,
+    AVERAGE_TASK,
+    WARNED,
+    curve_warnings,
+    normalised_auc,
+    pct_zeroed_within_1pt,
+    task_average_curve,
+)
 from dormant_tasks.store.io import read_table
 from dormant_tasks.text import plural
 
@@ -69,16 +77,16 @@ BASELINES = frozenset(SCORE_FUNCTIONS) - frozenset(DETERMINISTIC_IDS)  # never t
 _READ = [
     *("model_id", "revision", "stage", "step", "tokens", "task", "shots", "mode", "score_fn", "quantile"),
     *("frac_zeroed", "accuracy", "base_accuracy", "metric", "chat_template", "bos", "request_id", "evaluated_at"),
-    *("rendering", "precision", "threshold_source"),
+    *("rendering", "precision", "threshold_source", "n_items", "chance", "warnings"),
 ]
 # what makes two runs comparable; rendering, precision and threshold source are null in rows written before them
 _PROTOCOL = ("shots", "metric", "chat_template", "bos", "rendering", "precision", "threshold_source")
 _NO_PROTOCOL = (None,) * len(_PROTOCOL)  # the protocol columns of an average row
-HEADER = ("score function", "model", "task", "% zeroed within 1 point", "AUC", "base accuracy")
+HEADER = ("score function", "model", "task", "% zeroed within 1 point", f"AUC ({AUC_UNIT})", "base accuracy")
 CSV_COLUMNS = (
     *("score_fn", "best_fn", "model", "revision", "task", "shots", "metric", "chat_template", "bos"),
     *("rendering", "precision", "threshold_source"),
-    *("within_1pt", "auc", "base_accuracy", "n_models"),
+    *("within_1pt", "auc", "base_accuracy", "n_models", "warnings"),
 )
 
 
@@ -87,6 +95,7 @@ class Leaderboard:
     rows: list[dict]  # cells, averages and best functions, sorted (see `_order`); values in %
     revisions: dict[str, str]  # model -> the revision it is shown at
     notes: tuple[str, ...]  # what was left out or differs, one line each
+    warnings: tuple[str, ...] = ()  # "model task function: warning" of every shown curve that has one
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -160,7 +169,8 @@ def build_leaderboard(evaluations: pa.Table, models=None, tasks=None, revision: 
     out += ours + _model_averages(ours) + differences + _model_averages(differences) + best + _model_averages(best)
     _protocol_notes(curves, notes)
     _rendering_notes(curves, notes)
-    return Leaderboard(sorted(out, key=_order), revisions, tuple(notes))
+    warnings = tuple(f"{m} {task} {fn}: {w}" for (fn, m, task), c in sorted(curves.items()) for w in c.warnings)
+    return Leaderboard(sorted(out, key=_order), revisions, tuple(notes), warnings)
 
 
 def _revision_key(r: dict) -> tuple:
@@ -201,6 +211,7 @@ class _Curve:
     points: tuple[tuple[float, float], ...]  # (% zeroed, accuracy %) in quantile order
     base: float  # %
     protocol: tuple  # (shots, metric, chat_template, bos)
+    warnings: tuple[str, ...] = ()  # stored with its rows (`evaluations.warnings`), or checked here for older rows
 
 
 def _run_id(r: dict):
@@ -252,12 +263,21 @@ def _curves(rows_of: dict[str, list[dict]], notes: list[str]) -> dict[tuple, _Cu
                     by_q[r["quantile"]] = r
                 qs = sorted(by_q)
                 points = tuple((100.0 * by_q[q]["frac_zeroed"], 100.0 * by_q[q]["accuracy"]) for q in qs)
-                base = 100.0 * max(run_rows, key=lambda r: r["evaluated_at"])["base_accuracy"]
-                out[(fn, model, task)] = _Curve(tuple(qs), points, base, protocol)
+                newest_row = max(run_rows, key=lambda r: r["evaluated_at"])
+                base = 100.0 * newest_row["base_accuracy"]
+                stored = newest_row.get("warnings")
+                warnings = (
+                    tuple(stored.split("; "))
+                    if stored
+                    else tuple(curve_warnings(task, newest_row["n_items"], newest_row.get("chance"), points, base))
+                )
+                out[(fn, model, task)] = _Curve(tuple(qs), points, base, protocol, warnings)
     return out
 
 
-def _row(fn, model, revision, task, within, auc, base, *, protocol=_NO_PROTOCOL, best_fn=None, n_models=None) -> dict:
+def _row(
+    fn, model, revision, task, within, auc, base, *, protocol=_NO_PROTOCOL, best_fn=None, n_models=None, warnings=()
+) -> dict:
     return {
         "score_fn": fn,
         "best_fn": best_fn,
@@ -269,12 +289,15 @@ def _row(fn, model, revision, task, within, auc, base, *, protocol=_NO_PROTOCOL,
         "auc": auc,
         "base_accuracy": base,
         "n_models": n_models,
+        "warnings": "; ".join(warnings) or None,
     }
 
 
 def _cell(fn, model, revision, task, c: _Curve) -> dict:
     within = pct_zeroed_within_1pt(c.points, c.base)
-    return _row(fn, model, revision, task, within, normalised_auc(c.points), c.base, protocol=c.protocol)
+    return _row(
+        fn, model, revision, task, within, normalised_auc(c.points), c.base, protocol=c.protocol, warnings=c.warnings
+    )
 
 
 def _task_averages(curves: dict[tuple, _Curve], revisions: dict[str, str], notes: list[str]) -> list[dict]:
@@ -440,7 +463,8 @@ def _labels(rows: list[dict]) -> list[tuple[str, ...]]:
         model = r["model"]
         if model == AVERAGE_MODEL and r["n_models"] is not None and r["n_models"] < n_total:
             model = f"{AVERAGE_MODEL} ({r['n_models']} of {n_total} models)"
-        out.append((fn, model, r["task"], _number(r["within_1pt"]), _number(r["auc"]), _number(r["base_accuracy"])))
+        within = _number(r["within_1pt"]) + (WARNED if r.get("warnings") else "")
+        out.append((fn, model, r["task"], within, _number(r["auc"]), _number(r["base_accuracy"])))
     return out
 
 

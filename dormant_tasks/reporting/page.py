@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from dormant_tasks.evaluation.metric import AUC_UNIT, WARNED
 from dormant_tasks.reporting.figures import format_tokens
 from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS
 
@@ -161,9 +162,13 @@ def report_html(
                 "title": f"{g.task}, {g.shots}-shot, {g.revision}: base accuracy {g.base_accuracy:.2f}% on {g.n_items} items",
                 "protocol": g.protocol,
                 "table": _table(
-                    ["score function", "% zeroed within 1 point", "normalised AUC"],
-                    [[f, f"{g.within_1pt[f]:.2f}", f"{g.auc[f]:.2f}"] for f in g.curves],
+                    ["score function", "% zeroed within 1 point", f"normalised AUC ({AUC_UNIT})"],
+                    [
+                        [f, f"{g.within_1pt[f]:.2f}{WARNED if g.warnings.get(f) else ''}", f"{g.auc[f]:.2f}"]
+                        for f in g.curves
+                    ],
                 ),
+                "warnings": g.warning_lines(),
                 "figure": figure(f"accuracy_vs_zeroed_{k}"),
             }
             for k, g in enumerate(groups)

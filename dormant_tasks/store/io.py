@@ -237,6 +237,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("rendering", pa.string(), nullable=True),  # chat rendering: "paper" (lm-eval 0.4.5) or "lm-eval"
             _f("precision", pa.string(), nullable=True),  # e.g. "float32", or "paper:int8" / "paper:bfloat16"
             _f("threshold_source", pa.string(), nullable=True),  # "own" (base-run quantiles) or "authors"
+            # what a reader of this curve's numbers must know ("; "-joined): a base accuracy within chance noise,
+            # a curve that dips below base - 1 point and rises back (null: none, or rows written before it)
+            _f("warnings", pa.string(), nullable=True),
         ]
     ),
     # One row per checkpoint of the series that could not be downloaded, loaded or scored and was not stored
