@@ -456,3 +456,13 @@ def hub_datasets_fallback(args: argparse.Namespace) -> None:
             "bundled copies (--datasets bundled)",
             file=sys.stderr,
         )
+
+
+def add_max_tokens_argument(parser) -> None:
+    """`--max-tokens`, one definition for `track` and `score`."""
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="truncate each input to N tokens (default: the model's context length)",
+    )

@@ -18,6 +18,7 @@ from .options import (
     add_calibration_arguments,
     add_device_argument,
     add_dtype_argument,
+    add_max_tokens_argument,
     add_model_argument,
     add_reports_dir_argument,
     add_scores_argument,
@@ -77,12 +78,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         "is scored on each loaded checkpoint and keeps its own taus, masks and transitions; the first is the "
         "series' primary set. Bundled: " + ", ".join(CALIBRATION_SETS) + " (default: winogrande)",
     )
-    g.add_argument(
-        "--max-tokens",
-        type=int,
-        metavar="N",
-        help="truncate each input to N tokens (default: the model's context length)",
-    )
+    add_max_tokens_argument(g)
     g.add_argument(
         "--max-batch-tokens",
         type=int,
