@@ -74,6 +74,9 @@ def run(args) -> int:
 
     score_fns = parse_score_functions(args.scores)
     calibration = load_calibration(args.texts, args.limit)
+    from .track import limit_note
+
+    limit_note("score", [calibration], args.limit)
     model, tokenizer = load_model_at(args.model, args.revision, args.dtype, args.device)
     scores = score_texts(
         model,

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
+from dormant_tasks.text import plural
 from dormant_tasks.tracking.calibration import bundled_set_names
 
 from .checkpoints import add_selection_arguments, add_tokens_per_step_argument, selection_from_args
@@ -220,6 +221,7 @@ def run(args: argparse.Namespace) -> int:
 
     request = request_from_args(args)
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
+    limit_note("track", request.calibration_sets, args.limit)
     # The series' state, asked once per run (the flow gets it): an unknown folder or repo, an empty selection,
     # sets or taus that differ from the stored series' fail here, before Prefect starts; a rerun with nothing
     # to do answers from it. Naming no calibration set, the run tracks the stored series' own sets.
@@ -236,6 +238,17 @@ def run(args: argparse.Namespace) -> int:
         result = run_track(request, state)
     print_summary(result)
     return exit_code(result)
+
+
+def limit_note(command: str, sets, limit: int | None) -> None:
+    """A note when `--limit` asks for more texts than a calibration set has: all of its texts are used."""
+    for s in sets if limit else ():
+        if len(s.texts) < limit:
+            print(
+                f"dormant {command}: note: --limit {limit:,}: calibration set {s.name} has only "
+                f"{plural(len(s.texts), 'text')}; all of them are used",
+                file=sys.stderr,
+            )
 
 
 def exit_code(result) -> int:
@@ -311,10 +324,10 @@ def print_summary(result) -> None:
         print(f"per-input scores: --input-scores {result.input_scores} ({INPUT_SCORES_NOTE[result.input_scores]})")
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    if result.n_truncated:
+    for calibration_id, n in result.truncated.items():  # one line per set, named (the most cut on a checkpoint)
         print(
-            f"warning: {result.n_truncated} calibration inputs were longer than the model's context (or "
-            "--max-tokens) and were truncated to it",
+            f"warning: calibration set {calibration_id}: {plural(n, 'input')} longer than the model's context (or "
+            "--max-tokens) truncated to it",
             file=sys.stderr,
         )
     if n_failed:  # their reasons are in the series' lines above (`dormant status` shows them too)

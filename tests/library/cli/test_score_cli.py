@@ -195,3 +195,15 @@ def test_out_writes_the_format_its_suffix_names(tiny_model_dir, tmp_path, capsys
         .splitlines()[-1]
         .endswith(f"name a .parquet or .csv file (the suffix names the format), e.g. {tmp_path / 'json' / 's.parquet'}")
     )
+
+
+def test_a_limit_above_the_set_s_size_says_all_texts_are_used(tiny_model_dir, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("one text\nanother text\n", encoding="utf-8")
+    out = tmp_path / "o" / "s.parquet"
+    out.parent.mkdir()
+    code, err = run_cli(
+        capsys, "--model", tiny_model_dir, "--texts", texts, "--limit", 100000, "--scores", "ahon_ln", "--out", out
+    )
+    assert code == 0, err
+    assert "dormant score: note: --limit 100,000: calibration set texts has only 2 texts; all of them are used" in err
