@@ -231,6 +231,15 @@ def states_without_blips(series: Series, score_fn: str) -> tuple[np.ndarray, np.
     return states, marks
 
 
+def raw_quantile_fns(series: Series) -> frozenset[str]:
+    """The raw-unit functions whose tau is a quantile of the reference checkpoint (`page.raw_quantile_note`)."""
+    from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS
+
+    return frozenset(
+        r["score_fn"] for r in series.tau_sources if r["source"] == "quantile" and r["score_fn"] in QUANTILE_DEFAULTS
+    )
+
+
 def dormant_percent(series: Series) -> np.ndarray:
     """% of scored heads that are dormant: float64 [fn, checkpoint] (NaN where nothing was scored)."""
     scored = (series.dormant >= 0).sum(axis=1)  # [fn, checkpoint]
@@ -792,8 +801,8 @@ def findings_plots(f: Findings) -> list[tuple[str, str, Callable[[], Figure]]]:
         ),
     ]
     d = f.input_dependence
-    if d.measured:
-        plots.append(("findings_input", "findings_input", lambda: fg.draw_set_agreement(d.tokens, d.pairs, f.score_fn)))
+    if d.measured:  # the report's one set_agreement figure (the same data: `calibration_sets`), drawn once
+        plots.append(("set_agreement", "set_agreement", lambda: fg.draw_set_agreement(d.tokens, d.pairs, f.score_fn)))
     return plots
 
 
@@ -870,7 +879,7 @@ def render_report(
         (
             "dormant_percent",
             "dormant_percent",
-            lambda: fg.draw_dormant_percent(t, dormant_percent(series), series.score_fns),
+            lambda: fg.draw_dormant_percent(t, dormant_percent(series), series.score_fns, raw_quantile_fns(series)),
         ),
         (
             "raster",
@@ -910,7 +919,7 @@ def render_report(
         if lengths is not None:
             plots.append(("set_length", "set_length", lambda: fg.draw_set_length(lengths)))
     found = findings.series_findings(store, series.model_id, fn)
-    plots += findings_plots(found)
+    plots += [p for p in findings_plots(found) if p[1] not in {name for _, name, _ in plots}]
     positions = tau_positions(open_store(store), series)
     groups = evaluation_groups(series)
     for k, g in enumerate(groups):
