@@ -199,7 +199,7 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True,
         system_instruction=request.system_instruction,
     )
     for note in prepared.notes:
-        (log or _log).warning("note: %s", note)
+        (log or _log).warning("%s", note)  # the console's level prefix says what it is (never "WARNING: note:")
     if request.mode is Mode.DYNAMIC:
         result = run_sweep(
             prepared,

@@ -368,10 +368,11 @@ def check_store_path(store, use: str) -> None:
     """StoreError when --store is a file, is missing for a command that reads it, or cannot take a file for a
     command that writes it."""
     root = Path(store).expanduser()
+    shown = store if root.is_absolute() else f"{store} (in the working folder {Path.cwd()})"
     if root.exists() and not root.is_dir():
-        raise StoreError(f"--store {store} is a file, not a folder: pass a store folder")
+        raise StoreError(f"--store {shown} is a file, not a folder: pass a store folder")
     if use == "reads" and not root.exists():
-        raise StoreError(f"--store {store} does not exist: pass the right --store, or fill one with `dormant track`")
+        raise StoreError(f"--store {shown} does not exist: pass the right --store, or fill one with `dormant track`")
     if use == "updates" and root.is_dir():  # `track`: a rerun with nothing to do only reads an existing store (it
         return  # may be read-only); the command checks it can write once it knows it has work
     if use not in ("writes", "updates"):
@@ -380,13 +381,13 @@ def check_store_path(store, use: str) -> None:
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
-        raise StoreError(f"--store {store}: {folder} is a file, not a folder; choose another --store")
+        raise StoreError(f"--store {shown}: {folder} is a file, not a folder; choose another --store")
     if os.statvfs(folder).f_flag & os.ST_RDONLY:
         raise StoreError(
-            f"--store {store}: {folder}: Read-only file system; choose another --store, or remount it writable"
+            f"--store {shown}: {folder}: Read-only file system; choose another --store, or remount it writable"
         )
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise StoreError(f"--store {store}: {folder} is not writable; fix its permissions or choose another --store")
+        raise StoreError(f"--store {shown}: {folder} is not writable; fix its permissions or choose another --store")
 
 
 # ---- the Hub, asked once and briefly ----

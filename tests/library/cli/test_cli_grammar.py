@@ -329,6 +329,7 @@ BAD = [
     ("store-is-a-file-status", ["status", "--store", "{file}"], "is a file, not a folder", {}),
     ("store-is-a-file-track", ["track", "--model", "{series}", "--store", "{file}"], "is a file, not a folder", {}),
     ("missing-store", ["--verbose", "status", "--store", "{tmp}/nowhere"], "does not exist", {}),
+    ("relative-store", ["status", "--store", "nowhere"], "--store nowhere (in the working folder /", {}),
     ("missing-model", ["evaluate", "--model", "./no-such-folder", "--store", "{store}"], "no such folder", {}),
     # a mistyped local path is a missing folder with the nearest one, never "the Hub does not answer"
     (
