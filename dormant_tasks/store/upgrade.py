@@ -144,12 +144,6 @@ def _convert_file(path: Path, table: str) -> bool:
         t = t.append_column("file_key", pa.array([path.stem] * t.num_rows, pa.string()))
         t = t.append_column("input_scores_kept", pa.array([kept] * t.num_rows, pa.bool_()))
     t = conform(t, table)
-    if table == "evaluations":  # the warnings that travel with the numbers, checked on the upgraded curves
-        from dormant_tasks.evaluation.metric import mark_warnings
-
-        rows = t.to_pylist()
-        mark_warnings(rows)
-        t = conform(rows, table)
     with atomic_file(path) as f:
         pq.write_table(t, f, **parquet_options(t))
     return True
