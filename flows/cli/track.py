@@ -225,7 +225,10 @@ def run(args: argparse.Namespace) -> int:
     # The series' state, asked once per run (the flow gets it): an unknown folder or repo, an empty selection,
     # sets or taus that differ from the stored series' fail here, before Prefect starts; a rerun with nothing
     # to do answers from it. Naming no calibration set, the run tracks the stored series' own sets.
-    state = series_state(request)
+    from dormant_tasks.progress import early
+
+    with early(f"dormant track: {request.model_id}: listing its checkpoints and the stored results"):
+        state = series_state(request)
     request = state.request
     if state.done:
         result = result_from_store(request, state)  # reads only: a read-only store answers too
