@@ -26,6 +26,7 @@ from .options import (
     add_scores_argument,
     add_store_argument,
     add_tasks_argument,
+    print_hub_note,
 )
 
 
@@ -202,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
     check_store(request.store, writable=True)
     targets = request_targets(request)
     check_request(request, targets)  # the authors' thresholds cover them, 8-bit weights load here
+    print_hub_note(args)
     from flows.session import start_prefect
 
     start_prefect()
@@ -231,6 +233,7 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
     requests = reproduction_requests(args.store, limit=args.limit, batch_size=args.batch_size, device=args.device)
     done = done_runs(args.store, args.limit)
     pending = [r for r in requests if (r.model, r.score_fns[0]) not in done]
+    print_hub_note(args)
     if args.dry_run:
         from flows.cli.options import hub_silence, offline
 

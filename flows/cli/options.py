@@ -452,11 +452,19 @@ def hub_datasets_fallback(args: argparse.Namespace) -> None:
     reason = hub_silence()
     if reason:
         args.datasets = "bundled"
-        print(
+        args.hub_note = (  # printed by the command once its own checks pass (`print_hub_note`), never before an error
             f"dormant {args.command}: note: the Hub at {hub_endpoint()} does not answer ({reason}): task data from the "
-            "bundled copies (--datasets bundled)",
-            file=sys.stderr,
+            "bundled copies (--datasets bundled)"
         )
+
+
+def print_hub_note(args: argparse.Namespace) -> None:
+    """The note of `hub_datasets_fallback`, once the command's checks have passed (so an unrelated error is one
+    line); printed once."""
+    note = getattr(args, "hub_note", None)
+    if note:
+        print(note, file=sys.stderr)
+        args.hub_note = None
 
 
 def add_max_tokens_argument(parser) -> None:

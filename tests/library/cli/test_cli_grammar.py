@@ -371,6 +371,17 @@ BAD = [
         'did you mean "winogrande"',
         {"DORMANT_CACHE_DIR": "{tmp}/cache"},
     ),
+    (  # no Hub: the note about bundled task data waits for the checks, so the error stays one line
+        "task-typo-no-hub",
+        ["evaluate", "--model", "{checkpoint}", "--store", "{store}", "--tasks", "winogrnde"],
+        'did you mean "winogrande"',
+        {
+            "DORMANT_CACHE_DIR": "{tmp}/cache",
+            "HF_ENDPOINT": "http://127.0.0.1:{port}",
+            "HF_HUB_OFFLINE": None,
+            "HF_DATASETS_OFFLINE": None,
+        },
+    ),
 ]
 
 
@@ -489,7 +500,7 @@ def test_grammar_table_is_in_the_readme():
 def test_a_silent_hub_is_asked_once_and_evaluate_reads_the_bundled_task_data(tmp_path, monkeypatch, capsys):
     """`evaluate --datasets auto` without an offline variable: a Hub that does not answer costs one probe (a
     refused connection here; at most HUB_PROBE_S), then the bundled copies serve the tasks, with one note."""
-    from flows.cli.options import preflight
+    from flows.cli.options import preflight, print_hub_note
 
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
     for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
@@ -501,6 +512,9 @@ def test_a_silent_hub_is_asked_once_and_evaluate_reads_the_bundled_task_data(tmp
     assert time.perf_counter() - started < CHECK_S
     assert args.datasets == "bundled"
     assert os.environ["HF_HUB_OFFLINE"] == "1"  # the rest of the run never asks the Hub again (no retry loops)
+    assert capsys.readouterr().err == ""  # the note waits for the command's own checks (never before an error)
+    print_hub_note(args)
+    print_hub_note(args)  # once
     (note,) = capsys.readouterr().err.splitlines()
     assert note.startswith("dormant evaluate: note: the Hub at http://127.0.0.1:") and "bundled" in note
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")  # offline already: no probe, no note, `auto` stays
