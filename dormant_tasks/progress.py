@@ -39,6 +39,7 @@ class LogProgress:
         every: float = EVERY_S,
         heartbeat: bool = True,
         quiet_start: bool = False,
+        first_after: float | None = None,
     ):
         if total is None and isinstance(iterable, Sized):
             total = len(iterable)
@@ -48,6 +49,7 @@ class LogProgress:
         self.postfix = ""
         self._stream = stream
         self._clock, self._every = clock, every
+        self._first = every if first_after is None else first_after  # quiet start: the first line after this
         self._start = self._last = clock()
         self._lock = threading.Lock()
         self._closed = False
@@ -84,7 +86,7 @@ class LogProgress:
     def tick(self) -> bool:
         """Print a line when the last one is `every` seconds old; True when it printed."""
         with self._lock:
-            if self._closed or self._clock() - self._last < self._every:
+            if self._closed or self._clock() - self._last < (self._every if self._printed else self._first):
                 return False
             self._line()
             return True
@@ -182,6 +184,15 @@ def waiting(desc: str) -> Iterator[None]:
         yield
         return
     with LogProgress(desc=desc, unit="", quiet_start=True, every=EVERY_S):  # EVERY_S read now: tests shorten it
+        yield
+
+
+@contextlib.contextmanager
+def early(desc: str, first_after: float = 1.0) -> Iterator[None]:
+    """A step that may be long before anything else prints (listing a series, hashing its checkpoints): a line
+    once it has lasted `first_after` seconds, then every EVERY_S, on a terminal too; a quick step (or a quick
+    failure, which stays one error line) prints nothing."""
+    with LogProgress(desc=desc, unit="", quiet_start=True, first_after=first_after):
         yield
 
 

@@ -76,6 +76,11 @@ def tiny_config(
 # --- the pretraining run (issue 3) -------------------------------------------------------------------
 
 # Checkpoint steps: dense early (where heads first fall dormant), sparser later; the last step is always saved.
+# The CPU code paths pinned for pretraining, so that any x86-64 machine computes the same weights: MKL's
+# conditional numerical reproducibility (the SSE2-compatible path, whatever the CPU), ATen's scalar kernels and
+# oneDNN's oldest x86-64 ISA. Read when torch and its libraries initialise: a process that imported torch
+# without them pretrains in a child process that has them (`pretrain_tiny`); see benchmarks/tiny_determinism.py.
+REPRODUCIBLE_ENV = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"}
 EARLY_CHECKPOINTS = (0, 10, 25, 50, 100, 250, 500, 750, 1000, 1250, 1500, 2000, 2500, 3000)
 LATE_CHECKPOINT_EVERY = 1000
 MANIFEST = "series.json"
@@ -296,10 +301,12 @@ def pretrain_tiny(
     """Pretrain a tiny OLMo-2 on `corpus` and save branch-named checkpoints into `out` (a local series).
 
     `recipe` overrides other `TinyRunConfig` fields (n_layers, n_heads, hidden_size, seq_len, batch_size,
-    lr, ...). Same config and `threads` -> bitwise-identical weights at every checkpoint. A rerun into a
-    folder that already holds every checkpoint of this config is a no-op; missing checkpoints (an
-    interrupted run) are recomputed by replaying the deterministic run. `threads` only sets torch's CPU
-    thread count (a different count may change float rounding), so it is not part of the config.
+    lr, ...). Same config -> bitwise-identical weights at every checkpoint, on any x86-64 machine: training
+    runs under `REPRODUCIBLE_ENV` (in a child process when this one started without it, since torch reads it
+    at start-up), whose code paths give the same floats whatever the CPU's instruction set or `threads`
+    (measured: benchmarks/tiny_determinism.py). A rerun into a folder that already holds every checkpoint of
+    this config is a no-op; missing checkpoints (an interrupted run) are recomputed by replaying the
+    deterministic run. `threads` only sets torch's CPU thread count, so it is not part of the config.
     """
     started = time.perf_counter()
     if threads < 1:
@@ -308,6 +315,10 @@ def pretrain_tiny(
     if all(existing.values()):
         return TinyRun(out, config, tuple(existing[s] for s in save_at), False, time.perf_counter() - started)
 
+    if not reproducible_process():
+        _pretrain_in_child(out, steps, seed, corpus, threads, progress, recipe)
+        made = [_existing_checkpoint(out, names[s]) for s in save_at]
+        return TinyRun(out, config, tuple(c for c in made if c), True, time.perf_counter() - started)
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".tmp-*"):  # left by an interrupted run of this series
         shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
@@ -337,6 +348,56 @@ def pretrain_tiny(
         },
     )
     return TinyRun(out, config, tuple(checkpoints), True, time.perf_counter() - started)
+
+
+def reproducible_process() -> bool:
+    """Whether this process started with the CPU code paths pinned (`REPRODUCIBLE_ENV`)."""
+    return all(os.environ.get(k) == v for k, v in REPRODUCIBLE_ENV.items())
+
+
+def _pretrain_in_child(out: Path, steps, seed, corpus, threads, progress, recipe) -> None:
+    """`pretrain_tiny` in a fresh Python with `REPRODUCIBLE_ENV` (its progress on this stderr); its error, if
+    any, raised here as the same DormantError class with the same one line."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from dormant_tasks import errors
+
+    package_root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, **REPRODUCIBLE_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    with tempfile.TemporaryDirectory(prefix="dormant-pretrain-") as tmp:
+        error_file = Path(tmp) / "error.json"
+        args = {"out": str(out), "steps": steps, "seed": seed, "corpus": str(corpus), "threads": threads}
+        args |= {"progress": progress, "recipe": recipe, "error_file": str(error_file)}
+        done = subprocess.run([sys.executable, "-m", "dormant_tasks.tiny", json.dumps(args)], env=env)
+        if error_file.is_file():
+            failed = json.loads(error_file.read_text(encoding="utf-8"))
+            raise getattr(errors, failed["class"], errors.DormantError)(failed["message"])
+        if done.returncode:
+            raise errors.DormantError(f"the pretraining process exited with status {done.returncode}; see above")
+
+
+def _child_main(argv: list[str]) -> int:
+    """The child of `_pretrain_in_child`: one `pretrain_tiny` call, its DormantError written for the parent."""
+    from dormant_tasks.errors import DormantError
+
+    args = json.loads(argv[0])
+    try:
+        pretrain_tiny(
+            args["out"],
+            args["steps"],
+            args["seed"],
+            corpus=args["corpus"],
+            threads=args["threads"],
+            progress=args["progress"],
+            **args["recipe"],
+        )
+    except DormantError as e:
+        Path(args["error_file"]).write_text(json.dumps({"class": type(e).__name__, "message": str(e)}), "utf-8")
+        return 2
+    return 0
 
 
 def _train(out, config, corpus_text, save_at, names, existing, progress) -> list[TinyCheckpoint]:
@@ -395,3 +456,9 @@ def _train(out, config, corpus_text, save_at, names, existing, progress) -> list
         batch = next(batches)
     bar.close()
     return checkpoints + [existing[s] for s in save_at if s > last]
+
+
+if __name__ == "__main__":  # `_pretrain_in_child`'s child
+    import sys
+
+    sys.exit(_child_main(sys.argv[1:]))

@@ -85,3 +85,16 @@ def random_series(tmp_path_factory, tiny_tokenizer):
     return save_random_series(
         folder, tiny_tokenizer, ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "stage1-step25-tokens51K"]
     )
+
+
+@pytest.fixture(autouse=True)
+def _hub_offline_switch_undone(monkeypatch):
+    """A CLI run in-process whose Hub probe finds no Hub switches the process offline (flows.cli.options
+    `go_offline`: the environment and, once imported, huggingface_hub's constant): undone after each test."""
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # recorded, so restored (or removed) afterwards
+        if not os.environ[name]:
+            monkeypatch.delenv(name)
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", constants.HF_HUB_OFFLINE)

@@ -53,8 +53,17 @@ import pyarrow.compute as pc
 from dormant_tasks.checkpoints.naming import MAIN, parse_revision_name, series_sort_key
 from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS, SCORE_FUNCTIONS
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
-from dormant_tasks.evaluation.metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
+from dormant_tasks.evaluation.metric import (
+    AUC_UNIT,
+    AVERAGE_TASK,
+    WARNED,
+    curve_warnings,
+    normalised_auc,
+    pct_zeroed_within_1pt,
+    task_average_curve,
+)
 from dormant_tasks.store.io import read_table
+from dormant_tasks.text import plural
 
 AVERAGE_MODEL = "Average"  # the mean over models
 BEST = "best"  # the best function of a model, of all functions
@@ -68,16 +77,16 @@ BASELINES = frozenset(SCORE_FUNCTIONS) - frozenset(DETERMINISTIC_IDS)  # never t
 _READ = [
     *("model_id", "revision", "stage", "step", "tokens", "task", "shots", "mode", "score_fn", "quantile"),
     *("frac_zeroed", "accuracy", "base_accuracy", "metric", "chat_template", "bos", "request_id", "evaluated_at"),
-    *("rendering", "precision", "threshold_source"),
+    *("rendering", "precision", "threshold_source", "n_items", "chance", "warnings"),
 ]
 # what makes two runs comparable; rendering, precision and threshold source are null in rows written before them
 _PROTOCOL = ("shots", "metric", "chat_template", "bos", "rendering", "precision", "threshold_source")
 _NO_PROTOCOL = (None,) * len(_PROTOCOL)  # the protocol columns of an average row
-HEADER = ("score function", "model", "task", "% zeroed within 1 point", "AUC", "base accuracy")
+HEADER = ("score function", "model", "task", "% zeroed within 1 point", f"AUC ({AUC_UNIT})", "base accuracy")
 CSV_COLUMNS = (
     *("score_fn", "best_fn", "model", "revision", "task", "shots", "metric", "chat_template", "bos"),
     *("rendering", "precision", "threshold_source"),
-    *("within_1pt", "auc", "base_accuracy", "n_models"),
+    *("within_1pt", "auc", "base_accuracy", "n_models", "warnings"),
 )
 
 
@@ -86,6 +95,7 @@ class Leaderboard:
     rows: list[dict]  # cells, averages and best functions, sorted (see `_order`); values in %
     revisions: dict[str, str]  # model -> the revision it is shown at
     notes: tuple[str, ...]  # what was left out or differs, one line each
+    warnings: tuple[str, ...] = ()  # "model task function: warning" of every shown curve that has one
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -159,7 +169,8 @@ def build_leaderboard(evaluations: pa.Table, models=None, tasks=None, revision: 
     out += ours + _model_averages(ours) + differences + _model_averages(differences) + best + _model_averages(best)
     _protocol_notes(curves, notes)
     _rendering_notes(curves, notes)
-    return Leaderboard(sorted(out, key=_order), revisions, tuple(notes))
+    warnings = tuple(f"{m} {task} {fn}: {w}" for (fn, m, task), c in sorted(curves.items()) for w in c.warnings)
+    return Leaderboard(sorted(out, key=_order), revisions, tuple(notes), warnings)
 
 
 def _revision_key(r: dict) -> tuple:
@@ -200,6 +211,7 @@ class _Curve:
     points: tuple[tuple[float, float], ...]  # (% zeroed, accuracy %) in quantile order
     base: float  # %
     protocol: tuple  # (shots, metric, chat_template, bos)
+    warnings: tuple[str, ...] = ()  # stored with its rows (`evaluations.warnings`), or checked here for older rows
 
 
 def _run_id(r: dict):
@@ -251,12 +263,21 @@ def _curves(rows_of: dict[str, list[dict]], notes: list[str]) -> dict[tuple, _Cu
                     by_q[r["quantile"]] = r
                 qs = sorted(by_q)
                 points = tuple((100.0 * by_q[q]["frac_zeroed"], 100.0 * by_q[q]["accuracy"]) for q in qs)
-                base = 100.0 * max(run_rows, key=lambda r: r["evaluated_at"])["base_accuracy"]
-                out[(fn, model, task)] = _Curve(tuple(qs), points, base, protocol)
+                newest_row = max(run_rows, key=lambda r: r["evaluated_at"])
+                base = 100.0 * newest_row["base_accuracy"]
+                stored = newest_row.get("warnings")
+                warnings = (
+                    tuple(stored.split("; "))
+                    if stored
+                    else tuple(curve_warnings(task, newest_row["n_items"], newest_row.get("chance"), points, base))
+                )
+                out[(fn, model, task)] = _Curve(tuple(qs), points, base, protocol, warnings)
     return out
 
 
-def _row(fn, model, revision, task, within, auc, base, *, protocol=_NO_PROTOCOL, best_fn=None, n_models=None) -> dict:
+def _row(
+    fn, model, revision, task, within, auc, base, *, protocol=_NO_PROTOCOL, best_fn=None, n_models=None, warnings=()
+) -> dict:
     return {
         "score_fn": fn,
         "best_fn": best_fn,
@@ -268,12 +289,15 @@ def _row(fn, model, revision, task, within, auc, base, *, protocol=_NO_PROTOCOL,
         "auc": auc,
         "base_accuracy": base,
         "n_models": n_models,
+        "warnings": "; ".join(warnings) or None,
     }
 
 
 def _cell(fn, model, revision, task, c: _Curve) -> dict:
     within = pct_zeroed_within_1pt(c.points, c.base)
-    return _row(fn, model, revision, task, within, normalised_auc(c.points), c.base, protocol=c.protocol)
+    return _row(
+        fn, model, revision, task, within, normalised_auc(c.points), c.base, protocol=c.protocol, warnings=c.warnings
+    )
 
 
 def _task_averages(curves: dict[tuple, _Curve], revisions: dict[str, str], notes: list[str]) -> list[dict]:
@@ -434,7 +458,8 @@ def _labels(rows: list[dict]) -> list[tuple[str, ...]]:
         model = r["model"]
         if model == AVERAGE_MODEL and r["n_models"] is not None and r["n_models"] < n_total:
             model = f"{AVERAGE_MODEL} ({r['n_models']} of {n_total} models)"
-        out.append((fn, model, r["task"], _number(r["within_1pt"]), _number(r["auc"]), _number(r["base_accuracy"])))
+        within = _number(r["within_1pt"]) + (WARNED if r.get("warnings") else "")
+        out.append((fn, model, r["task"], within, _number(r["auc"]), _number(r["base_accuracy"])))
     return out
 
 
@@ -538,36 +563,74 @@ def auc_agreement(rows: list[dict], task: str | None = None) -> tuple[list[str],
 
 
 def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
-    """The seed leaderboard's published values beside ours, one row per (model, function) cell it publishes:
-    `published`, `ours` (None where the board has no such cell) and `difference` = ours - published, in
-    points of % of heads zeroed within 1 point; the function "ours" is the authors' aggregate, model "Average"
-    the mean over models; `rendering` says how our number's prompts were rendered."""
+    """The seed leaderboard's published values beside ours, like with like: one row per (model, function) cell
+    it publishes, `published`, `ours` (None where the board has no such cell) and `difference` = ours -
+    published, in points of % of heads zeroed within 1 point; the function "ours" is the authors' aggregate;
+    `rendering` says how our number's prompts were rendered.
+
+    Then a row per cell of a board model outside the seed (`published` None: nothing to compare), and per
+    function an "Average" row over only the models both sides have (`n_models` of `n_published`): the published
+    average itself when all of them are shared, else the mean of the shared models' published values; no
+    average row when no model is shared (a published 14-model average is never set against other models)."""
     from dormant_tasks.evaluation.authors import seed_values
 
+    values = seed_values()
     board = {(r["score_fn"], r["model"]): r for r in rows if r["task"] == task}
-    out = []
-    for (model, fn), published in sorted(seed_values().items(), key=lambda kv: (kv[0][0] == AVERAGE_MODEL, kv[0])):
-        mine = board.get((fn, model))
-        ours = None if mine is None else mine["within_1pt"]
+    seed = {m for m, _ in values if m != AVERAGE_MODEL}
+    published_fns = {fn for _, fn in values}
+    out = [
+        _comparison(model, fn, published, board.get((fn, model)))
+        for (model, fn), published in sorted(values.items())
+        if model != AVERAGE_MODEL
+    ]
+    outside = sorted((m, fn) for fn, m in board if m not in seed and m != AVERAGE_MODEL and fn in published_fns)
+    out += [_comparison(model, fn, None, board[(fn, model)]) for model, fn in outside]
+    for (model, fn), published in sorted(values.items()):
+        if model != AVERAGE_MODEL:
+            continue
+        of_fn = sorted(m for m, f in values if f == fn and m != AVERAGE_MODEL)
+        shared = [m for m in of_fn if board.get((fn, m), {}).get("within_1pt") is not None]
+        if not shared:
+            continue
+        theirs = published if len(shared) == len(of_fn) else _mean(values[(m, fn)] for m in shared)
+        ours = _mean(board[(fn, m)]["within_1pt"] for m in shared)
         out.append(
             {
-                "model": model,
-                "score_fn": fn,
-                "best_fn": None if mine is None else mine.get("best_fn"),
-                "published": published,
+                **_comparison(model, fn, theirs, None),
                 "ours": ours,
-                "difference": None if ours is None else ours - published,
-                "rendering": _rendering_of(mine),
-                "n_models": None if mine is None else mine.get("n_models"),
+                "difference": ours - theirs,
+                "n_models": len(shared),
+                "n_published": len(of_fn),
             }
         )
     return out
+
+
+def _comparison(model: str, fn: str, published: float | None, mine: dict | None) -> dict:
+    ours = None if mine is None else mine["within_1pt"]
+    return {
+        "model": model,
+        "score_fn": fn,
+        "best_fn": None if mine is None else mine.get("best_fn"),
+        "published": published,
+        "ours": ours,
+        "difference": None if ours is None or published is None else ours - published,
+        "rendering": _rendering_of(mine),
+        "n_models": None,
+        "n_published": None,
+    }
 
 
 def _rendering_of(row: dict | None) -> str | None:
     if row is None or row.get("chat_template") is None:
         return None  # no such cell, or an average over models
     return row.get("rendering") if row["chat_template"] else "plain"
+
+
+def _models_shared(r: dict) -> str:
+    """ "14 models", or "3 of 14 models" for an average over the models both sides have."""
+    n, of = r["n_models"], r["n_published"]
+    return plural(n, "model") if n == of else f"{n} of {plural(of, 'model')}"
 
 
 def format_seed_comparison(rows: list[dict]) -> str:
@@ -580,7 +643,7 @@ def format_seed_comparison(rows: list[dict]) -> str:
     ]
     for r in rows:
         fn = f"{r['score_fn']} ({r['best_fn']})" if r["score_fn"] == OURS and r["best_fn"] else r["score_fn"]
-        model = r["model"] + (f" ({r['n_models']} models)" if r["n_models"] else "")
+        model = r["model"] + (f" ({_models_shared(r)})" if r["n_models"] else "")
         rendering = {"plain": "plain text", **RENDERED_AS}.get(r["rendering"], r["rendering"] or "")
         diff = "n/a" if r["difference"] is None else f"{round(r['difference'], 2) + 0.0:+.2f}"  # no "-0.00"
         cells = (model, fn, _number(r["published"]), _number(r["ours"]), diff, rendering)

@@ -5,12 +5,17 @@ A curve is a list of (x = measured % of heads zeroed, y = accuracy in %) points,
 
 Public API
 - `pct_zeroed_within_1pt(points, base, tolerance=1.0) -> float`
-- `normalised_auc(points) -> float`
+- `normalised_auc(points) -> float`: the mean accuracy (in %) over the swept range of % zeroed (`AUC_UNIT`)
+- `recovery_note(points, base) -> str | None`: the warning of a curve that dips below base - 1 point and rises back
+- `chance_note(task, n_items, base_pct, chance)`: the warning of a base accuracy within chance noise
+- `curve_warnings(...)`, `mark_warnings(rows)`: both, set on `evaluations` rows (their `warnings` column)
 - `task_average_curve(curves) -> (points, base)`: point by point (the same quantiles in every task) the mean
   % zeroed and mean accuracy, against the mean base accuracy.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -18,6 +23,8 @@ from dormant_tasks.errors import EvaluationError
 
 WITHIN_POINTS = 1.0  # the leaderboard's tolerance: one absolute accuracy point (in %)
 AVERAGE_TASK = "average"  # the label of the across-task average curve in tables
+AUC_UNIT = "mean accuracy %"  # what the normalised AUC is, printed beside every "AUC"
+WARNED = " (!)"  # after a value whose curve has a warning (the `evaluations.warnings` column), explained below it
 
 
 def _sorted_points(points) -> np.ndarray:
@@ -50,8 +57,30 @@ def pct_zeroed_within_1pt(points, base: float, tolerance: float = WITHIN_POINTS)
     return 0.0
 
 
+def recovery_note(points, base: float, tolerance: float = WITHIN_POINTS) -> str | None:
+    """A warning when the curve falls below base - tolerance and later rises back to or above it: its "% zeroed
+    within 1 point" (the LAST crossing) then lies past a dip, an artefact of noise rather than the point where
+    zeroing first cost a point. None for a curve that, once below the line, stays below."""
+    pts = _sorted_points(points)
+    d = pts[:, 1] - (float(base) - tolerance)  # [n] distance above the line
+    below = np.flatnonzero(d < 0)
+    if len(below) == 0:
+        return None
+    first = int(below[0])
+    back = np.flatnonzero(d[first + 1 :] >= 0)
+    if len(back) == 0:
+        return None
+    j = first + 1 + int(back[-1])
+    return (
+        f"non-monotone curve: accuracy falls to {pts[first, 1]:.1f}% at {pts[first, 0]:.1f}% zeroed, below base - "
+        f"{tolerance:g} point, and rises back to {pts[j, 1]:.1f}% at {pts[j, 0]:.1f}%, so its last crossing (% zeroed "
+        "within 1 point) lies past a dip"
+    )
+
+
 def normalised_auc(points) -> float:
-    """Trapezoid area under the curve / (max x - min x); NaN when all points share one x."""
+    """Trapezoid area under the curve / (max x - min x): the mean accuracy over the swept range, in % (AUC_UNIT);
+    NaN when all points share one x."""
     pts = _sorted_points(points)
     width = pts[-1, 0] - pts[0, 0]
     if width == 0:
@@ -79,3 +108,49 @@ def task_average_curve(curves: dict) -> tuple[tuple[tuple[float, float], ...], f
     mean = pts.mean(axis=0)  # [q, 2]
     base = float(np.mean([float(curves[t][2]) for t in tasks]))
     return tuple((float(x), float(y)) for x, y in mean), base
+
+
+def chance_band_pct(chance: float, n_items: int) -> tuple[float, float]:
+    """(chance %, half-width in points) of the two-sided 95% band of a model that guesses uniformly.
+
+    A guesser's accuracy on n items is Binomial(n, p)/n with p = the task's mean 1 / choices; the band uses
+    the normal approximation 1.96 * sqrt(p (1 - p) / n), whose ends lie within one item of the exact
+    binomial 2.5% and 97.5% quantiles for every n from 10 to all 1,267 WinoGrande dev items.
+    """
+    return 100.0 * chance, 100.0 * 1.96 * math.sqrt(chance * (1.0 - chance) / n_items)
+
+
+def chance_note(task: str, n_items: int, base_accuracy_pct: float, chance: float | None) -> str | None:
+    """A warning when the un-intervened accuracy cannot be told from guessing on this many items: a
+    leaderboard of such a model ranks noise, not how many heads it can spare. None otherwise (and for a
+    task without a chance level, `chance` None: generation)."""
+    if chance is None or not n_items:
+        return None
+    pct, half = chance_band_pct(chance, n_items)
+    if abs(base_accuracy_pct - pct) > half:
+        return None
+    return (
+        f"base accuracy {base_accuracy_pct:.2f}% is within the 95% binomial noise of chance for {task} "
+        f"({pct:.3g}% +/- {half:.2f} points on {n_items} items): the model may be guessing, so the leaderboard "
+        f"ranks noise; evaluate a trained checkpoint, or more items if --limit held them back"
+    )
+
+
+def curve_warnings(task: str, n_items: int, chance: float | None, points, base_pct: float) -> list[str]:
+    """The warnings that travel with a curve's numbers (stored in `evaluations.warnings`, shown by the leaderboard
+    and the report): a base accuracy within chance noise, a curve that dips below base - 1 point and recovers."""
+    notes = [chance_note(task, n_items, base_pct, chance), recovery_note(points, base_pct) if len(points) else None]
+    return [n for n in notes if n]
+
+
+def mark_warnings(rows: list[dict]) -> None:
+    """Set `warnings` ("; "-joined, None when none) on every `evaluations` row, per (task, mode, function) curve."""
+    curves: dict[tuple, list[dict]] = {}
+    for r in rows:
+        curves.setdefault((r["task"], r["mode"], r["score_fn"]), []).append(r)
+    for (task, mode, _), of_curve in curves.items():
+        points = [(100.0 * r["frac_zeroed"], 100.0 * r["accuracy"]) for r in of_curve] if mode == "dynamic" else []
+        first = of_curve[0]
+        found = curve_warnings(task, first["n_items"], first.get("chance"), points, 100.0 * first["base_accuracy"])
+        for r in of_curve:
+            r["warnings"] = "; ".join(found) or None

@@ -11,7 +11,7 @@ Public API
 - `prepare(model, tokenizer, tasks, *, model_id, ...) -> Prepared`: tasks loaded, protocol fixed, requests built.
 - `run_sweep(prepared, score_fns, quantiles=..., log_samples=False, progress=True) -> SweepResult`
 - `evaluate_static(prepared, masks, log_samples=False, progress=False) -> StaticResult` (mode "static")
-- `check_tau(score_fn, tau)`, `chance_note(task, n_items, base_pct, chance)`, `item_step_note(n_items)`,
+- `check_tau(score_fn, tau)`, `item_step_note(n_items)`,
   `protocol_line(row)` (how an `evaluations` row was evaluated, in one line).
 Rows are the store's `evaluations` / `evaluation_items` rows less the checkpoint columns; proportions are
 fractions in [0, 1] there and percentages in this module's summaries.
@@ -34,6 +34,7 @@ from dormant_tasks.evaluation.lm_tasks import LoadedTasks, TaskSpec, load_tasks,
 from dormant_tasks.evaluation.metric import (
     AVERAGE_TASK,
     WITHIN_POINTS,
+    mark_warnings,
     normalised_auc,
     pct_zeroed_within_1pt,
     task_average_curve,
@@ -79,32 +80,6 @@ def item_step_note(n_items: int) -> str:
             f"'% zeroed within {WITHIN_POINTS:g} pt'; evaluate more items (--limit)"
         )
     return line
-
-
-def chance_band_pct(chance: float, n_items: int) -> tuple[float, float]:
-    """(chance %, half-width in points) of the two-sided 95% band of a model that guesses uniformly.
-
-    A guesser's accuracy on n items is Binomial(n, p)/n with p = the task's mean 1 / choices; the band uses
-    the normal approximation 1.96 * sqrt(p (1 - p) / n), whose ends lie within one item of the exact
-    binomial 2.5% and 97.5% quantiles for every n from 10 to all 1,267 WinoGrande dev items.
-    """
-    return 100.0 * chance, 100.0 * 1.96 * math.sqrt(chance * (1.0 - chance) / n_items)
-
-
-def chance_note(task: str, n_items: int, base_accuracy_pct: float, chance: float | None) -> str | None:
-    """A warning when the un-intervened accuracy cannot be told from guessing on this many items: a
-    leaderboard of such a model ranks noise, not how many heads it can spare. None otherwise (and for a
-    task without a chance level, `chance` None: generation)."""
-    if chance is None or not n_items:
-        return None
-    pct, half = chance_band_pct(chance, n_items)
-    if abs(base_accuracy_pct - pct) > half:
-        return None
-    return (
-        f"base accuracy {base_accuracy_pct:.2f}% is within the 95% binomial noise of chance for {task} "
-        f"({pct:.3g}% +/- {half:.2f} points on {n_items} items): the model may be guessing, so the leaderboard "
-        f"ranks noise; evaluate a trained checkpoint, or more items if --limit held them back"
-    )
 
 
 def protocol_line(row: dict) -> str:
@@ -510,6 +485,7 @@ def run_sweep(
             summaries[AVERAGE_TASK][fn] = FunctionSummary(
                 fn, average, average_base, pct_zeroed_within_1pt(average, average_base), normalised_auc(average)
             )
+    mark_warnings(rows)
     return SweepResult(rows, items, summaries, bases, prepared.notes)
 
 
@@ -549,4 +525,5 @@ def evaluate_static(prepared: Prepared, masks: dict, *, log_samples: bool = Fals
         if bar is not None:
             bar.close()
         prepared.lm.zeroing = None
+    mark_warnings(rows)
     return StaticResult(rows, items, prepared.notes)

@@ -18,9 +18,16 @@ from dormant_tasks.checkpoints.loading import load_model_at
 from dormant_tasks.checkpoints.naming import UNKNOWN, Revision, is_local_source, parse_revision_name
 from dormant_tasks.errors import CheckpointError, EvaluationError, StoreError, did_you_mean
 from dormant_tasks.evaluation.authors import authors_taus
-from dormant_tasks.evaluation.metric import AVERAGE_TASK, normalised_auc, pct_zeroed_within_1pt, task_average_curve
-from dormant_tasks.evaluation.sweep import (
+from dormant_tasks.evaluation.metric import (
+    AUC_UNIT,
+    AVERAGE_TASK,
     chance_note,
+    normalised_auc,
+    pct_zeroed_within_1pt,
+    recovery_note,
+    task_average_curve,
+)
+from dormant_tasks.evaluation.sweep import (
     evaluate_static,
     item_step_note,
     prepare,
@@ -193,7 +200,7 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True,
         chat_date=parse_chat_date(request.chat_date) if request.chat_date else None,
     )
     for note in prepared.notes:
-        (log or _log).warning("note: %s", note)
+        (log or _log).warning("%s", note)  # the console's level prefix says what it is (never "WARNING: note:")
     if request.mode is Mode.DYNAMIC:
         result = run_sweep(
             prepared,
@@ -289,9 +296,10 @@ def format_leaderboard(target: Target, rows: list[dict]) -> str:
         else:
             lines.append(f"{task}: {mine[0]['n_items']} items, {protocol_line(mine[0])}")
         if "within_1pt" in entries[0]:
-            lines.append(f"  {'function':<10} {'% zeroed within 1 pt':>21} {'AUC':>8} {'base acc':>9}")
+            auc = f"AUC ({AUC_UNIT})"
+            lines.append(f"  {'function':<10} {'% zeroed within 1 pt':>21} {auc:>20} {'base acc':>9}")
             lines += [
-                f"  {b['score_fn']:<10} {b['within_1pt']:>21.2f} {b['auc']:>8.2f} {b['base_accuracy']:>9.2f}"
+                f"  {b['score_fn']:<10} {b['within_1pt']:>21.2f} {b['auc']:>20.2f} {b['base_accuracy']:>9.2f}"
                 for b in sorted(entries, key=lambda b: -b["within_1pt"])
             ]
         else:
@@ -305,4 +313,11 @@ def format_leaderboard(target: Target, rows: list[dict]) -> str:
             chance = chance_note(task, mine[0]["n_items"], entries[0]["base_accuracy"], mine[0].get("chance"))
             if chance:
                 lines.append(f"  warning: {chance}")
+            for b in entries:  # the curves that dip below base - 1 point and rise back (stored as `warnings`)
+                points = [
+                    (100.0 * r["frac_zeroed"], 100.0 * r["accuracy"]) for r in mine if r["score_fn"] == b["score_fn"]
+                ]
+                dip = recovery_note(points, b["base_accuracy"]) if "within_1pt" in b else None
+                if dip:
+                    lines.append(f"  warning: {b['score_fn']}: {dip}")
     return "\n".join(lines)

@@ -62,20 +62,44 @@ def _fn_style(fn: str, base_colours: dict[str, str]) -> dict:
     return {"color": colour, "linestyle": style}
 
 
-def draw_dormant_percent(tokens: np.ndarray, pct: np.ndarray, score_fns) -> Figure:
-    """pct: [fn, checkpoint] % of heads dormant."""
-    fig = Figure(figsize=(9, 4.8), layout="constrained")
-    ax = fig.add_subplot()
+def draw_dormant_percent(tokens: np.ndarray, pct: np.ndarray, score_fns, raw_quantile=()) -> Figure:
+    """pct: [fn, checkpoint] % of heads dormant. The functions of `raw_quantile` (raw-unit scores whose tau is a
+    quantile of the reference checkpoint's own scores: near that quantile there by construction) get a panel of
+    their own below the others, so they do not set the scale of the rest. A line at 0 is drawn above the axis."""
+    groups = [[i for i, fn in enumerate(score_fns) if fn not in raw_quantile]]
+    groups.append([i for i, fn in enumerate(score_fns) if fn in raw_quantile])
+    groups = [g for g in groups if g]
+    fig = Figure(figsize=(9, 3.2 + 2.6 * len(groups)), layout="constrained")
+    axes = fig.subplots(len(groups), 1, sharex=True, squeeze=False)[:, 0]
     colours: dict[str, str] = {}
     marker = "o" if len(tokens) <= 40 else None
-    for fn, row in zip(score_fns, pct):
-        ax.plot(tokens, row, label=fn, marker=marker, markersize=3, linewidth=1.4, **_fn_style(fn, colours))
-    set_tokens_axis(ax, tokens)
-    ax.set_ylabel("% of heads dormant")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ax.set_title("Dormant heads through training, per score function")
+    for ax, group in zip(axes, groups):
+        raw = score_fns[group[0]] in raw_quantile
+        top = max(float(np.nanmax(pct[group])) if np.isfinite(pct[group]).any() else 0.0, 1.0)
+        for i in group:
+            ax.plot(
+                tokens,
+                pct[i],
+                label=score_fns[i],
+                marker=marker,
+                markersize=3,
+                linewidth=1.4,
+                **_fn_style(score_fns[i], colours),
+            )
+        ax.set_ylim(-0.04 * top, 1.08 * top)  # a function at 0 everywhere stays visible above the axis
+        ax.set_ylabel(
+            "% dormant (tau: a quantile of the\nreference checkpoint's own scores)" if raw else "% of heads dormant"
+        )
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        ax.set_title(
+            "raw-unit functions, quantile tau (pinned near its quantile at the reference checkpoint)"
+            if raw
+            else "functions with a fixed tau or normalised scores",
+            fontsize=9,
+        )
+    set_tokens_axis(axes[-1], tokens)
+    fig.suptitle("Dormant heads through training, per score function")
     return fig
 
 
@@ -201,26 +225,19 @@ def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str) -> Figu
     """jaccard: (set a, set b) -> float64 [checkpoint] Jaccard index of the two sets' masks (NaN: not both)."""
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    marker = "o" if len(tokens) <= 40 else None
     for k, ((a, b), values) in enumerate(jaccard.items()):
         ok = ~np.isnan(values)
         if ok.any():
-            ax.plot(
-                tokens[ok],
-                values[ok],
-                marker=marker,
-                markersize=3,
-                linewidth=1.4,
-                color=f"C{k % 10}",
-                label=f"{a} vs {b}",
-            )
+            # NaN (undefined: neither set marks a head) breaks the line: a gap, never a line across it; the
+            # markers keep a defined point between two gaps visible
+            ax.plot(tokens, values, marker="o", markersize=3, linewidth=1.4, color=f"C{k % 10}", label=f"{a} vs {b}")
     set_tokens_axis(ax, tokens)
     ax.set_ylim(-0.02, 1.05)
     ax.set_ylabel("Jaccard index of the dormant head sets")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     # over the whole figure: the legend beside the axes leaves them too narrow to hold the title
-    fig.suptitle(f"Agreement of the calibration sets under {score_fn} (1: the same heads dormant)")
+    fig.suptitle(f"Calibration sets' agreement under {score_fn}, per pair of sets (1: the same heads; gap: undefined)")
     return fig
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from functools import cache
 
+from dormant_tasks.evaluation.metric import AUC_UNIT, WARNED
 from dormant_tasks.reporting.figures import format_tokens
 from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS
 
 CAPTIONS = {
     "dormant_percent": "Percentage of heads dormant at each checkpoint, one line per score function "
-    "(raw scores solid, layer-normalised _ln dashed, head-normalised _hn dotted).",
+    "(raw scores solid, layer-normalised _ln dashed, head-normalised _hn dotted); the raw-unit functions whose "
+    "tau is a quantile of the reference checkpoint's own scores in a panel of their own below (at that "
+    "checkpoint they sit near their quantile by construction).",
     "raster": "Every head's state at every checkpoint under {fn}: rows are heads grouped by layer (layer 0 "
     "on top), columns are checkpoints in series order; red / green cells mark the checkpoint where "
     "a head fell dormant / woke.",
@@ -25,9 +28,12 @@ CAPTIONS = {
     "inputs, from head_scores): median and 10–90% band, with the series' tau.",
     "agreement": "Agreement between score functions at the last checkpoint: intersection over union of "
     "their dormant head sets (– where both sets are empty).",
-    "set_agreement": "Agreement of the calibration sets through training under {fn}: per pair of sets, the "
-    "Jaccard index of their dormant head sets (heads dormant on both / heads dormant on either; undefined, no "
-    "point, where neither has a dormant head), each set with its own taus, at the checkpoints both sets scored.",
+    "set_agreement": "Input dependence (the findings' third) and the agreement of the calibration sets through "
+    "training under {fn}: one line per pair of sets, the Jaccard index of their dormant head sets (heads "
+    "dormant on both / heads dormant on either; undefined where neither has a dormant head: a gap in the line), "
+    "each set with its own taus, at the checkpoints both sets scored. Three agreement numbers on this page "
+    "differ by what they average: this figure's per pair of sets under {fn}; the findings' one pools the pairs "
+    "(|A n B| summed over pairs / |A u B| summed); the calibration-set table's is the mean over score functions.",
     "set_raster": "Every head's state at every checkpoint scored on two or more calibration sets under {fn}: "
     "dormant on every set, on some of them, or on none; rows are heads grouped by layer (layer 0 on top).",
     "set_length": "The heads whose {fn} dormant rate differs most between the calibration sets at the last "
@@ -42,8 +48,6 @@ CAPTIONS = {
     "with its 95% Wilson interval.",
     "findings_transitions": "Transitions under {fn} into each checkpoint: confident ones (the paired test on the "
     "calibration inputs whose indicator changed, docs/SCORES.md) and the others.",
-    "findings_input": "Input dependence under {fn}: per pair of calibration sets, the Jaccard index of their "
-    "masks through training (undefined, no point, where neither set marks a head).",
 }
 
 STYLE = (
@@ -160,7 +164,7 @@ def report_html(
         "figures": {kind: figure(kind) for kind in fig if not kind.startswith(("accuracy", "set_", "findings"))},
         "findings": None,
         "findings_figures": [
-            figure(k) for k in ("findings_emergence", "findings_transitions", "findings_input") if k in fig
+            figure(k) for k in ("findings_emergence", "findings_transitions", "set_agreement") if k in fig
         ],
         "sets": None if sets is None else _sets_context(sets, figure, fig),
         "interventions": [
@@ -168,9 +172,13 @@ def report_html(
                 "title": f"{g.task}, {g.shots}-shot, {g.revision}: base accuracy {g.base_accuracy:.2f}% on {g.n_items} items",
                 "protocol": g.protocol,
                 "table": _table(
-                    ["score function", "% zeroed within 1 point", "normalised AUC"],
-                    [[f, f"{g.within_1pt[f]:.2f}", f"{g.auc[f]:.2f}"] for f in g.curves],
+                    ["score function", "% zeroed within 1 point", f"normalised AUC ({AUC_UNIT})"],
+                    [
+                        [f, f"{g.within_1pt[f]:.2f}{WARNED if g.warnings.get(f) else ''}", f"{g.auc[f]:.2f}"]
+                        for f in g.curves
+                    ],
                 ),
+                "warnings": g.warning_lines(),
                 "figure": figure(f"accuracy_vs_zeroed_{k}"),
             }
             for k, g in enumerate(groups)
@@ -244,7 +252,7 @@ def _sets_context(sets, figure, fig: dict[str, str]) -> dict:
         )
         if sets.last_jaccard
         else None,
-        "figures": [figure(k) for k in ("set_agreement", "set_raster", "set_length") if k in fig],
+        "figures": [figure(k) for k in ("set_raster", "set_length") if k in fig],  # set_agreement: with the findings
     }
 
 

@@ -18,7 +18,7 @@ import json
 import math
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from dormant_tasks import __version__
 from dormant_tasks.engine.score_functions import ALL_IDS, get_score_function
 from dormant_tasks.errors import ReportError, did_you_mean
-from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1pt
+from dormant_tasks.evaluation.metric import AUC_UNIT, WARNED, curve_warnings, normalised_auc, pct_zeroed_within_1pt
 from dormant_tasks.evaluation.sweep import protocol_line
 from dormant_tasks.outputs import Owner, check_folder, publish_folder, report_folder, staging_folder
 from dormant_tasks.reporting import comparisons, page
@@ -232,6 +232,15 @@ def states_without_blips(series: Series, score_fn: str) -> tuple[np.ndarray, np.
         both = (states[:, c] >= 0) & (states[:, p] >= 0)
         marks[:, c] = np.where(both, states[:, c] - states[:, p], 0)
     return states, marks
+
+
+def raw_quantile_fns(series: Series) -> frozenset[str]:
+    """The raw-unit functions whose tau is a quantile of the reference checkpoint (`page.raw_quantile_note`)."""
+    from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS
+
+    return frozenset(
+        r["score_fn"] for r in series.tau_sources if r["source"] == "quantile" and r["score_fn"] in QUANTILE_DEFAULTS
+    )
 
 
 def dormant_percent(series: Series) -> np.ndarray:
@@ -523,22 +532,34 @@ class EvaluationGroup:
     n_items: int
     curves: dict[str, np.ndarray]  # score_fn -> [point, 2] (% zeroed, accuracy), sorted by % zeroed
     within_1pt: dict[str, float]  # score_fn -> % of heads zeroed within 1 point (docs/SCORES.md §6)
-    auc: dict[str, float]  # score_fn -> normalised AUC
+    auc: dict[str, float]  # score_fn -> normalised AUC (the mean accuracy over the swept range, in %)
     protocol: str = ""  # shots, metric, chat template, BOS rule, data and few-shot source (evaluation.protocol_line)
+    warnings: dict[str, list[str]] = field(default_factory=dict)  # score_fn -> its curve's (evaluations.warnings)
+
+    def warning_lines(self) -> list[str]:
+        """One line per distinct warning, naming the functions it concerns (a chance-level base: all of them)."""
+        by_text: dict[str, list[str]] = {}
+        for fn, found in self.warnings.items():
+            for w in found:
+                by_text.setdefault(w, []).append(fn)
+        return [f"{', '.join(fns)}: {w}" if len(fns) < len(self.curves) else w for w, fns in by_text.items()]
 
 
 def evaluation_groups(series: Series) -> list[EvaluationGroup]:
     groups: dict[tuple, dict[str, list]] = {}
+    chance: dict[tuple, float | None] = {}
     for row in series.evaluations:
         if row["mode"] == "dynamic":
             key = (row["revision"], row["task"], row["shots"], row["base_accuracy"], row["n_items"], protocol_line(row))
             groups.setdefault(key, {}).setdefault(row["score_fn"], []).append(
                 (100.0 * row["frac_zeroed"], 100.0 * row["accuracy"])
             )  # stored fractions, shown in %
+            chance[key] = row.get("chance")
     order = {rev: i for i, rev in enumerate(series.revisions)}
     out = []
     ordered = sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], -1), kv[0][1:3]))  # series order, task
-    for (revision, task, shots, base, n_items, protocol), by_fn in ordered:
+    for key, by_fn in ordered:
+        revision, task, shots, base, n_items, protocol = key
         base = 100.0 * base
         fns = sorted(by_fn, key=lambda f: ALL_IDS.index(f) if f in ALL_IDS else len(ALL_IDS))
         curves = {f: np.array(sorted(by_fn[f])) for f in fns}  # [point, 2]
@@ -554,6 +575,7 @@ def evaluation_groups(series: Series) -> list[EvaluationGroup]:
                 within,
                 {f: normalised_auc(curves[f]) for f in fns},
                 protocol,
+                {f: curve_warnings(task, n_items, chance[key], curves[f], base) for f in fns},
             )
         )
     return out
@@ -658,10 +680,13 @@ def report_markdown(
             "",
             f"Protocol: {g.protocol}.",
             "",
-            "| score function | % zeroed within 1 point | normalised AUC |",
+            f"| score function | % zeroed within 1 point | normalised AUC ({AUC_UNIT}) |",
             "|---|---:|---:|",
         ]
-        lines += [f"| {f} | {g.within_1pt[f]:.2f} | {g.auc[f]:.2f} |" for f in g.curves]
+        lines += [
+            f"| {f} | {g.within_1pt[f]:.2f}{WARNED if g.warnings.get(f) else ''} | {g.auc[f]:.2f} |" for f in g.curves
+        ]
+        lines += [f"Warning (!): {w}." for w in g.warning_lines()]
     return "\n".join(lines) + "\n"
 
 
@@ -804,8 +829,8 @@ def findings_plots(f: Findings) -> list[tuple[str, str, Callable[[], Figure]]]:
         ),
     ]
     d = f.input_dependence
-    if d.measured:
-        plots.append(("findings_input", "findings_input", lambda: fg.draw_set_agreement(d.tokens, d.pairs, f.score_fn)))
+    if d.measured:  # the report's one set_agreement figure (the same data: `calibration_sets`), drawn once
+        plots.append(("set_agreement", "set_agreement", lambda: fg.draw_set_agreement(d.tokens, d.pairs, f.score_fn)))
     return plots
 
 
@@ -893,7 +918,7 @@ def render_report(
         (
             "dormant_percent",
             "dormant_percent",
-            lambda: fg.draw_dormant_percent(t, dormant_percent(series), series.score_fns),
+            lambda: fg.draw_dormant_percent(t, dormant_percent(series), series.score_fns, raw_quantile_fns(series)),
         ),
         (
             "raster",
@@ -933,7 +958,7 @@ def render_report(
         if lengths is not None:
             plots.append(("set_length", "set_length", lambda: fg.draw_set_length(lengths)))
     found = findings.series_findings(store, series.model_id, fn, fdr, resampling)
-    plots += findings_plots(found)
+    plots += [p for p in findings_plots(found) if p[1] not in {name for _, name, _ in plots}]
     positions = tau_positions(open_store(store), series)
     groups = evaluation_groups(series)
     for k, g in enumerate(groups):

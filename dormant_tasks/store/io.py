@@ -250,6 +250,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("precision", pa.string(), nullable=True),  # e.g. "float32", or "paper:int8" / "paper:bfloat16"
             _f("threshold_source", pa.string(), nullable=True),  # "own" (base-run quantiles) or "authors"
             _f("chat_date", pa.date32(), nullable=True),  # the day the chat template saw (null: none, or not recorded)
+            # what a reader of this curve's numbers must know ("; "-joined): a base accuracy within chance noise,
+            # a curve that dips below base - 1 point and rises back (null: none, or rows written before it)
+            _f("warnings", pa.string(), nullable=True),
         ]
     ),
     # One row per checkpoint of the series that could not be downloaded, loaded or scored and was not stored

@@ -398,6 +398,7 @@ class CheckpointResult:
     pct_dormant: dict[str, float]  # score_fn -> % of heads dormant
     n_truncated: int = 0  # calibration inputs cut to the model's context (or --max-tokens)
     failed: str | None = None  # why it could not be downloaded, loaded or scored (recorded; a rerun retries)
+    truncated: dict[str, int] = field(default_factory=dict)  # calibration set -> its inputs cut (when any)
 
 
 def checkpoint_key(
@@ -551,6 +552,7 @@ def write_checkpoint(request: TrackRequest, rows: tuple[CheckpointRows, ...]) ->
         seconds,
         pct_dormant(first.head_scores),
         max(r.n_truncated for r in rows),
+        truncated={r.checkpoint["calibration_id"]: r.n_truncated for r in rows if r.n_truncated},
     )
 
 
@@ -710,6 +712,7 @@ class TrackResult:
     request_id: str | None = None
     warnings: tuple[str, ...] = ()
     n_truncated: int = 0  # the most calibration inputs truncated on one checkpoint
+    truncated: dict[str, int] = field(default_factory=dict)  # calibration set -> the most cut on one checkpoint
     input_scores: str | None = None  # the run's --input-scores policy (None: nothing was scored)
     report: str | None = None  # the report's index.html
 
@@ -725,6 +728,7 @@ class TrackResult:
             failed=failed,
             request_id=request.request_id,
             n_truncated=max((r.n_truncated for r in results), default=0),
+            truncated={cal: max(r.truncated.get(cal, 0) for r in results) for r in results for cal in r.truncated},
             **kw,
         )
 

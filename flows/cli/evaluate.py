@@ -16,6 +16,7 @@ Offline (HF_DATASETS_OFFLINE=1, or --datasets bundled) the datasets bundled with
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .options import (
@@ -25,6 +26,7 @@ from .options import (
     add_scores_argument,
     add_store_argument,
     add_tasks_argument,
+    print_hub_note,
 )
 
 
@@ -41,6 +43,7 @@ def add_parser(subparsers) -> None:
         "checkpoint folder or Hub repo id (with --series: the tracked repo, series folder or stored series name; "
         "required, unless --reproduce-seed)",
         required=False,
+        role="checkpoint",
     )
     parser.add_argument("--revision", metavar="REV", help="Hub revision (branch) of --model")
     add_tasks_argument(
@@ -191,13 +194,13 @@ def request_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     check_tasks_quickly(args.tasks or ("winogrande",))  # before the heavy imports, from the cached task index
 
+    if args.reproduce_seed or args.dry_run:
+        return _reproduce_seed(args)
     from dormant_tasks.evaluation.lm_tasks import check_task_names
     from dormant_tasks.evaluation.targets import check_request, format_leaderboard, request_targets
     from dormant_tasks.store.io import check_store
     from flows.evaluate import evaluate
 
-    if args.reproduce_seed or args.dry_run:
-        return _reproduce_seed(args)
     # Validate before Prefect starts: a bad option costs nothing and writes nothing.
     request = request_from_args(args)
     try:
@@ -207,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
     check_store(request.store, writable=True)
     targets = request_targets(request)
     check_request(request, targets)  # the authors' thresholds cover them, 8-bit weights load here
+    print_hub_note(args)
     from flows.session import start_prefect
 
     start_prefect()
@@ -232,17 +236,30 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
         flag = "--" + given[0].replace("_", "-")
         raise ConfigError(f"--reproduce-seed fixes its models, task and protocol; drop {flag}")
     from dormant_tasks.evaluation.reproduction import done_runs, forward_tokens, reproduction_requests
-    from dormant_tasks.evaluation.targets import check_request, request_targets
-    from dormant_tasks.store.io import check_store
 
     requests = reproduction_requests(
         args.store, limit=args.limit, batch_size=args.batch_size, device=args.device, chat_date=args.chat_date
     )
     done = done_runs(args.store, args.limit)
     pending = [r for r in requests if (r.model, r.score_fns[0]) not in done]
+    print_hub_note(args)
     if args.dry_run:
+        from flows.cli.options import hub_silence, offline
+
+        # the tokenizers come from the Hub, asked through the one probe (a silent Hub: the cache only, no retries)
+        if not offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            hub_silence()
+        if offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            print(
+                "dormant evaluate: note: no Hub: forward tokens only for the models whose tokenizer is in the "
+                "Hugging Face cache",
+                file=sys.stderr,
+            )
         _print_plan(requests, done, forward_tokens)
         return 0
+    from dormant_tasks.evaluation.targets import check_request, request_targets
+    from dormant_tasks.store.io import check_store
+
     check_store(args.store, writable=True)
     for request in pending:  # before Prefect starts: the thresholds cover them, 8-bit weights load here
         check_request(request, request_targets(request))
@@ -260,10 +277,15 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
 
 def _print_plan(requests, done, forward_tokens) -> None:
     """One line per (model, function) run, its state and its forward tokens; the total to run."""
+    from flows.cli.options import offline
+
     tokens: dict[str, int | None] = {}
     reasons: dict[str, str] = {}
     for request in requests:
         if request.model in tokens:
+            continue
+        if offline("HF_HUB_OFFLINE") and not _tokenizer_cached(request.model):
+            tokens[request.model], reasons[request.model] = None, "not cached"  # (without importing transformers)
             continue
         try:
             from transformers import AutoTokenizer
@@ -273,7 +295,7 @@ def _print_plan(requests, done, forward_tokens) -> None:
             )
         except Exception as e:  # noqa: BLE001 - no Hub here, a gated repo ...: the plan still lists the runs
             tokens[request.model] = None
-            reasons[request.model] = type(e).__name__
+            reasons[request.model] = "not cached" if offline("HF_HUB_OFFLINE") else type(e).__name__
     print(f"{'model':<36} {'function':<9} {'state':<7} {'forward tokens':>15}")
     todo = 0
     for request in requests:
@@ -290,6 +312,13 @@ def _print_plan(requests, done, forward_tokens) -> None:
         f"{n_todo} of {len(requests)} runs to do, {todo:,} forward tokens"
         + (f" (without {len(unknown)} model(s) whose tokenizer was not reachable)" if unknown else "")
     )
+
+
+def _tokenizer_cached(model: str) -> bool:
+    """Whether the Hugging Face cache holds the tokenizer of a Hub `model` (huggingface_hub alone, no torch)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(model, "tokenizer_config.json"), str)
 
 
 def _task_index_file() -> Path:

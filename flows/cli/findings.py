@@ -20,6 +20,12 @@ def add_parser(subparsers) -> None:
     add_scores_argument(p, "the one score function of the findings (default: ahon_ln when tracked)")
     add_statistics_arguments(p)
     p.add_argument(
+        "--format",
+        choices=("text", "markdown"),
+        default="text",
+        help="text: plain text; markdown: the Markdown of findings.md (default: %(default)s)",
+    )
+    p.add_argument(
         "--reports-dir",
         metavar="DIR",
         help="also write findings.md and the three figures (PNG + SVG) into this folder (new, empty, or this "
@@ -42,8 +48,16 @@ def run(args) -> int:
         check_folder(args.reports_dir, Owner.of("findings", args.store, model_id))
     resampling = Resampling(resamples=args.resamples, seed=args.seed)
     found = series_findings(args.store, model_id, args.scores[0] if args.scores else None, args.fdr, resampling)
-    print("\n".join(findings_lines(found)))
+    lines = findings_lines(found)
+    print("\n".join(lines if args.format == "markdown" else map(plain_text, lines)))
     if args.reports_dir:
         written = write_findings(found, args.reports_dir, args.store)
         print(f"\nfindings: {written.summary_md} ({len(written.figures)} figures)")
     return 0
+
+
+def plain_text(line: str) -> str:
+    """A Markdown line as a terminal shows it: no `**bold**` or `` `code` `` markers."""
+    import re
+
+    return re.sub(r"`([^`]*)`", r"\1", re.sub(r"\*\*(.+?)\*\*", r"\1", line))

@@ -99,6 +99,8 @@ def run(args) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     for note in board.notes:
         print(f"note: {note}", file=sys.stderr)
+    for warning in board.warnings:  # the values marked (!) above
+        print(f"warning (!): {warning}", file=sys.stderr)
     if figure is not None:
         print(f"figure: {figure}", file=sys.stderr)
     return 0

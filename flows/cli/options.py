@@ -144,7 +144,8 @@ class ListOption(argparse.Action):
 def add_model_argument(parser, help: str, required: bool = True, many: bool = False, role: str = "source") -> None:
     """`--model`: the thing analysed. `role` says what the cheap checks ask of it: `source` (must exist when
     spelled as a path; a stored series' name finds its folder), `series` (a stored series: a folder is read as
-    its name), `new` (a folder this command creates)."""
+    its name), `checkpoint` (as `source`, and a folder must be one checkpoint, not a series), `new` (a folder this
+    command creates)."""
     kwargs = {"action": ListOption} if many else {}
     parser.add_argument(
         "--model",
@@ -267,8 +268,57 @@ def add_global_flags(parser: argparse.ArgumentParser, default=False) -> None:
 
 
 def is_path_like(value: str) -> bool:
-    """Spelled as a folder (./x, /x, ~/x, x/) or an existing one: never read as a Hub id."""
-    return value.startswith((".", "/", "~")) or value.endswith("/") or Path(value).expanduser().exists()
+    """Spelled as a folder (./x, /x, ~/x, x/, a/b/c: a Hub id is org/name, one slash), an existing one, or inside
+    an existing folder (data/x where ./data is one: a mistyped local path, not the Hub org "data"): never read
+    as a Hub id."""
+    return (
+        value.startswith((".", "/", "~"))
+        or value.endswith("/")
+        or value.count("/") >= 2
+        or Path(value).expanduser().exists()
+        or ("/" in value and Path(value.split("/")[0]).is_dir())
+    )
+
+
+def missing_folder(value: str) -> str:
+    """Why a `--model` path does not exist: the nearest folder that does, and the closest of its subfolders."""
+    path = Path(value).expanduser()
+    nearest = path.parent
+    while str(nearest) not in (".", "/") and not nearest.is_dir():
+        nearest = nearest.parent
+    if path.exists():
+        return f"--model {value} is a file, not a folder"
+    missing = path.relative_to(nearest).parts[0] if nearest != path else path.name
+    subfolders = sorted(p.name for p in nearest.iterdir() if p.is_dir()) if nearest.is_dir() else []
+    close = did_you_mean(missing, subfolders)
+    where = "the working folder" if str(nearest) == "." else str(nearest)
+    suggestion = f"; did you mean {nearest / close.split(chr(34))[1]}?" if close else ""
+    return f"--model {value}: no such folder ({where} has no {missing}{suggestion})"
+
+
+_CHECKPOINT_FILE = "config.json"
+
+
+def check_checkpoint_folder(value: str) -> None:
+    """CheckpointError when a local `--model` that must be one checkpoint (score, evaluate) is not: a series
+    folder (its checkpoint subfolders named) or a folder without config.json. Reads one folder listing."""
+    path = Path(value).expanduser()
+    if (path / _CHECKPOINT_FILE).is_file():
+        return
+    checkpoints = sorted(
+        (p.name for p in path.iterdir() if (p / _CHECKPOINT_FILE).is_file()),
+        key=lambda name: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)],
+    )
+    if checkpoints:
+        shown = ", ".join(checkpoints[:5]) + (f", ... ({len(checkpoints)} in all)" if len(checkpoints) > 5 else "")
+        raise CheckpointError(
+            f"--model {value} is a series folder, not one checkpoint; name one of its checkpoints ({shown}), "
+            f"e.g. --model {path / checkpoints[-1]}"
+        )
+    raise CheckpointError(
+        f"--model {value} has no {_CHECKPOINT_FILE}: name a checkpoint folder (config.json, weights and tokenizer) "
+        "or a Hub repo id (org/name)"
+    )
 
 
 def series_name(value: str | None, store=None) -> str | None:
@@ -347,17 +397,18 @@ def preflight(args: argparse.Namespace) -> None:
         raise ConfigError(f"--model is empty: name one (`dormant {args.command} --help` says what it takes)")
     if isinstance(model, str) and role == "new":
         check_new_folder(model, "--model")
-    if isinstance(model, str) and role == "source":
+    if isinstance(model, str) and role in ("source", "checkpoint"):
         args.model = source_for(model, getattr(args, "store", None))
         if args.model != model and Path(args.model).name != model and getattr(args, "series_name", "") is None:
             args.series_name = model  # a series stored under --series-name, named by that name
         if is_path_like(args.model) and not Path(args.model).expanduser().is_dir():
-            what = "is a file" if Path(args.model).expanduser().exists() else "does not exist"
             raise CheckpointError(  # the class `checkpoints.naming` raises for a missing series folder
-                f"--model {args.model} {what}: name a checkpoint folder (or a folder of them), a Hub repo id "
+                f"{missing_folder(args.model)}: name a checkpoint folder (or a folder of them), a Hub repo id "
                 "(org/name) or a series the store keeps"
             )
-        elif not is_path_like(args.model) and not _offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") and hub_silence():
+        if role == "checkpoint" and is_path_like(args.model) and not getattr(args, "series", None):
+            check_checkpoint_folder(args.model)
+        elif not is_path_like(args.model) and not offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") and hub_silence():
             raise CheckpointError(
                 f"--model {args.model}: the Hub at {hub_endpoint()} does not answer ({hub_silence()}); check the "
                 "network, or set HF_HUB_OFFLINE=1 to use the models already in the Hugging Face cache"
@@ -374,10 +425,11 @@ def check_store_path(store, use: str) -> None:
     if not str(store).strip():
         raise StoreError("--store is empty: name a store folder, or leave --store out for ./data/store")
     root = Path(store).expanduser()
+    shown = store if root.is_absolute() else f"{store} (in the working folder {Path.cwd()})"
     if root.exists() and not root.is_dir():
-        raise StoreError(f"--store {store} is a file, not a folder: pass a store folder")
+        raise StoreError(f"--store {shown} is a file, not a folder: pass a store folder")
     if use == "reads" and not root.exists():
-        raise StoreError(f"--store {store} does not exist: pass the right --store, or fill one with `dormant track`")
+        raise StoreError(f"--store {shown} does not exist: pass the right --store, or fill one with `dormant track`")
     if use == "updates" and root.is_dir():  # `track`: a rerun with nothing to do only reads an existing store (it
         return  # may be read-only); the command checks it can write once it knows it has work
     if use not in ("writes", "updates"):
@@ -386,16 +438,16 @@ def check_store_path(store, use: str) -> None:
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
-        raise StoreError(f"--store {store}: {folder} is a file, not a folder; choose another --store")
+        raise StoreError(f"--store {shown}: {folder} is a file, not a folder; choose another --store")
     if os.statvfs(folder).f_flag & os.ST_RDONLY:
         raise StoreError(
-            f"--store {store}: {folder}: Read-only file system; choose another --store, or remount it writable"
+            f"--store {shown}: {folder}: Read-only file system; choose another --store, or remount it writable"
         )
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise StoreError(f"--store {store}: {folder} is not writable; fix its permissions or choose another --store")
+        raise StoreError(f"--store {shown}: {folder} is not writable; fix its permissions or choose another --store")
     why = cannot_create_in(folder)
     if why:
-        raise StoreError(f"--store {store}: no file can be created in {folder} ({why}); choose another --store")
+        raise StoreError(f"--store {shown}: no file can be created in {folder} ({why}); choose another --store")
 
 
 def check_reports_dir(reports_dir: str) -> Path:
@@ -459,14 +511,29 @@ def hub_endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 
 
-def _offline(*names: str) -> bool:
+def offline(*names: str) -> bool:
     return any(os.environ.get(n, "").strip().lower() in ("1", "true", "yes", "on") for n in names)
 
 
 def hub_silence() -> str | None:
     """None when the Hub's host ($HF_ENDPOINT) takes a TCP connection within HUB_PROBE_S, else why not; asked
-    once per process and endpoint (the Hub client itself retries for a minute before it gives up)."""
-    return _probe(hub_endpoint(), HUB_PROBE_S)
+    once per process and endpoint (the Hub client itself retries for a minute before it gives up).
+
+    A silent Hub switches this process offline (`go_offline`): every later Hub access of the run (tokenizers,
+    configs, datasets) then reads the Hugging Face cache or fails at once, instead of its own retry loops."""
+    reason = _probe(hub_endpoint(), HUB_PROBE_S)
+    if reason:
+        gooffline()
+    return reason
+
+
+def gooffline() -> None:
+    """HF_HUB_OFFLINE / HF_DATASETS_OFFLINE for the rest of the process. The Hub client reads them when it is
+    first imported (normally later: preflight runs before heavy imports); one imported already is told too."""
+    os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
 
 
 @functools.cache
@@ -492,15 +559,14 @@ def _probe(endpoint: str, timeout_s: float) -> str | None:
 def hub_datasets_fallback(args: argparse.Namespace) -> None:
     """`--datasets auto` without an offline variable reads task data from the Hub: when the Hub does not answer,
     the bundled copies are used at once (one note) instead of after a minute of retries."""
-    if getattr(args, "datasets", None) != "auto" or _offline("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+    if getattr(args, "datasets", None) != "auto" or offline("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
         return
     reason = hub_silence()
     if reason:
         args.datasets = "bundled"
-        print(
+        args.hub_note = (  # printed by the command once its own checks pass (`print_hub_note`), never before an error
             f"dormant {args.command}: note: the Hub at {hub_endpoint()} does not answer ({reason}): task data from the "
-            "bundled copies (--datasets bundled)",
-            file=sys.stderr,
+            "bundled copies (--datasets bundled)"
         )
 
 
@@ -532,4 +598,23 @@ def add_statistics_arguments(parser) -> None:
     )
     parser.add_argument(
         "--seed", type=int, default=SEED, metavar="N", help="seed of the resampling (default: %(default)s)"
+    )
+
+
+def print_hub_note(args: argparse.Namespace) -> None:
+    """The note of `hub_datasets_fallback`, once the command's checks have passed (so an unrelated error is one
+    line); printed once."""
+    note = getattr(args, "hub_note", None)
+    if note:
+        print(note, file=sys.stderr)
+        args.hub_note = None
+
+
+def add_max_tokens_argument(parser) -> None:
+    """`--max-tokens`, one definition for `track` and `score`."""
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="truncate each input to N tokens (default: the model's context length)",
     )

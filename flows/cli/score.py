@@ -1,23 +1,29 @@
-"""`dormant score`: per-input scores of one model over a calibration set, written as one Parquet file.
+"""`dormant score`: per-input scores of one model over a calibration set, written as one Parquet or CSV file.
 
 Thin: load (`loading.load_model_at`: a Hub revision is pinned to its commit and hash-checked), read texts
-(`calibration.load_calibration`), score (`scoring.score_texts`), write the docs/DATA_CONTRACT.md `input_scores` layout plus `model_id` and `revision` columns
-atomically (temp file in the same folder, then rename: never a partial file).
+(`calibration.load_calibration`), score (`scoring.score_texts`), write the docs/DATA_CONTRACT.md `input_scores`
+layout plus `model_id` (the resolved source: an absolute folder or a Hub id), `revision` and `calibration_id`
+("`dormant score` files" there), in the format `--out`'s suffix names, atomically (temp file in the same folder,
+then rename: never a partial file).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from .options import (
     add_calibration_arguments,
     add_device_argument,
     add_dtype_argument,
+    add_max_tokens_argument,
     add_model_argument,
     add_scores_argument,
     cannot_create_in,
     is_path_like,
 )
+
+OUT_FORMATS = (".parquet", ".csv")
 
 
 def add_parser(subparsers) -> None:
@@ -26,7 +32,7 @@ def add_parser(subparsers) -> None:
         help="score every attention head of one model on a calibration set",
         description=__doc__.splitlines()[0],
     )
-    add_model_argument(p, "checkpoint folder or Hub repo id")
+    add_model_argument(p, "checkpoint folder or Hub repo id", role="checkpoint")
     p.add_argument(
         "--revision", default=None, metavar="REV", help="Hub branch, tag or commit (default: the repo's main)"
     )
@@ -37,11 +43,12 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
     )
+    add_max_tokens_argument(p)
     p.add_argument(
         "--out",
         required=True,
         metavar="FILE",
-        help="output .parquet file (required; new, or one `dormant score` wrote: nothing else is replaced)",
+        help="output file, .parquet or .csv: its suffix names the format (required; new, or a Parquet file `dormant score` wrote: nothing else is replaced)",
     )
     p.set_defaults(func=run)
 
@@ -53,10 +60,15 @@ def run(args) -> int:
     if args.batch_size is not None and args.batch_size < 1:
         raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
     if not args.out.strip():
-        raise ConfigError("--out is empty: name a .parquet file, e.g. --out scores.parquet")
+        raise ConfigError("--out is empty: name a .parquet or .csv file, e.g. --out scores.parquet")
     if args.revision and is_path_like(args.model):
         raise ConfigError(f"--revision names a Hub branch; --model {args.model} is a folder: drop --revision")
     out = check_file(args.out)  # before the heavy imports below: a wrong --out answers at once
+    if out.suffix.lower() not in OUT_FORMATS:
+        raise ConfigError(
+            f"--out {args.out}: name a .parquet or .csv file (the suffix names the format), "
+            f"e.g. {out.with_suffix('.parquet')}"
+        )
     why = cannot_create_in(out.parent)
     if why:
         raise ConfigError(f"--out {args.out}: no file can be created in {str(out.parent)!r} ({why}); choose another")
@@ -79,20 +91,49 @@ def run(args) -> int:
     calibration = load_calibration(args.texts, args.limit)
     for note in calibration.notes("score"):
         print(note, file=sys.stderr)
+    from .track import limit_note
+
+    limit_note("score", [calibration], args.limit)
     model, tokenizer = load_model_at(args.model, args.revision, args.dtype, args.device)
     scores = score_texts(
-        model, tokenizer, calibration.texts, score_fns, batch_size=args.batch_size, seed=args.seed, progress=True
+        model,
+        tokenizer,
+        calibration.texts,
+        score_fns,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        progress=True,
+        max_tokens=args.max_tokens,
     )
     table = scores.to_table()
+    source, revision = _resolved(args.model, args.revision)
     n = table.num_rows
-    table = table.add_column(0, "revision", pa.array([args.revision or "local"] * n, pa.string()))
-    table = table.add_column(0, "model_id", pa.array([args.model] * n, pa.string()))
+    table = table.add_column(0, "calibration_id", pa.array([calibration.calibration_id] * n, pa.string()))
+    table = table.add_column(0, "revision", pa.array([revision] * n, pa.string()))
+    table = table.add_column(0, "model_id", pa.array([source] * n, pa.string()))
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), FILE_KEY: b'{"kind": "scores"}'})
     with atomic_file(out) as f:
-        pq.write_table(table, f)
+        if out.suffix.lower() == ".csv":
+            import pyarrow.csv as pcsv
+
+            pcsv.write_csv(table, f)
+        else:
+            pq.write_table(table, f)
     n_layers, n_heads = scores.values.shape[2:]
     print(
         f"scored {len(calibration.texts)} inputs ({calibration.calibration_id}) x {len(score_fns)} functions "
         f"x {n_layers} layers x {n_heads} heads -> {out}"
     )
     return 0
+
+
+def _resolved(model: str, revision: str | None) -> tuple[str, str]:
+    """(model_id, revision) as a reader can find the model again: a local checkpoint as its absolute folder and
+    the folder's name (a branch name, as `track` stores it), a Hub repo as its id and the revision asked
+    (default `main`)."""
+    from dormant_tasks.checkpoints.naming import is_local_source
+
+    if is_local_source(model):
+        folder = Path(model).expanduser().resolve()
+        return str(folder), folder.name
+    return model, revision or "main"

@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
+from dormant_tasks.text import plural
 from dormant_tasks.tracking.calibration import bundled_set_names
 
 from .checkpoints import add_selection_arguments, add_tokens_per_step_argument, selection_from_args
@@ -18,6 +19,7 @@ from .options import (
     add_device_argument,
     add_dtype_argument,
     add_fdr_argument,
+    add_max_tokens_argument,
     add_model_argument,
     add_reports_dir_argument,
     add_scores_argument,
@@ -79,12 +81,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         "is scored on each loaded checkpoint and keeps its own taus, masks and transitions; the first is the "
         "series' primary set. Bundled: " + ", ".join(CALIBRATION_SETS) + " (default: winogrande)",
     )
-    g.add_argument(
-        "--max-tokens",
-        type=int,
-        metavar="N",
-        help="truncate each input to N tokens (default: the model's context length)",
-    )
+    add_max_tokens_argument(g)
     g.add_argument(
         "--max-batch-tokens",
         type=int,
@@ -256,6 +253,7 @@ EXIT_CHECKPOINTS_FAILED = 3
 
 
 def run(args: argparse.Namespace) -> int:
+    from dormant_tasks.progress import early
     from dormant_tasks.store.io import check_store, hold_series, series_slug
     from dormant_tasks.tracking.tracker import series_state
 
@@ -270,13 +268,15 @@ def run(args: argparse.Namespace) -> int:
         if not request.address:
             check_device_available(request.device)
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
+    limit_note("track", request.calibration_sets, args.limit)
     # One writer per series: the run holds it from its state to its last write; another run on the same series
     # waits (a line on stderr at least every 20 s), or with --no-wait is refused, and then sees this one's results.
     with hold_series(request.store, request.model_id, wait=not getattr(args, "no_wait", False)):
         # The series' state, asked once per run (the flow gets it): an unknown folder or repo, an empty selection,
         # sets or taus that differ from the stored series' fail here, before Prefect starts; a rerun with nothing
         # to do answers from it. Naming no calibration set, the run tracks the stored series' own sets.
-        state = series_state(request)
+        with early(f"dormant track: {request.model_id}: listing its checkpoints and the stored results"):
+            state = series_state(request)
         request = state.request
         check_reports_dir(request)
         for calibration in request.calibration_sets:
@@ -302,6 +302,17 @@ def check_reports_dir(request) -> None:
         from dormant_tasks.outputs import check_report_folder
 
         check_report_folder(request.store, request.model_id, request.reports_dir)
+
+
+def limit_note(command: str, sets, limit: int | None) -> None:
+    """A note when `--limit` asks for more texts than a calibration set has: all of its texts are used."""
+    for s in sets if limit else ():
+        if len(s.texts) < limit:
+            print(
+                f"dormant {command}: note: --limit {limit:,}: calibration set {s.name} has only "
+                f"{plural(len(s.texts), 'text')}; all of them are used",
+                file=sys.stderr,
+            )
 
 
 def exit_code(result) -> int:
@@ -381,10 +392,10 @@ def print_summary(result) -> None:
         print(f"per-input scores: --input-scores {result.input_scores} ({INPUT_SCORES_NOTE[result.input_scores]})")
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    if result.n_truncated:
+    for calibration_id, n in result.truncated.items():  # one line per set, named (the most cut on a checkpoint)
         print(
-            f"warning: {result.n_truncated} calibration inputs were longer than the model's context (or "
-            "--max-tokens) and were truncated to it",
+            f"warning: calibration set {calibration_id}: {plural(n, 'input')} longer than the model's context (or "
+            "--max-tokens) truncated to it",
             file=sys.stderr,
         )
     if n_failed:  # their reasons are in the series' lines above (`dormant status` shows them too)

@@ -277,7 +277,7 @@ def test_evaluate_errors_are_one_line_and_write_nothing(case, tiny_model_dir, tm
     store = tmp_path / "store"
     model, env, needle = str(tiny_model_dir), {}, ""
     if case == "missing-path":
-        model, needle = str(tmp_path / "no-such-checkpoint"), "does not exist"
+        model, needle = str(tmp_path / "no-such-checkpoint"), "no such folder"
     elif case == "unreachable-hub":
         model, needle = "allenai/OLMo-2-1124-7B", "does not answer"  # the CLI's one probe, before any import
         env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens on port 9

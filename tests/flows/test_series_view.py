@@ -170,6 +170,7 @@ def test_the_run_summary_counts_truncated_inputs(random_series, tmp_path, caplog
         )
     )
     assert out.n_truncated == 1
+    assert list(out.truncated.values()) == [1] and list(out.truncated)[0].startswith("texts-")  # named by its set
     assert set(read_table(tmp_path / "s", "checkpoints").column("n_inputs").to_pylist()) == {2}
     cut = [r for r in caplog.records if r.name == "dormant_tasks.engine.scoring" and "were cut" in r.getMessage()]
     assert len(cut) == out.analysed and {r.levelno for r in cut} == {logging.INFO}

@@ -145,7 +145,11 @@ def test_texts_longer_than_the_context_are_truncated_with_a_warning_as_score_doe
     args = ["--model", str(random_series), "--store", str(tmp_path / "store"), "--no-report", "--scores", "ahon_ln"]
     r = _cli("track", *args, "--calibration", str(long), "--steps", "0:0", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "warning: 1 calibration inputs were longer than the model's context" in r.stderr, r.stderr[-3000:]
+    # named by its calibration set, in the singular for one input
+    from dormant_tasks.tracking.calibration import load_calibration
+
+    cal = load_calibration(str(long)).calibration_id
+    assert f"warning: calibration set {cal}: 1 input longer than the model's context" in r.stderr, r.stderr[-3000:]
     assert "1 checkpoints analysed" in r.stdout
     out = tmp_path / "scores.parquet"
     r = _cli(

@@ -104,3 +104,27 @@ def test_waiting_is_silent_when_quick_and_prints_time_only_lines_when_slow(capsy
         "download org/model@main: 40s elapsed",
         "download org/model@main: 45s elapsed (done)",
     ]
+
+
+def test_an_early_step_prints_its_first_line_after_one_second_then_every_interval(capsys):
+    """Issue 30 item 8: a new series' listing (hashing its checkpoints) speaks within its first seconds, not after
+    EVERY_S; a quick one, or a quick failure, prints nothing."""
+    from dormant_tasks.progress import early
+
+    with early("dormant track: m: listing"):
+        pass
+    assert capsys.readouterr().err == ""
+    clock, out = FakeClock(), io.StringIO()
+    step = LogProgress(
+        desc="listing", unit="", stream=out, clock=clock, heartbeat=False, quiet_start=True, first_after=1.0
+    )
+    clock.now += 0.5
+    step.tick()
+    assert _lines(out) == []
+    clock.now += 0.5
+    step.tick()
+    for _ in range(21):
+        clock.now += 1.0
+        step.tick()
+    step.close()
+    assert _lines(out) == ["listing: 1s elapsed", "listing: 21s elapsed", "listing: 22s elapsed (done)"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -211,3 +212,29 @@ def test_cli_help_and_bad_steps(capsys, tmp_path):
     err = capsys.readouterr().err
     assert "pretrain-tiny" in err and "steps" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "s").exists()
+
+
+def test_the_demo_s_first_checkpoints_have_the_recorded_hashes(tmp_path):
+    """The demo's pretraining gives the same weights on any x86-64 machine: its first checkpoints (10 steps of
+    the default recipe, the demo's own checkpoints: the warmup does not depend on the run's length) hash to the
+    values recorded in tests/data/tiny_demo_hashes.json. This process imported torch without the pinned code
+    paths, so pretrain_tiny trains in a child process that has them (`REPRODUCIBLE_ENV`)."""
+    import hashlib
+    import json
+    import os
+
+    import torch
+
+    from dormant_tasks.tiny import REPRODUCIBLE_ENV
+
+    recorded = json.loads((Path(__file__).parents[1] / "data" / "tiny_demo_hashes.json").read_text())
+    if torch.__version__ != recorded["torch"]:
+        pytest.skip(f"hashes recorded with torch {recorded['torch']}, this is {torch.__version__}")
+    assert not all(os.environ.get(k) == v for k, v in REPRODUCIBLE_ENV.items())  # the child path is taken
+    run = pretrain_tiny(tmp_path / "demo", steps=recorded["steps"], progress=False)
+    got = {
+        c.name: hashlib.sha256((tmp_path / "demo" / c.name / "model.safetensors").read_bytes()).hexdigest()
+        for c in run.checkpoints
+    }
+    assert got == recorded["checkpoints"]
+    assert [c.step for c in run.checkpoints] == [0, 10] and run.checkpoints[1].loss > 0

@@ -323,15 +323,38 @@ BAD = [
     ("mps", ["track", "--model", "{series}", "--store", "{store}", "--device", "mps"], "--device mps", {}),
     (
         "no-gpu" if NO_GPU else "no-such-gpu",
-        ["score", "--model", "{series}", "--out", "{tmp}/o.parquet", "--device", "cuda" if NO_GPU else "cuda:99"],
+        ["score", "--model", "{checkpoint}", "--out", "{tmp}/o.parquet", "--device", "cuda" if NO_GPU else "cuda:99"],
         "no CUDA GPU is visible" if NO_GPU else "visible",
         {},
     ),
-    ("score-out-dir", ["score", "--model", "{series}", "--out", "{store}"], "is a folder: name a .parquet", {}),
+    ("score-out-dir", ["score", "--model", "{checkpoint}", "--out", "{store}"], "is a folder: name a .parquet", {}),
     ("store-is-a-file-status", ["status", "--store", "{file}"], "is a file, not a folder", {}),
     ("store-is-a-file-track", ["track", "--model", "{series}", "--store", "{file}"], "is a file, not a folder", {}),
     ("missing-store", ["--verbose", "status", "--store", "{tmp}/nowhere"], "does not exist", {}),
-    ("missing-model", ["evaluate", "--model", "./no-such-folder", "--store", "{store}"], "does not exist", {}),
+    ("relative-store", ["status", "--store", "nowhere"], "--store nowhere (in the working folder /", {}),
+    ("missing-model", ["evaluate", "--model", "./no-such-folder", "--store", "{store}"], "no such folder", {}),
+    # a mistyped local path is a missing folder with the nearest one, never "the Hub does not answer"
+    (
+        "local-path-typo",
+        ["track", "--model", "series/stage1-step0-tokens0", "--store", "{store}"],
+        "no such folder (series has no stage1-step0-tokens0; did you mean series/stage1-step0-tokens0K?)",
+        {"HF_ENDPOINT": "http://127.0.0.1:{port}", "HF_HUB_OFFLINE": None},
+    ),
+    (
+        "deep-path-typo",
+        ["track", "--model", "seriess/tiny/stage1-step0-tokens0K", "--store", "{store}"],
+        "no such folder (the working folder has no seriess; did you mean series?)",
+        {"HF_ENDPOINT": "http://127.0.0.1:{port}", "HF_HUB_OFFLINE": None},
+    ),
+    # a series folder where one checkpoint is needed: its checkpoints named
+    (
+        "score-series-folder",
+        ["score", "--model", "series", "--out", "{tmp}/o.parquet"],
+        "--model series is a series folder, not one checkpoint; name one of its checkpoints "
+        "(stage1-step0-tokens0K, stage1-step10-tokens40K), e.g. --model series/stage1-step10-tokens40K",
+        {},
+    ),
+    ("evaluate-series-folder", ["evaluate", "--model", "{series}", "--store", "{store}"], "is a series folder", {}),
     ("wrong-track-flag", ["track", "--model", "{series}", "--repoo", "x"], 'did you mean "--model"', {}),
     ("wrong-command", ["trak"], 'did you mean "track"', {}),
     ("wrong-choice", ["evaluate", "--model", "{series}", "--chat-template", "onn"], 'did you mean "on"', {}),
@@ -346,9 +369,20 @@ BAD = [
     ),
     (
         "task-typo",
-        ["evaluate", "--model", "{series}", "--store", "{store}", "--tasks", "winogrnde"],
+        ["evaluate", "--model", "{checkpoint}", "--store", "{store}", "--tasks", "winogrnde"],
         'did you mean "winogrande"',
         {"DORMANT_CACHE_DIR": "{tmp}/cache"},
+    ),
+    (  # no Hub: the note about bundled task data waits for the checks, so the error stays one line
+        "task-typo-no-hub",
+        ["evaluate", "--model", "{checkpoint}", "--store", "{store}", "--tasks", "winogrnde"],
+        'did you mean "winogrande"',
+        {
+            "DORMANT_CACHE_DIR": "{tmp}/cache",
+            "HF_ENDPOINT": "http://127.0.0.1:{port}",
+            "HF_HUB_OFFLINE": None,
+            "HF_DATASETS_OFFLINE": None,
+        },
     ),
 ]
 
@@ -365,6 +399,7 @@ def places(tmp_path):
     cache.write_text("winogrande\npiqa\nmmlu\n")
     return {
         "series": _series(tmp_path / "series"),
+        "checkpoint": tmp_path / "series" / "stage1-step0-tokens0K",
         "store": store,
         "file": tmp_path / "file",
         "tmp": tmp_path,
@@ -467,20 +502,25 @@ def test_grammar_table_is_in_the_readme():
 def test_a_silent_hub_is_asked_once_and_evaluate_reads_the_bundled_task_data(tmp_path, monkeypatch, capsys):
     """`evaluate --datasets auto` without an offline variable: a Hub that does not answer costs one probe (a
     refused connection here; at most HUB_PROBE_S), then the bundled copies serve the tasks, with one note."""
-    from flows.cli.options import preflight
+    from flows.cli.options import preflight, print_hub_note
 
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
     for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
-    args = _parse("evaluate", "--model", str(_series(tmp_path / "s")), "--store", str(tmp_path / "st"))
+    checkpoint = _series(tmp_path / "s") / "stage1-step0-tokens0K"
+    args = _parse("evaluate", "--model", str(checkpoint), "--store", str(tmp_path / "st"))
     started = time.perf_counter()
     preflight(args)
     assert time.perf_counter() - started < CHECK_S
     assert args.datasets == "bundled"
+    assert os.environ["HF_HUB_OFFLINE"] == "1"  # the rest of the run never asks the Hub again (no retry loops)
+    assert capsys.readouterr().err == ""  # the note waits for the command's own checks (never before an error)
+    print_hub_note(args)
+    print_hub_note(args)  # once
     (note,) = capsys.readouterr().err.splitlines()
     assert note.startswith("dormant evaluate: note: the Hub at http://127.0.0.1:") and "bundled" in note
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")  # offline already: no probe, no note, `auto` stays
-    args = _parse("evaluate", "--model", str(tmp_path / "s"), "--store", str(tmp_path / "st"))
+    args = _parse("evaluate", "--model", str(checkpoint), "--store", str(tmp_path / "st"))
     preflight(args)
     assert args.datasets == "auto" and capsys.readouterr().err == ""
 
@@ -493,5 +533,5 @@ def test_a_missing_model_folder_is_one_checkpoint_error_from_the_cli_and_the_lib
     missing = str(tmp_path / "no-such-series")
     with pytest.raises(CheckpointError, match="no-such-series"):
         list_revisions(missing)
-    with pytest.raises(CheckpointError, match="does not exist"):
+    with pytest.raises(CheckpointError, match="no such folder"):
         preflight(_parse("track", "--model", missing, "--store", str(tmp_path / "s")))

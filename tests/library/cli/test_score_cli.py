@@ -56,8 +56,11 @@ def test_scores_a_texts_file(tiny_model_dir, tmp_path, capsys):
         table.column_names
     )
     assert table.num_rows == 2 * 3 * 2 * 4  # inputs x functions x layers x heads
-    assert set(table.column("model_id").to_pylist()) == {str(tiny_model_dir)}
-    assert set(table.column("revision").to_pylist()) == {"local"}
+    # the resolved source (an absolute folder), a real revision (the folder's name) and the calibration set
+    assert set(table.column("model_id").to_pylist()) == {str(tiny_model_dir.resolve())}
+    assert set(table.column("revision").to_pylist()) == {tiny_model_dir.name}
+    (calibration_id,) = set(table.column("calibration_id").to_pylist())
+    assert calibration_id == load_calibration(str(texts)).calibration_id
     # the Python API returns the same data
     model, tokenizer = load_model_and_tokenizer(tiny_model_dir, device="cpu")
     api = score_texts(model, tokenizer, load_calibration(texts).texts, ["ahon_ln", "awft", "random"]).to_table()
@@ -161,3 +164,46 @@ def test_out_of_memory_keeps_its_cause(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", no_memory)
     with pytest.raises(CheckpointError, match=r"out of memory loading .*OutOfMemoryError: CUDA out of memory"):
         load_model_and_tokenizer(tiny_model_dir)
+
+
+def test_out_writes_the_format_its_suffix_names(tiny_model_dir, tmp_path, capsys, caplog):
+    """.csv is CSV (not Parquet under a .csv name), with the same columns; another suffix is one line, no file;
+    --max-tokens truncates the inputs as track's does."""
+    import pyarrow.csv as pcsv
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("The cat sat on the mat and looked at the dog for a long while.\nShort.\n", encoding="utf-8")
+    common = ["--model", tiny_model_dir, "--texts", texts, "--device", "cpu", "--scores", "ahon_ln"]
+    csv_out, parquet_out = tmp_path / "csv" / "s.csv", tmp_path / "pq" / "s.parquet"
+    for folder in (csv_out.parent, parquet_out.parent, tmp_path / "json"):
+        folder.mkdir()
+    code, err = run_cli(capsys, *common, "--out", csv_out)
+    assert code == 0, err
+    assert csv_out.read_bytes()[:4] != b"PAR1" and csv_out.read_text().startswith(
+        '"model_id","revision","calibration_id"'
+    )
+    from_csv = pcsv.read_csv(csv_out)
+    code, err = run_cli(capsys, *common, "--out", parquet_out, "--max-tokens", 4)
+    assert code == 0, err
+    from_parquet = pq.read_table(parquet_out)
+    assert from_csv.column_names == from_parquet.column_names and from_csv.num_rows == from_parquet.num_rows
+    assert "were cut to their first 4 tokens (--max-tokens)" in caplog.text  # --max-tokens 4 cuts both texts
+    assert_refused(capsys, tmp_path / "json" / "s.json", *common, match="--out")
+    code, err = run_cli(capsys, *common, "--out", tmp_path / "json" / "s.json")
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .endswith(f"name a .parquet or .csv file (the suffix names the format), e.g. {tmp_path / 'json' / 's.parquet'}")
+    )
+
+
+def test_a_limit_above_the_set_s_size_says_all_texts_are_used(tiny_model_dir, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("one text\nanother text\n", encoding="utf-8")
+    out = tmp_path / "o" / "s.parquet"
+    out.parent.mkdir()
+    code, err = run_cli(
+        capsys, "--model", tiny_model_dir, "--texts", texts, "--limit", 100000, "--scores", "ahon_ln", "--out", out
+    )
+    assert code == 0, err
+    assert "dormant score: note: --limit 100,000: calibration set texts has only 2 texts; all of them are used" in err

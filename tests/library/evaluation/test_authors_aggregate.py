@@ -187,3 +187,35 @@ def test_bundled_files_are_the_published_ones():
     assert json.loads(bundled_file("seed_leaderboard.json").read_text())["task"] == "winogrande"
     assert "MIT License" in bundled_file("authors_thresholds.LICENSE").read_text()
     assert not math.isnan(seed_values()[(AVERAGE_MODEL, "ours")])
+
+
+def test_a_model_outside_the_seed_gets_its_row_and_no_average(tmp_path, capsys):
+    """The demo's case: one tiny model, not among the 14. Its numbers are shown, never averaged against the
+    published 14-model average."""
+    from flows.cli import main
+
+    rows = curve_rows("tiny-olmo2", "awft", 28.03, 0) + curve_rows("tiny-olmo2", "ahon_ln", 20.0, 0)
+    write_table(tmp_path, "evaluations", rows, file_key="r")
+    compared = seed_comparison(load_leaderboard(tmp_path).rows)
+    assert not [r for r in compared if r["model"] == AVERAGE_MODEL]
+    (awft,) = [r for r in compared if (r["model"], r["score_fn"]) == ("tiny-olmo2", "awft")]
+    assert awft["published"] is None and awft["difference"] is None and awft["ours"] == pytest.approx(28.03, abs=0.01)
+    assert main(["leaderboard", "--store", str(tmp_path), "--reproduction"]) == 0
+    out = capsys.readouterr().out
+    assert "Average" not in out
+    assert "| tiny-olmo2 | awft | n/a | 28.03 | n/a |" in out
+
+
+def test_an_average_compares_only_the_models_both_sides_have(tmp_path):
+    values = seed_values()
+    shared = ["allenai/OLMo-2-1124-7B", "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct"]
+    for i, model in enumerate(shared):
+        write_table(
+            tmp_path, "evaluations", curve_rows(model, "awft", values[(model, "awft")] + 1.0, i), file_key=f"r{i}"
+        )
+    (avg,) = [r for r in seed_comparison(load_leaderboard(tmp_path).rows) if r["model"] == AVERAGE_MODEL]
+    published = sum(values[(m, "awft")] for m in shared) / 3  # theirs over the same 3 models, not their 14
+    assert (avg["score_fn"], avg["n_models"], avg["n_published"]) == ("awft", 3, 14)
+    assert avg["published"] == pytest.approx(published)
+    assert avg["difference"] == pytest.approx(1.0, abs=0.01)
+    assert f"| Average (3 of 14 models) | awft | {published:.2f} |" in format_seed_comparison([avg])

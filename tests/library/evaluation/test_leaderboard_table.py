@@ -202,7 +202,10 @@ def test_sorted_by_function_then_model(store):
 def test_markdown(store):
     board = load_leaderboard(store)
     lines = format_leaderboard_table(board.rows, "markdown").splitlines()
-    assert lines[0] == "| score function | model | task | % zeroed within 1 point | AUC | base accuracy |"
+    assert (
+        lines[0]
+        == "| score function | model | task | % zeroed within 1 point | AUC (mean accuracy %) | base accuracy |"
+    )
     assert lines[1] == "|---|---|---|---:|---:|---:|"
     assert len(lines) == 2 + len(board.rows)
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
@@ -229,7 +232,9 @@ def test_latex_is_a_tabular(store):
     text = format_leaderboard_table(load_leaderboard(store).rows, "latex")
     lines = text.splitlines()
     assert lines[0] == r"\begin{tabular}{lllrrr}" and lines[-1] == r"\end{tabular}"
-    assert r"score function & model & task & \% zeroed within 1 point & AUC & base accuracy \\" in lines
+    assert (
+        r"score function & model & task & \% zeroed within 1 point & AUC (mean accuracy \%) & base accuracy \\" in lines
+    )
     assert r"ahon\_ln & org/alpha & winogrande & 15.00 & 78.67 & 80.00 \\" in lines
     body = [line for line in lines if line.endswith(r"\\")]
     assert all(line.count(" & ") == 5 for line in body)

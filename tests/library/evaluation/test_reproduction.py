@@ -108,3 +108,41 @@ def test_dry_run_lists_every_run_and_loads_no_model(tmp_path):
         env={**os.environ, "HF_HUB_OFFLINE": "1"},  # no Hub here: the cheap checks would refuse the id "x" first
     )
     assert bad.returncode == 2 and bad.stderr.strip().endswith("drop --model")
+
+
+def test_dry_run_without_a_hub_asks_the_probe_once_and_never_retries(tmp_path):
+    """No offline variable set and no Hub (HF_ENDPOINT on a closed loopback port, the Hub's absence here made
+    deterministic): the probe's answer switches the run offline, so the plan comes at once, tokens unknown."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HF_ENDPOINT": f"http://127.0.0.1:{port}"}
+    env |= {k: os.environ[k] for k in ("HF_HOME", "HOME", "DORMANT_CACHE_DIR") if k in os.environ}
+    start = time.monotonic()
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows.cli",
+            "evaluate",
+            "--reproduce-seed",
+            "--dry-run",
+            "--store",
+            str(tmp_path / "s"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    seconds = time.monotonic() - start
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert seconds < 10, seconds
+    out = r.stdout + r.stderr
+    assert "Retry" not in out and "thrown while requesting" not in out, out[:2000]
+    assert r.stdout.splitlines()[-1].startswith("196 of 196 runs to do")
+    assert "does not answer" in r.stderr and "n/a (not cached)" in r.stdout

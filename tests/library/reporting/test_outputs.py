@@ -84,9 +84,7 @@ def test_the_working_folder_with_user_files_is_refused(store, tmp_path, capsys, 
     work.mkdir()
     (work / "notes.md").write_text("mine")
     monkeypatch.chdir(work)
-    one_line_refusal(
-        capsys, ["report", "--store", str(store), "--reports-dir", "."], "--reports-dir", "working folder"
-    )
+    one_line_refusal(capsys, ["report", "--store", str(store), "--reports-dir", "."], "--reports-dir", "working folder")
     assert tree(work) == {"notes.md": hashlib.sha256(b"mine").hexdigest()}
 
 

@@ -256,7 +256,7 @@ def test_render_report_writes_an_offline_report(known_store, tmp_path):
         "transitions_ahon_ln",
         "scores_ahon_ln",
         "agreement",
-        "findings_emergence",  # the findings' figures (docs/SCORES.md §7); findings_input needs two sets
+        "findings_emergence",  # the findings' figures (docs/SCORES.md §7); set_agreement needs two sets
         "findings_transitions",
     }
     for png, svg in result.figures.values():

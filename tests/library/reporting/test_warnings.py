@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from test_report import CAL, MODEL, TAUS, TOKENS, known_picture, write_series
 
-from dormant_tasks.evaluation.sweep import chance_note, item_step_note, item_step_pct
+from dormant_tasks.evaluation.metric import chance_note
+from dormant_tasks.evaluation.sweep import item_step_note, item_step_pct
 from dormant_tasks.evaluation.targets import format_leaderboard, single_target
 from dormant_tasks.reporting.report import load_series, render_report, report_markdown
 from dormant_tasks.store.io import write_table
@@ -150,3 +151,59 @@ def test_no_note_for_ln_functions_alone(tmp_path):
     assert "Raw-unit" not in report_markdown(load_series(root, MODEL))
     html = render_report(root, MODEL, tmp_path / "report").index_html.read_text(encoding="utf-8")
     assert "Raw-unit" not in html
+
+
+# ------------------------------------------------------------------------------------------- warnings travel
+
+
+def _dipping(base=0.475, n_items=40, model=MODEL, revision="stage1-step50-tokens4000000"):
+    """The issue's sweep: at chance on 40 items, and a curve that falls to 37.5% at 25% zeroed and rises back to
+    47.5% at 30% (so its last crossing of base - 1 point, not the dip, is its '% zeroed within 1 point')."""
+    from datetime import UTC, datetime
+
+    points = [(0.0, base), (0.10, 0.475), (0.25, 0.375), (0.30, 0.475), (0.40, 0.30)]
+    return [
+        {
+            **{"model_id": model, "revision": revision, "stage": 1, "step": 50, "tokens": 4_000_000},
+            **_rows(base, n_items)[0],
+            **{"quantile": float(q), "frac_zeroed": x, "accuracy": a, "code_version": "t", "request_id": "r"},
+            "evaluated_at": datetime(2025, 1, 2, tzinfo=UTC),
+        }
+        for q, (x, a) in enumerate(points)
+    ]
+
+
+def test_a_curve_that_dips_and_recovers_is_warned_of():
+    from dormant_tasks.evaluation.metric import recovery_note
+
+    note = recovery_note([(0, 47.5), (10, 47.5), (25, 37.5), (30, 47.5), (40, 30)], 47.5)
+    assert note.startswith("non-monotone curve: accuracy falls to 37.5% at 25.0% zeroed") and "47.5% at 30.0%" in note
+    assert recovery_note([(0, 80), (10, 79.5), (20, 70), (30, 60)], 80) is None  # below once, stays below
+    assert recovery_note([(0, 80), (10, 79.5)], 80) is None
+
+
+def test_warnings_are_stored_with_the_rows_and_shown_by_leaderboard_and_report(tmp_path, capsys):
+    from dormant_tasks.evaluation.metric import mark_warnings
+    from dormant_tasks.store.io import read_table
+    from flows.cli import main
+
+    root = write_series(tmp_path / "store", {"ahon_ln": known_picture()}, TOKENS)
+    rows = _dipping()
+    mark_warnings(rows)
+    write_table(root, "evaluations", rows, file_key="sweep")
+    stored = set(read_table(root, "evaluations").column("warnings").to_pylist())
+    (text,) = stored
+    assert "within the 95% binomial noise of chance" in text and "non-monotone curve" in text
+
+    assert main(["leaderboard", "--store", str(root)]) == 0
+    out, err = capsys.readouterr()
+    assert "| AUC (mean accuracy %) |" in out
+    assert f"| ahon_ln | {MODEL} | winogrande | 30.57 (!) |" in out
+    assert f"| ours (ahon_ln) | {MODEL} | winogrande | 30.57 (!) |" in out  # the best function keeps its warning
+    assert f"warning (!): {MODEL} winogrande ahon_ln: base accuracy 47.50% is within" in err
+    assert "non-monotone curve: accuracy falls to 37.5% at 25.0% zeroed" in err
+
+    report = report_markdown(load_series(root, MODEL))
+    assert "| ahon_ln | 30.57 (!) |" in report and "normalised AUC (mean accuracy %)" in report
+    assert "Warning (!): base accuracy 47.50% is within the 95% binomial noise of chance" in report
+    assert "Warning (!): non-monotone curve" in report

@@ -257,7 +257,7 @@ def test_the_v2_layout_is_the_current_one_less_the_protocol_columns():
     assert [n for n in current if n in V2_EVALUATIONS.names] == V2_EVALUATIONS.names  # kept, in order
     added = {n for n in current if n not in V2_EVALUATIONS.names}
     # added after version 3 without a schema bump: nullable, null in every older row ("not recorded")
-    recorded_later = {"rendering", "precision", "threshold_source", "chat_date"}
+    recorded_later = {"rendering", "precision", "threshold_source", "chat_date", "warnings"}
     assert all(SCHEMAS["evaluations"].field(n).nullable for n in recorded_later)
     assert added == {*PROTOCOL_BEFORE_V3, "fewshot_split", "evaluated_at", *recorded_later}
 

@@ -166,7 +166,7 @@ def test_findings_agree_with_status_and_the_report(tmp_path):
     assert row["final_pct_dormant"] == e.pct_dormant_last
     html = report.index_html.read_text(encoding="utf-8")
     assert "<h2>Findings</h2>" in html
-    for name in ("findings_emergence", "findings_transitions", "findings_input"):
+    for name in ("findings_emergence", "findings_transitions", "set_agreement"):  # input dependence: set_agreement
         assert f"figures/{name}.png" in html and name in report.figures
     assert "## Findings" in report.markdown
     for text in findings_lines(f):
@@ -195,7 +195,8 @@ def test_cli_findings(tmp_path, capsys):
     root = hand_store(tmp_path)
     assert main(["findings", "--store", str(root), "--reports-dir", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert "1. **Emergence.**" in out and "2. **Transitions.**" in out and "3. **Input dependence.**" in out
+    # plain text by default (no raw Markdown on a terminal); `--format markdown` gives findings.md's text
+    assert "1. Emergence." in out and "2. Transitions." in out and "3. Input dependence." in out and "**" not in out
     assert "2 of 3 (66.7%" in out  # the early share with its interval
     assert "per head: L0.H0 at 50K, L0.H1 at 50K, L0.H2 at 1M." in out  # each head's token count
     assert "Benjamini-Hochberg q < 0.05 over 20 (head, interval) tests" in out
