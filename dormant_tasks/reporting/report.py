@@ -35,6 +35,7 @@ from dormant_tasks.outputs import Owner, check_folder, publish_folder, report_fo
 from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.store.io import list_models, open_store, read_table, series_files
+from dormant_tasks.text import plural
 from dormant_tasks.tracking import findings
 from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
 from dormant_tasks.tracking.agreement import set_agreement
@@ -703,7 +704,12 @@ def _tokens(t: float) -> str:
     return fg.format_tokens(t)
 
 
-def _ci(e: Estimate, fmt=lambda x: f"{x:.3g}", unit: str = "") -> str:
+def _num(x: float) -> str:
+    """A count-like number to three significant digits, never in scientific notation (6,840, 12.3, 0.0412)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _ci(e: Estimate, fmt=_num, unit: str = "") -> str:
     """The value, its unit and "(95% CI low-high)" ("low to high" when an end is negative); or "undefined"."""
     if math.isnan(e.value):
         return "undefined"
@@ -767,16 +773,16 @@ def findings_lines(f: Findings) -> list[str]:
     stage_parts = [
         f"stage {g.stage}: {g.n_transitions} transitions, {g.n_confident} confident over {_tokens(g.tokens)} tokens "
         f"= {_ci(g.per_billion)} per billion tokens (exact Poisson, as if independent: "
-        f"{g.poisson.low:.3g}-{g.poisson.high:.3g}); checkpoint spacing {_tokens(g.spacing.value)} tokens "
+        f"{_num(g.poisson.low)}-{_num(g.poisson.high)}); checkpoint spacing {_tokens(g.spacing.value)} tokens "
         f"(median; {_tokens(g.spacing.low)}-{_tokens(g.spacing.high)})"
         if g.tokens > 0
         else f"stage {g.stage}: {g.n_transitions} transitions, {g.n_confident} confident (no token span)"
         for g in t.stages
     ]
     out += [
-        f"2. **Transitions.** {t.n_transitions} transitions ({t.fell_dormant} fell dormant, {t.woke} woke), "
+        f"2. **Transitions.** {plural(t.n_transitions, 'transition')} ({t.fell_dormant} fell dormant, {t.woke} woke), "
         f"{t.n_confident} confident ({t.correction}; {t.n_raw} of the {t.n_paired} tested have uncorrected "
-        f"p < {t.fdr:g}), {t.n_blips} blips. Heads that ever changed state: {_pct(t.ever_changed)}; more than "
+        f"p < {t.fdr:g}), {plural(t.n_blips, 'blip')}. Heads that ever changed state: {_pct(t.ever_changed)}; more than "
         f"once: {_pct(t.more_than_once)}; with two or more confident transitions: {t.confidently_more_than_once}. "
         f"{'; '.join(stage_parts) or 'A single checkpoint: none yet'}. A rate per token depends on how densely "
         "the checkpoints are spaced (denser checkpoints see more short-lived changes): compare series by the "
