@@ -98,7 +98,7 @@ def report_html(
 ) -> str:
     """index.html of a `report.Series`: `fig` maps a figure kind to its file name; `sets` (report.CalibrationSets,
     several calibration sets only) adds the "Calibration sets" section; `found` (tracking.findings.Findings) the
-    "Findings" section; `positions` (report.TauPosition per function) where each tau sits; `linked`
+    "Findings" section; `positions` (tracking.tau_positions.TauPosition per function) where each tau sits; `linked`
     (`comparisons.comparisons_of`: title, href) the comparisons that include the series."""
     c0, t = series.checkpoints, series.tokens
     distinct = lambda key: ", ".join(sorted({str(c.get(key)) for c in c0}))  # noqa: E731

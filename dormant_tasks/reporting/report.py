@@ -42,6 +42,8 @@ from dormant_tasks.tracking.agreement import set_agreement
 from dormant_tasks.tracking.defaults import FDR
 from dormant_tasks.tracking.findings import DEFAULT_RESAMPLING, Estimate, Findings, Resampling, Share
 from dormant_tasks.tracking.series import SeriesView, open_views
+from dormant_tasks.tracking.tau_positions import TauPosition
+from dormant_tasks.tracking.tau_positions import tau_positions as positions_of
 from dormant_tasks.tracking.tracker import failed_checkpoints
 from dormant_tasks.tracking.transitions import confident_at
 
@@ -293,65 +295,11 @@ def agreement_iou(series: Series, checkpoint: int = -1) -> np.ndarray:
 
 # ---------------------------------------------------------------- where each tau sits
 
-TAU_MARKS_LOW, TAU_MARKS_HIGH = 0.01, 0.99  # a tau marking fewer / more (input, head) pairs is warned about
-
-
-@dataclass(frozen=True)
-class TauPosition:
-    """Where a function's tau sits among the reference checkpoint's per-input scores."""
-
-    score_fn: str
-    tau: float
-    direction: str
-    reference_revision: str
-    share: float | None  # fraction of (input, head) pairs inactive under tau there (None: not scored there)
-    quantile: float | None  # tau's quantile among those per-input scores: share ("<") or 1 - share (">")
-    warning: str | None  # when share < 1% or > 99%
-
 
 def tau_positions(store, series: Series) -> list[TauPosition]:
-    """Per tracked function, where its tau sits at the series' reference checkpoint (the one its quantile taus
-    came from, else the one the taus were fixed at; the last checkpoint when that is not tracked).
-
-    The share of (input, head) pairs a tau marks inactive there is the mean `dormant_rate` over the heads
-    (each rate is k of the same n inputs), so it needs no kept per-input scores; NaN scores count as not
-    inactive, as in the rate. For a "<" function that share is tau's quantile among the pooled per-input
-    scores, for ">" one minus it (ties at tau aside).
-    """
-    fixed_at = {r["revision"] for r in series.tau_sources if r.get("revision")}
-    refs = [r["reference_revision"] for r in series.tau_sources if r.get("reference_revision")]
-    candidates = [*refs, *sorted(fixed_at)]
-    ref = next((r for r in candidates if r in series.revisions), series.revisions[-1])
-    view = SeriesView.open(store, series.model_id)
-    heads = view.head_scores(revisions=[ref], columns=["score_fn", "dormant_rate"]).to_pydict()
-    rates: dict[str, list[float]] = {}
-    for fn, rate in zip(heads["score_fn"], heads["dormant_rate"]):
-        rates.setdefault(fn, []).append(rate)
-    out = []
-    for fn, (tau, direction) in series.taus.items():
-        values = rates.get(fn)
-        if not values:
-            out.append(TauPosition(fn, tau, direction, ref, None, None, None))
-            continue
-        share = float(np.mean(values))
-        quantile = share if direction == "<" else 1.0 - share
-        warning = None
-        if share < TAU_MARKS_LOW or share > TAU_MARKS_HIGH:
-            what = "almost nothing" if share < TAU_MARKS_LOW else "almost everything"
-            warning = (
-                f"{fn}: tau (score {direction} {tau:g}) marks {100 * share:.2f}% of the (input, head) pairs inactive "
-                f"at the reference checkpoint {ref} (quantile {quantile:.3f} of its per-input scores): {fn} marks "
-                f"{what}, so its % dormant is not comparable with the other functions'. "
-                + (
-                    f"Its quantile tau sits where the scores tie: use a fixed --tau {fn}=VALUE with --retau, or "
-                    f"drop {fn} from --scores"
-                    if any(r["score_fn"] == fn and r["source"] == "quantile" for r in series.tau_sources)
-                    else f"Choose a tau inside the scores' range, e.g. --tau {fn}=q0.15 (a quantile of the "
-                    "reference) with --retau"
-                )
-            )
-        out.append(TauPosition(fn, tau, direction, ref, share, quantile, warning))
-    return out
+    """Per tracked function, where its tau sits at the series' reference checkpoint, with its warning
+    (`tracking.tau_positions`: the same lines `dormant track` prints)."""
+    return positions_of(SeriesView.open(store, series.model_id))
 
 
 # ---------------------------------------------------------------- calibration sets

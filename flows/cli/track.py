@@ -376,6 +376,17 @@ def answer_from_store(request) -> object | None:
     return result_from_store(state.request, state) if state.done else None
 
 
+def stored_tau_warnings(result) -> list[str]:
+    """The tau warnings of the stored series, each naming its calibration set: the same lines as the report's
+    (`tracking.tau_positions`), on a new series and on a rerun alike; the run's own when nothing is stored."""
+    from dormant_tasks.tracking.series import SeriesView
+    from dormant_tasks.tracking.tau_positions import tau_warnings_of
+
+    if not SeriesView.exists(result.store, result.model_id):  # nothing stored (every checkpoint failed)
+        return list(result.warnings)
+    return tau_warnings_of(result.store, result.model_id)
+
+
 def print_summary(result) -> None:
     """The run's summary on stdout (results); its warnings and failed checkpoints on stderr (diagnostics)."""
 
@@ -390,7 +401,7 @@ def print_summary(result) -> None:
     print(series_line(result.store, result.model_id))
     if result.input_scores:
         print(f"per-input scores: --input-scores {result.input_scores} ({INPUT_SCORES_NOTE[result.input_scores]})")
-    for warning in result.warnings:
+    for warning in stored_tau_warnings(result):
         print(f"warning: {warning}", file=sys.stderr)
     for calibration_id, n in result.truncated.items():  # one line per set, named (the most cut on a checkpoint)
         print(

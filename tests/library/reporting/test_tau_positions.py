@@ -48,7 +48,7 @@ def test_the_report_shows_where_each_tau_sits(tmp_path):
     assert "<td>30.0% of (input, head) pairs</td><td>0.300</td>" in html
     assert html.count('<p class="note">ahon_ln: tau') == 1 and '<p class="note">aeqd_ln: tau' in html
     assert "| lthon_ln | stage1-step20-tokens100 | 30.0% | 0.300 |" in result.markdown
-    assert "Warning: ahon_ln: tau (score < 0.5) marks 0.00%" in result.markdown
+    assert "Warning: ahon_ln: tau (score < 0.5, fixed) marks 0.00%" in result.markdown
 
 
 def test_the_page_is_the_template_with_every_value_escaped(tmp_path):
@@ -73,3 +73,25 @@ def test_the_page_is_the_template_with_every_value_escaped(tmp_path):
     assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
     assert "A single checkpoint: no transitions yet." in html  # no "transitions" figure given
     assert not hasattr(fg, "report_html")  # figures.py only draws
+
+
+def test_the_terminal_and_the_report_give_the_same_tau_warnings_naming_their_set(tmp_path, capsys):
+    """One source of tau warnings (tracking.tau_positions): what `track` prints after a run or a rerun is what the
+    report shows, each line naming its calibration set."""
+    from types import SimpleNamespace
+
+    from dormant_tasks.tracking.series import SeriesView
+    from dormant_tasks.tracking.tau_positions import tau_warnings_of
+    from flows.cli.track import stored_tau_warnings
+
+    root = store_with_rates(tmp_path)
+    calibration_id = SeriesView.open(root, MODEL).calibration_id
+    report_lines = [p.warning for p in tau_positions(root, load_series(root, MODEL)) if p.warning]
+    assert len(report_lines) == 2  # ahon_ln (nothing) and aeqd_ln (everything)
+    assert tau_warnings_of(root, MODEL) == [f"calibration set {calibration_id}: {w}" for w in report_lines]
+    result = SimpleNamespace(store=root, model_id=MODEL, warnings=("computed when the taus were fixed",))
+    assert stored_tau_warnings(result) == tau_warnings_of(root, MODEL)
+    markdown = render_report(root, MODEL, out_dir=tmp_path / "report").markdown
+    assert all(w in markdown for w in report_lines)
+    # nothing stored for the series: the run's own warnings
+    assert stored_tau_warnings(SimpleNamespace(store=root, model_id="other", warnings=("w",))) == ["w"]

@@ -1,0 +1,104 @@
+"""Where each tau of a series sits at its reference checkpoint, and the warnings about taus that cannot mark what
+they aim at: the one source of those warnings for the terminal (`dormant track`, `demo`, also a rerun) and the
+report, read from the store, so the same series gives the same lines everywhere.
+
+The share of (input, head) pairs a tau marks inactive at the reference checkpoint is the mean `dormant_rate`
+over the heads (each rate is k of the same n inputs), so it needs no kept per-input scores; NaN scores count as
+not inactive, as in the rate. For a "<" function that share is tau's quantile among the pooled per-input scores,
+for ">" one minus it (ties at tau aside).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dormant_tasks.store.io import read_table
+from dormant_tasks.tracking.series import SeriesView, open_views
+
+TAU_MARKS_LOW, TAU_MARKS_HIGH = 0.01, 0.99  # a tau marking fewer / more (input, head) pairs is warned about
+
+
+@dataclass(frozen=True)
+class TauPosition:
+    """Where a function's tau sits among the reference checkpoint's per-input scores."""
+
+    score_fn: str
+    tau: float
+    direction: str
+    reference_revision: str
+    share: float | None  # fraction of (input, head) pairs inactive under tau there (None: not scored there)
+    quantile: float | None  # tau's quantile among those per-input scores: share ("<") or 1 - share (">")
+    warning: str | None  # a tau that marks (almost) nothing or everything, or the random baseline below 0.5
+
+
+def reference_of(view: SeriesView) -> str:
+    """The series' reference checkpoint: the one its quantile taus came from, else the one its taus were fixed
+    at; the last checkpoint when that is not tracked."""
+    rows = read_table(view.store, "taus", model_id=view.model_id).to_pylist()
+    rows = [r for r in rows if (r["taus_id"], r["calibration_id"]) == (view.taus_id, view.calibration_id)]
+    refs = [r["reference_revision"] for r in rows if r.get("reference_revision")]
+    fixed_at = sorted({r["revision"] for r in rows if r.get("revision")})
+    return next((r for r in [*refs, *fixed_at] if r in view.revisions), view.revisions[-1])
+
+
+def tau_positions(view: SeriesView) -> list[TauPosition]:
+    """Per tracked function of one calibration set (`view`), where its tau sits at the reference checkpoint (none
+    before a checkpoint is stored)."""
+    if not view.revisions:
+        return []
+    ref = reference_of(view)
+    heads = view.head_scores(revisions=[ref], columns=["score_fn", "dormant_rate"]).to_pydict()
+    rates: dict[str, list[float]] = {}
+    for fn, rate in zip(heads["score_fn"], heads["dormant_rate"]):
+        rates.setdefault(fn, []).append(rate)
+    out = []
+    for fn, tau in view.taus.items():
+        values = rates.get(fn)
+        share = float(np.mean(values)) if values else None
+        quantile = None if share is None else share if tau.direction == "<" else 1.0 - share
+        out.append(TauPosition(fn, tau.value, tau.direction, ref, share, quantile, _warning(tau, ref, share)))
+    return out
+
+
+def _warning(tau, ref: str, share: float | None) -> str | None:
+    fn = tau.score_fn
+    if fn == "random":
+        if tau.value >= 0.5:
+            return None
+        return (
+            f"random: tau = p = {tau.value:g} < 0.5, but a head is dormant only when inactive on at least half the "
+            f"inputs; its dormant rate is Binomial(n, {tau.value:g})/n, so random marks a head dormant only by "
+            "chance fluctuation (read it as a zero baseline). For a baseline that marks heads, use --tau random=P "
+            "with P near 0.5"
+        )
+    if share is None:
+        return None
+    quantile_tau = tau.source == "quantile" and tau.quantile is not None
+    ties = quantile_tau and share < tau.quantile / 2  # far fewer than q beyond tau: the scores tie at it
+    if not (ties or share < TAU_MARKS_LOW or share > TAU_MARKS_HIGH):
+        return None
+    what = "almost everything" if share > TAU_MARKS_HIGH else "almost nothing"
+    where = f"quantile {tau.quantile:g} of {tau.reference_revision}" if quantile_tau else "fixed"
+    fix = (
+        f"its quantile tau sits where the scores tie: use a fixed --tau {fn}=VALUE with --retau, or drop {fn} "
+        "from --scores"
+        if quantile_tau
+        else f"choose a tau inside the scores' range, e.g. --tau {fn}=q0.15 (a quantile of the reference) with --retau"
+    )
+    return (
+        f"{fn}: tau (score {tau.direction} {tau.value:g}, {where}) marks {100 * share:.2f}% of the (input, head) "
+        f"pairs inactive at the reference checkpoint {ref}: {fn} marks {what}, so its % dormant is not "
+        f"comparable with the other functions'; {fix}"
+    )
+
+
+def tau_warnings_of(store, model_id: str) -> list[str]:
+    """Every calibration set's tau warnings, each naming its set."""
+    return [
+        f"calibration set {view.calibration_id}: {p.warning}"
+        for view in open_views(store, model_id)
+        for p in tau_positions(view)
+        if p.warning
+    ]
