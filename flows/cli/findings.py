@@ -17,7 +17,7 @@ def add_parser(subparsers) -> None:
     )
     add_store_argument(p)
     add_stored_series_argument(p)
-    add_scores_argument(p, "the one score function of the findings (default: ahon_ln when tracked)")
+    add_scores_argument(p, "the one score function of the findings (default: ahon_ln when tracked)", one=True)
     add_statistics_arguments(p)
     p.add_argument(
         "--format",

@@ -201,8 +201,11 @@ def add_tasks_argument(parser, help: str, default=None) -> None:
     parser.add_argument("--tasks", action=ListOption, default=default, metavar="TASK", help=help)
 
 
-def add_scores_argument(parser, help: str, default=None) -> None:
-    parser.add_argument("--scores", action=ListOption, default=default, metavar="FN", help=help)
+def add_scores_argument(parser, help: str, default=None, one: bool = False) -> None:
+    """`--scores`: score functions, space- or comma-separated; `one`: a command of one function takes one value
+    (its usage says `--scores FN`; a comma list is refused by the command, naming how many it got)."""
+    extra = {"nargs": None} if one else {}
+    parser.add_argument("--scores", action=ListOption, default=default, metavar="FN", help=help, **extra)
 
 
 def add_dtype_argument(parser) -> None:

@@ -18,7 +18,7 @@ def add_parser(subparsers) -> None:
     add_store_argument(p)
     add_stored_series_argument(p)
     add_reports_dir_argument(p)
-    add_scores_argument(p, "the one function of the per-function figures (default: ahon_ln when tracked)")
+    add_scores_argument(p, "the one function of the per-function figures (default: ahon_ln when tracked)", one=True)
     p.add_argument(
         "--hide-blips",
         action="store_true",
