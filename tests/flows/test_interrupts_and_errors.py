@@ -392,7 +392,8 @@ def test_sigint_during_the_transitions_write_then_a_plain_rerun_gives_a_clean_ru
 
     r = _run(args)  # plain rerun: every checkpoint stored, answered without Prefect
     assert r.returncode == 0 and "0 checkpoints analysed, 3 already stored" in r.stdout, r.stderr[-2000:]
-    assert [x for x in r.stderr.splitlines() if not _is_progress(x)] == [], r.stderr[-2000:]
+    # nothing but progress and the stored series' tau warnings (printed on every run, as the report shows them)
+    assert [x for x in r.stderr.splitlines() if not _is_progress(x) and not x.startswith("warning: ")] == []
     assert store_rows(store) == store_rows(clean)
     assert store_rows(store)["transitions"]  # something to lose
 
