@@ -461,11 +461,7 @@ def check_reports_dir(reports_dir: str) -> Path:
     out = Path(reports_dir).expanduser().resolve()
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--reports-dir {reports_dir} is a file, not a folder: name a folder")
-    folder = out
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        raise ConfigError(f"--reports-dir {reports_dir}: {folder} is a file, not a folder; choose another folder")
+    folder = nearest_folder(out, "--reports-dir", reports_dir)
     # the report is written beside its folder, then renamed into place: that parent must take files, and so
     # must the folder itself when it exists (a mount point such as /proc does not)
     for where in dict.fromkeys([out.parent if out.parent.exists() else folder, folder]):
@@ -477,16 +473,22 @@ def check_reports_dir(reports_dir: str) -> Path:
     return out
 
 
-def check_new_folder(value: str, option: str) -> None:
-    """ConfigError unless `value` is a folder, or can be made one (its nearest existing parent takes files)."""
-    path = Path(value).expanduser()
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{option} {value} is a file: name a folder (new, empty, or a previous run's)")
+def nearest_folder(path: Path, option: str, value: str) -> Path:
+    """`path` or its nearest existing ancestor, where a new folder would be made; ConfigError when that is a file."""
     folder = path
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
         raise ConfigError(f"{option} {value}: {folder} is a file, not a folder; choose another folder")
+    return folder
+
+
+def check_new_folder(value: str, option: str) -> None:
+    """ConfigError unless `value` is a folder, or can be made one (its nearest existing parent takes files)."""
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {value} is a file: name a folder (new, empty, or a previous run's)")
+    folder = nearest_folder(path, option, value)
     why = None if path.is_dir() else cannot_create_in(folder)
     if why:
         raise ConfigError(f"{option} {value}: no folder can be created in {folder} ({why}); choose another folder")
