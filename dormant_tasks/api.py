@@ -141,24 +141,20 @@ class Series:
         rows = [
             _row("emergence", "% dormant at the first checkpoint", e.pct_dormant_first),
             _row("emergence", "% dormant at the last checkpoint", e.pct_dormant_last),
-            _row("emergence", "final-dormant heads settled early", e.early.value, e.early),
+            _row("emergence", "first dormant, median (fraction of the series' tokens)", e.first_fraction),
+            _row("emergence", "settled dormant, median (fraction of the series' tokens)", e.settled_fraction),
+            _row("emergence", "final-dormant heads settled early", e.early),
             _row("transitions", "transitions", t.n_transitions),
             _row("transitions", "confident transitions", t.n_confident),
             _row("transitions", "blips", t.n_blips),
-            *(
-                _row(
-                    "transitions",
-                    f"confident per billion tokens, stage {r.stage}",
-                    r.per_billion,
-                    low=r.low,
-                    high=r.high,
-                )
-                for r in t.stages
-            ),
-            _row("transitions", "heads that changed state more than once", t.more_than_once.value, t.more_than_once),
+            *(_row("transitions", f"confident per billion tokens, stage {r.stage}", r.per_billion) for r in t.stages),
+            _row("transitions", "heads that changed state at least once", t.ever_changed),
+            _row("transitions", "heads that changed state more than once", t.more_than_once),
         ]
         if d.last is not None:
-            rows.append(_row("input dependence", "pooled Jaccard at the last shared checkpoint", d.last.value, d.last))
+            rows.append(_row("input dependence", "pooled Jaccard at the last shared checkpoint", d.last))
+        if d.noise_floor is not None:
+            rows.append(_row("input dependence", "across-set minus within-set agreement", d.noise_floor.difference))
         out = pd.DataFrame(rows)
         out.insert(0, "score_fn", f.score_fn)
         return out
@@ -178,8 +174,9 @@ def _listed(score_fns) -> list[str] | None:
     return [score_fns] if isinstance(score_fns, str) else score_fns
 
 
-def _row(finding: str, quantity: str, value, share=None, low=float("nan"), high=float("nan")) -> dict:
-    k, n = (share.k, share.n) if share is not None else (None, None)
-    if share is not None:
-        low, high = share.low, share.high
-    return {"finding": finding, "quantity": quantity, "value": float(value), "low": low, "high": high, "k": k, "n": n}
+def _row(finding: str, quantity: str, value) -> dict:
+    """One findings row: a plain number, or a value with its 95% interval (an `Estimate`, or a `Share` with k of n)."""
+    low, high = (getattr(value, "low", float("nan")), getattr(value, "high", float("nan")))
+    k, n = getattr(value, "k", None), getattr(value, "n", None)
+    number = getattr(value, "value", value)
+    return {"finding": finding, "quantity": quantity, "value": float(number), "low": low, "high": high, "k": k, "n": n}

@@ -84,3 +84,11 @@ def store_rows(store) -> dict[str, list[str]]:
         t = read_table(store, table)
         out[table] = sorted(repr(r) for r in t.select([c for c in t.column_names if c not in RUN_COLUMNS]).to_pylist())
     return out
+
+
+def is_progress(line: str) -> bool:
+    """A plain progress line (`dormant_tasks.progress`, on stderr when it is no terminal): a bar's
+    "checkpoints: 1/4 ckpt, 3s elapsed (started)" or a waiting step's "taus of S: scoring R: 1m20s elapsed"."""
+    import re
+
+    return re.fullmatch(r".+: (\d+(/\d+)? \w+, )?(\d+h)?(\d+m)?\d+s elapsed.*", line) is not None

@@ -85,6 +85,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--chat-date",
+        type=_chat_date,
         metavar="YYYY-MM-DD",
         help="the day a chat template sees as today (Llama-3.x writes it into the system header; recorded per row as "
         "chat_date); fix it to get the same prompts on another day (default: the day the run starts)",
@@ -365,3 +366,10 @@ def _cache_task_index() -> None:
 
 def interrupted(args: argparse.Namespace) -> str:
     return "interrupted: the evaluations of finished checkpoints are stored, rerun the rest"
+
+
+def _chat_date(value: str) -> str:
+    """`--chat-date` checked as it is parsed, before the other checks (one line naming it when it is no day)."""
+    from dormant_tasks.requests import parse_chat_date
+
+    return parse_chat_date(value).isoformat()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from builders import save_random_series, store_rows, stored_checkpoints
+from builders import is_progress, save_random_series, store_rows, stored_checkpoints
 
 from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table
@@ -149,7 +148,7 @@ def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment
     assert seconds < EXIT_WITHIN_S, f"exit took {seconds:.1f} s"
     # on a pipe the run's progress lines come first (issue 23: never silent); besides them, exactly one line:
     # no traceback, no record of the server's shutdown
-    lines = [x for x in err.strip().splitlines() if not _is_progress(x)]
+    lines = [x for x in err.strip().splitlines() if not is_progress(x)]
     assert len(lines) == 1, err[-3000:]
     assert lines[0].startswith("dormant track: interrupted: ") and lines[0].endswith("stored, rerun to continue"), err
     assert not _no_temp_files(store) if store.exists() else True
@@ -160,12 +159,6 @@ def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment
     assert summary.analysed + summary.skipped == 3
     assert read_table(store, "head_scores", dedupe=False).num_rows == 3 * 16 * 2 * 4
     assert not _no_temp_files(store)
-
-
-def _is_progress(line: str) -> bool:
-    """A plain progress line (`dormant_tasks.progress`, on stderr when it is no terminal), e.g.
-    "checkpoints: 1/4 ckpt, 3s elapsed (started)"."""
-    return re.fullmatch(r"[\w-]+: \d+(/\d+)? \w+, \S+ elapsed.*", line) is not None
 
 
 def _checksum(root: Path) -> str:
@@ -188,7 +181,7 @@ def _run(args, **env) -> subprocess.CompletedProcess:
 
 
 def _assert_one_line_error(r: subprocess.CompletedProcess, command: str, needle: str) -> None:
-    lines = [x for x in r.stderr.strip().splitlines() if not _is_progress(x)]
+    lines = [x for x in r.stderr.strip().splitlines() if not is_progress(x)]
     assert r.returncode == 2, r.stderr[-3000:]
     assert len(lines) == 1, r.stderr[-3000:]
     assert lines[0].startswith(f"dormant {command}: error: ") and needle in lines[0], lines
@@ -264,7 +257,7 @@ def test_the_temporary_servers_shutdown_records_stay_off_the_console(case, rando
     elif case == "normal-end":
         assert r.returncode == 0, r.stderr[-3000:]
         # stderr holds diagnostics only: progress lines and the taus' warnings, nothing of the server's shutdown
-        rest = [x for x in r.stderr.splitlines() if not _is_progress(x) and not x.startswith("warning: ")]
+        rest = [x for x in r.stderr.splitlines() if not is_progress(x) and not x.startswith("warning: ")]
         assert rest == [], r.stderr[-3000:]
     else:
         assert r.returncode == 2, r.stderr[-3000:]
@@ -350,7 +343,7 @@ def test_a_disk_that_fills_during_the_run_keeps_every_earlier_checkpoint(random_
         finally:
             os.close(fd)
         _, err = proc.communicate(timeout=600)
-        lines = [x for x in err.strip().splitlines() if not _is_progress(x)]
+        lines = [x for x in err.strip().splitlines() if not is_progress(x)]
         assert proc.returncode == 2 and len(lines) == 1, err[-3000:]
         assert "No space left on device" in lines[0] and lines[0].startswith("dormant track: error: ")
         (disk / "filler").unlink()
@@ -393,7 +386,7 @@ def test_sigint_during_the_transitions_write_then_a_plain_rerun_gives_a_clean_ru
     r = _run(args)  # plain rerun: every checkpoint stored, answered without Prefect
     assert r.returncode == 0 and "0 checkpoints analysed, 3 already stored" in r.stdout, r.stderr[-2000:]
     # nothing but progress and the stored series' tau warnings (printed on every run, as the report shows them)
-    assert [x for x in r.stderr.splitlines() if not _is_progress(x) and not x.startswith("warning: ")] == []
+    assert [x for x in r.stderr.splitlines() if not is_progress(x) and not x.startswith("warning: ")] == []
     assert store_rows(store) == store_rows(clean)
     assert store_rows(store)["transitions"]  # something to lose
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from builders import is_progress
 
 from dormant_tasks.requests import TrackRequest
 
@@ -28,10 +28,6 @@ def _snapshot(root: Path) -> dict[str, str]:
     for p in sorted(root.rglob("*")):
         out[str(p.relative_to(root))] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
     return out
-
-
-def _is_progress(line: str) -> bool:
-    return re.fullmatch(r"[\w -]+: (\d+(/\d+)? \w+, )?\S+ elapsed.*", line) is not None
 
 
 def _request_file(tmp_path: Path, series: Path, **change) -> Path:
@@ -115,7 +111,7 @@ def test_bad_input_is_one_line_exit_2_before_prefect_and_creates_nothing(case, r
         text=True,
         timeout=300,
     )
-    lines = [x for x in r.stderr.strip().splitlines() if not _is_progress(x)]
+    lines = [x for x in r.stderr.strip().splitlines() if not is_progress(x)]
     assert r.returncode == 2, r.stderr[-3000:]
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert lines[0].startswith("dormant track: error: ") and needle in lines[0], lines
