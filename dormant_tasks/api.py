@@ -90,17 +90,7 @@ class Series:
     def taus(self) -> pd.DataFrame:
         """One row per score function: its tau, direction, source ("fixed" or "quantile"), the quantile and the
         reference checkpoint it came from."""
-        rows = [
-            {
-                "score_fn": t.score_fn,
-                "tau": t.value,
-                "direction": t.direction,
-                "source": t.source,
-                "quantile": t.quantile,
-                "reference_revision": t.reference_revision,
-            }
-            for t in self.view.taus.values()
-        ]
+        rows = [t.row() for t in self.view.taus.values()]
         return pd.DataFrame(rows)
 
     def checkpoints(self) -> pd.DataFrame:

@@ -53,6 +53,17 @@ class Tau:
     quantile: float | None = None
     reference_revision: str | None = None
 
+    def row(self) -> dict:
+        """Its columns of the `taus` table (the API's `Series.taus()` rows too)."""
+        return {
+            "score_fn": self.score_fn,
+            "tau": self.value,
+            "direction": self.direction,
+            "source": self.source,
+            "quantile": self.quantile,
+            "reference_revision": self.reference_revision,
+        }
+
 
 def default_tau_spec(score_fn: str) -> TauSpec:
     if score_fn in FIXED_DEFAULTS:

@@ -354,12 +354,7 @@ def _write_taus(request: TrackRequest, series: SeriesTaus, reference: Revision) 
     rows = [
         {
             **common_columns(request.model_id, reference),
-            "score_fn": t.score_fn,
-            "tau": t.value,
-            "direction": t.direction,
-            "source": t.source,
-            "quantile": t.quantile,
-            "reference_revision": t.reference_revision,
+            **t.row(),
             "calibration_id": one.calibration.calibration_id,
             "taus_id": one.taus_id,
         }
