@@ -55,7 +55,7 @@ def random_series(folder: Path) -> Path:
     from transformers import Olmo2ForCausalLM
 
     from dormant_tasks.tiny import tiny_config, train_tokenizer
-    from dormant_tasks.tracking.calibration import DEMO_CORPUS
+    from dormant_tasks.tracking import DEMO_CORPUS
 
     tok = train_tokenizer(DEMO_CORPUS.read_text(encoding="utf-8").splitlines()[:400], vocab_size=512)
     for seed, (step, tokens) in enumerate([(0, 0), (10, 20), (25, 51)]):
@@ -86,8 +86,7 @@ def library_track(
     source: str, store: Path, calibrations: tuple[str, ...], limit: int, loads: list[str], max_tokens: int | None = None
 ):
     """Track the series on `calibrations` into `store`: (wall seconds, checkpoints selected, model loads)."""
-    from dormant_tasks.requests import TrackRequest
-    from dormant_tasks.tracking import tracker
+    from dormant_tasks.tracking import TrackRequest, tracker
 
     before = len(loads)
     t0 = time.perf_counter()
@@ -107,7 +106,7 @@ def token_counts(source: str, limit: int, max_tokens: int | None = None) -> dict
     with the series' own tokenizer and config (-1 where the series has no local tokenizer)."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from dormant_tasks.tracking.calibration import load_calibration_sets
+    from dormant_tasks.tracking import load_calibration_sets
 
     first = sorted(p for p in Path(source).iterdir() if p.is_dir() and (p / "tokenizer.json").exists())
     tok = AutoTokenizer.from_pretrained(first[0]) if first else None

@@ -25,10 +25,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dormant_tasks.engine.score_functions import ALL_IDS
-from dormant_tasks.evaluation.leaderboard import format_leaderboard_table, load_leaderboard
-from dormant_tasks.requests import DEFAULT_QUANTILES
-from dormant_tasks.store.io import write_table
+from dormant_tasks.engine import ALL_IDS
+from dormant_tasks.evaluation import DEFAULT_QUANTILES, format_leaderboard_table, load_leaderboard
+from dormant_tasks.store import write_table
 
 TARGET_S = 5.0
 REPEATS = 3

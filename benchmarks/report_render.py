@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS, get_score_function
-from dormant_tasks.reporting.report import render_report
-from dormant_tasks.store.io import commit_checkpoint, derived_file_key, open_store, read_table, write_table
-from dormant_tasks.tracking.transitions import derive_transitions, head_histories, mark_blips
+from dormant_tasks.engine import DETERMINISTIC_IDS, get_score_function
+from dormant_tasks.reporting import render_report
+from dormant_tasks.store import commit_checkpoint, derived_file_key, open_store, read_table, write_table
+from dormant_tasks.tracking import derive_transitions, head_histories, mark_blips
 
 TARGET_S = 60.0
 MODEL = "bench/random-walk-series"

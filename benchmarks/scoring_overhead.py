@@ -122,7 +122,7 @@ def naive_pass(model, ids):
 def child(variant: str, length: int, device: str = "cpu", dtype: str = "float32", repeats: int = REPEATS) -> dict:
     import torch
 
-    from dormant_tasks.engine.scoring import scoring_pass
+    from dormant_tasks.engine import scoring_pass
 
     cuda = device.startswith("cuda")
     model, ids = build(length, device, dtype)
@@ -207,7 +207,7 @@ def table_inputs(device: str, full: bool, vocab: int):
     """{input set: [(input_ids [batch, seq], attention_mask [batch, seq])]}: right-padded batches on `device`."""
     import torch
 
-    from dormant_tasks.engine.batching import batch_runs, device_batching, padded_batch
+    from dormant_tasks.engine import batch_runs, device_batching, padded_batch
 
     gen = torch.Generator().manual_seed(1)
     n_short, long_shape = (128, (4, 2048)) if full else (16, (1, 256))
@@ -224,8 +224,7 @@ def table_child(name: str, device: str, dtype: str, repeats: int, full: bool, ca
     """The (input set, variant) `cases` (default: all) of one model and dtype, in this process: a dict each."""
     import torch
 
-    from dormant_tasks.engine import triton_attention
-    from dormant_tasks.engine.scoring import scoring_pass
+    from dormant_tasks.engine import scoring_pass, triton_attention
 
     cuda = device.startswith("cuda")
     model = build_shape(name, device, dtype, full)

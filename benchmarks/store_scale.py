@@ -71,7 +71,7 @@ def make_template(folder: Path, n_layers: int, n_heads: int, hidden_size: int):
     from transformers import Olmo2ForCausalLM
 
     from dormant_tasks.tiny import tiny_config, train_tokenizer
-    from dormant_tasks.tracking.calibration import DEMO_CORPUS
+    from dormant_tasks.tracking import DEMO_CORPUS
 
     tok = train_tokenizer(DEMO_CORPUS.read_text(encoding="utf-8").splitlines()[:400], vocab_size=512)
     torch.manual_seed(0)
@@ -154,8 +154,8 @@ class Builder:
     """The store of the growing series, written through the library's stable entry points."""
 
     def __init__(self, series: Path, store: Path, template: Path, limit: int, noise: float, template_model, tokenizer):
-        from dormant_tasks.engine.scoring import score_texts
-        from dormant_tasks.requests import TrackRequest
+        from dormant_tasks.engine import score_texts
+        from dormant_tasks.tracking import TrackRequest
 
         self.series, self.store, self.template = series, store, template
         self.request = TrackRequest(source=str(series), store=str(store), limit=limit, report=False)
@@ -178,20 +178,20 @@ class Builder:
         self.noise = noise
 
     def plan(self):
-        from dormant_tasks.tracking.tracker import plan_series
+        from dormant_tasks.tracking import plan_series
 
         return plan_series(self.request)
 
     def scored(self, index: int, revision):
-        from dormant_tasks.engine.scoring import InputScores
-        from dormant_tasks.tracking.tracker import ScoredCheckpoint
+        from dormant_tasks.engine import InputScores
+        from dormant_tasks.tracking import ScoredCheckpoint
 
         scores = InputScores(self.base.score_fns, self.drift.values(index), self.base.n_tokens, self.base.n_truncated)
         return ScoredCheckpoint(revision, self.commit, scores, self.n_layers, self.n_heads, "float32", "cpu", {})
 
     def first(self) -> float:
         """Fix the series' taus: `resolve_series_taus` scores the reference (last) checkpoint and stores it."""
-        from dormant_tasks.tracking.tracker import known_commit, resolve_series_taus, series_state
+        from dormant_tasks.tracking import known_commit, resolve_series_taus, series_state
 
         plan = self.plan()
         t0 = time.perf_counter()
@@ -205,7 +205,7 @@ class Builder:
 
     def write_missing(self, progress_every: int = 50) -> int:
         """Write every listed checkpoint not written yet, in series order (the synthetic scores)."""
-        from dormant_tasks.tracking.tracker import known_commit, rows_of, write_checkpoint
+        from dormant_tasks.tracking import known_commit, rows_of, write_checkpoint
 
         plan = self.plan()
         todo = [(i, r) for i, r in enumerate(plan.listed) if r.name not in self.written]
@@ -225,7 +225,7 @@ class Builder:
         return len(todo)
 
     def derive(self) -> float:
-        from dormant_tasks.tracking.tracker import derive_series
+        from dormant_tasks.tracking import derive_series
 
         t0 = time.perf_counter()
         summary = derive_series(self.request)
@@ -239,7 +239,7 @@ class Builder:
 
     def append_one(self) -> float:
         """One more checkpoint at the end of the series: write_checkpoint + derive_series timed, nothing else."""
-        from dormant_tasks.tracking.tracker import derive_series, rows_of, write_checkpoint
+        from dormant_tasks.tracking import derive_series, rows_of, write_checkpoint
 
         n = len(self.written)
         link_checkpoints(self.template, self.series, n, n + 1)

@@ -25,12 +25,10 @@ from pathlib import Path
 
 import torch
 
-from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
-from dormant_tasks.checkpoints.naming import list_revisions
-from dormant_tasks.engine.scoring import scoring_pass
-from dormant_tasks.evaluation.sweep import prepare, run_sweep
-from dormant_tasks.requests import DEFAULT_QUANTILES
-from dormant_tasks.tracking.calibration import DEMO_CORPUS
+from dormant_tasks.checkpoints import list_revisions, load_model_and_tokenizer
+from dormant_tasks.engine import scoring_pass
+from dormant_tasks.evaluation import DEFAULT_QUANTILES, prepare, run_sweep
+from dormant_tasks.tracking import DEMO_CORPUS
 
 SERIES = Path(__file__).resolve().parent.parent / "data" / "series" / "tiny-olmo2"
 FUNCTIONS = ("ahon_ln", "lthon_ln", "awft")

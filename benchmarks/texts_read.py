@@ -19,7 +19,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from dormant_tasks.tracking.calibration import load_calibration
+from dormant_tasks.tracking import load_calibration
 
 
 def measure(path: Path, limit: int | None) -> tuple[float, int, int]:
@@ -34,7 +34,7 @@ def measure(path: Path, limit: int | None) -> tuple[float, int, int]:
 
 
 def _whole(path: Path):
-    from dormant_tasks.tracking.calibration import texts_calibration
+    from dormant_tasks.tracking import texts_calibration
 
     return texts_calibration(path, None)
 

@@ -32,7 +32,7 @@ def random_series(folder: Path) -> Path:
     from transformers import Olmo2ForCausalLM
 
     from dormant_tasks.tiny import tiny_config, train_tokenizer
-    from dormant_tasks.tracking.calibration import DEMO_CORPUS
+    from dormant_tasks.tracking import DEMO_CORPUS
 
     tok = train_tokenizer(DEMO_CORPUS.read_text(encoding="utf-8").splitlines()[:400], vocab_size=512)
     for seed, (step, tokens) in enumerate([(0, 0), (10, 20), (25, 51), (50, 102)]):
@@ -45,8 +45,7 @@ def random_series(folder: Path) -> Path:
 
 
 def library_run(source: str, store: Path, limit: int) -> float:
-    from dormant_tasks.requests import TrackRequest
-    from dormant_tasks.tracking import tracker
+    from dormant_tasks.tracking import TrackRequest, tracker
 
     t0 = time.perf_counter()
     request = TrackRequest(source=source, store=str(store), limit=limit, report=False)
@@ -60,7 +59,7 @@ def library_run(source: str, store: Path, limit: int) -> float:
 
 
 def flow_run(source: str, store: Path, limit: int) -> float:
-    from dormant_tasks.requests import TrackRequest
+    from dormant_tasks.tracking import TrackRequest
     from flows.track import track
 
     t0 = time.perf_counter()

@@ -72,7 +72,7 @@ def make_checkpoints(folder: Path, size: str, n: int) -> dict[str, Path]:
     from transformers import Olmo2Config, Olmo2ForCausalLM
 
     from dormant_tasks.tiny import BOUNDARY, train_tokenizer
-    from dormant_tasks.tracking.calibration import DEMO_CORPUS
+    from dormant_tasks.tracking import DEMO_CORPUS
 
     tok = train_tokenizer(DEMO_CORPUS.read_text(encoding="utf-8").splitlines()[:400], vocab_size=512)
     boundary = tok.convert_tokens_to_ids(BOUNDARY)
@@ -119,7 +119,7 @@ def build_linked_mirror(mirrors: Path, repo_id: str, branches: dict[str, Path]) 
         hub_server._git(repo, "rm", "-rfq", "--ignore-unmatch", ".")
         for src in sorted(p for p in folder.iterdir() if p.is_file()):
             if src.suffix in hub_server.LFS_SUFFIXES:
-                from dormant_tasks.checkpoints.hub import file_sha256
+                from dormant_tasks.checkpoints import file_sha256
 
                 oid = file_sha256(src)
                 obj = repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
@@ -217,7 +217,7 @@ class Timeline:
 
 def standalone_downloads(commits: dict[str, str], scratch: Path) -> dict[str, float]:
     """Each checkpoint downloaded (and hash-checked) alone into an empty cache, as the flow does it."""
-    from dormant_tasks.checkpoints.hub import download_revision
+    from dormant_tasks.checkpoints import download_revision
 
     out = {}
     for name, commit in commits.items():
@@ -231,7 +231,7 @@ def standalone_downloads(commits: dict[str, str], scratch: Path) -> dict[str, fl
 
 
 def tracked_run(work: Path, limit: int, max_tokens: int, timeline: Timeline) -> tuple[float, float, dict]:
-    from dormant_tasks.requests import TrackRequest
+    from dormant_tasks.tracking import TrackRequest
     from flows.track import track
 
     request = TrackRequest(
@@ -249,7 +249,7 @@ def tracked_run(work: Path, limit: int, max_tokens: int, timeline: Timeline) -> 
 
 
 def report(alone: dict[str, float], timeline: Timeline, start: float, end: float, store: Path) -> bool:
-    from dormant_tasks.store.io import read_table
+    from dormant_tasks.store import read_table
 
     rows = {r["revision"]: r for r in read_table(str(store), "checkpoints").to_pylist()}
     order = sorted(timeline.scored, key=lambda s: s["end"])

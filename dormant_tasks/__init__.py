@@ -8,13 +8,12 @@ The public Python API (`dormant_tasks.api`, README "Python API"): `dormant_tasks
 It is imported on first use, so `import dormant_tasks` stays light (no pandas, pyarrow or torch).
 """
 
-__version__ = "0.1.0"
-__all__ = ["open_store", "Store", "Series"]
+from typing import TYPE_CHECKING
 
+from dormant_tasks.face import lazy_face
+from dormant_tasks.version import __version__
 
-def __getattr__(name: str):
-    if name in __all__:
-        from dormant_tasks import api
+if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+    from dormant_tasks.api import Series, Store, open_store
 
-        return getattr(api, name)
-    raise AttributeError(f"module 'dormant_tasks' has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_face(__name__)

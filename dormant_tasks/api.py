@@ -21,8 +21,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from dormant_tasks.store import io
-from dormant_tasks.tracking.series import SeriesView
+from dormant_tasks import store
+from dormant_tasks.tracking import SeriesView
 
 
 def _frame(table: pa.Table) -> pd.DataFrame:
@@ -38,7 +38,7 @@ class Store:
 
     def series(self) -> list[str]:
         """The model ids of the series the store holds, tracked or only evaluated."""
-        return io.list_models(self.path)
+        return store.list_models(self.path)
 
     def __getitem__(self, model_id: str) -> Series:
         return self.open_series(model_id)
@@ -55,12 +55,12 @@ class Store:
     def evaluations(self, model_id: str | None = None) -> pd.DataFrame:
         """The `evaluations` table (docs/DATA_CONTRACT.md), of one series or all; evaluated series need not be
         tracked."""
-        return _frame(io.read_table(self.path, "evaluations", model_id=model_id))
+        return _frame(store.read_table(self.path, "evaluations", model_id=model_id))
 
 
 def open_store(path) -> Store:
     """Open the store at `path` (a StoreError, with the fix, when it is not one)."""
-    return Store(io.open_store(path))
+    return Store(store.open_store(path))
 
 
 @dataclass(frozen=True)
@@ -151,13 +151,13 @@ class Series:
 
     def findings_object(self, score_fn: str | None = None):
         """The `tracking.findings.Findings` of the series' primary set (default function ahon_ln when tracked)."""
-        from dormant_tasks.tracking.findings import series_findings
+        from dormant_tasks.tracking import series_findings
 
         return series_findings(self.view.store, self.model_id, score_fn)
 
     def evaluations(self) -> pd.DataFrame:
         """The series' rows of the `evaluations` table (accuracy per function, fraction zeroed, task)."""
-        return _frame(io.read_table(self.view.store, "evaluations", model_id=self.model_id))
+        return _frame(store.read_table(self.view.store, "evaluations", model_id=self.model_id))
 
 
 def _listed(score_fns) -> list[str] | None:

@@ -19,9 +19,9 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dormant_tasks import __version__
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.paths import default_reports_dir
+from dormant_tasks.version import __version__
 
 MARKER = ".dormant-report.json"  # in every folder the tool publishes: what it is, from which store and series
 FILE_KEY = b"dormant_heads"  # the Parquet schema metadata key of a file the tool wrote
@@ -94,7 +94,7 @@ def _files(folder: Path) -> list[str]:
 
 def report_folder(model_id: str, out_dir=None) -> Path:
     """Where a series' report goes: `out_dir`, else <$DORMANT_REPORTS or ./reports>/<series slug>/."""
-    from dormant_tasks.store.io import series_slug
+    from dormant_tasks.store import series_slug
 
     return Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(model_id)
 

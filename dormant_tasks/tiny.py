@@ -22,9 +22,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import Olmo2Config, PreTrainedTokenizerFast
 
+from dormant_tasks.atomic import atomic_file
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.store.io import atomic_file
-from dormant_tasks.tracking.calibration import DEMO_CORPUS
+from dormant_tasks.tracking import DEMO_CORPUS
 
 BOUNDARY = "<|endoftext|>"
 

@@ -9,8 +9,8 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
 from dormant_tasks.paths import default_series_dir
-from dormant_tasks.requests import TrackRequest
 from dormant_tasks.tiny import pretrain_tiny
+from dormant_tasks.tracking import TrackRequest
 
 from .track import TrackResult, track
 

@@ -8,7 +8,7 @@ and runs `track` on schedule; each run only analyses the checkpoints that are ne
 from __future__ import annotations
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.requests import TrackRequest
+from dormant_tasks.tracking import TrackRequest
 
 from .track import track
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from dormant_tasks.evaluation.lm_tasks import check_task_names
-from dormant_tasks.evaluation.targets import request_targets
-from dormant_tasks.requests import EvalRequest
-from dormant_tasks.store.io import check_store
+from dormant_tasks.evaluation import EvalRequest, check_task_names, request_targets
+from dormant_tasks.store import check_store
 from flows import tasks
 
 

@@ -6,7 +6,7 @@ The flow code is the same for both; only `track.with_options(task_runner=task_ru
 from __future__ import annotations
 
 from dormant_tasks.devices import Device, is_cuda, parse_device, visible_gpus
-from dormant_tasks.requests import Runner, TrackRequest
+from dormant_tasks.tracking import Runner, TrackRequest
 
 DEFAULT_DASK_WORKERS = 2
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
-from dormant_tasks.checkpoints.loading import fetch_revision
-from dormant_tasks.checkpoints.naming import Revision
+from dormant_tasks import tracking
+from dormant_tasks.checkpoints import Revision, fetch_revision
 from dormant_tasks.errors import DormantError
-from dormant_tasks.requests import EvalRequest, TrackRequest
-from dormant_tasks.tracking import tracker
+from dormant_tasks.evaluation import EvalRequest
+from dormant_tasks.tracking import TrackRequest
 
 
 def _transient(task, task_run, state) -> bool:
@@ -33,9 +33,9 @@ CHECKPOINT_RETRIES = dict(retries=2, retry_delay_seconds=[10, 60], retry_conditi
 
 
 @task(name="series-state", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient, cache_policy=NONE)
-def series_state(request: TrackRequest) -> tracker.SeriesState:
+def series_state(request: TrackRequest) -> tracking.SeriesState:
     """The series as the run finds it (plan, stored sets and taus, pending checkpoints), asked once per run."""
-    state = tracker.series_state(request)
+    state = tracking.series_state(request)
     if state.plan.skipped_names:
         names = state.plan.skipped_names
         get_run_logger().info(
@@ -47,9 +47,9 @@ def series_state(request: TrackRequest) -> tracker.SeriesState:
 
 
 @task(name="series-taus", cache_policy=NONE)
-def series_taus(request: TrackRequest, state: tracker.SeriesState, score=None) -> tracker.SeriesTaus:
+def series_taus(request: TrackRequest, state: tracking.SeriesState, score=None) -> tracking.SeriesTaus:
     """`score`: how to score the checkpoint the taus need (None: here, in the flow's process)."""
-    return tracker.resolve_series_taus(request, state, score)
+    return tracking.resolve_series_taus(request, state, score)
 
 
 @task(
@@ -57,10 +57,10 @@ def series_taus(request: TrackRequest, state: tracker.SeriesState, score=None) -
     task_run_name="score-{revision.name}",
     **CHECKPOINT_RETRIES,
 )
-def score_checkpoint(request: TrackRequest, revision: Revision) -> tuple[tracker.ScoredCheckpoint, ...]:
+def score_checkpoint(request: TrackRequest, revision: Revision) -> tuple[tracking.ScoredCheckpoint, ...]:
     """Load and score one checkpoint (every set), touching no store: on a Dask cluster the checkpoint a new
     series' taus come from is scored on a worker too, so the flow's host needs neither the model nor a GPU."""
-    return tracker.score_checkpoint(request, revision)
+    return tracking.score_checkpoint(request, revision)
 
 
 @task(
@@ -82,9 +82,9 @@ def prefetch_checkpoint(request: TrackRequest, revision: Revision) -> str:
     **CHECKPOINT_RETRIES,
 )
 def analyze_checkpoint(
-    request: TrackRequest, revision: Revision, series: tracker.SeriesTaus
-) -> tracker.CheckpointResult:
-    result = tracker.analyze_checkpoint(request, revision, series)
+    request: TrackRequest, revision: Revision, series: tracking.SeriesTaus
+) -> tracking.CheckpointResult:
+    result = tracking.analyze_checkpoint(request, revision, series)
     log = get_run_logger()
     if result.skipped:
         log.info("%s: already stored, skipped without loading the model", revision.name)
@@ -110,11 +110,11 @@ def analyze_checkpoint(
     **CHECKPOINT_RETRIES,
 )
 def compute_checkpoint(
-    request: TrackRequest, revision: Revision, series: tracker.SeriesTaus
-) -> tuple[tracker.CheckpointRows, ...]:
+    request: TrackRequest, revision: Revision, series: tracking.SeriesTaus
+) -> tuple[tracking.CheckpointRows, ...]:
     """Score one checkpoint (every calibration set) and return its rows, touching no store: a Dask worker on
     another host runs this."""
-    rows = tracker.compute_checkpoint(request, revision, series)
+    rows = tracking.compute_checkpoint(request, revision, series)
     s = rows[0].seconds
     get_run_logger().info(
         "%s: download %.1fs, load %.1fs, score %.1fs (rows go back to the flow, which writes them)",
@@ -127,8 +127,8 @@ def compute_checkpoint(
 
 
 @task(name="derive-transitions", cache_policy=NONE)
-def derive_transitions(request: TrackRequest) -> tracker.SeriesSummary:
-    return tracker.derive_series(request)
+def derive_transitions(request: TrackRequest) -> tracking.SeriesSummary:
+    return tracking.derive_series(request)
 
 
 @task(
@@ -140,7 +140,7 @@ def derive_transitions(request: TrackRequest) -> tracker.SeriesSummary:
     cache_policy=NONE,
 )
 def evaluate_checkpoint(request: EvalRequest, target) -> list[dict]:
-    from dormant_tasks.evaluation.targets import evaluate_target, format_leaderboard
+    from dormant_tasks.evaluation import evaluate_target, format_leaderboard
 
     rows = evaluate_target(request, target, log=get_run_logger())
     get_run_logger().info("\n%s", format_leaderboard(target, rows))

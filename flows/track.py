@@ -1,6 +1,6 @@
 """The track flow, the one orchestrator of a track run: state -> taus -> checkpoints -> transitions -> report.
 
-Core functions: `dormant_tasks.tracking.tracker.series_state`, `resolve_series_taus`, `analyze_checkpoint`,
+Core functions: `dormant_tasks.tracking.series_state`, `resolve_series_taus`, `analyze_checkpoint`,
 `derive_series` (through the task wrappers of `flows.tasks`). The flow takes the run's `TrackRequest` whole
 (and the `SeriesState` the CLI asked for already, so that a run asks it once), fans the checkpoints out to its
 task runner, logs, and returns a `TrackResult`; the science is in the library. A checkpoint that fails is
@@ -23,11 +23,10 @@ from prefect.artifacts import (
 )
 from prefect.futures import as_completed
 
+from dormant_tasks import tracking
 from dormant_tasks.progress import progress_bar, waiting
-from dormant_tasks.requests import Runner, TrackRequest
-from dormant_tasks.store.io import check_store, hold_series
-from dormant_tasks.tracking import tracker
-from dormant_tasks.tracking.tracker import CheckpointResult, SeriesState, TrackResult
+from dormant_tasks.store import check_store, hold_series
+from dormant_tasks.tracking import CheckpointResult, Runner, SeriesState, TrackRequest, TrackResult
 from flows import tasks
 
 PROGRESS_EVERY_S = 5.0
@@ -104,7 +103,7 @@ def _fixing_taus(request: TrackRequest, state: SeriesState, progress: bool):
     20 s on a pipe (`progress.waiting`), so that the run is not silent while it downloads, loads and scores it."""
     if not progress or state.taus is not None:
         return contextlib.nullcontext()
-    checkpoint = tracker.taus_checkpoint(request, state.plan).name
+    checkpoint = tracking.taus_checkpoint(request, state.plan).name
     return waiting(f"taus of {request.model_id}: scoring {checkpoint}")
 
 
@@ -123,7 +122,7 @@ def _prefetch_past_reference(request: TrackRequest, state: SeriesState) -> dict:
     plan = state.plan
     if request.runner is not Runner.LOCAL or not state.is_new:
         return {}
-    reference = tracker.taus_checkpoint(request, plan)
+    reference = tracking.taus_checkpoint(request, plan)
     first = next((r for r in plan.selected if r != reference), None)
     if reference.path is not None or first is None or first.path is not None:
         return {}
@@ -137,10 +136,10 @@ def _run_checkpoints(
     """Analyse every selected checkpoint not yet stored; the reference one (if any) is already done.
     `ahead`: prefetches already started ({revision: future}, local runner)."""
     selected = state.plan.selected
-    todo = tracker.pending_revisions(request, state, series)
+    todo = tracking.pending_revisions(request, state, series)
     done = [series.reference] if series.reference is not None else []
     skipped = [
-        CheckpointResult(r, tracker.known_commit(r) or "", True, {}, {})
+        CheckpointResult(r, tracking.known_commit(r) or "", True, {}, {})
         for r in selected
         if r not in todo and r not in [d.revision for d in done]
     ]
@@ -183,7 +182,7 @@ def _run_on_dask(request: TrackRequest, todo: list, series, advance) -> None:
     """Workers only compute (they need no store, nor a disk shared with it); this flow is the one writer, and
     records a checkpoint whose worker failed to download, load or score it."""
     if request.retau:  # checkpoints with kept per-input scores are re-aggregated here, without a model
-        redone = [tracker.reaggregate_from_input_scores(request, r, series) for r in todo]
+        redone = [tracking.reaggregate_from_input_scores(request, r, series) for r in todo]
         for result in filter(None, redone):
             advance(result)
         todo = [r for r, result in zip(todo, redone) if result is None]
@@ -192,12 +191,12 @@ def _run_on_dask(request: TrackRequest, todo: list, series, advance) -> None:
     for future in as_completed(list(futures)):
         try:
             rows = future.result()
-        except tracker.CHECKPOINT_FAILURES as e:
+        except tracking.CHECKPOINT_FAILURES as e:
             if request.fail_fast:
                 raise
-            advance(tracker.record_failure(request, futures[future], str(e)))
+            advance(tracking.record_failure(request, futures[future], str(e)))
             continue
-        advance(tracker.write_checkpoint(request, rows))
+        advance(tracking.write_checkpoint(request, rows))
 
 
 def _score_on_runner(request: TrackRequest):
@@ -227,7 +226,7 @@ def _resources(device: str):
 
 def _report(store: str, model_id: str, out_dir: str | None, fdr: float) -> Path:
     """Render the evolution report and publish its summary as Prefect artifacts (markdown, table, link)."""
-    from dormant_tasks.reporting.report import render_report
+    from dormant_tasks.reporting import render_report
 
     result = render_report(store, model_id, out_dir, reuse=True, fdr=fdr)  # unchanged inputs: the report as it is
     key = "dormant-" + "".join(c if c.isalnum() else "-" for c in model_id.lower())

@@ -36,7 +36,7 @@ def save_model_series(folder, tokenizer, names, build):
 def track_steps(request):
     """The track flow's steps, called as the flow calls them (one state, the taus, each pending checkpoint), without
     Prefect: a real series tracked into a real store by the library."""
-    from dormant_tasks.tracking import tracker
+    from dormant_tasks import tracking as tracker
     from dormant_tasks.tracking.tracker import TrackResult
 
     state = tracker.series_state(request)

@@ -1,1 +1,28 @@
 """Checkpoints: revision names and series order, the Hugging Face Hub, file hashes, loading a model at a revision."""
+
+from typing import TYPE_CHECKING
+
+from dormant_tasks.face import lazy_face
+
+if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+    from dormant_tasks.checkpoints.hash_cache import cache_dir
+    from dormant_tasks.checkpoints.hub import check_repo_id, download_revision, file_sha256, local_content_hash
+    from dormant_tasks.checkpoints.loading import (
+        fetch_revision,
+        load_checkpoint,
+        load_model_and_tokenizer,
+        load_model_at,
+        resolve_device,
+    )
+    from dormant_tasks.checkpoints.naming import (
+        MAIN,
+        UNKNOWN,
+        Revision,
+        Selection,
+        format_tokens,
+        list_revisions,
+        parse_revision_name,
+        series_sort_key,
+    )
+
+__getattr__, __dir__, __all__ = lazy_face(__name__)

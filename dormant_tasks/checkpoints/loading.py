@@ -24,9 +24,10 @@ from dormant_tasks.checkpoints.hub import (  # noqa: F401 (re-exported)
     is_loading_file,
     local_content_hash,
 )
-from dormant_tasks.checkpoints.naming import UNKNOWN, Revision, is_local_source, parse_revision_name
+from dormant_tasks.checkpoints.naming import UNKNOWN, Revision, parse_revision_name
 from dormant_tasks.devices import Device, DType, check_device_available, is_cuda, parse_device, parse_dtype
 from dormant_tasks.errors import CheckpointError, ConfigError
+from dormant_tasks.names import is_local_source
 
 DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dormant_tasks.checkpoints.hub import list_branches
 from dormant_tasks.errors import CheckpointError, ConfigError, did_you_mean
+from dormant_tasks.names import is_local_source
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +111,6 @@ class Listing:
     is_local: bool
     revisions: list[Revision]
     skipped: list[str]
-
-
-def is_local_source(source: str | Path) -> bool:
-    """A source is a local folder when it exists on disk or is spelled like a path (./x, /x, ~/x)."""
-    s = str(source)
-    return Path(s).expanduser().exists() or s.startswith((".", "/", "~")) or s.endswith("/")
 
 
 def known_tokens_per_step(source: str | Path) -> int | None:

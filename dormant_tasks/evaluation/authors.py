@@ -23,8 +23,8 @@ import json
 from functools import cache
 
 from dormant_tasks.errors import ConfigError, did_you_mean
+from dormant_tasks.evaluation.request import DEFAULT_QUANTILES, ThresholdSource
 from dormant_tasks.paths import bundled_file
-from dormant_tasks.requests import DEFAULT_QUANTILES, ThresholdSource
 
 # Their class names (monkey_patch_head_types.py at commit 9dd884c, the `name` each class registers) -> our ids,
 # in the order the classes are defined there.

@@ -50,8 +50,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dormant_tasks.checkpoints.naming import MAIN, parse_revision_name, series_sort_key
-from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS, SCORE_FUNCTIONS
+from dormant_tasks.checkpoints import MAIN, parse_revision_name, series_sort_key
+from dormant_tasks.engine import DETERMINISTIC_IDS, SCORE_FUNCTIONS
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
 from dormant_tasks.evaluation.metric import (
     AUC_UNIT,
@@ -62,8 +62,7 @@ from dormant_tasks.evaluation.metric import (
     pct_zeroed_within_1pt,
     task_average_curve,
 )
-from dormant_tasks.store.io import read_table
-from dormant_tasks.text import plural
+from dormant_tasks.store import read_table
 
 AVERAGE_MODEL = "Average"  # the mean over models
 BEST = "best"  # the best function of a model, of all functions
@@ -329,7 +328,7 @@ def _task_averages(curves: dict[tuple, _Curve], revisions: dict[str, str], notes
     return out
 
 
-def _mean(values) -> float:
+def nan_mean(values) -> float:
     values = list(values)
     return float(np.mean(values)) if values else math.nan
 
@@ -345,9 +344,9 @@ def _model_averages(rows: list[dict]) -> list[dict]:
             AVERAGE_MODEL,
             None,
             task,
-            _mean(r["within_1pt"] for r in mine),
-            _mean(r["auc"] for r in mine),
-            _mean(r["base_accuracy"] for r in mine),
+            nan_mean(r["within_1pt"] for r in mine),
+            nan_mean(r["auc"] for r in mine),
+            nan_mean(r["base_accuracy"] for r in mine),
             n_models=len(mine),
         )
         for (fn, task), mine in groups.items()
@@ -441,7 +440,7 @@ def _order(r: dict) -> tuple:
 # ---------------------------------------------------------------------------------------------- formats
 
 
-def _number(v) -> str:
+def number_text(v) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
 
 
@@ -458,8 +457,8 @@ def _labels(rows: list[dict]) -> list[tuple[str, ...]]:
         model = r["model"]
         if model == AVERAGE_MODEL and r["n_models"] is not None and r["n_models"] < n_total:
             model = f"{AVERAGE_MODEL} ({r['n_models']} of {n_total} models)"
-        within = _number(r["within_1pt"]) + (WARNED if r.get("warnings") else "")
-        out.append((fn, model, r["task"], within, _number(r["auc"]), _number(r["base_accuracy"])))
+        within = number_text(r["within_1pt"]) + (WARNED if r.get("warnings") else "")
+        out.append((fn, model, r["task"], within, number_text(r["auc"]), number_text(r["base_accuracy"])))
     return out
 
 
@@ -493,159 +492,4 @@ def format_leaderboard_table(rows: list[dict], fmt: str = "markdown") -> str:
             lines.append(r"\hline")
         lines.append(" & ".join(_latex(cell) for cell in row) + r" \\")
     lines += [r"\hline", r"\end{tabular}"]
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------- agreement
-
-
-def agreement_task(rows: list[dict]) -> str:
-    """The task `auc_agreement` ranks functions on by default: the across-task average when the board has
-    one, else its only task."""
-    tasks = sorted({r["task"] for r in rows})
-    if AVERAGE_TASK in tasks:
-        return AVERAGE_TASK
-    if len(tasks) == 1:
-        return tasks[0]
-    raise ConfigError(
-        f"the board has tasks {', '.join(tasks)} and no across-task average of them: name one task "
-        "(`dormant leaderboard --tasks T`)"
-    )
-
-
-def average_ranks(x) -> np.ndarray:
-    """1-based ranks of x, ties given the mean of their ranks (as scipy.stats.rankdata's "average")."""
-    x = np.asarray(x, dtype=np.float64)
-    order = np.argsort(x, kind="mergesort")
-    sorted_x = x[order]
-    starts = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])  # [group] first index of each tie group
-    ends = np.r_[starts[1:], len(x)]
-    ranks = np.empty(len(x))
-    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)  # mean of ranks starts+1 .. ends
-    return ranks
-
-
-def spearman(a, b) -> float:
-    """Spearman's rank correlation: Pearson's of the average ranks; NaN for < 2 values or constant ranks."""
-    if len(a) < 2:
-        return math.nan
-    ra, rb = average_ranks(a), average_ranks(b)
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    denominator = math.sqrt(float(ra @ ra) * float(rb @ rb))
-    return math.nan if denominator == 0 else float(ra @ rb) / denominator
-
-
-def auc_agreement(rows: list[dict], task: str | None = None) -> tuple[list[str], np.ndarray]:
-    """(models, [model, model] Spearman correlation of the functions' AUCs on `task`), over the functions that
-    both models have with a finite AUC; NaN where fewer than 2 are shared (the authors' agreement analysis:
-    do models rank the score functions alike?). `task`: default `agreement_task(rows)`."""
-    task = agreement_task(rows) if task is None else task
-    auc: dict[str, dict[str, float]] = defaultdict(dict)
-    for r in rows:
-        if (
-            r["task"] == task
-            and r["model"] != AVERAGE_MODEL
-            and r["score_fn"] not in _AGGREGATE_RANK
-            and not math.isnan(r["auc"])
-        ):
-            auc[r["model"]][r["score_fn"]] = r["auc"]
-    models = sorted(auc)
-    matrix = np.full((len(models), len(models)), np.nan)  # [model, model]
-    for i, a in enumerate(models):
-        for j in range(i, len(models)):
-            shared = sorted(set(auc[a]) & set(auc[models[j]]))
-            rho = spearman([auc[a][f] for f in shared], [auc[models[j]][f] for f in shared])
-            matrix[i, j] = matrix[j, i] = rho
-    return models, matrix
-
-
-# ---------------------------------------------------------------------------------------------- reproduction
-
-
-def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
-    """The seed leaderboard's published values beside ours, like with like: one row per (model, function) cell
-    it publishes, `published`, `ours` (None where the board has no such cell) and `difference` = ours -
-    published, in points of % of heads zeroed within 1 point; the function "ours" is the authors' aggregate;
-    `rendering` says how our number's prompts were rendered.
-
-    Then a row per cell of a board model outside the seed (`published` None: nothing to compare), and per
-    function an "Average" row over only the models both sides have (`n_models` of `n_published`): the published
-    average itself when all of them are shared, else the mean of the shared models' published values; no
-    average row when no model is shared (a published 14-model average is never set against other models)."""
-    from dormant_tasks.evaluation.authors import seed_values
-
-    values = seed_values()
-    board = {(r["score_fn"], r["model"]): r for r in rows if r["task"] == task}
-    seed = {m for m, _ in values if m != AVERAGE_MODEL}
-    published_fns = {fn for _, fn in values}
-    out = [
-        _comparison(model, fn, published, board.get((fn, model)))
-        for (model, fn), published in sorted(values.items())
-        if model != AVERAGE_MODEL
-    ]
-    outside = sorted((m, fn) for fn, m in board if m not in seed and m != AVERAGE_MODEL and fn in published_fns)
-    out += [_comparison(model, fn, None, board[(fn, model)]) for model, fn in outside]
-    for (model, fn), published in sorted(values.items()):
-        if model != AVERAGE_MODEL:
-            continue
-        of_fn = sorted(m for m, f in values if f == fn and m != AVERAGE_MODEL)
-        shared = [m for m in of_fn if board.get((fn, m), {}).get("within_1pt") is not None]
-        if not shared:
-            continue
-        theirs = published if len(shared) == len(of_fn) else _mean(values[(m, fn)] for m in shared)
-        ours = _mean(board[(fn, m)]["within_1pt"] for m in shared)
-        out.append(
-            {
-                **_comparison(model, fn, theirs, None),
-                "ours": ours,
-                "difference": ours - theirs,
-                "n_models": len(shared),
-                "n_published": len(of_fn),
-            }
-        )
-    return out
-
-
-def _comparison(model: str, fn: str, published: float | None, mine: dict | None) -> dict:
-    ours = None if mine is None else mine["within_1pt"]
-    return {
-        "model": model,
-        "score_fn": fn,
-        "best_fn": None if mine is None else mine.get("best_fn"),
-        "published": published,
-        "ours": ours,
-        "difference": None if ours is None or published is None else ours - published,
-        "rendering": _rendering_of(mine),
-        "n_models": None,
-        "n_published": None,
-    }
-
-
-def _rendering_of(row: dict | None) -> str | None:
-    if row is None or row.get("chat_template") is None:
-        return None  # no such cell, or an average over models
-    return row.get("rendering") if row["chat_template"] else "plain"
-
-
-def _models_shared(r: dict) -> str:
-    """ "14 models", or "3 of 14 models" for an average over the models both sides have."""
-    n, of = r["n_models"], r["n_published"]
-    return plural(n, "model") if n == of else f"{n} of {plural(of, 'model')}"
-
-
-def format_seed_comparison(rows: list[dict]) -> str:
-    """`seed_comparison` rows as a markdown table."""
-    from dormant_tasks.evaluation.rendering import RENDERED_AS
-
-    lines = [
-        "| model | function | published | ours | difference (points) | rendering |",
-        "|---|---|---:|---:|---:|---|",
-    ]
-    for r in rows:
-        fn = f"{r['score_fn']} ({r['best_fn']})" if r["score_fn"] == OURS and r["best_fn"] else r["score_fn"]
-        model = r["model"] + (f" ({_models_shared(r)})" if r["n_models"] else "")
-        rendering = {"plain": "plain text", **RENDERED_AS}.get(r["rendering"], r["rendering"] or "")
-        diff = "n/a" if r["difference"] is None else f"{round(r['difference'], 2) + 0.0:+.2f}"  # no "-0.00"
-        cells = (model, fn, _number(r["published"]), _number(r["ours"]), diff, rendering)
-        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dormant_tasks.errors import EvaluationError, did_you_mean
-from dormant_tasks.requests import ChatTemplate, DataSource
+from dormant_tasks.evaluation.request import ChatTemplate, DataSource
+from dormant_tasks.names import split_names
 
 # The authors' runs, by lm-eval task or group name; a group's count applies to every task inside it (mmlu's
 # 57 subjects, alone or through a subgroup such as mmlu_stem). Other tasks: lm-eval's task default.
@@ -48,8 +49,7 @@ DEFAULT_FEWSHOT_SEED = 1234  # lm-eval's fewshot_random_seed
 
 def split_task_names(text) -> tuple[str, ...]:
     """ "winogrande,mmlu" or ["winogrande", "mmlu"] -> ("winogrande", "mmlu"), duplicates dropped, order kept."""
-    parts = text.split(",") if isinstance(text, str) else [p for t in text for p in str(t).split(",")]
-    names = tuple(dict.fromkeys(p.strip() for p in parts if p.strip()))
+    names = split_names(text)
     if not names:
         raise EvaluationError("no task given; name an lm-eval task, e.g. --tasks winogrande or --tasks mmlu piqa")
     return names

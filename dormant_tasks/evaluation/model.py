@@ -42,10 +42,9 @@ import numpy as np
 import torch
 from lm_eval.api.model import TemplateLM
 
-from dormant_tasks.engine.batching import batch_runs, padded_batch
-from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing, scoring_pass
+from dormant_tasks.engine import DynamicZeroing, StaticZeroing, batch_runs, padded_batch, scoring_pass
 from dormant_tasks.errors import EvaluationError
-from dormant_tasks.requests import Bos, parse_chat_date
+from dormant_tasks.evaluation.request import Bos, parse_chat_date
 
 DEFAULT_MAX_LENGTH = 2048  # HFLM's fallback when the model states no context length
 MAX_GEN_TOKS = 256  # HFLM's default max_gen_toks
@@ -254,9 +253,9 @@ class DormantLM(TemplateLM):
         as is), e.g. "pretrained=allenai/OLMo-2-1124-7B,zeroing=ahon_ln:0.5"."""
         from lm_eval.utils import simple_parse_args_string
 
-        from dormant_tasks.checkpoints.loading import load_model_at
-        from dormant_tasks.engine.scoring import DynamicZeroing
-        from dormant_tasks.evaluation.targets import precision_for
+        from dormant_tasks.checkpoints import load_model_at
+        from dormant_tasks.engine import DynamicZeroing
+        from dormant_tasks.evaluation.precision import precision_for
 
         args = simple_parse_args_string(arg_string or "")
         extra = {k: v for k, v in (additional_config or {}).items() if v is not None}

@@ -12,6 +12,7 @@ Public API
 - `seed_models()`, `seed_functions()`, `reproduction_requests(store, *, limit=None, batch_size=16, device="auto",
   chat_date=None)`
 - `done_runs(store) -> {(model, fn)}`: the runs whose rows the store holds under the paper protocol
+- `seed_comparison(rows, task)`, `format_seed_comparison(rows)`: the published seed values beside ours
 - `forward_tokens(request, tokenizer) -> int`: the tokens the run's forward passes read (its base run and one
   run per threshold; each distinct input row once, as `DormantLM` runs them)
 """
@@ -19,7 +20,9 @@ Public API
 from __future__ import annotations
 
 from dormant_tasks.evaluation.authors import AUTHORS_NAMES, authors_thresholds, seed_values
-from dormant_tasks.requests import EvalRequest, Precision, Rendering, ThresholdSource, parse_chat_date
+from dormant_tasks.evaluation.leaderboard import AVERAGE_MODEL, OURS, nan_mean, number_text
+from dormant_tasks.evaluation.request import EvalRequest, Precision, Rendering, ThresholdSource, parse_chat_date
+from dormant_tasks.text import plural
 
 SEED_TASK = "winogrande"
 
@@ -64,7 +67,7 @@ def done_runs(store, limit: int | None = None) -> set[tuple[str, str]]:
     precision, the authors' thresholds), at all 7 quantiles and on as many items as asked."""
     from pathlib import Path
 
-    from dormant_tasks.store.io import MARKER, read_table
+    from dormant_tasks.store import MARKER, read_table
 
     if not (Path(store) / MARKER).is_file():
         return set()
@@ -104,3 +107,92 @@ def forward_tokens(request: EvalRequest, tokenizer) -> int:
             ctx, cont = encode_pair(tokenizer, context, continuation, request.bos)
             rows.add(tuple(ctx + cont)[:-1])
     return (1 + len(request.quantiles)) * sum(len(r) for r in rows)
+
+
+def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
+    """The seed leaderboard's published values beside ours, like with like: one row per (model, function) cell
+    it publishes, `published`, `ours` (None where the board has no such cell) and `difference` = ours -
+    published, in points of % of heads zeroed within 1 point; the function "ours" is the authors' aggregate;
+    `rendering` says how our number's prompts were rendered.
+
+    Then a row per cell of a board model outside the seed (`published` None: nothing to compare), and per
+    function an "Average" row over only the models both sides have (`n_models` of `n_published`): the published
+    average itself when all of them are shared, else the mean of the shared models' published values; no
+    average row when no model is shared (a published 14-model average is never set against other models)."""
+    from dormant_tasks.evaluation.authors import seed_values
+
+    values = seed_values()
+    board = {(r["score_fn"], r["model"]): r for r in rows if r["task"] == task}
+    seed = {m for m, _ in values if m != AVERAGE_MODEL}
+    published_fns = {fn for _, fn in values}
+    out = [
+        _comparison(model, fn, published, board.get((fn, model)))
+        for (model, fn), published in sorted(values.items())
+        if model != AVERAGE_MODEL
+    ]
+    outside = sorted((m, fn) for fn, m in board if m not in seed and m != AVERAGE_MODEL and fn in published_fns)
+    out += [_comparison(model, fn, None, board[(fn, model)]) for model, fn in outside]
+    for (model, fn), published in sorted(values.items()):
+        if model != AVERAGE_MODEL:
+            continue
+        of_fn = sorted(m for m, f in values if f == fn and m != AVERAGE_MODEL)
+        shared = [m for m in of_fn if board.get((fn, m), {}).get("within_1pt") is not None]
+        if not shared:
+            continue
+        theirs = published if len(shared) == len(of_fn) else nan_mean(values[(m, fn)] for m in shared)
+        ours = nan_mean(board[(fn, m)]["within_1pt"] for m in shared)
+        out.append(
+            {
+                **_comparison(model, fn, theirs, None),
+                "ours": ours,
+                "difference": ours - theirs,
+                "n_models": len(shared),
+                "n_published": len(of_fn),
+            }
+        )
+    return out
+
+
+def _comparison(model: str, fn: str, published: float | None, mine: dict | None) -> dict:
+    ours = None if mine is None else mine["within_1pt"]
+    return {
+        "model": model,
+        "score_fn": fn,
+        "best_fn": None if mine is None else mine.get("best_fn"),
+        "published": published,
+        "ours": ours,
+        "difference": None if ours is None or published is None else ours - published,
+        "rendering": _rendering_of(mine),
+        "n_models": None,
+        "n_published": None,
+    }
+
+
+def _rendering_of(row: dict | None) -> str | None:
+    if row is None or row.get("chat_template") is None:
+        return None  # no such cell, or an average over models
+    return row.get("rendering") if row["chat_template"] else "plain"
+
+
+def _models_shared(r: dict) -> str:
+    """ "14 models", or "3 of 14 models" for an average over the models both sides have."""
+    n, of = r["n_models"], r["n_published"]
+    return plural(n, "model") if n == of else f"{n} of {plural(of, 'model')}"
+
+
+def format_seed_comparison(rows: list[dict]) -> str:
+    """`seed_comparison` rows as a markdown table."""
+    from dormant_tasks.evaluation.rendering import RENDERED_AS
+
+    lines = [
+        "| model | function | published | ours | difference (points) | rendering |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        fn = f"{r['score_fn']} ({r['best_fn']})" if r["score_fn"] == OURS and r["best_fn"] else r["score_fn"]
+        model = r["model"] + (f" ({_models_shared(r)})" if r["n_models"] else "")
+        rendering = {"plain": "plain text", **RENDERED_AS}.get(r["rendering"], r["rendering"] or "")
+        diff = "n/a" if r["difference"] is None else f"{round(r['difference'], 2) + 0.0:+.2f}"  # no "-0.00"
+        cells = (model, fn, number_text(r["published"]), number_text(r["ours"]), diff, rendering)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

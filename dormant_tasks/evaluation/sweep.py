@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dormant_tasks.engine.score_functions import get_score_function, parse_score_functions
-from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing
+from dormant_tasks.engine import DynamicZeroing, StaticZeroing, get_score_function, parse_score_functions
 from dormant_tasks.errors import EvaluationError
 from dormant_tasks.evaluation.lm_tasks import LoadedTasks, TaskSpec, load_tasks, wants_chat_template
 from dormant_tasks.evaluation.metric import (
@@ -40,8 +39,8 @@ from dormant_tasks.evaluation.metric import (
     task_average_curve,
 )
 from dormant_tasks.evaluation.rendering import RENDERED_AS
-from dormant_tasks.requests import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource, Rendering
-from dormant_tasks.tracking.masks import pooled_threshold
+from dormant_tasks.evaluation.request import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource, Rendering
+from dormant_tasks.tracking import pooled_threshold
 
 if TYPE_CHECKING:
     from dormant_tasks.evaluation.model import DormantLM, PassRecord

@@ -12,11 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dormant_tasks import __version__
-from dormant_tasks.checkpoints.hub import check_repo_id
-from dormant_tasks.checkpoints.loading import load_model_at
-from dormant_tasks.checkpoints.naming import UNKNOWN, Revision, is_local_source, parse_revision_name
-from dormant_tasks.errors import CheckpointError, EvaluationError, StoreError, did_you_mean
+from dormant_tasks.checkpoints import UNKNOWN, Revision, check_repo_id, load_model_at, parse_revision_name
+from dormant_tasks.errors import CheckpointError, StoreError, did_you_mean
 from dormant_tasks.evaluation.authors import authors_taus
 from dormant_tasks.evaluation.metric import (
     AUC_UNIT,
@@ -27,6 +24,8 @@ from dormant_tasks.evaluation.metric import (
     recovery_note,
     task_average_curve,
 )
+from dormant_tasks.evaluation.precision import check_int8_backend, precision_for, precision_label
+from dormant_tasks.evaluation.request import EvalRequest, Mode, parse_chat_date
 from dormant_tasks.evaluation.sweep import (
     evaluate_static,
     item_step_note,
@@ -34,10 +33,10 @@ from dormant_tasks.evaluation.sweep import (
     protocol_line,
     run_sweep,
 )
-from dormant_tasks.requests import EvalRequest, Mode, Precision, model_id_for, parse_chat_date, source_identity
-from dormant_tasks.store.io import read_table, series_of_source, write_request, write_table
-from dormant_tasks.tracking.series import SeriesView
-from dormant_tasks.tracking.tracker import common_columns
+from dormant_tasks.names import is_local_source
+from dormant_tasks.store import read_table, series_name_of, write_request, write_table
+from dormant_tasks.tracking import SeriesView, common_columns
+from dormant_tasks.version import __version__
 
 _log = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ def _label(name: str) -> Revision:
 
 def series_targets(store, source: str) -> list[Target]:
     """Every current checkpoint of a tracked series, in series order (for `--series`)."""
-    model_id = series_of_source(store, source_identity(source)) or model_id_for(source)  # its --series-name
+    model_id = series_name_of(store, source)  # its --series-name
     if not SeriesView.exists(store, model_id):
         known = sorted(set(read_table(store, "taus").column("model_id").to_pylist()))
         raise StoreError(
@@ -93,57 +92,6 @@ def series_targets(store, source: str) -> list[Target]:
         else:
             targets.append(Target(source, rev.name, model_id, rev))
     return targets
-
-
-OLMO2_MARKER = "olmo-2"  # the authors loaded every model whose id has it in float16 with 8-bit weights
-
-
-def precision_for(model_id: str, precision: Precision | str, dtype: str) -> tuple[str, bool]:
-    """(dtype to load in, 8-bit weights?): `--precision paper` as the authors ran it (OLMo-2 ids float16 with
-    bitsandbytes LLM.int8 weights, every other id its checkpoint's own dtype, "auto"); else `dtype`."""
-    if Precision(precision) is not Precision.PAPER:
-        return str(dtype), False
-    if OLMO2_MARKER in str(model_id).lower():
-        return "float16", True
-    return "auto", False
-
-
-def precision_label(precision: Precision | str, dtype: str, int8: bool, model=None) -> str:
-    """The `precision` column: the dtype loaded (the checkpoint's own, read off the model, for "auto"), with
-    "+int8" for 8-bit weights and "paper:" when `--precision paper` chose it."""
-    if dtype == "auto" and model is not None:
-        dtype = str(getattr(model, "dtype", dtype)).removeprefix("torch.")
-    label = f"{dtype}+int8" if int8 else str(dtype)
-    return f"paper:{label}" if Precision(precision) is Precision.PAPER else label
-
-
-def check_int8_backend(device: str) -> None:
-    """EvaluationError, one line naming the fix, when 8-bit weights cannot be loaded here (checked before any
-    model is loaded): bitsandbytes missing, or without a backend for `device`."""
-    fix = "pip install 'dormant-heads[int8]' (bitsandbytes), or evaluate with --precision dtype"
-    try:
-        import bitsandbytes  # noqa: F401
-    except Exception as e:  # noqa: BLE001 - an ImportError, or a library that fails to find its binary
-        raise EvaluationError(
-            f"--precision paper loads OLMo-2 with 8-bit weights, and bitsandbytes cannot be imported here "
-            f"({type(e).__name__}); {fix}"
-        ) from None
-    from dormant_tasks.checkpoints.loading import resolve_device
-
-    where = resolve_device(device)
-    if where.startswith("cuda"):
-        return
-    import torch
-
-    try:  # an 8-bit matmul on a 2 x 2 layer: the one thing LLM.int8 needs from the backend
-        layer = bitsandbytes.nn.Linear8bitLt(2, 2, bias=False, has_fp16_weights=False)
-        layer = layer.to(where)
-        layer(torch.ones(1, 2, dtype=torch.float16, device=where))
-    except Exception as e:  # noqa: BLE001
-        raise EvaluationError(
-            f"--precision paper: bitsandbytes {bitsandbytes.__version__} has no 8-bit backend for {where} "
-            f"({type(e).__name__}); run on a CUDA GPU (--device cuda), or {fix}"
-        ) from None
 
 
 def check_request(request: EvalRequest, targets: list[Target]) -> None:

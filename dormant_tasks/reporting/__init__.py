@@ -1,1 +1,12 @@
 """Reports: the data of each figure, the figures, the HTML page."""
+
+from typing import TYPE_CHECKING
+
+from dormant_tasks.face import lazy_face
+
+if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+    from dormant_tasks.reporting.compare import comparison_table, render_comparison
+    from dormant_tasks.reporting.figures import DPI, draw_auc_agreement
+    from dormant_tasks.reporting.report import findings_lines, render_report, resolve_model_id, write_findings
+
+__getattr__, __dir__, __all__ = lazy_face(__name__)

@@ -45,7 +45,8 @@ from dormant_tasks.reporting.report import (
     load_series,
     resolve_model_id,
 )
-from dormant_tasks.store.io import open_store, series_slug
+from dormant_tasks.store.io import open_store
+from dormant_tasks.store.layout import series_slug
 from dormant_tasks.tracking import findings as fd
 from dormant_tasks.tracking.confidence import Z95
 from dormant_tasks.tracking.findings import Estimate, Findings, Share, series_findings

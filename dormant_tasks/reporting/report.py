@@ -26,7 +26,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dormant_tasks import __version__
 from dormant_tasks.engine.score_functions import ALL_IDS, get_score_function
 from dormant_tasks.errors import ReportError, did_you_mean
 from dormant_tasks.evaluation.metric import AUC_UNIT, WARNED, curve_warnings, normalised_auc, pct_zeroed_within_1pt
@@ -34,18 +33,19 @@ from dormant_tasks.evaluation.sweep import protocol_line
 from dormant_tasks.outputs import Owner, check_folder, publish_folder, report_folder, staging_folder
 from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
-from dormant_tasks.store.io import list_models, open_store, read_table, series_files
+from dormant_tasks.store.io import list_models, open_store, read_table
+from dormant_tasks.store.layout import series_files
 from dormant_tasks.text import plural
 from dormant_tasks.tracking import findings
-from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
-from dormant_tasks.tracking.agreement import set_agreement
+from dormant_tasks.tracking.agreement import AGREEMENT_TABLE, set_agreement
 from dormant_tasks.tracking.defaults import FDR
+from dormant_tasks.tracking.failures import failed_checkpoints
 from dormant_tasks.tracking.findings import DEFAULT_RESAMPLING, Estimate, Findings, Resampling, Share
 from dormant_tasks.tracking.series import SeriesView, open_views
 from dormant_tasks.tracking.tau_positions import TauPosition
 from dormant_tasks.tracking.tau_positions import tau_positions as positions_of
-from dormant_tasks.tracking.tracker import failed_checkpoints
 from dormant_tasks.tracking.transitions import confident_at
+from dormant_tasks.version import __version__
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

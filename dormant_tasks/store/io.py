@@ -1,18 +1,4 @@
-"""The Parquet store of docs/DATA_CONTRACT.md: table schemas, atomic writes, reads, a per-series lock.
-
-Layout (hive-partitioned, so pyarrow, pandas, polars and DuckDB read it without this project):
-
-    <store>/_store.json                                  {"schema_version": 4, "created_by": ...}
-    <store>/checkpoints/series=<slug>/checkpoints.parquet  the series' manifest: one row per stored result
-    <store>/<table>/series=<slug>/<file_key>.parquet     head_scores/input_scores: one file per result;
-                                                         derived tables: one file per taus_id; evaluations: per run
-    <store>/failed_checkpoints/series=<slug>/failed.parquet  checkpoints that failed and were not stored since
-    <store>/requests/series=<slug>/<request_id>.json     the request of every run that wrote rows
-    <store>/_locks/<slug>.lock                           `series_lock` (readers ignore "_" and "." names)
-
-The partition key is `series` (a filesystem-safe form of model_id, see `series_slug`); `model_id` stays a
-real column with its "/" in every file. `read_table` returns exactly the columns of `SCHEMAS[table]`
-(the `series` partition column is dropped: model_id carries the same information).
+"""Writes and reads of the Parquet store's tables (layout: `store/layout.py`, schemas: `store/schema.py`).
 
 The `checkpoints` table is the manifest of a series (schema version 4): one file per series, rewritten
 atomically, one row per stored result, whose `file_key` names that result's head_scores (and, when
@@ -37,665 +23,57 @@ hidden from readers and swept by the next write to that series folder from the s
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import fcntl
 import hashlib
 import json
-import os
-import re
-import socket
-import tempfile
-import threading
-import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from dormant_tasks import __version__
-from dormant_tasks.errors import USER_ERRNOS, ConfigError, StoreError, did_you_mean
-
-SCHEMA_VERSION = 4
-MARKER = "_store.json"
-REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
-SOURCES = "sources"  # <store>/sources/series=<slug>.json: the source a series is tracked from (its identity)
-
-
-def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:
-    return pa.field(name, type_, nullable=nullable)
-
-
-# Every table starts with these: which series and which checkpoint a row belongs to.
-COMMON: list[pa.Field] = [
-    _f("model_id", pa.string()),
-    _f("revision", pa.string()),
-    _f("stage", pa.int32()),
-    _f("step", pa.int64()),
-    _f("tokens", pa.int64()),
-]
-
-SCHEMAS: dict[str, pa.Schema] = {
-    "checkpoints": pa.schema(
-        COMMON
-        + [
-            _f("commit", pa.string()),
-            _f("n_layers", pa.int32()),
-            _f("n_heads", pa.int32()),
-            _f("calibration_id", pa.string()),
-            _f("n_inputs", pa.int32()),
-            _f("dtype", pa.string()),
-            _f("device", pa.string()),
-            _f("seconds", pa.float64()),
-            _f("analyzed_at", pa.timestamp("us", tz="UTC")),
-            _f("code_version", pa.string()),
-            _f("taus_id", pa.string()),
-            _f("scoring_version", pa.string()),
-            _f("ingredient", pa.int32(), nullable=True),
-            _f("request_id", pa.string(), nullable=True),
-            # the manifest (schema version 4): the name of this result's head_scores/input_scores files
-            _f("file_key", pa.string()),
-            _f("input_scores_kept", pa.bool_()),
-            # the content checksum (sha256 of the file's bytes) and size of the files the row names (added
-            # within version 4; null: written before, checked by their Parquet page checksums only)
-            _f("head_scores_sha256", pa.string(), nullable=True),
-            _f("head_scores_bytes", pa.int64(), nullable=True),
-            _f("input_scores_sha256", pa.string(), nullable=True),
-            _f("input_scores_bytes", pa.int64(), nullable=True),
-        ]
-    ),
-    "head_scores": pa.schema(
-        COMMON
-        + [
-            _f("score_fn", pa.string()),
-            _f("layer", pa.int32()),
-            _f("head_index", pa.int32()),
-            _f("score", pa.float64()),
-            # score_std, length_slope and boundary_gap are float32 from schema version 4: descriptive statistics
-            # of float32 scores, never compared with tau (score stays float64: masks are score vs tau)
-            _f("score_std", pa.float32()),
-            _f("tau", pa.float64()),
-            _f("direction", pa.string()),
-            _f("dormant_rate", pa.float64()),
-            _f("dormant", pa.bool_()),
-            # the 95% Wilson interval of dormant_rate (null: rows upgraded from schema version 3)
-            _f("dormant_rate_low", pa.float64(), nullable=True),
-            _f("dormant_rate_high", pa.float64(), nullable=True),
-            # how the score depends on the input (docs/SCORES.md, "Input dependence"); null: upgraded rows
-            _f("length_slope", pa.float32(), nullable=True),  # score change per doubling of the input length
-            _f("boundary_gap", pa.float32(), nullable=True),  # mean score, first token BOS/EOS minus not
-            # per-input inactive indicators, bit i = input i (little-endian bytes): the paired test of a
-            # transition (tracking/confidence.py); null in results stored before it was kept
-            _f("inactive_inputs", pa.binary(), nullable=True),
-            _f("calibration_id", pa.string()),
-            _f("taus_id", pa.string()),
-        ]
-    ),
-    "input_scores": pa.schema(
-        COMMON
-        + [
-            _f("input_index", pa.int32()),
-            _f("score_fn", pa.string()),
-            _f("layer", pa.int32()),
-            _f("head_index", pa.int32()),
-            _f("score", pa.float32()),  # float32 from schema version 4 (half the bytes; scores are float32 on GPU)
-            _f("calibration_id", pa.string()),
-        ]
-    ),
-    "transitions": pa.schema(
-        COMMON
-        + [
-            _f("score_fn", pa.string()),
-            _f("tau", pa.float64()),
-            _f("layer", pa.int32()),
-            _f("head_index", pa.int32()),
-            _f("from_revision", pa.string()),
-            _f("to_revision", pa.string()),
-            _f("from_step", pa.int64()),
-            _f("to_step", pa.int64()),
-            _f("from_tokens", pa.int64()),
-            _f("to_tokens", pa.int64()),
-            _f("from_state", pa.string()),
-            _f("to_state", pa.string()),
-            # the paired test's BH q-value < 0.05, else (no indicators) both checkpoints' rate intervals exclude
-            # 0.5 (null: an interval is unknown); undone at the next one
-            _f("confident", pa.bool_(), nullable=True),
-            _f("blip", pa.bool_()),
-            # the exact McNemar p of the paired per-input indicators (null: not kept; confident then
-            # falls back to both intervals excluding 0.5)
-            _f("confident_p", pa.float64(), nullable=True),
-            # its Benjamini-Hochberg q-value over every (head, interval) test of the series' function and
-            # calibration set (null: no p, or a file written before q-values were stored)
-            _f("confident_q", pa.float64(), nullable=True),
-            _f("calibration_id", pa.string()),
-            _f("taus_id", pa.string()),
-        ]
-    ),
-    "head_histories": pa.schema(
-        COMMON
-        + [
-            _f("score_fn", pa.string()),
-            _f("tau", pa.float64()),
-            _f("layer", pa.int32()),
-            _f("head_index", pa.int32()),
-            _f("first_dormant_step", pa.int64(), nullable=True),
-            _f("first_dormant_tokens", pa.int64(), nullable=True),
-            _f("first_dormant_revision", pa.string(), nullable=True),
-            _f("n_changes", pa.int32()),
-            _f("final_state", pa.string()),
-            _f("calibration_id", pa.string()),
-            _f("taus_id", pa.string()),
-        ]
-    ),
-    # One row per (checkpoint of >= 2 calibration sets, score function, pair of sets): how far the sets'
-    # current dormancy masks agree (dormant_tasks/tracking/agreement.py); one file per series.
-    "calibration_agreement": pa.schema(
-        COMMON
-        + [
-            _f("score_fn", pa.string()),
-            _f("calibration_a", pa.string()),  # the earlier set of the pair in the series' set order
-            _f("calibration_b", pa.string()),
-            _f("n_heads", pa.int32()),  # heads scored under score_fn on both sets
-            _f("n_dormant_a", pa.int32()),
-            _f("n_dormant_b", pa.int32()),
-            _f("n_both", pa.int32()),  # dormant on both
-            _f("jaccard", pa.float64()),  # n_both / |A u B|; NaN when both masks are empty
-            _f("n_sets", pa.int32()),  # sets scored under score_fn at this checkpoint (>= 2)
-            _f("n_dormant_all", pa.int32()),  # dormant on every one of those n_sets sets
-            _f("n_dormant_any", pa.int32()),  # dormant on at least one of them
-        ]
-    ),
-    "taus": pa.schema(
-        COMMON
-        + [
-            _f("score_fn", pa.string()),
-            _f("tau", pa.float64()),
-            _f("direction", pa.string()),
-            _f("source", pa.string()),
-            _f("quantile", pa.float64(), nullable=True),
-            _f("reference_revision", pa.string(), nullable=True),
-            _f("calibration_id", pa.string()),
-            _f("taus_id", pa.string()),
-        ]
-    ),
-    "evaluations": pa.schema(
-        COMMON
-        + [
-            _f("task", pa.string()),
-            _f("shots", pa.int32()),
-            _f("mode", pa.string()),
-            _f("score_fn", pa.string()),
-            _f("quantile", pa.float64(), nullable=True),
-            _f("tau", pa.float64(), nullable=True),
-            _f("frac_zeroed", pa.float64()),
-            _f("accuracy", pa.float64()),
-            _f("n_items", pa.int32()),
-            _f("base_accuracy", pa.float64()),
-            _f("code_version", pa.string()),
-            _f("request_id", pa.string(), nullable=True),
-            # the protocol (schema version 3): which lm-eval metric, prompt format and data the accuracy is of
-            _f("metric", pa.string()),  # lm-eval's key, e.g. "acc,none" or "exact_match,strict-match"
-            _f("chat_template", pa.bool_()),
-            _f("bos", pa.string()),  # "paper" (lm-eval 0.4.5's rule) or "tokenizer"
-            _f("fewshot_split", pa.string(), nullable=True),  # the split few-shot examples were drawn from
-            _f("data_source", pa.string()),  # "hub" or "bundled"
-            _f("lm_eval_version", pa.string(), nullable=True),
-            _f("chance", pa.float64(), nullable=True),  # mean 1 / choices over the items (null: generation)
-            _f("evaluated_at", pa.timestamp("us", tz="UTC")),  # when the run wrote its rows (the newest run wins)
-            # how the paper's protocol was followed (null: rows written before these columns existed)
-            _f("rendering", pa.string(), nullable=True),  # chat rendering: "paper" (lm-eval 0.4.5) or "lm-eval"
-            _f("precision", pa.string(), nullable=True),  # e.g. "float32", or "paper:int8" / "paper:bfloat16"
-            _f("threshold_source", pa.string(), nullable=True),  # "own" (base-run quantiles) or "authors"
-            _f("chat_date", pa.date32(), nullable=True),  # the day the chat template saw (null: none, or not recorded)
-            # what a reader of this curve's numbers must know ("; "-joined): a base accuracy within chance noise,
-            # a curve that dips below base - 1 point and rises back (null: none, or rows written before it)
-            _f("warnings", pa.string(), nullable=True),
-        ]
-    ),
-    # One row per checkpoint of the series that could not be downloaded, loaded or scored and was not stored
-    # since (one file per series, rewritten; a checkpoint stored later drops its row). Added in schema version
-    # 4 without a bump: a store without it has no failed checkpoint.
-    "failed_checkpoints": pa.schema(
-        COMMON
-        + [
-            _f("commit", pa.string(), nullable=True),  # unknown when a Hub revision failed before its download
-            _f("reason", pa.string()),  # the error, as `dormant track` printed it
-            _f("failed_at", pa.timestamp("us", tz="UTC")),
-            _f("request_id", pa.string(), nullable=True),
-        ]
-    ),
-    # One row per (item, setting) of an evaluation run with --log-samples (lm-eval's --log_samples).
-    "evaluation_items": pa.schema(
-        COMMON
-        + [
-            _f("task", pa.string()),  # the lm-eval leaf task (e.g. mmlu_anatomy)
-            _f("shots", pa.int32()),
-            _f("mode", pa.string()),
-            _f("score_fn", pa.string(), nullable=True),  # null: the un-intervened base run
-            _f("quantile", pa.float64(), nullable=True),
-            _f("tau", pa.float64(), nullable=True),
-            _f("doc_id", pa.int64()),
-            _f("prediction", pa.string()),  # the chosen option's index, or the filtered generated answer
-            _f("target", pa.string()),
-            _f("correct", pa.bool_()),
-            _f("loglikelihoods", pa.list_(pa.float64()), nullable=True),  # per choice, summed (multiple choice)
-            _f("generated", pa.string(), nullable=True),  # the raw generated text (generation tasks)
-            _f("request_id", pa.string()),
-        ]
-    ),
-}
-TABLES: tuple[str, ...] = tuple(SCHEMAS)
-RESULT_TABLES: tuple[str, ...] = ("head_scores", "input_scores")  # one file per manifest row
-MANIFEST_KEY = "checkpoints"  # file key of the one `checkpoints` file (the manifest) of a series
-MANIFEST_ROW_KEY = "dormant.manifest_row"  # head_scores metadata: its manifest row as JSON (`store repair` rebuilds)
-
-
-class CheckpointKey(NamedTuple):
-    """What identifies one stored scoring result of a checkpoint within a series (a stored result is skipped without loading its model)."""
-
-    revision: str
-    commit: str
-    calibration_id: str
-    taus_id: str
-    scoring_version: str
-
-
-_CHECKPOINT_KEY_COLUMNS = ("model_id",) + CheckpointKey._fields
-# Per-checkpoint rows that belong to one result; several files with the same group are duplicates.
-_RESULT_GROUP = ("model_id", "revision", "calibration_id", "taus_id")
-
-_SAFE = re.compile(r"[A-Za-z0-9._-]+")
-
-
-def series_slug(model_id: str) -> str:
-    """model_id as a folder name: "allenai/OLMo-2-1124-7B" -> "allenai--OLMo-2-1124-7B".
-
-    Allowed: letters, digits, ".", "_", "-" and "/" (which becomes "--"). "--" and ".." are refused (as on
-    the Hugging Face Hub), so the slug maps back to exactly one model_id (`model_id_of_slug`).
-    """
-    parts = model_id.split("/") if isinstance(model_id, str) else [""]
-    if not all(_SAFE.fullmatch(p) for p in parts) or "--" in model_id or ".." in model_id:
-        raise StoreError(
-            f"model id {model_id!r} cannot name a store series: use letters, digits, '.', '_', '-' and '/' "
-            "(no '--' or '..', no empty part), e.g. 'allenai/OLMo-2-1124-7B' or 'tiny-olmo2'"
-        )
-    return "--".join(parts)
-
-
-def model_id_of_slug(slug: str) -> str:
-    return slug.replace("--", "/")
-
-
-def _safe_file_key(file_key: str) -> str:
-    """Unsafe characters become "_"; a leading "." or "_" is dropped (readers skip such files)."""
-    key = re.sub(r"[^A-Za-z0-9._=-]", "_", str(file_key)).lstrip("._")
-    if not key:
-        raise StoreError(f"file key {file_key!r} is empty once made filesystem-safe: name the file by revision and run")
-    return key
-
-
-def checkpoint_file_key(key: CheckpointKey) -> str:
-    """A file key that depends only on the result's identity: a rerun replaces its own files."""
-    digest = hashlib.sha256("\0".join(key[1:]).encode()).hexdigest()[:12]
-    return f"{_safe_file_key(key.revision)}-{digest}"
-
+from dormant_tasks.atomic import atomic_file, sweep_dead_temps, write_errors
+from dormant_tasks.errors import USER_ERRNOS, StoreError, did_you_mean
+from dormant_tasks.store.layout import (
+    MARKER,
+    data_files,
+    model_id_of_slug,
+    open_store,
+    safe_file_key,
+    series_dir,
+    store_root_of,
+)
+from dormant_tasks.store.lock import series_lock
+from dormant_tasks.store.schema import (
+    CHECKPOINT_KEY_COLUMNS,
+    MANIFEST_KEY,
+    MANIFEST_ROW_KEY,
+    NOISY_FLOATS,
+    RESULT_GROUP,
+    RESULT_TABLES,
+    SCHEMAS,
+    TABLES,
+    CheckpointKey,
+    checkpoint_file_key,
+    table_schema,
+)
 
 # ---------------------------------------------------------------------------------------------- store
-
-
-def open_store(path, create: bool = False, allow_old: bool = False) -> Path:
-    """The store folder, checked for its schema version; with create=True, made (with its marker) if needed.
-    `allow_old` is for `store_upgrade` alone: it opens a store of an older schema version."""
-    root = Path(path)
-    marker = root / MARKER
-    if not marker.is_file():
-        if not create:
-            what = "does not exist" if not root.exists() else f"has no {MARKER} (not a dormant store)"
-            raise StoreError(f"store {str(root)!r} {what}: run `dormant track` to fill it, or pass the right --store")
-        with _writing(root):
-            root.mkdir(parents=True, exist_ok=True)
-        write_marker(root)
-        return root
-    try:
-        version = json.loads(marker.read_text(encoding="utf-8"))["schema_version"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise StoreError(
-            f"store marker {str(marker)!r} is unreadable ({e}): restore it or use a new --store folder"
-        ) from None
-    if version != SCHEMA_VERSION and not allow_old:
-        if isinstance(version, int) and version < SCHEMA_VERSION:
-            raise StoreError(
-                f"store {str(root)!r} has schema_version {version}, this dormant-heads reads {SCHEMA_VERSION}: "
-                f"run `dormant store upgrade --store {root}` once (it rewrites the store in place)"
-            )
-        raise StoreError(
-            f"store {str(root)!r} has schema_version {version}, newer than this dormant-heads reads "
-            f"({SCHEMA_VERSION}): upgrade dormant-heads, or use another --store folder"
-        )
-    return root
-
-
-def store_version(path) -> int:
-    """The schema version written in a store's marker (StoreError when there is none)."""
-    root = open_store(path, allow_old=True)
-    return json.loads((root / MARKER).read_text(encoding="utf-8"))["schema_version"]
-
-
-def write_marker(root: Path) -> None:
-    content = {"schema_version": SCHEMA_VERSION, "created_by": f"dormant-heads {__version__}"}
-    with atomic_file(root / MARKER) as f:
-        f.write((json.dumps(content, indent=1) + "\n").encode())
-
-
-def check_store(path, writable: bool = False) -> None:
-    """Validate an existing store's schema version before any work; a missing store is fine (the first
-    write creates it), so a run that fails early leaves no empty store behind. With `writable`, also
-    probe that the store (or the folder it will be created in) takes a file: a read-only or full disk is
-    then refused before any model is loaded."""
-    root = Path(path)
-    if root.is_dir() and any(p.name != "_locks" for p in root.iterdir()) or root.is_file():
-        open_store(root)  # a folder with only `_locks`: a store whose first run holds its lock, nothing stored yet
-    if writable:
-        folder = root
-        while not folder.exists():
-            folder = folder.parent
-        if not folder.is_dir():
-            raise StoreError(f"--store {str(root)!r}: {str(folder)!r} is a file, not a folder; choose another --store")
-        with _writing(folder), tempfile.TemporaryFile(dir=folder, prefix=".dormant-probe-") as probe:
-            probe.write(b"probe")
-            probe.flush()
-            os.fsync(probe.fileno())
-
-
-def _schema(table: str) -> pa.Schema:
-    if table not in SCHEMAS:
-        raise StoreError(f"unknown table {table!r}{did_you_mean(table, SCHEMAS)}; tables: {', '.join(TABLES)}")
-    return SCHEMAS[table]
-
-
-def _series_dir(root: Path, table: str, model_id: str) -> Path:
-    return root / table / f"series={series_slug(model_id)}"
-
-
-def _is_data_file(p: Path) -> bool:
-    return p.suffix == ".parquet" and not p.name.startswith((".", "_"))
-
-
-def _data_files(root: Path, table: str, model_id: str | None) -> list[Path]:
-    base = root / table
-    dirs = [_series_dir(root, table, model_id)] if model_id is not None else sorted(base.glob("series=*"))
-    return [p for d in dirs if d.is_dir() for p in sorted(d.iterdir()) if _is_data_file(p)]
-
-
-def series_files(store, table: str, model_id: str) -> list[Path]:
-    """Every data file of one series in one table (stale results included): for fingerprints of a series'
-    state (the report's reuse stamp), not for reading rows (`read_table` reads through the manifest)."""
-    return _data_files(Path(store), table, model_id)
-
-
-def is_store(path) -> bool:
-    """True when `path` holds a store's marker file (written by the first write), without raising."""
-    return (Path(path) / MARKER).is_file()
 
 
 def list_models(store) -> list[str]:
     """Model ids with at least one file in any table, sorted."""
     root = open_store(store)
-    slugs = {p.parent.name.removeprefix("series=") for t in TABLES for p in _data_files(root, t, None)}
+    slugs = {p.parent.name.removeprefix("series=") for t in TABLES for p in data_files(root, t, None)}
     return sorted(model_id_of_slug(s) for s in slugs)
-
-
-@contextlib.contextmanager
-def series_lock(store, model_id: str) -> Iterator[None]:
-    """Exclusive lock on one series around one check-then-write, released on exit.
-
-    Inside `hold_series` (a whole run of this process holds the series) it only orders this process's
-    threads; otherwise it takes the series' lock file as `hold_series` does, for this write alone.
-    Re-entrant within a thread.
-    """
-    root = open_store(store, create=True)
-    path = _lock_path(root, model_id)
-    held = _held()
-    if path in held:  # re-entered by the thread that holds it (a second flock would wait for itself)
-        yield
-        return
-    run = _RUNS.get(path)
-    with contextlib.ExitStack() as stack:
-        if run is not None:
-            stack.enter_context(run.threads)
-        else:
-            try:
-                stack.enter_context(_flock(root, model_id, path, wait=True))
-            except _CannotLock as e:
-                cause = e.__cause__
-                why = cause.strerror if isinstance(cause, OSError) else "cannot make its lock file"
-                raise StoreError(
-                    f"cannot write to {str(path.parent)!r}: {why}; free space, fix its permissions, or choose "
-                    "another folder (what was written before is intact)"
-                ) from None
-        held.add(path)
-        try:
-            yield
-        finally:
-            held.discard(path)
-
-
-@dataclasses.dataclass
-class _Run:
-    """A series this process holds for a whole run (`hold_series`): its writes are ordered by `threads`."""
-
-    depth: int = 0
-    threads: threading.Lock = dataclasses.field(default_factory=threading.Lock)
-
-
-_RUNS: dict[Path, _Run] = {}
-_RUNS_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
-    """Hold one series for a whole run, from its consistency checks to its last write (`dormant track`, `--retau`,
-    `store repair`, `store gc`): one writer per series.
-
-    The lock is `fcntl.flock` on <store>/_locks/<slug>.lock, which works between the processes of one host and
-    is released by the kernel when its holder ends, however it ends (SIGINT, SIGKILL: no stale lock). The
-    holder writes its pid into the file. Another run waits, with a line on stderr at once and at least every
-    20 s ("waiting for another run on SERIES (pid N)"), or with `wait=False` is refused in one line.
-    Re-entrant within the process (the flow inside the CLI's run). A store that does not exist yet gets only
-    its lock folder, removed again (with the store folder it made) when the run stored nothing; a read-only store is not locked (it cannot
-    be written). `series_lock` inside it orders this process's threads.
-    """
-    root = Path(store)
-    path = _lock_path(root, model_id)
-    with _RUNS_LOCK:
-        run = _RUNS.get(path)
-        if run is not None:
-            run.depth += 1
-    if run is not None:
-        try:
-            yield
-        finally:
-            with _RUNS_LOCK:
-                run.depth -= 1
-        return
-    try:
-        check_store(root)
-    except StoreError:  # a store this release cannot write (another schema version): the run's own checks refuse it
-        yield
-        return
-    new = not root.exists()
-    try:
-        lock = _flock(root, model_id, path, wait=wait)
-        lock.__enter__()
-    except _CannotLock:
-        yield  # nothing can be written there: the run refuses any write in one line (`check_store(writable=True)`)
-        return
-    try:
-        with _RUNS_LOCK:
-            _RUNS[path] = _Run(depth=1)
-        yield
-    finally:
-        with _RUNS_LOCK:
-            _RUNS.pop(path, None)
-        if not (root / MARKER).is_file():  # nothing stored: no lock folder (nor a store folder it made) left behind
-            path.unlink(missing_ok=True)
-            for folder in (path.parent, root) if new else (path.parent,):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
-        lock.__exit__(None, None, None)
-
-
-class _CannotLock(Exception):
-    """The lock file cannot be made: a read-only store, a path that is no folder."""
-
-
-def _lock_path(root: Path, model_id: str) -> Path:
-    return (root / "_locks" / f"{series_slug(model_id)}.lock").absolute()
-
-
-@contextlib.contextmanager
-def _flock(root: Path, model_id: str, path: Path, wait: bool) -> Iterator[None]:
-    """flock on the series' lock file, its holder's pid in it. A file removed by its last holder (a store that
-    was never written) is taken again: the lock held is always the file at `path`."""
-    from dormant_tasks.progress import LogProgress
-
-    waiting = None
-    try:
-        while True:
-            f = _open_lock(path)
-            try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _holder(path)
-                if not wait:
-                    f.close()
-                    raise StoreError(
-                        f"another run is writing series {model_id} of {str(root)!r} ({holder}); wait for it to end, "
-                        "or run without --no-wait to wait for it"
-                    ) from None
-                if waiting is None:
-                    waiting = LogProgress(desc=f"waiting for another run on {model_id} ({holder})", unit="")
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-            try:
-                same = os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            f.close()  # its holder removed it: take the file there now
-    finally:
-        if waiting is not None:
-            waiting.close()
-    try:
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n".encode())
-        f.flush()
-    except OSError:
-        pass  # the pid is a courtesy for the waiting run's message
-    try:
-        yield
-    finally:
-        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-        f.close()
-
-
-def _open_lock(path: Path):
-    """The lock file, opened (made, with its folder, when missing). _CannotLock when the store cannot take it:
-    nothing can be written there (the caller's own check refuses the run in one line)."""
-    for _ in range(10):  # a last holder may remove the folder between mkdir and open
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            return open(path, "a+b")  # noqa: SIM115 (closed by _flock); not inherited by child processes
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            raise _CannotLock from e
-    raise _CannotLock
-
-
-def _holder(path: Path) -> str:
-    try:
-        pid = path.read_text(encoding="utf-8").strip()
-    except OSError:
-        pid = ""
-    return f"pid {pid}" if pid.isdigit() else "pid unknown"
-
-
-_LOCAL = threading.local()
-
-
-def _held() -> set[Path]:
-    """The series locks the current thread holds."""
-    if not hasattr(_LOCAL, "held"):
-        _LOCAL.held = set()
-    return _LOCAL.held
 
 
 # ---------------------------------------------------------------------------------------------- writes
 
 
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
-
-
-def _temp_path(final: Path) -> Path:
-    # Hidden (readers skip "."), names its writer so that a leftover of a dead writer can be swept.
-    return final.with_name(f".{final.name}.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-
-
-def _sweep_dead_temps(folder: Path) -> None:
-    """Remove temp files that writers on this host left when killed (their pid no longer runs)."""
-    host = _host()
-    for p in folder.glob(".*.tmp"):
-        parts = p.name.rsplit(".", 4)  # [.name, host, pid, rand, tmp]
-        if len(parts) != 5 or parts[1] != host or not parts[2].isdigit():
-            continue
-        try:
-            os.kill(int(parts[2]), 0)
-        except ProcessLookupError:
-            p.unlink(missing_ok=True)
-        except PermissionError:  # alive, another user's
-            pass
-
-
-@contextlib.contextmanager
-def atomic_file(final: Path) -> Iterator:
-    """An open binary file that becomes `final` only when the block ends without error (temp file in the
-    same folder, fsync, os.replace): readers see no file or a whole one, never a partial one."""
-    final = Path(final)
-    tmp = _temp_path(final)
-    try:
-        with _writing(final.parent), open(tmp, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        with _writing(final.parent):
-            os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def _writing(folder: Path) -> Iterator[None]:
-    """OS errors of a write as a StoreError that names the folder and the fix (a full disk is not retried)."""
-    try:
-        yield
-    except OSError as e:
-        if e.errno not in USER_ERRNOS:
-            raise
-        raise StoreError(
-            f"cannot write to {str(folder)!r}: {e.strerror}; free space, fix its permissions, "
-            "or choose another folder (what was written before is intact)"
-        ) from e
-
-
 def _from_rows(rows: list[dict], table: str) -> pa.Table:
     if not rows:
-        return _schema(table).empty_table()
+        return table_schema(table).empty_table()
     names = list(dict.fromkeys(k for r in rows for k in r))  # every key of any row, first-seen order
     columns = {}
     for name in names:
@@ -724,7 +102,7 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
 
 def conform(data: pa.Table | list[dict], table: str) -> pa.Table:
     """`data` cast to SCHEMAS[table]; StoreError naming any missing, unknown, null or mistyped column."""
-    schema = _schema(table)
+    schema = table_schema(table)
     t = _from_rows(data, table) if isinstance(data, list) else data
     if not isinstance(t, pa.Table):
         raise StoreError(f"table {table!r}: expected a pyarrow Table or a list of dicts, got {type(data).__name__}")
@@ -802,20 +180,14 @@ def _series_of(t: pa.Table, table: str, model_id: str | None) -> str:
 
 
 def _write_file(root: Path, table: str, series: str, file_key: str, t: pa.Table) -> Path:
-    folder = _series_dir(root, table, series)
-    with _writing(folder):
+    folder = series_dir(root, table, series)
+    with write_errors(folder):
         folder.mkdir(parents=True, exist_ok=True)
-    _sweep_dead_temps(folder)
-    final = folder / f"{_safe_file_key(file_key)}.parquet"
+    sweep_dead_temps(folder)
+    final = folder / f"{safe_file_key(file_key)}.parquet"
     with atomic_file(final) as f:
         pq.write_table(t, f, **parquet_options(t))
     return final
-
-
-# Float columns whose values are all distinct (scores and their statistics): stored with Parquet's
-# BYTE_STREAM_SPLIT encoding, which zstd then compresses about a third smaller than plain encoding. Other
-# columns keep dictionary encoding (few distinct values: names, rates k / n, taus).
-NOISY_FLOATS = frozenset({"score", "score_std", "length_slope", "boundary_gap"})
 
 
 def parquet_options(t: pa.Table) -> dict:
@@ -835,14 +207,14 @@ def _merge_manifest(store, data, file_key: str, model_id: str | None) -> Path:
     rows = data.to_pylist() if isinstance(data, pa.Table) else [dict(r) for r in data]
     root = open_store(store, create=True)
     for r in rows:
-        r.setdefault("file_key", _safe_file_key(file_key))
+        r.setdefault("file_key", safe_file_key(file_key))
         if "input_scores_kept" not in r and r.get("model_id"):
-            path = _series_dir(root, "input_scores", r["model_id"]) / f"{r['file_key']}.parquet"
+            path = series_dir(root, "input_scores", r["model_id"]) / f"{r['file_key']}.parquet"
             r["input_scores_kept"] = path.is_file()
     new = conform(rows, "checkpoints")
     series = _series_of(new, "checkpoints", model_id)
     with series_lock(root, series):
-        merged = dedupe_checkpoints(pa.concat_tables([_read_manifest(root, series), new]))  # the newest row per key
+        merged = dedupe_checkpoints(pa.concat_tables([read_manifest(root, series), new]))  # the newest row per key
         return _write_file(root, "checkpoints", series, MANIFEST_KEY, merged)
 
 
@@ -878,17 +250,12 @@ def write_manifest(root: Path, model_id: str, checkpoints: pa.Table) -> Path:
     return _write_file(Path(root), "checkpoints", model_id, MANIFEST_KEY, conform(checkpoints, "checkpoints"))
 
 
-def derived_file_key(table: str, taus_id: str, calibration_id: str) -> str:
-    """The one file of a derived table (transitions, head_histories) per taus and calibration set."""
-    return f"{table}-{taus_id}-{calibration_id}"
-
-
 def drop_legacy_derived(store, model_id: str, taus_id: str) -> None:
     """Delete the derived files of schema version 3's naming (one per taus, `<table>-<taus_id>`), which the
     per-calibration-set files replace; hold `series_lock`."""
     root = open_store(store)
     for table in ("transitions", "head_histories"):
-        (_series_dir(root, table, model_id) / f"{table}-{_safe_file_key(taus_id)}.parquet").unlink(missing_ok=True)
+        (series_dir(root, table, model_id) / f"{table}-{safe_file_key(taus_id)}.parquet").unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------- reads
@@ -917,7 +284,7 @@ _SCAN = ds.ParquetFileFormat(
 )
 
 
-def _read_files(files: list[Path], schema: pa.Schema, expr, columns=None) -> pa.Table:
+def read_files(files: list[Path], schema: pa.Schema, expr, columns=None) -> pa.Table:
     if not files:
         t = schema.empty_table()
         return t.select(columns) if columns is not None else t
@@ -945,11 +312,6 @@ def _read_failure(files: list[Path], e: Exception) -> StoreError:
 def _one_line(e: Exception) -> str:
     text = " ".join(str(e).split()) or type(e).__name__
     return text if len(text) <= 160 else text[:157] + "..."
-
-
-def store_root_of(path: Path) -> Path:
-    """The store folder of a data file (<store>/<table>/series=<slug>/<file>)."""
-    return Path(path).parents[2]
 
 
 def damaged_error(path: Path, reason: str) -> StoreError:
@@ -990,18 +352,14 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def manifest_path(root: Path, model_id: str) -> Path:
-    return _series_dir(root, "checkpoints", model_id) / f"{MANIFEST_KEY}.parquet"
-
-
-def _read_manifest(root: Path, model_id: str) -> pa.Table:
+def read_manifest(root: Path, model_id: str) -> pa.Table:
     path = manifest_path(root, model_id)
     if not path.is_file():
         return SCHEMAS["checkpoints"].empty_table()
-    return _read_files([path], SCHEMAS["checkpoints"], None)
+    return read_files([path], SCHEMAS["checkpoints"], None)
 
 
-def _series_ids(root: Path, table: str) -> list[str]:
+def series_ids(root: Path, table: str) -> list[str]:
     return sorted(model_id_of_slug(d.name.removeprefix("series=")) for d in (root / table).glob("series=*"))
 
 
@@ -1016,7 +374,7 @@ def read_table(
     files the manifest names (see the module docstring); `dedupe` keeps, per revision and calibration set
     (and taus), only the newest result, as the manifest says, and one manifest row per `CheckpointKey`.
     """
-    schema = _schema(table)
+    schema = table_schema(table)
     root = open_store(store)
     expr = _filter_expression(filters, schema)
     if model_id is not None:
@@ -1024,14 +382,12 @@ def read_table(
         expr = model_expr if expr is None else expr & model_expr
     if table in RESULT_TABLES:
         series = (
-            [model_id]
-            if model_id is not None
-            else sorted({*_series_ids(root, "checkpoints"), *_series_ids(root, table)})
+            [model_id] if model_id is not None else sorted({*series_ids(root, "checkpoints"), *series_ids(root, table)})
         )
         files = [p for m in series for p in result_files(root, table, m, filters, dedupe=dedupe)]
     else:
-        files = _data_files(root, table, model_id)
-    t = _read_files(files, schema, expr, columns)
+        files = data_files(root, table, model_id)
+    t = read_files(files, schema, expr, columns)
     if dedupe and table == "checkpoints" and columns is None:
         t = dedupe_checkpoints(t)
     return t
@@ -1042,7 +398,7 @@ def result_files(root: Path, table: str, model_id: str, filters=None, *, dedupe:
 
     StoreError, naming `dormant store repair`, when a file the manifest names is missing.
     """
-    manifest = _read_manifest(root, model_id)
+    manifest = read_manifest(root, model_id)
     if isinstance(filters, Mapping):  # prune on the columns the manifest shares with the table
         shared = {k: v for k, v in filters.items() if k in SCHEMAS["checkpoints"].names and k in SCHEMAS[table].names}
         expr = _filter_expression(shared, SCHEMAS["checkpoints"])
@@ -1052,7 +408,7 @@ def result_files(root: Path, table: str, model_id: str, filters=None, *, dedupe:
         manifest = manifest.filter(manifest.column("input_scores_kept"))
     rows = manifest.to_pylist() if manifest.num_rows else []
     if dedupe:  # per result group, the newest result
-        group = [c for c in _RESULT_GROUP if c in SCHEMAS[table].names]  # input_scores do not depend on taus
+        group = [c for c in RESULT_GROUP if c in SCHEMAS[table].names]  # input_scores do not depend on taus
         newest: dict[tuple, dict] = {}
         for r in sorted(rows, key=lambda r: (r["analyzed_at"], r["file_key"])):
             newest[tuple(r[c] for c in group)] = r
@@ -1065,7 +421,7 @@ def check_result_files(root: Path, model_id: str, rows, table: str = "head_score
     when there are no rows and the manifest names none of the series' files (`check_manifest`)."""
     if not rows:
         check_manifest(root, model_id)
-    folder = _series_dir(root, table, model_id)
+    folder = series_dir(root, table, model_id)
     files = []
     for r in rows:
         path = folder / f"{r['file_key']}.parquet"
@@ -1089,7 +445,7 @@ def check_manifest(root: Path, model_id: str) -> None:
     path = manifest_path(root, model_id)
     if path.is_file():
         return
-    heads = _data_files(root, "head_scores", model_id)
+    heads = data_files(root, "head_scores", model_id)
     if heads:
         raise StoreError(
             f"store {str(root)!r}: series {model_id} has {len(heads)} head_scores files but no manifest "
@@ -1100,7 +456,7 @@ def check_manifest(root: Path, model_id: str) -> None:
 
 def read_metadata(store, table: str, model_id: str, file_key: str) -> dict[str, str] | None:
     """The schema metadata `write_table(..., metadata=)` kept in one file, or None when the file does not exist."""
-    path = _series_dir(open_store(store), table, model_id) / f"{_safe_file_key(file_key)}.parquet"
+    path = series_dir(open_store(store), table, model_id) / f"{safe_file_key(file_key)}.parquet"
     if not path.is_file():
         return None
     try:
@@ -1115,7 +471,7 @@ def dedupe_checkpoints(checkpoints: pa.Table) -> pa.Table:
     if checkpoints.num_rows == 0:
         return checkpoints
     newest_first = checkpoints.sort_by([("analyzed_at", "descending")])
-    keys = zip(*(newest_first.column(c).to_pylist() for c in _CHECKPOINT_KEY_COLUMNS))
+    keys = zip(*(newest_first.column(c).to_pylist() for c in CHECKPOINT_KEY_COLUMNS))
     seen: set = set()
     keep = []
     for i, key in enumerate(keys):
@@ -1140,110 +496,8 @@ def stored_checkpoint_keys(store, model_id: str) -> set[CheckpointKey]:
 # ------------------------------------------------------------------------------------------- requests
 
 
-def request_path(store, model_id: str, request_id: str) -> Path:
-    return Path(store) / REQUESTS / f"series={series_slug(model_id)}" / f"{_safe_file_key(request_id)}.json"
-
-
-def write_request(store, model_id: str, request) -> Path:
-    """Save a run's request (`requests.TrackRequest`/`EvalRequest`) as JSON beside its results; rows that the run
-    writes carry its `request_id`. The same request twice is the same file."""
-    source = getattr(request, "source_identity", None)  # a track request: the series' source, recorded once
-    if source is not None:
-        record_source(store, model_id, source)
-    path = request_path(open_store(store, create=True), model_id, request.request_id)
-    with _writing(path.parent):
-        path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_file(path) as f:
-        f.write(request.to_json().encode())
-    return path
-
-
-def stored_requests(store, model_id: str) -> list[str]:
-    """The JSON of every request saved for a series, the newest first (none without a store)."""
-    if not is_store(store):
-        return []
-    folder = request_path(store, model_id, "x").parent
-    paths = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    return [p.read_text(encoding="utf-8") for p in paths]
-
-
-def read_request_json(store, model_id: str, request_id: str) -> str:
-    path = request_path(open_store(store), model_id, request_id)
-    if not path.is_file():
-        raise StoreError(f"no request {request_id!r} of {model_id!r} in {store}: see {path.parent} for the saved ones")
-    return path.read_text(encoding="utf-8")
-
-
 # ------------------------------------------------------------------------------ series sources
 
 
-def source_path(store, model_id: str) -> Path:
-    return Path(store) / SOURCES / f"series={series_slug(model_id)}.json"
-
-
-def recorded_source(store, model_id: str) -> str | None:
-    """The source a series is tracked from ("hub:ORG/NAME" or "local:/resolved/folder"); None before its first
-    write, and for a series stored before sources were recorded (adopted by its next run: `record_source`)."""
-    try:
-        return str(json.loads(source_path(store, model_id).read_text(encoding="utf-8"))["source"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def check_source(store, model_id: str, source: str) -> None:
-    """A ConfigError when the store keeps `model_id` from another source: two sources are never one series. A
-    series stored before sources were recorded is known by the sources of its saved track requests."""
-    if not is_store(store):
-        return
-    recorded = recorded_source(store, model_id)
-    known = {recorded} if recorded is not None else _saved_sources(store, model_id)
-    if known and source not in known:
-        moved = (
-            f"; if the folder moved, delete {source_path(store, model_id)} to adopt the new place" if recorded else ""
-        )
-        raise ConfigError(
-            f"the store keeps a series {model_id!r} tracked from {', '.join(sorted(k.split(':', 1)[1] for k in known))}, "
-            f"not from {source.split(':', 1)[1]}: add --series-name NAME to store this one apart (never merged){moved}"
-        )
-
-
-def _saved_sources(store, model_id: str) -> set[str]:
-    """The sources of a series' saved track requests (local ones are saved absolute), as `record_source` names them."""
-    found = set()
-    for text in stored_requests(store, model_id):
-        try:
-            data = json.loads(text)
-        except ValueError:
-            continue
-        src = data.get("source") if isinstance(data, dict) and data.get("kind") == "track" else None
-        if isinstance(src, str):
-            found.add(f"local:{Path(src).resolve()}" if src.startswith("/") else f"hub:{src}")
-    return found
-
-
-def record_source(store, model_id: str, source: str) -> None:
-    """Record the series' source at its first write (or adopt it for a series stored before sources were
-    recorded); a different source is refused (`check_source`), also between two runs started at once."""
-    root = open_store(store, create=True)
-    with series_lock(root, model_id):
-        check_source(root, model_id, source)
-        path = source_path(root, model_id)
-        if path.is_file():
-            return
-        with _writing(path.parent):
-            path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_file(path) as f:
-            f.write((json.dumps({"model_id": model_id, "source": source}, indent=1) + "\n").encode())
-
-
-def series_of_source(store, source: str) -> str | None:
-    """The series the store keeps from `source` (its recorded identity), or None."""
-    folder = Path(store) / SOURCES
-    for path in sorted(folder.glob("series=*.json")) if folder.is_dir() else ():
-        try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(saved, dict) and saved.get("source") == source:
-            return str(saved.get("model_id"))
-    return None
+def manifest_path(root: Path, model_id: str) -> Path:
+    return series_dir(root, "checkpoints", model_id) / f"{MANIFEST_KEY}.parquet"

@@ -34,21 +34,18 @@ import pyarrow.compute as pc
 
 from dormant_tasks.errors import StoreError
 from dormant_tasks.store.io import (
-    MANIFEST_ROW_KEY,
-    RESULT_TABLES,
-    TABLES,
-    _data_files,
-    _read_manifest,
-    _series_ids,
     conform,
     damage_of,
     file_sha256,
-    hold_series,
     manifest_path,
-    open_store,
+    read_manifest,
     read_metadata,
+    series_ids,
     write_manifest,
 )
+from dormant_tasks.store.layout import data_files, open_store
+from dormant_tasks.store.lock import hold_series
+from dormant_tasks.store.schema import MANIFEST_ROW_KEY, RESULT_TABLES, TABLES
 
 QUARANTINE = "_quarantine"  # <store>/_quarantine/<UTC time>/<table>/series=<slug>/<file>: damaged files, kept
 
@@ -73,7 +70,7 @@ class RepairResult:
 
 def _files(root: Path, table: str, model_id: str) -> dict[str, Path]:
     """A series' data files of `table` by file key."""
-    return {p.stem: p for p in _data_files(root, table, model_id)}
+    return {p.stem: p for p in data_files(root, table, model_id)}
 
 
 def _with_kept(manifest: pa.Table, kept) -> pa.Table:
@@ -105,7 +102,7 @@ def _damage(root: Path, series: str, checksums: bool) -> list[Damage]:
         if reason is not None:
             out.append(Damage(manifest, reason, series, "checkpoints"))
         else:
-            for r in _read_manifest(root, series).to_pylist():
+            for r in read_manifest(root, series).to_pylist():
                 for table in RESULT_TABLES:
                     sha = r[f"{table}_sha256"] if checksums else None
                     recorded[root / table / manifest.parent.name / f"{r['file_key']}.parquet"] = (
@@ -113,7 +110,7 @@ def _damage(root: Path, series: str, checksums: bool) -> list[Damage]:
                         r[f"{table}_bytes"],
                     )
     for table in TABLES:
-        for path in _data_files(root, table, series):
+        for path in data_files(root, table, series):
             if path == manifest:
                 continue
             reason = damage_of(path, *recorded.get(path, (None, None)))
@@ -135,7 +132,7 @@ def _manifest(root: Path, series: str, heads: dict[str, Path], inputs: dict[str,
     """The series' manifest, or when it is missing or empty while head_scores files exist, the one rebuilt from
     the rows those files keep, with the files' sizes and checksums (True). StoreError when a file keeps none:
     nothing is changed then."""
-    manifest = _read_manifest(root, series)
+    manifest = read_manifest(root, series)
     if manifest.num_rows or not heads:
         return manifest, False
     kept = {k: (read_metadata(root, "head_scores", series, k) or {}).get(MANIFEST_ROW_KEY) for k in heads}
@@ -216,7 +213,7 @@ def _rebuildable(root: Path, series: str, heads: dict[str, Path]) -> None:
 
 
 def all_series(root: Path) -> list[str]:
-    return sorted({m for t in TABLES for m in _series_ids(root, t)})
+    return sorted({m for t in TABLES for m in series_ids(root, t)})
 
 
 @dataclass
@@ -232,7 +229,7 @@ def gc_store(store, model_id: str | None = None, *, wait: bool = True) -> GcResu
     result = GcResult()
     for series in [model_id] if model_id else all_series(root):
         with hold_series(root, series, wait=wait):
-            manifest = _read_manifest(root, series)
+            manifest = read_manifest(root, series)
             kept = manifest.column("input_scores_kept")
             if pc.any(kept).as_py():
                 write_manifest(root, series, _with_kept(manifest, [False] * len(kept)))

@@ -1,4 +1,6 @@
-"""`dormant store upgrade`: rewrite a store of schema version 1, 2 or 3 as version 4, in place.
+"""The store's side of `dormant store upgrade`: the files of a store of schema version 1, 2 or 3 rewritten in the
+version-4 layout, in place (`convert_store`), and the marker written last (`finish_upgrade`). Transitions and
+histories are derived again by the tracking part (`tracking.upgrade.upgrade_store`, which runs the whole upgrade).
 
 Version 2 (docs/DATA_CONTRACT.md, "Changes from schema version 1"): `head` -> `head_index` everywhere,
 `input_scores.value` -> `score`, `evaluations.pct_zeroed` (0-100) -> `frac_zeroed` (0-1) and accuracies
@@ -19,11 +21,6 @@ is that of its head_scores and input_scores files) and `input_scores_kept`; `inp
 float32. Transitions and histories are derived again on the next `dormant track` (they record the
 checkpoint pairs they come from from now on).
 
-Within version 4 (`refresh_current`, also run on a store already at version 4): `transitions` files derived
-before q-values were stored get `confident_q` and `confident` = q < 0.05 from their stored p-values (the
-family: heads x compared pairs of their checkpoints), and `calibration_agreement` rows written before the
-Jaccard of two empty masks became undefined get NaN instead of 1.0.
-
 Each file goes from its own layout to the current one in one rewrite (so a version-1 evaluations file
 still has the modification time of its run when `evaluated_at` is read). Every file is rewritten
 atomically and the marker last, so an interrupted upgrade leaves a store that this command finishes when
@@ -33,7 +30,6 @@ per-checkpoint `checkpoints` files it replaces are deleted).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,44 +38,32 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from dormant_tasks.atomic import atomic_file
 from dormant_tasks.errors import StoreError
 from dormant_tasks.store.io import (
-    # The store's own reading and writing, without its schema-version check: the marker says the old
-    # version until every file is upgraded, and it is written last.
-    MANIFEST_KEY,
-    SCHEMA_VERSION,
-    SCHEMAS,
-    _read_files,
-    _read_manifest,
-    _safe_file_key,
-    _series_dir,
-    atomic_file,
     conform,
     dedupe_checkpoints,
-    derived_file_key,
+    parquet_options,
+    read_files,
+    read_manifest,
+    result_files,
+    write_manifest,
+)
+from dormant_tasks.store.layout import (
+    SCHEMA_VERSION,
     model_id_of_slug,
     open_store,
-    parquet_options,
-    result_files,
+    safe_file_key,
+    series_dir,
     store_version,
-    write_manifest,
     write_marker,
 )
-from dormant_tasks.tracking.agreement import TABLE as AGREEMENT_TABLE
-from dormant_tasks.tracking.defaults import FDR
-from dormant_tasks.tracking.transitions import (
-    FDR_KEY,
-    apply_fdr,
-    derive_transitions,
-    fdr_record,
-    head_histories,
-    mark_blips,
-)
+from dormant_tasks.store.schema import MANIFEST_KEY, SCHEMAS
 
 _RENAMES = {"head": "head_index", "value": "score", "pct_zeroed": "frac_zeroed"}
 _PERCENT_COLUMNS = ("frac_zeroed", "accuracy", "base_accuracy")  # v1 stored these in %
 _CONVERTED = ("checkpoints", "head_scores", "input_scores", "taus", "evaluations")
-_DERIVED = ("transitions", "head_histories")
+DERIVED = ("transitions", "head_histories")  # derived again by `tracking.upgrade`
 
 # The evaluations columns of schema version 2, in order (docs/DATA_CONTRACT.md of that version).
 V2_EVALUATION_NAMES = (
@@ -101,90 +85,36 @@ V3_EVALUATION_DEFAULTS = {
 }
 
 
-@dataclass(frozen=True)
-class UpgradeResult:
-    from_version: int
-    files_rewritten: int
-    series_derived: int
-
-
-def upgrade_store(path) -> UpgradeResult:
-    """Upgrade the store at `path` to SCHEMA_VERSION (a no-op for a current store)."""
+def convert_store(path) -> tuple[Path, int, int]:
+    """(the store's folder, its schema version, files rewritten): every file of an older version rewritten in the
+    current layout and each series' manifest compacted; nothing for a current store. The marker is not touched:
+    until `finish_upgrade` the store reads as its old version, and an interrupted upgrade is finished when run
+    again."""
     root = open_store(path, allow_old=True)
     version = store_version(root)
     if version == SCHEMA_VERSION:
-        return UpgradeResult(version, refresh_current(root), 0)
+        return root, version, 0
     if version not in (1, 2, 3):
         raise StoreError(
             f"store {str(root)!r} has schema_version {version!r}; `dormant store upgrade` upgrades "
             f"versions 1 to 3 to {SCHEMA_VERSION} only"
         )
-    rewritten = sum(_convert_file(p, table) for table in _CONVERTED for p in _files(root, table))
-    for model_id in _series(root):
+    rewritten = sum(_convert_file(p, table) for table in _CONVERTED for p in table_files(root, table))
+    for model_id in stored_series(root):
         rewritten += _compact_manifest(root, model_id)
-    # Derived tables of every older version are derived again, one file per taus and calibration set (v1's
-    # lacked taus_id and calibration_id; v3's were one file per taus, without confident/blip).
-    before = {p for table in _DERIVED for p in _files(root, table)}
-    derived = [_derive_again(root, model_id) for model_id in _series(root)]
-    n_series = sum(bool(paths) for paths in derived)
-    for p in before - {p for paths in derived for p in paths}:  # the older naming, or taus no checkpoint holds
-        p.unlink(missing_ok=True)
-    write_marker(root)  # last: until here the store reads as its old version, and a rerun finishes it
-    return UpgradeResult(version, rewritten, n_series)
+    return root, version, rewritten
 
 
-def refresh_current(root: Path) -> int:
-    """Bring a version-4 store's derived files up to what this release writes (module docstring); the number
-    of files rewritten (0: nothing to do)."""
-    rewritten = 0
-    for path in _files(root, "transitions"):
-        schema = pq.read_schema(path)
-        if FDR_KEY.encode() in (schema.metadata or {}):
-            continue
-        t = conform(pq.read_table(path).replace_schema_metadata(None), "transitions")
-        sizes = _family_sizes(root, t)
-        meta = {k: v for k, v in (schema.metadata or {}).items() if not k.startswith(b"ARROW")}
-        t = apply_fdr(t, sizes, FDR).replace_schema_metadata(meta | {FDR_KEY.encode(): fdr_record(FDR).encode()})
-        with atomic_file(path) as f:
-            pq.write_table(t, f, **parquet_options(t))
-        rewritten += 1
-    for path in _files(root, AGREEMENT_TABLE):
-        t = pq.read_table(path)
-        union = pc.subtract(pc.add(t.column("n_dormant_a"), t.column("n_dormant_b")), t.column("n_both"))
-        stale = pc.and_(pc.equal(union, 0), pc.invert(pc.is_nan(t.column("jaccard"))))
-        if not pc.any(stale).as_py():
-            continue
-        i = t.column_names.index("jaccard")
-        fixed = pc.if_else(stale, pa.scalar(float("nan")), t.column("jaccard"))  # undefined, not 1
-        t = t.set_column(i, t.schema.field(i), fixed)  # the schema's metadata (the agreement record) kept
-        with atomic_file(path) as f:
-            pq.write_table(t, f, **parquet_options(t))
-        rewritten += 1
-    return rewritten
+def finish_upgrade(root: Path) -> None:
+    """The marker of the current schema version, written last (module docstring)."""
+    write_marker(root)
 
 
-def _family_sizes(root: Path, transitions: pa.Table) -> dict[tuple[str, str, str, str], int]:
-    """Per (model, calibration set, taus, function) of `transitions`, its tests: heads x compared pairs of the
-    series' checkpoints under that calibration set and taus (every checkpoint but the first has one)."""
-    sizes = {}
-    keys = set(zip(*(transitions.column(c).to_pylist() for c in ("model_id", "calibration_id", "taus_id", "score_fn"))))
-    for model_id, cal, tid, fn in keys:
-        rows = [
-            r
-            for r in _read(root, "checkpoints", model_id).to_pylist()
-            if (r["calibration_id"], r["taus_id"]) == (cal, tid)
-        ]
-        n_ckpt = len({r["revision"] for r in rows})
-        n_cells = max((int(r["n_layers"]) * int(r["n_heads"]) for r in rows), default=0)
-        sizes[(model_id, cal, tid, fn)] = n_cells * max(n_ckpt - 1, 0)
-    return sizes
-
-
-def _files(root: Path, table: str) -> list[Path]:
+def table_files(root: Path, table: str) -> list[Path]:
     return sorted(p for p in (root / table).glob("series=*/*.parquet") if not p.name.startswith((".", "_")))
 
 
-def _series(root: Path) -> list[str]:
+def stored_series(root: Path) -> list[str]:
     return sorted(model_id_of_slug(p.name.removeprefix("series=")) for p in (root / "checkpoints").glob("series=*"))
 
 
@@ -236,57 +166,38 @@ def _v2_to_v3_evaluations(t: pa.Table, written_at: datetime) -> pa.Table:
 
 def _compact_manifest(root: Path, model_id: str) -> int:
     """v3 -> v4: a series' per-checkpoint `checkpoints` files become its one manifest file; 1 when rewritten."""
-    folder = _series_dir(root, "checkpoints", model_id)
+    folder = series_dir(root, "checkpoints", model_id)
     old = [p for p in sorted(folder.glob("*.parquet")) if p.stem != MANIFEST_KEY and not p.name.startswith((".", "_"))]
     if not old:
         return 0
-    rows = _read_files(old, SCHEMAS["checkpoints"], None)
-    merged = dedupe_checkpoints(pa.concat_tables([_read_manifest(root, model_id), rows]))
+    rows = read_files(old, SCHEMAS["checkpoints"], None)
+    merged = dedupe_checkpoints(pa.concat_tables([read_manifest(root, model_id), rows]))
     write_manifest(root, model_id, merged)  # first: a rerun after a crash finds the rows in one place or the other
     for p in old:
         p.unlink()
     return 1
 
 
-def _read(root: Path, table: str, model_id: str, filters: dict | None = None) -> pa.Table:
+def read_any_version(root: Path, table: str, model_id: str, filters: dict | None = None) -> pa.Table:
     """`store.read_table` of one series (deduplicated the same way), at any schema version of the marker."""
     if table == "checkpoints":
-        return dedupe_checkpoints(_read_manifest(root, model_id))
+        return dedupe_checkpoints(read_manifest(root, model_id))
     files = result_files(root, table, model_id, filters)
     expr = None
     for name, value in (filters or {}).items():
         term = ds.field(name) == value
         expr = term if expr is None else expr & term
-    return _read_files(files, SCHEMAS[table], expr)
+    return read_files(files, SCHEMAS[table], expr)
 
 
-def _write(root: Path, table: str, t: pa.Table, file_key: str, model_id: str, metadata=None) -> Path:
+def write_any_version(root: Path, table: str, t: pa.Table, file_key: str, model_id: str, metadata=None) -> Path:
     """`store.write_table` of one series' file, at any schema version of the marker."""
-    folder = _series_dir(root, table, model_id)
+    folder = series_dir(root, table, model_id)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{_safe_file_key(file_key)}.parquet"
+    path = folder / f"{safe_file_key(file_key)}.parquet"
     t = conform(t, table)
     if metadata:
         t = t.replace_schema_metadata(metadata)
     with atomic_file(path) as f:
         pq.write_table(t, f, **parquet_options(t))
     return path
-
-
-def _derive_again(root: Path, model_id: str) -> list[Path]:
-    """Transitions and histories of every (taus_id, calibration_id) of the series' checkpoints."""
-    ckpts = _read(root, "checkpoints", model_id)
-    keys = sorted(set(zip(ckpts.column("taus_id").to_pylist(), ckpts.column("calibration_id").to_pylist())))
-    written = []
-    for tid, cal in keys:
-        mine = ckpts.filter(
-            pc.and_(pc.equal(ckpts.column("taus_id"), tid), pc.equal(ckpts.column("calibration_id"), cal))
-        )
-        heads = _read(root, "head_scores", model_id, filters={"taus_id": tid, "calibration_id": cal})
-        heads = heads.filter(pc.is_in(heads.column("revision"), mine.column("revision")))
-        trans = mark_blips(derive_transitions(heads, mine))
-        key = derived_file_key("transitions", tid, cal)
-        written.append(_write(root, "transitions", trans, key, model_id, {FDR_KEY: fdr_record(FDR)}))
-        hist = head_histories(heads, mine)
-        written.append(_write(root, "head_histories", hist, derived_file_key("head_histories", tid, cal), model_id))
-    return written

@@ -24,12 +24,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dormant_tasks.engine.score_functions import ALL_IDS
+from dormant_tasks.engine import ALL_IDS
 from dormant_tasks.errors import StoreError
-from dormant_tasks.store.io import SCHEMAS, conform, read_metadata, read_table, series_lock, write_table
+from dormant_tasks.store import SCHEMAS, conform, read_metadata, read_table, series_lock, write_table
 from dormant_tasks.tracking.series import SeriesView, checkpoint_sort_key, open_views, result_id
 
-TABLE = "calibration_agreement"
+AGREEMENT_TABLE = "calibration_agreement"
 FILE_KEY = "calibration_agreement"  # the one file of the table per series
 AGREEMENT_KEY = "dormant.agreement"  # its metadata: {"sets": [...], "revisions": {revision: "id|id|..."}}
 CHUNK = 64  # revisions whose head_scores are read (and compared) at once
@@ -65,8 +65,10 @@ def update_agreement(store, model_id: str, views: Sequence[SeriesView] | None = 
         return 0
     record = agreement_record(views)
     try:
-        stored = json.loads((read_metadata(store, TABLE, model_id, FILE_KEY) or {}).get(AGREEMENT_KEY, "null"))
-        kept = read_table(store, TABLE, model_id=model_id) if stored != record and stored else None
+        stored = json.loads(
+            (read_metadata(store, AGREEMENT_TABLE, model_id, FILE_KEY) or {}).get(AGREEMENT_KEY, "null")
+        )
+        kept = read_table(store, AGREEMENT_TABLE, model_id=model_id) if stored != record and stored else None
     except StoreError:  # a damaged file: computed again whole, which replaces it
         stored = kept = None
     if stored == record:
@@ -80,7 +82,12 @@ def update_agreement(store, model_id: str, views: Sequence[SeriesView] | None = 
     table = _ordered(pa.concat_tables(parts), views)
     with series_lock(store, model_id):
         write_table(
-            store, TABLE, table, file_key=FILE_KEY, model_id=model_id, metadata={AGREEMENT_KEY: json.dumps(record)}
+            store,
+            AGREEMENT_TABLE,
+            table,
+            file_key=FILE_KEY,
+            model_id=model_id,
+            metadata={AGREEMENT_KEY: json.dumps(record)},
         )
     return len(todo)
 
@@ -127,7 +134,7 @@ def _ordered(table: pa.Table, views: Sequence[SeriesView]) -> pa.Table:
 def _compute(views: Sequence[SeriesView], revisions: list[str]) -> pa.Table:
     """The agreement rows of `revisions` (in series order), reading those checkpoints' head_scores only."""
     if len(views) < 2 or not revisions:
-        return SCHEMAS[TABLE].empty_table()
+        return SCHEMAS[AGREEMENT_TABLE].empty_table()
     rows = _checkpoint_rows(views)
     n_heads = max(int(c["n_heads"]) for c in rows.values())
     n_cells = max(int(c["n_layers"]) for c in rows.values()) * n_heads
@@ -162,7 +169,7 @@ def _compute_chunk(views, revisions: list[str], fns: list[str], rows: dict, n_he
     all_ = (dormant | ~present[..., None]).all(axis=0) & (n_sets >= 2)[..., None]  # [revision, fn, head]
     n_all, n_any = all_.sum(axis=2), dormant.any(axis=0).sum(axis=2)  # [revision, fn]
     n_dormant = dormant.sum(axis=3)  # [set, revision, fn]
-    out: dict[str, list] = {name: [] for name in SCHEMAS[TABLE].names}
+    out: dict[str, list] = {name: [] for name in SCHEMAS[AGREEMENT_TABLE].names}
     for i, rev in enumerate(revisions):
         c = rows[rev]
         for j, fn in enumerate(fns):
@@ -192,4 +199,4 @@ def _compute_chunk(views, revisions: list[str], fns: list[str], rows: dict, n_he
                     }
                     for name, value in values.items():
                         out[name].append(value)
-    return conform(pa.table(out) if out["revision"] else SCHEMAS[TABLE].empty_table(), TABLE)
+    return conform(pa.table(out) if out["revision"] else SCHEMAS[AGREEMENT_TABLE].empty_table(), AGREEMENT_TABLE)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from dormant_tasks.engine.score_functions import SCORE_FUNCTIONS, get_score_function, is_inactive
+from dormant_tasks.engine import SCORE_FUNCTIONS, get_score_function, is_inactive
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.tracking.confidence import pack_inputs, wilson_interval
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dormant_tasks.checkpoints.naming import Revision, series_sort_key
-from dormant_tasks.engine.score_functions import SCORING_VERSION
+from dormant_tasks.checkpoints import Revision, series_sort_key
+from dormant_tasks.engine import SCORING_VERSION
 from dormant_tasks.errors import StoreError, did_you_mean
-from dormant_tasks.store.io import check_result_files, is_store, list_models, open_store, read_table
+from dormant_tasks.store import check_result_files, is_store, list_models, open_store, read_table
 from dormant_tasks.tracking.masks import Tau
 from dormant_tasks.tracking.transitions import SeriesStates, series_states
 
@@ -116,7 +116,7 @@ class SeriesView:
         )
 
     def checkpoints_table(self) -> pa.Table:
-        from dormant_tasks.store.io import SCHEMAS
+        from dormant_tasks.store import SCHEMAS
 
         return pa.Table.from_pylist(list(self.checkpoints), schema=SCHEMAS["checkpoints"])
 

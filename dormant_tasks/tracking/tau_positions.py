@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dormant_tasks.store.io import read_table
+from dormant_tasks.store import read_table
 from dormant_tasks.tracking.series import SeriesView, open_views
 
 TAU_MARKS_LOW, TAU_MARKS_HIGH = 0.01, 0.99  # a tau marking fewer / more (input, head) pairs is warned about

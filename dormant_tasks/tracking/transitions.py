@@ -22,9 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dormant_tasks.checkpoints.naming import series_sort_key
+from dormant_tasks.checkpoints import series_sort_key
 from dormant_tasks.errors import StoreError
-from dormant_tasks.store.io import SCHEMAS, conform
+from dormant_tasks.store import SCHEMAS, conform
 from dormant_tasks.tracking.confidence import bh_qvalues, discordant, excludes_half, mcnemar_exact_p
 from dormant_tasks.tracking.defaults import FDR
 

@@ -30,7 +30,7 @@ def run_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # `kill`, a scheduler's stop, a container's stop: like Ctrl-C
     debug = getattr(args, "debug", False) or os.environ.get("DORMANT_DEBUG") == "1"
     try:
-        from .options import preflight
+        from .preflight import preflight
 
         preflight(args)  # the cheap checks (device, store folder, model folder) before any heavy import
         code = args.func(args) or 0

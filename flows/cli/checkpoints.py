@@ -50,7 +50,7 @@ def add_tokens_per_step_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def selection_from_args(args: argparse.Namespace):
-    from dormant_tasks.checkpoints.naming import Selection
+    from dormant_tasks.checkpoints import Selection
 
     return Selection(tuple(args.revisions), args.steps, args.every, args.max_n)
 
@@ -71,7 +71,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dormant_tasks.checkpoints.naming import format_tokens, list_revisions
+    from dormant_tasks.checkpoints import format_tokens, list_revisions
 
     selection = selection_from_args(args)  # validates the options before any network call
     listing = list_revisions(args.model, include_main=args.include_main, tokens_per_step=args.tokens_per_step)

@@ -37,7 +37,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from dormant_tasks.reporting.compare import comparison_table, render_comparison
+    from dormant_tasks.reporting import comparison_table, render_comparison
 
     result = render_comparison(args.store, args.model, out_dir=args.reports_dir, score_fns=args.scores)
     try:

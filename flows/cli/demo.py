@@ -42,8 +42,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dormant_tasks.requests import TrackRequest
     from dormant_tasks.tiny import is_complete
+    from dormant_tasks.tracking import TrackRequest
     from flows.demo import DEMO_SERIES, demo
 
     from .track import answer_from_store, check_reports_dir, exit_code, print_summary
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def interrupted(args: argparse.Namespace) -> str:
-    from dormant_tasks.requests import TrackRequest
+    from dormant_tasks.tracking import TrackRequest
     from flows.demo import DEMO_SERIES
 
     from .track import stored_note

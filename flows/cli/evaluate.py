@@ -26,8 +26,8 @@ from .options import (
     add_scores_argument,
     add_store_argument,
     add_tasks_argument,
-    print_hub_note,
 )
+from .preflight import print_hub_note
 
 
 def add_parser(subparsers) -> None:
@@ -161,7 +161,7 @@ def add_parser(subparsers) -> None:
 
 def request_from_args(args: argparse.Namespace):
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.requests import DEFAULT_EVAL_SCORES, DEFAULT_QUANTILES, EvalRequest
+    from dormant_tasks.evaluation import DEFAULT_EVAL_SCORES, DEFAULT_QUANTILES, EvalRequest
 
     if not args.model:
         raise ConfigError("--model is required: name a checkpoint folder or Hub repo (or use --reproduce-seed)")
@@ -197,9 +197,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.reproduce_seed or args.dry_run:
         return _reproduce_seed(args)
-    from dormant_tasks.evaluation.lm_tasks import check_task_names
-    from dormant_tasks.evaluation.targets import check_request, format_leaderboard, request_targets
-    from dormant_tasks.store.io import check_store
+    from dormant_tasks.evaluation import check_request, check_task_names, format_leaderboard, request_targets
+    from dormant_tasks.store import check_store
     from flows.evaluate import evaluate
 
     # Validate before Prefect starts: a bad option costs nothing and writes nothing.
@@ -236,7 +235,7 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
     if given:
         flag = "--" + given[0].replace("_", "-")
         raise ConfigError(f"--reproduce-seed fixes its models, task and protocol; drop {flag}")
-    from dormant_tasks.evaluation.reproduction import done_runs, forward_tokens, reproduction_requests
+    from dormant_tasks.evaluation import done_runs, forward_tokens, reproduction_requests
 
     requests = reproduction_requests(
         args.store, limit=args.limit, batch_size=args.batch_size, device=args.device, chat_date=args.chat_date
@@ -245,7 +244,7 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
     pending = [r for r in requests if (r.model, r.score_fns[0]) not in done]
     print_hub_note(args)
     if args.dry_run:
-        from flows.cli.options import hub_silence, offline
+        from flows.cli.preflight import hub_silence, offline
 
         # the tokenizers come from the Hub, asked through the one probe (a silent Hub: the cache only, no retries)
         if not offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
@@ -258,8 +257,8 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
             )
         _print_plan(requests, done, forward_tokens)
         return 0
-    from dormant_tasks.evaluation.targets import check_request, request_targets
-    from dormant_tasks.store.io import check_store
+    from dormant_tasks.evaluation import check_request, request_targets
+    from dormant_tasks.store import check_store
 
     check_store(args.store, writable=True)
     for request in pending:  # before Prefect starts: the thresholds cover them, 8-bit weights load here
@@ -278,7 +277,7 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
 
 def _print_plan(requests, done, forward_tokens) -> None:
     """One line per (model, function) run, its state and its forward tokens; the total to run."""
-    from flows.cli.options import offline
+    from flows.cli.preflight import offline
 
     tokens: dict[str, int | None] = {}
     reasons: dict[str, str] = {}
@@ -327,7 +326,7 @@ def _task_index_file() -> Path:
     reads every task YAML (15 s); the cached names answer a mistyped --tasks in milliseconds."""
     from importlib.metadata import version
 
-    from dormant_tasks.checkpoints.hash_cache import cache_dir
+    from dormant_tasks.checkpoints import cache_dir
 
     return cache_dir() / f"lm-eval-{version('lm_eval')}-task-names.txt"
 
@@ -335,12 +334,13 @@ def _task_index_file() -> Path:
 def check_tasks_quickly(tasks) -> None:
     """EvaluationError for a task name that the cached index lacks; without a cache, the full check decides."""
     from dormant_tasks.errors import EvaluationError, did_you_mean
+    from dormant_tasks.names import split_names
 
     try:
         known = set(_task_index_file().read_text(encoding="utf-8").split())
     except (OSError, ValueError):
         return
-    for name in dict.fromkeys(p.strip() for t in tasks for p in str(t).split(",") if p.strip()):
+    for name in split_names(tasks):
         if name not in known:  # the message of lm_tasks.check_task_names
             raise EvaluationError(
                 f"unknown task {name!r}{did_you_mean(name, known)}; "
@@ -349,9 +349,9 @@ def check_tasks_quickly(tasks) -> None:
 
 
 def _cache_task_index() -> None:
+    from dormant_tasks.atomic import atomic_file
     from dormant_tasks.errors import StoreError
     from dormant_tasks.evaluation import lm_tasks
-    from dormant_tasks.store.io import atomic_file
 
     path = _task_index_file()
     if lm_tasks._task_index.cache_info().currsize == 0 or path.is_file():
@@ -370,6 +370,6 @@ def interrupted(args: argparse.Namespace) -> str:
 
 def _chat_date(value: str) -> str:
     """`--chat-date` checked as it is parsed, before the other checks (one line naming it when it is no day)."""
-    from dormant_tasks.requests import parse_chat_date
+    from dormant_tasks.evaluation import parse_chat_date
 
     return parse_chat_date(value).isoformat()

@@ -66,18 +66,13 @@ def run(args) -> int:
     if figure is not None and figure.suffix.lower() not in FIGURE_SUFFIXES:
         raise ConfigError(f"--figure {args.figure}: name a .png, .svg or .pdf file")
 
-    from dormant_tasks.evaluation.leaderboard import (
-        agreement_task,
-        auc_agreement,
-        format_leaderboard_table,
-        load_leaderboard,
-    )
+    from dormant_tasks.evaluation import agreement_task, auc_agreement, format_leaderboard_table, load_leaderboard
 
     board = load_leaderboard(args.store, models=args.model, tasks=args.tasks, revision=args.revision)
     if args.reproduction:
         if figure is not None or args.format != "markdown":
             raise ConfigError("--reproduction prints its own markdown table: drop --figure and --format")
-        from dormant_tasks.evaluation.leaderboard import format_seed_comparison, seed_comparison
+        from dormant_tasks.evaluation import format_seed_comparison, seed_comparison
 
         print(format_seed_comparison(seed_comparison(board.rows)), flush=True)
         for note in board.notes:
@@ -107,9 +102,9 @@ def run(args) -> int:
 
 
 def _save(path: Path, models, rho, task: str) -> None:
-    from dormant_tasks.evaluation.leaderboard import AVERAGE_TASK
-    from dormant_tasks.reporting.figures import DPI, draw_auc_agreement
-    from dormant_tasks.store.io import atomic_file
+    from dormant_tasks.atomic import atomic_file
+    from dormant_tasks.evaluation import AVERAGE_TASK
+    from dormant_tasks.reporting import DPI, draw_auc_agreement
 
     fig = draw_auc_agreement(rho, models, "the average across tasks" if task == AVERAGE_TASK else task)
     path.parent.mkdir(parents=True, exist_ok=True)

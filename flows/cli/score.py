@@ -12,6 +12,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from dormant_tasks.atomic import cannot_create_in
+from dormant_tasks.names import is_local_source
+
 from .options import (
     add_calibration_arguments,
     add_device_argument,
@@ -19,8 +22,6 @@ from .options import (
     add_max_tokens_argument,
     add_model_argument,
     add_scores_argument,
-    cannot_create_in,
-    is_path_like,
 )
 
 OUT_FORMATS = (".parquet", ".csv")
@@ -61,7 +62,7 @@ def run(args) -> int:
         raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
     if not args.out.strip():
         raise ConfigError("--out is empty: name a .parquet or .csv file, e.g. --out scores.parquet")
-    if args.revision and is_path_like(args.model):
+    if args.revision and is_local_source(args.model):
         raise ConfigError(f"--revision names a Hub branch; --model {args.model} is a folder: drop --revision")
     out = check_file(args.out)  # before the heavy imports below: a wrong --out answers at once
     if out.suffix.lower() not in OUT_FORMATS:
@@ -81,11 +82,10 @@ def run(args) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dormant_tasks.checkpoints.loading import load_model_at
-    from dormant_tasks.engine.score_functions import parse_score_functions
-    from dormant_tasks.engine.scoring import score_texts
-    from dormant_tasks.store.io import atomic_file
-    from dormant_tasks.tracking.calibration import load_calibration
+    from dormant_tasks.atomic import atomic_file
+    from dormant_tasks.checkpoints import load_model_at
+    from dormant_tasks.engine import parse_score_functions, score_texts
+    from dormant_tasks.tracking import load_calibration
 
     score_fns = parse_score_functions(args.scores)
     calibration = load_calibration(args.texts, args.limit)
@@ -131,7 +131,6 @@ def _resolved(model: str, revision: str | None) -> tuple[str, str]:
     """(model_id, revision) as a reader can find the model again: a local checkpoint as its absolute folder and
     the folder's name (a branch name, as `track` stores it), a Hub repo as its id and the revision asked
     (default `main`)."""
-    from dormant_tasks.checkpoints.naming import is_local_source
 
     if is_local_source(model):
         folder = Path(model).expanduser().resolve()

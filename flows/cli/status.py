@@ -23,8 +23,8 @@ def add_parser(subparsers) -> None:
 
 def series_line(store, model_id: str) -> str:
     """The series' line (its primary calibration set), and one indented line per further calibration set."""
-    from dormant_tasks.store.io import read_table
-    from dormant_tasks.tracking.series import SeriesView, open_views
+    from dormant_tasks.store import read_table
+    from dormant_tasks.tracking import SeriesView, open_views
 
     if not SeriesView.exists(store, model_id):
         n_eval = read_table(store, "evaluations", model_id=model_id).num_rows
@@ -56,7 +56,7 @@ def series_line(store, model_id: str) -> str:
 def failed_lines(store, model_id: str) -> str:
     """One indented line per checkpoint that failed (could not be downloaded, loaded or scored) and was not
     stored since, with its reason; '' when none."""
-    from dormant_tasks.tracking.tracker import failed_checkpoints
+    from dormant_tasks.tracking import failed_checkpoints
 
     rows = failed_checkpoints(store, model_id)
     if not rows:
@@ -77,7 +77,7 @@ def _set_parts(view) -> list[str]:
         pct = {r: [d for rr, d in zip(heads["revision"], heads["dormant"]) if rr == r] for r in ends}
         first, last = (100 * sum(pct[r]) / max(len(pct[r]), 1) for r in ends)
         parts.append(f"{MAIN_FN} dormant {first:.1f}% -> {last:.1f}%")
-    from dormant_tasks.tracking.tracker import fdr_level
+    from dormant_tasks.tracking import fdr_level
 
     trans = view.transitions().to_pydict()
     fns = trans["score_fn"]
@@ -94,7 +94,7 @@ def confidence_rule(trans: dict, level: float | None) -> str:
     """Which rule decided the stored `confident` (docs/SCORES.md, "Confidence"): BH q-values at the recorded
     level (the default when none is recorded), the uncorrected p of files derived before q-values were stored,
     or the interval rule of results stored without per-input indicators."""
-    from dormant_tasks.tracking.defaults import FDR
+    from dormant_tasks.tracking import FDR
 
     if any(q is not None for q in trans.get("confident_q", [])):
         return f"BH q < {FDR if level is None else level:g}"
@@ -105,8 +105,7 @@ def confidence_rule(trans: dict, level: float | None) -> str:
 
 def run(args) -> int:
     from dormant_tasks.errors import StoreError
-    from dormant_tasks.store.io import list_models, open_store
-    from dormant_tasks.store.repair import damaged_files
+    from dormant_tasks.store import damaged_files, list_models, open_store
 
     root = open_store(args.store)
     models = list_models(args.store)

@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
         description="Rewrite a store of an older schema version in place (atomically "
         "per file, the marker last; rerun it after an interruption).",
     )
-    add_store_argument(upgrade, use="writes")
+    add_store_argument(upgrade, use="writes", allow_old=True)
     upgrade.set_defaults(func=run_upgrade)
     repair = actions.add_parser(
         "repair",
@@ -66,8 +66,8 @@ def _add_no_wait(parser) -> None:
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
-    from dormant_tasks.store.io import SCHEMA_VERSION
-    from dormant_tasks.store.upgrade import upgrade_store
+    from dormant_tasks.store import SCHEMA_VERSION
+    from dormant_tasks.tracking import upgrade_store
 
     result = upgrade_store(args.store)
     if result.from_version == SCHEMA_VERSION and result.files_rewritten:
@@ -92,7 +92,7 @@ def _mb(n: int) -> str:
 def check_series(store, model: str | None) -> None:
     """StoreError for a `--model` the store does not keep: before anything (a lock file) is written for it."""
     from dormant_tasks.errors import StoreError, did_you_mean
-    from dormant_tasks.store.io import list_models
+    from dormant_tasks.store import list_models
 
     models = list_models(store)
     if model is not None and model not in models:
@@ -106,10 +106,8 @@ def run_repair(args: argparse.Namespace) -> int:
     import contextlib
 
     from dormant_tasks.errors import StoreError
-    from dormant_tasks.store.io import hold_series, open_store
-    from dormant_tasks.store.repair import all_series, damaged_files, repair_store
-    from dormant_tasks.tracking.series import SeriesView
-    from dormant_tasks.tracking.tracker import rederive
+    from dormant_tasks.store import all_series, damaged_files, hold_series, open_store, repair_store
+    from dormant_tasks.tracking import SeriesView, rederive
 
     check_series(args.store, args.model)
     root = open_store(args.store)
@@ -150,7 +148,7 @@ def run_repair(args: argparse.Namespace) -> int:
 
 
 def run_gc(args: argparse.Namespace) -> int:
-    from dormant_tasks.store.repair import gc_store
+    from dormant_tasks.store import gc_store
 
     check_series(args.store, args.model)
     r = gc_store(args.store, args.model, wait=not args.no_wait)

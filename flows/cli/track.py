@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
+from dormant_tasks.store import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
 from dormant_tasks.text import plural
-from dormant_tasks.tracking.calibration import bundled_set_names
+from dormant_tasks.tracking import bundled_set_names
 
 from .checkpoints import add_selection_arguments, add_tokens_per_step_argument, selection_from_args
 from .options import (
@@ -141,7 +141,7 @@ _SELECTION_OPTIONS = {"revisions": "revisions_glob", "steps": "steps", "every": 
 def request_from_args(args: argparse.Namespace):
     """The run's `TrackRequest` from parsed options (ConfigError for a bad or conflicting option)."""
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.requests import TrackRequest
+    from dormant_tasks.tracking import TrackRequest
 
     if args.request:
         return replayed_request(args)
@@ -188,7 +188,7 @@ def replayed_request(args: argparse.Namespace):
     import dataclasses
 
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.requests import TrackRequest
+    from dormant_tasks.tracking import TrackRequest
 
     saved = TrackRequest.from_file(args.request)
     names = {f.name for f in dataclasses.fields(TrackRequest)}
@@ -254,17 +254,15 @@ EXIT_CHECKPOINTS_FAILED = 3
 
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.progress import early
-    from dormant_tasks.store.io import check_store, hold_series, series_slug
-    from dormant_tasks.tracking.tracker import series_state
+    from dormant_tasks.store import check_store, hold_series, series_slug
+    from dormant_tasks.tracking import series_state
 
     request = request_from_args(args)
     series_slug(request.model_id)  # a name the store cannot keep is refused before anything is created
     if args.request:  # the file's store and device: checked as the options' are (`preflight`)
         from dormant_tasks.devices import check_device_available
 
-        from .options import check_store_path
-
-        check_store_path(request.store, "updates")
+        check_store(request.store, "updates")
         if not request.address:
             check_device_available(request.device)
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
@@ -335,7 +333,7 @@ def interrupted(args: argparse.Namespace) -> str:
 
 
 def stored_note(request) -> str:
-    from dormant_tasks.store.io import stored_checkpoint_keys
+    from dormant_tasks.store import stored_checkpoint_keys
 
     n = len({key.revision for key in stored_checkpoint_keys(request.store, request.model_id)})
     return f"interrupted: {n} checkpoint{'s' if n != 1 else ''} of {request.model_id} stored, rerun to continue"
@@ -345,12 +343,12 @@ def result_from_store(request, state):
     """The `TrackResult` of a rerun on a fully stored series: loads no model, starts no Prefect; writes to the
     store only the derived tables that are missing, damaged or stale (`rederive`: a read-only store whose
     tables are current answers too); the report, when asked for, is reused or rendered into the reports folder."""
-    from dormant_tasks.tracking.tracker import TrackResult, rederive
+    from dormant_tasks.tracking import TrackResult, rederive
 
     rederive(request.store, request.model_id, request.fdr)
     report = None
     if request.report:
-        from dormant_tasks.reporting.report import render_report
+        from dormant_tasks.reporting import render_report
 
         report = str(
             render_report(request.store, request.model_id, request.reports_dir, reuse=True, fdr=request.fdr).index_html
@@ -367,8 +365,8 @@ def result_from_store(request, state):
 
 def answer_from_store(request) -> object | None:
     """The `TrackResult` of a finished rerun (`result_from_store`), or None when the run has work to do."""
-    from dormant_tasks.store.io import is_store
-    from dormant_tasks.tracking.tracker import series_state
+    from dormant_tasks.store import is_store
+    from dormant_tasks.tracking import series_state
 
     if not is_store(request.store):
         return None
@@ -379,8 +377,7 @@ def answer_from_store(request) -> object | None:
 def stored_tau_warnings(result) -> list[str]:
     """The tau warnings of the stored series, each naming its calibration set: the same lines as the report's
     (`tracking.tau_positions`), on a new series and on a rerun alike; the run's own when nothing is stored."""
-    from dormant_tasks.tracking.series import SeriesView
-    from dormant_tasks.tracking.tau_positions import tau_warnings_of
+    from dormant_tasks.tracking import SeriesView, tau_warnings_of
 
     if not SeriesView.exists(result.store, result.model_id):  # nothing stored (every checkpoint failed)
         return list(result.warnings)

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table
+from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
 from flows.cli.demo import DEMO_CALIBRATION
 from flows.demo import demo

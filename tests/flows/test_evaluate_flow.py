@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from dormant_tasks.evaluation.metric import pct_zeroed_within_1pt
-from dormant_tasks.requests import EvalRequest, TrackRequest
+from dormant_tasks.evaluation.request import EvalRequest
 from dormant_tasks.store.io import read_table
+from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import build_parser
 from flows.evaluate import evaluate
 from flows.track import track

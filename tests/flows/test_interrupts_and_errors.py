@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 from builders import is_progress, save_random_series, store_rows, stored_checkpoints
 
-from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table
+from dormant_tasks.tracking.request import TrackRequest
 from flows.track import track
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]

@@ -9,9 +9,10 @@ from builders import save_random_series
 
 from dormant_tasks.errors import StoreError
 from dormant_tasks.evaluation.targets import series_targets
-from dormant_tasks.requests import TrackRequest
-from dormant_tasks.store.io import read_request_json, read_table
+from dormant_tasks.store.io import read_table
+from dormant_tasks.store.provenance import read_request_json
 from dormant_tasks.tiny import branch_name, checkpoint_steps
+from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
 from dormant_tasks.tracking.tracker import plan_series
 from flows.cli import build_parser

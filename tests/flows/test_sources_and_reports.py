@@ -14,8 +14,8 @@ import pytest
 from builders import save_random_series
 
 from dormant_tasks.outputs import MARKER
-from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table
+from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import main
 from flows.track import track
 

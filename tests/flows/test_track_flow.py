@@ -15,9 +15,9 @@ import pytest
 from builders import stored_checkpoints
 
 from dormant_tasks.errors import ConfigError, StoreError
-from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table
-from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking import checkpoint_work, tracker
+from dormant_tasks.tracking.request import TrackRequest
 from flows.track import track
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -79,7 +79,7 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
     def no_loading(*a, **k):  # fault injection: the rerun must not load any model
         raise AssertionError("a stored checkpoint was loaded again")
 
-    monkeypatch.setattr(tracker, "load_checkpoint", no_loading)
+    monkeypatch.setattr(checkpoint_work, "load_checkpoint", no_loading)
     before = {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts}
     calls.clear()
     again = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
@@ -118,7 +118,9 @@ def test_taus_that_differ_from_the_stored_series_are_refused(random_series, tmp_
 def test_retau_reaggregates_from_kept_input_scores(random_series, tmp_path, monkeypatch):
     store = tmp_path / "store"
     track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln",), report=False))
-    monkeypatch.setattr(tracker, "load_checkpoint", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
+    monkeypatch.setattr(
+        checkpoint_work, "load_checkpoint", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded"))
+    )
     out = track(
         TrackRequest(
             source=str(random_series),
@@ -246,7 +248,7 @@ def test_two_concurrent_runs_leave_no_duplicate(random_series, tmp_path):
 def test_deployment_reads_back_with_its_schedule_and_request(random_series, tmp_path):
     from prefect.client.orchestration import get_client
 
-    from dormant_tasks.requests import TrackRequest
+    from dormant_tasks.tracking.request import TrackRequest
     from flows.cli import build_parser
     from flows.cli.track import request_from_args
     from flows.deployments import build_deployment
@@ -286,13 +288,13 @@ def test_fixing_a_new_series_taus_prints_progress_on_a_pipe(random_series, tmp_p
 
     monkeypatch.setattr(progress, "EVERY_S", 0.05)
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.02)
-    real = tracker.score_checkpoint
+    real = checkpoint_work.score_checkpoint
 
     def slow(*a, **k):
         time.sleep(0.5)
         return real(*a, **k)
 
-    monkeypatch.setattr(tracker, "score_checkpoint", slow)
+    monkeypatch.setattr(checkpoint_work, "score_checkpoint", slow)
     request = TrackRequest(source=str(random_series), store=str(tmp_path / "s"), limit=4, report=False)
     track(request, progress=True)
     lines = capsys.readouterr().err.splitlines()

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dormant_tasks.requests import TrackRequest
+from dormant_tasks import tracking as tracker
 from dormant_tasks.store.io import read_table
-from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking import checkpoint_work
+from dormant_tasks.tracking.request import TrackRequest
 from flows.runners import task_runner
 from flows.track import track
 
@@ -121,12 +122,12 @@ def test_workers_that_cannot_see_the_store_still_fill_it(random_series, tmp_path
                 assert all(not exists and cwd == str(elsewhere) for exists, cwd in seen.values()), seen
                 request = TrackRequest(store=str(store), runner="dask", address=cluster.scheduler_address, **kw)
                 loads_here = []
-                load = tracker.load_checkpoint
+                load = checkpoint_work.load_checkpoint
                 monkeypatch.setattr(
-                    tracker, "load_checkpoint", lambda *a, **k: loads_here.append(a[1]) or load(*a, **k)
+                    checkpoint_work, "load_checkpoint", lambda *a, **k: loads_here.append(a[1]) or load(*a, **k)
                 )
                 out = track.with_options(task_runner=task_runner(request))(request)
-                monkeypatch.setattr(tracker, "load_checkpoint", load)
+                monkeypatch.setattr(checkpoint_work, "load_checkpoint", load)
                 assert loads_here == [], f"the flow's process loaded {loads_here}"
         finally:
             for w in workers:

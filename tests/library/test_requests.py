@@ -7,16 +7,11 @@ import json
 import pytest
 
 from dormant_tasks.checkpoints.naming import Selection
+from dormant_tasks.devices import Device, DType
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.requests import (
-    REQUEST_VERSION,
-    Device,
-    DType,
-    EvalRequest,
-    Mode,
-    Runner,
-    TrackRequest,
-)
+from dormant_tasks.evaluation.request import EvalRequest, Mode
+from dormant_tasks.requests import REQUEST_VERSION
+from dormant_tasks.tracking.request import Runner, TrackRequest
 from flows.cli import build_parser
 from flows.cli.evaluate import request_from_args as eval_request_from_args
 from flows.cli.track import request_from_args

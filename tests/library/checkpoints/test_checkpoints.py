@@ -323,6 +323,9 @@ def test_empty_folder_and_bad_sources_are_clear_errors(tmp_path, tiny_model_dir)
     with pytest.raises(CheckpointError, match="itself a checkpoint"):
         list_revisions(tiny_model_dir)
     with pytest.raises(CheckpointError, match="neither an existing folder nor a Hub repo id"):
+        list_revisions("not a valid/repo id")
+    # two slashes: a path, never a Hub id (names.is_local_source: the CLI and the library read it alike)
+    with pytest.raises(CheckpointError, match="no such folder; point --model at a folder .* or at a Hub repo id"):
         list_revisions("not a/valid/repo id")
 
 
@@ -396,7 +399,7 @@ def test_local_checkpoint_loads_in_place_with_a_content_hash(local_series, tiny_
 
 
 def test_track_request_carries_tokens_per_step(step_series, tmp_path, capsys):
-    from dormant_tasks.requests import TrackRequest
+    from dormant_tasks.tracking.request import TrackRequest
 
     request = TrackRequest(source=str(step_series), store=str(tmp_path / "store"), tokens_per_step=1024)
     again = TrackRequest.from_json(request.to_json())

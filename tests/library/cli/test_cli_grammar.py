@@ -24,7 +24,8 @@ import pytest
 
 from dormant_tasks.devices import Device, parse_device, parse_dtype, visible_gpus
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.requests import EvalRequest, TrackRequest
+from dormant_tasks.evaluation.request import EvalRequest
+from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import build_parser, main
 from flows.cli.options import RENAMED, ListOption
 
@@ -298,7 +299,7 @@ def dormant(*argv, env=None, cwd=None) -> tuple[subprocess.CompletedProcess, flo
 
 
 def test_model_is_a_folder_or_a_stored_series_name_alike(tmp_path):
-    from dormant_tasks.store.io import write_request
+    from dormant_tasks.store.provenance import write_request
 
     series = _series(tmp_path / "my-series")
     store = tmp_path / "store"
@@ -467,7 +468,7 @@ def test_store_gc_counts_checkpoints_not_rows_per_calibration_set(tmp_path, caps
     """Two checkpoints scored on two calibration sets are four manifest rows and two checkpoints."""
     from datetime import UTC, datetime
 
-    from dormant_tasks.store import io as S
+    from dormant_tasks import store as S
 
     model = "org/gc"
     for step in (0, 10):
@@ -506,7 +507,7 @@ def test_grammar_table_is_in_the_readme():
 def test_a_silent_hub_is_asked_once_and_evaluate_reads_the_bundled_task_data(tmp_path, monkeypatch, capsys):
     """`evaluate --datasets auto` without an offline variable: a Hub that does not answer costs one probe (a
     refused connection here; at most HUB_PROBE_S), then the bundled copies serve the tasks, with one note."""
-    from flows.cli.options import preflight, print_hub_note
+    from flows.cli.preflight import preflight, print_hub_note
 
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
     for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
@@ -532,7 +533,7 @@ def test_a_silent_hub_is_asked_once_and_evaluate_reads_the_bundled_task_data(tmp
 def test_a_missing_model_folder_is_one_checkpoint_error_from_the_cli_and_the_library(tmp_path):
     from dormant_tasks.checkpoints.naming import list_revisions
     from dormant_tasks.errors import CheckpointError
-    from flows.cli.options import preflight
+    from flows.cli.preflight import preflight
 
     missing = str(tmp_path / "no-such-series")
     with pytest.raises(CheckpointError, match="no-such-series"):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from builders import is_progress
 
-from dormant_tasks.requests import TrackRequest
+from dormant_tasks.tracking.request import TrackRequest
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -22,16 +22,9 @@ from dormant_tasks.evaluation.authors import (
     authors_thresholds,
     seed_values,
 )
-from dormant_tasks.evaluation.leaderboard import (
-    AVERAGE_MODEL,
-    BEST,
-    OURS,
-    OURS_VS_AWFT,
-    format_seed_comparison,
-    load_leaderboard,
-    seed_comparison,
-)
-from dormant_tasks.requests import DEFAULT_QUANTILES
+from dormant_tasks.evaluation.leaderboard import AVERAGE_MODEL, BEST, OURS, OURS_VS_AWFT, load_leaderboard
+from dormant_tasks.evaluation.reproduction import format_seed_comparison, seed_comparison
+from dormant_tasks.evaluation.request import DEFAULT_QUANTILES
 from dormant_tasks.store.io import write_table
 
 T0 = datetime(2025, 5, 1, tzinfo=UTC)

@@ -19,8 +19,8 @@ import pytest
 from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.evaluation.model import DormantLM, render_chat
+from dormant_tasks.evaluation.request import EvalRequest
 from dormant_tasks.evaluation.sweep import prepare, protocol_line, run_sweep
-from dormant_tasks.requests import EvalRequest
 from dormant_tasks.store.io import SCHEMAS, read_table, write_table
 
 REPO = Path(__file__).resolve().parents[3]

@@ -14,8 +14,8 @@ import pytest
 
 from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 from dormant_tasks.evaluation.lm_tasks import DEFAULT_FEWSHOT_SEED, task_manager
+from dormant_tasks.evaluation.request import DataSource
 from dormant_tasks.evaluation.sweep import prepare, run_setting
-from dormant_tasks.requests import DataSource
 
 lm_eval = pytest.importorskip("lm_eval")
 pytest.importorskip("accelerate", reason="lm-eval's HFLM needs accelerate")

@@ -27,12 +27,10 @@ from dormant_tasks.evaluation.leaderboard import (
     FORMATS,
     OURS,
     OURS_VS_AWFT,
-    auc_agreement,
-    average_ranks,
     format_leaderboard_table,
     load_leaderboard,
-    spearman,
 )
+from dormant_tasks.evaluation.rank_agreement import auc_agreement, average_ranks, spearman
 from dormant_tasks.store.io import open_store, write_table
 
 REPO = Path(__file__).resolve().parents[3]

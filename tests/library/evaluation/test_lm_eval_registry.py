@@ -14,8 +14,8 @@ from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 from dormant_tasks.engine.scoring import DynamicZeroing
 from dormant_tasks.errors import EvaluationError
 from dormant_tasks.evaluation.lm_tasks import DEFAULT_FEWSHOT_SEED, task_manager
+from dormant_tasks.evaluation.request import DataSource
 from dormant_tasks.evaluation.sweep import prepare, run_setting
-from dormant_tasks.requests import DataSource
 
 lm_eval = pytest.importorskip("lm_eval")
 LIMIT = 6

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.evaluation.targets import precision_for, precision_label
-from dormant_tasks.requests import EvalRequest
+from dormant_tasks.evaluation.precision import precision_for, precision_label
+from dormant_tasks.evaluation.request import EvalRequest
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -100,8 +100,8 @@ def test_paper_precision_loads_olmo2_in_8_bits(olmo2_named, torch_device):
 
     from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
     from dormant_tasks.engine.scoring import DynamicZeroing
+    from dormant_tasks.evaluation.precision import check_int8_backend
     from dormant_tasks.evaluation.sweep import prepare, run_setting
-    from dormant_tasks.evaluation.targets import check_int8_backend
 
     device = str(torch_device)
     check_int8_backend(device)

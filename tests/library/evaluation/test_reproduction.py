@@ -15,7 +15,7 @@ from dormant_tasks.evaluation.reproduction import (
     seed_functions,
     seed_models,
 )
-from dormant_tasks.requests import DEFAULT_QUANTILES
+from dormant_tasks.evaluation.request import DEFAULT_QUANTILES
 from dormant_tasks.store.io import write_table
 
 REPO = Path(__file__).resolve().parents[3]

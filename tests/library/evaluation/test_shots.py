@@ -9,7 +9,7 @@ import pytest
 
 from dormant_tasks.errors import EvaluationError
 from dormant_tasks.evaluation.lm_tasks import group_leaves, load_tasks, paper_default_shots, task_manager
-from dormant_tasks.requests import DataSource
+from dormant_tasks.evaluation.request import DataSource
 
 
 def _spec_shots(loaded) -> dict[str, int]:

@@ -44,8 +44,8 @@ from dormant_tasks.reporting.compare import (
     render_comparison,
 )
 from dormant_tasks.reporting.report import dormant_percent, load_series, render_report
-from dormant_tasks.requests import TrackRequest
 from dormant_tasks.tracking.findings import series_findings
+from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import main
 
 OLMO, LLAMA, PYTHIA = "tiny-olmo2-4x8", "tiny-llama-6x4", "pythia-14m"

@@ -154,7 +154,7 @@ def test_score_out_replaces_only_its_own_file(tmp_path):
 
 def test_a_saved_request_whose_reports_dir_names_a_file_keeps_the_file(random_series, tmp_path, capsys):
     """`track --request FILE` with `reports_dir` naming a user's file: refused before any work."""
-    from dormant_tasks.requests import TrackRequest
+    from dormant_tasks.tracking.request import TrackRequest
 
     page = tmp_path / "page.html"
     page.write_text("a user's page")

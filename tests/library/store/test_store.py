@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
+from dormant_tasks import store as S
 from dormant_tasks.errors import StoreError
-from dormant_tasks.store import io as S
 from flows.cli import main as cli_main
 
 MODEL = "allenai/OLMo-2-1124-7B"

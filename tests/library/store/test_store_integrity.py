@@ -16,10 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from builders import store_rows
 
+from dormant_tasks import store as S
+from dormant_tasks import tracking as tracker
 from dormant_tasks.errors import StoreError
-from dormant_tasks.requests import TrackRequest
-from dormant_tasks.store import io as S
-from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking.derive import DERIVED_BY_KEY
+from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.tracker import TrackResult
 from flows.cli import main as cli_main
 
@@ -142,7 +143,7 @@ def test_lost_derived_tables_are_derived_again_by_a_finished_rerun(how, clean, s
             truncate(path)
         else:  # derived by another code version: metadata kept, rows of another derivation
             t = pq.read_table(path)
-            meta = dict(t.schema.metadata) | {tracker.DERIVED_BY_KEY.encode(): b"0.0.0-old"}
+            meta = dict(t.schema.metadata) | {DERIVED_BY_KEY.encode(): b"0.0.0-old"}
             pq.write_table(t.slice(0, 1).replace_schema_metadata(meta), path)
     args = ["track", "--model", str(random_series), "--store", str(store), "--limit", "8"]
     assert cli_main([*args, "--no-report"]) == 0  # nothing to score: answered without Prefect
@@ -182,7 +183,7 @@ def test_the_lock_is_held_across_processes_and_no_wait_refuses(tmp_path, capsys)
     store = tmp_path / "store"
     code = (
         "import sys, time\n"
-        "from dormant_tasks.store.io import hold_series\n"
+        "from dormant_tasks.store import hold_series\n"
         "with hold_series(sys.argv[1], 'some/series'):\n"
         "    print('held', flush=True)\n"
         "    time.sleep(float(sys.argv[2]))\n"

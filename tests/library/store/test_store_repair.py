@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from dormant_tasks import store as S
 from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.errors import StoreError
-from dormant_tasks.requests import TrackRequest
-from dormant_tasks.store import io as S
 from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy, keep_input_scores
+from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
 from flows.cli import main as cli_main
 

@@ -18,9 +18,11 @@ import pytest
 
 from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.errors import StoreError
-from dormant_tasks.store.io import SCHEMA_VERSION, SCHEMAS, read_table, store_version
-from dormant_tasks.store.upgrade import V2_EVALUATION_NAMES, upgrade_store
+from dormant_tasks.store.io import SCHEMAS, read_table
+from dormant_tasks.store.layout import SCHEMA_VERSION, store_version
+from dormant_tasks.store.upgrade import V2_EVALUATION_NAMES
 from dormant_tasks.tracking.series import SeriesView
+from dormant_tasks.tracking.upgrade import upgrade_store
 from flows.cli import main as cli_main
 
 V1 = Path(__file__).resolve().parents[2] / "data" / "store_v1"
@@ -474,7 +476,8 @@ def test_a_version_4_store_gets_q_values_and_undefined_jaccards(tmp_path, capsys
     from test_report import MODEL
     from test_statistics import store_of_two_sets
 
-    from dormant_tasks.store.io import read_metadata, series_files, write_table
+    from dormant_tasks.store.io import read_metadata, write_table
+    from dormant_tasks.store.layout import series_files
     from dormant_tasks.tracking.transitions import FDR_KEY
 
     root = store_of_two_sets(tmp_path, differ=False)

@@ -13,12 +13,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from dormant_tasks import store as S
+from dormant_tasks import tracking as tracker
 from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.reporting.report import render_report
-from dormant_tasks.requests import TrackRequest
-from dormant_tasks.store import io as S
 from dormant_tasks.tracking import agreement as A
-from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
 
 MODEL = "test-org/agreement"

@@ -218,7 +218,7 @@ def test_the_module_and_the_help_text_read_no_parquet():
 def test_without_limit_a_bundled_set_and_a_file_are_128_texts(tmp_path):
     """`--calibration winogrande` without --limit is the default calibration set (same calibration_id), as
     --limit's help says: 128 texts of a bundled set and of a file (a longer file gives a note naming --limit)."""
-    from dormant_tasks.requests import TrackRequest
+    from dormant_tasks.tracking.request import TrackRequest
 
     path = tmp_path / "mine.txt"
     path.write_text("\n".join(f"text number {i}" for i in range(300)) + "\n", encoding="utf-8")

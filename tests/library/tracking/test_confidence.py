@@ -14,6 +14,7 @@ import pytest
 from test_report import CAL, MODEL, write_series
 from test_transitions import checkpoints_table, ckpt, score_rows, table
 
+from dormant_tasks import store as S
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.report import (
     calibration_sets,
@@ -24,7 +25,6 @@ from dormant_tasks.reporting.report import (
     states_without_blips,
     summary_rows,
 )
-from dormant_tasks.store import io as S
 from dormant_tasks.tracking.confidence import (
     Z95,
     discordant,

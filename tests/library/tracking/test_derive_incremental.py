@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from dormant_tasks import store as S
+from dormant_tasks import tracking as tracker
 from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.requests import TrackRequest
-from dormant_tasks.store import io as S
-from dormant_tasks.tracking import tracker
 from dormant_tasks.tracking.confidence import pack_inputs
+from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
 from dormant_tasks.tracking.transitions import derive_transitions, head_histories, mark_blips
 

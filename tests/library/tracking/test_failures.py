@@ -11,11 +11,12 @@ import pytest
 from builders import save_random_series
 from builders import track_steps as run_steps
 
+from dormant_tasks import tracking as tracker
 from dormant_tasks.errors import CheckpointError
 from dormant_tasks.reporting.report import render_report
-from dormant_tasks.requests import TrackRequest
 from dormant_tasks.store.io import read_table
-from dormant_tasks.tracking import tracker
+from dormant_tasks.tracking import checkpoint_work
+from dormant_tasks.tracking.request import TrackRequest
 
 NAMES = ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "stage1-step25-tokens51K", "stage1-step40-tokens82K"]
 BAD = NAMES[2]
@@ -70,13 +71,13 @@ def test_one_truncated_checkpoint_of_four_is_recorded_the_others_stored_and_a_re
     (series / BAD / "model.safetensors").unlink()
     save_random_series(series, tiny_tokenizer, [BAD])
     loads = []
-    real = tracker.load_checkpoint
+    real = checkpoint_work.load_checkpoint
 
     def counting(source, revision, *a, **k):
         loads.append(revision.name)
         return real(source, revision, *a, **k)
 
-    monkeypatch.setattr(tracker, "load_checkpoint", counting)
+    monkeypatch.setattr(checkpoint_work, "load_checkpoint", counting)
     again = run_steps(request)
     assert loads == [BAD]
     assert (again.analysed, again.failed, again.n_checkpoints) == (1, (), 4)

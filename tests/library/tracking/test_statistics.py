@@ -12,13 +12,8 @@ from test_confidence import rows_with_inactive_inputs
 from test_transitions import ckpt, table
 
 from dormant_tasks.tracking.confidence import bh_qvalues
-from dormant_tasks.tracking.findings import (
-    Resampling,
-    noise_floor,
-    poisson_interval,
-    rate_estimate,
-    stable_index,
-)
+from dormant_tasks.tracking.dependence import noise_floor
+from dormant_tasks.tracking.findings import Resampling, poisson_interval, rate_estimate, stable_index
 from dormant_tasks.tracking.transitions import apply_fdr, confident_at, derive_transitions
 
 # ------------------------------------------------------------------------------------------ BH q-values

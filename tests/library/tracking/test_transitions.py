@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from dormant_tasks import store as S
 from dormant_tasks.errors import StoreError
-from dormant_tasks.store import io as S
 from dormant_tasks.tracking.transitions import derive_transitions, head_histories
 
 

@@ -1,0 +1,48 @@
+"""What the user's names name, resolved in one place (stdlib only, so the command line's cheap checks and the
+library give the same answer before and after the heavy imports).
+
+The vocabulary, through every layer:
+- a **source** is what `--model` names: a Hub repo id (`org/name`) or a local folder (one checkpoint, or a
+  series' folder of checkpoint folders);
+- a **model_id** is a series' name in the store: the Hub id, or the folder's name (`--series-name` overrides it);
+- a series' **identity** is `hub:ORG/NAME` or `local:` and the folder's resolved path, recorded in the store at its
+  first write, so one name never stands for two series.
+A store path's checks are the store's to know (`store.layout.check_store`, stdlib only as well).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def is_local_source(source: str | Path) -> bool:
+    """A source is a local folder, never a Hub id, when it is spelled as a path (./x, /x, ~/x, x/, a/b/c: a Hub id is
+    org/name, one slash), exists on disk, or lies inside an existing folder (data/x where ./data is one: a mistyped
+    local path, not the Hub org "data")."""
+    s = str(source)
+    return (
+        s.startswith((".", "/", "~"))
+        or s.endswith("/")
+        or s.count("/") >= 2
+        or Path(s).expanduser().exists()
+        or ("/" in s and Path(s.split("/")[0]).is_dir())
+    )
+
+
+def model_id_for(source: str) -> str:
+    """A source's series name: a Hub repo id as is; a local series by its folder name (e.g. `tiny-olmo2`)."""
+    return Path(source).expanduser().resolve().name if is_local_source(source) else str(source)
+
+
+def source_identity(source: str) -> str:
+    """What a series is, whatever its name: "hub:ORG/NAME", or "local:" and the folder's resolved path (recorded
+    in the store at the series' first write: `store.provenance.record_source`)."""
+    return f"local:{Path(source).expanduser().resolve()}" if is_local_source(source) else f"hub:{source}"
+
+
+def split_names(values: str | Iterable) -> tuple[str, ...]:
+    """A list option's names: "a,b", ["a", "b"] and ["a,b", "a"] all give ("a", "b") (order kept, duplicates and
+    blanks dropped; `()` when none: the caller says what was expected)."""
+    items = [values] if isinstance(values, str) else list(values)
+    return tuple(dict.fromkeys(p.strip() for item in items for p in str(item).split(",") if p.strip()))

@@ -1,0 +1,175 @@
+"""The store's folders and marker (stdlib only, so the command line checks a --store before importing pyarrow).
+
+    <store>/_store.json                                  {"schema_version": 4, "created_by": ...}
+    <store>/<table>/series=<slug>/<file_key>.parquet     one folder per table and series (`series_dir`)
+    <store>/requests/series=<slug>/<request_id>.json     the request of every run that wrote rows
+    <store>/sources/series=<slug>.json                   the source a series is tracked from
+    <store>/_locks/<slug>.lock                           the series lock (readers ignore "_" and "." names)
+
+The partition key is `series`, a filesystem-safe form of model_id (`series_slug`). `check_store_path` is the
+one check of a --store path: its kind, whether it exists where it must, its schema version, and whether a file
+can be created in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from dormant_tasks.atomic import atomic_file, cannot_create_in, write_errors
+from dormant_tasks.errors import StoreError
+from dormant_tasks.version import __version__
+
+SCHEMA_VERSION = 4
+
+
+MARKER = "_store.json"
+
+
+REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
+
+
+SOURCES = "sources"  # <store>/sources/series=<slug>.json: the source a series is tracked from (its identity)
+
+
+_SAFE = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def series_slug(model_id: str) -> str:
+    """model_id as a folder name: "allenai/OLMo-2-1124-7B" -> "allenai--OLMo-2-1124-7B".
+
+    Allowed: letters, digits, ".", "_", "-" and "/" (which becomes "--"). "--" and ".." are refused (as on
+    the Hugging Face Hub), so the slug maps back to exactly one model_id (`model_id_of_slug`).
+    """
+    parts = model_id.split("/") if isinstance(model_id, str) else [""]
+    if not all(_SAFE.fullmatch(p) for p in parts) or "--" in model_id or ".." in model_id:
+        raise StoreError(
+            f"model id {model_id!r} cannot name a store series: use letters, digits, '.', '_', '-' and '/' "
+            "(no '--' or '..', no empty part), e.g. 'allenai/OLMo-2-1124-7B' or 'tiny-olmo2'"
+        )
+    return "--".join(parts)
+
+
+def model_id_of_slug(slug: str) -> str:
+    return slug.replace("--", "/")
+
+
+def open_store(path, create: bool = False, allow_old: bool = False) -> Path:
+    """The store folder, checked for its schema version; with create=True, made (with its marker) if needed.
+    `allow_old` is for `store_upgrade` alone: it opens a store of an older schema version."""
+    root = Path(path)
+    marker = root / MARKER
+    if not marker.is_file():
+        if not create:
+            what = "does not exist" if not root.exists() else f"has no {MARKER} (not a dormant store)"
+            raise StoreError(f"store {str(root)!r} {what}: run `dormant track` to fill it, or pass the right --store")
+        with write_errors(root):
+            root.mkdir(parents=True, exist_ok=True)
+        write_marker(root)
+        return root
+    try:
+        version = json.loads(marker.read_text(encoding="utf-8"))["schema_version"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise StoreError(
+            f"store marker {str(marker)!r} is unreadable ({e}): restore it or use a new --store folder"
+        ) from None
+    if version != SCHEMA_VERSION and not allow_old:
+        if isinstance(version, int) and version < SCHEMA_VERSION:
+            raise StoreError(
+                f"store {str(root)!r} has schema_version {version}, this dormant-heads reads {SCHEMA_VERSION}: "
+                f"run `dormant store upgrade --store {root}` once (it rewrites the store in place)"
+            )
+        raise StoreError(
+            f"store {str(root)!r} has schema_version {version}, newer than this dormant-heads reads "
+            f"({SCHEMA_VERSION}): upgrade dormant-heads, or use another --store folder"
+        )
+    return root
+
+
+def store_version(path) -> int:
+    """The schema version written in a store's marker (StoreError when there is none)."""
+    root = open_store(path, allow_old=True)
+    return json.loads((root / MARKER).read_text(encoding="utf-8"))["schema_version"]
+
+
+def write_marker(root: Path) -> None:
+    content = {"schema_version": SCHEMA_VERSION, "created_by": f"dormant-heads {__version__}"}
+    with atomic_file(root / MARKER) as f:
+        f.write((json.dumps(content, indent=1) + "\n").encode())
+
+
+def check_store(store, use: str = "any", allow_old: bool = False) -> Path:
+    """The one check of a --store path, before any work (stdlib only: the command line runs it before its heavy
+    imports, the library at the start of a run). StoreError, naming the path and the fix, when it is empty or a
+    file; when it is missing for a command that reads it (`use="reads"`); when an existing store has another
+    schema version (unless `allow_old`: `store upgrade`); and, for a command that writes (`"writes"`, or
+    `"updates"` while the store does not exist yet: a rerun with nothing to do only reads, so an existing store may
+    be read-only), when no file can be created in it or in the folder it will be created in. A missing store is
+    otherwise fine: the first write creates it, so a run that fails early leaves no empty store behind."""
+    if not str(store).strip():
+        raise StoreError("--store is empty: name a store folder, or leave --store out for ./data/store")
+    root = Path(store).expanduser()
+    shown = store if root.is_absolute() else f"{store} (in the working folder {Path.cwd()})"
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"--store {shown} is a file, not a folder: pass a store folder")
+    if use == "reads" and not root.exists():
+        raise StoreError(f"--store {shown} does not exist: pass the right --store, or fill one with `dormant track`")
+    if root.is_dir() and any(p.name != "_locks" for p in root.iterdir()):
+        open_store(root, allow_old=allow_old)  # only `_locks`: a first run holds its lock, nothing stored yet
+    if use == "updates" and root.is_dir() or use not in ("writes", "updates"):
+        return root
+    folder = root
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise StoreError(f"--store {shown}: {folder} is a file, not a folder; choose another --store")
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        raise StoreError(
+            f"--store {shown}: {folder}: Read-only file system; choose another --store, or remount it writable"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(f"--store {shown}: {folder} is not writable; fix its permissions or choose another --store")
+    why = cannot_create_in(folder)
+    if why:
+        raise StoreError(f"--store {shown}: no file can be created in {folder} ({why}); choose another --store")
+    return root
+
+
+def series_dir(root: Path, table: str, model_id: str) -> Path:
+    return root / table / f"series={series_slug(model_id)}"
+
+
+def _is_data_file(p: Path) -> bool:
+    return p.suffix == ".parquet" and not p.name.startswith((".", "_"))
+
+
+def data_files(root: Path, table: str, model_id: str | None) -> list[Path]:
+    base = root / table
+    dirs = [series_dir(root, table, model_id)] if model_id is not None else sorted(base.glob("series=*"))
+    return [p for d in dirs if d.is_dir() for p in sorted(d.iterdir()) if _is_data_file(p)]
+
+
+def series_files(store, table: str, model_id: str) -> list[Path]:
+    """Every data file of one series in one table (stale results included): for fingerprints of a series'
+    state (the report's reuse stamp), not for reading rows (`read_table` reads through the manifest)."""
+    return data_files(Path(store), table, model_id)
+
+
+def is_store(path) -> bool:
+    """True when `path` holds a store's marker file (written by the first write), without raising."""
+    return (Path(path) / MARKER).is_file()
+
+
+def store_root_of(path: Path) -> Path:
+    """The store folder of a data file (<store>/<table>/series=<slug>/<file>)."""
+    return Path(path).parents[2]
+
+
+def safe_file_key(file_key: str) -> str:
+    """Unsafe characters become "_"; a leading "." or "_" is dropped (readers skip such files)."""
+    key = re.sub(r"[^A-Za-z0-9._=-]", "_", str(file_key)).lstrip("._")
+    if not key:
+        raise StoreError(f"file key {file_key!r} is empty once made filesystem-safe: name the file by revision and run")
+    return key

@@ -1,0 +1,204 @@
+"""One writer per series: `hold_series` (a whole run; flock on `<store>/_locks/<slug>.lock`, released by the
+kernel when the process dies) and `series_lock` (one write, re-entrant within a run)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from dormant_tasks.errors import StoreError
+from dormant_tasks.store.layout import MARKER, check_store, open_store, series_slug
+
+
+@contextlib.contextmanager
+def series_lock(store, model_id: str) -> Iterator[None]:
+    """Exclusive lock on one series around one check-then-write, released on exit.
+
+    Inside `hold_series` (a whole run of this process holds the series) it only orders this process's
+    threads; otherwise it takes the series' lock file as `hold_series` does, for this write alone.
+    Re-entrant within a thread.
+    """
+    root = open_store(store, create=True)
+    path = _lock_path(root, model_id)
+    held = _held()
+    if path in held:  # re-entered by the thread that holds it (a second flock would wait for itself)
+        yield
+        return
+    run = _RUNS.get(path)
+    with contextlib.ExitStack() as stack:
+        if run is not None:
+            stack.enter_context(run.threads)
+        else:
+            try:
+                stack.enter_context(_flock(root, model_id, path, wait=True))
+            except _CannotLock as e:
+                cause = e.__cause__
+                why = cause.strerror if isinstance(cause, OSError) else "cannot make its lock file"
+                raise StoreError(
+                    f"cannot write to {str(path.parent)!r}: {why}; free space, fix its permissions, or choose "
+                    "another folder (what was written before is intact)"
+                ) from None
+        held.add(path)
+        try:
+            yield
+        finally:
+            held.discard(path)
+
+
+@dataclasses.dataclass
+class _Run:
+    """A series this process holds for a whole run (`hold_series`): its writes are ordered by `threads`."""
+
+    depth: int = 0
+    threads: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+_RUNS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
+    """Hold one series for a whole run, from its consistency checks to its last write (`dormant track`, `--retau`,
+    `store repair`, `store gc`): one writer per series.
+
+    The lock is `fcntl.flock` on <store>/_locks/<slug>.lock, which works between the processes of one host and
+    is released by the kernel when its holder ends, however it ends (SIGINT, SIGKILL: no stale lock). The
+    holder writes its pid into the file. Another run waits, with a line on stderr at once and at least every
+    20 s ("waiting for another run on SERIES (pid N)"), or with `wait=False` is refused in one line.
+    Re-entrant within the process (the flow inside the CLI's run). A store that does not exist yet gets only
+    its lock folder, removed again (with the store folder it made) when the run stored nothing; a read-only store is not locked (it cannot
+    be written). `series_lock` inside it orders this process's threads.
+    """
+    root = Path(store)
+    path = _lock_path(root, model_id)
+    with _RUNS_LOCK:
+        run = _RUNS.get(path)
+        if run is not None:
+            run.depth += 1
+    if run is not None:
+        try:
+            yield
+        finally:
+            with _RUNS_LOCK:
+                run.depth -= 1
+        return
+    try:
+        check_store(root)
+    except StoreError:  # a store this release cannot write (another schema version): the run's own checks refuse it
+        yield
+        return
+    new = not root.exists()
+    try:
+        lock = _flock(root, model_id, path, wait=wait)
+        lock.__enter__()
+    except _CannotLock:
+        yield  # nothing can be written there: the run refuses any write in one line (`check_store(writable=True)`)
+        return
+    try:
+        with _RUNS_LOCK:
+            _RUNS[path] = _Run(depth=1)
+        yield
+    finally:
+        with _RUNS_LOCK:
+            _RUNS.pop(path, None)
+        if not (root / MARKER).is_file():  # nothing stored: no lock folder (nor a store folder it made) left behind
+            path.unlink(missing_ok=True)
+            for folder in (path.parent, root) if new else (path.parent,):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        lock.__exit__(None, None, None)
+
+
+class _CannotLock(Exception):
+    """The lock file cannot be made: a read-only store, a path that is no folder."""
+
+
+def _lock_path(root: Path, model_id: str) -> Path:
+    return (root / "_locks" / f"{series_slug(model_id)}.lock").absolute()
+
+
+@contextlib.contextmanager
+def _flock(root: Path, model_id: str, path: Path, wait: bool) -> Iterator[None]:
+    """flock on the series' lock file, its holder's pid in it. A file removed by its last holder (a store that
+    was never written) is taken again: the lock held is always the file at `path`."""
+    from dormant_tasks.progress import LogProgress
+
+    waiting = None
+    try:
+        while True:
+            f = _open_lock(path)
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(path)
+                if not wait:
+                    f.close()
+                    raise StoreError(
+                        f"another run is writing series {model_id} of {str(root)!r} ({holder}); wait for it to end, "
+                        "or run without --no-wait to wait for it"
+                    ) from None
+                if waiting is None:
+                    waiting = LogProgress(desc=f"waiting for another run on {model_id} ({holder})", unit="")
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                same = os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            f.close()  # its holder removed it: take the file there now
+    finally:
+        if waiting is not None:
+            waiting.close()
+    try:
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n".encode())
+        f.flush()
+    except OSError:
+        pass  # the pid is a courtesy for the waiting run's message
+    try:
+        yield
+    finally:
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        f.close()
+
+
+def _open_lock(path: Path):
+    """The lock file, opened (made, with its folder, when missing). _CannotLock when the store cannot take it:
+    nothing can be written there (the caller's own check refuses the run in one line)."""
+    for _ in range(10):  # a last holder may remove the folder between mkdir and open
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return open(path, "a+b")  # noqa: SIM115 (closed by _flock); not inherited by child processes
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise _CannotLock from e
+    raise _CannotLock
+
+
+def _holder(path: Path) -> str:
+    try:
+        pid = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        pid = ""
+    return f"pid {pid}" if pid.isdigit() else "pid unknown"
+
+
+_LOCAL = threading.local()
+
+
+def _held() -> set[Path]:
+    """The series locks the current thread holds."""
+    if not hasattr(_LOCAL, "held"):
+        _LOCAL.held = set()
+    return _LOCAL.held
+
+
+_RUNS: dict[Path, _Run] = {}

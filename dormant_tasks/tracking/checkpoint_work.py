@@ -1,0 +1,288 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dormant_tasks.checkpoints import Revision
+from dormant_tasks.engine import SCORING_VERSION, InputScores
+from dormant_tasks.errors import ScoringError
+from dormant_tasks.store import (
+    CheckpointKey,
+    commit_checkpoint,
+    keep_input_scores,
+    read_table,
+    stored_checkpoint_keys,
+    write_request,
+)
+from dormant_tasks.tracking.calibration import CalibrationSet
+from dormant_tasks.tracking.failures import CHECKPOINT_FAILURES, clear_failure, record_failure
+from dormant_tasks.tracking.masks import aggregate
+from dormant_tasks.tracking.plan import SeriesTaus
+from dormant_tasks.tracking.request import TrackRequest
+from dormant_tasks.tracking.results import CheckpointResult, _with_columns, common_columns, known_commit
+from dormant_tasks.version import __version__
+
+
+def load_checkpoint(*args, **kwargs):
+    """`loading.load_checkpoint`, imported on first use: answering a rerun from the store needs no torch."""
+    from dormant_tasks.checkpoints import load_checkpoint as load
+
+    return load(*args, **kwargs)
+
+
+@dataclass
+class ScoredCheckpoint:
+    revision: Revision
+    commit: str
+    scores: InputScores  # imported for type checking only: the engine (torch) loads when a model is scored
+    n_layers: int
+    n_heads: int
+    dtype: str
+    device: str
+    seconds: dict[str, float] = field(default_factory=dict)
+    calibration: CalibrationSet | None = None  # the set `scores` are of (None: the run's primary set)
+
+
+def checkpoint_key(
+    request: TrackRequest, revision: Revision, commit: str, tid: str, calibration_id=None
+) -> CheckpointKey:
+    cal = calibration_id or request.calibration.calibration_id
+    return CheckpointKey(revision.name, commit, cal, tid, SCORING_VERSION)
+
+
+def is_stored(
+    request: TrackRequest, revision: Revision, series: SeriesTaus, stored: set[CheckpointKey] | None = None
+) -> bool:
+    """True when the checkpoint's result is stored for every calibration set of the run (loads nothing)."""
+    commit = known_commit(revision)
+    if commit is None:
+        return False
+    stored = stored_checkpoint_keys(request.store, request.model_id) if stored is None else stored
+    return all(
+        checkpoint_key(request, revision, commit, one.taus_id, one.calibration.calibration_id) in stored
+        for one in series.sets
+    )
+
+
+def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool = False) -> tuple[ScoredCheckpoint, ...]:
+    """Load one checkpoint once and score every calibration set of the run with every function.
+
+    Each set is batched on its own (never mixed with another set's texts), so its scores are bitwise those
+    of a run on that set alone; k sets cost one pass over their inputs and one model load.
+    """
+    from dormant_tasks.engine import score_texts
+
+    # The hub module evicts a downloaded revision once it is loaded, unless --keep-checkpoints.
+    loaded = load_checkpoint(
+        request.source, revision, request.dtype, request.device, request.cache_dir, keep=request.keep_checkpoints
+    )
+    out = []
+    try:
+        device = str(next(loaded.model.parameters()).device)
+        for k, cal in enumerate(request.calibration_sets):
+            t0 = time.perf_counter()
+            try:
+                scores = score_texts(
+                    loaded.model,
+                    loaded.tokenizer,
+                    cal.texts,
+                    request.score_fn_ids,
+                    batch_size=request.batch_size,
+                    seed=request.seed,
+                    progress=progress,
+                    max_tokens=request.max_tokens,
+                    max_batch_tokens=request.max_batch_tokens,
+                    warn_truncated=False,  # the run's summary warns once, with the count
+                )
+            except ScoringError as e:
+                raise ScoringError(f"calibration set {cal.name}: {e}") from None
+            n_layers, n_heads = scores.values.shape[2:]
+            seconds = {"score": time.perf_counter() - t0}
+            if k == 0:  # the download and load are the checkpoint's, counted once
+                seconds = {"download": loaded.seconds_download, "load": loaded.seconds_load, **seconds}
+            out.append(
+                ScoredCheckpoint(
+                    revision, loaded.commit, scores, n_layers, n_heads, request.dtype, device, seconds, cal
+                )
+            )
+    finally:
+        del loaded.model
+    return tuple(out)
+
+
+@dataclass
+class CheckpointRows:
+    """One checkpoint's result as rows, ready to store: computed anywhere (a Dask worker that cannot see the
+    store), written by the one writer (`write_checkpoint`, in the flow's process)."""
+
+    revision: Revision
+    commit: str
+    head_scores: pa.Table
+    input_scores: pa.Table | None  # None: not kept (the run's --input-scores policy)
+    checkpoint: dict  # the `checkpoints` (manifest) row, less `seconds` of the write
+    seconds: dict[str, float]
+    n_truncated: int
+
+
+def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: SeriesTaus) -> CheckpointRows:
+    """Aggregate the per-input scores to the dormancy mask; the rows of head_scores, input_scores and checkpoints."""
+    cal = scored.calibration or request.calibration
+    one = series.of(cal.calibration_id)
+    rev, tid = scored.revision, one.taus_id
+    common = common_columns(request.model_id, rev)
+    cal_id = cal.calibration_id
+    sc = scored.scores
+    heads = aggregate(sc.values, sc.score_fns, one.taus, sc.n_tokens, sc.first_boundary)
+    heads = _with_columns(heads, {**common, "calibration_id": cal_id, "taus_id": tid})
+    inputs = None
+    if keep_input_scores(request.input_scores, scored.scores.values.size):
+        inputs = _with_columns(scored.scores.to_table(), {**common, "calibration_id": cal_id})
+    row = {
+        **common,
+        "commit": scored.commit,
+        "n_layers": scored.n_layers,
+        "n_heads": scored.n_heads,
+        "calibration_id": cal_id,
+        "n_inputs": len(cal.texts),
+        "dtype": scored.dtype,
+        "device": scored.device,
+        "code_version": __version__,
+        "taus_id": tid,
+        "scoring_version": SCORING_VERSION,
+        "ingredient": rev.ingredient,
+        "request_id": request.request_id,
+    }
+    return CheckpointRows(rev, scored.commit, heads, inputs, row, dict(scored.seconds), scored.scores.n_truncated)
+
+
+def rows_of(
+    request: TrackRequest, scored: tuple[ScoredCheckpoint, ...], series: SeriesTaus
+) -> tuple[CheckpointRows, ...]:
+    """Every set's rows of one scored checkpoint (`checkpoint_rows` per set)."""
+    return tuple(checkpoint_rows(request, one, series) for one in scored)
+
+
+def write_checkpoint(request: TrackRequest, rows: tuple[CheckpointRows, ...]) -> CheckpointResult:
+    """The one writer of a checkpoint's results: per calibration set its head_scores (+ input_scores) files,
+    then its manifest row (`store.commit_checkpoint`); then any failure recorded for it is cleared. The
+    result reported is the primary set's, with the seconds of every set."""
+    write_request(request.store, request.model_id, request)
+    seconds: dict[str, float] = {}
+    for one in rows:
+        t0 = time.perf_counter()
+        row = {**one.checkpoint, "analyzed_at": datetime.now(UTC), "seconds": sum(one.seconds.values())}
+        commit_checkpoint(request.store, row, one.head_scores, one.input_scores)
+        for k, v in {**one.seconds, "write": time.perf_counter() - t0}.items():
+            seconds[k] = seconds.get(k, 0.0) + v
+    first = rows[0]
+    clear_failure(request, first.revision)
+    return CheckpointResult(
+        first.revision,
+        first.commit,
+        False,
+        seconds,
+        pct_dormant(first.head_scores),
+        max(r.n_truncated for r in rows),
+        truncated={r.checkpoint["calibration_id"]: r.n_truncated for r in rows if r.n_truncated},
+    )
+
+
+def compute_checkpoint(
+    request: TrackRequest, revision: Revision, series: SeriesTaus, progress: bool = False
+) -> tuple[CheckpointRows, ...]:
+    """Load, score and aggregate one checkpoint (every set) without touching the store (what a Dask worker runs)."""
+    return rows_of(request, score_checkpoint(request, revision, progress), series)
+
+
+def pct_dormant(head_scores: pa.Table) -> dict[str, float]:
+    out = {}
+    for fn in pc.unique(head_scores.column("score_fn")).to_pylist():
+        d = (
+            head_scores.filter(pc.equal(head_scores.column("score_fn"), fn))
+            .column("dormant")
+            .to_numpy(zero_copy_only=False)
+        )
+        out[fn] = 100.0 * float(np.mean(d)) if d.size else 0.0
+    return out
+
+
+def analyze_checkpoint(
+    request: TrackRequest, revision: Revision, series: SeriesTaus, progress: bool = False
+) -> CheckpointResult:
+    """Skip a stored checkpoint without loading it; else load, score, aggregate and write it. A checkpoint that
+    cannot be downloaded, loaded or scored is recorded as failed and returned as such (`fail_fast`: raised)."""
+    if is_stored(request, revision, series):
+        return CheckpointResult(revision, known_commit(revision) or "", True, {}, {})
+    if request.retau:
+        rescored = reaggregate_from_input_scores(request, revision, series)
+        if rescored is not None:
+            return rescored
+    try:
+        scored = score_checkpoint(request, revision, progress)
+    except CHECKPOINT_FAILURES as e:
+        if request.fail_fast:
+            raise
+        return record_failure(request, revision, str(e))
+    return write_checkpoint(request, rows_of(request, scored, series))
+
+
+def reaggregate_from_input_scores(
+    request: TrackRequest, revision: Revision, series: SeriesTaus
+) -> CheckpointResult | None:
+    """Re-tau without loading the model when this checkpoint's per-input scores were kept for every set of the
+    run (docs/SCORES.md §3); None when one set lacks them (the checkpoint is scored again)."""
+    commit = known_commit(revision)
+    if commit is None:
+        return None
+    scored = []
+    for cal in request.calibration_sets:
+        one = _kept_scores(request, revision, commit, cal)
+        if one is None:
+            return None
+        scored.append(one)
+    return write_checkpoint(request, rows_of(request, tuple(scored), series))
+
+
+def _kept_scores(
+    request: TrackRequest, revision: Revision, commit: str, cal: CalibrationSet
+) -> ScoredCheckpoint | None:
+    cal_id = cal.calibration_id
+    ckpts = read_table(
+        request.store,
+        "checkpoints",
+        model_id=request.model_id,
+        filters={"revision": revision.name, "calibration_id": cal_id, "scoring_version": SCORING_VERSION},
+    )
+    if commit not in ckpts.column("commit").to_pylist():
+        return None
+    inputs = read_table(
+        request.store,
+        "input_scores",
+        model_id=request.model_id,
+        filters={"revision": revision.name, "calibration_id": cal_id},
+    )
+    if inputs.num_rows == 0 or set(request.score_fn_ids) - set(pc.unique(inputs.column("score_fn")).to_pylist()):
+        return None
+    row = ckpts.filter(pc.equal(ckpts.column("commit"), commit)).to_pylist()[0]
+    n_inputs, n_layers, n_heads = row["n_inputs"], row["n_layers"], row["n_heads"]
+    values = np.full((n_inputs, len(request.score_fn_ids), n_layers, n_heads), np.nan)
+    cols = {
+        c: inputs.column(c).to_numpy(zero_copy_only=False)
+        for c in ("input_index", "score_fn", "layer", "head_index", "score")
+    }
+    for f, fn in enumerate(request.score_fn_ids):
+        sel = cols["score_fn"] == fn
+        values[cols["input_index"][sel], f, cols["layer"][sel], cols["head_index"][sel]] = cols["score"][sel]
+    from dormant_tasks.engine import InputScores
+
+    # input_scores keep no token counts and no first-token kinds: length_slope and boundary_gap come out NaN
+    # (docs/SCORES.md, "Input dependence"), never 0.
+    scores = InputScores(tuple(request.score_fn_ids), values, np.zeros(n_inputs, np.int64))
+    return ScoredCheckpoint(revision, commit, scores, n_layers, n_heads, row["dtype"], row["device"], {}, cal)

@@ -1,0 +1,171 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dormant_tasks.errors import StoreError
+from dormant_tasks.store import derived_file_key, drop_legacy_derived, read_metadata, series_lock, write_table
+from dormant_tasks.tracking.agreement import update_agreement
+from dormant_tasks.tracking.defaults import FDR
+from dormant_tasks.tracking.request import TrackRequest
+from dormant_tasks.tracking.series import SeriesView, open_views, result_id
+from dormant_tasks.tracking.transitions import (
+    FDR_KEY,
+    apply_fdr,
+    derive_transitions,
+    fdr_record,
+    head_histories,
+    histories_of,
+    mark_blips,
+    predecessors,
+    states_from_transitions,
+)
+from dormant_tasks.version import __version__
+
+
+@dataclass
+class SeriesSummary:
+    n_checkpoints: int
+    n_transitions: int
+    transitions_by_fn: dict[str, int]
+    n_stale: int = 0  # checkpoints stored only under older taus (a partial --retau)
+
+
+# Above this many new checkpoint pairs, derivation reads the whole series once instead of pair by pair.
+INCREMENTAL_MAX_PAIRS = 16
+
+
+PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoint pairs they were derived from
+
+
+DERIVED_BY_KEY = "dormant.derived_by"  # ... and the code version that derived them (another: derived again)
+
+
+def fdr_level(store, model_id: str, view: SeriesView) -> float | None:
+    """The level at which the stored `confident` of a view's transitions was decided by BH q-values; None when
+    they were stored before q-values were (`confident` is then the uncorrected p < 0.05)."""
+    key = derived_file_key("transitions", view.taus_id, view.calibration_id)
+    record = (read_metadata(store, "transitions", model_id, key) or {}).get(FDR_KEY)
+    return float(json.loads(record)["level"]) if record else None
+
+
+def derive_series(request: TrackRequest) -> SeriesSummary:
+    """Bring the series' transitions and head histories up to date with its current checkpoints, for every
+    calibration set of the series (each its own `SeriesView`); the summary is the primary set's.
+
+    Incremental (docs/DATA_CONTRACT.md, "Derived tables"): both files record the checkpoint pairs (predecessor,
+    checkpoint: manifest `file_key` and `analyzed_at`) they were derived from. Nothing is read or written
+    when the pairs are unchanged; a new pair reads the head_scores of its two checkpoints only, and the
+    histories are rebuilt from the first checkpoint's head_scores and the transitions. Without that record
+    (or with more than INCREMENTAL_MAX_PAIRS new pairs) the whole series is derived again.
+    """
+    return rederive(request.store, request.model_id, request.fdr)
+
+
+def rederive(store, model_id: str, fdr: float | None = None) -> SeriesSummary:
+    """`derive_series` of a series by name (`dormant track`, also a finished rerun; `dormant store repair`).
+    `fdr` None keeps each set's stored level of the confident transitions (the default level where none is)."""
+    views = open_views(store, model_id)
+    summaries = [derive_set(store, model_id, view, fdr) for view in views]
+    update_agreement(store, model_id, views)  # >= 2 sets: their masks compared (1 set: nothing)
+    return summaries[0]
+
+
+def _derived_metadata(store, table: str, model_id: str, file_key: str) -> dict[str, str]:
+    """A derived file's metadata; {} when it is missing, damaged or of another code version: derived again."""
+    try:
+        meta = read_metadata(store, table, model_id, file_key) or {}
+    except StoreError:  # unreadable: derived again, which replaces it
+        return {}
+    return meta if meta.get(DERIVED_BY_KEY) == __version__ else {}
+
+
+def derive_set(store, model_id: str, view: SeriesView, fdr: float | None = None) -> SeriesSummary:
+    """`derive_series` for one calibration set (`view`)."""
+    ckpts = view.checkpoints_table()
+    ids, pairs = series_pairs(view)
+    tkey = derived_file_key("transitions", view.taus_id, view.calibration_id)
+    hkey = derived_file_key("head_histories", view.taus_id, view.calibration_id)
+    stored = _derived_metadata(store, "transitions", model_id, tkey)
+    histories = _derived_metadata(store, "head_histories", model_id, hkey)
+    recorded = json.dumps(sorted(pairs))
+    if fdr is None:
+        fdr = float(json.loads(stored[FDR_KEY])["level"]) if FDR_KEY in stored else FDR
+    same_rule = stored.get(FDR_KEY) == fdr_record(fdr)  # else the q-values are (re)computed from the stored p's
+    if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded and same_rule:
+        try:
+            return _summary(view, view.transitions())
+        except StoreError:  # metadata readable, pages damaged: derived again below
+            stored = {}
+    old_pairs = set(json.loads(stored[PAIRS_KEY])) if PAIRS_KEY in stored else None
+    new_pairs = set(pairs) if old_pairs is None else set(pairs) - old_pairs
+    old = None
+    if old_pairs is not None and len(new_pairs) <= INCREMENTAL_MAX_PAIRS:
+        try:
+            old = view.transitions()
+        except StoreError:  # damaged: the whole series is derived again
+            old = None
+    if old is None:
+        heads = view.head_scores()
+        trans, hist = derive_transitions(heads, ckpts, fdr), head_histories(heads, ckpts)
+    else:
+        assert old_pairs is not None
+        revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
+        kept = {(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)}
+        keep = [k in kept for k in zip(old.column("from_revision").to_pylist(), old.column("to_revision").to_pylist())]
+        parts = [old.filter(pa.array(keep, pa.bool_()))]
+        for a, b in (p.split(">") for p in sorted(new_pairs)):
+            two = [revision_of[a], revision_of[b]]
+            sub = ckpts.filter(pc.is_in(ckpts.column("revision"), value_set=pa.array(two)))
+            parts.append(derive_transitions(view.head_scores(revisions=two), sub))
+        trans = _in_series_order(pa.concat_tables(parts), view.revisions)
+        first = view.head_scores(revisions=view.revisions[:1])
+        hist = histories_of(states_from_transitions(first, trans, ckpts))
+    trans = apply_fdr(mark_blips(trans), fdr_families(view, len(pairs)), fdr)  # over the whole series
+    meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
+    with series_lock(store, model_id):
+        write_table(
+            store, "transitions", trans, file_key=tkey, model_id=model_id, metadata=meta | {FDR_KEY: fdr_record(fdr)}
+        )
+        write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
+        drop_legacy_derived(store, model_id, view.taus_id)
+    return _summary(view, trans)
+
+
+def fdr_families(view: SeriesView, n_pairs: int) -> dict[tuple[str, str, str, str], int]:
+    """Per tracked function of the view, the size of its family of paired tests: heads x compared pairs."""
+    n_cells = max((int(c["n_layers"]) * int(c["n_heads"]) for c in view.checkpoints), default=0)
+    return {(view.model_id, view.calibration_id, view.taus_id, fn): n_cells * n_pairs for fn in view.taus}
+
+
+def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:
+    """Per current checkpoint an id (file_key@analyzed_at), and the compared pairs as "pred_id>id" strings."""
+    ids = [result_id(c) for c in view.checkpoints]
+    stage = np.array([c["stage"] for c in view.checkpoints], dtype=np.int64)
+    ingredient = np.array([c["ingredient"] or 0 for c in view.checkpoints], dtype=np.int64)
+    pred = predecessors(stage, ingredient)  # view.checkpoints are in series order
+    return ids, [f"{ids[p]}>{ids[i]}" for i, p in enumerate(pred.tolist()) if p >= 0]
+
+
+def _in_series_order(trans: pa.Table, revisions: list[str]) -> pa.Table:
+    """The row order of `derive_transitions` over the whole series: score_fn, then checkpoint, then head."""
+    rank = {r: i for i, r in enumerate(revisions)}
+    to_rank = pa.array([rank[r] for r in trans.column("to_revision").to_pylist()], pa.int64())
+    keyed = trans.append_column("_rank", to_rank)
+    keyed = keyed.sort_by(
+        [("score_fn", "ascending"), ("_rank", "ascending"), ("layer", "ascending"), ("head_index", "ascending")]
+    )
+    return keyed.drop_columns(["_rank"])
+
+
+def _summary(view: SeriesView, trans: pa.Table) -> SeriesSummary:
+    by_fn: dict[str, int] = {}
+    for fn in trans.column("score_fn").to_pylist():
+        by_fn[fn] = by_fn.get(fn, 0) + 1
+    return SeriesSummary(len(view.checkpoints), trans.num_rows, by_fn, view.n_stale)

@@ -1,0 +1,53 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from dormant_tasks.checkpoints import Revision
+from dormant_tasks.errors import CheckpointError, ScoringError
+from dormant_tasks.store import is_store, read_table, series_lock, write_request, write_table
+from dormant_tasks.tracking.request import TrackRequest
+from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit
+
+# What makes one checkpoint fail, not the run: it cannot be downloaded or loaded (`CheckpointError`: a truncated
+# file, a revision the Hub lost), or its inputs cannot be scored on it (`ScoringError`). A bad option, a store
+# error or a full disk stops the run (exit 2); anything else is a bug and keeps its traceback.
+CHECKPOINT_FAILURES = (CheckpointError, ScoringError)
+
+
+FAILURES_KEY = "failed"  # file key of a series' one failed_checkpoints file
+
+
+def record_failure(request: TrackRequest, revision: Revision, reason: str) -> CheckpointResult:
+    """Record that `revision` failed (one row per revision, the newest reason wins) and return it as a result."""
+    row = {
+        **common_columns(request.model_id, revision),
+        "commit": known_commit(revision),
+        "reason": reason,
+        "failed_at": datetime.now(UTC),
+        "request_id": request.request_id,
+    }
+    with series_lock(request.store, request.model_id):
+        rows = [r for r in failed_checkpoints(request.store, request.model_id) if r["revision"] != revision.name]
+        write_request(request.store, request.model_id, request)
+        write_table(request.store, "failed_checkpoints", [*rows, row], file_key=FAILURES_KEY, model_id=request.model_id)
+    return CheckpointResult(revision, row["commit"] or "", False, {}, {}, failed=reason)
+
+
+def clear_failure(request: TrackRequest, revision: Revision) -> None:
+    """A checkpoint stored now is no longer failed: its row goes (nothing is read or written when it has none)."""
+    rows = failed_checkpoints(request.store, request.model_id)
+    if not any(r["revision"] == revision.name for r in rows):
+        return
+    with series_lock(request.store, request.model_id):
+        rows = [r for r in failed_checkpoints(request.store, request.model_id) if r["revision"] != revision.name]
+        write_table(request.store, "failed_checkpoints", rows, file_key=FAILURES_KEY, model_id=request.model_id)
+
+
+def failed_checkpoints(store, model_id: str) -> list[dict]:
+    """The series' checkpoints that failed and were not stored since, in series order (none without a store)."""
+    if not is_store(store):
+        return []
+    rows = read_table(store, "failed_checkpoints", model_id=model_id).to_pylist()  # no file: a glob, no read
+    return sorted(rows, key=lambda r: (r["stage"], r["step"], r["revision"]))

@@ -1,0 +1,108 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from dormant_tasks.checkpoints import Revision, list_revisions
+from dormant_tasks.errors import DormantError, StoreError
+from dormant_tasks.store import stored_requests
+from dormant_tasks.tracking.calibration import CalibrationSet
+from dormant_tasks.tracking.masks import Tau
+from dormant_tasks.tracking.request import TrackRequest
+from dormant_tasks.tracking.results import CheckpointResult
+
+
+@dataclass(frozen=True)
+class SeriesPlan:
+    """The whole series as listed now (training order), and the checkpoints this run selected from it."""
+
+    listed: tuple[Revision, ...]
+    selected: tuple[Revision, ...]
+    skipped_names: tuple[str, ...] = ()
+
+
+def plan_series(request: TrackRequest) -> SeriesPlan:
+    listing = list_revisions(request.source, request.include_main, request.tokens_per_step)
+    selected = request.selection.apply(listing.revisions)
+    return SeriesPlan(tuple(listing.revisions), tuple(selected), tuple(listing.skipped))
+
+
+def _with_stored_sets(request: TrackRequest, stored_sets: tuple[str, ...]) -> TrackRequest:
+    """A run that names no calibration set (no --calibration or --texts) of a stored series tracks the series'
+    own sets, as a stored request of the series names them (with the run's --limit, else the stored one), when
+    they give the same calibration ids; else the request as it is (and a set that differs from the series' is
+    refused by `stored_taus`, with the fix)."""
+    if request.calibrations or request.texts or not stored_sets:
+        return request
+    if [c.calibration_id for c in request.calibration_sets] == list(stored_sets):
+        return request
+    for text in stored_requests(request.store, request.model_id):  # newest first
+        try:
+            old = TrackRequest.from_json(text)
+            limit = old.limit if request.limit is None else request.limit
+            same = replace(request, texts=old.texts, calibrations=old.calibrations, limit=limit)
+            if [c.calibration_id for c in same.calibration_sets] == list(stored_sets):
+                return same
+        except (DormantError, OSError):  # an evaluate request, a texts file moved since: not this one
+            continue
+    return request
+
+
+@dataclass
+class SeriesState:
+    """What one run needs to know of its series, asked once (loads no model): the plan, the calibration sets
+    the store holds for the series, its taus when this run keeps them, and the checkpoints still to analyse."""
+
+    request: TrackRequest  # the run's request; naming no calibration set, with the stored series' own sets
+    plan: SeriesPlan
+    stored_sets: tuple[str, ...]  # calibration ids of the stored series, the primary first; () = a new series
+    taus: SeriesTaus | None  # the stored taus checked against the request; None: this run fixes them (new, --retau)
+    pending: tuple[Revision, ...] | None  # selected, not stored for every set; None: unknown until the taus are
+
+    @property
+    def is_new(self) -> bool:
+        return not self.stored_sets
+
+    @property
+    def done(self) -> bool:
+        """Every selected checkpoint is stored with the series' taus: the run answers from the store."""
+        return self.pending == ()
+
+
+@dataclass
+class SetTaus:
+    """The taus of one calibration set of the series (fixed per series and set)."""
+
+    calibration: CalibrationSet
+    taus: dict[str, Tau]
+    taus_id: str
+    warnings: tuple[str, ...] = ()  # taus that cannot mark what they aim at (`masks.tau_warnings`)
+
+
+@dataclass
+class SeriesTaus:
+    """The taus of every calibration set of the run, the primary set first."""
+
+    sets: tuple[SetTaus, ...]
+    reference: CheckpointResult | None = None  # the reference checkpoint, already analysed with these taus
+
+    @property
+    def taus(self) -> dict[str, Tau]:
+        return self.sets[0].taus
+
+    @property
+    def taus_id(self) -> str:
+        return self.sets[0].taus_id
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        if len(self.sets) == 1:
+            return self.sets[0].warnings
+        return tuple(f"{s.calibration.name}: {w}" for s in self.sets for w in s.warnings)
+
+    def of(self, calibration_id: str) -> SetTaus:
+        for s in self.sets:
+            if s.calibration.calibration_id == calibration_id:
+                return s
+        raise StoreError(f"calibration set {calibration_id} is not one of this run's")

@@ -1,0 +1,198 @@
+"""`TrackRequest`: everything that fixes a `track` run, validated once (the base: `dormant_tasks.requests`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from dormant_tasks.checkpoints import Selection
+from dormant_tasks.devices import Device, DType, parse_device, parse_dtype  # noqa: F401 (re-exported)
+from dormant_tasks.engine import parse_score_functions
+from dormant_tasks.errors import ConfigError, did_you_mean
+from dormant_tasks.names import is_local_source, model_id_for, source_identity
+from dormant_tasks.requests import MAX_SEED, Request, absolute_path, check_positive, check_types, parse_enum, set_field
+from dormant_tasks.store import InputScoresPolicy
+from dormant_tasks.tracking.defaults import FDR
+from dormant_tasks.tracking.masks import parse_tau_option
+
+
+class Runner(StrEnum):
+    """Where the checkpoints of a track run are scored."""
+
+    LOCAL = "local"  # Prefect's thread runner: one checkpoint scoring while the next downloads
+    DASK = "dask"  # one task per checkpoint on a Dask cluster (local processes or --address)
+
+
+def _check_series_name(name) -> None:
+    from dormant_tasks.store import series_slug
+
+    try:
+        series_slug(name if isinstance(name, str) else "")
+    except Exception:  # noqa: BLE001 - the store's StoreError, said as the option's
+        raise ConfigError(
+            f"--series-name {name!r}: use letters, digits, '.', '_', '-' (no '--' or '..'), e.g. tiny-olmo2-rerun"
+        ) from None
+
+
+def _calibration_name(name: str) -> str:
+    """A bundled set's name as is; anything else is a text file, stored absolute."""
+    from dormant_tasks.tracking.calibration import bundled_set_names
+
+    name = str(name).strip()
+    if not name:
+        raise ConfigError("--calibration is empty: name a bundled set or a UTF-8 text file")
+    if name in bundled_set_names() or not Path(name).expanduser().exists():
+        return name  # a bundled set, or an unknown name that loading refuses with the bundled names listed
+    return str(absolute_path(name))
+
+
+def _selection_of(value) -> Selection:
+    """A saved request's `selection` object as a `Selection`; ConfigError for an unknown key or a wrong type."""
+    if isinstance(value, Selection):
+        return value
+    if value is None:
+        return Selection()
+    if not isinstance(value, dict):
+        raise ConfigError(f"selection must be an object (revisions_glob, steps, every, max_n), got {value!r:.60}")
+    names = [f.name for f in dataclasses.fields(Selection)]
+    unknown = sorted(set(value) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"the request's selection has unknown field {unknown[0]!r}{did_you_mean(unknown[0], names)}; "
+            f"its fields: {', '.join(names)}"
+        )
+    steps = value.get("steps")
+    if steps is not None and not isinstance(steps, list):  # `--steps A:B` is saved as [A, B]
+        raise ConfigError(f"selection's steps must be a list [A, B] (null for an open side) or null, got {steps!r:.60}")
+    return Selection(
+        value.get("revisions_glob") or (),
+        None if steps is None else tuple(steps),
+        value.get("every"),
+        value.get("max_n"),
+    )
+
+
+@dataclass(frozen=True)
+class TrackRequest(Request):
+    """Everything that fixes a `track` run: the series, the selection, what is scored and how, where it runs."""
+
+    KIND = "track"
+
+    source: str  # Hub repo id, or a folder of checkpoint folders (stored absolute)
+    store: str  # Parquet store folder (stored absolute)
+    selection: Selection = field(default_factory=Selection)
+    include_main: bool = False  # also list `main`, ordered after every other checkpoint
+    tokens_per_step: int | None = None  # tokens of `step{N}` / `ckpt_{N}` names (default: the series' known value)
+    score_fns: tuple[str, ...] | None = None  # None: all 16
+    taus: tuple[str, ...] = ()  # `--tau FN=VALUE` / `FN=qQ`, on top of the defaults
+    reference: str | None = None  # the reference revision of quantile taus (default: the series' last)
+    retau: bool = False  # replace the series' stored taus
+    texts: str | None = None  # calibration texts file (default: the bundled WinoGrande dev sentences)
+    calibrations: tuple[str, ...] = ()  # `--calibration`: bundled set names or text files, scored in one pass
+    limit: int | None = None  # first N calibration texts of each set (default 128)
+    batch_size: int | None = None  # inputs per forward pass (None: 8 on a CPU, by tokens alone on a GPU)
+    max_tokens: int | None = None  # truncate inputs to this many tokens (default: the model's context)
+    max_batch_tokens: int | None = None  # padded tokens per batch (default: the score engine's budget)
+    dtype: DType = DType.FLOAT32
+    device: Device | str = Device.AUTO  # or "cuda:N" (devices.parse_device)
+    seed: int = 0  # of the random baseline
+    input_scores: InputScoresPolicy = InputScoresPolicy.AUTO  # keep per-input scores (auto: when small)
+    cache_dir: str | None = None  # Hugging Face cache for downloads (default: HF_HUB_CACHE)
+    keep_checkpoints: bool = False  # keep downloaded revisions after scoring
+    runner: Runner = Runner.LOCAL
+    address: str | None = None  # scheduler of an existing Dask cluster (runner dask)
+    workers: int | None = None  # workers of a local Dask cluster (runner dask; default 2)
+    report: bool = True  # render the report at the end
+    reports_dir: str | None = None  # default: reports/<series>/
+    fail_fast: bool = False  # stop at the first checkpoint that fails (default: record it, go on with the rest)
+    # the series' name in the store (default: the Hub id, or the folder's name); not saved when unset
+    series_name: str | None = field(default=None, metadata={"omit_unset": True})
+    fdr: float = FDR  # a transition is confident when its Benjamini-Hochberg q-value is below this
+
+    @classmethod
+    def read_fields(cls, data: dict[str, Any]) -> dict[str, Any]:
+        return data | {"selection": _selection_of(data["selection"])} if "selection" in data else data
+
+    def __post_init__(self):
+        if self.input_scores is None or isinstance(self.input_scores, bool):  # saved before the policy existed
+            set_field(self, "input_scores", {True: "keep", False: "drop", None: "auto"}[self.input_scores])
+        check_types(self)
+        if not self.source.strip():
+            raise ConfigError("--model is empty: name a Hub repo id (org/name) or a folder of checkpoint folders")
+        if self.series_name is not None:
+            _check_series_name(self.series_name)
+        if is_local_source(self.source):
+            set_field(self, "source", absolute_path(self.source))
+        for name in ("store", "texts", "cache_dir", "reports_dir"):
+            set_field(self, name, absolute_path(getattr(self, name)))
+        names = (self.calibrations,) if isinstance(self.calibrations, str) else tuple(self.calibrations or ())
+        set_field(self, "calibrations", tuple(_calibration_name(n) for n in names))
+        if self.texts and self.calibrations:
+            raise ConfigError(
+                "--texts and --calibration both name calibration sets: pass the file as --calibration FILE"
+            )
+        if not isinstance(self.selection, Selection):
+            raise ConfigError("selection must be a Selection (built from --revisions/--steps/--every/--max)")
+        if self.selection.revisions_glob and self.selection.steps is not None:
+            raise ConfigError(
+                "--steps and --revisions both select checkpoints: use one of them "
+                "(--revisions 'stage1-step1?000-*' or --steps 10000:19000)"
+            )
+        set_field(self, "score_fns", None if self.score_fns is None else tuple(parse_score_functions(self.score_fns)))
+        set_field(self, "taus", tuple(self.taus))
+        fns = self.score_fns or parse_score_functions(None)
+        for t in self.taus:
+            spec = parse_tau_option(t)
+            if spec.score_fn not in fns:
+                raise ConfigError(
+                    f"--tau given for {spec.score_fn!r}, which is not among the scored functions; "
+                    "add it to --scores or drop the --tau"
+                )
+        for name in ("tokens_per_step", "limit", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
+            check_positive(getattr(self, name), f"--{name.replace('_', '-')}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {self.seed}")
+        set_field(self, "dtype", parse_dtype(self.dtype))
+        set_field(self, "device", parse_device(self.device))
+        set_field(self, "runner", parse_enum(Runner, self.runner, "--runner"))
+        set_field(self, "input_scores", parse_enum(InputScoresPolicy, self.input_scores, "--input-scores"))
+        if self.runner is Runner.LOCAL and (self.address or self.workers):
+            flag = "--address" if self.address else "--workers"
+            raise ConfigError(f"{flag} is for a Dask cluster: add --runner dask, or drop {flag}")
+        if self.address and self.workers:
+            raise ConfigError("--workers sizes a local Dask cluster; with --address the cluster exists: drop --workers")
+        if isinstance(self.fdr, bool) or not isinstance(self.fdr, int | float) or not 0 < self.fdr < 1:
+            raise ConfigError(f"--fdr {self.fdr}: a false discovery rate lies between 0 and 1 (e.g. {FDR})")
+        set_field(self, "fdr", float(self.fdr))
+        if self.reports_dir and not self.report:
+            raise ConfigError("--reports-dir with --no-report: drop one of them")
+
+    @property
+    def model_id(self) -> str:
+        return self.series_name or model_id_for(self.source)
+
+    @property
+    def source_identity(self) -> str:
+        return source_identity(self.source)
+
+    @property
+    def score_fn_ids(self) -> tuple[str, ...]:
+        return tuple(self.score_fns or parse_score_functions(None))
+
+    @cached_property
+    def calibration_sets(self) -> tuple:
+        """Every calibration set of the run, the series' primary one first (read once per request object)."""
+        from dormant_tasks.tracking.calibration import load_calibration, load_calibration_sets
+
+        if self.calibrations:
+            return load_calibration_sets(self.calibrations, self.limit)
+        return (load_calibration(self.texts, self.limit),)
+
+    @property
+    def calibration(self):
+        """The primary calibration set (the first; its content hash is the calibration_id)."""
+        return self.calibration_sets[0]

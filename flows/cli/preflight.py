@@ -1,0 +1,277 @@
+"""The command line's cheap checks, run before any heavy import (`boundary.run_command`): the forms of `--model`
+(a checkpoint folder, a series folder, a Hub id, a stored series' name), the device, the store and reports
+folders, and one brief question to the Hub. Each raises the error class the library raises for the same input,
+seconds earlier; what they decide (a folder, a series name) comes from the library's own stdlib-only resolvers
+(`dormant_tasks.names`, `dormant_tasks.store.layout.check_store`)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import re
+import socket
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from dormant_tasks.atomic import cannot_create_in
+from dormant_tasks.devices import check_device_available
+from dormant_tasks.errors import CheckpointError, ConfigError, StoreError, did_you_mean
+from dormant_tasks.names import is_local_source, model_id_for
+from dormant_tasks.store import check_store
+
+
+def missing_folder(value: str) -> str:
+    """Why a `--model` path does not exist: the nearest folder that does, and the closest of its subfolders."""
+    path = Path(value).expanduser()
+    nearest = path.parent
+    while str(nearest) not in (".", "/") and not nearest.is_dir():
+        nearest = nearest.parent
+    if path.exists():
+        return f"--model {value} is a file, not a folder"
+    missing = path.relative_to(nearest).parts[0] if nearest != path else path.name
+    subfolders = sorted(p.name for p in nearest.iterdir() if p.is_dir()) if nearest.is_dir() else []
+    close = did_you_mean(missing, subfolders)
+    where = "the working folder" if str(nearest) == "." else str(nearest)
+    suggestion = f"; did you mean {nearest / close.split(chr(34))[1]}?" if close else ""
+    return f"--model {value}: no such folder ({where} has no {missing}{suggestion})"
+
+
+_CHECKPOINT_FILE = "config.json"
+
+
+def check_checkpoint_folder(value: str) -> None:
+    """CheckpointError when a local `--model` that must be one checkpoint (score, evaluate) is not: a series
+    folder (its checkpoint subfolders named) or a folder without config.json. Reads one folder listing."""
+    path = Path(value).expanduser()
+    if (path / _CHECKPOINT_FILE).is_file():
+        return
+    checkpoints = sorted(
+        (p.name for p in path.iterdir() if (p / _CHECKPOINT_FILE).is_file()),
+        key=lambda name: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)],
+    )
+    if checkpoints:
+        shown = ", ".join(checkpoints[:5]) + (f", ... ({len(checkpoints)} in all)" if len(checkpoints) > 5 else "")
+        raise CheckpointError(
+            f"--model {value} is a series folder, not one checkpoint; name one of its checkpoints ({shown}), "
+            f"e.g. --model {path / checkpoints[-1]}"
+        )
+    raise CheckpointError(
+        f"--model {value} has no {_CHECKPOINT_FILE}: name a checkpoint folder (config.json, weights and tokenizer) "
+        "or a Hub repo id (org/name)"
+    )
+
+
+def series_name(value: str | None, store=None) -> str | None:
+    """The stored series that `--model` names: a local folder is the series the store records it as the source
+    of (`--series-name`), else its folder name; a Hub id or a series name as is."""
+    if value is None or not Path(value).expanduser().is_dir():
+        return value
+    if store is None:
+        return model_id_for(value)
+    from dormant_tasks.store import series_name_of
+
+    return series_name_of(store, value)
+
+
+def stored_sources(store, name: str) -> list[str]:
+    """The local folders whose series the store keeps under `name` (read from its saved track requests)."""
+    if not Path(store).is_dir():
+        return []
+    from dormant_tasks.store import request_path
+
+    try:
+        folder = request_path(store, name, "request").parent
+    except StoreError:  # a name that cannot name a series
+        return []
+    found = set()
+    for path in folder.glob("*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        source = data.get("source") if isinstance(data, dict) and data.get("kind") == "track" else None
+        if isinstance(source, str) and Path(source).name == name and Path(source).is_dir():
+            found.add(source)
+    return sorted(found)
+
+
+def source_for(value: str, store) -> str:
+    """A `--model` source: a folder or a Hub id as given; a stored local series' name (a folder name: no "/")
+    -> its folder."""
+    if is_local_source(value) or store is None or "/" in value:
+        return value
+    if Path(store).is_dir():
+        from dormant_tasks.store import recorded_source
+
+        try:
+            recorded = recorded_source(store, value)
+        except StoreError:  # a name that cannot name a series
+            recorded = None
+        if recorded is not None and recorded.startswith("local:"):
+            return recorded.removeprefix("local:")
+    sources = stored_sources(store, value)
+    if len(sources) > 1:
+        raise ConfigError(
+            f"--model {value}: the store keeps {len(sources)} local series of that name ({', '.join(sources)}); "
+            "pass the folder"
+        )
+    return sources[0] if sources else value
+
+
+def preflight(args: argparse.Namespace) -> None:
+    """The checks that need no library: the device is visible, the store is a (writable) folder, a model folder
+    exists, the Hub answers. Each raises the error class the library raises for the same input (ConfigError,
+    StoreError, CheckpointError), seconds earlier."""
+    if getattr(args, "device", None) is not None and not getattr(args, "address", None):
+        check_device_available(args.device)  # (an existing Dask cluster's GPUs are on its workers, not here)
+    if getattr(args, "store", None) is not None:
+        check_store(args.store, getattr(args, "store_use", "reads"), allow_old=getattr(args, "store_allow_old", False))
+    if getattr(args, "reports_dir", None) is not None:
+        args.reports_dir = str(check_reports_dir(args.reports_dir))
+    model, role = getattr(args, "model", None), getattr(args, "model_role", None)
+    if isinstance(model, str) and not model.strip():
+        raise ConfigError(f"--model is empty: name one (`dormant {args.command} --help` says what it takes)")
+    if isinstance(model, str) and role == "new":
+        check_new_folder(model, "--model")
+    if isinstance(model, str) and role in ("source", "checkpoint"):
+        args.model = source_for(model, getattr(args, "store", None))
+        if args.model != model and Path(args.model).name != model and getattr(args, "series_name", "") is None:
+            args.series_name = model  # a series stored under --series-name, named by that name
+        if is_local_source(args.model) and not Path(args.model).expanduser().is_dir():
+            raise CheckpointError(  # the class `checkpoints.naming` raises for a missing series folder
+                f"{missing_folder(args.model)}: name a checkpoint folder (or a folder of them), a Hub repo id "
+                "(org/name) or a series the store keeps"
+            )
+        if role == "checkpoint" and is_local_source(args.model) and not getattr(args, "series", None):
+            check_checkpoint_folder(args.model)
+        elif (
+            not is_local_source(args.model) and not offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") and hub_silence()
+        ):
+            raise CheckpointError(
+                f"--model {args.model}: the Hub at {hub_endpoint()} does not answer ({hub_silence()}); check the "
+                "network, or set HF_HUB_OFFLINE=1 to use the models already in the Hugging Face cache"
+            )
+    elif role == "series":
+        store = getattr(args, "store", None)
+        args.model = [series_name(m, store) for m in model] if isinstance(model, list) else series_name(model, store)
+    hub_datasets_fallback(args)
+
+
+def check_reports_dir(reports_dir: str) -> Path:
+    """`--reports-dir` as an absolute path (`.` names the working folder by its name), once it is known that the
+    report can be written there: ConfigError for an empty value, a file, or a folder that takes no file."""
+    if not reports_dir.strip():
+        raise ConfigError("--reports-dir is empty: name a folder, or leave it out for reports/<series>/")
+    out = Path(reports_dir).expanduser().resolve()
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--reports-dir {reports_dir} is a file, not a folder: name a folder")
+    folder = nearest_folder(out, "--reports-dir", reports_dir)
+    # the report is written beside its folder, then renamed into place: that parent must take files, and so
+    # must the folder itself when it exists (a mount point such as /proc does not)
+    for where in dict.fromkeys([out.parent if out.parent.exists() else folder, folder]):
+        why = cannot_create_in(where)
+        if why:
+            raise ConfigError(
+                f"--reports-dir {reports_dir}: no file can be created in {where} ({why}); choose another folder"
+            )
+    return out
+
+
+def nearest_folder(path: Path, option: str, value: str) -> Path:
+    """`path` or its nearest existing ancestor, where a new folder would be made; ConfigError when that is a file."""
+    folder = path
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {value}: {folder} is a file, not a folder; choose another folder")
+    return folder
+
+
+def check_new_folder(value: str, option: str) -> None:
+    """ConfigError unless `value` is a folder, or can be made one (its nearest existing parent takes files)."""
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {value} is a file: name a folder (new, empty, or a previous run's)")
+    folder = nearest_folder(path, option, value)
+    why = None if path.is_dir() else cannot_create_in(folder)
+    if why:
+        raise ConfigError(f"{option} {value}: no folder can be created in {folder} ({why}); choose another folder")
+
+
+HUB_PROBE_S = 2.0
+
+
+def hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def offline(*names: str) -> bool:
+    return any(os.environ.get(n, "").strip().lower() in ("1", "true", "yes", "on") for n in names)
+
+
+def hub_silence() -> str | None:
+    """None when the Hub's host ($HF_ENDPOINT) takes a TCP connection within HUB_PROBE_S, else why not; asked
+    once per process and endpoint (the Hub client itself retries for a minute before it gives up).
+
+    A silent Hub switches this process offline (`go_offline`): every later Hub access of the run (tokenizers,
+    configs, datasets) then reads the Hugging Face cache or fails at once, instead of its own retry loops."""
+    reason = _probe(hub_endpoint(), HUB_PROBE_S)
+    if reason:
+        gooffline()
+    return reason
+
+
+def gooffline() -> None:
+    """HF_HUB_OFFLINE / HF_DATASETS_OFFLINE for the rest of the process. The Hub client reads them when it is
+    first imported (normally later: preflight runs before heavy imports); one imported already is told too."""
+    os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
+
+
+@functools.cache
+def _probe(endpoint: str, timeout_s: float) -> str | None:
+    """In a thread, so that a hanging name lookup costs `timeout_s` too."""
+    url = urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    outcome: list[str | None] = []
+
+    def connect():
+        try:
+            socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+            outcome.append(None)
+        except OSError as e:
+            outcome.append(str(e) or type(e).__name__)
+
+    probe = threading.Thread(target=connect, daemon=True)
+    probe.start()
+    probe.join(timeout_s)
+    return outcome[0] if outcome else f"no answer within {timeout_s:g} s"
+
+
+def hub_datasets_fallback(args: argparse.Namespace) -> None:
+    """`--datasets auto` without an offline variable reads task data from the Hub: when the Hub does not answer,
+    the bundled copies are used at once (one note) instead of after a minute of retries."""
+    if getattr(args, "datasets", None) != "auto" or offline("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        return
+    reason = hub_silence()
+    if reason:
+        args.datasets = "bundled"
+        args.hub_note = (  # printed by the command once its own checks pass (`print_hub_note`), never before an error
+            f"dormant {args.command}: note: the Hub at {hub_endpoint()} does not answer ({reason}): task data from the "
+            "bundled copies (--datasets bundled)"
+        )
+
+
+def print_hub_note(args: argparse.Namespace) -> None:
+    """The note of `hub_datasets_fallback`, once the command's checks have passed (so an unrelated error is one
+    line); printed once."""
+    note = getattr(args, "hub_note", None)
+    if note:
+        print(note, file=sys.stderr)
+        args.hub_note = None
