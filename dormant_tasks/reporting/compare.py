@@ -1,6 +1,6 @@
 """Comparing series side by side (`dormant compare`): dormancy across model sizes and families, from the store.
 
-Each series is read as its report reads it (`report.load_series`, through `SeriesView`) and its findings are its
+Each series is read as its report reads it (`series_data.load_series`, through `SeriesView`) and its findings are its
 own `dormant findings` (`tracking.findings.series_findings`), so every number here equals the one the series'
 own views give. What is compared, per score function:
 
@@ -37,19 +37,12 @@ from dormant_tasks.outputs import Owner, check_folder, publish_folder, staging_f
 from dormant_tasks.paths import default_reports_dir
 from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
-from dormant_tasks.reporting.report import (
-    DEFAULT_SCORE_FN,
-    Series,
-    dormant_percent,
-    layer_counts,
-    load_series,
-    resolve_model_id,
-)
-from dormant_tasks.store.io import open_store, series_slug
+from dormant_tasks.reporting.figure_data import dormant_percent, layer_counts
+from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, Series, load_series, resolve_model_id
 from dormant_tasks.tracking import findings as fd
 from dormant_tasks.tracking.confidence import Z95
 from dormant_tasks.tracking.findings import Estimate, Findings, Share, series_findings
-from dormant_tasks.tracking.series import SeriesView
+from dormant_tasks.tracking.series import SeriesView, series_slug, stored_series
 from dormant_tasks.tracking.transitions import predecessors
 
 if TYPE_CHECKING:
@@ -89,7 +82,8 @@ class Comparison:
 
 def load_comparison(store, model_ids: list[str], score_fns: list[str] | None = None) -> Comparison:
     """The compared series (two or more, as the store names them, or their sources' names), read from the store."""
-    root = open_store(store)
+    root = Path(store)
+    stored_series(root)  # StoreError first when it is not a store, whatever the --model count
     ids = list(dict.fromkeys(resolve_model_id(root, m) for m in model_ids))
     if len(ids) < 2:
         raise ConfigError(

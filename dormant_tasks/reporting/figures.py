@@ -215,7 +215,7 @@ def draw_agreement(iou: np.ndarray, score_fns, revision: str) -> Figure:
     return fig
 
 
-# Calibration-set raster colours, indexed by state + 1 (report.CalibrationSets.states): fewer than 2 sets
+# Calibration-set raster colours, indexed by state + 1 (sets.CalibrationSets.states): fewer than 2 sets
 # scored it, dormant on no set, on some, on every set.
 SET_COLOURS = ("#d9d9d9", "#cfe1f2", "#f0a04b", "#1f3b63")
 SET_NAMES = ("fewer than 2 sets scored", "dormant on no set", "dormant on some sets", "dormant on every set")
@@ -348,7 +348,7 @@ def draw_set_length(ld) -> Figure:
 def draw_set_raster(
     states: np.ndarray, tokens: np.ndarray, n_layers: int, n_heads: int, score_fn: str, n_sets: int
 ) -> Figure:
-    """states: int8 [head, checkpoint] (report.CalibrationSets.states); rows grouped by layer, layer 0 on top."""
+    """states: int8 [head, checkpoint] (sets.CalibrationSets.states); rows grouped by layer, layer 0 on top."""
     n_rows, n_cols = states.shape
     fig = Figure(
         figsize=(min(max(7.5, 4 + 0.12 * n_cols), 14), min(max(3.5, 0.13 * n_rows + 1.5), 13)), layout="constrained"

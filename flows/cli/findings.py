@@ -40,7 +40,9 @@ def run(args) -> int:
     if args.scores and len(args.scores) > 1:
         raise ConfigError(f"--scores: the findings are of one function, got {len(args.scores)}; name one")
     from dormant_tasks.outputs import Owner, check_folder
-    from dormant_tasks.reporting.report import findings_lines, resolve_model_id, write_findings
+    from dormant_tasks.reporting.findings_report import write_findings
+    from dormant_tasks.reporting.series_data import resolve_model_id
+    from dormant_tasks.reporting.texts import findings_lines
     from dormant_tasks.tracking.findings import Resampling, series_findings
 
     model_id = resolve_model_id(args.store, args.model)

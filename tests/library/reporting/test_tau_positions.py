@@ -10,7 +10,9 @@ from test_report import MODEL, write_series
 
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting import page
-from dormant_tasks.reporting.report import load_series, render_report, tau_positions
+from dormant_tasks.reporting.figure_data import tau_positions
+from dormant_tasks.reporting.report import render_report
+from dormant_tasks.reporting.series_data import load_series
 
 N = 128
 
