@@ -82,7 +82,7 @@ def load_series(store, model_id: str | None, fdr: float = FDR, calibration_id: s
     """One model's current series (`SeriesView`) on its primary calibration set, or on `calibration_id`;
     ReportError when the store cannot give a consistent one. A transition is confident when its BH q-value is
     below `fdr` (`transitions.confident_at`)."""
-    root = Path(store)  # validated by `stored_series`, named as before in the messages
+    root = Path(store)  # `resolve_model_id` checks that it is a store (`stored_series`)
     model_id = resolve_model_id(root, model_id)
     if not SeriesView.exists(root, model_id):
         raise ReportError(
