@@ -5,6 +5,7 @@ The vocabulary, through every layer:
 - a **source** is what `--model` names: a Hub repo id (`org/name`) or a local folder (one checkpoint, or a
   series' folder of checkpoint folders);
 - a **model_id** is a series' name in the store: the Hub id, or the folder's name (`--series-name` overrides it);
+- a series' **slug** is its model_id as a folder name (`series_slug`: the store's partitions and the reports' folders);
 - a series' **identity** is `hub:ORG/NAME` or `local:` and the folder's resolved path, recorded in the store at its
   first write, so one name never stands for two series.
 A store path's checks are the store's to know (`store.layout.check_store`, stdlib only as well).
@@ -12,8 +13,11 @@ A store path's checks are the store's to know (`store.layout.check_store`, stdli
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
+
+from dormant_tasks.errors import StoreError
 
 
 def is_local_source(source: str | Path) -> bool:
@@ -46,3 +50,25 @@ def split_names(values: str | Iterable) -> tuple[str, ...]:
     blanks dropped; `()` when none: the caller says what was expected)."""
     items = [values] if isinstance(values, str) else list(values)
     return tuple(dict.fromkeys(p.strip() for item in items for p in str(item).split(",") if p.strip()))
+
+
+_SAFE = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def series_slug(model_id: str) -> str:
+    """model_id as a folder name: "allenai/OLMo-2-1124-7B" -> "allenai--OLMo-2-1124-7B".
+
+    Allowed: letters, digits, ".", "_", "-" and "/" (which becomes "--"). "--" and ".." are refused (as on
+    the Hugging Face Hub), so the slug maps back to exactly one model_id (`model_id_of_slug`).
+    """
+    parts = model_id.split("/") if isinstance(model_id, str) else [""]
+    if not all(_SAFE.fullmatch(p) for p in parts) or "--" in model_id or ".." in model_id:
+        raise StoreError(
+            f"model id {model_id!r} cannot name a store series: use letters, digits, '.', '_', '-' and '/' "
+            "(no '--' or '..', no empty part), e.g. 'allenai/OLMo-2-1124-7B' or 'tiny-olmo2'"
+        )
+    return "--".join(parts)
+
+
+def model_id_of_slug(slug: str) -> str:
+    return slug.replace("--", "/")

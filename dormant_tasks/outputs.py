@@ -94,7 +94,7 @@ def _files(folder: Path) -> list[str]:
 
 def report_folder(model_id: str, out_dir=None) -> Path:
     """Where a series' report goes: `out_dir`, else <$DORMANT_REPORTS or ./reports>/<series slug>/."""
-    from dormant_tasks.store import series_slug
+    from dormant_tasks.names import series_slug
 
     return Path(out_dir) if out_dir is not None else default_reports_dir() / series_slug(model_id)
 

@@ -7,6 +7,9 @@ from dormant_tasks.face import lazy_face
 if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
     from dormant_tasks.reporting.compare import comparison_table, render_comparison
     from dormant_tasks.reporting.figures import DPI, draw_auc_agreement
-    from dormant_tasks.reporting.report import findings_lines, render_report, resolve_model_id, write_findings
+    from dormant_tasks.reporting.findings_report import write_findings
+    from dormant_tasks.reporting.report import render_report
+    from dormant_tasks.reporting.series_data import resolve_model_id
+    from dormant_tasks.reporting.texts import findings_lines
 
 __getattr__, __dir__, __all__ = lazy_face(__name__)

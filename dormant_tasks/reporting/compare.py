@@ -1,6 +1,6 @@
 """Comparing series side by side (`dormant compare`): dormancy across model sizes and families, from the store.
 
-Each series is read as its report reads it (`report.load_series`, through `SeriesView`) and its findings are its
+Each series is read as its report reads it (`series_data.load_series`, through `SeriesView`) and its findings are its
 own `dormant findings` (`tracking.findings.series_findings`), so every number here equals the one the series'
 own views give. What is compared, per score function:
 
@@ -33,25 +33,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dormant_tasks.errors import ConfigError, ReportError
+from dormant_tasks.names import series_slug
 from dormant_tasks.outputs import Owner, check_folder, publish_folder, staging_folder
 from dormant_tasks.paths import default_reports_dir
 from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
-from dormant_tasks.reporting.report import (
-    DEFAULT_SCORE_FN,
-    Series,
-    dormant_percent,
-    layer_counts,
-    load_series,
-    resolve_model_id,
+from dormant_tasks.reporting.figure_data import dormant_percent, layer_counts
+from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, Series, load_series, resolve_model_id
+from dormant_tasks.tracking import (
+    EARLY,
+    Z95,
+    Estimate,
+    Findings,
+    SeriesView,
+    Share,
+    path_tokens,
+    predecessors,
+    series_findings,
+    stored_series,
 )
-from dormant_tasks.store.io import open_store
-from dormant_tasks.store.layout import series_slug
-from dormant_tasks.tracking import findings as fd
-from dormant_tasks.tracking.confidence import Z95
-from dormant_tasks.tracking.findings import Estimate, Findings, Share, series_findings
-from dormant_tasks.tracking.series import SeriesView
-from dormant_tasks.tracking.transitions import predecessors
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -90,7 +90,8 @@ class Comparison:
 
 def load_comparison(store, model_ids: list[str], score_fns: list[str] | None = None) -> Comparison:
     """The compared series (two or more, as the store names them, or their sources' names), read from the store."""
-    root = open_store(store)
+    root = Path(store)
+    stored_series(root)  # StoreError first when it is not a store, whatever the --model count
     ids = list(dict.fromkeys(resolve_model_id(root, m) for m in model_ids))
     if len(ids) < 2:
         raise ConfigError(
@@ -133,7 +134,7 @@ def series_tokens(series: Series) -> np.ndarray:
     """int64 [checkpoint]: training tokens along each checkpoint's path, as the findings count them."""
     stage = np.array([c["stage"] for c in series.checkpoints], dtype=np.int64)
     ingredient = np.array([c.get("ingredient") or 0 for c in series.checkpoints], dtype=np.int64)
-    return fd.path_tokens(series.tokens, stage, predecessors(stage, ingredient))
+    return path_tokens(series.tokens, stage, predecessors(stage, ingredient))
 
 
 def _score_fns(series: list[Series], asked: list[str] | None) -> tuple[str, ...]:
@@ -315,7 +316,7 @@ FINDINGS_COLUMNS: list[tuple[str, Callable[[Findings], Any]]] = [
             else "never"
         ),
     ),
-    (f"dormant for good by {int(100 * fd.EARLY)}% of tokens", lambda f: f.emergence.early),
+    (f"dormant for good by {int(100 * EARLY)}% of tokens", lambda f: f.emergence.early),
     ("first dormant, median (fraction of tokens)", lambda f: f.emergence.first_fraction),
     ("settled dormant, median (fraction of tokens)", lambda f: f.emergence.settled_fraction),
     (
@@ -393,7 +394,7 @@ class Difference:
 def newcombe_interval(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float, float]:
     """p1 - p2 and its 95% interval by Newcombe's hybrid score method (1998, method 10): each proportion's
     Wilson interval combined; defined for any counts, 0 and n included (n1, n2 > 0)."""
-    from dormant_tasks.tracking.confidence import wilson_interval
+    from dormant_tasks.tracking import wilson_interval
 
     p1, p2 = k1 / n1, k2 / n2
     l1, u1 = (float(x) for x in wilson_interval(k1, n1, z))
@@ -421,7 +422,7 @@ def differences(c: Comparison, fn: str) -> list[Difference]:
                 None,
             ),
             (
-                f"of those, dormant for good by {int(100 * fd.EARLY)}% of tokens",
+                f"of those, dormant for good by {int(100 * EARLY)}% of tokens",
                 a.emergence.early,
                 b.emergence.early,
                 None,

@@ -1,5 +1,5 @@
-"""Drawing only: each function takes a figure's data (computed in `report.py`) and returns a matplotlib Figure.
-The page that lays them out is a Jinja2 template (`page.py`, `templates/report.html.j2`).
+"""Drawing only: each function takes a figure's data (computed in `figure_data.py` and `sets.py`) and returns a
+matplotlib Figure. The page that lays them out is a Jinja2 template (`page.py`, `templates/report.html.j2`).
 
 Figures are built with `matplotlib.figure.Figure` (no pyplot): no global state, safe in worker threads.
 The x axis is training tokens, on a log scale when the series spans two decades or more; a tokens = 0
@@ -17,8 +17,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
-from dormant_tasks.checkpoints.naming import format_tokens  # the one token-count format (CLI, report, ticks)
-from dormant_tasks.engine.score_functions import get_score_function
+from dormant_tasks.checkpoints import format_tokens
+from dormant_tasks.engine import get_score_function
 
 DPI = 150
 # Raster cell colours, indexed by raster_codes(): not scored, active, dormant, fell dormant here, woke here.
@@ -114,7 +114,7 @@ def raster_codes(states: np.ndarray, marks: np.ndarray) -> np.ndarray:
 def draw_raster(
     raster, tokens: np.ndarray, n_layers: int, n_heads: int, score_fn: str, tau: float, hide_blips: bool = False
 ) -> Figure:
-    """raster: report.RasterData; rows grouped by layer (layer 0 on top); `hide_blips`: its states have the
+    """raster: figure_data.RasterData; rows grouped by layer (layer 0 on top); `hide_blips`: its states have the
     blips undone (said in the title)."""
     n_rows, n_cols = raster.states.shape
     fig = Figure(
@@ -161,7 +161,7 @@ def draw_layer_counts(counts: np.ndarray, tokens: np.ndarray, n_heads: int, scor
 
 
 def draw_transition_bars(counts, tokens: np.ndarray, score_fn: str) -> Figure:
-    """counts: report.TransitionCounts over the intervals ending at checkpoints 1..n-1 (tokens of those)."""
+    """counts: figure_data.TransitionCounts over the intervals ending at checkpoints 1..n-1 (tokens of those)."""
     x = np.arange(len(counts.fell))
     fig = Figure(figsize=(min(max(7.5, 5 + 0.08 * len(x)), 14), 4), layout="constrained")
     ax = fig.add_subplot()
@@ -215,7 +215,7 @@ def draw_agreement(iou: np.ndarray, score_fns, revision: str) -> Figure:
     return fig
 
 
-# Calibration-set raster colours, indexed by state + 1 (report.CalibrationSets.states): fewer than 2 sets
+# Calibration-set raster colours, indexed by state + 1 (sets.CalibrationSets.states): fewer than 2 sets
 # scored it, dormant on no set, on some, on every set.
 SET_COLOURS = ("#d9d9d9", "#cfe1f2", "#f0a04b", "#1f3b63")
 SET_NAMES = ("fewer than 2 sets scored", "dormant on no set", "dormant on some sets", "dormant on every set")
@@ -302,7 +302,7 @@ def draw_confident_transitions(t, score_fn: str) -> Figure:
 
 
 def draw_set_length(ld) -> Figure:
-    """report.LengthDependence: grouped bars, per head (most different between sets first) one bar per set.
+    """sets.LengthDependence: grouped bars, per head (most different between sets first) one bar per set.
 
     An undefined length_slope (NaN: the set's input lengths do not vary, or the result was re-aggregated from
     kept per-input scores, which keep no token counts) gets no bar, and a head undefined on every set is left
@@ -348,7 +348,7 @@ def draw_set_length(ld) -> Figure:
 def draw_set_raster(
     states: np.ndarray, tokens: np.ndarray, n_layers: int, n_heads: int, score_fn: str, n_sets: int
 ) -> Figure:
-    """states: int8 [head, checkpoint] (report.CalibrationSets.states); rows grouped by layer, layer 0 on top."""
+    """states: int8 [head, checkpoint] (sets.CalibrationSets.states); rows grouped by layer, layer 0 on top."""
     n_rows, n_cols = states.shape
     fig = Figure(
         figsize=(min(max(7.5, 4 + 0.12 * n_cols), 14), min(max(3.5, 0.13 * n_rows + 1.5), 13)), layout="constrained"

@@ -1,17 +1,24 @@
 """The report's index.html: a Jinja2 template (`templates/report.html.j2`, package data) filled with plain values.
 
-This module turns a `report.Series` and the figure names into the template's context (strings, tables as
+This module turns a `series_data.Series` and the figure names into the template's context (strings, tables as
 header + rows, figures as name + caption); the template lays them out and escapes every value (autoescape),
-so no HTML is built by string concatenation. Also the texts the page and summary.md share (captions, notes).
+so no HTML is built by string concatenation. The figures' captions are the page's own; the texts it shares with
+summary.md (labels, notes, the findings) are `texts.py`'s.
 """
 
 from __future__ import annotations
 
 from functools import cache
 
-from dormant_tasks.evaluation.metric import AUC_UNIT, WARNED
-from dormant_tasks.reporting.figures import format_tokens
-from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS
+from dormant_tasks.checkpoints import format_tokens
+from dormant_tasks.evaluation import AUC_UNIT, WARNED
+from dormant_tasks.reporting.texts import (
+    failed_note,
+    findings_lines,
+    first_dormant_label,
+    raw_quantile_note,
+    tau_source,
+)
 
 CAPTIONS = {
     "dormant_percent": "Percentage of heads dormant at each checkpoint, one line per score function "
@@ -87,16 +94,10 @@ def _figure(kind: str, name: str, fn: str) -> dict:
     return {"name": name, "caption": caption}
 
 
-def failed_note(failed) -> str:
-    """The heading of a series' failed checkpoints (`failed_checkpoints` rows), in the report and summary.md."""
-    n = len(failed)
-    return f"{n} checkpoint{'s' if n != 1 else ''} failed, not stored (a rerun of `dormant track` retries)"
-
-
 def report_html(
     series, fn: str, fig: dict[str, str], rows: list[dict], groups, sets=None, found=None, positions=(), linked=()
 ) -> str:
-    """index.html of a `report.Series`: `fig` maps a figure kind to its file name; `sets` (report.CalibrationSets,
+    """index.html of a `series_data.Series`: `fig` maps a figure kind to its file name; `sets` (sets.CalibrationSets,
     several calibration sets only) adds the "Calibration sets" section; `found` (tracking.findings.Findings) the
     "Findings" section; `positions` (tracking.tau_positions.TauPosition per function) where each tau sits; `linked`
     (`comparisons.comparisons_of`: title, href) the comparisons that include the series."""
@@ -202,8 +203,6 @@ def report_html(
         ),
     }
     if found is not None:
-        from dormant_tasks.reporting.report import findings_lines
-
         context["findings"] = [line.replace("**", "") for line in findings_lines(found)[2:] if line]
     return _template().render(**context)
 
@@ -276,40 +275,3 @@ def _static_table(evaluations: list[dict]) -> dict | None:
             for e in static
         ],
     )
-
-
-def first_dormant_label(row: dict) -> str:
-    """A summary row's first checkpoint with a dormant head, e.g. 'stage1-step10-tokens1000 (1K tokens)'."""
-    if not row["first_dormant_revision"]:
-        return "never"
-    return f"{row['first_dormant_revision']} ({format_tokens(row['first_dormant_tokens'])} tokens)"
-
-
-def raw_quantile_note(tau_sources: list[dict]) -> str | None:
-    """Why the raw-unit functions with a quantile tau do not read like the _ln ones (HTML and summary.md).
-
-    Their tau is the q-quantile of the reference checkpoint's own pooled scores, so their curve is pinned
-    near q there whatever the heads do; elsewhere it follows the raw scale of the layers, which training
-    grows and shrinks. None when no such function is in the series.
-    """
-    rows = [r for r in tau_sources if r["source"] == "quantile" and r["score_fn"] in QUANTILE_DEFAULTS]
-    if not rows:
-        return None
-    fns = ", ".join(f"{r['score_fn']} (q = {r['quantile']:g})" for r in rows)
-    refs = ", ".join(sorted({str(r["reference_revision"]) for r in rows}))
-    return (
-        f"Raw-unit functions with a quantile tau: {fns}. Each tau is the q-quantile of the pooled per-input "
-        f"scores of the reference checkpoint {refs} (by default the series' last), so these functions mark "
-        "about q of the (input, head) pairs inactive there and their % dormant ends near q by construction. "
-        'Raw norms and entropies change scale as training proceeds, so their "dormant" heads at earlier '
-        "checkpoints reflect the layer's scale rather than the head's behaviour: their curves are not "
-        "comparable with those of the _ln functions."
-    )
-
-
-def tau_source(row: dict | None) -> str:
-    if row is None:
-        return "not recorded"
-    if row["source"] == "quantile":
-        return f"quantile {row['quantile']:g} of {row['reference_revision']}'s per-input scores, pooled"
-    return str(row["source"])

@@ -26,9 +26,8 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
         SCHEMA_VERSION,
         check_store,
         is_store,
-        model_id_of_slug,
         open_store,
-        series_slug,
+        series_files,
         store_root_of,
     )
     from dormant_tasks.store.lock import hold_series, series_lock

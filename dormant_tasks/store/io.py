@@ -34,15 +34,8 @@ import pyarrow.parquet as pq
 
 from dormant_tasks.atomic import atomic_file, sweep_dead_temps, write_errors
 from dormant_tasks.errors import USER_ERRNOS, StoreError, did_you_mean
-from dormant_tasks.store.layout import (
-    MARKER,
-    data_files,
-    model_id_of_slug,
-    open_store,
-    safe_file_key,
-    series_dir,
-    store_root_of,
-)
+from dormant_tasks.names import model_id_of_slug
+from dormant_tasks.store.layout import MARKER, data_files, open_store, safe_file_key, series_dir, store_root_of
 from dormant_tasks.store.lock import series_lock
 from dormant_tasks.store.schema import (
     CHECKPOINT_KEY_COLUMNS,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dormant_tasks.atomic import atomic_file, cannot_create_in, write_errors
 from dormant_tasks.errors import StoreError
+from dormant_tasks.names import series_slug
 from dormant_tasks.version import __version__
 
 SCHEMA_VERSION = 4
@@ -32,28 +33,6 @@ REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the r
 
 
 SOURCES = "sources"  # <store>/sources/series=<slug>.json: the source a series is tracked from (its identity)
-
-
-_SAFE = re.compile(r"[A-Za-z0-9._-]+")
-
-
-def series_slug(model_id: str) -> str:
-    """model_id as a folder name: "allenai/OLMo-2-1124-7B" -> "allenai--OLMo-2-1124-7B".
-
-    Allowed: letters, digits, ".", "_", "-" and "/" (which becomes "--"). "--" and ".." are refused (as on
-    the Hugging Face Hub), so the slug maps back to exactly one model_id (`model_id_of_slug`).
-    """
-    parts = model_id.split("/") if isinstance(model_id, str) else [""]
-    if not all(_SAFE.fullmatch(p) for p in parts) or "--" in model_id or ".." in model_id:
-        raise StoreError(
-            f"model id {model_id!r} cannot name a store series: use letters, digits, '.', '_', '-' and '/' "
-            "(no '--' or '..', no empty part), e.g. 'allenai/OLMo-2-1124-7B' or 'tiny-olmo2'"
-        )
-    return "--".join(parts)
-
-
-def model_id_of_slug(slug: str) -> str:
-    return slug.replace("--", "/")
 
 
 def open_store(path, create: bool = False, allow_old: bool = False) -> Path:

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dormant_tasks.errors import StoreError
-from dormant_tasks.store.layout import MARKER, check_store, open_store, series_slug
+from dormant_tasks.names import series_slug
+from dormant_tasks.store.layout import MARKER, check_store, open_store
 
 
 @contextlib.contextmanager

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from dormant_tasks.atomic import atomic_file, write_errors
 from dormant_tasks.errors import ConfigError, StoreError
-from dormant_tasks.names import model_id_for, source_identity
-from dormant_tasks.store.layout import REQUESTS, SOURCES, is_store, open_store, safe_file_key, series_slug
+from dormant_tasks.names import model_id_for, series_slug, source_identity
+from dormant_tasks.store.layout import REQUESTS, SOURCES, is_store, open_store, safe_file_key
 from dormant_tasks.store.lock import series_lock
 
 

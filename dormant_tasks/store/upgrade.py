@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from dormant_tasks.atomic import atomic_file
 from dormant_tasks.errors import StoreError
+from dormant_tasks.names import model_id_of_slug
 from dormant_tasks.store.io import (
     conform,
     dedupe_checkpoints,
@@ -51,7 +52,6 @@ from dormant_tasks.store.io import (
 )
 from dormant_tasks.store.layout import (
     SCHEMA_VERSION,
-    model_id_of_slug,
     open_store,
     safe_file_key,
     series_dir,

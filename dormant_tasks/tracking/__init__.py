@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 from dormant_tasks.face import lazy_face
 
 if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+    from dormant_tasks.tracking.agreement import stored_agreement
     from dormant_tasks.tracking.calibration import (
         DEMO_CORPUS,
         bundled_set_names,
@@ -22,20 +23,27 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
         score_checkpoint,
         write_checkpoint,
     )
+    from dormant_tasks.tracking.confidence import Z95, wilson_interval
     from dormant_tasks.tracking.defaults import FDR, RESAMPLES, SEED
     from dormant_tasks.tracking.derive import SeriesSummary, derive_series, fdr_level, rederive
-    from dormant_tasks.tracking.estimates import Resampling
+    from dormant_tasks.tracking.estimates import DEFAULT_RESAMPLING, Estimate, Resampling, Share
     from dormant_tasks.tracking.failures import CHECKPOINT_FAILURES, failed_checkpoints, record_failure
-    from dormant_tasks.tracking.findings import series_findings
-    from dormant_tasks.tracking.masks import pooled_threshold
+    from dormant_tasks.tracking.findings import EARLY, Findings, path_tokens, series_findings
+    from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS, pooled_threshold
     from dormant_tasks.tracking.plan import SeriesState, SeriesTaus, plan_series
+    from dormant_tasks.tracking.positions import TauPosition, tau_positions, tau_warnings_of
     from dormant_tasks.tracking.request import Runner, TrackRequest
     from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit
-    from dormant_tasks.tracking.series import SeriesView, open_views
+    from dormant_tasks.tracking.series import SeriesView, open_views, stored_files, stored_series
     from dormant_tasks.tracking.series_taus import resolve_series_taus, taus_checkpoint
-    from dormant_tasks.tracking.tau_positions import tau_warnings_of
     from dormant_tasks.tracking.tracker import TrackResult, pending_revisions, series_state
-    from dormant_tasks.tracking.transitions import derive_transitions, head_histories, mark_blips
+    from dormant_tasks.tracking.transitions import (
+        confident_at,
+        derive_transitions,
+        head_histories,
+        mark_blips,
+        predecessors,
+    )
     from dormant_tasks.tracking.upgrade import upgrade_store
 
 __getattr__, __dir__, __all__ = lazy_face(__name__)

@@ -53,6 +53,13 @@ def set_agreement(store, model_id: str) -> pa.Table:
     return _compute(views, _series_revisions(views, agreement_record(views)["revisions"]))
 
 
+def stored_agreement(store, model_id: str) -> pa.Table:
+    """The series' `calibration_agreement` rows as stored or, for a series tracked before the table existed,
+    computed (`set_agreement`, not stored): what its report shows."""
+    table = read_table(store, AGREEMENT_TABLE, model_id)
+    return table if table.num_rows else set_agreement(store, model_id)
+
+
 def update_agreement(store, model_id: str, views: Sequence[SeriesView] | None = None) -> int:
     """Bring the series' `calibration_agreement` file up to date; the number of revisions (re)computed.
 

@@ -5,7 +5,7 @@ during it, and (3) **depend on the input text**. Each is stated here with its nu
 from the store only (`SeriesView`): the head states of head_scores, the stored transitions (with their
 `confident_q` and `blip`), the calibration sets' agreement and the per-input inactive indicators
 (`head_scores.inactive_inputs`). `dormant findings` prints them and the report shows them (the text and
-figures: `reporting/report.py`, `findings_lines`); the counts are the ones `dormant status` gives.
+figures: `reporting/texts.py`, `findings_lines`); the counts are the ones `dormant status` gives.
 
 Every number is an `Estimate` (value, 95% interval, the method's name) or a `Share` (k of n heads, Wilson).
 Intervals over heads resample the heads: they say how the number would vary over other heads like these, of

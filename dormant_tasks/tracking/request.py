@@ -28,7 +28,7 @@ class Runner(StrEnum):
 
 
 def _check_series_name(name) -> None:
-    from dormant_tasks.store import series_slug
+    from dormant_tasks.names import series_slug
 
     try:
         series_slug(name if isinstance(name, str) else "")

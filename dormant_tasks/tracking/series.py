@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from dormant_tasks.checkpoints import Revision, series_sort_key
 from dormant_tasks.engine import SCORING_VERSION
 from dormant_tasks.errors import StoreError, did_you_mean
-from dormant_tasks.store import check_result_files, is_store, list_models, open_store, read_table
+from dormant_tasks.store import check_result_files, is_store, list_models, open_store, read_table, series_files
 from dormant_tasks.tracking.masks import Tau
 from dormant_tasks.tracking.transitions import SeriesStates, series_states
 
@@ -99,6 +99,10 @@ class SeriesView:
             return False
         return read_table(store, "taus", model_id=model_id).num_rows > 0
 
+    def tau_rows(self) -> list[dict]:
+        """The series' stored `taus` rows of its current taus (`taus_id`): where each tau came from."""
+        return [r for r in read_table(self.store, "taus", self.model_id).to_pylist() if r["taus_id"] == self.taus_id]
+
     # ------------------------------------------------------------------------------------ checkpoints
 
     @property
@@ -173,6 +177,17 @@ class SeriesView:
 def open_views(store, model_id: str) -> list[SeriesView]:
     """The current view of every calibration set of the series, the primary set first."""
     return [SeriesView.open(store, model_id, cal) for cal in SeriesView.calibration_ids(store, model_id)]
+
+
+def stored_series(store) -> list[str]:
+    """The model ids of the series the store holds (any table), sorted; StoreError when `store` is not one."""
+    return list_models(open_store(store))
+
+
+def stored_files(store, table: str, model_id: str) -> list[Path]:
+    """Every data file of a series in one table, stale results included: to fingerprint the series' state (a
+    report's reuse stamp), never to read rows (the view reads through the manifest)."""
+    return series_files(store, table, model_id)
 
 
 def result_id(checkpoint: dict) -> str:

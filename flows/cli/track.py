@@ -253,8 +253,9 @@ EXIT_CHECKPOINTS_FAILED = 3
 
 
 def run(args: argparse.Namespace) -> int:
+    from dormant_tasks.names import series_slug
     from dormant_tasks.progress import early
-    from dormant_tasks.store import check_store, hold_series, series_slug
+    from dormant_tasks.store import check_store, hold_series
     from dormant_tasks.tracking import series_state
 
     request = request_from_args(args)

@@ -91,7 +91,7 @@ def test_quantile_taus_come_from_the_last_checkpoint_of_the_whole_series(random_
 
 
 def test_main_is_ordered_after_every_checkpoint(tmp_path, tiny_tokenizer):
-    from dormant_tasks.reporting.report import load_series
+    from dormant_tasks.reporting.series_data import load_series
 
     series = save_random_series(
         tmp_path / "with-main", tiny_tokenizer, ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "main"]
@@ -132,7 +132,7 @@ def test_partial_retau_then_every_reader_agrees_and_a_full_retau_converges(rando
     line = series_line(store, "random-olmo2")
     assert f"/ {part.n_transitions} total (" in line and "confident" in line and "(1 more checkpoint" in line
     assert [t.revision.name for t in series_targets(store, str(random_series))] == view.revisions
-    from dormant_tasks.reporting.report import load_series
+    from dormant_tasks.reporting.series_data import load_series
 
     assert load_series(store, "random-olmo2").revisions == view.revisions
 

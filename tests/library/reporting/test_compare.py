@@ -43,7 +43,9 @@ from dormant_tasks.reporting.compare import (
     percent_curves,
     render_comparison,
 )
-from dormant_tasks.reporting.report import dormant_percent, load_series, render_report
+from dormant_tasks.reporting.figure_data import dormant_percent
+from dormant_tasks.reporting.report import render_report
+from dormant_tasks.reporting.series_data import load_series
 from dormant_tasks.tracking.findings import series_findings
 from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import main

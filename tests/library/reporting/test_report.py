@@ -19,21 +19,21 @@ import pytest
 from dormant_tasks.errors import ConfigError, ReportError, StoreError
 from dormant_tasks.outputs import MARKER
 from dormant_tasks.reporting import figures as fg
-from dormant_tasks.reporting.report import (
-    LengthDependence,
+from dormant_tasks.reporting.figure_data import (
     agreement_iou,
     dormant_percent,
     evaluation_groups,
     layer_counts,
-    load_series,
     raster_data,
-    render_report,
-    report_markdown,
     score_bands,
     summary_rows,
     tau_positions,
     transition_counts,
 )
+from dormant_tasks.reporting.report import render_report
+from dormant_tasks.reporting.series_data import load_series
+from dormant_tasks.reporting.sets import LengthDependence
+from dormant_tasks.reporting.texts import report_markdown
 from dormant_tasks.store.io import open_store, read_table, write_table
 from dormant_tasks.tracking.confidence import pack_inputs, wilson_interval
 from dormant_tasks.tracking.findings import series_findings

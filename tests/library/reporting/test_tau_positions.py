@@ -10,7 +10,9 @@ from test_report import MODEL, write_series
 
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting import page
-from dormant_tasks.reporting.report import load_series, render_report, tau_positions
+from dormant_tasks.reporting.figure_data import tau_positions
+from dormant_tasks.reporting.report import render_report
+from dormant_tasks.reporting.series_data import load_series
 
 N = 128
 
@@ -80,8 +82,8 @@ def test_the_terminal_and_the_report_give_the_same_tau_warnings_naming_their_set
     report shows, each line naming its calibration set."""
     from types import SimpleNamespace
 
+    from dormant_tasks.tracking.positions import tau_warnings_of
     from dormant_tasks.tracking.series import SeriesView
-    from dormant_tasks.tracking.tau_positions import tau_warnings_of
     from flows.cli.track import stored_tau_warnings
 
     root = store_with_rates(tmp_path)

@@ -10,7 +10,9 @@ from test_report import CAL, MODEL, TAUS, TOKENS, known_picture, write_series
 from dormant_tasks.evaluation.metric import chance_note
 from dormant_tasks.evaluation.sweep import item_step_note, item_step_pct
 from dormant_tasks.evaluation.targets import format_leaderboard, single_target
-from dormant_tasks.reporting.report import load_series, render_report, report_markdown
+from dormant_tasks.reporting.report import render_report
+from dormant_tasks.reporting.series_data import load_series
+from dormant_tasks.reporting.texts import report_markdown
 from dormant_tasks.store.io import write_table
 from dormant_tasks.tracking.masks import resolve_taus, tau_specs, tau_warnings
 

@@ -18,6 +18,7 @@ import pytest
 
 from dormant_tasks import store as S
 from dormant_tasks.errors import StoreError
+from dormant_tasks.names import model_id_of_slug, series_slug
 from flows.cli import main as cli_main
 
 MODEL = "allenai/OLMo-2-1124-7B"
@@ -91,12 +92,12 @@ def files_under(path: Path) -> list[str]:
 
 
 def test_series_slug():
-    assert S.series_slug("allenai/OLMo-2-1124-7B") == "allenai--OLMo-2-1124-7B"
-    assert S.series_slug("tiny-olmo2_v1.2") == "tiny-olmo2_v1.2"
-    assert S.model_id_of_slug(S.series_slug("a/b.c")) == "a/b.c"
+    assert series_slug("allenai/OLMo-2-1124-7B") == "allenai--OLMo-2-1124-7B"
+    assert series_slug("tiny-olmo2_v1.2") == "tiny-olmo2_v1.2"
+    assert model_id_of_slug(series_slug("a/b.c")) == "a/b.c"
     for bad in ["", "a b", "../x", "a/../b", "/abs/path", "a--b", "a//b", "x/", "é"]:
         with pytest.raises(StoreError, match="cannot name a store series"):
-            S.series_slug(bad)
+            series_slug(bad)
 
 
 def test_round_trip_layout_and_marker(tmp_path):

@@ -19,6 +19,7 @@ from builders import store_rows
 from dormant_tasks import store as S
 from dormant_tasks import tracking as tracker
 from dormant_tasks.errors import StoreError
+from dormant_tasks.names import series_slug
 from dormant_tasks.tracking.derive import DERIVED_BY_KEY
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.tracker import TrackResult
@@ -63,7 +64,7 @@ def store(clean, tmp_path) -> Path:
 
 def series_file(store: Path, table: str, model_id: str = "random-olmo2") -> Path:
     """The series' file of `table` (the manifest for checkpoints; of head_scores/input_scores, the second one)."""
-    files = sorted((store / table / f"series={S.series_slug(model_id)}").glob("*.parquet"))
+    files = sorted((store / table / f"series={series_slug(model_id)}").glob("*.parquet"))
     return files[1] if table in S.RESULT_TABLES else files[0]
 
 

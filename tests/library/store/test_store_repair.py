@@ -11,6 +11,7 @@ import pytest
 from dormant_tasks import store as S
 from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.errors import StoreError
+from dormant_tasks.names import series_slug
 from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy, keep_input_scores
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
@@ -66,7 +67,7 @@ def result(store, step: int, keep_inputs: bool = True) -> str:
 
 
 def folder(store, table):
-    return store / table / f"series={S.series_slug(MODEL)}"
+    return store / table / f"series={series_slug(MODEL)}"
 
 
 def result_files(store) -> list[str]:

@@ -16,6 +16,7 @@ import pytest
 from dormant_tasks import store as S
 from dormant_tasks import tracking as tracker
 from dormant_tasks.engine.score_functions import SCORING_VERSION
+from dormant_tasks.names import series_slug
 from dormant_tasks.reporting.report import render_report
 from dormant_tasks.tracking import agreement as A
 from dormant_tasks.tracking.request import TrackRequest
@@ -94,7 +95,7 @@ def commit(store, c: dict, cal: str, dormant: dict[str, set], when: datetime) ->
 
 
 def agreement_file(store):
-    return store / "calibration_agreement" / f"series={S.series_slug(MODEL)}" / "calibration_agreement.parquet"
+    return store / "calibration_agreement" / f"series={series_slug(MODEL)}" / "calibration_agreement.parquet"
 
 
 def row_of(table, revision, fn, a, b) -> dict:

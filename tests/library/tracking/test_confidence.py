@@ -16,15 +16,11 @@ from test_transitions import checkpoints_table, ckpt, score_rows, table
 
 from dormant_tasks import store as S
 from dormant_tasks.reporting import figures as fg
-from dormant_tasks.reporting.report import (
-    calibration_sets,
-    load_series,
-    raster_data,
-    render_report,
-    report_markdown,
-    states_without_blips,
-    summary_rows,
-)
+from dormant_tasks.reporting.figure_data import raster_data, states_without_blips, summary_rows
+from dormant_tasks.reporting.report import render_report
+from dormant_tasks.reporting.series_data import load_series
+from dormant_tasks.reporting.sets import calibration_sets
+from dormant_tasks.reporting.texts import report_markdown
 from dormant_tasks.tracking.confidence import (
     Z95,
     discordant,

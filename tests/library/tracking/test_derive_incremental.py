@@ -15,6 +15,7 @@ from dormant_tasks import store as S
 from dormant_tasks import tracking as tracker
 from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.errors import ConfigError
+from dormant_tasks.names import series_slug
 from dormant_tasks.tracking.confidence import pack_inputs
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
@@ -162,7 +163,7 @@ def test_a_rerun_with_nothing_new_reads_and_writes_nothing(series_store, monkeyp
     for i, c in enumerate(revisions()[:5]):
         store_checkpoint(series_store, c, rng, T0 + timedelta(minutes=i))
     first = tracker.derive_series(request)
-    folder = series_store / "transitions" / f"series={S.series_slug(MODEL)}"
+    folder = series_store / "transitions" / f"series={series_slug(MODEL)}"
     mtimes = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
     monkeypatch.setattr(SeriesView, "head_scores", lambda *a, **k: pytest.fail("read head_scores"))
     again = tracker.derive_series(request)

@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 from test_report import CAL, MODEL, write_series
 
-from dormant_tasks.reporting.report import findings_lines, render_report, summary_rows, write_findings
+from dormant_tasks.reporting.figure_data import summary_rows
+from dormant_tasks.reporting.findings_report import write_findings
+from dormant_tasks.reporting.report import render_report
+from dormant_tasks.reporting.texts import findings_lines
 from dormant_tasks.tracking.confidence import wilson_interval
 from dormant_tasks.tracking.findings import (
     path_to,
@@ -175,7 +178,7 @@ def test_findings_agree_with_status_and_the_report(tmp_path):
 
 
 def summary_rows_of(root):
-    from dormant_tasks.reporting.report import load_series
+    from dormant_tasks.reporting.series_data import load_series
 
     return summary_rows(load_series(root, MODEL))
 

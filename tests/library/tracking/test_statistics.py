@@ -245,7 +245,7 @@ def store_of_two_sets(tmp_path, differ: bool):
 def test_series_findings_state_the_noise_floor_from_the_stored_indicators(tmp_path, differ):
     from test_report import MODEL
 
-    from dormant_tasks.reporting.report import findings_lines
+    from dormant_tasks.reporting.texts import findings_lines
     from dormant_tasks.tracking.findings import series_findings
 
     f = series_findings(

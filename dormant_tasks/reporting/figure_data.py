@@ -1,0 +1,228 @@
+"""The data of each figure and table of a series' report, computed from a `series_data.Series` (checked exactly by
+tests); `figures.py` only draws it. Score bands use head_scores' per-head means, not input_scores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dormant_tasks.engine import ALL_IDS
+from dormant_tasks.evaluation import curve_warnings, normalised_auc, pct_zeroed_within_1pt, protocol_line
+from dormant_tasks.reporting.series_data import Series
+from dormant_tasks.tracking import SeriesView, TauPosition
+from dormant_tasks.tracking import tau_positions as positions_of
+
+
+@dataclass(frozen=True)
+class RasterData:
+    row_labels: list[str]  # "L{layer}.H{head}", grouped by layer
+    columns: list[str]  # revisions in series order
+    states: np.ndarray  # int8 [head, checkpoint]: 1 dormant, 0 active, -1 not scored
+    marks: np.ndarray  # int8 [head, checkpoint]: +1 fell dormant here, -1 woke here, 0 no change
+
+
+def raster_data(series: Series, score_fn: str, hide_blips: bool = False) -> RasterData:
+    """The raster of one function; with `hide_blips`, blips undone (`states_without_blips`)."""
+    i = series.fn_index(score_fn)
+    labels = [f"L{layer}.H{head}" for layer in range(series.n_layers) for head in range(series.n_heads)]
+    if hide_blips:
+        states, marks = states_without_blips(series, score_fn)
+        return RasterData(labels, series.revisions, states, marks)
+    return RasterData(labels, series.revisions, series.dormant[i], series.marks[i])
+
+
+def states_without_blips(series: Series, score_fn: str) -> tuple[np.ndarray, np.ndarray]:
+    """The head states [head, checkpoint] with every blip undone, and their marks [head, checkpoint].
+
+    A blip is A -> B into checkpoint c undone after c (B -> A): the head is shown in its predecessor's
+    shown state at c, that is A (in series order, so that a run of blips A B A B shows A A A B). The marks
+    are the changes of the shown states between each checkpoint and its predecessor in the branch tree,
+    among the checkpoints the function was scored on (as the transitions table compares them).
+    """
+    from dormant_tasks.tracking import predecessors
+
+    i = series.fn_index(score_fn)
+    states, blips = series.dormant[i].copy(), series.blips[i]  # [head, checkpoint]
+    scored = np.flatnonzero((states >= 0).any(axis=0))  # [checkpoint] the function's checkpoints
+    stage = np.array([series.checkpoints[c]["stage"] for c in scored], dtype=np.int64)
+    ingredient = np.array([series.checkpoints[c].get("ingredient") or 0 for c in scored], dtype=np.int64)
+    pred = predecessors(stage, ingredient)  # [scored checkpoint] index into `scored`
+    marks = np.zeros_like(states)  # [head, checkpoint]
+    for j in range(1, len(scored)):
+        c, p = scored[j], scored[pred[j]]
+        undo = blips[:, c] & (states[:, c] >= 0) & (states[:, p] >= 0)  # [head]
+        states[undo, c] = states[undo, p]
+        both = (states[:, c] >= 0) & (states[:, p] >= 0)
+        marks[:, c] = np.where(both, states[:, c] - states[:, p], 0)
+    return states, marks
+
+
+def raw_quantile_fns(series: Series) -> frozenset[str]:
+    """The raw-unit functions whose tau is a quantile of the reference checkpoint (`texts.raw_quantile_note`)."""
+    from dormant_tasks.tracking import QUANTILE_DEFAULTS
+
+    return frozenset(
+        r["score_fn"] for r in series.tau_sources if r["source"] == "quantile" and r["score_fn"] in QUANTILE_DEFAULTS
+    )
+
+
+def dormant_percent(series: Series) -> np.ndarray:
+    """% of scored heads that are dormant: float64 [fn, checkpoint] (NaN where nothing was scored)."""
+    scored = (series.dormant >= 0).sum(axis=1)  # [fn, checkpoint]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 100.0 * (series.dormant == 1).sum(axis=1) / np.where(scored > 0, scored, np.nan)
+
+
+def layer_counts(series: Series, score_fn: str) -> np.ndarray:
+    """Number of dormant heads per layer: int64 [layer, checkpoint]."""
+    states = series.dormant[series.fn_index(score_fn)]  # [head, checkpoint]
+    return (states == 1).reshape(series.n_layers, series.n_heads, -1).sum(axis=1)
+
+
+@dataclass(frozen=True)
+class TransitionCounts:
+    to_revisions: list[str]  # the later checkpoint of each interval (series order, first checkpoint excluded)
+    fell: np.ndarray  # int64 [interval]: heads that fell dormant (active -> dormant)
+    woke: np.ndarray  # int64 [interval]: heads that woke (dormant -> active)
+
+
+def transition_counts(series: Series, score_fn: str) -> TransitionCounts:
+    marks = series.marks[series.fn_index(score_fn)][:, 1:]  # [head, interval]
+    return TransitionCounts(series.revisions[1:], (marks == 1).sum(axis=0), (marks == -1).sum(axis=0))
+
+
+def score_bands(series: Series, score_fn: str) -> np.ndarray:
+    """10th percentile, median and 90th percentile of the per-head mean scores: float64 [3, checkpoint]."""
+    scores = series.score[series.fn_index(score_fn)]  # [head, checkpoint]
+    out = np.full((3, scores.shape[1]), np.nan)
+    ok = ~np.isnan(scores).all(axis=0)
+    out[:, ok] = np.nanquantile(scores[:, ok], [0.1, 0.5, 0.9], axis=0)
+    return out
+
+
+def agreement_iou(series: Series, checkpoint: int = -1) -> np.ndarray:
+    """IoU of the dormant head sets of every pair of functions at one checkpoint: float64 [fn, fn].
+
+    NaN where both sets are empty (the overlap of two empty sets is undefined, not 1 or 0).
+    """
+    sets = (series.dormant[:, :, checkpoint] == 1).astype(np.int64)  # [fn, head]
+    inter = sets @ sets.T  # [fn, fn]
+    sizes = sets.sum(axis=1)  # [fn]
+    union = sizes[:, None] + sizes[None, :] - inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(union > 0, inter / np.where(union > 0, union, 1), np.nan)
+
+
+# ---------------------------------------------------------------- where each tau sits
+
+
+def tau_positions(store, series: Series) -> list[TauPosition]:
+    """Per tracked function, where its tau sits at the series' reference checkpoint, with its warning
+    (`tracking.tau_positions`: the same lines `dormant track` prints)."""
+    return positions_of(SeriesView.open(store, series.model_id))
+
+
+# ---------------------------------------------------------------- interventions
+
+
+@dataclass(frozen=True)
+class EvaluationGroup:
+    """One threshold sweep: the dynamic-mode points of each function for one (revision, task, shots)."""
+
+    revision: str
+    task: str
+    shots: int
+    base_accuracy: float
+    n_items: int
+    curves: dict[str, np.ndarray]  # score_fn -> [point, 2] (% zeroed, accuracy), sorted by % zeroed
+    within_1pt: dict[str, float]  # score_fn -> % of heads zeroed within 1 point (docs/SCORES.md §6)
+    auc: dict[str, float]  # score_fn -> normalised AUC (the mean accuracy over the swept range, in %)
+    protocol: str = ""  # shots, metric, chat template, BOS rule, data and few-shot source (evaluation.protocol_line)
+    warnings: dict[str, list[str]] = field(default_factory=dict)  # score_fn -> its curve's (evaluations.warnings)
+
+    def warning_lines(self) -> list[str]:
+        """One line per distinct warning, naming the functions it concerns (a chance-level base: all of them)."""
+        by_text: dict[str, list[str]] = {}
+        for fn, found in self.warnings.items():
+            for w in found:
+                by_text.setdefault(w, []).append(fn)
+        return [f"{', '.join(fns)}: {w}" if len(fns) < len(self.curves) else w for w, fns in by_text.items()]
+
+
+def evaluation_groups(series: Series) -> list[EvaluationGroup]:
+    groups: dict[tuple, dict[str, list]] = {}
+    chance: dict[tuple, float | None] = {}
+    for row in series.evaluations:
+        if row["mode"] == "dynamic":
+            key = (row["revision"], row["task"], row["shots"], row["base_accuracy"], row["n_items"], protocol_line(row))
+            groups.setdefault(key, {}).setdefault(row["score_fn"], []).append(
+                (100.0 * row["frac_zeroed"], 100.0 * row["accuracy"])
+            )  # stored fractions, shown in %
+            chance[key] = row.get("chance")
+    order = {rev: i for i, rev in enumerate(series.revisions)}
+    out = []
+    ordered = sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], -1), kv[0][1:3]))  # series order, task
+    for key, by_fn in ordered:
+        revision, task, shots, base, n_items, protocol = key
+        base = 100.0 * base
+        fns = sorted(by_fn, key=lambda f: ALL_IDS.index(f) if f in ALL_IDS else len(ALL_IDS))
+        curves = {f: np.array(sorted(by_fn[f])) for f in fns}  # [point, 2]
+        within = {f: pct_zeroed_within_1pt(curves[f], base) for f in fns}
+        out.append(
+            EvaluationGroup(
+                revision,
+                task,
+                shots,
+                base,
+                n_items,
+                curves,
+                within,
+                {f: normalised_auc(curves[f]) for f in fns},
+                protocol,
+                {f: curve_warnings(task, n_items, chance[key], curves[f], base) for f in fns},
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- summaries (also the track flow's artifacts)
+
+
+def summary_rows(series: Series) -> list[dict]:
+    """One row per score function: first checkpoint with a dormant head, final % dormant, transitions (of
+    which `confident` and `blips` count those the intervals are sure of and those undone at once)."""
+    pct = dormant_percent(series)  # [fn, checkpoint]
+    rows = []
+    for i, fn in enumerate(series.score_fns):
+        any_dormant = np.flatnonzero((series.dormant[i] == 1).any(axis=0))  # [checkpoint]
+        first = series.checkpoints[any_dormant[0]] if any_dormant.size else None
+        marks = series.marks[i]  # [head, checkpoint]
+        tau, direction = series.taus[fn]
+        rows.append(
+            {
+                "score_fn": fn,
+                "tau": tau,
+                "direction": direction,
+                "first_dormant_revision": first["revision"] if first else None,
+                "first_dormant_tokens": int(first["tokens"]) if first else None,
+                "final_pct_dormant": round(float(pct[i, -1]), 2),
+                **transition_tally(marks, series.confident[i], series.blips[i]),
+                "heads_ever_changed": int((marks != 0).any(axis=1).sum()),
+            }
+        )
+    return rows
+
+
+def transition_tally(marks: np.ndarray, confident: np.ndarray, blips: np.ndarray) -> dict[str, int]:
+    """The transitions in `marks` (+1 fell dormant, -1 woke, 0 none; any shape, e.g. [head, checkpoint]):
+    fell_dormant, woke, and of them the `confident` ones and the `blips` (same-shaped bool arrays, as
+    `series_data.transition_marks` gives). The counts of `summary_rows` (primary set) and of each calibration
+    set's row."""
+    changed = marks != 0
+    return {
+        "fell_dormant": int((marks == 1).sum()),
+        "woke": int((marks == -1).sum()),
+        "confident": int((confident & changed).sum()),
+        "blips": int((blips & changed).sum()),
+    }

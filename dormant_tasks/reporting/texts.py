@@ -1,0 +1,299 @@
+"""Every text of a series' report: summary.md (`report_markdown`), the findings' paragraphs (`findings_lines`,
+also `dormant findings` and the page's Findings section) and the notes and labels that index.html (`page.py`)
+and summary.md share, so that both say the same thing in the same words."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dormant_tasks.checkpoints import format_tokens
+from dormant_tasks.evaluation import AUC_UNIT, WARNED
+from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
+from dormant_tasks.reporting.series_data import Series
+from dormant_tasks.reporting.sets import CalibrationSets
+from dormant_tasks.text import plural
+from dormant_tasks.tracking import EARLY, QUANTILE_DEFAULTS, Estimate, Findings, Share
+
+# ---------------------------------------------------------------- summary.md
+
+
+def report_markdown(
+    series: Series, sets: CalibrationSets | None = None, found: Findings | None = None, positions=()
+) -> str:
+    """The keyed markdown summary of a series (summary.md, and the track flow's Prefect artifact); with `sets`
+    (several calibration sets), a line of their agreement and a table of each set's transitions; with `found`,
+    the findings (`findings_lines`); with `positions` (`tau_positions`), where each tau sits."""
+    t = series.tokens
+    lines = [
+        f"# Dormant heads: {series.model_id}",
+        "",
+        f"{len(t)} checkpoint(s) from {series.revisions[0]} ({format_tokens(t[0])} tokens) to "
+        f"{series.revisions[-1]} ({format_tokens(t[-1])} tokens); {series.n_layers} layers x "
+        f"{series.n_heads} heads; calibration set {series.checkpoints[0]['calibration_id']}; "
+        f"taus {series.checkpoints[0]['taus_id']}.",
+        "",
+        "| score function | tau | first checkpoint with a dormant head | final % dormant | fell dormant | woke "
+        "| confident | blips | heads that changed state |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in summary_rows(series):
+        lines.append(
+            f"| {r['score_fn']} | {r['direction']} {r['tau']:g} | {first_dormant_label(r)} | "
+            f"{r['final_pct_dormant']:.2f} | "
+            f"{r['fell_dormant']} | {r['woke']} | {r['confident']} | {r['blips']} | {r['heads_ever_changed']} |"
+        )
+    note = raw_quantile_note(series.tau_sources)
+    if note:
+        lines += ["", f"Note: {note}"]
+    if series.failed:
+        lines += ["", f"{failed_note(series.failed)}:", ""]
+        lines += [f"- {r['revision']}: {r['reason']}" for r in series.failed]
+    if positions:
+        lines += [
+            "",
+            "Where each tau sits at the reference checkpoint: share of (input, head) pairs it marks inactive "
+            "(quantile of tau among the per-input scores).",
+            "",
+            "| score function | reference checkpoint | marks | quantile of tau |",
+            "|---|---|---:|---:|",
+        ]
+        for p in positions:
+            if p.share is None:
+                lines.append(f"| {p.score_fn} | {p.reference_revision} | not scored there | |")
+            else:
+                lines.append(f"| {p.score_fn} | {p.reference_revision} | {100 * p.share:.1f}% | {p.quantile:.3f} |")
+        lines += [f"Warning: {p.warning}." for p in positions if p.warning]
+    if found is not None:
+        lines += ["", "## Findings", "", *findings_lines(found)]
+    if sets is not None:
+        lines += ["", calibration_sets_line(sets), "", *calibration_sets_table(sets)]
+    for g in evaluation_groups(series):
+        lines += [
+            "",
+            f"## {g.task}, {g.shots}-shot, {g.revision}: % of heads zeroed within 1 point "
+            f"(base accuracy {g.base_accuracy:.2f}%, {g.n_items} items)",
+            "",
+            f"Protocol: {g.protocol}.",
+            "",
+            f"| score function | % zeroed within 1 point | normalised AUC ({AUC_UNIT}) |",
+            "|---|---:|---:|",
+        ]
+        lines += [
+            f"| {f} | {g.within_1pt[f]:.2f}{WARNED if g.warnings.get(f) else ''} | {g.auc[f]:.2f} |" for f in g.curves
+        ]
+        lines += [f"Warning (!): {w}." for w in g.warning_lines()]
+    return "\n".join(lines) + "\n"
+
+
+def calibration_sets_line(sets: CalibrationSets) -> str:
+    """summary.md's line: per pair of sets, the mean Jaccard (over score functions) at its last checkpoint."""
+    last = {rev for rev, _ in sets.last_jaccard.values()}
+    one = len(last) == 1  # the usual case: every pair's last shared checkpoint is the series' last
+    parts = [
+        f"{a} vs {b} {'undefined' if np.isnan(j) else f'{j:.2f}'}{'' if one else f' ({rev})'}"
+        for (a, b), (rev, j) in sets.last_jaccard.items()
+    ]
+    at = f" ({next(iter(last))})" if one else ""
+    return (
+        f"Calibration sets ({len(sets.calibration_ids)}): mean Jaccard of the dormant masks at the last checkpoint"
+        f"{at}, over the score functions both sets track and that mark a head on either (undefined when both "
+        f"masks are empty): {'; '.join(parts) or 'no checkpoint shared'}."
+    )
+
+
+def calibration_sets_table(sets: CalibrationSets) -> list[str]:
+    """summary.md's table of the sets: per set its checkpoints, % dormant at its last one and its transitions
+    under the report's function, with the confident ones and the blips (the summary above is the primary set's)."""
+    fn = sets.score_fn
+    lines = [
+        f"| calibration set | checkpoints | last checkpoint | % dormant there ({fn}) | fell dormant | woke "
+        "| confident | blips |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in sets.set_rows:
+        pct = "not tracked" if r["final_pct_dormant"] is None else f"{r['final_pct_dormant']:.2f}"
+        lines.append(
+            f"| {r['calibration_id']} | {r['n_checkpoints']} | {r['last_revision'] or ''} | {pct} | "
+            f"{r['fell_dormant']} | {r['woke']} | {r['confident']} | {r['blips']} |"
+        )
+    return lines
+
+
+# ---------------------------------------------------------------- labels and notes (index.html and summary.md)
+
+
+def first_dormant_label(row: dict) -> str:
+    """A summary row's first checkpoint with a dormant head, e.g. 'stage1-step10-tokens1000 (1K tokens)'."""
+    if not row["first_dormant_revision"]:
+        return "never"
+    return f"{row['first_dormant_revision']} ({format_tokens(row['first_dormant_tokens'])} tokens)"
+
+
+def raw_quantile_note(tau_sources: list[dict]) -> str | None:
+    """Why the raw-unit functions with a quantile tau do not read like the _ln ones (HTML and summary.md).
+
+    Their tau is the q-quantile of the reference checkpoint's own pooled scores, so their curve is pinned
+    near q there whatever the heads do; elsewhere it follows the raw scale of the layers, which training
+    grows and shrinks. None when no such function is in the series.
+    """
+    rows = [r for r in tau_sources if r["source"] == "quantile" and r["score_fn"] in QUANTILE_DEFAULTS]
+    if not rows:
+        return None
+    fns = ", ".join(f"{r['score_fn']} (q = {r['quantile']:g})" for r in rows)
+    refs = ", ".join(sorted({str(r["reference_revision"]) for r in rows}))
+    return (
+        f"Raw-unit functions with a quantile tau: {fns}. Each tau is the q-quantile of the pooled per-input "
+        f"scores of the reference checkpoint {refs} (by default the series' last), so these functions mark "
+        "about q of the (input, head) pairs inactive there and their % dormant ends near q by construction. "
+        'Raw norms and entropies change scale as training proceeds, so their "dormant" heads at earlier '
+        "checkpoints reflect the layer's scale rather than the head's behaviour: their curves are not "
+        "comparable with those of the _ln functions."
+    )
+
+
+def failed_note(failed) -> str:
+    """The heading of a series' failed checkpoints (`failed_checkpoints` rows), in the report and summary.md."""
+    n = len(failed)
+    return f"{n} checkpoint{'s' if n != 1 else ''} failed, not stored (a rerun of `dormant track` retries)"
+
+
+def tau_source(row: dict | None) -> str:
+    if row is None:
+        return "not recorded"
+    if row["source"] == "quantile":
+        return f"quantile {row['quantile']:g} of {row['reference_revision']}'s per-input scores, pooled"
+    return str(row["source"])
+
+
+# ---------------------------------------------------------------- findings (docs/SCORES.md §7)
+
+
+def _pct(share: Share | None) -> str:
+    if share is None or not share.n:
+        return "undefined (0 of 0)"
+    return f"{share.k} of {share.n} ({100 * share.value:.1f}%, 95% CI {100 * share.low:.1f}-{100 * share.high:.1f}%)"
+
+
+def _tokens(t: float) -> str:
+    return format_tokens(t)
+
+
+def _num(x: float) -> str:
+    """A count-like number to three significant digits, never in scientific notation (6,840, 12.3, 0.0412)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _ci(e: Estimate, fmt=_num, unit: str = "") -> str:
+    """The value, its unit and "(95% CI low-high)" ("low to high" when an end is negative); or "undefined"."""
+    if math.isnan(e.value):
+        return "undefined"
+    dash = " to " if min(e.low, e.high) < 0 else "-"
+    ci = "no interval" if math.isnan(e.low) else f"95% CI {fmt(e.low)}{dash}{fmt(e.high)}"
+    return f"{fmt(e.value)}{unit} ({ci})"
+
+
+def _frac(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _settled_list(e, most: int = 20) -> str:
+    """Per final-dormant head, where it settled (dormant at >= STABLE from then on), earliest first."""
+    order = np.argsort(e.settled_tokens, kind="stable")
+    parts = [f"{e.heads[i]} at {_tokens(e.settled_tokens[i])}" for i in order[:most]]
+    return ", ".join(parts) + (f", and {len(order) - most} more" if len(order) > most else "")
+
+
+def _interval_list(t, most: int = 12) -> str:
+    """Each compared interval's changes with its checkpoint spacing (the first `most` of them)."""
+    parts = [
+        f"to {_tokens(t.interval_tokens[i])} (spacing {_tokens(t.interval_spacing[i])} tokens, {t.interval_steps[i]} "
+        f"steps): {t.interval_confident[i]} confident of {t.interval_confident[i] + t.interval_other[i]}"
+        for i in range(min(most, len(t.interval_tokens)))
+    ]
+    more = len(t.interval_tokens) - most
+    return "; ".join(parts) + (f"; and {more} more intervals" if more > 0 else "")
+
+
+def findings_lines(f: Findings) -> list[str]:
+    """The three findings as markdown paragraphs (`dormant findings`, summary.md, the report)."""
+    e, t, d, r = f.emergence, f.transitions, f.input_dependence, f.resampling
+    out = [
+        f"Findings for {f.model_id} under {f.score_fn} (dormant if score {f.direction} {f.tau:g}), calibration set "
+        f"{f.calibration_id}, {f.n_checkpoints} checkpoints to {e.final_revision} ({_tokens(e.final_tokens)} tokens).",
+        "",
+    ]
+    stable = f"dormant at >= {100 * e.stable:.0f}% of the checkpoints from then on"
+    if e.early.n:
+        emerge = (
+            f"of the {e.early.n} heads dormant at the last checkpoint, the median head was first dormant at "
+            f"{_ci(e.first_median, _tokens, ' tokens')}, {_ci(e.first_fraction, _frac, ' of the series')}, and "
+            f"{stable} from {_ci(e.settled_median, _tokens, ' tokens')}, "
+            f"{_ci(e.settled_fraction, _frac, ' of the series')}; "
+            f"{_pct(e.early)} were so by {int(100 * EARLY)}% of the tokens ({_tokens(e.early_tokens)}); "
+            f"per head: {_settled_list(e)}."
+        )
+    else:
+        emerge = "no head is dormant at the last checkpoint, so there is no emergence to date."
+    first = (
+        f"first dormant head at {e.first_dormant_revision} ({_tokens(e.first_dormant_tokens or 0)} tokens)"
+        if e.first_dormant_revision
+        else "no head is ever dormant"
+    )
+    out += [
+        f"1. **Emergence.** Dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}% of {e.n_heads} heads; "
+        f"{first}; {emerge}",
+        "",
+    ]
+    stage_parts = [
+        f"stage {g.stage}: {g.n_transitions} transitions, {g.n_confident} confident over {_tokens(g.tokens)} tokens "
+        f"= {_ci(g.per_billion)} per billion tokens (exact Poisson, as if independent: "
+        f"{_num(g.poisson.low)}-{_num(g.poisson.high)}); checkpoint spacing {_tokens(g.spacing.value)} tokens "
+        f"(median; {_tokens(g.spacing.low)}-{_tokens(g.spacing.high)})"
+        if g.tokens > 0
+        else f"stage {g.stage}: {g.n_transitions} transitions, {g.n_confident} confident (no token span)"
+        for g in t.stages
+    ]
+    out += [
+        f"2. **Transitions.** {plural(t.n_transitions, 'transition')} ({t.fell_dormant} fell dormant, {t.woke} woke), "
+        f"{t.n_confident} confident ({t.correction}; {t.n_raw} of the {t.n_paired} tested have uncorrected "
+        f"p < {t.fdr:g}), {plural(t.n_blips, 'blip')}. Heads that ever changed state: {_pct(t.ever_changed)}; more than "
+        f"once: {_pct(t.more_than_once)}; with two or more confident transitions: {t.confidently_more_than_once}. "
+        f"{'; '.join(stage_parts) or 'A single checkpoint: none yet'}. A rate per token depends on how densely "
+        "the checkpoints are spaced (denser checkpoints see more short-lived changes): compare series by the "
+        f"shares of heads. Per interval: {_interval_list(t) or 'none'}.",
+        "",
+    ]
+    if d.measured:
+        first_j = "undefined throughout" if d.first is None else f"{d.first[1]:.2f} at {d.first[0]}"
+        last_j = _ci(d.last, lambda x: f"{x:.2f}") if d.last is not None else "undefined"
+        if d.noise_floor is not None:
+            nf = d.noise_floor
+            two = lambda x: f"{x:+.2f}"  # noqa: E731
+            floor = (
+                f"Noise floor at {nf.revision} (random halves of {nf.n_inputs} inputs, {nf.repeats} splits): "
+                f"within a set {_ci(nf.within, lambda x: f'{x:.2f}')}, across sets {_ci(nf.across, lambda x: f'{x:.2f}')}; "
+                f"across minus within {_ci(nf.difference, two)}, permutation p = {nf.p_value:.3g} "
+                f"({nf.permutations} permutations of the set labels; one-sided, across lower)."
+            )
+        else:
+            floor = f"Noise floor: not measured ({d.noise_floor_note})."
+        out.append(
+            f"3. **Input dependence.** {len(d.calibration_ids)} calibration sets; Jaccard of their masks (pooled "
+            f"over pairs): first defined {first_j}; at the last shared checkpoint {d.revisions[-1]}: {last_j}; "
+            f"heads dormant on every set, of those dormant on any: {_pct(d.all_of_any)}. {floor}"
+        )
+    else:
+        out.append(
+            f"3. **Input dependence.** Not measured: the series is tracked on {len(d.calibration_ids)} calibration "
+            "set(s); add another with `dormant track SERIES --calibration winogrande --calibration wikipedia "
+            "--retau` (or any `--calibration FILE`)."
+        )
+    out += [
+        "",
+        f"Intervals: 95%; over heads by {r.method}, or Wilson with the heads as trials. They say how a number "
+        "varies over heads like these of this one model: heads are not independent trials, and nothing here "
+        "speaks for other models or seeds (docs/SCORES.md §7).",
+    ]
+    return out
