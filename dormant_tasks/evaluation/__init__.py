@@ -6,7 +6,7 @@ from dormant_tasks.face import lazy_face
 
 if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
     from dormant_tasks.evaluation.leaderboard import format_leaderboard_table, load_leaderboard
-    from dormant_tasks.evaluation.lm_tasks import check_task_names
+    from dormant_tasks.evaluation.lm_tasks import built_task_names
     from dormant_tasks.evaluation.metric import (
         AUC_UNIT,
         AVERAGE_TASK,
@@ -26,6 +26,6 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
     from dormant_tasks.evaluation.request import DEFAULT_EVAL_SCORES, DEFAULT_QUANTILES, EvalRequest, parse_chat_date
     from dormant_tasks.evaluation.stored import series_evaluations
     from dormant_tasks.evaluation.sweep import prepare, protocol_line, run_sweep
-    from dormant_tasks.evaluation.targets import check_request, evaluate_target, format_leaderboard, request_targets
+    from dormant_tasks.evaluation.targets import EvalTargets, evaluate_target, format_leaderboard, resolve_targets
 
 __getattr__, __dir__, __all__ = lazy_face(__name__)

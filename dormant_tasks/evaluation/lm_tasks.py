@@ -16,8 +16,8 @@ scored split with the scored item left out of its own shots, as lm-eval does whe
 
 Public API
 - `load_tasks(names, *, shots=None, data_source=DataSource.AUTO, fewshot_seed=1234) -> LoadedTasks`
-- `paper_default_shots(index) -> {task name: shots}`: the authors' count of every task (transitively) inside a
-  `PAPER_SHOTS` entry; `group_leaves(name, index)`: the task names lm-eval builds for a task, group or tag
+- `paper_default_shots(manager) -> {task name: shots}`: the authors' count of every task (transitively) inside a
+  `PAPER_SHOTS` entry (membership: `lmeval_adapter.task_leaves`)
 - `check_task_names(names)` (unknown names, with lm-eval's close matches), `split_task_names(text)`,
   `wants_chat_template(model_id, setting, tokenizer) -> bool`,
   `resolve_data_source(setting) -> DataSource`
@@ -199,6 +199,12 @@ def _task_index() -> frozenset[str]:
 
 
 @functools.cache
+def built_task_names() -> frozenset[str] | None:
+    """The task names of the index this process has built, or None when it built none (the CLI caches them, so
+    its next quick check of `--tasks` needs no lm-eval import)."""
+    return _task_index() if _task_index.cache_info().currsize else None
+
+
 def _indexed_manager():
     """One lm-eval TaskManager per process: building its index reads every task YAML (seconds)."""
     from lm_eval.tasks import TaskManager
@@ -223,63 +229,15 @@ def task_manager(data_source: DataSource, fallbacks: dict | None = None, reason:
     return lmeval_adapter.copy_manager(base, factory)
 
 
-def group_leaves(name: str, index) -> set[str]:
-    """The names of the tasks lm-eval builds for the task, group or tag `name`, read from a TaskManager's
-    `task_index` without building anything: a group's `task:` list, through subgroups and tags, transitively;
-    a task that is not in the index is named `group::task`, as lm-eval names such inline tasks."""
-    leaves: set[str] = set()
-    seen: set[str] = set()
-
-    def entry_leaves(entry_name: str) -> None:
-        entry = index.get(entry_name)
-        if entry is None:
-            return
-        kind = entry.kind.name
-        if kind == "TAG":
-            leaves.update(t for t in entry.tags if t in index)
-        elif kind != "GROUP":
-            leaves.add(entry_name)
-        elif entry_name not in seen:
-            seen.add(entry_name)
-            members(_entry_config(entry).get("task"), entry_name)
-
-    def members(items, group_name: str) -> None:
-        for item in items if isinstance(items, list) else []:
-            if isinstance(item, dict) and "group" in item:
-                ref = item["group"]
-                if ref in index:
-                    entry_leaves(ref)
-                else:  # an inline subgroup
-                    members(item.get("task"), f"{group_name}::{ref}")
-                continue
-            ref = item.get("task") if isinstance(item, dict) else item
-            if not isinstance(ref, str):
-                continue
-            if ref in index:
-                entry_leaves(ref)
-            else:  # an inline task
-                leaves.add(f"{group_name}::{ref}")
-
-    entry_leaves(name)
-    return leaves
-
-
-def _entry_config(entry) -> dict:
-    if entry.cfg is not None:
-        return entry.cfg
-    if entry.yaml_path:
-        from dormant_tasks.evaluation import lmeval_adapter
-
-        return lmeval_adapter.task_yaml(entry.yaml_path)
-    return {}
-
-
-def paper_default_shots(index) -> dict[str, int]:
+def paper_default_shots(manager) -> dict[str, int]:
     """task name -> the authors' few-shot count, for every task that is a `PAPER_SHOTS` entry or (transitively)
-    inside one, e.g. each MMLU subject, whether it is run alone, through `mmlu_stem` or through `mmlu`."""
+    inside one in the TaskManager's index, e.g. each MMLU subject, whether it is run alone, through `mmlu_stem`
+    or through `mmlu`."""
+    from dormant_tasks.evaluation import lmeval_adapter
+
     out: dict[str, int] = {}
     for name, shots in PAPER_SHOTS.items():
-        for leaf in group_leaves(name, index):
+        for leaf in lmeval_adapter.task_leaves(manager, name):
             out.setdefault(leaf, shots)
     return out
 
@@ -319,7 +277,7 @@ def load_tasks(
     fallbacks: dict = {}
     manager = task_manager(source, fallbacks, _source_reason(data_source))
     check_task_names(names, manager.all_tasks)
-    defaults = paper_default_shots(manager.task_index) if shots is None else {}
+    defaults = paper_default_shots(manager) if shots is None else {}
     specs, tasks, groups = [], {}, {}
     for name in names:
         try:

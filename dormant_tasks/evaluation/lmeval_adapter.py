@@ -15,6 +15,7 @@ Public API
 - `aggregate(accs, groups)`: lm-eval's per-task and group aggregation (`evaluator_utils._process_results`)
 - `factory_class(manager)`, `checking_factory(base_cls, check)`, `copy_manager(manager, factory_cls)`: lm-eval's
   TaskManager with a check of every task's config before it is built (the bundled data, perplexity refused)
+- `task_leaves(manager, name)`: the tasks lm-eval builds for a task, group or tag, read from its task index
 """
 
 from __future__ import annotations
@@ -140,3 +141,53 @@ def copy_manager(manager, factory_cls):
     out._index = dict(manager._index)
     out._factory = factory_cls(meta=manager._factory._meta)
     return out
+
+
+def task_leaves(manager, name: str) -> set[str]:
+    """The names of the tasks lm-eval builds for the task, group or tag `name`, read from a TaskManager's index
+    (its `Entry` records: kind, tags, config or YAML) without building anything: a group's `task:` list, through
+    subgroups and tags, transitively; a task that is not in the index is named `group::task`, as lm-eval names
+    such inline tasks. An unknown name has none."""
+    index = manager.task_index
+    leaves: set[str] = set()
+    seen: set[str] = set()
+
+    def entry_leaves(entry_name: str) -> None:
+        entry = index.get(entry_name)
+        if entry is None:
+            return
+        kind = entry.kind.name
+        if kind == "TAG":
+            leaves.update(t for t in entry.tags if t in index)
+        elif kind != "GROUP":
+            leaves.add(entry_name)
+        elif entry_name not in seen:
+            seen.add(entry_name)
+            members(_entry_config(entry).get("task"), entry_name)
+
+    def members(items, group_name: str) -> None:
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and "group" in item:
+                ref = item["group"]
+                if ref in index:
+                    entry_leaves(ref)
+                else:  # an inline subgroup
+                    members(item.get("task"), f"{group_name}::{ref}")
+                continue
+            ref = item.get("task") if isinstance(item, dict) else item
+            if not isinstance(ref, str):
+                continue
+            if ref in index:
+                entry_leaves(ref)
+            else:  # an inline task
+                leaves.add(f"{group_name}::{ref}")
+
+    entry_leaves(name)
+    return leaves
+
+
+def _entry_config(entry) -> dict:
+    """An index entry's config: parsed already, else read from its YAML (functions unresolved)."""
+    if entry.cfg is not None:
+        return entry.cfg
+    return task_yaml(entry.yaml_path) if entry.yaml_path else {}

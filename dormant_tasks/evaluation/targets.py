@@ -8,6 +8,7 @@ decides which checkpoint and which heads, and writes the rows (docs/DATA_CONTRAC
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from dormant_tasks.checkpoints import UNKNOWN, Revision, check_repo_id, load_model_at, parse_revision_name
 from dormant_tasks.errors import CheckpointError, StoreError, did_you_mean
 from dormant_tasks.evaluation.authors import authors_taus
+from dormant_tasks.evaluation.lm_tasks import check_task_names
 from dormant_tasks.evaluation.metric import (
     AUC_UNIT,
     AVERAGE_TASK,
@@ -34,7 +36,7 @@ from dormant_tasks.evaluation.sweep import (
     run_sweep,
 )
 from dormant_tasks.names import is_local_source
-from dormant_tasks.store import read_table, series_name_of, write_request, write_table
+from dormant_tasks.store import check_store, read_table, series_name_of, write_request, write_table
 from dormant_tasks.tracking import SeriesView, common_columns
 from dormant_tasks.version import __version__
 
@@ -94,10 +96,17 @@ def series_targets(store, source: str) -> list[Target]:
     return targets
 
 
-def check_request(request: EvalRequest, targets: list[Target]) -> None:
-    """What a request's targets need, checked before any model is loaded or row written: the authors'
-    thresholds cover them (`--thresholds authors`), 8-bit weights can be loaded (`--precision paper`)."""
+def check_request(request: EvalRequest, targets: Sequence[Target]) -> None:
+    """What a request's targets need, checked before any model is loaded or row written: a tracked series
+    (`--mode static` zeroes its masks; `--series` targets come from one), the authors' thresholds cover them
+    (`--thresholds authors`), 8-bit weights can be loaded (`--precision paper`)."""
     for target in targets:
+        if request.mode is Mode.STATIC and not request.series and not SeriesView.exists(request.store, target.model_id):
+            raise StoreError(
+                f"{target.model_id}: --mode static zeroes the tracker's mask, and the store "
+                f"{request.store} has no tracked series {target.model_id!r}; run `dormant track` "
+                "first, or use --mode dynamic"
+            )
         authors_taus(target.model_id, request.tasks, request.score_fns, request.quantiles, request.thresholds)
     if any(precision_for(t.model_id, request.precision, request.dtype)[1] for t in targets):
         check_int8_backend(request.device)
@@ -109,27 +118,36 @@ def request_targets(request: EvalRequest) -> list[Target]:
     return [single_target(request.model, request.revision)]
 
 
+@dataclass(frozen=True)
+class EvalTargets:
+    """An evaluate run's request and its checkpoints, resolved and checked once (`resolve_targets`): what the
+    evaluate flow runs, whether the CLI resolved them before Prefect started or the flow itself did."""
+
+    request: EvalRequest
+    targets: tuple[Target, ...]
+
+
+def resolve_targets(request: EvalRequest) -> EvalTargets:
+    """The checks of an evaluate run, before any model is loaded or row written: the task names are lm-eval's,
+    the store takes files, the checkpoints (one, or every tracked one of `--series`) exist, and they have what
+    `check_request` asks for."""
+    check_task_names(request.tasks)
+    check_store(request.store, "writes")
+    targets = tuple(request_targets(request))
+    check_request(request, targets)
+    return EvalTargets(request, targets)
+
+
 def evaluate_target(request: EvalRequest, target: Target, progress: bool = True, log=None) -> list[dict]:
-    """Evaluate one checkpoint (the dynamic sweep, or the static tracker masks) on the request's lm-eval tasks
-    and append its `evaluations` (and with --log-samples its `evaluation_items`); `log` gets the notes."""
+    """Evaluate one checkpoint of `resolve_targets(request)` (the dynamic sweep, or the static tracker masks) on
+    the request's lm-eval tasks and append its `evaluations` (and with --log-samples its `evaluation_items`);
+    `log` gets the notes."""
     masks = {}
     if request.mode is Mode.STATIC:
-        view = (
-            SeriesView.open(request.store, target.model_id)
-            if SeriesView.exists(request.store, target.model_id)
-            else None
-        )
-        if view is None:
-            raise StoreError(
-                f"{target.model_id}: --mode static zeroes the tracker's mask, and the store "
-                f"{request.store} has no tracked series {target.model_id!r}; run `dormant track` "
-                "first, or use --mode dynamic"
-            )
+        view = SeriesView.open(request.store, target.model_id)
         masks = {fn: view.mask(target.revision.name, fn) for fn in request.score_fns}
     fixed_taus = authors_taus(target.model_id, request.tasks, request.score_fns, request.quantiles, request.thresholds)
     dtype, int8 = precision_for(target.model_id, request.precision, request.dtype)
-    if int8:  # one line naming the fix, not a loading error, where 8-bit weights cannot load
-        check_int8_backend(request.device)
     model, tokenizer = load_model_at(target.path_or_repo, target.load_revision, dtype, request.device, int8=int8)
     prepared = prepare(
         model,

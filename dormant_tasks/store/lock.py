@@ -98,7 +98,7 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
         lock = _flock(root, model_id, path, wait=wait)
         lock.__enter__()
     except _CannotLock:
-        yield  # nothing can be written there: the run refuses any write in one line (`check_store(writable=True)`)
+        yield  # nothing can be written there: the run refuses any write in one line (`check_store(store, "writes")`)
         return
     try:
         with _RUNS_LOCK:

@@ -197,28 +197,31 @@ def run(args: argparse.Namespace) -> int:
 
     if args.reproduce_seed or args.dry_run:
         return _reproduce_seed(args)
-    from dormant_tasks.evaluation import check_request, check_task_names, format_leaderboard, request_targets
-    from dormant_tasks.store import check_store
+    from dormant_tasks.evaluation import format_leaderboard
     from flows.evaluate import evaluate
 
-    # Validate before Prefect starts: a bad option costs nothing and writes nothing.
+    # Validate before Prefect starts: a bad option costs nothing and writes nothing; the flow gets the result.
     request = request_from_args(args)
-    try:
-        check_task_names(request.tasks)
-    finally:
-        _cache_task_index()
-    check_store(request.store, writable=True)
-    targets = request_targets(request)
-    check_request(request, targets)  # the authors' thresholds cover them, 8-bit weights load here
+    resolved = _resolve(request)
     print_hub_note(args)
     from flows.session import start_prefect
 
     start_prefect()
-    rows = evaluate(request)
-    for target in targets:
+    rows = evaluate(request, resolved)
+    for target in resolved.targets:
         print(format_leaderboard(target, [r for r in rows if r["revision"] == target.revision.name]))
     print(f"evaluations written to {request.store}")
     return 0
+
+
+def _resolve(request):
+    """`resolve_targets(request)`, the task index's names cached for the next run's quick check."""
+    from dormant_tasks.evaluation import resolve_targets
+
+    try:
+        return resolve_targets(request)
+    finally:
+        _cache_task_index()
 
 
 # the options a reproduction fixes itself (the paper protocol); giving one is a contradiction
@@ -257,20 +260,15 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
             )
         _print_plan(requests, done, forward_tokens)
         return 0
-    from dormant_tasks.evaluation import check_request, request_targets
-    from dormant_tasks.store import check_store
-
-    check_store(args.store, writable=True)
-    for request in pending:  # before Prefect starts: the thresholds cover them, 8-bit weights load here
-        check_request(request, request_targets(request))
+    resolved = [_resolve(request) for request in pending]  # before Prefect starts: thresholds, 8-bit weights
     print(f"{len(requests) - len(pending)} of {len(requests)} runs already stored; {len(pending)} to run")
     from flows.evaluate import evaluate
     from flows.session import start_prefect
 
     start_prefect()
-    for i, request in enumerate(pending, 1):
-        evaluate(request)
-        print(f"[{i}/{len(pending)}] {request.model} {request.score_fns[0]}: stored", flush=True)
+    for i, planned in enumerate(resolved, 1):
+        evaluate(planned.request, planned)
+        print(f"[{i}/{len(pending)}] {planned.request.model} {planned.request.score_fns[0]}: stored", flush=True)
     print(f"evaluations written to {args.store}; compare: dormant leaderboard --store {args.store} --reproduction")
     return 0
 
@@ -351,15 +349,15 @@ def check_tasks_quickly(tasks) -> None:
 def _cache_task_index() -> None:
     from dormant_tasks.atomic import atomic_file
     from dormant_tasks.errors import StoreError
-    from dormant_tasks.evaluation import lm_tasks
+    from dormant_tasks.evaluation import built_task_names
 
-    path = _task_index_file()
-    if lm_tasks._task_index.cache_info().currsize == 0 or path.is_file():
+    path, names = _task_index_file(), built_task_names()
+    if names is None or path.is_file():
         return  # no index built in this process, or already cached
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(path) as f:
-            f.write("\n".join(sorted(lm_tasks._task_index())).encode())
+            f.write("\n".join(sorted(names)).encode())
     except (OSError, StoreError):  # a cache is a courtesy: a read-only home only makes the next check slower
         pass
 

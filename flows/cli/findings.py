@@ -6,7 +6,13 @@ each stated with its number, its 95% interval and a figure, from the store only 
 
 from __future__ import annotations
 
-from .options import add_scores_argument, add_statistics_arguments, add_store_argument, add_stored_series_argument
+from .options import (
+    add_reports_dir_argument,
+    add_scores_argument,
+    add_statistics_arguments,
+    add_store_argument,
+    add_stored_series_argument,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -25,10 +31,9 @@ def add_parser(subparsers) -> None:
         default="text",
         help="text: plain text; markdown: the Markdown of findings.md (default: %(default)s)",
     )
-    p.add_argument(
-        "--reports-dir",
-        metavar="DIR",
-        help="also write findings.md and the three figures (PNG + SVG) into this folder (new, empty, or this "
+    add_reports_dir_argument(
+        p,
+        "also write findings.md and the three figures (PNG + SVG) into this folder (new, empty, or this "
         "store's findings of this series: nothing else is replaced)",
     )
     p.set_defaults(func=run)

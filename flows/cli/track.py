@@ -284,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
         if state.done:
             result = result_from_store(request, state)  # writes only derived tables that are missing or stale
         else:
-            check_store(request.store, writable=True)
+            check_store(request.store, "writes")
             if request.address:  # before Prefect starts: a scheduler that does not answer costs seconds
                 from flows.runners import check_scheduler
 

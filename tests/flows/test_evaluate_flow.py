@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from dormant_tasks.evaluation import targets
 from dormant_tasks.evaluation.metric import pct_zeroed_within_1pt
 from dormant_tasks.evaluation.request import EvalRequest
 from dormant_tasks.store.io import read_table
@@ -20,13 +22,27 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 REPO = Path(__file__).resolve().parents[2]
 
 
+def counted(monkeypatch, module, name: str) -> list:
+    """Record every call of the real `module.name` (it still runs): how often a run asked it."""
+    real, calls = getattr(module, name), []
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
 def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_dir, tmp_path, capsys, monkeypatch):
     store = tmp_path / "store"
     # `dormant evaluate` in-process: its run(), with this session's Prefect test server instead of its own
     monkeypatch.setattr("flows.session.start_prefect", lambda: None)
+    resolved = counted(monkeypatch, targets, "single_target")
     argv = ["evaluate", "--model", str(tiny_model_dir), "--scores", "ahon_ln", "awft", "--limit", "12"]
     args = build_parser().parse_args([*argv, "--store", str(store), "--log-samples"])
     assert args.func(args) == 0
+    assert len(resolved) == 1  # the CLI resolved the checkpoint before Prefect started; the flow took it as given
     out = capsys.readouterr().out
     # the bundled WinoGrande has no train split: the printed protocol says where its 5 shots come from
     protocol = "5-shot, acc,none, no chat template, BOS rule paper, data bundled, shots from validation"
@@ -52,15 +68,21 @@ def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_
         assert 0.0 <= pct_zeroed_within_1pt(points, base) <= max(p[0] for p in points)
 
 
-def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path):
+def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path, capsys, monkeypatch):
     store = tmp_path / "store"
     track(
         TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"), report=False)
     )
-    rows = evaluate(
-        EvalRequest(model=str(random_series), score_fns=("ahon_ln",), limit=6, store=str(store), series=True)
-    )
-    assert [r["revision"] for r in rows] == sorted(
+    monkeypatch.setattr("flows.session.start_prefect", lambda: None)
+    resolved = counted(monkeypatch, targets, "series_targets")
+    argv = ["evaluate", "--model", str(random_series), "--series", "--scores", "ahon_ln", "--limit", "6"]
+    args = build_parser().parse_args([*argv, "--store", str(store)])
+    assert args.func(args) == 0
+    assert len(resolved) == 1  # the series' checkpoints were read from the store once, by the CLI
+    boards = [line for line in capsys.readouterr().out.splitlines() if re.fullmatch(r"\S+@\S+:", line)]
+    rows = read_table(store, "evaluations").to_pylist()
+    assert len(rows) == len(boards) == 3
+    assert [b.rsplit("@", 1)[1].rstrip(":") for b in boards] == sorted(  # one leaderboard per checkpoint, in order
         (p.name for p in random_series.iterdir()), key=lambda n: int(n.split("step")[1].split("-")[0])
     )
     heads = read_table(store, "head_scores", filters={"score_fn": "ahon_ln"})
@@ -99,7 +121,7 @@ def test_bad_input_exits_2_and_writes_nothing(tiny_model_dir, tmp_path, extra, n
     assert not store.exists()
 
 
-def test_model_without_tokenizer_is_a_clear_error(tiny_model_dir, tmp_path):
+def test_model_without_tokenizer_is_a_clear_error(tiny_model_dir, tmp_path, monkeypatch):
     import shutil
 
     bare = tmp_path / "bare"
@@ -109,6 +131,8 @@ def test_model_without_tokenizer_is_a_clear_error(tiny_model_dir, tmp_path):
             shutil.copy(f, bare / f.name)
     from dormant_tasks.errors import CheckpointError
 
-    with pytest.raises(CheckpointError, match="no tokenizer"):
+    resolved = counted(monkeypatch, targets, "single_target")
+    with pytest.raises(CheckpointError, match="no tokenizer"):  # the flow from Python: it resolves the target
         evaluate(EvalRequest(model=str(bare), score_fns=("ahon_ln",), limit=2, store=str(tmp_path / "store")))
+    assert len(resolved) == 1
     assert not list((tmp_path / "store").rglob("*.parquet"))

@@ -48,14 +48,28 @@ def test_only_the_store_knows_its_folder_layout():
         assert '"series=' not in text and 'f"series=' not in text and "_store.json" not in text, path
 
 
+# lm-eval's task index: a TaskManager's raw `task_index` (or `_index`) of `TaskIndex` `Entry` records (their
+# `yaml_path`, kind, tags and config), its `_factory`; walking them is reading lm-eval's private structures.
+TASK_INDEX_INTERNALS = {"TaskIndex", "task_index", "_index", "_factory", "yaml_path"}
+
+
 def test_lm_evals_internals_are_used_in_one_adapter_module():
     """`evaluation/lmeval_adapter.py` (pinned to lm-eval's version) is the one module that imports lm-eval's
-    internal modules or its underscored names; the rest uses its public surface."""
-    internal_modules = ("lm_eval.evaluator_utils", "lm_eval.api.samplers", "lm_eval.tasks._yaml_loader")
+    internal modules or its underscored names, or walks its task index; the rest uses its public surface."""
+    internal_modules = ("lm_eval.evaluator_utils", "lm_eval.api.samplers")
     adapter = PACKAGE / "evaluation" / "lmeval_adapter.py"
     for path in PACKAGE.rglob("*.py"):
+        if path == adapter:
+            continue
+        where = path.relative_to(PACKAGE)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            assert name not in TASK_INDEX_INTERNALS, f"{where} reads lm-eval's task index ({name})"
             if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lm_eval")):
                 continue
-            private = node.module in internal_modules or any(a.name.startswith("_") for a in node.names)
-            assert not private or path == adapter, f"{path.relative_to(PACKAGE)} imports lm-eval internals"
+            private = (
+                node.module in internal_modules
+                or any(part.startswith("_") for part in node.module.split("."))  # lm_eval.tasks._index, ...
+                or any(a.name.startswith("_") or a.name in TASK_INDEX_INTERNALS for a in node.names)
+            )
+            assert not private, f"{where} imports lm-eval internals ({node.module})"

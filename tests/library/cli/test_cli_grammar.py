@@ -12,6 +12,7 @@ Speed of the cheap checks, measured two ways so that the test holds on a loaded 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import socket
 import subprocess
@@ -141,6 +142,19 @@ def test_the_same_option_is_the_same_definition_everywhere(option, commands):
         key = (type(action).__name__, action.type, action.metavar, action.nargs, str(action.default))
         seen.setdefault(key, []).append(command)
     assert len(seen) == 1, f"{option} is defined {len(seen)} ways: {seen}"
+
+
+def test_an_option_of_several_commands_is_built_in_options_py_only():
+    """The commands take a shared option through its builder (`options.add_*_argument`), so that its help and
+    checks cannot drift: no other module of the CLI registers it by hand."""
+    shared = {option for option, commands in GRAMMAR.values() if len(commands) > 1}
+    for path in sorted((REPO / "flows" / "cli").glob("*.py")):
+        if path.name == "options.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                names = {a.value for a in node.args if isinstance(a, ast.Constant)}
+                assert not names & shared, f"flows/cli/{path.name} defines {names & shared} by hand"
 
 
 def run_main(*argv) -> int:

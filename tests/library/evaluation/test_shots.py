@@ -8,7 +8,8 @@ import datasets
 import pytest
 
 from dormant_tasks.errors import EvaluationError
-from dormant_tasks.evaluation.lm_tasks import group_leaves, load_tasks, paper_default_shots, task_manager
+from dormant_tasks.evaluation.lm_tasks import load_tasks, paper_default_shots, task_manager
+from dormant_tasks.evaluation.lmeval_adapter import task_leaves
 from dormant_tasks.evaluation.request import DataSource
 
 
@@ -42,16 +43,18 @@ def test_every_task_inside_the_mmlu_group_is_5_shot_alone_too():
 
 
 def test_membership_is_lm_evals_group_structure():
-    index = task_manager(DataSource.HUB).task_index
-    mmlu, stem = group_leaves("mmlu", index), group_leaves("mmlu_stem", index)
+    manager = task_manager(DataSource.HUB)
+    mmlu, stem = task_leaves(manager, "mmlu"), task_leaves(manager, "mmlu_stem")
     assert len(mmlu) == 57 and "mmlu_anatomy" in stem and stem < mmlu
-    assert group_leaves("mmlu_anatomy", index) == {"mmlu_anatomy"}  # a task is its own only member
-    defaults = paper_default_shots(index)
+    assert task_leaves(manager, "mmlu_anatomy") == {"mmlu_anatomy"}  # a task is its own only member
+    assert task_leaves(manager, "mmlu_humanities_tasks") < mmlu  # a tag: its tasks
+    assert task_leaves(manager, "no_such_task") == set()
+    defaults = paper_default_shots(manager)
     assert set(defaults) == mmlu | {"winogrande", "gsm8k", "piqa"}
     assert {defaults[t] for t in mmlu} == {5} and defaults["piqa"] == 0
     # not a name prefix: lm-eval's other MMLU variants are groups of their own, outside `mmlu`
     variants = ("mmlu_anatomy_continuation", "mmlu_anatomy_generative", "mmlu_flan_n_shot_loglikelihood_anatomy")
-    assert all(v in index and v not in defaults for v in variants)
+    assert all(v in manager.all_tasks and v not in defaults for v in variants)
 
 
 @pytest.fixture
