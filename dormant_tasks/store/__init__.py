@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
         MARKER,
         SCHEMA_VERSION,
         check_store,
+        check_store_path,
         is_store,
         open_store,
         series_files,

@@ -7,8 +7,8 @@
     <store>/_locks/<slug>.lock                           the series lock (readers ignore "_" and "." names)
 
 The partition key is `series`, a filesystem-safe form of model_id (`series_slug`). `check_store_path` is the
-one check of a --store path: its kind, whether it exists where it must, its schema version, and whether a file
-can be created in it.
+one check of a --store path (its kind, whether it exists where it must, whether a file can be created in it),
+`check_store` adds the schema version.
 """
 
 from __future__ import annotations
@@ -80,13 +80,21 @@ def write_marker(root: Path) -> None:
 
 
 def check_store(store, use: str = "any", allow_old: bool = False) -> Path:
-    """The one check of a --store path, before any work (stdlib only: the command line runs it before its heavy
-    imports, the library at the start of a run). StoreError, naming the path and the fix, when it is empty or a
-    file; when it is missing for a command that reads it (`use="reads"`); when an existing store has another
-    schema version (unless `allow_old`: `store upgrade`); and, for a command that writes (`"writes"`, or
-    `"updates"` while the store does not exist yet: a rerun with nothing to do only reads, so an existing store may
-    be read-only), when no file can be created in it or in the folder it will be created in. A missing store is
-    otherwise fine: the first write creates it, so a run that fails early leaves no empty store behind."""
+    """The library's check of a --store before any work: an existing store's schema version (unless `allow_old`:
+    `store upgrade`), then `check_store_path`. A missing store is fine: the first write creates it, so a run that
+    fails early leaves no empty store behind."""
+    root = Path(store).expanduser()
+    if root.is_dir() and any(p.name != "_locks" for p in root.iterdir()):
+        open_store(root, allow_old=allow_old)  # only `_locks`: a first run holds its lock, nothing stored yet
+    return check_store_path(store, use)
+
+
+def check_store_path(store, use: str = "any") -> Path:
+    """The one check of a --store path (stdlib only: the command line runs it before its heavy imports, and
+    `check_store` after the schema version). StoreError, naming the path and the fix, when it is empty or a file;
+    when it is missing for a command that reads it (`use="reads"`); and, for a command that writes (`"writes"`, or
+    `"updates"` while the store does not exist yet: a rerun with nothing to do only reads, so an existing store
+    may be read-only), when no file can be created in it or in the folder it will be created in."""
     if not str(store).strip():
         raise StoreError("--store is empty: name a store folder, or leave --store out for ./data/store")
     root = Path(store).expanduser()
@@ -95,8 +103,6 @@ def check_store(store, use: str = "any", allow_old: bool = False) -> Path:
         raise StoreError(f"--store {shown} is a file, not a folder: pass a store folder")
     if use == "reads" and not root.exists():
         raise StoreError(f"--store {shown} does not exist: pass the right --store, or fill one with `dormant track`")
-    if root.is_dir() and any(p.name != "_locks" for p in root.iterdir()):
-        open_store(root, allow_old=allow_old)  # only `_locks`: a first run holds its lock, nothing stored yet
     if use == "updates" and root.is_dir() or use not in ("writes", "updates"):
         return root
     folder = root

@@ -161,19 +161,18 @@ def add_stored_series_argument(parser) -> None:
     )
 
 
-def add_store_argument(parser, use: str = "reads", allow_old: bool = False) -> None:
+def add_store_argument(parser, use: str = "reads") -> None:
     """The one `--store` option of every command that reads or writes a store. `use`: `reads` (it must exist),
     `writes` (it, or the folder it is created in, must take a file), `updates` (as `writes` for a store yet to be
     created; an existing one may be read-only until the command has something to write) or `optional` (a stored
-    series' name); `allow_old`: a store of an older schema version is accepted (`store upgrade`). Checked by
-    `store.layout.check_store`, as the library checks it."""
+    series' name). Checked by `store.layout.check_store_path` (`preflight`), as the library checks it."""
     parser.add_argument(
         "--store",
         default=str(default_store()),
         metavar="DIR",
         help="Parquet store folder (default: $DORMANT_STORE or ./data/store)",
     )
-    parser.set_defaults(store_use=use, store_allow_old=allow_old)
+    parser.set_defaults(store_use=use)
 
 
 def add_series_name_argument(parser) -> None:

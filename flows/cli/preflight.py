@@ -2,7 +2,7 @@
 (a checkpoint folder, a series folder, a Hub id, a stored series' name), the device, the store and reports
 folders, and one brief question to the Hub. Each raises the error class the library raises for the same input,
 seconds earlier; what they decide (a folder, a series name) comes from the library's own stdlib-only resolvers
-(`dormant_tasks.names`, `dormant_tasks.store.layout.check_store`)."""
+(`dormant_tasks.names`, `dormant_tasks.store.layout.check_store_path`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from dormant_tasks.atomic import cannot_create_in
 from dormant_tasks.devices import check_device_available
 from dormant_tasks.errors import CheckpointError, ConfigError, StoreError, did_you_mean
 from dormant_tasks.names import is_local_source, model_id_for
-from dormant_tasks.store import check_store
+from dormant_tasks.store import check_store_path
 
 
 def missing_folder(value: str) -> str:
@@ -129,7 +129,7 @@ def preflight(args: argparse.Namespace) -> None:
     if getattr(args, "device", None) is not None and not getattr(args, "address", None):
         check_device_available(args.device)  # (an existing Dask cluster's GPUs are on its workers, not here)
     if getattr(args, "store", None) is not None:
-        check_store(args.store, getattr(args, "store_use", "reads"), allow_old=getattr(args, "store_allow_old", False))
+        check_store_path(args.store, getattr(args, "store_use", "reads"))
     if getattr(args, "reports_dir", None) is not None:
         args.reports_dir = str(check_reports_dir(args.reports_dir))
     model, role = getattr(args, "model", None), getattr(args, "model_role", None)

@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
         description="Rewrite a store of an older schema version in place (atomically "
         "per file, the marker last; rerun it after an interruption).",
     )
-    add_store_argument(upgrade, use="writes", allow_old=True)
+    add_store_argument(upgrade, use="writes")
     upgrade.set_defaults(func=run_upgrade)
     repair = actions.add_parser(
         "repair",

@@ -255,7 +255,7 @@ EXIT_CHECKPOINTS_FAILED = 3
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.names import series_slug
     from dormant_tasks.progress import early
-    from dormant_tasks.store import check_store, hold_series
+    from dormant_tasks.store import check_store, check_store_path, hold_series
     from dormant_tasks.tracking import series_state
 
     request = request_from_args(args)
@@ -263,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
     if args.request:  # the file's store and device: checked as the options' are (`preflight`)
         from dormant_tasks.devices import check_device_available
 
-        check_store(request.store, "updates")
+        check_store_path(request.store, "updates")
         if not request.address:
             check_device_available(request.device)
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
