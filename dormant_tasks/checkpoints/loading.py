@@ -51,7 +51,7 @@ def resolve_dtype(dtype: str) -> torch.dtype | str:
 
 
 def load_model_and_tokenizer(
-    path_or_repo: str | Path,
+    source: str | Path,
     revision: str | None = None,
     dtype: str = "float32",
     device: str = "auto",
@@ -64,10 +64,10 @@ def load_model_and_tokenizer(
 
     torch_dtype = resolve_dtype(dtype)
     device = resolve_device(device)
-    where = f"{path_or_repo}" + (f"@{revision}" if revision else "")
-    _refuse_custom_config(Path(path_or_repo) / "config.json", where)
+    where = f"{source}" + (f"@{revision}" if revision else "")
+    _refuse_custom_config(Path(source) / "config.json", where)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path_or_repo), revision=revision, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(str(source), revision=revision, trust_remote_code=False)
     except Exception as e:  # transformers raises OSError/ValueError/... for a folder with no tokenizer
         _refuse_custom_code(where, e)
         raise CheckpointError(
@@ -79,7 +79,7 @@ def load_model_and_tokenizer(
             from transformers import BitsAndBytesConfig
 
             model = AutoModelForCausalLM.from_pretrained(
-                str(path_or_repo),
+                str(source),
                 revision=revision,
                 trust_remote_code=False,
                 dtype=torch_dtype,
@@ -88,7 +88,7 @@ def load_model_and_tokenizer(
             )
             return model.eval(), tokenizer
         model = AutoModelForCausalLM.from_pretrained(
-            str(path_or_repo), revision=revision, trust_remote_code=False, dtype=torch_dtype
+            str(source), revision=revision, trust_remote_code=False, dtype=torch_dtype
         )
         return model.to(device).eval(), tokenizer  # type: ignore[arg-type]  # transformers' stub wraps `to`
     except (MemoryError, torch.OutOfMemoryError) as e:
@@ -194,7 +194,7 @@ def load_checkpoint(
 
 
 def load_model_at(
-    path_or_repo: str | Path,
+    source: str | Path,
     revision: str | None = None,
     dtype: str = "float32",
     device: str = "auto",
@@ -204,9 +204,9 @@ def load_model_at(
 ):
     """(model, tokenizer) of one checkpoint: a local folder in place, or a Hub branch/tag (default `main`)
     downloaded through `fetch_revision`, i.e. pinned to its commit, disk-checked and hash-checked."""
-    if is_local_source(path_or_repo):
-        return load_model_and_tokenizer(path_or_repo, revision, dtype, device, int8=int8)
+    if is_local_source(source):
+        return load_model_and_tokenizer(source, revision, dtype, device, int8=int8)
     name = revision or "main"
     rev = parse_revision_name(name) or Revision(name, UNKNOWN, UNKNOWN, UNKNOWN)
-    loaded = load_checkpoint(str(path_or_repo), rev, dtype, device, cache_dir, int8=int8)
+    loaded = load_checkpoint(str(source), rev, dtype, device, cache_dir, int8=int8)
     return loaded.model, loaded.tokenizer

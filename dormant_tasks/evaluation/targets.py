@@ -47,7 +47,7 @@ _log = logging.getLogger(__name__)
 class Target:
     """The checkpoint an evaluation runs on: where to load it from, and how its rows are labelled."""
 
-    path_or_repo: str  # what from_pretrained loads
+    source: str  # what from_pretrained loads: a checkpoint folder or a Hub repo id (`dormant_tasks.names`)
     load_revision: str | None  # the Hub revision to load (None: the folder itself / the default branch)
     model_id: str
     revision: Revision
@@ -148,7 +148,7 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True,
         masks = {fn: view.mask(target.revision.name, fn) for fn in request.score_fns}
     fixed_taus = authors_taus(target.model_id, request.tasks, request.score_fns, request.quantiles, request.thresholds)
     dtype, int8 = precision_for(target.model_id, request.precision, request.dtype)
-    model, tokenizer = load_model_at(target.path_or_repo, target.load_revision, dtype, request.device, int8=int8)
+    model, tokenizer = load_model_at(target.source, target.load_revision, dtype, request.device, int8=int8)
     prepared = prepare(
         model,
         tokenizer,

@@ -5,7 +5,8 @@ from typing import TYPE_CHECKING
 from dormant_tasks.face import lazy_face
 
 if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
-    from dormant_tasks.reporting.compare import comparison_table, render_comparison
+    from dormant_tasks.reporting.compare_page import render_comparison
+    from dormant_tasks.reporting.compare_tables import comparison_table
     from dormant_tasks.reporting.figures import DPI, draw_auc_agreement
     from dormant_tasks.reporting.findings_report import write_findings
     from dormant_tasks.reporting.report import render_report

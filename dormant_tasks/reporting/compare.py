@@ -22,21 +22,13 @@ Token counts are counted along each checkpoint's path (`findings.path_tokens`, a
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dormant_tasks.errors import ConfigError, ReportError
-from dormant_tasks.names import series_slug
-from dormant_tasks.outputs import Owner, check_folder, publish_folder, staging_folder
-from dormant_tasks.paths import default_reports_dir
-from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.figure_data import dormant_percent, layer_counts
 from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, Series, load_series, resolve_model_id
@@ -54,7 +46,7 @@ from dormant_tasks.tracking import (
 )
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    pass
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)  # of each series' training tokens: the depth profile's matched points
 FORMATS = ("markdown", "csv")
@@ -172,7 +164,7 @@ def comparison_notes(members: list[Member], score_fns: tuple[str, ...], cal: str
         )
     for fn in score_fns:
         taus = [m.series.taus[fn] for m in members]
-        sources = [_tau_source(m.series, fn) for m in members]
+        sources = [series_tau_source(m.series, fn) for m in members]
         if any(s["source"] == "quantile" for s in sources):
             listed = "; ".join(f"{m.model_id}: {t[1]} {t[0]:g}" for m, t in zip(members, taus))
             raw = "" if fn.endswith(("_ln", "_hn")) else ", in raw units whose scale differs between models"
@@ -219,7 +211,7 @@ def comparison_notes(members: list[Member], score_fns: tuple[str, ...], cal: str
     return notes
 
 
-def _tau_source(series: Series, fn: str) -> dict:
+def series_tau_source(series: Series, fn: str) -> dict:
     return next((r for r in series.tau_sources if r["score_fn"] == fn), {"source": "not recorded"})
 
 
@@ -276,109 +268,6 @@ def depth_profiles(c: Comparison, fn: str, target: float) -> list[DepthProfile]:
     return out
 
 
-# ------------------------------------------------------------------------------ findings, one table
-
-
-def _stage_rates(f: Findings) -> str:
-    parts = [
-        f"stage {r.stage}: {cell_text(r.per_billion)}" if r.tokens > 0 else f"stage {r.stage}: no token span"
-        for r in f.transitions.stages
-    ]
-    return "; ".join(parts) or "a single checkpoint"
-
-
-def _input_last(f: Findings) -> Any:
-    return f.input_dependence.last if f.input_dependence.measured else "not measured (one calibration set)"
-
-
-def _input_floor(f: Findings) -> Any:
-    floor = f.input_dependence.noise_floor
-    return floor.difference if floor is not None else f.input_dependence.noise_floor_note or "not measured"
-
-
-def _input_all(f: Findings) -> Any:
-    return f.input_dependence.all_of_any if f.input_dependence.measured else ""
-
-
-# The findings columns: (header, the value from a series' Findings). A new field of the findings is one line here;
-# `cell_text` / `cell_fields` render every value, one with an interval (a Share, an Estimate, any object with
-# `value`, `low` and `high`) as such.
-FINDINGS_COLUMNS: list[tuple[str, Callable[[Findings], Any]]] = [
-    ("calibration set", lambda f: f.calibration_id),
-    ("tau", lambda f: f"score {f.direction} {f.tau:g}"),
-    ("checkpoints", lambda f: f.n_checkpoints),
-    ("% dormant first → last", lambda f: f"{f.emergence.pct_dormant_first:.1f} → {f.emergence.pct_dormant_last:.1f}"),
-    (
-        "first dormant head",
-        lambda f: (
-            f"{f.emergence.first_dormant_revision} ({fg.format_tokens(f.emergence.first_dormant_tokens or 0)} tokens)"
-            if f.emergence.first_dormant_revision
-            else "never"
-        ),
-    ),
-    (f"dormant for good by {int(100 * EARLY)}% of tokens", lambda f: f.emergence.early),
-    ("first dormant, median (fraction of tokens)", lambda f: f.emergence.first_fraction),
-    ("settled dormant, median (fraction of tokens)", lambda f: f.emergence.settled_fraction),
-    (
-        "transitions (fell / woke)",
-        lambda f: f"{f.transitions.n_transitions} ({f.transitions.fell_dormant} / {f.transitions.woke})",
-    ),
-    ("confident", lambda f: f.transitions.n_confident),
-    ("blips", lambda f: f.transitions.n_blips),
-    ("confident per billion tokens", _stage_rates),
-    ("heads changing state at least once", lambda f: f.transitions.ever_changed),
-    ("heads changing state more than once", lambda f: f.transitions.more_than_once),
-    ("input dependence: Jaccard at the last shared checkpoint", _input_last),
-    ("dormant on every set, of those on any", _input_all),
-    ("input dependence: across - within (noise floor)", _input_floor),
-]
-
-
-def _interval(v: Any) -> bool:
-    """A value with a 95% interval: a Share, an Estimate, or any findings field with `value`, `low` and `high`."""
-    return all(hasattr(v, a) for a in ("value", "low", "high"))
-
-
-def cell_text(v: Any) -> str:
-    """One findings value as text: a share (k, n) as "k of n (p%, 95% CI a–b%)", another value with an interval
-    as "v (95% CI a to b)" (a difference in points with one decimal and its sign, else three significant digits)."""
-    if v is None:
-        return ""
-    if _interval(v) and hasattr(v, "n"):
-        if not v.n:
-            return f"undefined ({v.k} of {v.n})"
-        return f"{v.k} of {v.n} ({100 * v.value:.1f}%, 95% CI {100 * v.low:.1f}–{100 * v.high:.1f}%)"
-    if _interval(v):
-        if v.value != v.value:  # NaN
-            return "undefined"
-        unit = getattr(v, "unit", "")
-        sign, fmt = ("+", ".1f") if unit == POINTS else ("", ".3g")  # a difference shows its sign
-        return f"{v.value:{sign}{fmt}}{unit} (95% CI {v.low:{fmt}} to {v.high:{fmt}})".replace("-", "−")
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    return str(v)
-
-
-def cell_fields(v: Any) -> list[str]:
-    """One findings value as CSV fields: a value with an interval as value, low, high (numbers); else one field."""
-    if _interval(v):
-        if hasattr(v, "n") and not v.n:
-            return ["", "", ""]
-        return [f"{v.value:.6g}", f"{v.low:.6g}", f"{v.high:.6g}"]
-    return [cell_text(v)]
-
-
-def _has_interval(header: str, c: Comparison) -> bool:
-    """Whether a column holds a Share or an Estimate for some series (CSV: three fields)."""
-    getter = dict(FINDINGS_COLUMNS)[header]
-    return any(_interval(getter(m.findings[fn])) for m in c.members for fn in c.score_fns)
-
-
-def findings_rows(c: Comparison, fn: str) -> list[tuple[str, list[Any]]]:
-    """Per series, its findings values under `fn`, in FINDINGS_COLUMNS' order."""
-    return [(m.model_id, [get(m.findings[fn]) for _, get in FINDINGS_COLUMNS]) for m in c.members]
-
-
 # ------------------------------------------------------------------------------ differences
 
 
@@ -410,7 +299,7 @@ NEWCOMBE = "Newcombe's interval for a difference of two proportions, heads as th
 def differences(c: Comparison, fn: str) -> list[Difference]:
     """Each series against the first, per finding, where a test is meaningful; otherwise the reason none is made."""
     ref = c.members[0]
-    quantile = any(_tau_source(m.series, fn)["source"] == "quantile" for m in c.members)
+    quantile = any(series_tau_source(m.series, fn)["source"] == "quantile" for m in c.members)
     out = []
     for m in c.members[1:]:
         a, b = m.findings[fn], ref.findings[fn]
@@ -468,216 +357,3 @@ def differences(c: Comparison, fn: str) -> list[Difference]:
             )
         )
     return out
-
-
-# ------------------------------------------------------------------------------ tables (stdout, summary.md)
-
-
-def settings_rows(c: Comparison) -> list[list[str]]:
-    """Per series: shape, checkpoints, tokens, the token gaps between checkpoints, calibration sets, taus."""
-    rows = []
-    for m in c.members:
-        s = m.series
-        gaps = np.diff(m.tokens)
-        taus = "; ".join(
-            f"{fn}: score {s.taus[fn][1]} {s.taus[fn][0]:g} ({_tau_label(_tau_source(s, fn))})" for fn in c.score_fns
-        )
-        rows.append(
-            [
-                m.model_id,
-                f"{s.n_layers} × {s.n_heads}",
-                str(len(m.tokens)),
-                f"{fg.format_tokens(m.tokens[0])} – {fg.format_tokens(m.tokens[-1])}",
-                _gaps(gaps),
-                ", ".join(m.calibration_ids),
-                taus,
-            ]
-        )
-    return rows
-
-
-SETTINGS_HEADER = [
-    "series",
-    "layers × heads",
-    "checkpoints",
-    "tokens",
-    "tokens between checkpoints",
-    "calibration sets (primary first)",
-    "taus",
-]
-
-
-def _gaps(gaps: np.ndarray) -> str:
-    """The cadence: "every 20K" when the gaps are equal, else their range."""
-    if not gaps.size:
-        return "one checkpoint"
-    low, high = fg.format_tokens(gaps.min()), fg.format_tokens(gaps.max())
-    return f"every {low}" if low == high else f"{low} to {high}"
-
-
-def _tau_label(row: dict) -> str:
-    if row["source"] == "quantile":
-        return f"quantile {row['quantile']:g} of {row['reference_revision']}"
-    return str(row["source"])
-
-
-def comparison_table(c: Comparison, fmt: str = "markdown") -> str:
-    """The findings of every series under every compared function, one row each (stdout of `dormant compare`)."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    headers = [h for h, _ in FINDINGS_COLUMNS]
-    if fmt == "csv":
-        import csv
-        import io
-
-        wide = {h: _has_interval(h, c) for h in headers}
-        head = ["score_fn", "series", "layers", "heads"]
-        for h in headers:
-            head += [h, f"{h} low", f"{h} high"] if wide[h] else [h]
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(head)
-        for fn in c.score_fns:
-            for m, (_, values) in zip(c.members, findings_rows(c, fn)):
-                row = [fn, m.model_id, str(m.series.n_layers), str(m.series.n_heads)]
-                for h, v in zip(headers, values):
-                    fields = cell_fields(v)
-                    row += fields + [""] * ((3 if wide[h] else 1) - len(fields))
-                w.writerow(row)
-        return buf.getvalue().rstrip("\n")
-    lines = [
-        "| score function | series | layers × heads | " + " | ".join(headers) + " |",
-        "|---|---|---|" + "---|" * len(headers),
-    ]
-    for fn in c.score_fns:
-        for m, (_, values) in zip(c.members, findings_rows(c, fn)):
-            cells = [fn, m.model_id, f"{m.series.n_layers} × {m.series.n_heads}", *map(cell_text, values)]
-            lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
-    return "\n".join(lines)
-
-
-def comparison_markdown(c: Comparison) -> str:
-    """summary.md of a comparison: the settings, the lines that limit it, the findings and the differences."""
-    lines = [f"# Dormant heads compared: {' vs '.join(m.model_id for m in c.members)}", ""]
-    lines += ["| " + " | ".join(SETTINGS_HEADER) + " |", "|" + "---|" * len(SETTINGS_HEADER)]
-    lines += ["| " + " | ".join(r) + " |" for r in settings_rows(c)]
-    if c.notes:
-        lines += ["", "What limits the comparison:", ""] + [f"- {n}" for n in c.notes]
-    lines += ["", "## Findings", "", comparison_table(c)]
-    for fn in c.score_fns:
-        lines += ["", f"## Differences under {fn} (against {c.members[0].model_id})", ""]
-        lines += ["| finding | series | difference | test |", "|---|---|---:|---|"]
-        for d in differences(c, fn):
-            lines.append(f"| {d.finding} | {d.model_id} | {cell_text(d.estimate)} | {d.test} |")
-    return "\n".join(lines) + "\n"
-
-
-# ------------------------------------------------------------------------------ rendering
-
-
-def comparison_folder(model_ids: list[str]) -> str:
-    """The default folder name of a comparison: compare-A-vs-B (a long list: the first, a count and a digest)."""
-    slugs = [series_slug(m) for m in model_ids]
-    name = "compare-" + "-vs-".join(slugs)
-    if len(name) <= 120:
-        return name
-    digest = hashlib.sha256("\0".join(model_ids).encode()).hexdigest()[:8]
-    return f"compare-{slugs[0]}-and-{len(slugs) - 1}-more-{digest}"
-
-
-@dataclass(frozen=True)
-class CompareResult:
-    comparison: Comparison
-    out_dir: Path
-    index_html: Path
-    figures: dict[str, tuple[Path, Path]]  # figure name -> (PNG, SVG)
-    summary_md: Path
-    index: Path  # the reports folder's comparisons.json, which the series' reports read
-
-
-CAPTIONS = {
-    "tokens": "% of heads dormant under {fn} against training tokens (log axis), one line per series, a point at "
-    "every checkpoint measured.",
-    "fraction": "% of heads dormant under {fn} against the fraction of each series' own training tokens (log axis; "
-    "1 = its last checkpoint), a point at every checkpoint measured.",
-    "depth": "% of each layer's heads dormant under {fn} against relative depth ((layer + ½) / number of layers), at "
-    "matched fractions of training: per series its measured checkpoint nearest to each fraction, named in the "
-    "legend with its own fraction.",
-}
-
-
-def comparison_plots(c: Comparison) -> list[tuple[str, str, str, Callable[[], Figure]]]:
-    """(score_fn, kind, file name, draw) of every figure of the comparison."""
-    plots: list[tuple[str, str, str, Callable[[], Figure]]] = []
-    for fn in c.score_fns:
-        curves = percent_curves(c, fn)
-        panels = [(t, depth_profiles(c, fn, t)) for t in FRACTIONS]
-        plots += [
-            (fn, "tokens", f"tokens_{fn}", functools.partial(fg.draw_compare_percent, curves, fn)),
-            (fn, "fraction", f"fraction_{fn}", functools.partial(fg.draw_compare_percent, curves, fn, True)),
-            (fn, "depth", f"depth_{fn}", functools.partial(fg.draw_depth_profiles, panels, fn)),
-        ]
-    return plots
-
-
-def render_comparison(store, model_ids: list[str], out_dir=None, score_fns: list[str] | None = None) -> CompareResult:
-    """Compare the series `model_ids` into `out_dir` (default: <reports dir>/compare-A-vs-B/): index.html, every
-    figure as PNG and SVG, summary.md; published only when complete, then recorded in the parent folder's index
-    (`comparisons.json`) so that the series' reports link to it."""
-    c = load_comparison(store, model_ids, score_fns)
-    ids = [m.model_id for m in c.members]
-    out = Path(out_dir) if out_dir is not None else default_reports_dir() / comparison_folder(ids)
-    owner = Owner.of("comparison", store, " vs ".join(ids))
-    check_folder(out, owner)  # before the figures are drawn: nothing the tool did not write is replaced
-    plots = comparison_plots(c)
-    tmp = staging_folder(out)
-    try:
-        (tmp / "figures").mkdir()
-        drawn = {name: fg.save_figure(draw(), tmp / "figures", name) for _, _, name, draw in plots}
-        markdown = comparison_markdown(c)
-        (tmp / "summary.md").write_text(markdown, encoding="utf-8")
-        (tmp / "index.html").write_text(page.compare_html(page_context(c, plots, out)), encoding="utf-8")
-        publish_folder(tmp, out, owner)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    index = comparisons.record_comparison(out, ids)
-    figures = {n: (out / "figures" / p.name, out / "figures" / s.name) for n, (p, s) in drawn.items()}
-    return CompareResult(c, out, out / "index.html", figures, out / "summary.md", index)
-
-
-def page_context(c: Comparison, plots, out: Path) -> dict:
-    """The template's context: plain strings and tables (header + rows), escaped by the template."""
-    headers = [h for h, _ in FINDINGS_COLUMNS]
-    series = []
-    for m in c.members:
-        report = out.parent / series_slug(m.model_id) / "index.html"  # the series' report, where `report` puts it
-        series.append(
-            {"model_id": m.model_id, "report": f"../{series_slug(m.model_id)}/index.html" if report.is_file() else None}
-        )
-    functions = []
-    for fn in c.score_fns:
-        figures = [{"name": name, "caption": CAPTIONS[kind].format(fn=fn)} for f, kind, name, _ in plots if f == fn]
-        rows = findings_rows(c, fn)
-        functions.append(
-            {
-                "score_fn": fn,
-                "figures": figures,
-                "findings": page._table(  # one column per series: a page reads down a finding, across series
-                    ["finding", *(m.model_id for m in c.members)],
-                    [[h, *(cell_text(values[i]) for _, values in rows)] for i, h in enumerate(headers)],
-                ),
-                "differences": page._table(
-                    ["finding", "series", f"difference from {c.members[0].model_id}", "test"],
-                    [[d.finding, d.model_id, cell_text(d.estimate), d.test] for d in differences(c, fn)],
-                ),
-            }
-        )
-    return {
-        "title": " vs ".join(m.model_id for m in c.members),
-        "series": series,
-        "calibration_id": c.calibration_id,
-        "settings": page._table(SETTINGS_HEADER, settings_rows(c)),
-        "notes": c.notes,
-        "functions": functions,
-    }

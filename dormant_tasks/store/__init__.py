@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
         convert_store,
         finish_upgrade,
         read_any_version,
-        stored_series,
+        series_to_upgrade,
         table_files,
         write_any_version,
     )

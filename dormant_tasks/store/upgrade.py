@@ -100,7 +100,7 @@ def convert_store(path) -> tuple[Path, int, int]:
             f"versions 1 to 3 to {SCHEMA_VERSION} only"
         )
     rewritten = sum(_convert_file(p, table) for table in _CONVERTED for p in table_files(root, table))
-    for model_id in stored_series(root):
+    for model_id in series_to_upgrade(root):
         rewritten += _compact_manifest(root, model_id)
     return root, version, rewritten
 
@@ -114,7 +114,7 @@ def table_files(root: Path, table: str) -> list[Path]:
     return sorted(p for p in (root / table).glob("series=*/*.parquet") if not p.name.startswith((".", "_")))
 
 
-def stored_series(root: Path) -> list[str]:
+def series_to_upgrade(root: Path) -> list[str]:
     return sorted(model_id_of_slug(p.name.removeprefix("series=")) for p in (root / "checkpoints").glob("series=*"))
 
 

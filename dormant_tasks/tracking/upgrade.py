@@ -27,7 +27,7 @@ from dormant_tasks.store import (
     finish_upgrade,
     parquet_options,
     read_any_version,
-    stored_series,
+    series_to_upgrade,
     table_files,
     write_any_version,
 )
@@ -58,7 +58,7 @@ def upgrade_store(path) -> UpgradeResult:
     # Derived tables of every older version are derived again, one file per taus and calibration set (v1's
     # lacked taus_id and calibration_id; v3's were one file per taus, without confident/blip).
     before = {p for table in DERIVED for p in table_files(root, table)}
-    derived = [_derive_again(root, model_id) for model_id in stored_series(root)]
+    derived = [_derive_again(root, model_id) for model_id in series_to_upgrade(root)]
     n_series = sum(bool(paths) for paths in derived)
     for p in before - {p for paths in derived for p in paths}:  # the older naming, or taus no checkpoint holds
         p.unlink(missing_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -205,3 +206,22 @@ def test_track_leaves_the_batch_size_to_the_device_unless_named(tmp_path):
     assert device_batching("cpu", unset.batch_size, unset.max_batch_tokens)[0] == CPU_BATCH_SIZE == 8
     named = _track("--model", "allenai/OLMo-2-0425-1B", "--store", str(tmp_path / "s"), "--batch-size", "4")
     assert named.batch_size == 4 and device_batching("cuda", named.batch_size, None)[0] == 4
+
+
+@pytest.mark.parametrize(
+    "name, kind, request_id",
+    [
+        ("track-before-split.json", TrackRequest, "c9d9d0b47ed3"),
+        ("evaluate-before-split.json", EvalRequest, "365f2ce9d479"),
+    ],
+)
+def test_a_request_saved_before_the_requests_moved_to_their_parts_is_read_back_the_same(name, kind, request_id):
+    """Files written by 0.1.0's `to_json` when both kinds lived in one module (tests/data/README.md): the same
+    request, the same JSON, the same id, so the rows that carry the id still name it."""
+    path = Path(__file__).resolve().parents[1] / "data" / "requests" / name
+    request = kind.from_file(path)
+    assert request.request_id == request_id
+    assert request.to_json() == path.read_text(encoding="utf-8")
+    other = EvalRequest if kind is TrackRequest else TrackRequest
+    with pytest.raises(ConfigError, match=f"this is a '{kind.KIND}' request"):
+        other.from_file(path)

@@ -28,20 +28,22 @@ from test_report import CAL, write_series
 from dormant_tasks.errors import ReportError
 from dormant_tasks.reporting import comparisons
 from dormant_tasks.reporting.compare import (
-    FINDINGS_COLUMNS,
     FRACTIONS,
-    cell_fields,
-    cell_text,
     compared_set,
-    comparison_table,
     depth_profiles,
     differences,
-    findings_rows,
     load_comparison,
     nearest_checkpoint,
     newcombe_interval,
     percent_curves,
-    render_comparison,
+)
+from dormant_tasks.reporting.compare_page import render_comparison
+from dormant_tasks.reporting.compare_tables import (
+    FINDINGS_COLUMNS,
+    cell_fields,
+    cell_text,
+    comparison_table,
+    findings_rows,
 )
 from dormant_tasks.reporting.figure_data import dormant_percent
 from dormant_tasks.reporting.report import render_report

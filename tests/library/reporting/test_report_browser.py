@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from test_report import MODEL, TOKENS, known_picture, write_series
 
-from dormant_tasks.reporting.compare import render_comparison
+from dormant_tasks.reporting.compare_page import render_comparison
 from dormant_tasks.reporting.report import render_report
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)

@@ -1,0 +1,146 @@
+"""`dormant compare`'s folder: `reports/compare-A-vs-B/` with the figures, `summary.md` and `index.html`
+(`templates/compare.html.j2`), published through `dormant_tasks.outputs` and recorded in the reports folder's
+index of comparisons (`comparisons`)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dormant_tasks.names import series_slug
+from dormant_tasks.outputs import Owner, check_folder, publish_folder, staging_folder
+from dormant_tasks.paths import default_reports_dir
+from dormant_tasks.reporting import comparisons, page
+from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting.compare import (
+    FRACTIONS,
+    Comparison,
+    depth_profiles,
+    differences,
+    load_comparison,
+    percent_curves,
+)
+from dormant_tasks.reporting.compare_tables import (
+    FINDINGS_COLUMNS,
+    SETTINGS_HEADER,
+    cell_text,
+    comparison_markdown,
+    findings_rows,
+    settings_rows,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def comparison_folder(model_ids: list[str]) -> str:
+    """The default folder name of a comparison: compare-A-vs-B (a long list: the first, a count and a digest)."""
+    slugs = [series_slug(m) for m in model_ids]
+    name = "compare-" + "-vs-".join(slugs)
+    if len(name) <= 120:
+        return name
+    digest = hashlib.sha256("\0".join(model_ids).encode()).hexdigest()[:8]
+    return f"compare-{slugs[0]}-and-{len(slugs) - 1}-more-{digest}"
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    comparison: Comparison
+    out_dir: Path
+    index_html: Path
+    figures: dict[str, tuple[Path, Path]]  # figure name -> (PNG, SVG)
+    summary_md: Path
+    index: Path  # the reports folder's comparisons.json, which the series' reports read
+
+
+CAPTIONS = {
+    "tokens": "% of heads dormant under {fn} against training tokens (log axis), one line per series, a point at "
+    "every checkpoint measured.",
+    "fraction": "% of heads dormant under {fn} against the fraction of each series' own training tokens (log axis; "
+    "1 = its last checkpoint), a point at every checkpoint measured.",
+    "depth": "% of each layer's heads dormant under {fn} against relative depth ((layer + ½) / number of layers), at "
+    "matched fractions of training: per series its measured checkpoint nearest to each fraction, named in the "
+    "legend with its own fraction.",
+}
+
+
+def comparison_plots(c: Comparison) -> list[tuple[str, str, str, Callable[[], Figure]]]:
+    """(score_fn, kind, file name, draw) of every figure of the comparison."""
+    plots: list[tuple[str, str, str, Callable[[], Figure]]] = []
+    for fn in c.score_fns:
+        curves = percent_curves(c, fn)
+        panels = [(t, depth_profiles(c, fn, t)) for t in FRACTIONS]
+        plots += [
+            (fn, "tokens", f"tokens_{fn}", functools.partial(fg.draw_compare_percent, curves, fn)),
+            (fn, "fraction", f"fraction_{fn}", functools.partial(fg.draw_compare_percent, curves, fn, True)),
+            (fn, "depth", f"depth_{fn}", functools.partial(fg.draw_depth_profiles, panels, fn)),
+        ]
+    return plots
+
+
+def render_comparison(store, model_ids: list[str], out_dir=None, score_fns: list[str] | None = None) -> CompareResult:
+    """Compare the series `model_ids` into `out_dir` (default: <reports dir>/compare-A-vs-B/): index.html, every
+    figure as PNG and SVG, summary.md; published only when complete, then recorded in the parent folder's index
+    (`comparisons.json`) so that the series' reports link to it."""
+    c = load_comparison(store, model_ids, score_fns)
+    ids = [m.model_id for m in c.members]
+    out = Path(out_dir) if out_dir is not None else default_reports_dir() / comparison_folder(ids)
+    owner = Owner.of("comparison", store, " vs ".join(ids))
+    check_folder(out, owner)  # before the figures are drawn: nothing the tool did not write is replaced
+    plots = comparison_plots(c)
+    tmp = staging_folder(out)
+    try:
+        (tmp / "figures").mkdir()
+        drawn = {name: fg.save_figure(draw(), tmp / "figures", name) for _, _, name, draw in plots}
+        markdown = comparison_markdown(c)
+        (tmp / "summary.md").write_text(markdown, encoding="utf-8")
+        (tmp / "index.html").write_text(page.compare_html(page_context(c, plots, out)), encoding="utf-8")
+        publish_folder(tmp, out, owner)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    index = comparisons.record_comparison(out, ids)
+    figures = {n: (out / "figures" / p.name, out / "figures" / s.name) for n, (p, s) in drawn.items()}
+    return CompareResult(c, out, out / "index.html", figures, out / "summary.md", index)
+
+
+def page_context(c: Comparison, plots, out: Path) -> dict:
+    """The template's context: plain strings and tables (header + rows), escaped by the template."""
+    headers = [h for h, _ in FINDINGS_COLUMNS]
+    series = []
+    for m in c.members:
+        report = out.parent / series_slug(m.model_id) / "index.html"  # the series' report, where `report` puts it
+        series.append(
+            {"model_id": m.model_id, "report": f"../{series_slug(m.model_id)}/index.html" if report.is_file() else None}
+        )
+    functions = []
+    for fn in c.score_fns:
+        figures = [{"name": name, "caption": CAPTIONS[kind].format(fn=fn)} for f, kind, name, _ in plots if f == fn]
+        rows = findings_rows(c, fn)
+        functions.append(
+            {
+                "score_fn": fn,
+                "figures": figures,
+                "findings": page._table(  # one column per series: a page reads down a finding, across series
+                    ["finding", *(m.model_id for m in c.members)],
+                    [[h, *(cell_text(values[i]) for _, values in rows)] for i, h in enumerate(headers)],
+                ),
+                "differences": page._table(
+                    ["finding", "series", f"difference from {c.members[0].model_id}", "test"],
+                    [[d.finding, d.model_id, cell_text(d.estimate), d.test] for d in differences(c, fn)],
+                ),
+            }
+        )
+    return {
+        "title": " vs ".join(m.model_id for m in c.members),
+        "series": series,
+        "calibration_id": c.calibration_id,
+        "settings": page._table(SETTINGS_HEADER, settings_rows(c)),
+        "notes": c.notes,
+        "functions": functions,
+    }
