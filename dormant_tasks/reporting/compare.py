@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,9 +43,6 @@ from dormant_tasks.tracking import (
     series_findings,
     stored_series,
 )
-
-if TYPE_CHECKING:
-    pass
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)  # of each series' training tokens: the depth profile's matched points
 FORMATS = ("markdown", "csv")

@@ -51,8 +51,6 @@ from dormant_tasks.store.schema import (
     table_schema,
 )
 
-# ---------------------------------------------------------------------------------------------- store
-
 
 def list_models(store) -> list[str]:
     """Model ids with at least one file in any table, sorted."""
@@ -484,12 +482,6 @@ def stored_checkpoint_keys(store, model_id: str) -> set[CheckpointKey]:
     if not t.num_rows:
         check_manifest(Path(store), model_id)
     return set(map(CheckpointKey._make, zip(*(t.column(c).to_pylist() for c in CheckpointKey._fields))))
-
-
-# ------------------------------------------------------------------------------------------- requests
-
-
-# ------------------------------------------------------------------------------ series sources
 
 
 def manifest_path(root: Path, model_id: str) -> Path:

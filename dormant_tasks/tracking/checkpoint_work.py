@@ -1,4 +1,8 @@
-"""TODO docstring."""
+"""One checkpoint's work, without Prefect: download and load it, score it on every calibration set
+(`score_checkpoint`), aggregate the scores under the series' taus into rows (`rows_of`, `CheckpointRows`) and
+commit them (`write_checkpoint`, the one writer). `compute_checkpoint` is what a Dask worker runs (no store);
+`analyze_checkpoint` is the whole of it in one process, a failure recorded (`failures`) unless the request says
+`fail_fast`; `reaggregate_from_input_scores` serves `--retau` from the kept per-input scores."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from dormant_tasks.tracking.failures import CHECKPOINT_FAILURES, clear_failure, 
 from dormant_tasks.tracking.masks import aggregate
 from dormant_tasks.tracking.plan import SeriesTaus
 from dormant_tasks.tracking.request import TrackRequest
-from dormant_tasks.tracking.results import CheckpointResult, _with_columns, common_columns, known_commit
+from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit, with_columns
 from dormant_tasks.version import __version__
 
 
@@ -140,10 +144,10 @@ def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: Ser
     cal_id = cal.calibration_id
     sc = scored.scores
     heads = aggregate(sc.values, sc.score_fns, one.taus, sc.n_tokens, sc.first_boundary)
-    heads = _with_columns(heads, {**common, "calibration_id": cal_id, "taus_id": tid})
+    heads = with_columns(heads, {**common, "calibration_id": cal_id, "taus_id": tid})
     inputs = None
     if keep_input_scores(request.input_scores, scored.scores.values.size):
-        inputs = _with_columns(scored.scores.to_table(), {**common, "calibration_id": cal_id})
+        inputs = with_columns(scored.scores.to_table(), {**common, "calibration_id": cal_id})
     row = {
         **common,
         "commit": scored.commit,

@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""The derived tables of a series: transitions, head histories and the agreement of its calibration sets, derived
+incrementally after each run (`derive_series`) and again whenever they are missing, damaged or stale (`rederive`:
+on a finished rerun and after `store repair`). Each file records the checkpoint pairs it was derived from and
+the code version that derived it, and the false discovery rate of its q-values."""
 
 from __future__ import annotations
 

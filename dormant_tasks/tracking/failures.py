@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""Checkpoints that cannot be downloaded, loaded or scored (docs/DATA_CONTRACT.md "failed_checkpoints"): recorded
+with their reason (`record_failure`), cleared once a rerun stores them, listed by `dormant status` and the report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The series' plan and state, asked once per run: which checkpoints the request selects (`plan_series`), what the
+store holds of them (`SeriesState`), and the taus of each calibration set (`SetTaus`, `SeriesTaus`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def plan_series(request: TrackRequest) -> SeriesPlan:
     return SeriesPlan(tuple(listing.revisions), tuple(selected), tuple(listing.skipped))
 
 
-def _with_stored_sets(request: TrackRequest, stored_sets: tuple[str, ...]) -> TrackRequest:
+def with_stored_sets(request: TrackRequest, stored_sets: tuple[str, ...]) -> TrackRequest:
     """A run that names no calibration set (no --calibration or --texts) of a stored series tracks the series'
     own sets, as a stored request of the series names them (with the run's --limit, else the stored one), when
     they give the same calibration ids; else the request as it is (and a set that differs from the series' is

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""A checkpoint's key columns in every row it writes (`common_columns`), its commit where it is known without a
+download (`known_commit`), and what its work did (`CheckpointResult`, which the flow counts and the CLI prints)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def common_columns(model_id: str, revision: Revision) -> dict:
     }
 
 
-def _with_columns(table: pa.Table, columns: dict) -> pa.Table:
+def with_columns(table: pa.Table, columns: dict) -> pa.Table:
     for name, value in columns.items():
         table = table.append_column(name, pa.array([value] * table.num_rows))
     return table

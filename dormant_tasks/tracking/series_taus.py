@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""The series' taus, fixed once per series and calibration set (docs/SCORES.md §3): read back from the store, or
+resolved on the reference checkpoint of a new series (`resolve_series_taus`, which scores it) and written with
+the run's request; a run whose --tau, --scores or --reference differ from the stored series' is refused
+(unless --retau)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The tracker's steps, without Prefect: the series' state, its taus, one checkpoint, the derived transitions.
+"""The track run's steps around its checkpoints, without Prefect: the series' state (`series_state`), the pending
+checkpoints, and what the run did (`TrackResult`). The other steps live beside it: the taus (`series_taus`), one
+checkpoint's work (`checkpoint_work`), failures (`failures`), the derived tables (`derive`).
 
-Every step takes the run's `requests.TrackRequest` whole. The one orchestrator of a run is the track flow
+Every step takes the run's `TrackRequest` whole. The one orchestrator of a run is the track flow
 (`flows/track.py`, through the task wrappers of `flows.tasks`): it asks `series_state` once (plan, stored
 sets, taus, pending checkpoints), fixes the taus (`resolve_series_taus`), analyses every pending checkpoint
 (`analyze_checkpoint`, or `compute_checkpoint` on a Dask worker + `write_checkpoint`, the one writer) and
@@ -12,34 +14,27 @@ run goes on, unless the request says `fail_fast`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from dormant_tasks.checkpoints import Revision
 from dormant_tasks.errors import StoreError
 from dormant_tasks.store import check_source, stored_checkpoint_keys
 from dormant_tasks.tracking.checkpoint_work import is_stored
-from dormant_tasks.tracking.plan import SeriesState, SeriesTaus, _with_stored_sets, plan_series
+from dormant_tasks.tracking.plan import SeriesState, SeriesTaus, plan_series, with_stored_sets
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import CheckpointResult
 from dormant_tasks.tracking.series import SeriesView
 from dormant_tasks.tracking.series_taus import stored_taus
 
-if TYPE_CHECKING:
-    pass
-
-
-# ------------------------------------------------------------------------------------------------ plan
-
 
 def series_state(request: TrackRequest) -> SeriesState:
     """The series as this run finds it (docs/SCORES.md §3), asked once per run: `state.request` is the run's
-    request (naming no calibration set, with the series' own sets: `_with_stored_sets`). Refuses --tau,
+    request (naming no calibration set, with the series' own sets: `with_stored_sets`). Refuses --tau,
     --scores, --reference or calibration sets that differ from a stored series' (unless --retau) before
     anything is loaded or written."""
     check_source(request.store, request.model_id, request.source_identity)  # two sources are never one series
     plan = plan_series(request)
     stored_sets = tuple(SeriesView.calibration_ids(request.store, request.model_id))  # () without a store
-    request = _with_stored_sets(request, stored_sets)
+    request = with_stored_sets(request, stored_sets)
     if request.retau and stored_sets:
         refuse_damaged(request.store, request.model_id, "--retau")  # all or nothing: it rewrites every checkpoint
     if request.retau or not stored_sets:
@@ -74,18 +69,6 @@ def pending_revisions(request: TrackRequest, state: SeriesState, series: SeriesT
         return [r for r in state.pending if r != done]
     stored = stored_checkpoint_keys(request.store, request.model_id)
     return [r for r in state.plan.selected if r != done and not is_stored(request, r, series, stored)]
-
-
-# ------------------------------------------------------------------------------------------------ taus
-
-
-# ------------------------------------------------------------------------------------------ checkpoints
-
-
-# ------------------------------------------------------------------------------------------ failures
-
-
-# ------------------------------------------------------------------------------------------ the run's result
 
 
 @dataclass(frozen=True)
@@ -123,6 +106,3 @@ class TrackResult:
             truncated={cal: max(r.truncated.get(cal, 0) for r in results) for r in results for cal in r.truncated},
             **kw,
         )
-
-
-# ------------------------------------------------------------------------------------------ transitions
