@@ -56,7 +56,9 @@ RANKS = {
     "flows.cli": 9,
 }
 # Lower parts a part still may not use directly: what it needs of them comes through another part.
-NOT_DIRECTLY = {"dormant_tasks.reporting": {"dormant_tasks.store": "read it through tracking (SeriesView) or evaluation"}}
+NOT_DIRECTLY = {
+    "dormant_tasks.reporting": {"dormant_tasks.store": "read it through tracking (SeriesView) or evaluation"}
+}
 
 
 @dataclass(frozen=True)
