@@ -1,4 +1,7 @@
-"""Checkpoints: revision names and series order, the Hugging Face Hub, file hashes, loading a model at a revision."""
+"""Checkpoints: which checkpoints a series has and in which order (`list_revisions`, `Revision`, `Selection`), the
+Hugging Face Hub (pinned, verified downloads), file hashes, and a model loaded at a revision
+(`load_checkpoint`, `load_model_at`). Layer 2: it uses only the shared leaves.
+"""
 
 from typing import TYPE_CHECKING
 

@@ -1,4 +1,7 @@
-"""The score engine: the attention function that computes every score function in one forward pass, zeroing, batching."""
+"""The score engine: every score function of every head in one forward pass (`score_texts`, `scoring_pass`), with
+heads zeroed dynamically (`DynamicZeroing`) or statically (`StaticZeroing`), and the one batch builder. Layer 2:
+it uses only the shared leaves (errors, progress), never another part.
+"""
 
 from typing import TYPE_CHECKING
 

@@ -1,4 +1,7 @@
-"""Interventions: the lm-eval model, tasks under the paper protocol, the threshold sweep, the metric, the leaderboard."""
+"""Interventions (layer 4, above tracking): the evaluate request (`EvalRequest`) and its targets
+(`resolve_targets`), the lm-eval model `DormantLM`, tasks under the paper protocol, the threshold sweep, the
+metric, the stored evaluations and the leaderboard across models, the seed reproduction.
+"""
 
 from typing import TYPE_CHECKING
 

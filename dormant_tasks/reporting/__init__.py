@@ -1,4 +1,7 @@
-"""Reports: the data of each figure, the figures, the HTML page."""
+"""Reports (layer 5, the top of the library's parts): a series' evolution report (`render_report`), its findings
+(`write_findings`, `findings_lines`) and the comparison of series (`render_comparison`). It reads the store
+through tracking and evaluation only.
+"""
 
 from typing import TYPE_CHECKING
 

@@ -1,4 +1,8 @@
-"""The Parquet store: schemas, atomic writes, reads through the manifest, repair and upgrade."""
+"""The Parquet store (docs/DATA_CONTRACT.md): its layout and the checks of a --store path (`check_store_path`,
+`check_store`), schemas, atomic writes and reads through each series' manifest (`commit_checkpoint`,
+`read_table`), one writer per series (`hold_series`), saved requests and series sources, repair and the files'
+upgrade. Layer 2: the only code that knows the store's folders; it uses only the shared leaves.
+"""
 
 from typing import TYPE_CHECKING
 

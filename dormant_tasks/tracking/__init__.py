@@ -1,4 +1,7 @@
-"""Tracking a series: calibration sets, taus and dormancy masks, transitions, agreement, the per-checkpoint work."""
+"""Tracking a series (layer 3, above engine, checkpoints and store): the track request and run (`TrackRequest`,
+`series_state`, the per-checkpoint work, failures), calibration sets, taus and dormancy masks, transitions and
+agreement derived again when stale, `SeriesView` (the one reader of what is current) and the three findings.
+"""
 
 from typing import TYPE_CHECKING
 
