@@ -142,8 +142,9 @@ def test_an_interrupted_upgrade_finishes_when_run_again(v1_store, monkeypatch):
 
 
 def test_an_upgrade_interrupted_while_deriving_finishes_when_run_again(v1_store, monkeypatch):
-    """Every file is converted, the derived tables are being written again: the marker still says 1."""
-    import dormant_tasks.store.upgrade as U
+    """Every file is converted, the derived tables are being written again (by the tracking part, which runs the
+    upgrade): the marker still says 1."""
+    import dormant_tasks.tracking.upgrade as U
 
     def dies(root, model_id):
         raise KeyboardInterrupt
