@@ -17,8 +17,6 @@ from dormant_tasks.names import is_local_source, split_names
 from dormant_tasks.requests import Request, absolute_path, check_positive, check_types, parse_enum, set_field
 
 DEFAULT_EVAL_SCORES = ("ahon_ln", "lthon_ln", "awft")
-
-
 DEFAULT_QUANTILES = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 
 

@@ -24,14 +24,8 @@ from dormant_tasks.names import series_slug
 from dormant_tasks.version import __version__
 
 SCHEMA_VERSION = 4
-
-
 MARKER = "_store.json"
-
-
 REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
-
-
 SOURCES = "sources"  # <store>/sources/series=<slug>.json: the source a series is tracked from (its identity)
 
 

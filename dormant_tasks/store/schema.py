@@ -234,17 +234,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
 }
-
-
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
-
-
 RESULT_TABLES: tuple[str, ...] = ("head_scores", "input_scores")  # one file per manifest row
-
-
 MANIFEST_KEY = "checkpoints"  # file key of the one `checkpoints` file (the manifest) of a series
-
-
 MANIFEST_ROW_KEY = "dormant.manifest_row"  # head_scores metadata: its manifest row as JSON (`store repair` rebuilds)
 
 
@@ -259,8 +251,6 @@ class CheckpointKey(NamedTuple):
 
 
 CHECKPOINT_KEY_COLUMNS = ("model_id",) + CheckpointKey._fields
-
-
 # Per-checkpoint rows that belong to one result; several files with the same group are duplicates.
 RESULT_GROUP = ("model_id", "revision", "calibration_id", "taus_id")
 

@@ -42,11 +42,7 @@ class SeriesSummary:
 
 # Above this many new checkpoint pairs, derivation reads the whole series once instead of pair by pair.
 INCREMENTAL_MAX_PAIRS = 16
-
-
 PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoint pairs they were derived from
-
-
 DERIVED_BY_KEY = "dormant.derived_by"  # ... and the code version that derived them (another: derived again)
 
 

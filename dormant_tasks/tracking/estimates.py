@@ -13,11 +13,7 @@ from dormant_tasks.tracking.confidence import Z95, wilson_interval
 from dormant_tasks.tracking.defaults import PERMUTATIONS, REPEATS, RESAMPLES, SEED
 
 BOOTSTRAP = "bootstrap over heads"
-
-
 WILSON = "Wilson score interval, heads as trials"
-
-
 POISSON = "exact Poisson (Garwood), transitions as independent events"
 
 

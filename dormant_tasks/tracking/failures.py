@@ -15,8 +15,6 @@ from dormant_tasks.tracking.results import CheckpointResult, common_columns, kno
 # file, a revision the Hub lost), or its inputs cannot be scored on it (`ScoringError`). A bad option, a store
 # error or a full disk stops the run (exit 2); anything else is a bug and keeps its traceback.
 CHECKPOINT_FAILURES = (CheckpointError, ScoringError)
-
-
 FAILURES_KEY = "failed"  # file key of a series' one failed_checkpoints file
 
 
