@@ -38,8 +38,8 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
     from dormant_tasks.store.lock import hold_series, series_lock
     from dormant_tasks.store.provenance import (
         check_source,
+        local_sources_named,
         recorded_source,
-        request_path,
         series_name_of,
         stored_requests,
         write_request,

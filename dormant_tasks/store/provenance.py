@@ -41,6 +41,25 @@ def stored_requests(store, model_id: str) -> list[str]:
     return [p.read_text(encoding="utf-8") for p in paths]
 
 
+def local_sources_named(store, name: str) -> list[str]:
+    """The existing local folders, named `name`, of the series this store tracked (read from its saved track
+    requests): what a bare series name given as `--model` may stand for."""
+    try:
+        saved = stored_requests(store, name)
+    except StoreError:  # a name that cannot name a series
+        return []
+    found = set()
+    for text in saved:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            continue
+        source = data.get("source") if isinstance(data, dict) and data.get("kind") == "track" else None
+        if isinstance(source, str) and Path(source).name == name and Path(source).is_dir():
+            found.add(source)
+    return sorted(found)
+
+
 def read_request_json(store, model_id: str, request_id: str) -> str:
     path = request_path(open_store(store), model_id, request_id)
     if not path.is_file():

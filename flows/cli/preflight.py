@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import re
 import socket
@@ -77,28 +76,6 @@ def series_name(value: str | None, store=None) -> str | None:
     return series_name_of(store, value)
 
 
-def stored_sources(store, name: str) -> list[str]:
-    """The local folders whose series the store keeps under `name` (read from its saved track requests)."""
-    if not Path(store).is_dir():
-        return []
-    from dormant_tasks.store import request_path
-
-    try:
-        folder = request_path(store, name, "request").parent
-    except StoreError:  # a name that cannot name a series
-        return []
-    found = set()
-    for path in folder.glob("*.json"):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        source = data.get("source") if isinstance(data, dict) and data.get("kind") == "track" else None
-        if isinstance(source, str) and Path(source).name == name and Path(source).is_dir():
-            found.add(source)
-    return sorted(found)
-
-
 def source_for(value: str, store) -> str:
     """A `--model` source: a folder or a Hub id as given; a stored local series' name (a folder name: no "/")
     -> its folder."""
@@ -113,7 +90,9 @@ def source_for(value: str, store) -> str:
             recorded = None
         if recorded is not None and recorded.startswith("local:"):
             return recorded.removeprefix("local:")
-    sources = stored_sources(store, value)
+    from dormant_tasks.store import local_sources_named
+
+    sources = local_sources_named(store, value)
     if len(sources) > 1:
         raise ConfigError(
             f"--model {value}: the store keeps {len(sources)} local series of that name ({', '.join(sources)}); "
