@@ -10,7 +10,7 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
-from dormant_tasks.devices import Device, DType, parse_device, parse_dtype  # noqa: F401 (re-exported)
+from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
 from dormant_tasks.engine import parse_score_functions
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.names import is_local_source, split_names

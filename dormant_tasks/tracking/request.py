@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from dormant_tasks.checkpoints import Selection
-from dormant_tasks.devices import Device, DType, parse_device, parse_dtype  # noqa: F401 (re-exported)
+from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
 from dormant_tasks.engine import parse_score_functions
-from dormant_tasks.errors import ConfigError, did_you_mean
-from dormant_tasks.names import is_local_source, model_id_for, source_identity
+from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
+from dormant_tasks.names import is_local_source, model_id_for, series_slug, source_identity
 from dormant_tasks.requests import MAX_SEED, Request, absolute_path, check_positive, check_types, parse_enum, set_field
 from dormant_tasks.store import InputScoresPolicy
 from dormant_tasks.tracking.defaults import FDR
@@ -28,11 +28,9 @@ class Runner(StrEnum):
 
 
 def _check_series_name(name) -> None:
-    from dormant_tasks.names import series_slug
-
     try:
         series_slug(name if isinstance(name, str) else "")
-    except Exception:  # noqa: BLE001 - the store's StoreError, said as the option's
+    except StoreError:  # said as the option's
         raise ConfigError(
             f"--series-name {name!r}: use letters, digits, '.', '_', '-' (no '--' or '..'), e.g. tiny-olmo2-rerun"
         ) from None
