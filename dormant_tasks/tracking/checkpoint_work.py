@@ -9,13 +9,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from dormant_tasks.checkpoints import Revision
-from dormant_tasks.engine import SCORING_VERSION, InputScores
+from dormant_tasks.engine import SCORING_VERSION
 from dormant_tasks.errors import ScoringError
 from dormant_tasks.store import (
     CheckpointKey,
@@ -32,6 +33,9 @@ from dormant_tasks.tracking.plan import SeriesTaus
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit, with_columns
 from dormant_tasks.version import __version__
+
+if TYPE_CHECKING:  # the engine (torch) loads when a model is scored, not when this module is imported
+    from dormant_tasks.engine import InputScores
 
 
 def load_checkpoint(*args, **kwargs):
