@@ -73,3 +73,23 @@ def test_lm_evals_internals_are_used_in_one_adapter_module():
                 or any(a.name.startswith("_") or a.name in TASK_INDEX_INTERNALS for a in node.names)
             )
             assert not private, f"{where} imports lm-eval internals ({node.module})"
+
+
+def test_what_a_run_asks_before_loading_a_model_imports_no_torch():
+    """The series' state, the requests, the store, the findings and the series view load no torch, transformers or
+    lm-eval: a `track` or `evaluate` that is refused (a bad option, a stored series) answers in a fraction of a
+    second. (A type that only annotates, such as the engine's `InputScores`, is imported for type checking only.)"""
+    light = [
+        "dormant_tasks.tracking.tracker",
+        "dormant_tasks.tracking.request",
+        "dormant_tasks.tracking.series",
+        "dormant_tasks.tracking.findings",
+        "dormant_tasks.tracking.derive",
+        "dormant_tasks.evaluation.request",
+        "dormant_tasks.evaluation.leaderboard",
+        *[m for m in library_modules() if m.startswith("dormant_tasks.store")],
+    ]
+    code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in light)
+    code += "print(sorted(m for m in ('torch', 'transformers', 'lm_eval', 'matplotlib') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.strip() == "[]", out.stdout
