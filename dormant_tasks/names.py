@@ -8,7 +8,8 @@ The vocabulary, through every layer:
 - a series' **slug** is its model_id as a folder name (`series_slug`: the store's partitions and the reports' folders);
 - a series' **identity** is `hub:ORG/NAME` or `local:` and the folder's resolved path, recorded in the store at its
   first write, so one name never stands for two series.
-A store path's checks are the store's to know (`store.layout.check_store`, stdlib only as well).
+A store path's checks are the store's to know (`store.check_store_path`, stdlib only as well): its marker and folders
+are named in `store/` only.
 """
 
 from __future__ import annotations
