@@ -16,7 +16,7 @@ from builders import stored_checkpoints
 
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.store.io import read_table
-from dormant_tasks.tracking import checkpoint_work, tracker
+from dormant_tasks.tracking import checkpoint_work, series_taus, tracker
 from dormant_tasks.tracking.request import TrackRequest
 from flows.track import track
 
@@ -288,13 +288,13 @@ def test_fixing_a_new_series_taus_prints_progress_on_a_pipe(random_series, tmp_p
 
     monkeypatch.setattr(progress, "EVERY_S", 0.05)
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.02)
-    real = checkpoint_work.score_checkpoint
+    real = series_taus.score_checkpoint  # the reference's scoring, where the taus are fixed
 
     def slow(*a, **k):
         time.sleep(0.5)
         return real(*a, **k)
 
-    monkeypatch.setattr(checkpoint_work, "score_checkpoint", slow)
+    monkeypatch.setattr(series_taus, "score_checkpoint", slow)
     request = TrackRequest(source=str(random_series), store=str(tmp_path / "s"), limit=4, report=False)
     track(request, progress=True)
     lines = capsys.readouterr().err.splitlines()
