@@ -101,7 +101,7 @@ class SeriesView:
 
     def tau_rows(self) -> list[dict]:
         """The series' stored `taus` rows of its current taus (`taus_id`): where each tau came from."""
-        return [r for r in read_table(self.store, "taus", self.model_id).to_pylist() if r["taus_id"] == self.taus_id]
+        return read_table(self.store, "taus", self.model_id, filters={"taus_id": self.taus_id}).to_pylist()
 
     # ------------------------------------------------------------------------------------ checkpoints
 
