@@ -10,10 +10,23 @@ It is imported on first use, so `import dormant_tasks` stays light (no pandas, p
 
 from typing import TYPE_CHECKING
 
-from dormant_tasks.face import lazy_face
-from dormant_tasks.version import __version__
+from dormant_tasks.face import attach
+from dormant_tasks.version import __version__ as __version__  # re-exported
 
-if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+__all__ = [
+    "Series",
+    "Store",
+    "open_store",
+]
+
+if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.api import Series, Store, open_store
 
-__getattr__, __dir__, __all__ = lazy_face(__name__)
+# the same names for the interpreter: each loaded from its module on first use
+__getattr__, __dir__ = attach(
+    __name__,
+    __all__,
+    {
+        "api": ["Series", "Store", "open_store"],
+    },
+)

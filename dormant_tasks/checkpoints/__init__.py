@@ -5,9 +5,30 @@ Hugging Face Hub (pinned, verified downloads), file hashes, and a model loaded a
 
 from typing import TYPE_CHECKING
 
-from dormant_tasks.face import lazy_face
+from dormant_tasks.face import attach
 
-if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+__all__ = [
+    "MAIN",
+    "Revision",
+    "Selection",
+    "UNKNOWN",
+    "cache_dir",
+    "check_repo_id",
+    "download_revision",
+    "fetch_revision",
+    "file_sha256",
+    "format_tokens",
+    "list_revisions",
+    "load_checkpoint",
+    "load_model_and_tokenizer",
+    "load_model_at",
+    "local_content_hash",
+    "parse_revision_name",
+    "resolve_device",
+    "series_sort_key",
+]
+
+if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.checkpoints.hash_cache import cache_dir
     from dormant_tasks.checkpoints.hub import check_repo_id, download_revision, file_sha256, local_content_hash
     from dormant_tasks.checkpoints.loading import (
@@ -28,4 +49,23 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
         series_sort_key,
     )
 
-__getattr__, __dir__, __all__ = lazy_face(__name__)
+# the same names for the interpreter: each loaded from its module on first use
+__getattr__, __dir__ = attach(
+    __name__,
+    __all__,
+    {
+        "hash_cache": ["cache_dir"],
+        "hub": ["check_repo_id", "download_revision", "file_sha256", "local_content_hash"],
+        "loading": ["fetch_revision", "load_checkpoint", "load_model_and_tokenizer", "load_model_at", "resolve_device"],
+        "naming": [
+            "MAIN",
+            "UNKNOWN",
+            "Revision",
+            "Selection",
+            "format_tokens",
+            "list_revisions",
+            "parse_revision_name",
+            "series_sort_key",
+        ],
+    },
+)

@@ -5,9 +5,27 @@ it uses only the shared leaves (errors, progress), never another part.
 
 from typing import TYPE_CHECKING
 
-from dormant_tasks.face import lazy_face
+from dormant_tasks.face import attach
 
-if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+__all__ = [
+    "ALL_IDS",
+    "DETERMINISTIC_IDS",
+    "DynamicZeroing",
+    "InputScores",
+    "SCORE_FUNCTIONS",
+    "SCORING_VERSION",
+    "StaticZeroing",
+    "batch_runs",
+    "device_batching",
+    "get_score_function",
+    "is_inactive",
+    "padded_batch",
+    "parse_score_functions",
+    "score_texts",
+    "scoring_pass",
+]
+
+if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.engine.attention import DynamicZeroing, StaticZeroing
     from dormant_tasks.engine.batching import batch_runs, device_batching, padded_batch
     from dormant_tasks.engine.score_functions import (
@@ -21,4 +39,22 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
     )
     from dormant_tasks.engine.scoring import InputScores, score_texts, scoring_pass
 
-__getattr__, __dir__, __all__ = lazy_face(__name__)
+# the same names for the interpreter: each loaded from its module on first use
+__getattr__, __dir__ = attach(
+    __name__,
+    __all__,
+    {
+        "attention": ["DynamicZeroing", "StaticZeroing"],
+        "batching": ["batch_runs", "device_batching", "padded_batch"],
+        "score_functions": [
+            "ALL_IDS",
+            "DETERMINISTIC_IDS",
+            "SCORE_FUNCTIONS",
+            "SCORING_VERSION",
+            "get_score_function",
+            "is_inactive",
+            "parse_score_functions",
+        ],
+        "scoring": ["InputScores", "score_texts", "scoring_pass"],
+    },
+)

@@ -5,9 +5,40 @@ metric, the stored evaluations and the leaderboard across models, the seed repro
 
 from typing import TYPE_CHECKING
 
-from dormant_tasks.face import lazy_face
+from dormant_tasks.face import attach
 
-if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+__all__ = [
+    "AUC_UNIT",
+    "AVERAGE_TASK",
+    "DEFAULT_EVAL_SCORES",
+    "DEFAULT_QUANTILES",
+    "EvalRequest",
+    "EvalTargets",
+    "WARNED",
+    "agreement_task",
+    "auc_agreement",
+    "built_task_names",
+    "curve_warnings",
+    "done_runs",
+    "evaluate_target",
+    "format_leaderboard",
+    "format_leaderboard_table",
+    "format_seed_comparison",
+    "forward_tokens",
+    "load_leaderboard",
+    "normalised_auc",
+    "parse_chat_date",
+    "pct_zeroed_within_1pt",
+    "prepare",
+    "protocol_line",
+    "reproduction_requests",
+    "resolve_targets",
+    "run_sweep",
+    "seed_comparison",
+    "series_evaluations",
+]
+
+if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.evaluation.leaderboard import format_leaderboard_table, load_leaderboard
     from dormant_tasks.evaluation.lm_tasks import built_task_names
     from dormant_tasks.evaluation.metric import (
@@ -31,4 +62,25 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
     from dormant_tasks.evaluation.sweep import prepare, protocol_line, run_sweep
     from dormant_tasks.evaluation.targets import EvalTargets, evaluate_target, format_leaderboard, resolve_targets
 
-__getattr__, __dir__, __all__ = lazy_face(__name__)
+# the same names for the interpreter: each loaded from its module on first use
+__getattr__, __dir__ = attach(
+    __name__,
+    __all__,
+    {
+        "leaderboard": ["format_leaderboard_table", "load_leaderboard"],
+        "lm_tasks": ["built_task_names"],
+        "metric": ["AUC_UNIT", "AVERAGE_TASK", "WARNED", "curve_warnings", "normalised_auc", "pct_zeroed_within_1pt"],
+        "rank_agreement": ["agreement_task", "auc_agreement"],
+        "reproduction": [
+            "done_runs",
+            "format_seed_comparison",
+            "forward_tokens",
+            "reproduction_requests",
+            "seed_comparison",
+        ],
+        "request": ["DEFAULT_EVAL_SCORES", "DEFAULT_QUANTILES", "EvalRequest", "parse_chat_date"],
+        "stored": ["series_evaluations"],
+        "sweep": ["prepare", "protocol_line", "run_sweep"],
+        "targets": ["EvalTargets", "evaluate_target", "format_leaderboard", "resolve_targets"],
+    },
+)

@@ -5,9 +5,20 @@ through tracking and evaluation only.
 
 from typing import TYPE_CHECKING
 
-from dormant_tasks.face import lazy_face
+from dormant_tasks.face import attach
 
-if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+__all__ = [
+    "DPI",
+    "comparison_table",
+    "draw_auc_agreement",
+    "findings_lines",
+    "render_comparison",
+    "render_report",
+    "resolve_model_id",
+    "write_findings",
+]
+
+if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.reporting.compare_page import render_comparison
     from dormant_tasks.reporting.compare_tables import comparison_table
     from dormant_tasks.reporting.figures import DPI, draw_auc_agreement
@@ -16,4 +27,17 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
     from dormant_tasks.reporting.series_data import resolve_model_id
     from dormant_tasks.reporting.texts import findings_lines
 
-__getattr__, __dir__, __all__ = lazy_face(__name__)
+# the same names for the interpreter: each loaded from its module on first use
+__getattr__, __dir__ = attach(
+    __name__,
+    __all__,
+    {
+        "compare_page": ["render_comparison"],
+        "compare_tables": ["comparison_table"],
+        "figures": ["DPI", "draw_auc_agreement"],
+        "findings_report": ["write_findings"],
+        "report": ["render_report"],
+        "series_data": ["resolve_model_id"],
+        "texts": ["findings_lines"],
+    },
+)

@@ -6,9 +6,60 @@ upgrade. Layer 2: the only code that knows the store's folders; it uses only the
 
 from typing import TYPE_CHECKING
 
-from dormant_tasks.face import lazy_face
+from dormant_tasks.face import attach
 
-if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+__all__ = [
+    "CheckpointKey",
+    "DERIVED",
+    "INPUT_SCORES_AUTO_LIMIT",
+    "InputScoresPolicy",
+    "MARKER",
+    "RESULT_TABLES",
+    "SCHEMAS",
+    "SCHEMA_VERSION",
+    "all_series",
+    "check_result_files",
+    "check_source",
+    "check_store",
+    "check_store_path",
+    "checkpoint_file_key",
+    "commit_checkpoint",
+    "conform",
+    "convert_store",
+    "damage_of",
+    "damaged_files",
+    "derived_file_key",
+    "drop_legacy_derived",
+    "finish_upgrade",
+    "gc_store",
+    "hold_series",
+    "is_store",
+    "keep_input_scores",
+    "list_models",
+    "local_sources_named",
+    "manifest_path",
+    "open_store",
+    "parquet_options",
+    "read_any_version",
+    "read_metadata",
+    "read_table",
+    "recorded_source",
+    "repair_store",
+    "series_files",
+    "series_lock",
+    "series_name_of",
+    "series_to_upgrade",
+    "store_root_of",
+    "stored_checkpoint_keys",
+    "stored_requests",
+    "table_files",
+    "write_any_version",
+    "write_manifest",
+    "write_request",
+    "write_table",
+]
+
+if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.store.input_scores import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy, keep_input_scores
     from dormant_tasks.store.io import (
         check_result_files,
@@ -56,4 +107,56 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
         write_any_version,
     )
 
-__getattr__, __dir__, __all__ = lazy_face(__name__)
+# the same names for the interpreter: each loaded from its module on first use
+__getattr__, __dir__ = attach(
+    __name__,
+    __all__,
+    {
+        "input_scores": ["INPUT_SCORES_AUTO_LIMIT", "InputScoresPolicy", "keep_input_scores"],
+        "io": [
+            "check_result_files",
+            "commit_checkpoint",
+            "conform",
+            "damage_of",
+            "drop_legacy_derived",
+            "list_models",
+            "manifest_path",
+            "parquet_options",
+            "read_metadata",
+            "read_table",
+            "stored_checkpoint_keys",
+            "write_manifest",
+            "write_table",
+        ],
+        "layout": [
+            "MARKER",
+            "SCHEMA_VERSION",
+            "check_store",
+            "check_store_path",
+            "is_store",
+            "open_store",
+            "series_files",
+            "store_root_of",
+        ],
+        "lock": ["hold_series", "series_lock"],
+        "provenance": [
+            "check_source",
+            "local_sources_named",
+            "recorded_source",
+            "series_name_of",
+            "stored_requests",
+            "write_request",
+        ],
+        "repair": ["all_series", "damaged_files", "gc_store", "repair_store"],
+        "schema": ["RESULT_TABLES", "SCHEMAS", "CheckpointKey", "checkpoint_file_key", "derived_file_key"],
+        "upgrade": [
+            "DERIVED",
+            "convert_store",
+            "finish_upgrade",
+            "read_any_version",
+            "series_to_upgrade",
+            "table_files",
+            "write_any_version",
+        ],
+    },
+)

@@ -5,9 +5,74 @@ agreement derived again when stale, `SeriesView` (the one reader of what is curr
 
 from typing import TYPE_CHECKING
 
-from dormant_tasks.face import lazy_face
+from dormant_tasks.face import attach
 
-if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
+__all__ = [
+    "CHECKPOINT_FAILURES",
+    "CheckpointResult",
+    "CheckpointRows",
+    "DEFAULT_RESAMPLING",
+    "DEMO_CORPUS",
+    "EARLY",
+    "Estimate",
+    "FDR",
+    "Findings",
+    "QUANTILE_DEFAULTS",
+    "RESAMPLES",
+    "Resampling",
+    "Runner",
+    "SEED",
+    "ScoredCheckpoint",
+    "SeriesState",
+    "SeriesSummary",
+    "SeriesTaus",
+    "SeriesView",
+    "Share",
+    "TauPosition",
+    "TrackRequest",
+    "TrackResult",
+    "Z95",
+    "analyze_checkpoint",
+    "bundled_set_names",
+    "common_columns",
+    "compute_checkpoint",
+    "confident_at",
+    "derive_series",
+    "derive_transitions",
+    "failed_checkpoints",
+    "fdr_level",
+    "head_histories",
+    "known_commit",
+    "load_calibration",
+    "load_calibration_sets",
+    "mark_blips",
+    "open_views",
+    "path_tokens",
+    "pending_revisions",
+    "plan_series",
+    "pooled_threshold",
+    "predecessors",
+    "reaggregate_from_input_scores",
+    "record_failure",
+    "rederive",
+    "resolve_series_taus",
+    "rows_of",
+    "score_checkpoint",
+    "series_findings",
+    "series_state",
+    "stored_agreement",
+    "stored_files",
+    "stored_series",
+    "tau_positions",
+    "tau_warnings_of",
+    "taus_checkpoint",
+    "texts_calibration",
+    "upgrade_store",
+    "wilson_interval",
+    "write_checkpoint",
+]
+
+if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.tracking.agreement import stored_agreement
     from dormant_tasks.tracking.calibration import (
         DEMO_CORPUS,
@@ -49,4 +114,44 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
     )
     from dormant_tasks.tracking.upgrade import upgrade_store
 
-__getattr__, __dir__, __all__ = lazy_face(__name__)
+# the same names for the interpreter: each loaded from its module on first use
+__getattr__, __dir__ = attach(
+    __name__,
+    __all__,
+    {
+        "agreement": ["stored_agreement"],
+        "calibration": [
+            "DEMO_CORPUS",
+            "bundled_set_names",
+            "load_calibration",
+            "load_calibration_sets",
+            "texts_calibration",
+        ],
+        "checkpoint_work": [
+            "CheckpointRows",
+            "ScoredCheckpoint",
+            "analyze_checkpoint",
+            "compute_checkpoint",
+            "reaggregate_from_input_scores",
+            "rows_of",
+            "score_checkpoint",
+            "write_checkpoint",
+        ],
+        "confidence": ["Z95", "wilson_interval"],
+        "defaults": ["FDR", "RESAMPLES", "SEED"],
+        "derive": ["SeriesSummary", "derive_series", "fdr_level", "rederive"],
+        "estimates": ["DEFAULT_RESAMPLING", "Estimate", "Resampling", "Share"],
+        "failures": ["CHECKPOINT_FAILURES", "failed_checkpoints", "record_failure"],
+        "findings": ["EARLY", "Findings", "path_tokens", "series_findings"],
+        "masks": ["QUANTILE_DEFAULTS", "pooled_threshold"],
+        "plan": ["SeriesState", "SeriesTaus", "plan_series"],
+        "positions": ["TauPosition", "tau_positions", "tau_warnings_of"],
+        "request": ["Runner", "TrackRequest"],
+        "results": ["CheckpointResult", "common_columns", "known_commit"],
+        "series": ["SeriesView", "open_views", "stored_files", "stored_series"],
+        "series_taus": ["resolve_series_taus", "taus_checkpoint"],
+        "tracker": ["TrackResult", "pending_revisions", "series_state"],
+        "transitions": ["confident_at", "derive_transitions", "head_histories", "mark_blips", "predecessors"],
+        "upgrade": ["upgrade_store"],
+    },
+)

@@ -96,6 +96,7 @@ def test_wheel_runs_pretrain_track_report_evaluate_from_an_empty_folder(tmp_path
         run_env,
     )
     assert all(Path(w).is_relative_to(site) for w in where.stdout.split()), where.stdout  # the wheel's copy
+    check_users_mypy_strict(venv, work, run_env)
     installed = _files(venv)
 
     dormant = venv / "bin" / "dormant"
@@ -112,3 +113,32 @@ def test_wheel_runs_pretrain_track_report_evaluate_from_an_empty_folder(tmp_path
     # Other work may go on in the checkout meanwhile, so look for this run's own outputs only.
     leaked = [REPO / "s", REPO / "st", REPO / "reports" / "s", *REPO.glob("data/store/*/series=s")]
     assert not [p for p in leaked if p.exists()], leaked
+
+
+def check_users_mypy_strict(venv: Path, work: Path, env) -> None:
+    """A user's `mypy --strict` against the installed wheel (`py.typed`) accepts the faces' names: strict mode
+    re-exports a package's name only when its literal `__all__` lists it (a face built at run time failed every
+    import below)."""
+    user = work / "analysis.py"
+    user.write_text(
+        "from dormant_tasks import Store, open_store\n"
+        "from dormant_tasks.store import read_table\n"
+        "from dormant_tasks.tracking import SeriesView\n"
+        "from dormant_tasks.engine import SCORE_FUNCTIONS\n\n\n"
+        "def first_series(path: str) -> list[str]:\n"
+        "    store: Store = open_store(path)\n"
+        "    assert callable(read_table) and SeriesView is not None and SCORE_FUNCTIONS\n"
+        "    return store.series()[:1]\n",
+        encoding="utf-8",
+    )
+    cmd = [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental"]
+    done = subprocess.run(
+        [*cmd, "--python-executable", str(venv / "bin" / "python"), user.name],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0 and "Success" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+    user.unlink()

@@ -158,10 +158,38 @@ def violations(root: Path) -> list[str]:
     return out
 
 
-def face_names(root: Path, folder: str) -> set[str]:
-    from dormant_tasks.face import face_names as read_face
+@dataclass(frozen=True)
+class Face:
+    """A face's three lists of its public names, read from its `__init__.py` (see `dormant_tasks.face`)."""
 
-    return set(read_face(root / "dormant_tasks" / folder / "__init__.py"))
+    exported: tuple[str, ...]  # the literal `__all__`
+    typed: dict[str, str]  # {name: module} of the imports under `if TYPE_CHECKING:`
+    attached: dict[str, str]  # {name: module} of the map given to `attach`
+
+
+def read_face(root: Path, package: str) -> Face:
+    """The face of `package` (`dormant_tasks`, `dormant_tasks.store`, ...) in the tree at `root`."""
+    tree = ast.parse((root / package.replace(".", "/") / "__init__.py").read_text(encoding="utf-8"))
+    exported: tuple[str, ...] = ()
+    typed: dict[str, str] = {}
+    attached: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            exported = tuple(ast.literal_eval(node.value))  # a literal, or this fails
+        elif isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom) and stmt.module:
+                    typed.update({a.asname or a.name: stmt.module for a in stmt.names})
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            call = node.value
+            if isinstance(call.func, ast.Name) and call.func.id == "attach":
+                submodules = ast.literal_eval(call.args[2])
+                attached = {n: f"{package}.{m}" for m, names in submodules.items() for n in names}
+    return Face(exported, typed, attached)
+
+
+def face_names(root: Path, folder: str) -> set[str]:
+    return set(read_face(root, f"dormant_tasks.{folder}").exported)
 
 
 def cycles(root: Path) -> list[list[str]]:
@@ -235,6 +263,26 @@ def test_a_wrong_import_is_refused(tmp_path):
     assert any("reporting/texts.py" in v and "read it through tracking" in v for v in found), found
     assert len(found) == 5, found
     assert any("dormant_tasks.tracking.masks" in group for group in cycles(tmp_path))
+
+
+def test_each_face_lists_its_names_once_in_each_of_its_three_lists():
+    """`__all__` (a literal), the type-checking imports and the map given to `attach` name the same names, each
+    at the same module: a name added to one list only is caught here (and `attach` refuses the map at import)."""
+    for package in ["dormant_tasks", *(f"dormant_tasks.{f}" for f in FOLDERS)]:
+        face = read_face(ROOT, package)
+        assert face.exported and len(set(face.exported)) == len(face.exported), package
+        assert list(face.exported) == sorted(face.exported), f"{package}: keep __all__ sorted"
+        assert face.typed == face.attached, (package, sorted(set(face.typed.items()) ^ set(face.attached.items())))
+        assert set(face.exported) == set(face.typed), (package, sorted(set(face.exported) ^ set(face.typed)))
+
+
+def test_a_face_whose_map_differs_from_its_all_does_not_import():
+    from dormant_tasks.face import attach
+
+    with pytest.raises(ImportError, match=r"only in __all__: \['b'\]; only in the map: \['c'\]"):
+        attach("dormant_tasks.somewhere", ["a", "b"], {"m": ["a", "c"]})
+    with pytest.raises(ImportError, match="1 named twice"):
+        attach("dormant_tasks.somewhere", ["a"], {"m": ["a"], "n": ["a"]})
 
 
 def test_each_face_exports_what_it_lists_and_loads_nothing_until_asked():
