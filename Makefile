@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: setup demo test lint clean-demo olah lmeval045
+.PHONY: setup demo test lint clean-demo olah lmeval045 lowest
 
 # torch first, pinned: this machine's CPU build lies on disk; an open range would pull a multi-GB CUDA build.
 # The gpu extra (Triton) lets the tests run the GPU score kernel in Triton's interpreter on CPU; the int8 extra
@@ -35,6 +35,26 @@ olah: .venv-olah/bin/olah-cli
 	touch $@
 
 lmeval045: .venv-lmeval045/.installed
+
+# The lower bounds pyproject.toml claims for the task layer and the kernel, tested: a venv over the dev venv's
+# packages (a path file) with lm-eval and triton at the lowest versions its ranges allow, running the tests that
+# exercise their internals (the adapters' drift tests, the task layer, the kernel in Triton's interpreter).
+LOWEST := $(shell $(PYTHON) -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+	reqs = p['dependencies'] + p['optional-dependencies']['gpu']; \
+	print(' '.join(re.sub(r'>=([^,]+).*', r'==\1', r) for r in reqs if r.split('>')[0] in ('lm-eval', 'triton')))")
+
+.venv-lowest/.installed: $(VENV)/.installed pyproject.toml
+	rm -rf .venv-lowest
+	$(PYTHON) -m venv --without-pip .venv-lowest
+	$(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
+		"$$(.venv-lowest/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/dev-venv.pth"
+	$(PY) -m pip --python .venv-lowest/bin/python install -q --no-deps $(LOWEST)
+	touch $@
+
+lowest: .venv-lowest/.installed
+	.venv-lowest/bin/python -c "import lm_eval, triton; print('lowest bounds:', lm_eval.__version__, triton.__version__)"
+	.venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m "not slow" tests/library/evaluation/test_lm_eval_registry.py \
+		tests/library/evaluation/test_shots.py tests/library/evaluation/test_chat_date.py tests/library/engine/test_triton_attention.py
 
 demo: setup
 	$(VENV)/bin/dormant demo

@@ -327,3 +327,34 @@ def test_the_docs_module_table_names_what_each_module_has():
             name = re.fullmatch(r"([A-Za-z_]\w*)(\(.*\))?( -> .*)?", token)  # a name, a call or a call's result
             if name:  # (paths, commands, values and `.attribute`s of a listed name are prose)
                 assert hasattr(mod, name.group(1)), f"docs/DEVELOPING.md lists `{token}` for {module}, which lacks it"
+
+
+# Module-level names that every module may define for itself: its logger.
+PER_MODULE = {"log"}
+
+
+def defined_twice(root: Path) -> dict[str, list[str]]:
+    """{public name: the library modules that define it at module level}, for names defined in more than one."""
+    homes: dict[str, list[str]] = {}
+    for name, path in modules(root).items():
+        if not name.startswith("dormant_tasks") or path.name == "__init__.py":
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            else:
+                continue
+            for n in names:
+                if not n.startswith("_") and n not in PER_MODULE:
+                    homes.setdefault(n, []).append(name)
+    return {n: sorted(set(m)) for n, m in homes.items() if len(set(m)) > 1}
+
+
+def test_each_public_name_is_defined_once_in_the_library():
+    """One name, one thing: a public name defined in two modules (two `Series`, two `open_store`) reads as one
+    thing at the call site and is two; rename one, or make it private to its module."""
+    assert defined_twice(ROOT) == {}
