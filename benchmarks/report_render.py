@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from dormant_tasks.engine import DETERMINISTIC_IDS, get_score_function
 from dormant_tasks.reporting import render_report
-from dormant_tasks.store import commit_checkpoint, derived_file_key, open_store, read_table, write_table
+from dormant_tasks.store import commit_checkpoint, derived_file_key, read_table, store_folder, write_table
 from dormant_tasks.tracking import derive_transitions, head_histories, mark_blips
 
 TARGET_S = 60.0
@@ -51,7 +51,7 @@ def build_store(root: Path, n_ckpt: int, n_layers: int, n_heads: int, seed: int 
     dormant = np.where(
         np.array(directions)[:, None, None] == ">", scores > taus[:, None, None], scores < taus[:, None, None]
     )  # [fn, head, checkpoint]
-    open_store(root, create=True)
+    store_folder(root, create=True)
     write_table(  # the series' taus: what marks it as tracked
         root,
         "taus",

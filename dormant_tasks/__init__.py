@@ -14,19 +14,19 @@ from dormant_tasks.face import attach
 from dormant_tasks.version import __version__ as __version__  # re-exported
 
 __all__ = [
-    "Series",
+    "SeriesResults",
     "Store",
     "open_store",
 ]
 
 if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
-    from dormant_tasks.api import Series, Store, open_store
+    from dormant_tasks.api import SeriesResults, Store, open_store
 
 # the same names for the interpreter: each loaded from its module on first use
 __getattr__, __dir__ = attach(
     __name__,
     __all__,
     {
-        "api": ["Series", "Store", "open_store"],
+        "api": ["SeriesResults", "Store", "open_store"],
     },
 )

@@ -40,13 +40,13 @@ class Store:
         """The model ids of the series the store holds, tracked or only evaluated."""
         return store.list_models(self.path)
 
-    def __getitem__(self, model_id: str) -> Series:
+    def __getitem__(self, model_id: str) -> SeriesResults:
         return self.open_series(model_id)
 
-    def open_series(self, model_id: str, calibration_id: str | None = None) -> Series:
+    def open_series(self, model_id: str, calibration_id: str | None = None) -> SeriesResults:
         """One tracked series on one calibration set (default: its primary set). StoreError, naming what the
         store holds, when it was never tracked."""
-        return Series(SeriesView.open(self.path, model_id, calibration_id))
+        return SeriesResults(SeriesView.open(self.path, model_id, calibration_id))
 
     def calibration_ids(self, model_id: str) -> list[str]:
         """The series' calibration sets, the primary one first."""
@@ -60,11 +60,11 @@ class Store:
 
 def open_store(path) -> Store:
     """Open the store at `path` (a StoreError, with the fix, when it is not one)."""
-    return Store(store.open_store(path))
+    return Store(store.store_folder(path))
 
 
 @dataclass(frozen=True)
-class Series:
+class SeriesResults:
     """The current results of one tracked series on one calibration set. `view` is the underlying SeriesView."""
 
     view: SeriesView

@@ -1,11 +1,11 @@
 """What the tool writes outside its store: report and findings folders, and `score --out` files.
 
 One rule for all of them: nothing the tool did not write is ever replaced. A folder is written only if it is
-new, empty, or marked as this tool's output (`MARKER`, written into every folder it publishes: kind, store,
+new, empty, or marked as this tool's output (`OUTPUT_MARKER`, written into every folder it publishes: kind, store,
 series and the files written) of the same kind, store and series, holding no file the marker does not list.
 A report belongs to the store it came from: another store's run is refused, never written over it. The store, a folder inside it or one that holds it, and the working folder or one
 above it are never output folders. A file (`score --out`) is written only if it is new or one this tool wrote
-(`FILE_KEY` in its Parquet metadata). Everything else is one line naming the option and the fix.
+(`OWNER_KEY` in its Parquet metadata). Everything else is one line naming the option and the fix.
 
 Stdlib only (pyarrow only for an existing `--out` file), so the CLI checks before any work.
 """
@@ -23,8 +23,8 @@ from dormant_tasks.errors import ConfigError
 from dormant_tasks.paths import default_reports_dir
 from dormant_tasks.version import __version__
 
-MARKER = ".dormant-report.json"  # in every folder the tool publishes: what it is, from which store and series
-FILE_KEY = b"dormant_heads"  # the Parquet schema metadata key of a file the tool wrote
+OUTPUT_MARKER = ".dormant-report.json"  # in every folder the tool publishes: what it is, from which store and series
+OWNER_KEY = b"dormant_heads"  # the Parquet schema metadata key of a file the tool wrote
 # A folder rendered before the marker existed holds only these (and figures/ only PNG and SVG): adopted once.
 _UNMARKED_OUTPUT = {"index.html", "summary.md", "inputs.json", "findings.md", "figures"}
 
@@ -74,7 +74,7 @@ def check_folder(out, owner: Owner, option: str = "--reports-dir") -> Path:
             f"{where} holds {found[0].describe()}, not {owner.describe()}: name another {option} "
             f"(an output belongs to its store and series), or delete {given} first"
         )
-    foreign = sorted(set(_files(path)) - found[1] - {MARKER})
+    foreign = sorted(set(_files(path)) - found[1] - {OUTPUT_MARKER})
     if foreign:  # a marked folder the user added to: replacing it would lose what they added
         _refuse_foreign(where, foreign[0])
     return path
@@ -108,7 +108,7 @@ def marker_of(folder: Path) -> tuple[Owner, set[str]] | None:
     """The owner recorded in `folder`'s marker and the files it wrote there; None when it has no marker (an
     unreadable one is none)."""
     try:
-        saved = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        saved = json.loads((folder / OUTPUT_MARKER).read_text(encoding="utf-8"))
         owner = Owner(str(saved["kind"]), str(saved["store"]), str(saved["series"]))
         return owner, {str(f) for f in saved["files"]}
     except (OSError, ValueError, KeyError, TypeError):
@@ -142,7 +142,7 @@ def publish_folder(tmp: Path, out, owner: Owner, option: str = "--reports-dir") 
     A folder it replaces (empty, or this owner's) is renamed away first, then deleted. Returns the resolved path."""
     path = check_folder(out, owner, option)
     marker = asdict(owner) | {"files": sorted(_files(tmp)), "written_by": f"dormant-heads {__version__}"}
-    (tmp / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+    (tmp / OUTPUT_MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
     old = None
     if path.exists():
         old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
@@ -154,7 +154,7 @@ def publish_folder(tmp: Path, out, owner: Owner, option: str = "--reports-dir") 
 
 
 def check_file(out, option: str = "--out") -> Path:
-    """`out` when it is new or a Parquet file this tool wrote (`FILE_KEY`); else a one-line ConfigError."""
+    """`out` when it is new or a Parquet file this tool wrote (`OWNER_KEY`); else a one-line ConfigError."""
     path = Path(out)
     if path.is_dir():
         raise ConfigError(f"{option} {out} is a folder: name a .parquet file, e.g. {path / 'scores.parquet'}")
@@ -174,4 +174,4 @@ def _written_by_us(path: Path) -> bool:
         metadata = pq.read_schema(path).metadata or {}
     except Exception:  # noqa: BLE001 - not Parquet, unreadable: not ours
         return False
-    return FILE_KEY in metadata
+    return OWNER_KEY in metadata

@@ -40,6 +40,7 @@ from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from dormant_tasks.checkpoints.hash_cache import cached_sha256
 from dormant_tasks.errors import CheckpointError, did_you_mean
+from dormant_tasks.hashing import hash_file, sha256_file
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -74,23 +75,12 @@ def file_sha256(path: Path) -> str:
     """sha256 of a file, read in 16 MiB chunks so a multi-GB shard never sits in memory whole; remembered across
     processes by `hash_cache` per (device, inode, size, mtime), so a rerun or a hard link of a hashed file
     reads nothing."""
-    return cached_sha256(path if isinstance(path, Path) else Path(path), _uncached_sha256)
-
-
-def _uncached_sha256(path: Path) -> str:
-    return _hash_file(hashlib.sha256(), path)
+    return cached_sha256(path if isinstance(path, Path) else Path(path), sha256_file)
 
 
 def _git_blob_sha1(path: Path) -> str:
     """The git object id of a file stored as a plain (non-LFS) blob: sha1 of 'blob <size>\\0' + content."""
-    return _hash_file(hashlib.sha1(f"blob {path.stat().st_size}\0".encode()), path)
-
-
-def _hash_file(h, path: Path) -> str:
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 24), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return hash_file(hashlib.sha1(f"blob {path.stat().st_size}\0".encode()), path)
 
 
 # ---- network errors: retried when transient, else one line that names the fix ----

@@ -29,7 +29,7 @@ from dormant_tasks.devices import Device, DType, check_device_available, is_cuda
 from dormant_tasks.errors import CheckpointError, ConfigError
 from dormant_tasks.names import is_local_source
 
-DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
+TORCH_DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -47,7 +47,7 @@ def resolve_device(device: str = "auto") -> str:
 def resolve_dtype(dtype: str) -> torch.dtype | str:
     if dtype == "auto":  # the checkpoint's own dtype (evaluate --precision paper, for non-OLMo-2 ids)
         return "auto"
-    return DTYPES[parse_dtype(dtype)]
+    return TORCH_DTYPES[parse_dtype(dtype)]
 
 
 def load_model_and_tokenizer(

@@ -35,7 +35,7 @@ INTERPRETED = triton is not None and bool(triton.knobs.runtime.interpret)
 
 STAT_ENTROPY, STAT_FIRST, STAT_NORM, STAT_FULL_NORM = range(4)
 N_STATS = 4
-DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_HEAD_DIM = 256
 
 
@@ -47,7 +47,7 @@ def unavailable_reason(query: torch.Tensor) -> str | None:
         return "the Triton kernel runs on CPU tensors only in Triton's interpreter (TRITON_INTERPRET=1 before start)"
     if query.device.type not in ("cuda", "cpu"):
         return f"the Triton kernel runs on CUDA (or in Triton's interpreter on CPU), not {query.device.type}"
-    if query.dtype not in DTYPES:
+    if query.dtype not in KERNEL_DTYPES:
         return f"the Triton kernel takes float32, bfloat16 or float16 queries, not {query.dtype}"
     if query.shape[-1] > MAX_HEAD_DIM:
         return f"the Triton kernel takes head dimensions up to {MAX_HEAD_DIM}, not {query.shape[-1]}"

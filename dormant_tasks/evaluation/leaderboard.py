@@ -70,7 +70,7 @@ OURS = "ours"  # the authors' aggregate: the best function but AWFT, random incl
 OURS_VS_AWFT = "ours - awft"  # the aggregate's lead over AWFT, in points of % zeroed
 AWFT = "awft"
 _AGGREGATE_RANK = {OURS: 1, OURS_VS_AWFT: 2, BEST: 3}  # shown after the functions, in this order
-FORMATS = ("markdown", "csv", "latex")
+LEADERBOARD_FORMATS = ("markdown", "csv", "latex")
 BASELINES = frozenset(SCORE_FUNCTIONS) - frozenset(DETERMINISTIC_IDS)  # never the best function
 
 _READ = [
@@ -472,8 +472,10 @@ def _latex(text: str) -> str:
 def format_leaderboard_table(rows: list[dict], fmt: str = "markdown") -> str:
     """The rows (of `Leaderboard.rows`) as a markdown table, CSV (every column, full precision, the fields of
     `CSV_COLUMNS`) or a LaTeX tabular; sorted by function, then model, then task."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"--format {fmt}: unknown{did_you_mean(fmt, FORMATS)}; choose one of {', '.join(FORMATS)}")
+    if fmt not in LEADERBOARD_FORMATS:
+        raise ConfigError(
+            f"--format {fmt}: unknown{did_you_mean(fmt, LEADERBOARD_FORMATS)}; choose one of {', '.join(LEADERBOARD_FORMATS)}"
+        )
     rows = sorted(rows, key=_order)
     if fmt == "csv":
         buffer = io.StringIO()

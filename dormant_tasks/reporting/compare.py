@@ -30,7 +30,7 @@ import numpy as np
 from dormant_tasks.errors import ConfigError, ReportError
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.figure_data import dormant_percent, layer_counts
-from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, Series, load_series, resolve_model_id
+from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, ReportSeries, load_series, resolve_model_id
 from dormant_tasks.tracking import (
     EARLY,
     Z95,
@@ -45,14 +45,14 @@ from dormant_tasks.tracking import (
 )
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)  # of each series' training tokens: the depth profile's matched points
-FORMATS = ("markdown", "csv")
+COMPARISON_FORMATS = ("markdown", "csv")
 
 
 @dataclass(frozen=True)
 class Member:
     """One compared series."""
 
-    series: Series  # on the compared calibration set
+    series: ReportSeries  # on the compared calibration set
     tokens: np.ndarray  # int64 [checkpoint]: tokens along each checkpoint's path (`findings.path_tokens`)
     calibration_ids: list[str]  # every set of the series, its primary one first
     findings: dict[str, Findings]  # score_fn -> the series' own findings (its primary set, as `dormant findings`)
@@ -118,14 +118,14 @@ def compared_set(sets: dict[str, list[str]]) -> str:
     )
 
 
-def series_tokens(series: Series) -> np.ndarray:
+def series_tokens(series: ReportSeries) -> np.ndarray:
     """int64 [checkpoint]: training tokens along each checkpoint's path, as the findings count them."""
     stage = np.array([c["stage"] for c in series.checkpoints], dtype=np.int64)
     ingredient = np.array([c.get("ingredient") or 0 for c in series.checkpoints], dtype=np.int64)
     return path_tokens(series.tokens, stage, predecessors(stage, ingredient))
 
 
-def _score_fns(series: list[Series], asked: list[str] | None) -> tuple[str, ...]:
+def _score_fns(series: list[ReportSeries], asked: list[str] | None) -> tuple[str, ...]:
     """The functions compared: those asked (each tracked by every series), else the primary one (ahon_ln when
     every series tracks it, else the first function every series tracks)."""
     if asked:
@@ -207,7 +207,7 @@ def comparison_notes(members: list[Member], score_fns: tuple[str, ...], cal: str
     return notes
 
 
-def series_tau_source(series: Series, fn: str) -> dict:
+def series_tau_source(series: ReportSeries, fn: str) -> dict:
     return next((r for r in series.tau_sources if r["score_fn"] == fn), {"source": "not recorded"})
 
 

@@ -58,7 +58,7 @@ class CompareResult:
     index: Path  # the reports folder's comparisons.json, which the series' reports read
 
 
-CAPTIONS = {
+COMPARISON_CAPTIONS = {
     "tokens": "% of heads dormant under {fn} against training tokens (log axis), one line per series, a point at "
     "every checkpoint measured.",
     "fraction": "% of heads dormant under {fn} against the fraction of each series' own training tokens (log axis; "
@@ -120,7 +120,9 @@ def page_context(c: Comparison, plots, out: Path) -> dict:
         )
     functions = []
     for fn in c.score_fns:
-        figures = [{"name": name, "caption": CAPTIONS[kind].format(fn=fn)} for f, kind, name, _ in plots if f == fn]
+        figures = [
+            {"name": name, "caption": COMPARISON_CAPTIONS[kind].format(fn=fn)} for f, kind, name, _ in plots if f == fn
+        ]
         rows = findings_rows(c, fn)
         functions.append(
             {

@@ -11,7 +11,7 @@ import numpy as np
 
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.reporting import figures as fg
-from dormant_tasks.reporting.compare import FORMATS, POINTS, Comparison, differences, series_tau_source
+from dormant_tasks.reporting.compare import COMPARISON_FORMATS, POINTS, Comparison, differences, series_tau_source
 from dormant_tasks.tracking import EARLY, Findings
 
 
@@ -166,8 +166,8 @@ def _tau_label(row: dict) -> str:
 
 def comparison_table(c: Comparison, fmt: str = "markdown") -> str:
     """The findings of every series under every compared function, one row each (stdout of `dormant compare`)."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if fmt not in COMPARISON_FORMATS:
+        raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(COMPARISON_FORMATS)}")
     headers = [h for h, _ in FINDINGS_COLUMNS]
     if fmt == "csv":
         import csv

@@ -9,7 +9,7 @@ import numpy as np
 
 from dormant_tasks.engine import ALL_IDS
 from dormant_tasks.evaluation import curve_warnings, normalised_auc, pct_zeroed_within_1pt, protocol_line
-from dormant_tasks.reporting.series_data import Series
+from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.tracking import SeriesView, TauPosition
 from dormant_tasks.tracking import tau_positions as positions_of
 
@@ -22,7 +22,7 @@ class RasterData:
     marks: np.ndarray  # int8 [head, checkpoint]: +1 fell dormant here, -1 woke here, 0 no change
 
 
-def raster_data(series: Series, score_fn: str, hide_blips: bool = False) -> RasterData:
+def raster_data(series: ReportSeries, score_fn: str, hide_blips: bool = False) -> RasterData:
     """The raster of one function; with `hide_blips`, blips undone (`states_without_blips`)."""
     i = series.fn_index(score_fn)
     labels = [f"L{layer}.H{head}" for layer in range(series.n_layers) for head in range(series.n_heads)]
@@ -32,7 +32,7 @@ def raster_data(series: Series, score_fn: str, hide_blips: bool = False) -> Rast
     return RasterData(labels, series.revisions, series.dormant[i], series.marks[i])
 
 
-def states_without_blips(series: Series, score_fn: str) -> tuple[np.ndarray, np.ndarray]:
+def states_without_blips(series: ReportSeries, score_fn: str) -> tuple[np.ndarray, np.ndarray]:
     """The head states [head, checkpoint] with every blip undone, and their marks [head, checkpoint].
 
     A blip is A -> B into checkpoint c undone after c (B -> A): the head is shown in its predecessor's
@@ -58,7 +58,7 @@ def states_without_blips(series: Series, score_fn: str) -> tuple[np.ndarray, np.
     return states, marks
 
 
-def raw_quantile_fns(series: Series) -> frozenset[str]:
+def raw_quantile_fns(series: ReportSeries) -> frozenset[str]:
     """The raw-unit functions whose tau is a quantile of the reference checkpoint (`texts.raw_quantile_note`)."""
     from dormant_tasks.tracking import QUANTILE_DEFAULTS
 
@@ -67,14 +67,14 @@ def raw_quantile_fns(series: Series) -> frozenset[str]:
     )
 
 
-def dormant_percent(series: Series) -> np.ndarray:
+def dormant_percent(series: ReportSeries) -> np.ndarray:
     """% of scored heads that are dormant: float64 [fn, checkpoint] (NaN where nothing was scored)."""
     scored = (series.dormant >= 0).sum(axis=1)  # [fn, checkpoint]
     with np.errstate(invalid="ignore", divide="ignore"):
         return 100.0 * (series.dormant == 1).sum(axis=1) / np.where(scored > 0, scored, np.nan)
 
 
-def layer_counts(series: Series, score_fn: str) -> np.ndarray:
+def layer_counts(series: ReportSeries, score_fn: str) -> np.ndarray:
     """Number of dormant heads per layer: int64 [layer, checkpoint]."""
     states = series.dormant[series.fn_index(score_fn)]  # [head, checkpoint]
     return (states == 1).reshape(series.n_layers, series.n_heads, -1).sum(axis=1)
@@ -87,12 +87,12 @@ class TransitionCounts:
     woke: np.ndarray  # int64 [interval]: heads that woke (dormant -> active)
 
 
-def transition_counts(series: Series, score_fn: str) -> TransitionCounts:
+def transition_counts(series: ReportSeries, score_fn: str) -> TransitionCounts:
     marks = series.marks[series.fn_index(score_fn)][:, 1:]  # [head, interval]
     return TransitionCounts(series.revisions[1:], (marks == 1).sum(axis=0), (marks == -1).sum(axis=0))
 
 
-def score_bands(series: Series, score_fn: str) -> np.ndarray:
+def score_bands(series: ReportSeries, score_fn: str) -> np.ndarray:
     """10th percentile, median and 90th percentile of the per-head mean scores: float64 [3, checkpoint]."""
     scores = series.score[series.fn_index(score_fn)]  # [head, checkpoint]
     out = np.full((3, scores.shape[1]), np.nan)
@@ -101,7 +101,7 @@ def score_bands(series: Series, score_fn: str) -> np.ndarray:
     return out
 
 
-def agreement_iou(series: Series, checkpoint: int = -1) -> np.ndarray:
+def agreement_iou(series: ReportSeries, checkpoint: int = -1) -> np.ndarray:
     """IoU of the dormant head sets of every pair of functions at one checkpoint: float64 [fn, fn].
 
     NaN where both sets are empty (the overlap of two empty sets is undefined, not 1 or 0).
@@ -117,7 +117,7 @@ def agreement_iou(series: Series, checkpoint: int = -1) -> np.ndarray:
 # ---------------------------------------------------------------- where each tau sits
 
 
-def tau_positions(store, series: Series) -> list[TauPosition]:
+def series_tau_positions(store, series: ReportSeries) -> list[TauPosition]:
     """Per tracked function, where its tau sits at the series' reference checkpoint, with its warning
     (`tracking.tau_positions`: the same lines `dormant track` prints)."""
     return positions_of(SeriesView.open(store, series.model_id))
@@ -150,7 +150,7 @@ class EvaluationGroup:
         return [f"{', '.join(fns)}: {w}" if len(fns) < len(self.curves) else w for w, fns in by_text.items()]
 
 
-def evaluation_groups(series: Series) -> list[EvaluationGroup]:
+def evaluation_groups(series: ReportSeries) -> list[EvaluationGroup]:
     groups: dict[tuple, dict[str, list]] = {}
     chance: dict[tuple, float | None] = {}
     for row in series.evaluations:
@@ -189,7 +189,7 @@ def evaluation_groups(series: Series) -> list[EvaluationGroup]:
 # ---------------------------------------------------------------- summaries (also the track flow's artifacts)
 
 
-def summary_rows(series: Series) -> list[dict]:
+def summary_rows(series: ReportSeries) -> list[dict]:
     """One row per score function: first checkpoint with a dormant head, final % dormant, transitions (of
     which `confident` and `blips` count those the intervals are sure of and those undone at once)."""
     pct = dormant_percent(series)  # [fn, checkpoint]

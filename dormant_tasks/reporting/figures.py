@@ -218,7 +218,7 @@ def draw_agreement(iou: np.ndarray, score_fns, revision: str) -> Figure:
 # Calibration-set raster colours, indexed by state + 1 (sets.CalibrationSets.states): fewer than 2 sets
 # scored it, dormant on no set, on some, on every set.
 SET_COLOURS = ("#d9d9d9", "#cfe1f2", "#f0a04b", "#1f3b63")
-SET_NAMES = ("fewer than 2 sets scored", "dormant on no set", "dormant on some sets", "dormant on every set")
+SET_LABELS = ("fewer than 2 sets scored", "dormant on no set", "dormant on some sets", "dormant on every set")
 
 
 def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str) -> Figure:
@@ -368,7 +368,7 @@ def draw_set_raster(
     _column_ticks(ax, tokens)
     ax.set_title(f"{score_fn} head states across {n_sets} calibration sets")
     used = sorted(set(np.unique(codes).tolist()) | {1, 3})
-    handles = [Patch(facecolor=SET_COLOURS[c], edgecolor="#888888", label=SET_NAMES[c]) for c in used]
+    handles = [Patch(facecolor=SET_COLOURS[c], edgecolor="#888888", label=SET_LABELS[c]) for c in used]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 

@@ -20,7 +20,7 @@ from dormant_tasks.reporting.texts import (
     tau_source,
 )
 
-CAPTIONS = {
+FIGURE_CAPTIONS = {
     "dormant_percent": "Percentage of heads dormant at each checkpoint, one line per score function "
     "(raw scores solid, layer-normalised _ln dashed, head-normalised _hn dotted); the raw-unit functions whose "
     "tau is a quantile of the reference checkpoint's own scores in a panel of their own below (at that "
@@ -90,7 +90,7 @@ def compare_html(context: dict) -> str:
 
 
 def _figure(kind: str, name: str, fn: str) -> dict:
-    caption = CAPTIONS[kind.rstrip("_0123456789") if kind.startswith("accuracy") else kind].format(fn=fn)
+    caption = FIGURE_CAPTIONS[kind.rstrip("_0123456789") if kind.startswith("accuracy") else kind].format(fn=fn)
     return {"name": name, "caption": caption}
 
 

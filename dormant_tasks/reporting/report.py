@@ -29,8 +29,8 @@ from dormant_tasks.reporting.figure_data import (
     raster_data,
     raw_quantile_fns,
     score_bands,
+    series_tau_positions,
     summary_rows,
-    tau_positions,
     transition_counts,
 )
 from dormant_tasks.reporting.findings_report import findings_plots
@@ -140,7 +140,7 @@ def render_report(
             plots.append(("set_length", "set_length", lambda: fg.draw_set_length(lengths)))
     found = series_findings(store, series.model_id, fn, fdr, resampling)
     plots += [p for p in findings_plots(found) if p[1] not in {name for _, name, _ in plots}]
-    positions = tau_positions(root, series)
+    positions = series_tau_positions(root, series)
     groups = evaluation_groups(series)
     for k, g in enumerate(groups):
         title = f"{g.task}, {g.shots}-shot, {g.revision} ({g.n_items} items)"

@@ -23,7 +23,7 @@ DEFAULT_SCORE_FN = "ahon_ln"  # the function of the per-function figures when tr
 
 
 @dataclass(frozen=True)
-class Series:
+class ReportSeries:
     """One model's analysed checkpoints in series order, with every head's state per score function."""
 
     model_id: str
@@ -75,7 +75,7 @@ def resolve_model_id(store, model_id: str | None) -> str:
     return model_id
 
 
-def load_series(store, model_id: str | None, fdr: float = FDR, calibration_id: str | None = None) -> Series:
+def load_series(store, model_id: str | None, fdr: float = FDR, calibration_id: str | None = None) -> ReportSeries:
     """One model's current series (`SeriesView`) on its primary calibration set, or on `calibration_id`;
     ReportError when the store cannot give a consistent one. A transition is confident when its BH q-value is
     below `fdr` (`transitions.confident_at`)."""
@@ -122,7 +122,7 @@ def load_series(store, model_id: str | None, fdr: float = FDR, calibration_id: s
             f"the `transitions` table has no rows for {model_id} although its head states change; "
             "run `dormant track` again to derive them"
         )
-    return Series(
+    return ReportSeries(
         model_id,
         checkpoints,
         n_layers,

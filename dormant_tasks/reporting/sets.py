@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from dormant_tasks.reporting.figure_data import transition_tally
-from dormant_tasks.reporting.series_data import Series, transition_marks
+from dormant_tasks.reporting.series_data import ReportSeries, transition_marks
 from dormant_tasks.tracking import SeriesView, stored_agreement
 
 
@@ -35,7 +35,7 @@ class CalibrationSets:
 SET_NONE, SET_SOME, SET_ALL = 0, 1, 2  # CalibrationSets.states: dormant on no set, some of them, every one
 
 
-def calibration_sets(views, series: Series, score_fn: str) -> CalibrationSets | None:
+def calibration_sets(views, series: ReportSeries, score_fn: str) -> CalibrationSets | None:
     """The section's data from the series' `open_views`; None with fewer than 2 calibration sets (no section)."""
     if len(views) < 2:
         return None
@@ -120,7 +120,7 @@ class LengthDependence:
     rate: np.ndarray  # float64 [set, head] dormant_rate
 
 
-def length_dependence(views, series: Series, score_fn: str, top: int = 8) -> LengthDependence | None:
+def length_dependence(views, series: ReportSeries, score_fn: str, top: int = 8) -> LengthDependence | None:
     """From the series' `open_views`; None when fewer than 2 sets share a checkpoint scored under `score_fn`."""
     views = [v for v in views if score_fn in v.taus]
     if len(views) < 2:

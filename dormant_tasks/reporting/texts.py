@@ -11,7 +11,7 @@ import numpy as np
 from dormant_tasks.checkpoints import format_tokens
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
 from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
-from dormant_tasks.reporting.series_data import Series
+from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.reporting.sets import CalibrationSets
 from dormant_tasks.text import plural
 from dormant_tasks.tracking import EARLY, QUANTILE_DEFAULTS, Estimate, Findings, Share
@@ -20,7 +20,7 @@ from dormant_tasks.tracking import EARLY, QUANTILE_DEFAULTS, Estimate, Findings,
 
 
 def report_markdown(
-    series: Series, sets: CalibrationSets | None = None, found: Findings | None = None, positions=()
+    series: ReportSeries, sets: CalibrationSets | None = None, found: Findings | None = None, positions=()
 ) -> str:
     """The keyed markdown summary of a series (summary.md, and the track flow's Prefect artifact); with `sets`
     (several calibration sets), a line of their agreement and a table of each set's transitions; with `found`,

@@ -23,7 +23,6 @@ hidden from readers and swept by the next write to that series folder from the s
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,8 +33,9 @@ import pyarrow.parquet as pq
 
 from dormant_tasks.atomic import atomic_file, sweep_dead_temps, write_errors
 from dormant_tasks.errors import USER_ERRNOS, StoreError, did_you_mean
+from dormant_tasks.hashing import sha256_file
 from dormant_tasks.names import model_id_of_slug
-from dormant_tasks.store.layout import MARKER, data_files, open_store, safe_file_key, series_dir, store_root_of
+from dormant_tasks.store.layout import MARKER, data_files, safe_file_key, series_dir, store_folder, store_root_of
 from dormant_tasks.store.lock import series_lock
 from dormant_tasks.store.schema import (
     CHECKPOINT_KEY_COLUMNS,
@@ -54,7 +54,7 @@ from dormant_tasks.store.schema import (
 
 def list_models(store) -> list[str]:
     """Model ids with at least one file in any table, sorted."""
-    root = open_store(store)
+    root = store_folder(store)
     slugs = {p.parent.name.removeprefix("series=") for t in TABLES for p in data_files(root, t, None)}
     return sorted(model_id_of_slug(s) for s in slugs)
 
@@ -154,7 +154,7 @@ def write_table(
     series = _series_of(t, table, model_id)
     if metadata:
         t = t.replace_schema_metadata({str(k): str(v) for k, v in metadata.items()})
-    return _write_file(open_store(store, create=True), table, series, file_key, t)
+    return _write_file(store_folder(store, create=True), table, series, file_key, t)
 
 
 def _series_of(t: pa.Table, table: str, model_id: str | None) -> str:
@@ -196,7 +196,7 @@ def parquet_options(t: pa.Table) -> dict:
 
 def _merge_manifest(store, data, file_key: str, model_id: str | None) -> Path:
     rows = data.to_pylist() if isinstance(data, pa.Table) else [dict(r) for r in data]
-    root = open_store(store, create=True)
+    root = store_folder(store, create=True)
     for r in rows:
         r.setdefault("file_key", safe_file_key(file_key))
         if "input_scores_kept" not in r and r.get("model_id"):
@@ -229,9 +229,9 @@ def commit_checkpoint(store, row: dict, head_scores: pa.Table, input_scores: pa.
             write_manifest(root, model_id, SCHEMAS["checkpoints"].empty_table())
         if input_scores is not None:
             path = write_table(store, "input_scores", input_scores, file_key=file_key, model_id=model_id)
-            row |= {"input_scores_sha256": file_sha256(path), "input_scores_bytes": path.stat().st_size}
+            row |= {"input_scores_sha256": sha256_file(path), "input_scores_bytes": path.stat().st_size}
         path = write_table(store, "head_scores", head_scores, file_key=file_key, model_id=model_id, metadata=meta)
-        row |= {"head_scores_sha256": file_sha256(path), "head_scores_bytes": path.stat().st_size}
+        row |= {"head_scores_sha256": sha256_file(path), "head_scores_bytes": path.stat().st_size}
         return write_table(store, "checkpoints", [row], file_key=file_key, model_id=model_id)
 
 
@@ -244,7 +244,7 @@ def write_manifest(root: Path, model_id: str, checkpoints: pa.Table) -> Path:
 def drop_legacy_derived(store, model_id: str, taus_id: str) -> None:
     """Delete the derived files of schema version 3's naming (one per taus, `<table>-<taus_id>`), which the
     per-calibration-set files replace; hold `series_lock`."""
-    root = open_store(store)
+    root = store_folder(store)
     for table in ("transitions", "head_histories"):
         (series_dir(root, table, model_id) / f"{table}-{safe_file_key(taus_id)}.parquet").unlink(missing_ok=True)
 
@@ -319,7 +319,7 @@ def damage_of(path: Path, sha256: str | None = None, size: int | None = None) ->
     try:
         if size is not None and path.stat().st_size != size:
             return f"{path.stat().st_size} bytes, the manifest recorded {size}"
-        if sha256 is not None and file_sha256(path) != sha256:
+        if sha256 is not None and sha256_file(path) != sha256:
             return "its content checksum differs from the manifest's"
         table = path.parents[1].name
         f = pq.ParquetFile(path, page_checksum_verification=True)
@@ -333,14 +333,6 @@ def damage_of(path: Path, sha256: str | None = None, size: int | None = None) ->
             raise StoreError(f"cannot read {str(path)!r}: {e.strerror}; fix its permissions") from None
         return _one_line(e)
     return None
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_manifest(root: Path, model_id: str) -> pa.Table:
@@ -366,7 +358,7 @@ def read_table(
     (and taus), only the newest result, as the manifest says, and one manifest row per `CheckpointKey`.
     """
     schema = table_schema(table)
-    root = open_store(store)
+    root = store_folder(store)
     expr = _filter_expression(filters, schema)
     if model_id is not None:
         model_expr = ds.field("model_id") == model_id
@@ -447,7 +439,7 @@ def check_manifest(root: Path, model_id: str) -> None:
 
 def read_metadata(store, table: str, model_id: str, file_key: str) -> dict[str, str] | None:
     """The schema metadata `write_table(..., metadata=)` kept in one file, or None when the file does not exist."""
-    path = series_dir(open_store(store), table, model_id) / f"{safe_file_key(file_key)}.parquet"
+    path = series_dir(store_folder(store), table, model_id) / f"{safe_file_key(file_key)}.parquet"
     if not path.is_file():
         return None
     try:

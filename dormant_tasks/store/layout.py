@@ -29,7 +29,7 @@ REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the r
 SOURCES = "sources"  # <store>/sources/series=<slug>.json: the source a series is tracked from (its identity)
 
 
-def open_store(path, create: bool = False, allow_old: bool = False) -> Path:
+def store_folder(path, create: bool = False, allow_old: bool = False) -> Path:
     """The store folder, checked for its schema version; with create=True, made (with its marker) if needed.
     `allow_old` is for `store_upgrade` alone: it opens a store of an older schema version."""
     root = Path(path)
@@ -63,7 +63,7 @@ def open_store(path, create: bool = False, allow_old: bool = False) -> Path:
 
 def store_version(path) -> int:
     """The schema version written in a store's marker (StoreError when there is none)."""
-    root = open_store(path, allow_old=True)
+    root = store_folder(path, allow_old=True)
     return json.loads((root / MARKER).read_text(encoding="utf-8"))["schema_version"]
 
 
@@ -79,7 +79,7 @@ def check_store(store, use: str = "any", allow_old: bool = False) -> Path:
     fails early leaves no empty store behind."""
     root = Path(store).expanduser()
     if root.is_dir() and any(p.name != "_locks" for p in root.iterdir()):
-        open_store(root, allow_old=allow_old)  # only `_locks`: a first run holds its lock, nothing stored yet
+        store_folder(root, allow_old=allow_old)  # only `_locks`: a first run holds its lock, nothing stored yet
     return check_store_path(store, use)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dormant_tasks.errors import StoreError
 from dormant_tasks.names import series_slug
-from dormant_tasks.store.layout import MARKER, check_store, open_store
+from dormant_tasks.store.layout import MARKER, check_store, store_folder
 
 
 @contextlib.contextmanager
@@ -24,7 +24,7 @@ def series_lock(store, model_id: str) -> Iterator[None]:
     threads; otherwise it takes the series' lock file as `hold_series` does, for this write alone.
     Re-entrant within a thread.
     """
-    root = open_store(store, create=True)
+    root = store_folder(store, create=True)
     path = _lock_path(root, model_id)
     held = _held()
     if path in held:  # re-entered by the thread that holds it (a second flock would wait for itself)

@@ -10,7 +10,7 @@ from pathlib import Path
 from dormant_tasks.atomic import atomic_file, write_errors
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.names import model_id_for, series_slug, source_identity
-from dormant_tasks.store.layout import REQUESTS, SOURCES, is_store, open_store, safe_file_key
+from dormant_tasks.store.layout import REQUESTS, SOURCES, is_store, safe_file_key, store_folder
 from dormant_tasks.store.lock import series_lock
 
 
@@ -24,7 +24,7 @@ def write_request(store, model_id: str, request) -> Path:
     source = getattr(request, "source_identity", None)  # a track request: the series' source, recorded once
     if source is not None:
         record_source(store, model_id, source)
-    path = request_path(open_store(store, create=True), model_id, request.request_id)
+    path = request_path(store_folder(store, create=True), model_id, request.request_id)
     with write_errors(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path) as f:
@@ -61,7 +61,7 @@ def local_sources_named(store, name: str) -> list[str]:
 
 
 def read_request_json(store, model_id: str, request_id: str) -> str:
-    path = request_path(open_store(store), model_id, request_id)
+    path = request_path(store_folder(store), model_id, request_id)
     if not path.is_file():
         raise StoreError(f"no request {request_id!r} of {model_id!r} in {store}: see {path.parent} for the saved ones")
     return path.read_text(encoding="utf-8")
@@ -114,7 +114,7 @@ def _saved_sources(store, model_id: str) -> set[str]:
 def record_source(store, model_id: str, source: str) -> None:
     """Record the series' source at its first write (or adopt it for a series stored before sources were
     recorded); a different source is refused (`check_source`), also between two runs started at once."""
-    root = open_store(store, create=True)
+    root = store_folder(store, create=True)
     with series_lock(root, model_id):
         check_source(root, model_id, source)
         path = source_path(root, model_id)

@@ -33,17 +33,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dormant_tasks.errors import StoreError
+from dormant_tasks.hashing import sha256_file
 from dormant_tasks.store.io import (
     conform,
     damage_of,
-    file_sha256,
     manifest_path,
     read_manifest,
     read_metadata,
     series_ids,
     write_manifest,
 )
-from dormant_tasks.store.layout import data_files, open_store
+from dormant_tasks.store.layout import data_files, store_folder
 from dormant_tasks.store.lock import hold_series
 from dormant_tasks.store.schema import MANIFEST_ROW_KEY, RESULT_TABLES, TABLES
 
@@ -89,7 +89,7 @@ def _delete(paths, result: RepairResult) -> None:
 def damaged_files(store, model_id: str | None = None, checksums: bool = True) -> list[Damage]:
     """Every damaged data file of a series (or of every series): the manifest's files against their recorded
     size and (`checksums`) content checksum, every file's footer, columns and page checksums. Reads only."""
-    root = open_store(store)
+    root = store_folder(store)
     return [d for series in ([model_id] if model_id else all_series(root)) for d in _damage(root, series, checksums)]
 
 
@@ -151,7 +151,7 @@ def _manifest(root: Path, series: str, heads: dict[str, Path], inputs: dict[str,
         for table, files in (("head_scores", heads), ("input_scores", inputs)):
             path = files.get(r["file_key"])
             if path is not None and (table == "head_scores" or r.get("input_scores_kept")):
-                r[f"{table}_sha256"], r[f"{table}_bytes"] = file_sha256(path), path.stat().st_size
+                r[f"{table}_sha256"], r[f"{table}_bytes"] = sha256_file(path), path.stat().st_size
     return conform(rows, "checkpoints"), True
 
 
@@ -159,7 +159,7 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
     """Set damaged files aside, rebuild lost or damaged manifests, drop manifest rows whose files are gone and
     delete files no row names (every series, or one), holding every series it repairs. A manifest that cannot
     be rebuilt is refused before anything changes."""
-    root = open_store(store)
+    root = store_folder(store)
     result = RepairResult()
     every = [model_id] if model_id else all_series(root)
     with contextlib.ExitStack() as stack:
@@ -225,7 +225,7 @@ class GcResult:
 
 def gc_store(store, model_id: str | None = None, *, wait: bool = True) -> GcResult:
     """Drop the kept per-input scores (every series, or one): the masks stay; `--retau` then rescores."""
-    root = open_store(store)
+    root = store_folder(store)
     result = GcResult()
     for series in [model_id] if model_id else all_series(root):
         with hold_series(root, series, wait=wait):

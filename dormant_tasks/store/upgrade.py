@@ -52,9 +52,9 @@ from dormant_tasks.store.io import (
 )
 from dormant_tasks.store.layout import (
     SCHEMA_VERSION,
-    open_store,
     safe_file_key,
     series_dir,
+    store_folder,
     store_version,
     write_marker,
 )
@@ -90,7 +90,7 @@ def convert_store(path) -> tuple[Path, int, int]:
     current layout and each series' manifest compacted; nothing for a current store. The marker is not touched:
     until `finish_upgrade` the store reads as its old version, and an interrupted upgrade is finished when run
     again."""
-    root = open_store(path, allow_old=True)
+    root = store_folder(path, allow_old=True)
     version = store_version(root)
     if version == SCHEMA_VERSION:
         return root, version, 0

@@ -30,7 +30,7 @@ from dormant_tasks.store import SCHEMAS, conform, read_metadata, read_table, ser
 from dormant_tasks.tracking.series import SeriesView, checkpoint_sort_key, open_views, result_id
 
 AGREEMENT_TABLE = "calibration_agreement"
-FILE_KEY = "calibration_agreement"  # the one file of the table per series
+AGREEMENT_FILE = "calibration_agreement"  # the one file of the table per series
 AGREEMENT_KEY = "dormant.agreement"  # its metadata: {"sets": [...], "revisions": {revision: "id|id|..."}}
 CHUNK = 64  # revisions whose head_scores are read (and compared) at once
 _COLUMNS = ["revision", "score_fn", "layer", "head_index", "dormant"]
@@ -73,7 +73,7 @@ def update_agreement(store, model_id: str, views: Sequence[SeriesView] | None = 
     record = agreement_record(views)
     try:
         stored = json.loads(
-            (read_metadata(store, AGREEMENT_TABLE, model_id, FILE_KEY) or {}).get(AGREEMENT_KEY, "null")
+            (read_metadata(store, AGREEMENT_TABLE, model_id, AGREEMENT_FILE) or {}).get(AGREEMENT_KEY, "null")
         )
         kept = read_table(store, AGREEMENT_TABLE, model_id=model_id) if stored != record and stored else None
     except StoreError:  # a damaged file: computed again whole, which replaces it
@@ -92,7 +92,7 @@ def update_agreement(store, model_id: str, views: Sequence[SeriesView] | None = 
             store,
             AGREEMENT_TABLE,
             table,
-            file_key=FILE_KEY,
+            file_key=AGREEMENT_FILE,
             model_id=model_id,
             metadata={AGREEMENT_KEY: json.dumps(record)},
         )

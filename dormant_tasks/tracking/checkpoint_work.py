@@ -28,7 +28,7 @@ from dormant_tasks.store import (
 )
 from dormant_tasks.tracking.calibration import CalibrationSet
 from dormant_tasks.tracking.failures import CHECKPOINT_FAILURES, clear_failure, record_failure
-from dormant_tasks.tracking.masks import aggregate
+from dormant_tasks.tracking.masks import aggregate_heads
 from dormant_tasks.tracking.plan import SeriesTaus
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit, with_columns
@@ -147,7 +147,7 @@ def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: Ser
     common = common_columns(request.model_id, rev)
     cal_id = cal.calibration_id
     sc = scored.scores
-    heads = aggregate(sc.values, sc.score_fns, one.taus, sc.n_tokens, sc.first_boundary)
+    heads = aggregate_heads(sc.values, sc.score_fns, one.taus, sc.n_tokens, sc.first_boundary)
     heads = with_columns(heads, {**common, "calibration_id": cal_id, "taus_id": tid})
     inputs = None
     if keep_input_scores(request.input_scores, scored.scores.values.size):

@@ -219,7 +219,7 @@ def series_findings(
 
 
 def emergence(s, tokens: np.ndarray, resampling: Resampling = DEFAULT_RESAMPLING, stable: float = STABLE) -> Emergence:
-    """Finding 1 from a `SeriesStates` and its `path_tokens`."""
+    """Finding 1 from a `DormantMatrix` and its `path_tokens`."""
     n_ckpt, n_heads = s.dormant.shape
     last = n_ckpt - 1
     path = path_to(last, s.predecessor)  # [position]
@@ -262,7 +262,7 @@ def emergence(s, tokens: np.ndarray, resampling: Resampling = DEFAULT_RESAMPLING
 def transition_findings(
     s, tokens: np.ndarray, transitions, fdr: float = FDR, resampling: Resampling = DEFAULT_RESAMPLING
 ) -> Transitions:
-    """Finding 2 from a `SeriesStates`, its `path_tokens` and the function's stored transitions."""
+    """Finding 2 from a `DormantMatrix`, its `path_tokens` and the function's stored transitions."""
     rank = {r: i for i, r in enumerate(s.revision.tolist())}
     to = np.array([rank.get(r, -1) for r in transitions.column("to_revision").to_pylist()], dtype=np.int64)
     if (to < 0).any():

@@ -189,11 +189,13 @@ def taus_id(taus: dict[str, Tau]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None, first_boundary=None) -> pa.Table:
+def aggregate_heads(
+    values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None, first_boundary=None
+) -> pa.Table:
     """Per (score_fn, layer, head): score, score_std, tau, direction, dormant_rate, dormant, and the 95%
     Wilson interval of the rate, dormant_rate_low and dormant_rate_high (docs/SCORES.md, "Confidence"); the
     per-input inactive indicators packed into bits, `inactive_inputs` (for the paired test of a transition);
-    with the inputs' token counts and first-token kinds, how the score depends on them (`input_dependence`).
+    with the inputs' token counts and first-token kinds, how the score depends on them (`input_effects`).
 
     values: per-input scores [n_inputs, n_fns, n_layers, n_heads]. `score` and `score_std` ignore NaN
     inputs (a single-token input has aeqd_ln NaN); a NaN input is never inactive but still counts in
@@ -227,14 +229,14 @@ def aggregate(values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None
                 "dormant_rate_low": low.ravel(),
                 "dormant_rate_high": high.ravel(),
                 "inactive_inputs": np.array(pack_inputs(inactive), dtype=object),  # row order: (layer, head)
-                **{k: d.ravel() for k, d in input_dependence(v, n_tokens, first_boundary).items()},
+                **{k: d.ravel() for k, d in input_effects(v, n_tokens, first_boundary).items()},
             }
         )
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     return pa.table(columns)
 
 
-def input_dependence(v: np.ndarray, n_tokens=None, first_boundary=None) -> dict[str, np.ndarray]:
+def input_effects(v: np.ndarray, n_tokens=None, first_boundary=None) -> dict[str, np.ndarray]:
     """How a head's per-input score depends on its input (docs/SCORES.md, "Input dependence"), per [layer, head]:
 
     - `length_slope`: the least-squares slope of the score on log2(input tokens), i.e. the change of the score

@@ -22,9 +22,9 @@ import pyarrow.compute as pc
 from dormant_tasks.checkpoints import Revision, series_sort_key
 from dormant_tasks.engine import SCORING_VERSION
 from dormant_tasks.errors import StoreError, did_you_mean
-from dormant_tasks.store import check_result_files, is_store, list_models, open_store, read_table, series_files
+from dormant_tasks.store import check_result_files, is_store, list_models, read_table, series_files, store_folder
 from dormant_tasks.tracking.masks import Tau
-from dormant_tasks.tracking.transitions import SeriesStates, series_states
+from dormant_tasks.tracking.transitions import DormantMatrix, dormant_matrices
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class SeriesView:
     def open(cls, store, model_id: str, calibration_id: str | None = None) -> SeriesView:
         """The current view of `model_id` on one of its calibration sets (default: the primary one, the first
         of its taus); StoreError (with the models the store holds) when it has none."""
-        root = open_store(store)
+        root = store_folder(store)
         tau_rows = read_table(root, "taus", model_id=model_id).to_pylist()
         if tau_rows and calibration_id is not None:
             sets = list(dict.fromkeys(r["calibration_id"] for r in tau_rows))
@@ -151,9 +151,9 @@ class SeriesView:
     def histories(self, score_fns=None) -> pa.Table:
         return self._current("head_histories", score_fns)
 
-    def states(self, score_fns=None) -> Iterator[SeriesStates]:
+    def states(self, score_fns=None) -> Iterator[DormantMatrix]:
         """Per score function, the dormant matrix over the current checkpoints in series order."""
-        return series_states(self.head_scores(score_fns), self.checkpoints_table())
+        return dormant_matrices(self.head_scores(score_fns), self.checkpoints_table())
 
     def mask(self, revision: str, score_fn: str) -> tuple[frozenset[tuple[int, int]], float]:
         """The dormant (layer, head_index) set and tau of `score_fn` at a current checkpoint."""
@@ -181,7 +181,7 @@ def open_views(store, model_id: str) -> list[SeriesView]:
 
 def stored_series(store) -> list[str]:
     """The model ids of the series the store holds (any table), sorted; StoreError when `store` is not one."""
-    return list_models(open_store(store))
+    return list_models(store_folder(store))
 
 
 def stored_files(store, table: str, model_id: str) -> list[Path]:

@@ -34,7 +34,7 @@ def _state(dormant: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class SeriesStates:
+class DormantMatrix:
     """The dormant states of one (model_id, score_fn) over its ordered checkpoints."""
 
     model_id: str
@@ -115,7 +115,7 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return encoded.indices.to_numpy(zero_copy_only=False), np.array(encoded.dictionary.to_pylist(), dtype=object)
 
 
-def series_states(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> Iterator[SeriesStates]:
+def dormant_matrices(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> Iterator[DormantMatrix]:
     """Per (model_id, score_fn), sorted: the dormant matrix over ordered checkpoints, after checking that
     every compared pair shares calibration set, taus and tau, and that every checkpoint has the same heads."""
     for s, _, _ in _states_and_cells(head_scores, checkpoints):
@@ -124,8 +124,8 @@ def series_states(head_scores: pa.Table, checkpoints: pa.Table | None = None) ->
 
 def _states_and_cells(
     head_scores: pa.Table, checkpoints: pa.Table | None
-) -> Iterator[tuple[SeriesStates, np.ndarray, np.ndarray]]:
-    """`series_states`, each with its head_scores rows and where each row sits in `dormant.ravel()`."""
+) -> Iterator[tuple[DormantMatrix, np.ndarray, np.ndarray]]:
+    """`dormant_matrices`, each with its head_scores rows and where each row sits in `dormant.ravel()`."""
     ingredient_of = _ingredients(checkpoints)
     cols = {c: head_scores.column(c).to_numpy(zero_copy_only=False) for c in _NUMERIC}
     names = {}
@@ -143,7 +143,7 @@ def _states_and_cells(
 
 def _states_of(
     model_id: str, score_fn: str, c: dict[str, np.ndarray], names, ingredient_of
-) -> tuple[SeriesStates, np.ndarray]:
+) -> tuple[DormantMatrix, np.ndarray]:
     revision_codes, ckpt = _dense(c["revision"])  # ckpt: [row] checkpoint index
     revisions = names["revision"][revision_codes]  # [checkpoint] str
     n = len(revisions)
@@ -192,7 +192,7 @@ def _states_of(
     dormant[cell] = c["dormant"].astype(bool)
     tau = c["tau"][0] if len(c["tau"]) else np.nan
     first = rep[order[0]]  # a row of the first checkpoint: every compared pair shares its ids (checked above)
-    states = SeriesStates(
+    states = DormantMatrix(
         model_id,
         score_fn,
         revision,
@@ -402,11 +402,11 @@ def head_histories(head_scores: pa.Table, checkpoints: pa.Table | None = None) -
 
     The common columns are those of that last checkpoint.
     """
-    return histories_of(series_states(head_scores, checkpoints))
+    return histories_of(dormant_matrices(head_scores, checkpoints))
 
 
-def histories_of(states: Iterable[SeriesStates]) -> pa.Table:
-    """`head_histories` of dormant matrices, however they were obtained (`series_states`, `states_from_transitions`)."""
+def histories_of(states: Iterable[DormantMatrix]) -> pa.Table:
+    """`head_histories` of dormant matrices, however they were obtained (`dormant_matrices`, `states_from_transitions`)."""
     parts = []
     for s in states:
         n_heads, last = len(s.layer), len(s.revision) - 1
@@ -438,12 +438,12 @@ def histories_of(states: Iterable[SeriesStates]) -> pa.Table:
     return _to_table(parts, "head_histories")
 
 
-def states_from_transitions(first: pa.Table, transitions: pa.Table, checkpoints: pa.Table) -> Iterator[SeriesStates]:
+def states_from_transitions(first: pa.Table, transitions: pa.Table, checkpoints: pa.Table) -> Iterator[DormantMatrix]:
     """The dormant matrices of a series rebuilt from its first checkpoint's head_scores and its transitions,
     without reading any other checkpoint: each checkpoint starts from its predecessor's states and takes the
     changes that the transitions into it record. `checkpoints`: the series' current rows (any order).
 
-    Equal to `series_states` of every checkpoint's head_scores when the transitions are those of
+    Equal to `dormant_matrices` of every checkpoint's head_scores when the transitions are those of
     `derive_transitions` on them (tests/library/tracking/test_transitions.py holds the two side by side).
     """
     ck = {c: checkpoints.column(c).to_pylist() for c in ("revision", "stage", "step", "tokens", "ingredient")}
@@ -453,7 +453,7 @@ def states_from_transitions(first: pa.Table, transitions: pa.Table, checkpoints:
     stage, step, tokens = (np.array(ck[c], dtype=np.int64)[order] for c in ("stage", "step", "tokens"))
     pred = predecessors(stage, ingredient[order])
     rank = {r: i for i, r in enumerate(revision)}
-    for s in series_states(first):
+    for s in dormant_matrices(first):
         if s.revision.tolist() != [revision[0]]:
             raise StoreError(f"{s.model_id}: states_from_transitions needs the head_scores of {revision[0]!r} alone")
         width = int(s.head_index.max()) + 1 if len(s.head_index) else 1
@@ -480,7 +480,7 @@ def states_from_transitions(first: pa.Table, transitions: pa.Table, checkpoints:
             dormant[i] = dormant[pred[i]]
             changes = by_to[bounds[i] : bounds[i + 1]]
             dormant[i, heads[changes]] = to_dormant[changes]
-        yield SeriesStates(
+        yield DormantMatrix(
             s.model_id,
             s.score_fn,
             revision,

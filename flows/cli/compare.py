@@ -11,7 +11,7 @@ import sys
 
 from .options import add_model_argument, add_reports_dir_argument, add_scores_argument, add_store_argument
 
-# The choices of `dormant_tasks.reporting.compare.FORMATS` (importing it here would load pyarrow into --help).
+# The choices of `dormant_tasks.reporting.compare.COMPARISON_FORMATS` (importing it here would load pyarrow into --help).
 FORMATS = ["markdown", "csv"]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .options import add_model_argument, add_store_argument, add_tasks_argument
 
-# The choices of `dormant_tasks.evaluation.leaderboard.FORMATS` (importing it here would load pyarrow into --help).
+# The choices of `dormant_tasks.evaluation.leaderboard.LEADERBOARD_FORMATS` (importing it here would load pyarrow into --help).
 FORMATS = ["markdown", "csv", "latex"]
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 _NO_DATE = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same file

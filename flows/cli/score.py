@@ -56,7 +56,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.outputs import FILE_KEY, check_file
+    from dormant_tasks.outputs import OWNER_KEY, check_file
 
     if args.batch_size is not None and args.batch_size < 1:
         raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
@@ -111,7 +111,7 @@ def run(args) -> int:
     table = table.add_column(0, "calibration_id", pa.array([calibration.calibration_id] * n, pa.string()))
     table = table.add_column(0, "revision", pa.array([revision] * n, pa.string()))
     table = table.add_column(0, "model_id", pa.array([source] * n, pa.string()))
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), FILE_KEY: b'{"kind": "scores"}'})
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), OWNER_KEY: b'{"kind": "scores"}'})
     with atomic_file(out) as f:
         if out.suffix.lower() == ".csv":
             import pyarrow.csv as pcsv

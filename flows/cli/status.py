@@ -105,9 +105,9 @@ def confidence_rule(trans: dict, level: float | None) -> str:
 
 def run(args) -> int:
     from dormant_tasks.errors import StoreError
-    from dormant_tasks.store import damaged_files, list_models, open_store
+    from dormant_tasks.store import damaged_files, list_models, store_folder
 
-    root = open_store(args.store)
+    root = store_folder(args.store)
     models = list_models(args.store)
     if not models:
         raise StoreError(f"store {args.store!r} holds no model series yet: run `dormant track` first")

@@ -106,11 +106,11 @@ def run_repair(args: argparse.Namespace) -> int:
     import contextlib
 
     from dormant_tasks.errors import StoreError
-    from dormant_tasks.store import all_series, damaged_files, hold_series, open_store, repair_store
+    from dormant_tasks.store import all_series, damaged_files, hold_series, repair_store, store_folder
     from dormant_tasks.tracking import SeriesView, rederive
 
     check_series(args.store, args.model)
-    root = open_store(args.store)
+    root = store_folder(args.store)
     if args.check:
         damage = damaged_files(root, args.model)
         for d in damage:

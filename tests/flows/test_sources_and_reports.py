@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from builders import save_random_series
 
-from dormant_tasks.outputs import MARKER
+from dormant_tasks.outputs import OUTPUT_MARKER
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import main
@@ -121,7 +121,7 @@ def test_a_second_stores_track_leaves_the_first_report_untouched(random_series, 
     first, other = tmp_path / "first", tmp_path / "other"
     run(random_series, first, report=True)
     report = tmp_path / "reports" / random_series.name
-    assert json.loads((report / MARKER).read_text())["store"] == str(first.resolve())
+    assert json.loads((report / OUTPUT_MARKER).read_text())["store"] == str(first.resolve())
     before = tree(report)
     # as a user runs it: its own process (an in-process `main` would share this session's Prefect state)
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}

@@ -40,6 +40,7 @@ RANKS = {
     "dormant_tasks.paths": 1,
     "dormant_tasks.progress": 1,
     "dormant_tasks.atomic": 1,
+    "dormant_tasks.hashing": 1,
     "dormant_tasks.names": 1,
     "dormant_tasks.requests": 1,
     "dormant_tasks.engine": 2,

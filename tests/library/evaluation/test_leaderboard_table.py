@@ -24,14 +24,14 @@ from dormant_tasks.evaluation.leaderboard import (
     AVERAGE_TASK,
     BEST,
     CSV_COLUMNS,
-    FORMATS,
+    LEADERBOARD_FORMATS,
     OURS,
     OURS_VS_AWFT,
     format_leaderboard_table,
     load_leaderboard,
 )
 from dormant_tasks.evaluation.rank_agreement import auc_agreement, average_ranks, spearman
-from dormant_tasks.store.io import open_store, write_table
+from dormant_tasks.store.io import store_folder, write_table
 
 REPO = Path(__file__).resolve().parents[3]
 DORMANT = REPO / ".venv" / "bin" / "dormant"
@@ -239,7 +239,7 @@ def test_latex_is_a_tabular(store):
 
 
 def test_unknown_format_is_refused():
-    assert FORMATS == ("markdown", "csv", "latex")
+    assert LEADERBOARD_FORMATS == ("markdown", "csv", "latex")
     with pytest.raises(ConfigError, match="did you mean"):
         format_leaderboard_table([], "markdwn")
 
@@ -376,7 +376,7 @@ def test_the_random_baseline_is_never_the_best(tmp_path):
 
 
 def test_empty_and_static_only_stores_are_refused(tmp_path):
-    open_store(tmp_path / "empty", create=True)
+    store_folder(tmp_path / "empty", create=True)
     with pytest.raises(StoreError, match="holds no evaluations: run `dormant evaluate"):
         load_leaderboard(tmp_path / "empty")
     rows = sweep_rows(ALPHA, A, {"ahon_ln": (0, 0, 0, 0)}, request_id="s", at=T0)
@@ -483,7 +483,7 @@ def test_cli_errors_are_one_line_exit_2(store, tmp_path, args, message):
 def test_cli_on_an_empty_or_missing_store(tmp_path):
     for store, message in ((tmp_path / "missing", "does not exist"), (tmp_path / "empty", "holds no evaluations")):
         if store.name == "empty":
-            open_store(store, create=True)
+            store_folder(store, create=True)
         proc = dormant("--store", str(store))
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
@@ -492,4 +492,4 @@ def test_cli_on_an_empty_or_missing_store(tmp_path):
 def test_cli_formats_mirror_the_library():
     from flows.cli.leaderboard import FORMATS as CLI_FORMATS
 
-    assert tuple(CLI_FORMATS) == FORMATS  # mirrored there, so that `--help` imports no pyarrow
+    assert tuple(CLI_FORMATS) == LEADERBOARD_FORMATS  # mirrored there, so that `--help` imports no pyarrow

@@ -13,7 +13,7 @@ import pytest
 from test_report import MODEL, TOKENS, known_picture, write_series
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.outputs import MARKER, Owner, check_file, check_folder, publish_folder
+from dormant_tasks.outputs import OUTPUT_MARKER, Owner, check_file, check_folder, publish_folder
 from dormant_tasks.reporting.report import render_report
 from flows.cli import main
 
@@ -106,7 +106,7 @@ def test_a_second_stores_report_never_replaces_the_first(store, tmp_path, capsys
     with pytest.raises(ConfigError, match="--reports-dir"):  # the library's own check, reuse or not
         render_report(other, MODEL, out_dir=out, reuse=True)
     assert tree(out) == before
-    marker = json.loads((out / MARKER).read_text())
+    marker = json.loads((out / OUTPUT_MARKER).read_text())
     assert (marker["kind"], marker["store"], marker["series"]) == ("report", str(store.resolve()), MODEL)
     # findings into a report folder would replace the report: refused too
     one_line_refusal(capsys, ["findings", "--store", str(store), "--reports-dir", str(out)], "the report of")
@@ -119,9 +119,9 @@ def test_an_empty_folder_and_a_report_rendered_before_the_marker_are_written(sto
     assert render_report(store, MODEL, out_dir=empty).index_html.is_file()
     legacy = tmp_path / "legacy"
     render_report(store, MODEL, out_dir=legacy)
-    (legacy / MARKER).unlink()  # as an older dormant-heads left it: its own files only
+    (legacy / OUTPUT_MARKER).unlink()  # as an older dormant-heads left it: its own files only
     render_report(store, MODEL, out_dir=legacy)
-    assert (legacy / MARKER).is_file()
+    assert (legacy / OUTPUT_MARKER).is_file()
 
 
 def test_publish_checks_again_at_the_swap(tmp_path):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from dormant_tasks.errors import ConfigError, ReportError, StoreError
-from dormant_tasks.outputs import MARKER
+from dormant_tasks.outputs import OUTPUT_MARKER
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.figure_data import (
     agreement_iou,
@@ -26,15 +26,15 @@ from dormant_tasks.reporting.figure_data import (
     layer_counts,
     raster_data,
     score_bands,
+    series_tau_positions,
     summary_rows,
-    tau_positions,
     transition_counts,
 )
 from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.series_data import load_series
 from dormant_tasks.reporting.sets import LengthDependence
 from dormant_tasks.reporting.texts import report_markdown
-from dormant_tasks.store.io import open_store, read_table, write_table
+from dormant_tasks.store.io import read_table, store_folder, write_table
 from dormant_tasks.tracking.confidence import pack_inputs, wilson_interval
 from dormant_tasks.tracking.findings import series_findings
 from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
@@ -72,7 +72,7 @@ def write_series(
     `inactive` (score_fn -> bool [checkpoint, input, layer, head]) the rows keep those per-input indicators
     (`inactive_inputs`), and `rates` must be their means.
     """
-    open_store(root, create=True)
+    store_folder(root, create=True)
     n_ckpt, n_layers, n_heads = next(iter(dormant.values())).shape
     extra = calibration_id != CAL  # a further set: files of its own beside the primary set's
     for c in order if order is not None else range(n_ckpt):
@@ -267,7 +267,7 @@ def test_render_report_writes_an_offline_report(known_store, tmp_path):
     assert "http://" not in html and "https://" not in html  # opens offline: no CDN
     assert CAL in html and TAUS in html and "fixed" in html and "0.1.0" in html
     series = load_series(known_store, MODEL)
-    found, positions = series_findings(known_store, MODEL), tau_positions(known_store, series)
+    found, positions = series_findings(known_store, MODEL), series_tau_positions(known_store, series)
     assert result.summary_md.read_text() == result.markdown == report_markdown(series, None, found, positions)
     assert result.summary_rows == summary_rows(load_series(known_store, MODEL))
     assert sorted(p.name for p in out.parent.iterdir()) == ["tiny"]  # no temp folder left behind
@@ -276,10 +276,10 @@ def test_render_report_writes_an_offline_report(known_store, tmp_path):
 def test_rerender_replaces_the_old_report(known_store, tmp_path):
     out = tmp_path / "r"
     render_report(known_store, MODEL, out_dir=out)
-    marker = json.loads((out / MARKER).read_text())
+    marker = json.loads((out / OUTPUT_MARKER).read_text())
     (out / "figures" / "raster_old.png").write_bytes(b"a figure of an older report")
     marker["files"].append("figures/raster_old.png")  # as an older report listed its own figure
-    (out / MARKER).write_text(json.dumps(marker))
+    (out / OUTPUT_MARKER).write_text(json.dumps(marker))
     render_report(known_store, MODEL, out_dir=out)
     assert not (out / "figures" / "raster_old.png").exists() and (out / "index.html").is_file()
     assert [p.name for p in tmp_path.iterdir() if p.name != "store"] == ["r"]
@@ -374,7 +374,7 @@ def _assert_no_report(parent: Path):
 def test_bad_input_raises_and_leaves_no_report(case, tmp_path):
     root, model, fn = tmp_path / "store", MODEL, None
     if case == "empty_store":
-        open_store(root, create=True)
+        store_folder(root, create=True)
     elif case in ("unknown_model", "unknown_fn", "untracked_fn"):
         write_series(root, {"ahon_ln": known_picture()}, TOKENS)
         model = {"unknown_model": "test-org/tiny-serie"}.get(case, MODEL)

@@ -10,7 +10,7 @@ from test_report import MODEL, write_series
 
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting import page
-from dormant_tasks.reporting.figure_data import tau_positions
+from dormant_tasks.reporting.figure_data import series_tau_positions
 from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.series_data import load_series
 
@@ -31,7 +31,7 @@ def store_with_rates(tmp_path):
 def test_tau_positions_are_the_mean_rate_at_the_reference_with_warnings(tmp_path):
     root = store_with_rates(tmp_path)
     series = load_series(root, MODEL)
-    got = {p.score_fn: p for p in tau_positions(root, series)}
+    got = {p.score_fn: p for p in series_tau_positions(root, series)}
     last = series.revisions[-1]  # fixed taus recorded at no tracked checkpoint: the last one
     assert {p.reference_revision for p in got.values()} == {last}
     assert got["ahon_ln"].share == 0.0 and got["ahon_ln"].quantile == 0.0
@@ -88,7 +88,7 @@ def test_the_terminal_and_the_report_give_the_same_tau_warnings_naming_their_set
 
     root = store_with_rates(tmp_path)
     calibration_id = SeriesView.open(root, MODEL).calibration_id
-    report_lines = [p.warning for p in tau_positions(root, load_series(root, MODEL)) if p.warning]
+    report_lines = [p.warning for p in series_tau_positions(root, load_series(root, MODEL)) if p.warning]
     assert len(report_lines) == 2  # ahon_ln (nothing) and aeqd_ln (everything)
     assert tau_warnings_of(root, MODEL) == [f"calibration set {calibration_id}: {w}" for w in report_lines]
     result = SimpleNamespace(store=root, model_id=MODEL, warnings=("computed when the taus were fixed",))

@@ -250,7 +250,7 @@ def test_missing_store_and_schema_version_mismatch(tmp_path):
     with pytest.raises(StoreError, match="does not exist"):
         S.read_table(tmp_path / "nope", "checkpoints")
     with pytest.raises(StoreError, match="not a dormant store"):
-        S.open_store(tmp_path)
+        S.store_folder(tmp_path)
     assert S.stored_checkpoint_keys(tmp_path / "nope", MODEL) == set()
     S.write_table(tmp_path / "s", "checkpoints", [checkpoint_row(1)], file_key="k")
     calls = (
@@ -272,7 +272,7 @@ def test_check_store_accepts_a_new_folder_and_refuses_another_version(tmp_path):
     S.check_store(tmp_path / "new")  # created by the first write later
     S.check_store(tmp_path)  # an empty folder
     assert not (tmp_path / "_store.json").exists()
-    S.open_store(tmp_path, create=True)
+    S.store_folder(tmp_path, create=True)
     S.check_store(tmp_path)
     (tmp_path / "_store.json").write_text(json.dumps({"schema_version": 0}))
     with pytest.raises(StoreError, match="schema_version 0"):
@@ -312,7 +312,7 @@ print("done", flush=True)
 @pytest.mark.slow
 def test_killed_writer_leaves_no_visible_file(tmp_path):
     """SIGKILL during a big write: no final file, readers ignore the hidden temp, the next write sweeps it."""
-    S.open_store(tmp_path, create=True)
+    S.store_folder(tmp_path, create=True)
     folder = tmp_path / "input_scores" / "series=m"
     proc = subprocess.Popen([sys.executable, "-c", _BIG_WRITE, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
@@ -439,7 +439,7 @@ def _track_like(store: str, run: str, steps: list[int], use_lock: bool, start) -
 @pytest.mark.parametrize("use_lock", [True, False])
 def test_two_processes_write_one_series(tmp_path, use_lock):
     """Two real processes track overlapping checkpoints of one series at the same time."""
-    S.open_store(tmp_path, create=True)
+    S.store_folder(tmp_path, create=True)
     ctx = mp.get_context("spawn")
     start = ctx.Event()
     steps = list(range(10, 130, 10))
@@ -597,6 +597,6 @@ def test_status_cli(two_series_store, capsys):
 def test_status_cli_errors(tmp_path, capsys):
     assert cli_main(["status", "--store", str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err
-    S.open_store(tmp_path / "empty", create=True)
+    S.store_folder(tmp_path / "empty", create=True)
     assert cli_main(["status", "--store", str(tmp_path / "empty")]) == 2
     assert "holds no model series" in capsys.readouterr().err

@@ -180,7 +180,7 @@ def test_update_is_incremental_and_equals_a_computation_from_scratch(tmp_path, m
     assert A.update_agreement(store, MODEL) == 3
     path = agreement_file(store)
     assert same_rows(pq.read_table(path), A.set_agreement(store, MODEL))
-    assert A.AGREEMENT_KEY in S.read_metadata(store, "calibration_agreement", MODEL, A.FILE_KEY)
+    assert A.AGREEMENT_KEY in S.read_metadata(store, "calibration_agreement", MODEL, A.AGREEMENT_FILE)
 
     read: list[tuple[str, list[str]]] = []
     real = SeriesView.head_scores

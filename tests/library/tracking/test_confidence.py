@@ -30,7 +30,7 @@ from dormant_tasks.tracking.confidence import (
     unpack_inputs,
     wilson_interval,
 )
-from dormant_tasks.tracking.masks import Tau, aggregate
+from dormant_tasks.tracking.masks import Tau, aggregate_heads
 from dormant_tasks.tracking.series import open_views
 from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
 from flows.cli import main
@@ -115,7 +115,7 @@ def test_aggregate_writes_the_interval_of_the_rate_nan_inputs_in_the_denominator
     values[:7, 0, 0, 0] = 0.0  # head 0: 7 of 10 inactive
     values[:3, 0, 0, 1] = 0.0  # head 1: 3 of 10 inactive, 4 NaN (never inactive, still counted)
     values[3:7, 0, 0, 1] = np.nan
-    t = aggregate(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pydict()
+    t = aggregate_heads(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pydict()
     assert t["dormant_rate"] == [0.7, 0.3, 0.0]
     for h, k in enumerate((7, 3, 0)):
         assert (t["dormant_rate_low"][h], t["dormant_rate_high"][h]) == pytest.approx(by_hand(k, n))
@@ -132,7 +132,7 @@ def aggregated_rows(c: dict, inactive_counts: list[int], n: int = 128) -> list[d
     values = np.ones((n, 1, 1, len(inactive_counts)))
     for h, k in enumerate(inactive_counts):
         values[:k, 0, 0, h] = 0.0
-    heads = aggregate(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pylist()
+    heads = aggregate_heads(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pylist()
     common = {k: c[k] for k in ("model_id", "revision", "stage", "step", "tokens")}
     return [common | r | {"calibration_id": "cal", "taus_id": "taus"} for r in heads]
 
@@ -231,7 +231,7 @@ def rows_with_inactive_inputs(c: dict, inactive: list[set[int]], n: int = 128) -
     values = np.ones((n, 1, 1, len(inactive)))  # [input, fn, layer, head]
     for h, which in enumerate(inactive):
         values[sorted(which), 0, 0, h] = 0.0
-    heads = aggregate(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pylist()
+    heads = aggregate_heads(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pylist()
     common = {k: c[k] for k in ("model_id", "revision", "stage", "step", "tokens")}
     return [common | r | {"calibration_id": "cal", "taus_id": "taus"} for r in heads]
 

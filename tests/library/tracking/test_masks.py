@@ -8,7 +8,7 @@ import pytest
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.tracking.masks import (
     TauSpec,
-    aggregate,
+    aggregate_heads,
     parse_tau_option,
     pooled_threshold,
     resolve_taus,
@@ -41,7 +41,7 @@ def test_aggregate_matches_oracle_with_nan_inputs():
     values[0, 2] = np.nan  # a single-token input: aeqd_ln undefined everywhere
     values[:, 0, 1, 3] = np.nan  # a head whose LN denominator is always 0
     taus = resolve_taus(tau_specs(score_fns), score_fns=score_fns)
-    table = aggregate(values, score_fns, taus).to_pylist()
+    table = aggregate_heads(values, score_fns, taus).to_pylist()
     expected = oracle_aggregate(values, score_fns, taus)
     assert len(table) == len(expected) == 3 * 2 * 5
     for row, (fn, layer, head, mean, std, rate, dormant) in zip(table, expected):
@@ -139,7 +139,7 @@ def test_input_dependence_matches_a_per_head_oracle():
     n_tokens = rng.integers(3, 200, size=n_inputs)
     first = np.array([True, False, True, True, False, False, True, False, False])
     taus = resolve_taus(tau_specs(fns), score_fns=fns)
-    rows = aggregate(values, fns, taus, n_tokens, first).to_pylist()
+    rows = aggregate_heads(values, fns, taus, n_tokens, first).to_pylist()
     for row in rows:
         f, layer, head = fns.index(row["score_fn"]), row["layer"], row["head_index"]
         y = values[:, f, layer, head]
@@ -151,6 +151,6 @@ def test_input_dependence_matches_a_per_head_oracle():
         assert row["length_slope"] == pytest.approx(slope, rel=1e-9, abs=1e-12)
         gap = y[ok & first].mean() - y[ok & ~first].mean()
         assert row["boundary_gap"] == pytest.approx(gap, rel=1e-9, abs=1e-12)
-    same_length = aggregate(values, fns, taus, np.full(n_inputs, 10), np.ones(n_inputs, bool)).to_pylist()
+    same_length = aggregate_heads(values, fns, taus, np.full(n_inputs, 10), np.ones(n_inputs, bool)).to_pylist()
     assert all(math.isnan(r["length_slope"]) and math.isnan(r["boundary_gap"]) for r in same_length)
-    assert all(math.isnan(r["length_slope"]) for r in aggregate(values, fns, taus).to_pylist())
+    assert all(math.isnan(r["length_slope"]) for r in aggregate_heads(values, fns, taus).to_pylist())
