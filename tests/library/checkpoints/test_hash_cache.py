@@ -41,13 +41,13 @@ def private_cache(tmp_path, monkeypatch):
 def reads(monkeypatch):
     """Paths actually read by file_sha256 (the cache's misses), in order."""
     seen: list[Path] = []
-    uncached = hub._uncached_sha256
+    uncached = hub.sha256_file
 
     def counting(path):
         seen.append(Path(path))
         return uncached(path)
 
-    monkeypatch.setattr(hub, "_uncached_sha256", counting)
+    monkeypatch.setattr(hub, "sha256_file", counting)
     return seen
 
 
@@ -219,7 +219,7 @@ from pathlib import Path
 from dormant_tasks.checkpoints import hub
 def refuse(path):
     raise AssertionError(f"read {{path}}")
-hub._uncached_sha256 = refuse
+hub.sha256_file = refuse
 from dormant_tasks.checkpoints.loading import local_content_hash
 out = {{"hashes": [local_content_hash(Path(p)) for p in {json.dumps([str(f) for f in linked])}]}}
 try:
