@@ -19,7 +19,6 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
     from dormant_tasks.tracking.checkpoint_work import (
         CheckpointRows,
         ScoredCheckpoint,
-        analyze_checkpoint,
         compute_checkpoint,
         reaggregate_from_input_scores,
         rows_of,
@@ -30,7 +29,12 @@ if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.fac
     from dormant_tasks.tracking.defaults import FDR, RESAMPLES, SEED
     from dormant_tasks.tracking.derive import SeriesSummary, derive_series, fdr_level, rederive
     from dormant_tasks.tracking.estimates import DEFAULT_RESAMPLING, Estimate, Resampling, Share
-    from dormant_tasks.tracking.failures import CHECKPOINT_FAILURES, failed_checkpoints, record_failure
+    from dormant_tasks.tracking.failures import (
+        CHECKPOINT_FAILURES,
+        checkpoint_outcome,
+        failed_checkpoints,
+        record_failure,
+    )
     from dormant_tasks.tracking.findings import EARLY, Findings, path_tokens, series_findings
     from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS, pooled_threshold
     from dormant_tasks.tracking.plan import SeriesState, SeriesTaus, plan_series
