@@ -137,7 +137,7 @@ def _prefetch_past_reference(request: TrackRequest, state: SeriesState) -> dict:
 def _run_checkpoints(
     request: TrackRequest, state: SeriesState, series, progress: bool, ahead: dict | None = None
 ) -> list[CheckpointResult]:
-    """Analyse every selected checkpoint not yet stored; the reference one (if any) is already done.
+    """Compute and write every selected checkpoint not yet stored; the reference one (if any) is already done.
     `ahead`: prefetches already started ({revision: future}, local runner)."""
     selected = state.plan.selected
     todo = tracking.pending_revisions(request, state, series)
