@@ -4,9 +4,9 @@ Measures: seconds per checkpoint and model loads per checkpoint of tracking a se
 `calibrations=("winogrande", "wikipedia", "code")` versus `calibrations=("winogrande",)`, both with `--limit`
 texts per set (default 128), no report, each run into a fresh store. The library steps are called directly (no
 Prefect), the track flow's steps called directly: `tracker.series_state`,
-`tracker.resolve_series_taus` (scores the reference checkpoint), `tracker.analyze_checkpoint` for every other
-selected checkpoint, then `tracker.derive_series`. Model loads are counted by a wrapper around
-`tracker.load_checkpoint`.
+`tracker.resolve_series_taus` (scores the reference checkpoint), `tracker.compute_checkpoint` then
+`tracker.write_checkpoint` for every other selected checkpoint, then `tracker.derive_series` (`tracker`: the
+`dormant_tasks.tracking` face). Model loads are counted by a wrapper around `checkpoint_work.load_checkpoint`.
 
 Targets: three sets cost <= 3.3x one set (median over the repeats), and one model load per checkpoint for both.
 The 3.3x reads "one pass over 3x the inputs, plus aggregation": it holds for sets of like inputs, so by default
@@ -68,17 +68,17 @@ def random_series(folder: Path) -> Path:
 
 
 def count_loads() -> list[str]:
-    """Wrap `tracker.load_checkpoint` (what the tracker calls) so every load is recorded; returns the record."""
-    from dormant_tasks.tracking import tracker
+    """Wrap `checkpoint_work.load_checkpoint` (what the tracker calls) so every load is recorded; returns the record."""
+    from dormant_tasks.tracking import checkpoint_work
 
     loads: list[str] = []
-    real = tracker.load_checkpoint
+    real = checkpoint_work.load_checkpoint
 
     def counting(source, revision, *a, **k):
         loads.append(getattr(revision, "name", str(revision)))
         return real(source, revision, *a, **k)
 
-    tracker.load_checkpoint = counting
+    checkpoint_work.load_checkpoint = counting
     return loads
 
 
@@ -86,7 +86,8 @@ def library_track(
     source: str, store: Path, calibrations: tuple[str, ...], limit: int, loads: list[str], max_tokens: int | None = None
 ):
     """Track the series on `calibrations` into `store`: (wall seconds, checkpoints selected, model loads)."""
-    from dormant_tasks.tracking import TrackRequest, tracker
+    from dormant_tasks import tracking as tracker
+    from dormant_tasks.tracking import TrackRequest
 
     before = len(loads)
     t0 = time.perf_counter()
@@ -96,7 +97,7 @@ def library_track(
     state = tracker.series_state(request)  # the flow's steps, called directly (no Prefect)
     series = tracker.resolve_series_taus(request, state)
     for revision in tracker.pending_revisions(request, state, series):
-        tracker.analyze_checkpoint(request, revision, series)
+        tracker.write_checkpoint(request, revision, tracker.compute_checkpoint(request, revision, series))
     tracker.derive_series(request)
     return time.perf_counter() - t0, len(state.plan.selected), len(loads) - before
 

@@ -213,7 +213,7 @@ class Builder:
             raise SystemExit(f"{todo[-1][1].name}: its content hash differs from the reference's")
         t0 = time.perf_counter()
         for k, (i, rev) in enumerate(todo, 1):
-            write_checkpoint(self.request, rows_of(self.request, (self.scored(i, rev),), self.taus))
+            write_checkpoint(self.request, rev, rows_of(self.request, (self.scored(i, rev),), self.taus))
             self.written.add(rev.name)
             if k % progress_every == 0 or k == len(todo):
                 el = time.perf_counter() - t0
@@ -248,7 +248,7 @@ class Builder:
         assert rev.name == checkpoint_name(n), rev.name
         scored = self.scored(n, rev)  # building the synthetic scores is not timed (scoring is excluded)
         t0 = time.perf_counter()
-        write_checkpoint(self.request, rows_of(self.request, (scored,), self.taus))
+        write_checkpoint(self.request, rev, rows_of(self.request, (scored,), self.taus))
         derive_series(self.request)
         seconds = time.perf_counter() - t0
         self.written.add(rev.name)

@@ -1,7 +1,8 @@
 """Track targets, measured side by side in one run (this machine is noisy: compare the ratios).
 
 1. Overhead of the Prefect flow over calling the library directly on the same checkpoints (target: < 15%):
-   `tracker.series_state` + `tracker.resolve_series_taus` + `tracker.analyze_checkpoint` per checkpoint + `tracker.derive_series`,
+   `tracker.series_state` + `tracker.resolve_series_taus` + `tracker.compute_checkpoint` and `tracker.write_checkpoint`
+   per checkpoint + `tracker.derive_series` (`tracker`: the `dormant_tasks.tracking` face),
    versus the `track` flow doing the same into a fresh store. The Prefect server is started (and a
    warm-up flow run) before timing, so its one-off start-up is not counted.
 2. Rerun on a fully stored series (target: no model loaded, < 10 s): `dormant track` as a user runs it,
@@ -45,7 +46,8 @@ def random_series(folder: Path) -> Path:
 
 
 def library_run(source: str, store: Path, limit: int) -> float:
-    from dormant_tasks.tracking import TrackRequest, tracker
+    from dormant_tasks import tracking as tracker
+    from dormant_tasks.tracking import TrackRequest
 
     t0 = time.perf_counter()
     request = TrackRequest(source=source, store=str(store), limit=limit, report=False)
@@ -53,7 +55,7 @@ def library_run(source: str, store: Path, limit: int) -> float:
     state = tracker.series_state(request)
     series = tracker.resolve_series_taus(request, state)
     for revision in tracker.pending_revisions(request, state, series):
-        tracker.analyze_checkpoint(request, revision, series)
+        tracker.write_checkpoint(request, revision, tracker.compute_checkpoint(request, revision, series))
     tracker.derive_series(request)
     return time.perf_counter() - t0
 

@@ -77,34 +77,6 @@ def prefetch_checkpoint(request: TrackRequest, revision: Revision) -> str:
 
 
 @task(
-    name="analyze-checkpoint",
-    task_run_name="analyze-{revision.name}",
-    **CHECKPOINT_RETRIES,
-)
-def analyze_checkpoint(
-    request: TrackRequest, revision: Revision, series: tracking.SeriesTaus
-) -> tracking.CheckpointResult:
-    result = tracking.analyze_checkpoint(request, revision, series)
-    log = get_run_logger()
-    if result.skipped:
-        log.info("%s: already stored, skipped without loading the model", revision.name)
-    elif result.failed is not None:
-        log.warning("%s: failed, recorded; the run goes on (a rerun retries it): %s", revision.name, result.failed)
-    else:
-        s = result.seconds
-        log.info(
-            "%s: download %.1fs, load %.1fs, score %.1fs, write %.1fs; ahon_ln dormant %s",
-            revision.name,
-            s.get("download", 0),
-            s.get("load", 0),
-            s.get("score", 0),
-            s.get("write", 0),
-            f"{result.pct_dormant['ahon_ln']:.1f}%" if "ahon_ln" in result.pct_dormant else "n/a",
-        )
-    return result
-
-
-@task(
     name="compute-checkpoint",
     task_run_name="compute-{revision.name}",
     **CHECKPOINT_RETRIES,
@@ -112,8 +84,9 @@ def analyze_checkpoint(
 def compute_checkpoint(
     request: TrackRequest, revision: Revision, series: tracking.SeriesTaus
 ) -> tuple[tracking.CheckpointRows, ...]:
-    """Score one checkpoint (every calibration set) and return its rows, touching no store: a Dask worker on
-    another host runs this."""
+    """Score one checkpoint (every calibration set) and return its rows, touching no store: the one checkpoint
+    task of every runner (a thread beside the flow, a Dask worker on another host); the flow writes the rows.
+    A checkpoint that cannot be downloaded, loaded or scored raises (a `DormantError`: not retried)."""
     rows = tracking.compute_checkpoint(request, revision, series)
     s = rows[0].seconds
     get_run_logger().info(

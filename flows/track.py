@@ -1,16 +1,20 @@
 """The track flow, the one orchestrator of a track run: state -> taus -> checkpoints -> transitions -> report.
 
-Core functions: `dormant_tasks.tracking.series_state`, `resolve_series_taus`, `analyze_checkpoint`,
-`derive_series` (through the task wrappers of `flows.tasks`). The flow takes the run's `TrackRequest` whole
-(and the `SeriesState` the CLI asked for already, so that a run asks it once), fans the checkpoints out to its
-task runner, logs, and returns a `TrackResult`; the science is in the library. A checkpoint that fails is
-recorded and the run goes on (`request.fail_fast`: it stops).
+Core functions: `dormant_tasks.tracking.series_state`, `resolve_series_taus`, `compute_checkpoint`,
+`write_checkpoint`, `derive_series` (through the task wrappers of `flows.tasks`). The flow takes the run's
+`TrackRequest` whole (and the `SeriesState` the CLI asked for already, so that a run asks it once), fans the
+checkpoints out to its task runner, logs, and returns a `TrackResult`; the science is in the library.
+
+One per-checkpoint path for every runner: a task computes a checkpoint's rows and returns them (it needs the
+checkpoint and a cache, never the store); the flow alone writes them, through `_write_checkpoint`. A checkpoint
+that fails is recorded by the same function and the run goes on (`request.fail_fast`: it stops).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from functools import partial
 from pathlib import Path
 
 from prefect import flow, get_run_logger
@@ -39,8 +43,8 @@ def track(request: TrackRequest, progress: bool = False, state: SeriesState | No
     `request` is a `TrackRequest` (or its dict, as a deployment passes it); `state` the series' state when the
     caller asked for it already (the CLI does, to answer a finished rerun without Prefect). With the local
     runner one checkpoint is scored while the next one downloads (a disk that holds two checkpoints is
-    enough); with the Dask runner every checkpoint is submitted at once, workers return its rows and the flow
-    writes them.
+    enough); with the Dask runner every checkpoint is submitted at once. On both, the task returns the rows and
+    the flow writes them.
     """
     request = state.request if isinstance(state, SeriesState) else TrackRequest.coerce(request)
     with hold_series(request.store, request.model_id):  # one writer per series (the CLI holds it already)
@@ -133,7 +137,7 @@ def _prefetch_past_reference(request: TrackRequest, state: SeriesState) -> dict:
 def _run_checkpoints(
     request: TrackRequest, state: SeriesState, series, progress: bool, ahead: dict | None = None
 ) -> list[CheckpointResult]:
-    """Analyse every selected checkpoint not yet stored; the reference one (if any) is already done.
+    """Compute and write every selected checkpoint not yet stored; the reference one (if any) is already done.
     `ahead`: prefetches already started ({revision: future}, local runner)."""
     selected = state.plan.selected
     todo = tracking.pending_revisions(request, state, series)
@@ -163,40 +167,63 @@ def _run_checkpoints(
             last_update[0] = time.monotonic()
 
     try:
+        if request.retau:  # checkpoints with kept per-input scores are re-aggregated here, without a model
+            todo = [r for r in todo if not _reaggregated(request, r, series, advance)]
         if request.runner is Runner.DASK:
             _run_on_dask(request, todo, series, advance)
         else:
-            ahead = dict(ahead or {})
-            for current, nxt in zip(todo, todo[1:] + [None]):
-                if current in ahead:  # one download at a time: the next starts once this one is on disk (or
-                    ahead.pop(current).wait()  # failed, and the analysis below retries it), else they share bandwidth
-                if nxt is not None and nxt.path is None:
-                    ahead[nxt] = tasks.prefetch_checkpoint.submit(request, nxt)  # overlaps this scoring
-                advance(tasks.analyze_checkpoint(request, current, series))
+            _run_locally(request, todo, series, advance, dict(ahead or {}))
     finally:
         bar.close()
     return results
 
 
+def _write_checkpoint(request: TrackRequest, revision, outcome) -> CheckpointResult:
+    """The flow's one write of a checkpoint, for every runner: `outcome` is the rows a task computed (or
+    `--retau` re-aggregated), or the failure that stopped its task (`tracking.checkpoint_outcome`); the rows
+    are committed, the failure recorded (`request.fail_fast`: raised), by `tracking.write_checkpoint`."""
+    result = tracking.write_checkpoint(request, revision, outcome)
+    log = get_run_logger()
+    if result.failed is not None:
+        log.warning("%s: failed, recorded; the run goes on (a rerun retries it): %s", revision.name, result.failed)
+    else:
+        log.info(
+            "%s: stored (write %.1fs); ahon_ln dormant %s",
+            revision.name,
+            result.seconds.get("write", 0),
+            f"{result.pct_dormant['ahon_ln']:.1f}%" if "ahon_ln" in result.pct_dormant else "n/a",
+        )
+    return result
+
+
+def _reaggregated(request: TrackRequest, revision, series, advance) -> bool:
+    """--retau: re-aggregate a checkpoint whose per-input scores were kept, and write it; False when they were
+    not (the checkpoint is scored again)."""
+    rows = tracking.reaggregate_from_input_scores(request, revision, series)
+    if rows is not None:
+        advance(_write_checkpoint(request, revision, rows))
+    return rows is not None
+
+
+def _run_locally(request: TrackRequest, todo: list, series, advance, ahead: dict) -> None:
+    """One checkpoint computed in this process while the next one downloads (`ahead`: {revision: prefetch}),
+    then written."""
+    for current, nxt in zip(todo, todo[1:] + [None]):
+        if current in ahead:  # one download at a time: the next starts once this one is on disk (or failed, and
+            ahead.pop(current).wait()  # the computing below retries it), else they share the bandwidth
+        if nxt is not None and nxt.path is None:
+            ahead[nxt] = tasks.prefetch_checkpoint.submit(request, nxt)  # overlaps this scoring
+        outcome = tracking.checkpoint_outcome(partial(tasks.compute_checkpoint, request, current, series))
+        advance(_write_checkpoint(request, current, outcome))
+
+
 def _run_on_dask(request: TrackRequest, todo: list, series, advance) -> None:
-    """Workers only compute (they need no store, nor a disk shared with it); this flow is the one writer, and
-    records a checkpoint whose worker failed to download, load or score it."""
-    if request.retau:  # checkpoints with kept per-input scores are re-aggregated here, without a model
-        redone = [tracking.reaggregate_from_input_scores(request, r, series) for r in todo]
-        for result in filter(None, redone):
-            advance(result)
-        todo = [r for r, result in zip(todo, redone) if result is None]
+    """Every checkpoint submitted at once; workers only compute (they need no store, nor a disk shared with it)
+    and each is written here as it comes back."""
     with _resources(request.device):
         futures = {tasks.compute_checkpoint.submit(request, r, series): r for r in todo}
     for future in as_completed(list(futures)):
-        try:
-            rows = future.result()
-        except tracking.CHECKPOINT_FAILURES as e:
-            if request.fail_fast:
-                raise
-            advance(tracking.record_failure(request, futures[future], str(e)))
-            continue
-        advance(tracking.write_checkpoint(request, rows))
+        advance(_write_checkpoint(request, futures[future], tracking.checkpoint_outcome(future.result)))
 
 
 def _score_on_runner(request: TrackRequest):

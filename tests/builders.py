@@ -34,19 +34,28 @@ def save_model_series(folder, tokenizer, names, build):
 
 
 def track_steps(request):
-    """The track flow's steps, called as the flow calls them (one state, the taus, each pending checkpoint), without
-    Prefect: a real series tracked into a real store by the library."""
+    """The track flow's steps, called as the flow calls them (one state, the taus, each pending checkpoint computed,
+    then written: `store_checkpoint`), without Prefect: a real series tracked into a real store by the library."""
     from dormant_tasks import tracking as tracker
     from dormant_tasks.tracking.tracker import TrackResult
 
     state = tracker.series_state(request)
     series = tracker.resolve_series_taus(request, state)
     results = [series.reference] if series.reference is not None else []
-    results += [
-        tracker.analyze_checkpoint(request, r, series) for r in tracker.pending_revisions(request, state, series)
-    ]
+    results += [store_checkpoint(request, r, series) for r in tracker.pending_revisions(request, state, series)]
     summary = tracker.derive_series(request)
     return TrackResult.of(request, results, n_checkpoints=summary.n_checkpoints)
+
+
+def store_checkpoint(request, revision, series):
+    """One checkpoint as the track flow handles it on every runner: its rows computed (or the failure that stopped
+    that), then written by the one writer."""
+    from functools import partial
+
+    from dormant_tasks import tracking as tracker
+
+    outcome = tracker.checkpoint_outcome(partial(tracker.compute_checkpoint, request, revision, series))
+    return tracker.write_checkpoint(request, revision, outcome)
 
 
 def stored_checkpoints(store) -> int:

@@ -3,14 +3,14 @@
 `dormant compare` writes its page into a folder of the reports folder (`<reports>/compare-A-vs-B/`) and records
 itself in `<reports>/comparisons.json`: one entry per comparison folder, with the series it compares. A report
 rendered into `<reports>/<series>/` reads that file and links to every comparison that includes its series and
-still has its page. One small JSON file, replaced whole (temp file + rename) under a lock file, so that two
-compare runs at once both land and a reader sees the old index or the new one. stdlib only.
+still has its page. One small JSON file, replaced whole (temp file + rename) under a lock file (`filelock`, the
+writers' only), so that two compare runs at once both land and a reader, who takes no lock, sees the old index or
+the new one. stdlib only, and `filelock` when an entry is recorded.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import uuid
@@ -72,10 +72,8 @@ def comparisons_of(model_id: str, report_dir: Path) -> list[dict]:
 
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
+    from filelock import FileLock
+
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / LOCK, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with FileLock(folder / LOCK):
+        yield

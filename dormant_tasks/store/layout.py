@@ -4,7 +4,8 @@
     <store>/<table>/series=<slug>/<file_key>.parquet     one folder per table and series (`series_dir`)
     <store>/requests/series=<slug>/<request_id>.json     the request of every run that wrote rows
     <store>/sources/series=<slug>.json                   the source a series is tracked from
-    <store>/_locks/<slug>.lock                           the series lock (readers ignore "_" and "." names)
+    <store>/_locks/<slug>.lock, <slug>.pid               the series lock and its holder (writers' only: readers
+                                                         take no lock and ignore "_" and "." names)
 
 The partition key is `series`, a filesystem-safe form of model_id (`series_slug`). `check_store_path` is the
 one check of a --store path (its kind, whether it exists where it must, whether a file can be created in it),

@@ -1,11 +1,12 @@
-"""One writer per series: `hold_series` (a whole run; flock on `<store>/_locks/<slug>.lock`, released by the
-kernel when the process dies) and `series_lock` (one write, re-entrant within a run)."""
+"""One writer per series: `hold_series` (a whole run) and `series_lock` (one write, re-entrant within a run), both
+on `<store>/_locks/<slug>.lock` through `filelock` (flock on POSIX, a byte-range lock on Windows: the kernel
+releases it when the holding process ends, however it ends). Readers take no lock, and importing this module
+imports no lock library: a store is read on any platform, written where `filelock` works."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import os
 import threading
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ def series_lock(store, model_id: str) -> Iterator[None]:
     root = store_folder(store, create=True)
     path = _lock_path(root, model_id)
     held = _held()
-    if path in held:  # re-entered by the thread that holds it (a second flock would wait for itself)
+    if path in held:  # re-entered by the thread that holds it (a second lock of the file would wait for itself)
         yield
         return
     run = _RUNS.get(path)
@@ -36,10 +37,10 @@ def series_lock(store, model_id: str) -> Iterator[None]:
             stack.enter_context(run.threads)
         else:
             try:
-                stack.enter_context(_flock(root, model_id, path, wait=True))
+                stack.enter_context(_file_lock(root, model_id, path, wait=True))
             except _CannotLock as e:
                 cause = e.__cause__
-                why = cause.strerror if isinstance(cause, OSError) else "cannot make its lock file"
+                why = cause.strerror if isinstance(cause, OSError) and cause.strerror else "cannot make its lock file"
                 raise StoreError(
                     f"cannot write to {str(path.parent)!r}: {why}; free space, fix its permissions, or choose "
                     "another folder (what was written before is intact)"
@@ -67,13 +68,13 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
     """Hold one series for a whole run, from its consistency checks to its last write (`dormant track`, `--retau`,
     `store repair`, `store gc`): one writer per series.
 
-    The lock is `fcntl.flock` on <store>/_locks/<slug>.lock, which works between the processes of one host and
-    is released by the kernel when its holder ends, however it ends (SIGINT, SIGKILL: no stale lock). The
-    holder writes its pid into the file. Another run waits, with a line on stderr at once and at least every
-    20 s ("waiting for another run on SERIES (pid N)"), or with `wait=False` is refused in one line.
+    The lock is `filelock.FileLock` on <store>/_locks/<slug>.lock, which works between the processes of one host
+    and is released by the kernel when its holder ends, however it ends (SIGINT, SIGKILL: no stale lock). The
+    holder writes its pid beside it (`<slug>.pid`). Another run waits, with a line on stderr at once and at least
+    every 20 s ("waiting for another run on SERIES (pid N)"), or with `wait=False` is refused in one line.
     Re-entrant within the process (the flow inside the CLI's run). A store that does not exist yet gets only
-    its lock folder, removed again (with the store folder it made) when the run stored nothing; a read-only store is not locked (it cannot
-    be written). `series_lock` inside it orders this process's threads.
+    its lock folder, removed again (with the store folder it made) when the run stored nothing; a read-only store
+    is not locked (it cannot be written). `series_lock` inside it orders this process's threads.
     """
     root = Path(store)
     path = _lock_path(root, model_id)
@@ -95,7 +96,7 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
         return
     new = not root.exists()
     try:
-        lock = _flock(root, model_id, path, wait=wait)
+        lock = _file_lock(root, model_id, path, wait=wait)
         lock.__enter__()
     except _CannotLock:
         yield  # nothing can be written there: the run refuses any write in one line (`check_store(store, "writes")`)
@@ -108,6 +109,9 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
         with _RUNS_LOCK:
             _RUNS.pop(path, None)
         if not (root / MARKER).is_file():  # nothing stored: no lock folder (nor a store folder it made) left behind
+            # Removed while held: a run that opened this file before cannot hold it after us (filelock takes no
+            # lock on a file without a name), and one that comes later makes it again.
+            _pid_path(path).unlink(missing_ok=True)
             path.unlink(missing_ok=True)
             for folder in (path.parent, root) if new else (path.parent,):
                 with contextlib.suppress(OSError):
@@ -123,70 +127,69 @@ def _lock_path(root: Path, model_id: str) -> Path:
     return (root / "_locks" / f"{series_slug(model_id)}.lock").absolute()
 
 
+def _pid_path(path: Path) -> Path:
+    """Where the holder of the lock file `path` writes its pid (not into the lock file, which filelock may
+    truncate or lock against reads)."""
+    return path.with_suffix(".pid")
+
+
 @contextlib.contextmanager
-def _flock(root: Path, model_id: str, path: Path, wait: bool) -> Iterator[None]:
-    """flock on the series' lock file, its holder's pid in it. A file removed by its last holder (a store that
-    was never written) is taken again: the lock held is always the file at `path`."""
+def _file_lock(root: Path, model_id: str, path: Path, wait: bool) -> Iterator[None]:
+    """The series' lock file held, its holder's pid beside it. Tried once without waiting: held by another run,
+    a StoreError (`wait=False`) or a wait with a progress line. _CannotLock when the lock file cannot be made."""
+    from filelock import FileLock, Timeout
+
     from dormant_tasks.progress import LogProgress
 
+    lock = FileLock(path, thread_local=False)  # released by whichever thread leaves the run
     waiting = None
+    removed = 0
     try:
         while True:
-            f = _open_lock(path)
             try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                lock.acquire(blocking=waiting is not None)
+                break
+            except Timeout:
                 holder = _holder(path)
                 if not wait:
-                    f.close()
                     raise StoreError(
                         f"another run is writing series {model_id} of {str(root)!r} ({holder}); wait for it to end, "
                         "or run without --no-wait to wait for it"
                     ) from None
-                if waiting is None:
-                    waiting = LogProgress(desc=f"waiting for another run on {model_id} ({holder})", unit="")
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-            try:
-                same = os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            f.close()  # its holder removed it: take the file there now
+                waiting = LogProgress(desc=f"waiting for another run on {model_id} ({holder})", unit="")
+            except FileNotFoundError as e:  # its last holder removed the folder (a store never written): made again
+                removed += 1
+                if removed > 100:
+                    raise _CannotLock from e
+            except OSError as e:
+                raise _CannotLock from e
     finally:
         if waiting is not None:
             waiting.close()
     try:
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n".encode())
-        f.flush()
-    except OSError:
-        pass  # the pid is a courtesy for the waiting run's message
-    try:
+        _write_pid(_pid_path(path))
         yield
     finally:
-        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-        f.close()
+        with contextlib.suppress(OSError):
+            _pid_path(path).unlink(missing_ok=True)
+        lock.release()
 
 
-def _open_lock(path: Path):
-    """The lock file, opened (made, with its folder, when missing). _CannotLock when the store cannot take it:
-    nothing can be written there (the caller's own check refuses the run in one line)."""
-    for _ in range(10):  # a last holder may remove the folder between mkdir and open
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            return open(path, "a+b")  # noqa: SIM115 (closed by _flock); not inherited by child processes
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            raise _CannotLock from e
-    raise _CannotLock
+def _write_pid(path: Path) -> None:
+    """The holder's pid, for the waiting run's message: written whole (temp file + rename), never required."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        tmp.write_text(f"{os.getpid()}\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def _holder(path: Path) -> str:
     try:
-        pid = path.read_text(encoding="utf-8").strip()
+        pid = _pid_path(path).read_text(encoding="utf-8").strip()
     except OSError:
         pid = ""
     return f"pid {pid}" if pid.isdigit() else "pid unknown"

@@ -32,8 +32,8 @@ __all__ = [
     "TrackRequest",
     "TrackResult",
     "Z95",
-    "analyze_checkpoint",
     "bundled_set_names",
+    "checkpoint_outcome",
     "common_columns",
     "compute_checkpoint",
     "confident_at",
@@ -84,7 +84,6 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.tracking.checkpoint_work import (
         CheckpointRows,
         ScoredCheckpoint,
-        analyze_checkpoint,
         compute_checkpoint,
         reaggregate_from_input_scores,
         rows_of,
@@ -95,7 +94,12 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.tracking.defaults import FDR, RESAMPLES, SEED
     from dormant_tasks.tracking.derive import SeriesSummary, derive_series, fdr_level, rederive
     from dormant_tasks.tracking.estimates import DEFAULT_RESAMPLING, Estimate, Resampling, Share
-    from dormant_tasks.tracking.failures import CHECKPOINT_FAILURES, failed_checkpoints, record_failure
+    from dormant_tasks.tracking.failures import (
+        CHECKPOINT_FAILURES,
+        checkpoint_outcome,
+        failed_checkpoints,
+        record_failure,
+    )
     from dormant_tasks.tracking.findings import EARLY, Findings, path_tokens, series_findings
     from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS, pooled_threshold
     from dormant_tasks.tracking.plan import SeriesState, SeriesTaus, plan_series
@@ -130,7 +134,6 @@ __getattr__, __dir__ = attach(
         "checkpoint_work": [
             "CheckpointRows",
             "ScoredCheckpoint",
-            "analyze_checkpoint",
             "compute_checkpoint",
             "reaggregate_from_input_scores",
             "rows_of",
@@ -141,7 +144,7 @@ __getattr__, __dir__ = attach(
         "defaults": ["FDR", "RESAMPLES", "SEED"],
         "derive": ["SeriesSummary", "derive_series", "fdr_level", "rederive"],
         "estimates": ["DEFAULT_RESAMPLING", "Estimate", "Resampling", "Share"],
-        "failures": ["CHECKPOINT_FAILURES", "failed_checkpoints", "record_failure"],
+        "failures": ["CHECKPOINT_FAILURES", "checkpoint_outcome", "failed_checkpoints", "record_failure"],
         "findings": ["EARLY", "Findings", "path_tokens", "series_findings"],
         "masks": ["QUANTILE_DEFAULTS", "pooled_threshold"],
         "plan": ["SeriesState", "SeriesTaus", "plan_series"],

@@ -1,8 +1,9 @@
-"""One checkpoint's work, without Prefect: download and load it, score it on every calibration set
-(`score_checkpoint`), aggregate the scores under the series' taus into rows (`rows_of`, `CheckpointRows`) and
-commit them (`write_checkpoint`, the one writer). `compute_checkpoint` is what a Dask worker runs (no store);
-`analyze_checkpoint` is the whole of it in one process, a failure recorded (`failures`) unless the request says
-`fail_fast`; `reaggregate_from_input_scores` serves `--retau` from the kept per-input scores."""
+"""One checkpoint's work, without Prefect, in two halves. Computing touches no store: download and load it, score
+it on every calibration set (`score_checkpoint`), aggregate the scores under the series' taus into rows (`rows_of`,
+`CheckpointRows`); `compute_checkpoint` is the whole of it, what a task runs on any runner (a thread beside the
+flow, a Dask worker on another host). Writing is the flow's alone: `write_checkpoint` commits the rows, or records
+the failure that stopped the computing (`failures.checkpoint_outcome`), for every runner. `--retau` re-aggregates
+the kept per-input scores where the store is (`reaggregate_from_input_scores`), and writes them the same way."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from dormant_tasks.store import (
     write_request,
 )
 from dormant_tasks.tracking.calibration import CalibrationSet
-from dormant_tasks.tracking.failures import CHECKPOINT_FAILURES, clear_failure, record_failure
+from dormant_tasks.tracking.failures import CHECKPOINT_FAILURES, CheckpointFailure, clear_failure, record_failure
 from dormant_tasks.tracking.masks import aggregate_heads
 from dormant_tasks.tracking.plan import SeriesTaus
 from dormant_tasks.tracking.request import TrackRequest
@@ -38,7 +39,7 @@ if TYPE_CHECKING:  # the engine (torch) loads when a model is scored, not when t
     from dormant_tasks.engine import InputScores
 
 
-def load_checkpoint(*args, **kwargs):
+def lazy_load_checkpoint(*args, **kwargs):
     """`loading.load_checkpoint`, imported on first use: answering a rerun from the store needs no torch."""
     from dormant_tasks.checkpoints import load_checkpoint as load
 
@@ -88,7 +89,7 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
     from dormant_tasks.engine import score_texts
 
     # The hub module evicts a downloaded revision once it is loaded, unless --keep-checkpoints.
-    loaded = load_checkpoint(
+    loaded = lazy_load_checkpoint(
         request.source, revision, request.dtype, request.device, request.cache_dir, keep=request.keep_checkpoints
     )
     out = []
@@ -177,19 +178,27 @@ def rows_of(
     return tuple(checkpoint_rows(request, one, series) for one in scored)
 
 
-def write_checkpoint(request: TrackRequest, rows: tuple[CheckpointRows, ...]) -> CheckpointResult:
-    """The one writer of a checkpoint's results: per calibration set its head_scores (+ input_scores) files,
-    then its manifest row (`store.commit_checkpoint`); then any failure recorded for it is cleared. The
-    result reported is the primary set's, with the seconds of every set."""
+def write_checkpoint(
+    request: TrackRequest, revision: Revision, outcome: tuple[CheckpointRows, ...] | CheckpointFailure
+) -> CheckpointResult:
+    """The one write of a checkpoint, whichever runner computed it: its rows (per calibration set its
+    head_scores (+ input_scores) files, then its manifest row: `store.commit_checkpoint`), after which any failure
+    recorded for it is cleared; or the failure that stopped its computing (`checkpoint_outcome`), recorded
+    (`record_failure`) so that the run goes on, and raised instead when the request says `fail_fast`. The result
+    reported is the primary set's, with the seconds of every set."""
+    if isinstance(outcome, CHECKPOINT_FAILURES):
+        if request.fail_fast:
+            raise outcome
+        return record_failure(request, revision, str(outcome))
     write_request(request.store, request.model_id, request)
     seconds: dict[str, float] = {}
-    for one in rows:
+    for one in outcome:
         t0 = time.perf_counter()
         row = {**one.checkpoint, "analyzed_at": datetime.now(UTC), "seconds": sum(one.seconds.values())}
         commit_checkpoint(request.store, row, one.head_scores, one.input_scores)
         for k, v in {**one.seconds, "write": time.perf_counter() - t0}.items():
             seconds[k] = seconds.get(k, 0.0) + v
-    first = rows[0]
+    first = outcome[0]
     clear_failure(request, first.revision)
     return CheckpointResult(
         first.revision,
@@ -197,15 +206,16 @@ def write_checkpoint(request: TrackRequest, rows: tuple[CheckpointRows, ...]) ->
         False,
         seconds,
         pct_dormant(first.head_scores),
-        max(r.n_truncated for r in rows),
-        truncated={r.checkpoint["calibration_id"]: r.n_truncated for r in rows if r.n_truncated},
+        max(r.n_truncated for r in outcome),
+        truncated={r.checkpoint["calibration_id"]: r.n_truncated for r in outcome if r.n_truncated},
     )
 
 
 def compute_checkpoint(
     request: TrackRequest, revision: Revision, series: SeriesTaus, progress: bool = False
 ) -> tuple[CheckpointRows, ...]:
-    """Load, score and aggregate one checkpoint (every set) without touching the store (what a Dask worker runs)."""
+    """Load, score and aggregate one checkpoint (every set) without touching the store: what the checkpoint task
+    runs on every runner, its rows returned to the flow, which writes them (`write_checkpoint`)."""
     return rows_of(request, score_checkpoint(request, revision, progress), series)
 
 
@@ -221,31 +231,12 @@ def pct_dormant(head_scores: pa.Table) -> dict[str, float]:
     return out
 
 
-def analyze_checkpoint(
-    request: TrackRequest, revision: Revision, series: SeriesTaus, progress: bool = False
-) -> CheckpointResult:
-    """Skip a stored checkpoint without loading it; else load, score, aggregate and write it. A checkpoint that
-    cannot be downloaded, loaded or scored is recorded as failed and returned as such (`fail_fast`: raised)."""
-    if is_stored(request, revision, series):
-        return CheckpointResult(revision, known_commit(revision) or "", True, {}, {})
-    if request.retau:
-        rescored = reaggregate_from_input_scores(request, revision, series)
-        if rescored is not None:
-            return rescored
-    try:
-        scored = score_checkpoint(request, revision, progress)
-    except CHECKPOINT_FAILURES as e:
-        if request.fail_fast:
-            raise
-        return record_failure(request, revision, str(e))
-    return write_checkpoint(request, rows_of(request, scored, series))
-
-
 def reaggregate_from_input_scores(
     request: TrackRequest, revision: Revision, series: SeriesTaus
-) -> CheckpointResult | None:
+) -> tuple[CheckpointRows, ...] | None:
     """Re-tau without loading the model when this checkpoint's per-input scores were kept for every set of the
-    run (docs/SCORES.md §3); None when one set lacks them (the checkpoint is scored again)."""
+    run (docs/SCORES.md §3): its rows under the new taus, for `write_checkpoint`; None when one set lacks them
+    (the checkpoint is scored again). Reads the store: the flow runs it, not a worker."""
     commit = known_commit(revision)
     if commit is None:
         return None
@@ -255,7 +246,7 @@ def reaggregate_from_input_scores(
         if one is None:
             return None
         scored.append(one)
-    return write_checkpoint(request, rows_of(request, tuple(scored), series))
+    return rows_of(request, tuple(scored), series)
 
 
 def _kept_scores(

@@ -1,9 +1,13 @@
-"""Checkpoints that cannot be downloaded, loaded or scored (docs/DATA_CONTRACT.md "failed_checkpoints"): recorded
-with their reason (`record_failure`), cleared once a rerun stores them, listed by `dormant status` and the report."""
+"""Checkpoints that cannot be downloaded, loaded or scored (docs/DATA_CONTRACT.md "failed_checkpoints"): caught
+where a checkpoint's computing ends (`checkpoint_outcome`), recorded with their reason by the one writer
+(`record_failure`, through `checkpoint_work.write_checkpoint`), cleared once a rerun stores them, listed by
+`dormant status` and the report."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from dormant_tasks.checkpoints import Revision
 from dormant_tasks.errors import CheckpointError, ScoringError
@@ -15,7 +19,20 @@ from dormant_tasks.tracking.results import CheckpointResult, common_columns, kno
 # file, a revision the Hub lost), or its inputs cannot be scored on it (`ScoringError`). A bad option, a store
 # error or a full disk stops the run (exit 2); anything else is a bug and keeps its traceback.
 CHECKPOINT_FAILURES = (CheckpointError, ScoringError)
+CheckpointFailure = CheckpointError | ScoringError
 FAILURES_KEY = "failed"  # file key of a series' one failed_checkpoints file
+
+T = TypeVar("T")
+
+
+def checkpoint_outcome(compute: Callable[[], T]) -> T | CheckpointFailure:
+    """What `compute()` returns (a checkpoint's rows), or the error that makes this checkpoint fail, not the run
+    (`CHECKPOINT_FAILURES`), as a value for the writer to record. The same for every runner: `compute` is a task
+    called in the flow's thread (local runner) or a Dask future's `result`. Any other error propagates."""
+    try:
+        return compute()
+    except CHECKPOINT_FAILURES as e:
+        return e
 
 
 def record_failure(request: TrackRequest, revision: Revision, reason: str) -> CheckpointResult:

@@ -66,7 +66,8 @@ def resolve_series_taus(request: TrackRequest, state: SeriesState, score=None) -
     scores its reference checkpoint first; it is stored only when selected. With fixed taus only, a new
     series, or a `--retau` that brings a calibration set the series has not scored, scores its first selected
     checkpoint before the taus are written (bad input leaves the store untouched). `score` scores that
-    checkpoint (default `score_checkpoint`, here; the Dask flow passes one that runs it on a worker).
+    checkpoint (default `score_checkpoint`, here; the Dask flow passes one that runs it on a worker); its rows
+    are written here, in the flow's process, by the one writer (`write_checkpoint`).
     """
     if state.taus is not None:
         return state.taus
@@ -85,9 +86,10 @@ def resolve_series_taus(request: TrackRequest, state: SeriesState, score=None) -
             # and its checkpoints may be re-aggregated from kept per-input scores without loading any.
             _write_taus(request, series, plan.selected[-1])
             return series
-        scored = score(request, taus_checkpoint(request, plan))
+        first = taus_checkpoint(request, plan)
+        scored = score(request, first)
         _write_taus(request, series, plan.selected[-1])
-        series.reference = write_checkpoint(request, rows_of(request, scored, series))
+        series.reference = write_checkpoint(request, first, rows_of(request, scored, series))
         return series
     reference = taus_checkpoint(request, plan)
     scored = score(request, reference)  # every set, one model load
@@ -99,7 +101,7 @@ def resolve_series_taus(request: TrackRequest, state: SeriesState, score=None) -
     series = SeriesTaus(tuple(out))
     _write_taus(request, series, reference)
     if reference in plan.selected:
-        series.reference = write_checkpoint(request, rows_of(request, scored, series))
+        series.reference = write_checkpoint(request, reference, rows_of(request, scored, series))
     return series
 
 

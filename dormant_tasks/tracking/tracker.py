@@ -4,11 +4,11 @@ checkpoint's work (`checkpoint_work`), failures (`failures`), the derived tables
 
 Every step takes the run's `TrackRequest` whole. The one orchestrator of a run is the track flow
 (`flows/track.py`, through the task wrappers of `flows.tasks`): it asks `series_state` once (plan, stored
-sets, taus, pending checkpoints), fixes the taus (`resolve_series_taus`), analyses every pending checkpoint
-(`analyze_checkpoint`, or `compute_checkpoint` on a Dask worker + `write_checkpoint`, the one writer) and
-derives the transitions (`derive_series`); it returns a `TrackResult`. A checkpoint that cannot be downloaded,
-loaded or scored is recorded as failed (`record_failure`, docs/DATA_CONTRACT.md "failed_checkpoints") and the
-run goes on, unless the request says `fail_fast`.
+sets, taus, pending checkpoints), fixes the taus (`resolve_series_taus`), has every pending checkpoint computed
+by a task on its runner (`compute_checkpoint`: rows, no store) and writes each itself (`write_checkpoint`, the
+one writer), then derives the transitions (`derive_series`); it returns a `TrackResult`. A checkpoint that
+cannot be downloaded, loaded or scored is recorded as failed by the same writer (`record_failure`,
+docs/DATA_CONTRACT.md "failed_checkpoints") and the run goes on, unless the request says `fail_fast`.
 """
 
 from __future__ import annotations

@@ -398,9 +398,9 @@ def test_two_runs_on_one_series_one_writes_the_others_wait_or_are_refused(random
     base = ["track", "--model", str(random_series), "--store", str(store), "--no-report"]
     env, _ = _slow_env(tmp_path, _SLOW_WRITE)  # the first run lasts: 4 s per checkpoint write
     first = _start([*base, "--limit", "32"], env)
-    lock = store / "_locks" / "random-olmo2.lock"
+    holder = store / "_locks" / "random-olmo2.pid"  # the lock's holder writes its pid beside the lock file
     t0 = time.monotonic()  # it holds the series from its start; today's code takes no lock before its writes
-    while not (lock.is_file() and lock.read_text().strip() == str(first.pid)) and time.monotonic() - t0 < 3:
+    while not (holder.is_file() and holder.read_text().strip() == str(first.pid)) and time.monotonic() - t0 < 3:
         time.sleep(0.05)
 
     refused = _run([*base, "--limit", "16", "--no-wait"])

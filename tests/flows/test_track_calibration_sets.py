@@ -32,13 +32,13 @@ def library_track(request: TrackRequest) -> None:
 @pytest.mark.usefixtures("prefect_harness")
 def test_k_sets_load_each_checkpoint_once_and_equal_separate_runs(random_series, tmp_path, monkeypatch):
     loads = []
-    real = checkpoint_work.load_checkpoint
+    real = checkpoint_work.lazy_load_checkpoint
 
     def counting(source, revision, *a, **k):
         loads.append(revision.name)
         return real(source, revision, *a, **k)
 
-    monkeypatch.setattr(checkpoint_work, "load_checkpoint", counting)
+    monkeypatch.setattr(checkpoint_work, "lazy_load_checkpoint", counting)
     kw = dict(source=str(random_series), limit=6, score_fns=FNS, report=False)
     together = TrackRequest(store=str(tmp_path / "together"), calibrations=SETS, **kw)
     library_track(together)

@@ -79,7 +79,7 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
     def no_loading(*a, **k):  # fault injection: the rerun must not load any model
         raise AssertionError("a stored checkpoint was loaded again")
 
-    monkeypatch.setattr(checkpoint_work, "load_checkpoint", no_loading)
+    monkeypatch.setattr(checkpoint_work, "lazy_load_checkpoint", no_loading)
     before = {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts}
     calls.clear()
     again = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
@@ -119,7 +119,7 @@ def test_retau_reaggregates_from_kept_input_scores(random_series, tmp_path, monk
     store = tmp_path / "store"
     track(TrackRequest(source=str(random_series), store=str(store), limit=4, score_fns=("ahon_ln",), report=False))
     monkeypatch.setattr(
-        checkpoint_work, "load_checkpoint", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded"))
+        checkpoint_work, "lazy_load_checkpoint", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded"))
     )
     out = track(
         TrackRequest(

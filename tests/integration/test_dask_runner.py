@@ -77,6 +77,45 @@ def test_a_checkpoint_a_worker_cannot_load_is_recorded_and_the_flow_writes_the_r
     assert tracker.failed_checkpoints(request.store, request.model_id) == []
 
 
+def test_both_runners_write_every_checkpoint_through_the_flows_one_function(random_series, tmp_path, monkeypatch):
+    """One per-checkpoint path: on the thread runner and on a real Dask cluster, each checkpoint's task returns its
+    rows (or its failure) without writing, and the flow's `_write_checkpoint` writes or records it, in the flow's
+    process. The series has a truncated checkpoint, so that both kinds of outcome go through it."""
+    pytest.importorskip("prefect_dask")
+    import flows.track
+
+    series = Path(shutil.copytree(random_series, tmp_path / "random-olmo2"))
+    bad = "stage1-step10-tokens20K"
+    weights = series / bad / "model.safetensors"
+    with open(weights, "r+b") as f:
+        f.truncate(weights.stat().st_size // 3)
+    calls = []
+    real = flows.track._write_checkpoint
+
+    def spy(request, revision, outcome):
+        stored = read_table(request.store, "checkpoints").column("revision").to_pylist()
+        kind = type(outcome).__name__ if isinstance(outcome, Exception) else type(outcome[0]).__name__
+        calls.append((request.runner.value, revision.name, kind, revision.name in stored, os.getpid()))
+        return real(request, revision, outcome)
+
+    monkeypatch.setattr(flows.track, "_write_checkpoint", spy)
+    kw = dict(source=str(series), limit=4, score_fns=("ahon_ln",), report=False)
+    for request in (
+        TrackRequest(store=str(tmp_path / "local"), **kw),
+        TrackRequest(store=str(tmp_path / "dask"), runner="dask", workers=2, **kw),
+    ):
+        out = track.with_options(task_runner=task_runner(request))(request)
+        assert (out.analysed, [name for name, _ in out.failed]) == (2, [bad])
+        assert [r["revision"] for r in tracker.failed_checkpoints(request.store, request.model_id)] == [bad]
+    # (runner, checkpoint, outcome, stored before the flow wrote it, process): nothing written by a task. The first
+    # checkpoint is the one the taus' step scores and writes (fixed taus), before the checkpoints' loop.
+    assert sorted(calls) == [
+        (runner, name, kind, False, os.getpid())
+        for runner in ("dask", "local")
+        for name, kind in ((bad, "CheckpointError"), ("stage1-step25-tokens51K", "CheckpointRows"))
+    ]
+
+
 # ---------------------------------------------------------------------------- workers without the store
 
 
@@ -122,12 +161,12 @@ def test_workers_that_cannot_see_the_store_still_fill_it(random_series, tmp_path
                 assert all(not exists and cwd == str(elsewhere) for exists, cwd in seen.values()), seen
                 request = TrackRequest(store=str(store), runner="dask", address=cluster.scheduler_address, **kw)
                 loads_here = []
-                load = checkpoint_work.load_checkpoint
+                load = checkpoint_work.lazy_load_checkpoint
                 monkeypatch.setattr(
-                    checkpoint_work, "load_checkpoint", lambda *a, **k: loads_here.append(a[1]) or load(*a, **k)
+                    checkpoint_work, "lazy_load_checkpoint", lambda *a, **k: loads_here.append(a[1]) or load(*a, **k)
                 )
                 out = track.with_options(task_runner=task_runner(request))(request)
-                monkeypatch.setattr(checkpoint_work, "load_checkpoint", load)
+                monkeypatch.setattr(checkpoint_work, "lazy_load_checkpoint", load)
                 assert loads_here == [], f"the flow's process loaded {loads_here}"
         finally:
             for w in workers:

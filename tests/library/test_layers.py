@@ -334,6 +334,11 @@ def test_the_docs_module_table_names_what_each_module_has():
 PER_MODULE = {"log"}
 
 
+def _is_type_variable(value: ast.expr) -> bool:
+    """`T = TypeVar("T")`: a module's own type variable, a name for that module's signatures alone."""
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "TypeVar"
+
+
 def defined_twice(root: Path) -> dict[str, list[str]]:
     """{public name: the library modules that define it at module level}, for names defined in more than one."""
     homes: dict[str, list[str]] = {}
@@ -343,7 +348,7 @@ def defined_twice(root: Path) -> dict[str, list[str]]:
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 names = [node.name]
-            elif isinstance(node, ast.Assign):
+            elif isinstance(node, ast.Assign) and not _is_type_variable(node.value):
                 names = [t.id for t in node.targets if isinstance(t, ast.Name)]
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 names = [node.target.id]

@@ -138,7 +138,8 @@ def test_the_page_renders_every_figure_of_every_function(rendered):
     for m in (OLMO, LLAMA, PYTHIA):  # each series links to its own report beside the page
         assert f'<a href="../{m}/index.html">{m}</a>' in html
     assert rendered.summary_md.is_file() and "## Differences under ahon_ln" in rendered.summary_md.read_text()
-    assert sorted(p.name for p in rendered.out_dir.parent.iterdir() if p.name.startswith(".")) == [".comparisons.lock"]
+    hidden = {p.name for p in rendered.out_dir.parent.iterdir() if p.name.startswith(".")}
+    assert hidden <= {".comparisons.lock"}  # no temp file left (filelock 3.x removes its lock file, 4.x keeps it)
 
 
 def test_the_findings_table_is_each_series_own_findings(store, rendered):

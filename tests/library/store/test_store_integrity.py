@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from builders import store_rows
+from builders import store_checkpoint, store_rows
 
 from dormant_tasks import store as S
 from dormant_tasks import tracking as tracker
@@ -35,7 +35,7 @@ def run_steps(req: TrackRequest) -> TrackResult:
     state = tracker.series_state(req)
     series = tracker.resolve_series_taus(req, state)
     results = [series.reference] if series.reference is not None else []
-    results += [tracker.analyze_checkpoint(req, r, series) for r in tracker.pending_revisions(req, state, series)]
+    results += [store_checkpoint(req, r, series) for r in tracker.pending_revisions(req, state, series)]
     summary = tracker.derive_series(req)
     return TrackResult.of(req, results, n_checkpoints=summary.n_checkpoints, n_transitions=summary.n_transitions)
 

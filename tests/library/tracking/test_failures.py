@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -59,25 +60,28 @@ def test_one_truncated_checkpoint_of_four_is_recorded_the_others_stored_and_a_re
     assert f"1 checkpoint failed, not stored (a rerun of `dormant track` retries):\n\n- {BAD}: " in report.markdown
     assert BAD in report.index_html.read_text(encoding="utf-8")
 
-    # the failed checkpoint is what a rerun has left to do; --fail-fast raises and writes nothing
+    # the failed checkpoint is what a rerun has left to do; its computing fails as a value (the writer's to
+    # record), and with --fail-fast the writer raises it and writes nothing
     state = tracker.series_state(request)
     assert [r.name for r in state.pending] == [BAD]
     before = _checksum(store)
+    outcome = tracker.checkpoint_outcome(partial(tracker.compute_checkpoint, request, state.pending[0], state.taus))
+    assert isinstance(outcome, CheckpointError) and _checksum(store) == before
     with pytest.raises(CheckpointError, match="SafetensorError"):
-        tracker.analyze_checkpoint(replace(request, fail_fast=True), state.pending[0], state.taus)
+        tracker.write_checkpoint(replace(request, fail_fast=True), state.pending[0], outcome)
     assert _checksum(store) == before
 
     # fixed on disk: the rerun loads that one checkpoint only, stores it, and its failure is gone
     (series / BAD / "model.safetensors").unlink()
     save_random_series(series, tiny_tokenizer, [BAD])
     loads = []
-    real = checkpoint_work.load_checkpoint
+    real = checkpoint_work.lazy_load_checkpoint
 
     def counting(source, revision, *a, **k):
         loads.append(revision.name)
         return real(source, revision, *a, **k)
 
-    monkeypatch.setattr(checkpoint_work, "load_checkpoint", counting)
+    monkeypatch.setattr(checkpoint_work, "lazy_load_checkpoint", counting)
     again = run_steps(request)
     assert loads == [BAD]
     assert (again.analysed, again.failed, again.n_checkpoints) == (1, (), 4)
