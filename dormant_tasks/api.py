@@ -150,8 +150,8 @@ class SeriesResults:
         return out
 
     def findings_object(self, score_fn: str | None = None):
-        """The `tracking.findings.Findings` of the series' primary set (default function ahon_ln when tracked)."""
-        from dormant_tasks.tracking import series_findings
+        """The `findings.dynamics.Findings` of the series' primary set (default function ahon_ln when tracked)."""
+        from dormant_tasks.findings import series_findings
 
         return series_findings(self.view.store, self.model_id, score_fn)
 

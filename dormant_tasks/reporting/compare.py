@@ -1,7 +1,7 @@
 """Comparing series side by side (`dormant compare`): dormancy across model sizes and families, from the store.
 
 Each series is read as its report reads it (`series_data.load_series`, through `SeriesView`) and its findings are its
-own `dormant findings` (`tracking.findings.series_findings`), so every number here equals the one the series'
+own `dormant findings` (`findings.dynamics.series_findings`), so every number here equals the one the series'
 own views give. What is compared, per score function:
 
 - % of heads dormant against training tokens and against the fraction of each series' own tokens, one line
@@ -28,21 +28,12 @@ from pathlib import Path
 import numpy as np
 
 from dormant_tasks.errors import ConfigError, ReportError
+from dormant_tasks.findings import EARLY, Findings, path_tokens, series_findings
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.figure_data import dormant_percent, layer_counts
 from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, ReportSeries, load_series, resolve_model_id
-from dormant_tasks.tracking import (
-    EARLY,
-    Z95,
-    Estimate,
-    Findings,
-    SeriesView,
-    Share,
-    path_tokens,
-    predecessors,
-    series_findings,
-    stored_series,
-)
+from dormant_tasks.statistics import Z95, Estimate, Share
+from dormant_tasks.tracking import SeriesView, predecessors, stored_series
 
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)  # of each series' training tokens: the depth profile's matched points
 COMPARISON_FORMATS = ("markdown", "csv")
@@ -279,7 +270,7 @@ class Difference:
 def newcombe_interval(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float, float]:
     """p1 - p2 and its 95% interval by Newcombe's hybrid score method (1998, method 10): each proportion's
     Wilson interval combined; defined for any counts, 0 and n included (n1, n2 > 0)."""
-    from dormant_tasks.tracking import wilson_interval
+    from dormant_tasks.statistics import wilson_interval
 
     p1, p2 = k1 / n1, k2 / n2
     l1, u1 = (float(x) for x in wilson_interval(k1, n1, z))

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from dormant_tasks.errors import ConfigError
+from dormant_tasks.findings import EARLY, Findings
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.compare import COMPARISON_FORMATS, POINTS, Comparison, differences, series_tau_source
-from dormant_tasks.tracking import EARLY, Findings
 
 
 def _stage_rates(f: Findings) -> str:

@@ -242,7 +242,7 @@ def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str) -> Figu
 
 
 def draw_emergence(e) -> Figure:
-    """tracking.findings.Emergence: the share of the heads dormant at the end that have settled by each token
+    """findings.dynamics.Emergence: the share of the heads dormant at the end that have settled by each token
     count (dormant at >= e.stable of the checkpoints from then on; a step curve), with the EARLY line and the
     share there."""
     fig = Figure(figsize=(9, 4.2), layout="constrained")
@@ -284,7 +284,7 @@ def draw_emergence(e) -> Figure:
 
 
 def draw_confident_transitions(t, score_fn: str) -> Figure:
-    """tracking.findings.Transitions: per interval, the confident transitions and the others (stacked bars)."""
+    """findings.dynamics.Transitions: per interval, the confident transitions and the others (stacked bars)."""
     x = np.arange(len(t.interval_tokens))
     fig = Figure(figsize=(min(max(7.5, 5 + 0.08 * len(x)), 14), 4), layout="constrained")
     ax = fig.add_subplot()

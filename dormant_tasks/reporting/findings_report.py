@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dormant_tasks.findings import Findings
 from dormant_tasks.outputs import Owner, check_folder, publish_folder, staging_folder
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.texts import findings_lines
-from dormant_tasks.tracking import Findings
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

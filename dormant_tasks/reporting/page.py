@@ -98,7 +98,7 @@ def report_html(
     series, fn: str, fig: dict[str, str], rows: list[dict], groups, sets=None, found=None, positions=(), linked=()
 ) -> str:
     """index.html of a `series_data.Series`: `fig` maps a figure kind to its file name; `sets` (sets.CalibrationSets,
-    several calibration sets only) adds the "Calibration sets" section; `found` (tracking.findings.Findings) the
+    several calibration sets only) adds the "Calibration sets" section; `found` (findings.dynamics.Findings) the
     "Findings" section; `positions` (tracking.tau_positions.TauPosition per function) where each tau sits; `linked`
     (`comparisons.comparisons_of`: title, href) the comparisons that include the series."""
     c0, t = series.checkpoints, series.tokens

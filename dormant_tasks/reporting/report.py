@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dormant_tasks.findings import series_findings
 from dormant_tasks.outputs import Owner, check_folder, publish_folder, report_folder, staging_folder
 from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
@@ -37,7 +38,8 @@ from dormant_tasks.reporting.findings_report import findings_plots
 from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, load_series, resolve_model_id
 from dormant_tasks.reporting.sets import calibration_sets, length_dependence
 from dormant_tasks.reporting.texts import report_markdown
-from dormant_tasks.tracking import DEFAULT_RESAMPLING, FDR, Resampling, open_views, series_findings, stored_files
+from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, Resampling
+from dormant_tasks.tracking import open_views, stored_files
 from dormant_tasks.version import __version__
 
 if TYPE_CHECKING:

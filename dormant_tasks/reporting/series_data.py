@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 from dormant_tasks.engine import ALL_IDS, get_score_function
 from dormant_tasks.errors import ReportError, did_you_mean
 from dormant_tasks.evaluation import series_evaluations
-from dormant_tasks.tracking import FDR, SeriesView, confident_at, failed_checkpoints, stored_series
+from dormant_tasks.statistics import FDR
+from dormant_tasks.tracking import SeriesView, confident_at, failed_checkpoints, stored_series
 
 DEFAULT_SCORE_FN = "ahon_ln"  # the function of the per-function figures when tracked and none is asked
 

@@ -10,11 +10,13 @@ import numpy as np
 
 from dormant_tasks.checkpoints import format_tokens
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
+from dormant_tasks.findings import EARLY, Findings
 from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
 from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.reporting.sets import CalibrationSets
+from dormant_tasks.statistics import Estimate, Share
 from dormant_tasks.text import plural
-from dormant_tasks.tracking import EARLY, QUANTILE_DEFAULTS, Estimate, Findings, Share
+from dormant_tasks.tracking import QUANTILE_DEFAULTS
 
 # ---------------------------------------------------------------- summary.md
 

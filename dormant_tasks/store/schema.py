@@ -75,7 +75,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("length_slope", pa.float32(), nullable=True),  # score change per doubling of the input length
             _f("boundary_gap", pa.float32(), nullable=True),  # mean score, first token BOS/EOS minus not
             # per-input inactive indicators, bit i = input i (little-endian bytes): the paired test of a
-            # transition (tracking/confidence.py); null in results stored before it was kept
+            # transition (statistics/confidence.py); null in results stored before it was kept
             _f("inactive_inputs", pa.binary(), nullable=True),
             _f("calibration_id", pa.string()),
             _f("taus_id", pa.string()),

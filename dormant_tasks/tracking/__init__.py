@@ -1,6 +1,7 @@
-"""Tracking a series (layer 3, above engine, checkpoints and store): the track request and run (`TrackRequest`,
-`series_state`, the per-checkpoint work, failures), calibration sets, taus and dormancy masks, transitions and
-agreement derived again when stale, `SeriesView` (the one reader of what is current) and the three findings.
+"""Tracking a series (layer 3, above engine, checkpoints, store and statistics): the track request and run
+(`TrackRequest`, `series_state`, the per-checkpoint work, failures), calibration sets, taus and dormancy masks,
+transitions and agreement derived again when stale, and `SeriesView` (the one reader of what is current). The
+findings judged from a series live in `dormant_tasks.findings`.
 """
 
 from typing import TYPE_CHECKING
@@ -8,30 +9,21 @@ from typing import TYPE_CHECKING
 from dormant_tasks.face import attach
 
 __all__ = [
+    "AGREEMENT_TABLE",
     "CHECKPOINT_FAILURES",
     "CheckpointResult",
     "CheckpointRows",
-    "DEFAULT_RESAMPLING",
     "DEMO_CORPUS",
-    "EARLY",
-    "Estimate",
-    "FDR",
-    "Findings",
     "QUANTILE_DEFAULTS",
-    "RESAMPLES",
-    "Resampling",
     "Runner",
-    "SEED",
     "ScoredCheckpoint",
     "SeriesState",
     "SeriesSummary",
     "SeriesTaus",
     "SeriesView",
-    "Share",
     "TauPosition",
     "TrackRequest",
     "TrackResult",
-    "Z95",
     "bundled_set_names",
     "checkpoint_outcome",
     "common_columns",
@@ -47,7 +39,6 @@ __all__ = [
     "load_calibration_sets",
     "mark_blips",
     "open_views",
-    "path_tokens",
     "pending_revisions",
     "plan_series",
     "pooled_threshold",
@@ -58,8 +49,8 @@ __all__ = [
     "resolve_series_taus",
     "rows_of",
     "score_checkpoint",
-    "series_findings",
     "series_state",
+    "set_agreement",
     "stored_agreement",
     "stored_files",
     "stored_series",
@@ -68,12 +59,11 @@ __all__ = [
     "taus_checkpoint",
     "texts_calibration",
     "upgrade_store",
-    "wilson_interval",
     "write_checkpoint",
 ]
 
 if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
-    from dormant_tasks.tracking.agreement import stored_agreement
+    from dormant_tasks.tracking.agreement import AGREEMENT_TABLE, set_agreement, stored_agreement
     from dormant_tasks.tracking.calibration import (
         DEMO_CORPUS,
         bundled_set_names,
@@ -90,17 +80,13 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         score_checkpoint,
         write_checkpoint,
     )
-    from dormant_tasks.tracking.confidence import Z95, wilson_interval
-    from dormant_tasks.tracking.defaults import FDR, RESAMPLES, SEED
     from dormant_tasks.tracking.derive import SeriesSummary, derive_series, fdr_level, rederive
-    from dormant_tasks.tracking.estimates import DEFAULT_RESAMPLING, Estimate, Resampling, Share
     from dormant_tasks.tracking.failures import (
         CHECKPOINT_FAILURES,
         checkpoint_outcome,
         failed_checkpoints,
         record_failure,
     )
-    from dormant_tasks.tracking.findings import EARLY, Findings, path_tokens, series_findings
     from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS, pooled_threshold
     from dormant_tasks.tracking.plan import SeriesState, SeriesTaus, plan_series
     from dormant_tasks.tracking.positions import TauPosition, tau_positions, tau_warnings_of
@@ -123,29 +109,11 @@ __getattr__, __dir__ = attach(
     __name__,
     __all__,
     {
-        "agreement": ["stored_agreement"],
-        "calibration": [
-            "DEMO_CORPUS",
-            "bundled_set_names",
-            "load_calibration",
-            "load_calibration_sets",
-            "texts_calibration",
-        ],
-        "checkpoint_work": [
-            "CheckpointRows",
-            "ScoredCheckpoint",
-            "compute_checkpoint",
-            "reaggregate_from_input_scores",
-            "rows_of",
-            "score_checkpoint",
-            "write_checkpoint",
-        ],
-        "confidence": ["Z95", "wilson_interval"],
-        "defaults": ["FDR", "RESAMPLES", "SEED"],
+        "agreement": ["AGREEMENT_TABLE", "set_agreement", "stored_agreement"],
+        "calibration": ["DEMO_CORPUS", "bundled_set_names", "load_calibration", "load_calibration_sets", "texts_calibration"],
+        "checkpoint_work": ["CheckpointRows", "ScoredCheckpoint", "compute_checkpoint", "reaggregate_from_input_scores", "rows_of", "score_checkpoint", "write_checkpoint"],
         "derive": ["SeriesSummary", "derive_series", "fdr_level", "rederive"],
-        "estimates": ["DEFAULT_RESAMPLING", "Estimate", "Resampling", "Share"],
         "failures": ["CHECKPOINT_FAILURES", "checkpoint_outcome", "failed_checkpoints", "record_failure"],
-        "findings": ["EARLY", "Findings", "path_tokens", "series_findings"],
         "masks": ["QUANTILE_DEFAULTS", "pooled_threshold"],
         "plan": ["SeriesState", "SeriesTaus", "plan_series"],
         "positions": ["TauPosition", "tau_positions", "tau_warnings_of"],

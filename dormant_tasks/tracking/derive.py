@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dormant_tasks.errors import StoreError
+from dormant_tasks.statistics import FDR
 from dormant_tasks.store import derived_file_key, drop_legacy_derived, read_metadata, series_lock, write_table
 from dormant_tasks.tracking.agreement import update_agreement
-from dormant_tasks.tracking.defaults import FDR
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView, open_views, result_id
 from dormant_tasks.tracking.transitions import (

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dormant_tasks.engine import SCORE_FUNCTIONS, get_score_function, is_inactive
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.tracking.confidence import pack_inputs, wilson_interval
+from dormant_tasks.statistics import pack_inputs, wilson_interval
 
 DEFAULT_QUANTILE = 0.15
 # Fixed defaults of docs/SCORES.md §3; every _ln/_hn function not listed is "< 0.5" (below half the layer mean).

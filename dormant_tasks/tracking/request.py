@@ -15,8 +15,8 @@ from dormant_tasks.engine import parse_score_functions
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
 from dormant_tasks.names import is_local_source, model_id_for, series_slug, source_identity
 from dormant_tasks.requests import MAX_SEED, Request, absolute_path, check_positive, check_types, parse_enum, set_field
+from dormant_tasks.statistics import FDR
 from dormant_tasks.store import InputScoresPolicy
-from dormant_tasks.tracking.defaults import FDR
 from dormant_tasks.tracking.masks import parse_tau_option
 
 

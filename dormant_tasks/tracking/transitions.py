@@ -24,9 +24,8 @@ import pyarrow.compute as pc
 
 from dormant_tasks.checkpoints import series_sort_key
 from dormant_tasks.errors import StoreError
+from dormant_tasks.statistics import FDR, bh_qvalues, discordant, excludes_half, mcnemar_exact_p
 from dormant_tasks.store import SCHEMAS, conform
-from dormant_tasks.tracking.confidence import bh_qvalues, discordant, excludes_half, mcnemar_exact_p
-from dormant_tasks.tracking.defaults import FDR
 
 
 def _state(dormant: np.ndarray) -> np.ndarray:

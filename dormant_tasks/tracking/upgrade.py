@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dormant_tasks.atomic import atomic_file
+from dormant_tasks.statistics import FDR
 from dormant_tasks.store import (
     DERIVED,
     SCHEMA_VERSION,
@@ -32,7 +33,6 @@ from dormant_tasks.store import (
     write_any_version,
 )
 from dormant_tasks.tracking.agreement import AGREEMENT_TABLE
-from dormant_tasks.tracking.defaults import FDR
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
     apply_fdr,

@@ -44,9 +44,10 @@ def run(args) -> int:
 
     if args.scores and len(args.scores) > 1:
         raise ConfigError(f"--scores: the findings are of one function, got {len(args.scores)}; name one")
+    from dormant_tasks.findings import series_findings
     from dormant_tasks.outputs import Owner, check_folder
     from dormant_tasks.reporting import findings_lines, resolve_model_id, write_findings
-    from dormant_tasks.tracking import Resampling, series_findings
+    from dormant_tasks.statistics import Resampling
 
     model_id = resolve_model_id(args.store, args.model)
     if args.reports_dir:  # before any work

@@ -262,7 +262,7 @@ def add_global_flags(parser: argparse.ArgumentParser, default=False) -> None:
 
 def add_fdr_argument(parser, default=None) -> None:
     """--fdr: the false discovery rate below which a transition's q-value makes it confident."""
-    from dormant_tasks.tracking import FDR
+    from dormant_tasks.statistics import FDR
 
     parser.add_argument(
         "--fdr",
@@ -276,7 +276,7 @@ def add_fdr_argument(parser, default=None) -> None:
 
 def add_statistics_arguments(parser) -> None:
     """--fdr, --resamples and --seed: how the findings decide a confident transition and draw their intervals."""
-    from dormant_tasks.tracking import FDR, RESAMPLES, SEED
+    from dormant_tasks.statistics import FDR, RESAMPLES, SEED
 
     add_fdr_argument(parser, FDR)
     parser.add_argument(

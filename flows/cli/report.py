@@ -35,7 +35,7 @@ def run(args) -> int:
     if args.scores and len(args.scores) > 1:
         raise ConfigError(f"--scores: the report draws one function, got {len(args.scores)}; name one")
     from dormant_tasks.reporting import render_report
-    from dormant_tasks.tracking import Resampling
+    from dormant_tasks.statistics import Resampling
 
     score_fn = args.scores[0] if args.scores else None
     result = render_report(

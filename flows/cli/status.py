@@ -94,7 +94,7 @@ def confidence_rule(trans: dict, level: float | None) -> str:
     """Which rule decided the stored `confident` (docs/SCORES.md, "Confidence"): BH q-values at the recorded
     level (the default when none is recorded), the uncorrected p of files derived before q-values were stored,
     or the interval rule of results stored without per-input indicators."""
-    from dormant_tasks.tracking import FDR
+    from dormant_tasks.statistics import FDR
 
     if any(q is not None for q in trans.get("confident_q", [])):
         return f"BH q < {FDR if level is None else level:g}"

@@ -27,7 +27,7 @@ import pytest
 import dormant_tasks
 
 ROOT = Path(dormant_tasks.__file__).resolve().parent.parent
-FOLDERS = ("engine", "checkpoints", "store", "tracking", "evaluation", "reporting")  # parts with a face
+FOLDERS = ("engine", "checkpoints", "store", "statistics", "tracking", "findings", "evaluation", "reporting")  # parts with a face
 
 # The layers, lowest first: a part imports only parts of a lower rank. The shared leaves sit below everything;
 # `requests` is the base the parts' own requests build on; `names` says what a --model or a list option names.
@@ -46,8 +46,10 @@ RANKS = {
     "dormant_tasks.engine": 2,
     "dormant_tasks.checkpoints": 2,
     "dormant_tasks.store": 2,
+    "dormant_tasks.statistics": 2,
     "dormant_tasks.tracking": 3,
     "dormant_tasks.outputs": 3,
+    "dormant_tasks.findings": 4,
     "dormant_tasks.evaluation": 4,
     "dormant_tasks.tiny": 4,
     "dormant_tasks.reporting": 5,

@@ -83,7 +83,7 @@ def test_what_a_run_asks_before_loading_a_model_imports_no_torch():
         "dormant_tasks.tracking.tracker",
         "dormant_tasks.tracking.request",
         "dormant_tasks.tracking.series",
-        "dormant_tasks.tracking.findings",
+        "dormant_tasks.findings.dynamics",
         "dormant_tasks.tracking.derive",
         "dormant_tasks.evaluation.request",
         "dormant_tasks.evaluation.leaderboard",

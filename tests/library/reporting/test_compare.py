@@ -26,6 +26,7 @@ from markupsafe import escape
 from test_report import CAL, write_series
 
 from dormant_tasks.errors import ReportError
+from dormant_tasks.findings.dynamics import series_findings
 from dormant_tasks.reporting import comparisons
 from dormant_tasks.reporting.compare import (
     FRACTIONS,
@@ -48,7 +49,6 @@ from dormant_tasks.reporting.compare_tables import (
 from dormant_tasks.reporting.figure_data import dormant_percent
 from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.series_data import load_series
-from dormant_tasks.tracking.findings import series_findings
 from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import main
 
@@ -288,8 +288,8 @@ def test_one_renderer_for_every_findings_value():
     """A field with an interval renders as such whatever its class (a new field of the findings is one line)."""
     from types import SimpleNamespace
 
+    from dormant_tasks.findings.dynamics import Share
     from dormant_tasks.reporting.compare import Estimate
-    from dormant_tasks.tracking.findings import Share
 
     share = Share.of(3, 12)
     assert cell_text(share).startswith("3 of 12 (25.0%, 95% CI ") and len(cell_fields(share)) == 3

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from dormant_tasks.errors import ConfigError, ReportError, StoreError
+from dormant_tasks.findings.dynamics import series_findings
 from dormant_tasks.outputs import OUTPUT_MARKER
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.figure_data import (
@@ -34,9 +35,8 @@ from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.series_data import load_series
 from dormant_tasks.reporting.sets import LengthDependence
 from dormant_tasks.reporting.texts import report_markdown
+from dormant_tasks.statistics.confidence import pack_inputs, wilson_interval
 from dormant_tasks.store.io import read_table, store_folder, write_table
-from dormant_tasks.tracking.confidence import pack_inputs, wilson_interval
-from dormant_tasks.tracking.findings import series_findings
 from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
 from flows.cli import main
 

@@ -21,7 +21,7 @@ from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.series_data import load_series
 from dormant_tasks.reporting.sets import calibration_sets
 from dormant_tasks.reporting.texts import report_markdown
-from dormant_tasks.tracking.confidence import (
+from dormant_tasks.statistics.confidence import (
     Z95,
     discordant,
     excludes_half,

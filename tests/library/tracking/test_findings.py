@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 from test_report import CAL, MODEL, write_series
 
-from dormant_tasks.reporting.figure_data import summary_rows
-from dormant_tasks.reporting.findings_report import write_findings
-from dormant_tasks.reporting.report import render_report
-from dormant_tasks.reporting.texts import findings_lines
-from dormant_tasks.tracking.confidence import wilson_interval
-from dormant_tasks.tracking.findings import (
+from dormant_tasks.findings.dynamics import (
     path_to,
     path_tokens,
     poisson_interval,
     series_findings,
     stable_index,
 )
+from dormant_tasks.reporting.figure_data import summary_rows
+from dormant_tasks.reporting.findings_report import write_findings
+from dormant_tasks.reporting.report import render_report
+from dormant_tasks.reporting.texts import findings_lines
+from dormant_tasks.statistics.confidence import wilson_interval
 from flows.cli import main
 from flows.cli.status import series_line
 
@@ -221,8 +221,8 @@ def test_emergence_without_a_dormant_head_at_the_end(tmp_path):
 
 @pytest.mark.parametrize("settled", [[400_000, 900_000], [10, 20]])  # none early (k = 0), all early (k = n)
 def test_emergence_figure_at_the_ends_of_the_interval(settled):
+    from dormant_tasks.findings.dynamics import EARLY, STABLE, Emergence, Estimate, Share
     from dormant_tasks.reporting import figures as fg
-    from dormant_tasks.tracking.findings import EARLY, STABLE, Emergence, Estimate, Share
 
     early = EARLY * 1_000_000
     k = sum(t <= early for t in settled)

@@ -11,9 +11,9 @@ import pytest
 from test_confidence import rows_with_inactive_inputs
 from test_transitions import ckpt, table
 
-from dormant_tasks.tracking.confidence import bh_qvalues
-from dormant_tasks.tracking.dependence import noise_floor
-from dormant_tasks.tracking.findings import Resampling, poisson_interval, rate_estimate, stable_index
+from dormant_tasks.findings.dependence import noise_floor
+from dormant_tasks.findings.dynamics import Resampling, poisson_interval, rate_estimate, stable_index
+from dormant_tasks.statistics.confidence import bh_qvalues
 from dormant_tasks.tracking.transitions import apply_fdr, confident_at, derive_transitions
 
 # ------------------------------------------------------------------------------------------ BH q-values
@@ -245,8 +245,8 @@ def store_of_two_sets(tmp_path, differ: bool):
 def test_series_findings_state_the_noise_floor_from_the_stored_indicators(tmp_path, differ):
     from test_report import MODEL
 
+    from dormant_tasks.findings.dynamics import series_findings
     from dormant_tasks.reporting.texts import findings_lines
-    from dormant_tasks.tracking.findings import series_findings
 
     f = series_findings(
         store_of_two_sets(tmp_path, differ), MODEL, resampling=Resampling(resamples=300, permutations=100)

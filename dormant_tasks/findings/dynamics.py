@@ -34,11 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from dormant_tasks.errors import StoreError
-from dormant_tasks.tracking.defaults import FDR, RESAMPLES
-from dormant_tasks.tracking.dependence import InputDependence, input_dependence
-from dormant_tasks.tracking.estimates import (
+from dormant_tasks.findings.dependence import InputDependence, input_dependence
+from dormant_tasks.statistics import (
     DEFAULT_RESAMPLING,
+    FDR,
     POISSON,
+    RESAMPLES,
     Estimate,
     Resampling,
     Share,
@@ -47,7 +48,7 @@ from dormant_tasks.tracking.estimates import (
     rate_estimate,
     scaled,
 )
-from dormant_tasks.tracking.transitions import confident_at
+from dormant_tasks.tracking import confident_at
 
 EARLY = 0.10  # "early": by this fraction of the series' tokens
 STABLE = 0.80  # "settled": dormant at >= this fraction of the checkpoints from then to the last
@@ -178,7 +179,7 @@ def series_findings(
     """The three findings of `model_id` on its primary calibration set under `score_fn` (default ahon_ln when
     tracked, else the first tracked function); a transition is confident when its q-value is below `fdr`;
     reads the store only."""
-    from dormant_tasks.tracking.series import SeriesView, open_views
+    from dormant_tasks.tracking import SeriesView, open_views
 
     if not 0 < fdr < 1:
         from dormant_tasks.errors import ConfigError

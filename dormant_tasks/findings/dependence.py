@@ -9,14 +9,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dormant_tasks.tracking.confidence import Z95, unpack_inputs
-from dormant_tasks.tracking.estimates import (
+from dormant_tasks.statistics import (
     DEFAULT_RESAMPLING,
+    Z95,
     Estimate,
     Resampling,
     Share,
     bootstrap_interval,
     resample_heads,
+    unpack_inputs,
 )
 
 
@@ -144,7 +145,7 @@ def input_dependence(
     when the store has none yet) and the noise floor at the last shared checkpoint (`set_noise_floor`). Not
     measured with fewer than two sets."""
     from dormant_tasks.store import read_table
-    from dormant_tasks.tracking.agreement import AGREEMENT_TABLE, set_agreement
+    from dormant_tasks.tracking import AGREEMENT_TABLE, set_agreement
 
     ids = [v.calibration_id for v in views]
     if len(ids) < 2:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dormant_tasks.tracking.confidence import Z95, wilson_interval
-from dormant_tasks.tracking.defaults import PERMUTATIONS, REPEATS, RESAMPLES, SEED
+from dormant_tasks.statistics.confidence import Z95, wilson_interval
+from dormant_tasks.statistics.defaults import PERMUTATIONS, REPEATS, RESAMPLES, SEED
 
 BOOTSTRAP = "bootstrap over heads"
 WILSON = "Wilson score interval, heads as trials"
