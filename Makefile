@@ -53,7 +53,8 @@ LOWEST := $(shell $(PYTHON) -c "import re, tomllib; p = tomllib.load(open('pypro
 
 lowest: .venv-lowest/.installed
 	.venv-lowest/bin/python -c "import lm_eval, triton; print('lowest bounds:', lm_eval.__version__, triton.__version__)"
-	.venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m "not slow" tests/library/evaluation/test_lm_eval_registry.py \
+	.venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m "not slow" tests/library/evaluation/test_lmeval_adapter_drift.py \
+		tests/library/evaluation/test_lm_eval_registry.py \
 		tests/library/evaluation/test_shots.py tests/library/evaluation/test_chat_date.py tests/library/engine/test_triton_attention.py
 
 demo: setup

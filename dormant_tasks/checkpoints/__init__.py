@@ -57,6 +57,15 @@ __getattr__, __dir__ = attach(
         "hash_cache": ["cache_dir"],
         "hub": ["check_repo_id", "download_revision", "file_sha256", "local_content_hash"],
         "loading": ["fetch_revision", "load_checkpoint", "load_model_and_tokenizer", "load_model_at", "resolve_device"],
-        "naming": ["MAIN", "UNKNOWN", "Revision", "Selection", "format_tokens", "list_revisions", "parse_revision_name", "series_sort_key"],
+        "naming": [
+            "MAIN",
+            "UNKNOWN",
+            "Revision",
+            "Selection",
+            "format_tokens",
+            "list_revisions",
+            "parse_revision_name",
+            "series_sort_key",
+        ],
     },
 )

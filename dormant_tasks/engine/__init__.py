@@ -46,7 +46,15 @@ __getattr__, __dir__ = attach(
     {
         "attention": ["DynamicZeroing", "StaticZeroing"],
         "batching": ["batch_runs", "device_batching", "padded_batch"],
-        "score_functions": ["ALL_IDS", "DETERMINISTIC_IDS", "SCORE_FUNCTIONS", "SCORING_VERSION", "get_score_function", "is_inactive", "parse_score_functions"],
+        "score_functions": [
+            "ALL_IDS",
+            "DETERMINISTIC_IDS",
+            "SCORE_FUNCTIONS",
+            "SCORING_VERSION",
+            "get_score_function",
+            "is_inactive",
+            "parse_score_functions",
+        ],
         "scoring": ["InputScores", "score_texts", "scoring_pass"],
     },
 )

@@ -206,9 +206,13 @@ def built_task_names() -> frozenset[str] | None:
 
 
 def _indexed_manager():
-    """One lm-eval TaskManager per process: building its index reads every task YAML (seconds)."""
+    """One lm-eval TaskManager per process: building its index reads every task YAML (seconds). The installed
+    lm-eval is checked first: one outside the supported range is refused in one line."""
     from lm_eval.tasks import TaskManager
 
+    from dormant_tasks.evaluation import lmeval_adapter
+
+    lmeval_adapter.check_version()
     return TaskManager()
 
 

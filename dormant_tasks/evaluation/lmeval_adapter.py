@@ -1,7 +1,9 @@
 """The one place that touches lm-evaluation-harness internals (attributes and functions outside its public API).
 
-Everything here is written against lm-eval `PINNED_VERSION` (pyproject pins it); `check_version` refuses another
-version in one line rather than failing deep inside a run. The rest of `dormant_tasks.evaluation` calls lm-eval's
+Everything here is written against lm-eval `SUPPORTED` (pyproject's range, whose lower bound `make lowest` tests);
+`check_version` refuses another version in one line rather than failing deep inside a run, and
+`tests/library/evaluation/test_lmeval_adapter_drift.py` pins the shape of every internal used here, so a new
+lm-eval release that moves one fails there, by name. The rest of `dormant_tasks.evaluation` calls lm-eval's
 public surface (`TaskManager.load`, `Task.build_all_requests`, `doc_to_text`/`doc_to_target`/`doc_to_choice`,
 `apply_filters`, `process_results`, `simple_evaluate`) and these functions.
 
@@ -24,16 +26,17 @@ import copy
 
 from dormant_tasks.errors import EvaluationError
 
-PINNED_VERSION = "0.4.13"
+SUPPORTED = ">=0.4.12,<0.5"  # pyproject.toml's range for lm-eval (a test keeps the two equal)
 
 
 def check_version() -> None:
     import lm_eval
+    from packaging.specifiers import SpecifierSet
 
-    if lm_eval.__version__ != PINNED_VERSION:
+    if lm_eval.__version__ not in SpecifierSet(SUPPORTED):
         raise EvaluationError(
-            f"lm-eval {lm_eval.__version__} is installed; dormant-heads is written against {PINNED_VERSION}: "
-            f"pip install lm-eval=={PINNED_VERSION}"
+            f"lm-eval {lm_eval.__version__} is installed; dormant-heads supports lm-eval{SUPPORTED}: "
+            f"pip install 'lm-eval{SUPPORTED}'"
         )
 
 

@@ -42,7 +42,8 @@ print("resolved", names)
 """
 
 FACES = ["dormant_tasks"] + [
-    f"dormant_tasks.{f}" for f in ("engine", "checkpoints", "store", "statistics", "tracking", "findings", "evaluation", "reporting")
+    f"dormant_tasks.{f}"
+    for f in ("engine", "checkpoints", "store", "statistics", "tracking", "findings", "evaluation", "reporting")
 ]
 
 

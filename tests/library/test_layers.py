@@ -27,7 +27,16 @@ import pytest
 import dormant_tasks
 
 ROOT = Path(dormant_tasks.__file__).resolve().parent.parent
-FOLDERS = ("engine", "checkpoints", "store", "statistics", "tracking", "findings", "evaluation", "reporting")  # parts with a face
+FOLDERS = (
+    "engine",
+    "checkpoints",
+    "store",
+    "statistics",
+    "tracking",
+    "findings",
+    "evaluation",
+    "reporting",
+)  # parts with a face
 
 # The layers, lowest first: a part imports only parts of a lower rank. The shared leaves sit below everything;
 # `requests` is the base the parts' own requests build on; `names` says what a --model or a list option names.
