@@ -9,7 +9,15 @@ from dormant_tasks.face import lazy_face
 
 if TYPE_CHECKING:  # the public names, imported on first use (`dormant_tasks.face`)
     from dormant_tasks.checkpoints.hash_cache import cache_dir
-    from dormant_tasks.checkpoints.hub import check_repo_id, download_revision, file_sha256, local_content_hash
+    from dormant_tasks.checkpoints.hub import (
+        check_repo_id,
+        download_revision,
+        file_sha256,
+        hub_endpoint,
+        hub_silence,
+        local_content_hash,
+    )
+    from dormant_tasks.checkpoints.hub_adapter import go_offline
     from dormant_tasks.checkpoints.loading import (
         fetch_revision,
         load_checkpoint,

@@ -41,6 +41,7 @@ RANKS = {
     "dormant_tasks.progress": 1,
     "dormant_tasks.atomic": 1,
     "dormant_tasks.names": 1,
+    "dormant_tasks.offline": 1,
     "dormant_tasks.requests": 1,
     "dormant_tasks.engine": 2,
     "dormant_tasks.checkpoints": 2,
