@@ -87,13 +87,18 @@ def _server_popen(popen_kwargs: dict[str, Any]) -> Iterator[None]:
 
 def start_server(output: IO[bytes] | None, preexec_fn=None) -> Any:
     """Start Prefect's temporary API server (the instance its clients use) in a process session of its own, its
-    stdout and stderr to `output` (None: inherited), `preexec_fn` run in the child; returns the server."""
+    stdout and stderr to `output` (None: inherited), `preexec_fn` run in the child; returns the server (stopped
+    again when it does not start)."""
     from prefect.server.api.server import SubprocessASGIServer
 
     check_shape()
     server = SubprocessASGIServer()
-    with _server_popen({"start_new_session": True, "stdout": output, "stderr": output, "preexec_fn": preexec_fn}):
-        server.start()
+    try:
+        with _server_popen({"start_new_session": True, "stdout": output, "stderr": output, "preexec_fn": preexec_fn}):
+            server.start()
+    except BaseException:
+        server.stop()  # one that never answered is stopped now, not at exit
+        raise
     return server
 
 
