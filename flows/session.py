@@ -3,8 +3,8 @@
 Without `PREFECT_API_URL` Prefect starts a temporary API server as a child process. Left as it is, that
 child shares the terminal's process group, so Ctrl-C (or `timeout -s INT`, `kill -INT -PGID`) reaches it
 too: it dies first and the run then retries a dead server for minutes. `start_prefect` starts Prefect's
-own temporary server (`SubprocessASGIServer`, the one Prefect's clients look up) in a process session of
-its own, so a signal reaches only the `dormant` process, which stops its run, reports it to a live
+own temporary server (`SubprocessASGIServer`, the one Prefect's clients look up; `prefect_adapter.start_server`)
+in a process session of its own, so a signal reaches only the `dormant` process, which stops its run, reports it to a live
 server and stops the server on the way out. A `dormant` process killed outright (SIGKILL, the OOM killer) stops
 nothing on the way out: on Linux the kernel then sends the server SIGTERM (`_die_with_parent`).
 
@@ -21,19 +21,19 @@ takes no more library records either.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import logging
 import os
 import signal
-import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from functools import partial
-from typing import IO
+from collections.abc import Callable
+from typing import IO, Any
+
+from flows import prefect_adapter
 
 _started = False
+_server: Any = None  # the temporary server this process started (None: PREFECT_API_URL names one, or none yet)
 _show_library_output = False  # --verbose or --debug: the server's own output and shutdown records are shown
 _stopping = False  # set by stop_prefect once the run's logs are flushed: the console drops library records
 _server_output: IO[bytes] | None = None  # the temporary server's stdout and stderr (None: the terminal's)
@@ -62,13 +62,10 @@ def start_prefect() -> None:
     _filter_console()
     if os.environ.get("PREFECT_API_URL"):
         return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    global _server_output
+    global _server, _server_output
     _server_output = None if _show_library_output else tempfile.TemporaryFile()
     try:
-        with _popen_in_new_session(output=_server_output):
-            SubprocessASGIServer().start()  # Prefect's clients find this instance and use it
+        _server = prefect_adapter.start_server(_server_output, preexec_fn=_die_with_parent())
     except Exception as e:
         if _server_output is not None:
             _server_output.seek(0)
@@ -76,20 +73,6 @@ def start_prefect() -> None:
             if tail:
                 e.add_note(f"the temporary Prefect server's output:\n{tail}")
         raise
-
-
-@contextlib.contextmanager
-def _popen_in_new_session(output: IO[bytes] | None = None) -> Iterator[None]:
-    """subprocess.Popen with start_new_session=True, and its stdout and stderr to `output` (None: inherited),
-    while the server starts (the main thread alone runs), in a child that dies with this process."""
-    original = subprocess.Popen
-    subprocess.Popen = partial(  # type: ignore[misc]
-        original, start_new_session=True, stdout=output, stderr=output, preexec_fn=_die_with_parent()
-    )
-    try:
-        yield
-    finally:
-        subprocess.Popen = original  # type: ignore[misc]
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -120,22 +103,14 @@ def _die_with_parent() -> Callable[[], None] | None:
 def stop_prefect() -> None:
     """Flush the run's logs and events, then stop the temporary server (it is also stopped at exit), so an
     interrupted or failed run exits promptly instead of retrying a server that is gone."""
-    global _stopping
+    global _stopping, _server
     if not _started:
         return
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    for worker in (APILogWorker, EventsWorker):
-        with contextlib.suppress(Exception):  # a worker that never started has nothing to flush
-            worker.drain_all(timeout=3)
+    prefect_adapter.drain_workers(timeout_s=3)
     _stopping = True  # the run's records are out; what the shutdown logs is no business of the user's
-    if os.environ.get("PREFECT_API_URL"):
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    for server in list(SubprocessASGIServer._instances.values()):
-        server.stop()
+    if _server is not None:
+        _server.stop()
+        _server = None
 
 
 def is_interrupt(e: BaseException | None) -> bool:
@@ -181,13 +156,5 @@ def _subclasses(cls) -> set[type]:
 
 
 def _filter_console() -> None:
-    import prefect  # noqa: F401
-    from prefect.logging.configuration import setup_logging  # noqa: F401  (configures the handlers)
-    from prefect.logging.handlers import PrefectConsoleHandler
-
-    seen = set()
-    for logger in [logging.getLogger(), *(logging.getLogger(n) for n in logging.root.manager.loggerDict)]:
-        for handler in getattr(logger, "handlers", []):
-            if isinstance(handler, PrefectConsoleHandler) and id(handler) not in seen:
-                seen.add(id(handler))
-                handler.addFilter(_ExpectedFailureFilter())
+    for handler in prefect_adapter.console_handlers():
+        handler.addFilter(_ExpectedFailureFilter())

@@ -89,8 +89,8 @@ def random_series(tmp_path_factory, tiny_tokenizer):
 
 @pytest.fixture(autouse=True)
 def _hub_offline_switch_undone(monkeypatch):
-    """A CLI run in-process whose Hub probe finds no Hub switches the process offline (flows.cli.options
-    `go_offline`: the environment and, once imported, huggingface_hub's constant): undone after each test."""
+    """A CLI run in-process whose Hub probe finds no Hub switches the process offline (`checkpoints.go_offline`:
+    the environment and, once imported, huggingface_hub's constant): undone after each test."""
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.setenv(name, os.environ.get(name, ""))  # recorded, so restored (or removed) afterwards
         if not os.environ[name]:

@@ -18,6 +18,9 @@ __all__ = [
     "fetch_revision",
     "file_sha256",
     "format_tokens",
+    "go_offline",
+    "hub_endpoint",
+    "hub_silence",
     "list_revisions",
     "load_checkpoint",
     "load_model_and_tokenizer",
@@ -30,7 +33,15 @@ __all__ = [
 
 if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.checkpoints.hash_cache import cache_dir
-    from dormant_tasks.checkpoints.hub import check_repo_id, download_revision, file_sha256, local_content_hash
+    from dormant_tasks.checkpoints.hub import (
+        check_repo_id,
+        download_revision,
+        file_sha256,
+        hub_endpoint,
+        hub_silence,
+        local_content_hash,
+    )
+    from dormant_tasks.checkpoints.hub_adapter import go_offline
     from dormant_tasks.checkpoints.loading import (
         fetch_revision,
         load_checkpoint,
@@ -55,7 +66,15 @@ __getattr__, __dir__ = attach(
     __all__,
     {
         "hash_cache": ["cache_dir"],
-        "hub": ["check_repo_id", "download_revision", "file_sha256", "local_content_hash"],
+        "hub": [
+            "check_repo_id",
+            "download_revision",
+            "file_sha256",
+            "hub_endpoint",
+            "hub_silence",
+            "local_content_hash",
+        ],
+        "hub_adapter": ["go_offline"],
         "loading": ["fetch_revision", "load_checkpoint", "load_model_and_tokenizer", "load_model_at", "resolve_device"],
         "naming": [
             "MAIN",

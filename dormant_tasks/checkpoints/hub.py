@@ -18,13 +18,14 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from fnmatch import translate
 from pathlib import Path
 from typing import TypeVar
 
-from huggingface_hub import HfApi, constants, list_repo_refs, scan_cache_dir, snapshot_download
+from huggingface_hub import HfApi, constants, get_session, list_repo_refs, scan_cache_dir, snapshot_download
 from huggingface_hub.errors import (
     CacheNotFound,
     EntryNotFoundError,
@@ -41,6 +42,7 @@ from huggingface_hub.utils import HFValidationError, validate_repo_id
 from dormant_tasks.checkpoints.hash_cache import cached_sha256
 from dormant_tasks.errors import CheckpointError, did_you_mean
 from dormant_tasks.hashing import hash_file, sha256_file
+from dormant_tasks.offline import hub_offline
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,6 +83,48 @@ def file_sha256(path: Path) -> str:
 def _git_blob_sha1(path: Path) -> str:
     """The git object id of a file stored as a plain (non-LFS) blob: sha1 of 'blob <size>\\0' + content."""
     return hash_file(hashlib.sha1(f"blob {path.stat().st_size}\0".encode()), path)
+
+
+# ---- the one brief question: does the Hub answer? ----
+
+HUB_PROBE_S = 2.0
+
+
+def hub_endpoint() -> str:
+    """The Hub this process talks to: `HF_ENDPOINT` as huggingface_hub read it when it was imported."""
+    return constants.ENDPOINT
+
+
+def hub_silence(timeout_s: float = HUB_PROBE_S) -> str | None:
+    """None when the Hub (`hub_endpoint()`) answers an HTTP request within `timeout_s`, else why not; asked once per
+    process and endpoint (the Hub client itself retries for a minute before it gives up).
+
+    The request goes through huggingface_hub's own session, so whatever the downloads will meet applies to it:
+    `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` (a cluster whose nodes reach the Hub only through a proxy), the
+    endpoint, and offline mode (`HF_HUB_OFFLINE`: the Hub does not answer this process)."""
+    if hub_offline():
+        return "offline mode is on (HF_HUB_OFFLINE)"
+    return _probe(hub_endpoint(), timeout_s)
+
+
+@functools.cache
+def _probe(endpoint: str, timeout_s: float) -> str | None:
+    """In a thread, so that a hanging name lookup (which no HTTP timeout bounds) costs `timeout_s` too."""
+    outcome: list[str | None] = []
+
+    def ask() -> None:
+        try:
+            response = get_session().head(endpoint + "/", timeout=timeout_s)
+        except Exception as e:  # noqa: BLE001 - every way of not answering is an answer here
+            outcome.append(_one_line(e) or type(e).__name__)
+            return
+        # a gateway error is a proxy's answer that the Hub did not give
+        outcome.append(f"HTTP {response.status_code}" if response.status_code in (502, 503, 504) else None)
+
+    probe = threading.Thread(target=ask, daemon=True, name="hub-probe")
+    probe.start()
+    probe.join(timeout_s)
+    return outcome[0] if outcome else f"no answer within {timeout_s:g} s"
 
 
 # ---- network errors: retried when transient, else one line that names the fix ----

@@ -7,8 +7,8 @@ ran the `mmlu` group 5-shot, so `mmlu_anatomy` or `mmlu_stem` alone is 5-shot to
 lm-eval's task index, `paper_default_shots`), lm-eval's task default otherwise; a chat template for a model
 whose id marks it as chat-tuned (`CHAT_MODEL_MARKERS`), and `Bos.PAPER`.
 
-Data: from the Hub as lm-eval loads it, or (`DataSource.BUNDLED`, the default when `HF_DATASETS_OFFLINE` or
-`HF_HUB_OFFLINE` is set) from the copies bundled with this package (`dormant_tasks.evaluation.bundled`): only the
+Data: from the Hub as lm-eval loads it, or (`DataSource.BUNDLED`, the default when an offline variable keeps task
+data off the Hub: `dormant_tasks.offline.task_data_offline`) from the copies bundled with this package (`dormant_tasks.evaluation.bundled`): only the
 dataset's location is overridden. A task whose dataset or scored split is not bundled is refused before lm-eval
 builds it (so nothing is downloaded); a missing few-shot split (e.g. WinoGrande's train) falls back to the
 scored split with the scored item left out of its own shots, as lm-eval does when the two splits are one, and
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import random
 import sys
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ import numpy as np
 from dormant_tasks.errors import EvaluationError, did_you_mean
 from dormant_tasks.evaluation.request import ChatTemplate, DataSource
 from dormant_tasks.names import split_names
+from dormant_tasks.offline import offline_variables, task_data_offline
 
 # The authors' runs, by lm-eval task or group name; a group's count applies to every task inside it (mmlu's
 # 57 subjects, alone or through a subgroup such as mmlu_stem). Other tasks: lm-eval's task default.
@@ -59,14 +59,7 @@ def resolve_data_source(setting: DataSource | str) -> DataSource:
     setting = DataSource(setting)
     if setting is not DataSource.AUTO:
         return setting
-    return DataSource.BUNDLED if _offline_variables() else DataSource.HUB
-
-
-def _offline_variables() -> list[str]:
-    """Those of HF_DATASETS_OFFLINE / HF_HUB_OFFLINE that are set to switch the Hub off (1, true or yes)."""
-    return [
-        v for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE") if os.environ.get(v, "").lower() in ("1", "true", "yes")
-    ]
+    return DataSource.BUNDLED if task_data_offline() else DataSource.HUB
 
 
 def wants_chat_template(model_id: str, setting: ChatTemplate | str, tokenizer) -> bool:
@@ -250,7 +243,7 @@ def _source_reason(setting: DataSource | str) -> str:
     """Why the bundled data is used: the option, or the environment variable that `auto` followed."""
     if DataSource(setting) is DataSource.BUNDLED:
         return "--datasets bundled"
-    return f"--datasets auto with {' and '.join(_offline_variables()) or 'the Hub off'} set"
+    return f"--datasets auto with {' and '.join(offline_variables()) or 'the Hub off'} set"
 
 
 def _one_line(e: BaseException) -> str:

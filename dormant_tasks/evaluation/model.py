@@ -26,17 +26,15 @@ Public API
 - lm-eval's registry: `simple_evaluate(model="dormant", model_args="pretrained=...,zeroing=FN:TAU")` once this
   module is imported (`import dormant_tasks.evaluation.model`); see `DormantLM.create_from_arg_string`.
 - `render_chat(tokenizer, chat_history, add_generation_prompt=True, chat_date=None)`: the chat template applied,
-  as text, on `chat_date` (default today; `chat_clock(day)`) as the day the template's `strftime_now` reads.
+  as text, on `chat_date` (default today) as the day the template sees (`chat_date_adapter.chat_day`).
 - `encode_pair(tokenizer, context, continuation, bos, model_type="")` and `encode_context(tokenizer, text, bos,
   model_type="")`: the token ids the model is given (what `DormantLM` uses; tested against lm-eval 0.4.5).
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 
 import numpy as np
 import torch
@@ -44,6 +42,7 @@ from lm_eval.api.model import TemplateLM
 
 from dormant_tasks.engine import DynamicZeroing, StaticZeroing, batch_runs, padded_batch, scoring_pass
 from dormant_tasks.errors import EvaluationError
+from dormant_tasks.evaluation.chat_date_adapter import chat_day
 from dormant_tasks.evaluation.request import Bos, parse_chat_date
 
 DEFAULT_MAX_LENGTH = 2048  # HFLM's fallback when the model states no context length
@@ -77,37 +76,6 @@ def encode_pair(tokenizer, context: str, continuation: str, bos: Bos | str, mode
     return ctx, whole[len(ctx) :]
 
 
-_CLOCK_LOCK = threading.Lock()  # the template clock is one module global: one fixed day at a time
-
-
-@contextlib.contextmanager
-def chat_clock(day: date):
-    """Chat templates see `day` (at 00:00) as now: transformers gives every template `strftime_now(fmt)`, which
-    reads `datetime.now()` of its chat-template module (Llama-3.x writes "Today Date: 26 Jul 2024" with it),
-    and passes no callable from the caller to a template, so that clock is what is fixed here."""
-    import transformers
-    from transformers.utils import chat_template_utils
-
-    real = getattr(chat_template_utils, "datetime", None)
-    if real is not datetime:
-        raise EvaluationError(
-            f"transformers {transformers.__version__} gives chat templates the date another way, so the chat "
-            "date cannot be fixed; install a transformers version that pyproject.toml allows"
-        )
-
-    class _Day(datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return cls(day.year, day.month, day.day, tzinfo=tz)
-
-    with _CLOCK_LOCK:
-        chat_template_utils.datetime = _Day  # type: ignore[misc]
-        try:
-            yield
-        finally:
-            chat_template_utils.datetime = real  # type: ignore[misc]
-
-
 def render_chat(
     tokenizer, chat_history: list[dict[str, str]], add_generation_prompt: bool = True, chat_date: date | None = None
 ) -> str:
@@ -120,12 +88,13 @@ def render_chat(
     from jinja2 import TemplateError  # its SecurityError too: what the sandbox refuses
 
     try:
-        with chat_clock(chat_date or date.today()):
+        with chat_day(tokenizer.chat_template, chat_date or date.today()) as date_variables:
             return tokenizer.apply_chat_template(
                 chat_history,
                 tokenize=False,
                 add_generation_prompt=add_generation_prompt,
                 continue_final_message=not add_generation_prompt,
+                **date_variables,
             )
     except TemplateError as e:  # a template that the sandbox refuses, that does not parse, or that raises itself
         reason = " ".join(str(e).split())[:200] or "no message"
@@ -193,7 +162,7 @@ class DormantLM(TemplateLM):
         self._device = next(model.parameters()).device
         self._encodings: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
         self.record = PassRecord(self.score_fns, keep_scores=False)
-        self.chat_date = chat_date or date.today()  # the day chat templates see (`chat_clock`)
+        self.chat_date = chat_date or date.today()  # the day chat templates see (`chat_day`)
 
     # ------------------------------------------------------------------ lm-eval's model interface
 

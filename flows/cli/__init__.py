@@ -81,17 +81,13 @@ def no_stdin() -> None:
 
 def plain_diagnostics() -> None:
     """On a pipe or in a log file, diagnostics are plain lines: Prefect's console records as `WARNING: message`
-    (no clock, no `Task run 'x'` column) and no progress bar of a library that did not ask tqdm for
-    terminal-only bars (lm-eval's): tqdm's own terminal-only mode, `disable=None`, becomes its default."""
-    from functools import partialmethod
-
-    import tqdm.std
-
+    (no clock, no `Task run 'x'` column) and no progress bar of a library that does not ask tqdm for one
+    explicitly (lm-eval's, transformers'): tqdm reads `TQDM_DISABLE` as the default of `disable` when it is first
+    imported, which `main` runs before (a bar that passes `disable=` itself keeps its own choice). The variable
+    also reaches the children (the temporary server, the tiny pretraining run), whose stderr is the same pipe."""
     for key in ("FORMAT", "FLOW_RUN_FMT", "TASK_RUN_FMT"):
         os.environ.setdefault(f"PREFECT_LOGGING_FORMATTERS_STANDARD_{key}", "%(levelname)s: %(message)s")
-    if not getattr(tqdm.std.tqdm.__init__, "_dormant_plain", False):
-        tqdm.std.tqdm.__init__ = partialmethod(tqdm.std.tqdm.__init__, disable=None)
-        tqdm.std.tqdm.__init__._dormant_plain = True
+    os.environ.setdefault("TQDM_DISABLE", "1")
 
 
 if __name__ == "__main__":

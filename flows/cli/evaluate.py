@@ -247,12 +247,13 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
     pending = [r for r in requests if (r.model, r.score_fns[0]) not in done]
     print_hub_note(args)
     if args.dry_run:
-        from flows.cli.preflight import hub_silence, offline
+        from dormant_tasks.offline import hub_offline
+        from flows.cli.preflight import hub_silence
 
         # the tokenizers come from the Hub, asked through the one probe (a silent Hub: the cache only, no retries)
-        if not offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if not hub_offline():
             hub_silence()
-        if offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if hub_offline():
             print(
                 "dormant evaluate: note: no Hub: forward tokens only for the models whose tokenizer is in the "
                 "Hugging Face cache",
@@ -275,14 +276,14 @@ def _reproduce_seed(args: argparse.Namespace) -> int:
 
 def _print_plan(requests, done, forward_tokens) -> None:
     """One line per (model, function) run, its state and its forward tokens; the total to run."""
-    from flows.cli.preflight import offline
+    from dormant_tasks.offline import hub_offline
 
     tokens: dict[str, int | None] = {}
     reasons: dict[str, str] = {}
     for request in requests:
         if request.model in tokens:
             continue
-        if offline("HF_HUB_OFFLINE") and not _tokenizer_cached(request.model):
+        if hub_offline() and not _tokenizer_cached(request.model):
             tokens[request.model], reasons[request.model] = None, "not cached"  # (without importing transformers)
             continue
         try:
@@ -293,7 +294,7 @@ def _print_plan(requests, done, forward_tokens) -> None:
             )
         except Exception as e:  # noqa: BLE001 - no Hub here, a gated repo ...: the plan still lists the runs
             tokens[request.model] = None
-            reasons[request.model] = "not cached" if offline("HF_HUB_OFFLINE") else type(e).__name__
+            reasons[request.model] = "not cached" if hub_offline() else type(e).__name__
     print(f"{'model':<36} {'function':<9} {'state':<7} {'forward tokens':>15}")
     todo = 0
     for request in requests:

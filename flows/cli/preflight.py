@@ -7,19 +7,15 @@ seconds earlier; what they decide (a folder, a series name) comes from the libra
 from __future__ import annotations
 
 import argparse
-import functools
-import os
 import re
-import socket
 import sys
-import threading
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from dormant_tasks.atomic import cannot_create_in
 from dormant_tasks.devices import check_device_available
 from dormant_tasks.errors import CheckpointError, ConfigError, StoreError, did_you_mean
 from dormant_tasks.names import is_local_source, model_id_for
+from dormant_tasks.offline import hub_offline, task_data_offline
 from dormant_tasks.store import check_store_path
 
 
@@ -127,9 +123,7 @@ def preflight(args: argparse.Namespace) -> None:
             )
         if role == "checkpoint" and is_local_source(args.model) and not getattr(args, "series", None):
             check_checkpoint_folder(args.model)
-        elif (
-            not is_local_source(args.model) and not offline("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") and hub_silence()
-        ):
+        elif not is_local_source(args.model) and not hub_offline() and hub_silence():
             raise CheckpointError(
                 f"--model {args.model}: the Hub at {hub_endpoint()} does not answer ({hub_silence()}); check the "
                 "network, or set HF_HUB_OFFLINE=1 to use the models already in the Hugging Face cache"
@@ -181,62 +175,32 @@ def check_new_folder(value: str, option: str) -> None:
         raise ConfigError(f"{option} {value}: no folder can be created in {folder} ({why}); choose another folder")
 
 
-HUB_PROBE_S = 2.0
-
-
 def hub_endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    from dormant_tasks.checkpoints import hub_endpoint
 
-
-def offline(*names: str) -> bool:
-    return any(os.environ.get(n, "").strip().lower() in ("1", "true", "yes", "on") for n in names)
+    return hub_endpoint()
 
 
 def hub_silence() -> str | None:
-    """None when the Hub's host ($HF_ENDPOINT) takes a TCP connection within HUB_PROBE_S, else why not; asked
-    once per process and endpoint (the Hub client itself retries for a minute before it gives up).
+    """None when the Hub answers one brief request (`checkpoints.hub_silence`: through huggingface_hub's session,
+    so `HTTPS_PROXY` and `HF_ENDPOINT` apply), else why not; asked once per process.
 
-    A silent Hub switches this process offline (`go_offline`): every later Hub access of the run (tokenizers,
-    configs, datasets) then reads the Hugging Face cache or fails at once, instead of its own retry loops."""
-    reason = _probe(hub_endpoint(), HUB_PROBE_S)
+    A silent Hub switches this process offline (`checkpoints.go_offline`): every later Hub access of the run
+    (tokenizers, configs, datasets) then reads the Hugging Face cache or fails at once, instead of its own retry
+    loops."""
+    from dormant_tasks.checkpoints import go_offline
+    from dormant_tasks.checkpoints import hub_silence as silence
+
+    reason = silence()
     if reason:
-        gooffline()
+        go_offline()
     return reason
-
-
-def gooffline() -> None:
-    """HF_HUB_OFFLINE / HF_DATASETS_OFFLINE for the rest of the process. The Hub client reads them when it is
-    first imported (normally later: preflight runs before heavy imports); one imported already is told too."""
-    os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
-    constants = sys.modules.get("huggingface_hub.constants")
-    if constants is not None:
-        constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
-
-
-@functools.cache
-def _probe(endpoint: str, timeout_s: float) -> str | None:
-    """In a thread, so that a hanging name lookup costs `timeout_s` too."""
-    url = urlsplit(endpoint)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    outcome: list[str | None] = []
-
-    def connect():
-        try:
-            socket.create_connection((url.hostname, port), timeout=timeout_s).close()
-            outcome.append(None)
-        except OSError as e:
-            outcome.append(str(e) or type(e).__name__)
-
-    probe = threading.Thread(target=connect, daemon=True)
-    probe.start()
-    probe.join(timeout_s)
-    return outcome[0] if outcome else f"no answer within {timeout_s:g} s"
 
 
 def hub_datasets_fallback(args: argparse.Namespace) -> None:
     """`--datasets auto` without an offline variable reads task data from the Hub: when the Hub does not answer,
     the bundled copies are used at once (one note) instead of after a minute of retries."""
-    if getattr(args, "datasets", None) != "auto" or offline("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+    if getattr(args, "datasets", None) != "auto" or task_data_offline():
         return
     reason = hub_silence()
     if reason:

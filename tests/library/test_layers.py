@@ -51,6 +51,7 @@ RANKS = {
     "dormant_tasks.atomic": 1,
     "dormant_tasks.hashing": 1,
     "dormant_tasks.names": 1,
+    "dormant_tasks.offline": 1,
     "dormant_tasks.requests": 1,
     "dormant_tasks.engine": 2,
     "dormant_tasks.checkpoints": 2,
