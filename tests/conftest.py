@@ -20,10 +20,10 @@ if not os.environ.get("DORMANT_TEST_DEVICE", "cpu").strip().startswith("cuda"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-from builders import save_random_series  # noqa: E402
 
 from dormant_tasks.tiny import tiny_config, train_tokenizer  # noqa: E402
 from dormant_tasks.tracking.calibration import DEMO_CORPUS  # noqa: E402
+from tests.builders.series import save_random_series  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from builders import stored_checkpoints
 
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking import checkpoint_work, series_taus, tracker
 from dormant_tasks.tracking.request import TrackRequest
 from flows.track import track
+from tests.builders.track import stored_checkpoints
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 REPO = Path(__file__).resolve().parents[2]

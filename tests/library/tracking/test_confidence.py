@@ -11,8 +11,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from test_report import CAL, MODEL, write_series
-from test_transitions import checkpoints_table, ckpt, score_rows, table
 
 from dormant_tasks import store as S
 from dormant_tasks.reporting import figures as fg
@@ -34,6 +32,8 @@ from dormant_tasks.tracking.masks import Tau, aggregate
 from dormant_tasks.tracking.series import open_views
 from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
 from flows.cli import main
+from tests.builders.rows import checkpoints_table, ckpt, rows_with_inactive_inputs, score_rows, table
+from tests.builders.stores import CAL, MODEL, write_series
 
 Z = 1.959963984540054
 
@@ -224,16 +224,6 @@ def test_packed_indicators_round_trip_and_count_discordant_inputs():
             )
     with pytest.raises(ValueError, match="same calibration set"):
         discordant(b"\x01", b"\x01\x00")
-
-
-def rows_with_inactive_inputs(c: dict, inactive: list[set[int]], n: int = 128) -> list[dict]:
-    """head_scores rows of one checkpoint through the real `aggregate`: head h inactive on the inputs inactive[h]."""
-    values = np.ones((n, 1, 1, len(inactive)))  # [input, fn, layer, head]
-    for h, which in enumerate(inactive):
-        values[sorted(which), 0, 0, h] = 0.0
-    heads = aggregate(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pylist()
-    common = {k: c[k] for k in ("model_id", "revision", "stage", "step", "tokens")}
-    return [common | r | {"calibration_id": "cal", "taus_id": "taus"} for r in heads]
 
 
 def test_confident_is_the_paired_test_on_the_inputs_that_changed():

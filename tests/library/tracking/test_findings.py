@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 import pytest
-from test_report import CAL, MODEL, write_series
 
 from dormant_tasks.reporting.figure_data import summary_rows
 from dormant_tasks.reporting.findings_report import write_findings
@@ -24,6 +23,7 @@ from dormant_tasks.tracking.findings import (
 )
 from flows.cli import main
 from flows.cli.status import series_line
+from tests.builders.stores import CAL, MODEL, write_series
 
 TOKENS = [0, 50_000, 100_000, 200_000, 500_000, 1_000_000]
 N = 128
