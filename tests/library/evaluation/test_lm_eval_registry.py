@@ -7,6 +7,7 @@ and differ from the un-intervened model's.
 
 from __future__ import annotations
 
+import lm_eval
 import pytest
 
 import dormant_tasks.evaluation.model  # noqa: F401 - registers "dormant"
@@ -17,7 +18,6 @@ from dormant_tasks.evaluation.lm_tasks import DEFAULT_FEWSHOT_SEED, task_manager
 from dormant_tasks.evaluation.request import DataSource
 from dormant_tasks.evaluation.sweep import prepare, run_setting
 
-lm_eval = pytest.importorskip("lm_eval")
 LIMIT = 6
 
 

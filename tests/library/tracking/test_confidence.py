@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from scipy import stats
 
 from dormant_tasks import store as S
 from dormant_tasks.reporting import figures as fg
@@ -102,7 +103,6 @@ def test_wilson_is_the_set_of_p_that_the_score_test_does_not_reject(k, n):
 
 
 def test_wilson_agrees_with_scipy():
-    stats = pytest.importorskip("scipy.stats")
     for k, n in [(0, 1), (1, 1), (0, 128), (64, 128), (100, 128), (128, 128), (3, 17)]:
         ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
         low, high = wilson_interval(k, n)
@@ -200,7 +200,6 @@ def test_mcnemar_exact_p_on_hand_computed_values():
 
 
 def test_mcnemar_exact_p_matches_enumeration_and_scipy():
-    stats = pytest.importorskip("scipy.stats")
     for n in range(13):
         for b in range(n + 1):
             c = n - b
