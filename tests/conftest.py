@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import tempfile
 
-# Before prefect is imported anywhere: a private PREFECT_HOME and no telemetry (there is no network here).
-os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="dormant-prefect-home-"))
+# Before prefect is imported anywhere: a private PREFECT_HOME and no telemetry (there is no network here). One per
+# process, not inherited: each pytest-xdist worker (`make test-fast`) runs its own test server and keeps its own files.
+os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="dormant-prefect-home-")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

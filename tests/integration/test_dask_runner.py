@@ -29,6 +29,7 @@ def _sorted(table, keys):
     return table.sort_by([(k, "ascending") for k in keys])
 
 
+@pytest.mark.slow
 def test_dask_cluster_store_equals_thread_runner_store(random_series, tmp_path):
     kw = dict(source=str(random_series), limit=6, score_fns=("ahon_ln", "lthon_ln", "awft", "ahon"), report=False)
     local_request = TrackRequest(store=str(tmp_path / "local"), **kw)
@@ -48,6 +49,7 @@ def test_dask_cluster_store_equals_thread_runner_store(random_series, tmp_path):
     assert ta.select(keys + ["from_state", "to_state"]).equals(tb.select(keys + ["from_state", "to_state"]))
 
 
+@pytest.mark.slow
 def test_a_checkpoint_a_worker_cannot_load_is_recorded_and_the_flow_writes_the_rest(random_series, tmp_path):
     """Dask runner: a worker's CheckpointError comes back to the flow, which records the checkpoint as failed (the
     one writer) and stores the others; a rerun after the fix stores it."""

@@ -39,6 +39,7 @@ def _simple(model_args: str):
     )
 
 
+@pytest.mark.slow
 def test_simple_evaluate_runs_an_intervention(tiny_model_dir):
     from lm_eval.api.registry import get_model
 
