@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: setup demo test lint clean-demo olah lmeval045 lowest
+.PHONY: setup demo test test-fast lint clean-demo olah lmeval045 lowest
 
 # torch first, pinned: this machine's CPU build lies on disk; an open range would pull a multi-GB CUDA build.
 # The gpu extra (Triton) lets the tests run the GPU score kernel in Triton's interpreter on CPU; the int8 extra
@@ -65,8 +65,14 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: setup olah lmeval045 lint
+test: setup olah lmeval045 lint lowest
 	$(PY) -m pytest -q -rs
+
+# The contributor's loop (docs/DEVELOPING.md): the tests not marked slow, on WORKERS processes (pytest-xdist). No
+# lint and no side venvs: the tests that need .venv-olah are slow, the one that needs .venv-lmeval045 skips without it.
+WORKERS ?= 2
+test-fast: setup
+	$(PY) -m pytest -q -rs -m "not slow" -n $(WORKERS)
 
 clean-demo:
 	rm -rf data/series/tiny-olmo2 data/store reports/tiny-olmo2

@@ -6,7 +6,7 @@ texts per set (default 128), no report, each run into a fresh store. The library
 Prefect), the track flow's steps called directly: `tracker.series_state`,
 `tracker.resolve_series_taus` (scores the reference checkpoint), `tracker.compute_checkpoint` then
 `tracker.write_checkpoint` for every other selected checkpoint, then `tracker.derive_series` (`tracker`: the
-`dormant_tasks.tracking` face). Model loads are counted by a wrapper around `checkpoint_work.load_checkpoint`.
+`dormant_tasks.tracking` face). Model loads are counted by a wrapper around `checkpoint_work.lazy_load_checkpoint`.
 
 Targets: three sets cost <= 3.3x one set (median over the repeats), and one model load per checkpoint for both.
 The 3.3x reads "one pass over 3x the inputs, plus aggregation": it holds for sets of like inputs, so by default
@@ -68,17 +68,17 @@ def random_series(folder: Path) -> Path:
 
 
 def count_loads() -> list[str]:
-    """Wrap `checkpoint_work.load_checkpoint` (what the tracker calls) so every load is recorded; returns the record."""
+    """Wrap `checkpoint_work.lazy_load_checkpoint` (what the tracker calls) so every load is recorded; returns the record."""
     from dormant_tasks.tracking import checkpoint_work
 
     loads: list[str] = []
-    real = checkpoint_work.load_checkpoint
+    real = checkpoint_work.lazy_load_checkpoint
 
     def counting(source, revision, *a, **k):
         loads.append(getattr(revision, "name", str(revision)))
         return real(source, revision, *a, **k)
 
-    checkpoint_work.load_checkpoint = counting
+    checkpoint_work.lazy_load_checkpoint = counting
     return loads
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import tempfile
 
-# Before prefect is imported anywhere: a private PREFECT_HOME and no telemetry (there is no network here).
-os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="dormant-prefect-home-"))
+# Before prefect is imported anywhere: a private PREFECT_HOME and no telemetry (there is no network here). One per
+# process, not inherited: each pytest-xdist worker (`make test-fast`) runs its own test server and keeps its own files.
+os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="dormant-prefect-home-")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -20,10 +21,10 @@ if not os.environ.get("DORMANT_TEST_DEVICE", "cpu").strip().startswith("cuda"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-from builders import save_random_series  # noqa: E402
 
 from dormant_tasks.tiny import tiny_config, train_tokenizer  # noqa: E402
 from dormant_tasks.tracking.calibration import DEMO_CORPUS  # noqa: E402
+from tests.builders.series import save_random_series  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_short_demo_pretrains_tracks_and_reports(tmp_path):
     series, store, reports = tmp_path / "tiny-demo", tmp_path / "store", tmp_path / "reports"
     request = TrackRequest(

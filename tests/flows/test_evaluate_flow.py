@@ -34,6 +34,7 @@ def counted(monkeypatch, module, name: str) -> list:
     return calls
 
 
+@pytest.mark.slow
 def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_dir, tmp_path, capsys, monkeypatch):
     store = tmp_path / "store"
     # `dormant evaluate` in-process: its run(), with this session's Prefect test server instead of its own
@@ -68,6 +69,7 @@ def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_
         assert 0.0 <= pct_zeroed_within_1pt(points, base) <= max(p[0] for p in points)
 
 
+@pytest.mark.slow
 def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path, capsys, monkeypatch):
     store = tmp_path / "store"
     track(
@@ -101,10 +103,11 @@ def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path, capsys, m
         (["--limit", "0"], "--limit must be a positive integer"),
         (["--series", "--mode", "dynamic"], "--mode dynamic contradicts it"),
         (["--quantiles", "5"], "fractions in [0, 1]"),
-        (["--tasks", "arc_challenge", "--datasets", "bundled"], "is not bundled"),
-        (["--tasks", "winogrande,wikitext"], "perplexity task"),
-        (["--chat-template", "on", "--limit", "2"], "no chat template"),
-        (["--mode", "static", "--tasks", "gsm8k"], "no tracked series"),
+        # these four get as far as lm-eval's tasks or the model before they refuse: ~20-45 s each
+        pytest.param(["--tasks", "arc_challenge", "--datasets", "bundled"], "is not bundled", marks=pytest.mark.slow),
+        pytest.param(["--tasks", "winogrande,wikitext"], "perplexity task", marks=pytest.mark.slow),
+        pytest.param(["--chat-template", "on", "--limit", "2"], "no chat template", marks=pytest.mark.slow),
+        pytest.param(["--mode", "static", "--tasks", "gsm8k"], "no tracked series", marks=pytest.mark.slow),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tiny_model_dir, tmp_path, extra, needle):

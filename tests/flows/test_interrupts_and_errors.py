@@ -22,11 +22,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from builders import is_progress, save_random_series, store_rows, stored_checkpoints
 
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking.request import TrackRequest
 from flows.track import track
+from tests.builders.progress import is_progress
+from tests.builders.series import save_random_series
+from tests.builders.track import store_rows, stored_checkpoints
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]

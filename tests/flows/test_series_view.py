@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-from builders import save_random_series
 
 from dormant_tasks.errors import StoreError
 from dormant_tasks.evaluation.targets import series_targets
@@ -19,6 +18,7 @@ from flows.cli import build_parser
 from flows.cli.status import series_line
 from flows.cli.track import request_from_args
 from flows.track import track
+from tests.builders.series import save_random_series
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 TOKENS_PER_STEP = 8 * 64  # the demo's batch x sequence length

@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders import save_random_series
 
 from dormant_tasks.outputs import OUTPUT_MARKER
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import main
 from flows.track import track
+from tests.builders.series import save_random_series
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 REPO = Path(__file__).resolve().parents[2]

@@ -136,6 +136,7 @@ def _store_digest(store: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_texts_longer_than_the_context_are_truncated_with_a_warning_as_score_does(random_series, tmp_path):
     """One truncation rule for `score` and `track` (README): a text past the model's context (even every text of
     the set, even one 200,000-character line) is cut to it and counted in one warning, never refused."""
@@ -167,6 +168,7 @@ def test_texts_longer_than_the_context_are_truncated_with_a_warning_as_score_doe
     assert r.returncode == 0 and "1 of 2 inputs (0) were cut to their first 512 tokens" in r.stderr, r.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_retau_whose_first_checkpoint_cannot_be_scored_writes_nothing(random_series, tmp_path):
     """A --retau of a stored series with fixed taus only (no reference to score) and a new calibration set scores
     its first selected checkpoint before it writes the taus: when that checkpoint cannot be loaded, one line,

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from builders import stored_checkpoints
 
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking import checkpoint_work, series_taus, tracker
 from dormant_tasks.tracking.request import TrackRequest
 from flows.track import track
+from tests.builders.track import stored_checkpoints
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 REPO = Path(__file__).resolve().parents[2]
@@ -174,6 +174,7 @@ def test_cli_bad_inputs_exit_2_and_leave_the_store_untouched(random_series, tmp_
     assert [p.name for p in _files(store)] == ["_store.json"]
 
 
+@pytest.mark.slow
 def test_sigkill_mid_checkpoint_then_rerun_completes_with_each_checkpoint_once(random_series, tmp_path):
     store = tmp_path / "store"
     args = ["track", "--model", str(random_series), "--store", str(store), "--limit", "48", "--no-report"]

@@ -21,7 +21,7 @@ from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 from dormant_tasks.evaluation.model import encode_context, encode_pair
 from dormant_tasks.evaluation.sweep import prepare
 
-pytest.importorskip("accelerate", reason="lm-eval's HFLM needs accelerate")
+pytestmark = pytest.mark.slow  # the two BOS rules' model and requests take ~30 s to build
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LMEVAL045_PYTHON = REPO_ROOT / ".venv-lmeval045" / "bin" / "python"

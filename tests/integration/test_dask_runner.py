@@ -29,8 +29,8 @@ def _sorted(table, keys):
     return table.sort_by([(k, "ascending") for k in keys])
 
 
+@pytest.mark.slow
 def test_dask_cluster_store_equals_thread_runner_store(random_series, tmp_path):
-    pytest.importorskip("prefect_dask")
     kw = dict(source=str(random_series), limit=6, score_fns=("ahon_ln", "lthon_ln", "awft", "ahon"), report=False)
     local_request = TrackRequest(store=str(tmp_path / "local"), **kw)
     dask_request = TrackRequest(store=str(tmp_path / "dask"), runner="dask", workers=2, **kw)
@@ -49,10 +49,10 @@ def test_dask_cluster_store_equals_thread_runner_store(random_series, tmp_path):
     assert ta.select(keys + ["from_state", "to_state"]).equals(tb.select(keys + ["from_state", "to_state"]))
 
 
+@pytest.mark.slow
 def test_a_checkpoint_a_worker_cannot_load_is_recorded_and_the_flow_writes_the_rest(random_series, tmp_path):
     """Dask runner: a worker's CheckpointError comes back to the flow, which records the checkpoint as failed (the
     one writer) and stores the others; a rerun after the fix stores it."""
-    pytest.importorskip("prefect_dask")
     series = Path(shutil.copytree(random_series, tmp_path / "random-olmo2"))
     bad = "stage1-step10-tokens20K"
     weights = series / bad / "model.safetensors"
@@ -141,7 +141,6 @@ def test_workers_that_cannot_see_the_store_still_fill_it(random_series, tmp_path
     """The store lies in a folder that the workers see as an empty tmpfs (their own mount namespace), and they
     run in another working directory: they return rows, the flow writes them. Real processes, real Dask. The
     flow's process loads no model at all: even the checkpoint that fixes the new series' taus scores on a worker."""
-    pytest.importorskip("prefect_dask")
     if not _can_hide_folders():
         pytest.skip("needs Linux mount namespaces (root and `unshare -m`) to hide the store from the workers")
     from distributed import Client, LocalCluster
@@ -183,7 +182,6 @@ def test_workers_that_cannot_see_the_store_still_fill_it(random_series, tmp_path
 
 @pytest.mark.slow
 def test_a_worker_dying_mid_checkpoint_is_retried_and_the_checkpoint_stored_once(random_series, tmp_path):
-    pytest.importorskip("prefect_dask")
     import cloudpickle
     from distributed import Client, LocalCluster, WorkerPlugin
 

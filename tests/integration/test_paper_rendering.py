@@ -22,7 +22,6 @@ import pytest
 from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 from dormant_tasks.evaluation.sweep import prepare
 
-pytest.importorskip("accelerate", reason="lm-eval's HFLM needs accelerate")
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

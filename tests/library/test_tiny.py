@@ -141,6 +141,7 @@ def test_training_lowers_the_loss_of_the_saved_weights(series, corpus):
     assert last.loss < first.loss
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_weights_and_another_seed_differs(series, corpus, tmp_path):
     again = run(tmp_path / "again", corpus)
     assert [c.name for c in again.checkpoints] == [c.name for c in series.checkpoints]
@@ -164,6 +165,7 @@ def test_rerun_with_the_same_options_is_a_no_op(series, corpus):
     assert torch.get_num_threads() == threads
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_is_completed_with_the_same_weights(series, corpus, tmp_path):
     out = tmp_path / "interrupted"
     first = run(out, corpus)
@@ -214,6 +216,7 @@ def test_cli_help_and_bad_steps(capsys, tmp_path):
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.slow
 def test_the_demo_s_first_checkpoints_have_the_recorded_hashes(tmp_path):
     """The demo's pretraining gives the same weights on any x86-64 machine: its first checkpoints (10 steps of
     the default recipe, the demo's own checkpoints: the warmup does not depend on the run's length) hash to the

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders import is_progress
 
 from dormant_tasks.tracking.request import TrackRequest
+from tests.builders.progress import is_progress
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from families import WINDOW, make_model
-from oracle import oracle_dynamic, oracle_run
 from transformers import (
     Phi3Config,
     Phi3ForCausalLM,
@@ -25,9 +23,8 @@ from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
 from dormant_tasks.engine.scoring import DynamicZeroing, score_texts, scoring_pass
 from dormant_tasks.errors import ScoringError
 from dormant_tasks.tracking.calibration import DEMO_CORPUS
-
-RTOL = 1e-5
-
+from tests.builders.families import WINDOW, make_model
+from tests.builders.oracle import assert_scores_close, oracle_dynamic, oracle_run
 
 FAMILY_KINDS = ["gpt_neox", "olmo", "gpt2", "mistral", "gemma2"]
 
@@ -39,11 +36,6 @@ def texts():
 
 def ids_of(tokenizer, text, device="cpu", limit=WINDOW) -> torch.Tensor:
     return torch.tensor([tokenizer(text)["input_ids"][:limit]], device=device)  # [1, seq]
-
-
-def assert_scores_close(got: dict, want: dict, rtol=RTOL, fns=DETERMINISTIC_IDS):
-    for fn in fns:
-        np.testing.assert_allclose(got[fn], want[fn], rtol=rtol, atol=0, err_msg=fn)
 
 
 @pytest.mark.parametrize("kind", FAMILY_KINDS)

@@ -1,4 +1,4 @@
-"""The score engine against the brute-force oracle (tests/library/engine/oracle.py) on tiny random real models.
+"""The score engine against the brute-force oracle (tests/builders/oracle.py) on tiny random real models.
 
 Models are randomly initialised OLMo-2 (MHA), Llama (GQA, 2 KV heads) and Qwen2 (GQA, 1 KV head) configs,
 with a larger init scale than the default so that attention is far from uniform.
@@ -14,8 +14,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from families import make_model
-from oracle import oracle_dynamic, oracle_run
 from transformers import (
     BloomConfig,
     BloomForCausalLM,
@@ -25,13 +23,8 @@ from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
 from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing, score_texts, scoring_pass
 from dormant_tasks.errors import ConfigError, ScoringError
 from dormant_tasks.tracking.calibration import DEMO_CORPUS
-
-RTOL = 1e-5
-# A bfloat16 model against the oracle run on that same bfloat16 model: the engine's sdpa output and the oracle's
-# eager output round differently (bf16 eps 2^-8) and the difference grows through the layers; the largest
-# relative gap seen on CPU is 0.7% (lthon), entropy and first-token weight stay under 0.4%.
-RTOL_BF16 = 0.03
-DTYPES = {"float32": (torch.float32, RTOL), "bfloat16": (torch.bfloat16, RTOL_BF16)}
+from tests.builders.families import make_model
+from tests.builders.oracle import DTYPES, assert_scores_close, oracle_dynamic, oracle_run
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +44,6 @@ def ids_of(tokenizer, text, device="cpu") -> torch.Tensor:
 def engine_scores(model, ids, **kwargs) -> dict[str, np.ndarray]:
     result = scoring_pass(model, ids, torch.ones_like(ids), DETERMINISTIC_IDS, **kwargs)
     return {fn: result.scores[0, i] for i, fn in enumerate(result.score_fns)}
-
-
-def assert_scores_close(got: dict, want: dict, rtol=RTOL, fns=DETERMINISTIC_IDS):
-    for fn in fns:
-        np.testing.assert_allclose(got[fn], want[fn], rtol=rtol, atol=0, err_msg=fn)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

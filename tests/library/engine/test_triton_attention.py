@@ -3,7 +3,7 @@
 On CPU the kernel runs in Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET=1 before triton is
 imported), so the shapes are tiny; with DORMANT_TEST_DEVICE=cuda the same tests run the compiled kernel
 (benchmarks/gpu_check.sh). Without Triton (the optional extra `dormant-heads[gpu]`) every test here skips.
-Tolerances are those of tests/library/engine/test_scoring.py: float32 1e-5, bfloat16 0.03 (relative).
+Tolerances are those of tests/builders/oracle.py: float32 1e-5, bfloat16 0.03 (relative).
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ import torch
 
 pytest.importorskip("triton", reason="Triton is not installed: pip install 'dormant-heads[gpu]' (make test does)")
 
-from families import make_model  # noqa: E402
-from oracle import oracle_dynamic, oracle_run  # noqa: E402
-from test_scoring import DTYPES, assert_scores_close  # noqa: E402
 
 from dormant_tasks.engine import attention  # noqa: E402
 from dormant_tasks.engine import triton_attention as tri  # noqa: E402
@@ -24,6 +21,8 @@ from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS  # noqa: E402
 from dormant_tasks.engine.scoring import DynamicZeroing, score_texts, scoring_pass  # noqa: E402
 from dormant_tasks.errors import ScoringError  # noqa: E402
 from dormant_tasks.tracking.calibration import DEMO_CORPUS  # noqa: E402
+from tests.builders.families import make_model  # noqa: E402
+from tests.builders.oracle import DTYPES, assert_scores_close, oracle_dynamic, oracle_run  # noqa: E402
 
 SWEEP_FNS = ("ahon_ln", "lthon_ln", "awft")  # the intervention sweep's functions
 MAX_TOKENS = 48  # the interpreter takes ~10 ms per tile step: inputs of one 64-query tile keep the file fast

@@ -13,12 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import datasets
 import pytest
 
 from dormant_tasks.evaluation.bundled import TASKS_DIR, bundled_dataset, bundled_datasets
 from dormant_tasks.tracking.calibration import load_winogrande_items
-
-datasets = pytest.importorskip("datasets")
 
 MMLU_SUBJECTS = 57
 ROWS = {  # (path, name, split) -> rows; MMLU is checked per split over its 57 subjects
@@ -100,8 +99,7 @@ def _yaml_fields(text: str) -> dict[str, str]:
 def test_every_split_lm_evals_tasks_score_is_bundled():
     """The datasets and scored splits named in lm-eval 0.4.13's own task YAMLs (read as text, not imported)."""
     spec = importlib.util.find_spec("lm_eval")
-    if spec is None or spec.origin is None:
-        pytest.skip("lm-eval is not installed")
+    assert spec is not None and spec.origin is not None, "lm-eval, a dependency, is not installed"
     tasks = Path(spec.origin).parent / "tasks"
     wanted = []
     for yaml in ("winogrande/default.yaml", "hellaswag/hellaswag.yaml", "piqa/piqa.yaml", "gsm8k/gsm8k.yaml"):

@@ -51,6 +51,7 @@ def _contexts(prepared) -> list[str]:
 
 
 @pytest.mark.parametrize("rendering", ["paper", "lm-eval"])
+@pytest.mark.slow
 def test_the_template_sees_the_fixed_date_in_both_renderings(chat_model, rendering):
     """lm-eval 0.4.5's rendering (ours) and lm-eval 0.4.13's own (its build_all_requests) both see the day."""
     model, tok = chat_model

@@ -214,6 +214,7 @@ def test_greedy_generation_matches_a_plain_greedy_loop(model_and_tokenizer):
     assert result.record.n_rows >= 2  # one forward row per generated token and item
 
 
+@pytest.mark.slow
 def test_bad_input_is_refused_with_a_named_error(model_and_tokenizer, prepared):
     model, tok = model_and_tokenizer
     with pytest.raises(EvaluationError, match='did you mean "winogrande"'):

@@ -9,6 +9,7 @@ it is the `paper` rule.
 
 from __future__ import annotations
 
+import lm_eval
 import numpy as np
 import pytest
 
@@ -16,9 +17,6 @@ from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 from dormant_tasks.evaluation.lm_tasks import DEFAULT_FEWSHOT_SEED, task_manager
 from dormant_tasks.evaluation.request import DataSource
 from dormant_tasks.evaluation.sweep import prepare, run_setting
-
-lm_eval = pytest.importorskip("lm_eval")
-pytest.importorskip("accelerate", reason="lm-eval's HFLM needs accelerate")
 
 pytestmark = pytest.mark.slow
 LIMIT = 8

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.evaluation.leaderboard import (
@@ -389,7 +390,6 @@ def test_empty_and_static_only_stores_are_refused(tmp_path):
 
 
 def test_average_ranks_and_spearman_against_scipy():
-    stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(0)
     for n in (2, 3, 5, 16, 40):
         for _ in range(20):
@@ -402,7 +402,6 @@ def test_average_ranks_and_spearman_against_scipy():
 
 
 def test_auc_agreement_against_scipy(store):
-    stats = pytest.importorskip("scipy.stats")
     board = load_leaderboard(store)
     models, rho = auc_agreement(board.rows)  # on the across-task average
     assert models == sorted([ALPHA, BETA, GAMMA]) and rho.shape == (3, 3)

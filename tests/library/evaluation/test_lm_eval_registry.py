@@ -7,6 +7,7 @@ and differ from the un-intervened model's.
 
 from __future__ import annotations
 
+import lm_eval
 import pytest
 
 import dormant_tasks.evaluation.model  # noqa: F401 - registers "dormant"
@@ -17,7 +18,6 @@ from dormant_tasks.evaluation.lm_tasks import DEFAULT_FEWSHOT_SEED, task_manager
 from dormant_tasks.evaluation.request import DataSource
 from dormant_tasks.evaluation.sweep import prepare, run_setting
 
-lm_eval = pytest.importorskip("lm_eval")
 LIMIT = 6
 
 
@@ -39,6 +39,7 @@ def _simple(model_args: str):
     )
 
 
+@pytest.mark.slow
 def test_simple_evaluate_runs_an_intervention(tiny_model_dir):
     from lm_eval.api.registry import get_model
 

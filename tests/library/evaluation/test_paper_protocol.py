@@ -69,6 +69,7 @@ def _one_line_exit_2(r, needle: str, store: Path) -> None:
     assert not store.exists()
 
 
+@pytest.mark.slow
 def test_authors_thresholds_for_a_model_they_do_not_cover(tiny_model_dir, tmp_path):
     store = tmp_path / "store"
     r = _cli(tiny_model_dir, store, "--thresholds", "authors", "--limit", "2")
@@ -76,6 +77,7 @@ def test_authors_thresholds_for_a_model_they_do_not_cover(tiny_model_dir, tmp_pa
     assert "--thresholds auto" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_chat_rendering_for_a_model_without_a_chat_template(tiny_model_dir, tmp_path):
     store = tmp_path / "store"
     r = _cli(tiny_model_dir, store, "--chat-template", "on", "--rendering", "paper", "--limit", "2")
@@ -90,6 +92,7 @@ def test_paper_precision_without_an_8bit_backend(olmo2_named, tmp_path):
     _one_line_exit_2(r, "pip install 'dormant-heads[int8]'", store)
 
 
+@pytest.mark.slow
 def test_paper_precision_loads_olmo2_in_8_bits(olmo2_named, torch_device):
     """The 8-bit path end to end on `torch_device` (the CPU here, CUDA in benchmarks/gpu_check.sh): Linear8bitLt
     layers, float16 activations, the sweep's base and one zeroing setting through the score engine."""

@@ -8,6 +8,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from dormant_tasks.evaluation.reproduction import (
     done_runs,
     forward_tokens,
@@ -62,6 +64,7 @@ def test_done_runs_are_those_stored_under_the_paper_protocol(tmp_path):
     assert done_runs(store, limit=50) == set()  # a run on all items is not the run of --limit 50
 
 
+@pytest.mark.slow
 def test_forward_tokens_count_each_distinct_row_per_setting(tiny_tokenizer, tmp_path):
     from dormant_tasks.evaluation.lm_tasks import load_tasks
 

@@ -21,6 +21,7 @@ def _leaf_shots(loaded) -> set[int]:
     return {task.get_config("num_fewshot") for task in loaded.tasks.values()}
 
 
+@pytest.mark.slow
 def test_the_authors_counts_by_default():
     loaded = load_tasks("winogrande,mmlu,gsm8k,piqa,hellaswag", data_source="bundled")
     assert _spec_shots(loaded) == {"winogrande": 5, "mmlu": 5, "gsm8k": 5, "piqa": 0, "hellaswag": 0}
@@ -31,6 +32,7 @@ def test_the_authors_counts_by_default():
     assert "num_fewshot" not in task_manager(DataSource.BUNDLED).task_index["hellaswag"].cfg
 
 
+@pytest.mark.slow
 def test_every_task_inside_the_mmlu_group_is_5_shot_alone_too():
     # a subject, a subgroup and a tag of subjects, each requested without the `mmlu` group the authors ran
     loaded = load_tasks("mmlu_anatomy,mmlu_social_sciences,mmlu_humanities_tasks", data_source="bundled")
@@ -71,6 +73,7 @@ def load_dataset_calls(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 def test_a_task_not_bundled_is_refused_before_lm_eval_builds_it(monkeypatch, load_dataset_calls):
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)  # as with the Hub reachable: only the option decides
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

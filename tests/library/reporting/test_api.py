@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_report import CAL, MODEL, TOKENS, known_picture, write_series
 
 import dormant_tasks
 from dormant_tasks.errors import StoreError
 from dormant_tasks.store.io import write_table
+from tests.builders.stores import CAL, MODEL, TOKENS, known_picture, write_series
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -21,9 +21,7 @@ import re
 
 import numpy as np
 import pytest
-from builders import save_model_series, save_random_series, track_steps
 from markupsafe import escape
-from test_report import CAL, write_series
 
 from dormant_tasks.errors import ReportError
 from dormant_tasks.findings.dynamics import series_findings
@@ -51,6 +49,9 @@ from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.series_data import load_series
 from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import main
+from tests.builders.series import save_model_series, save_random_series
+from tests.builders.stores import CAL, write_series
+from tests.builders.track import track_steps
 
 OLMO, LLAMA, PYTHIA = "tiny-olmo2-4x8", "tiny-llama-6x4", "pythia-14m"
 PYTHIA_STEPS = (0, 1, 8, 64)

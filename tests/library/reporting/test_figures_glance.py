@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from test_report import TOKENS, known_picture, write_series
-from test_warnings import _with_quantile_ahon
 
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.report import render_report
+from tests.builders.stores import TOKENS, known_picture, with_quantile_ahon, write_series
 
 
 def test_set_agreement_leaves_gaps_where_agreement_is_undefined():
@@ -30,7 +29,7 @@ def test_dormant_percent_puts_the_quantile_raw_functions_in_their_own_panel():
 
 def test_one_figure_per_finding_no_duplicate_file(tmp_path):
     d = known_picture()
-    store = _with_quantile_ahon(write_series(tmp_path / "store", {"ahon": d, "ahon_ln": d}, TOKENS))
+    store = with_quantile_ahon(write_series(tmp_path / "store", {"ahon": d, "ahon_ln": d}, TOKENS))
     write_series(store, {"ahon": d, "ahon_ln": d}, TOKENS, calibration_id="wikipedia-4-def")
     result = render_report(store, out_dir=tmp_path / "report")
     names = {p.name for p in (result.out_dir / "figures").glob("*.png")}

@@ -10,12 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_report import MODEL, TOKENS, known_picture, write_series
 
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.outputs import OUTPUT_MARKER, Owner, check_file, check_folder, publish_folder
 from dormant_tasks.reporting.report import render_report
 from flows.cli import main
+from tests.builders.stores import MODEL, TOKENS, known_picture, write_series
 
 
 @pytest.fixture

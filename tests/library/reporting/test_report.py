@@ -1,4 +1,4 @@
-"""The evolution report, from hand-built stores whose pictures are known.
+"""The evolution report, from hand-built stores whose pictures are known (tests/builders/stores.py).
 
 The stores are real Parquet stores written through `dormant_tasks.store.io`; their transitions are derived
 by the real `dormant_tasks.tracking.transitions.derive_transitions`. Only the head scores are made up (chosen on
@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -35,150 +35,10 @@ from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.series_data import load_series
 from dormant_tasks.reporting.sets import LengthDependence
 from dormant_tasks.reporting.texts import report_markdown
-from dormant_tasks.statistics.confidence import pack_inputs, wilson_interval
-from dormant_tasks.store.io import read_table, store_folder, write_table
-from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
+from dormant_tasks.store.io import store_folder, write_table
+from dormant_tasks.tracking.transitions import derive_transitions
 from flows.cli import main
-
-MODEL = "test-org/tiny-series"
-CAL, TAUS = "winogrande-dev-4-abc", "taus-1"
-T0 = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-def write_series(
-    root: Path,
-    dormant: dict[str, np.ndarray],
-    tokens,
-    *,
-    model_id: str = MODEL,
-    scores=None,
-    taus_ids=None,
-    transitions: bool = True,
-    order=None,
-    rates=None,
-    n_inputs: int = 4,
-    calibration_id: str = CAL,
-    inactive=None,
-) -> Path:
-    """A store of one series. dormant: score_fn -> bool [checkpoint, layer, head]; tokens: [checkpoint].
-
-    Checkpoint c is revision f"stage1-step{c * 10}-tokens{tokens[c]}"; files are written in `order`.
-    Scores (unless given, score_fn -> float [checkpoint, layer, head]) are 0.1 + 0.01 * head for dormant
-    heads and 1.0 + 0.01 * head for active ones, under the fixed tau "<" 0.5. With `rates` (score_fn ->
-    dormant_rate [checkpoint, layer, head], >= 0.5 where dormant) the rows carry those rates and their Wilson
-    intervals of `n_inputs` inputs; without, the rate is 0 or 1 and the interval null (unknown). The
-    transitions are derived and their blips marked, as `dormant track` does. Another `calibration_id` adds that
-    set to a store written with the default (primary) one: its own files, taus rows and transitions. With
-    `inactive` (score_fn -> bool [checkpoint, input, layer, head]) the rows keep those per-input indicators
-    (`inactive_inputs`), and `rates` must be their means.
-    """
-    store_folder(root, create=True)
-    n_ckpt, n_layers, n_heads = next(iter(dormant.values())).shape
-    extra = calibration_id != CAL  # a further set: files of its own beside the primary set's
-    for c in order if order is not None else range(n_ckpt):
-        revision = f"stage1-step{c * 10}-tokens{tokens[c]}"
-        common = {"model_id": model_id, "revision": revision, "stage": 1, "step": c * 10, "tokens": int(tokens[c])}
-        taus_id = taus_ids[c] if taus_ids else TAUS
-        rows = []
-        for fn, states in dormant.items():
-            for layer, head in itertools.product(range(n_layers), range(n_heads)):
-                d = bool(states[c, layer, head])
-                s = scores[fn][c, layer, head] if scores else (0.1 if d else 1.0) + 0.01 * head
-                rate, low, high = float(d), None, None
-                if rates is not None:
-                    rate = float(rates[fn][c, layer, head])
-                    assert (rate >= 0.5) == d, (fn, c, layer, head)
-                    low, high = (float(x) for x in wilson_interval(round(rate * n_inputs), n_inputs))
-                rows.append(
-                    common
-                    | {
-                        "score_fn": fn,
-                        "layer": layer,
-                        "head_index": head,
-                        "score": float(s),
-                        "score_std": 0.0,
-                        "tau": 0.5,
-                        "direction": "<",
-                        "dormant_rate": rate,
-                        "dormant": d,
-                        "dormant_rate_low": low,
-                        "dormant_rate_high": high,
-                        "inactive_inputs": None
-                        if inactive is None
-                        else pack_inputs(inactive[fn][c, :, layer, head])[0],
-                        "calibration_id": calibration_id,
-                        "taus_id": taus_id,
-                    }
-                )
-        key = f"{revision}-{calibration_id}" if extra else revision
-        write_table(root, "head_scores", rows, file_key=key)
-        write_table(
-            root,
-            "checkpoints",
-            [
-                common
-                | {
-                    "commit": f"sha{c}",
-                    "n_layers": n_layers,
-                    "n_heads": n_heads,
-                    "calibration_id": calibration_id,
-                    "n_inputs": n_inputs,
-                    "dtype": "float32",
-                    "device": "cpu",
-                    "seconds": 1.5,
-                    "analyzed_at": T0 + timedelta(minutes=c),
-                    "code_version": "0.1.0",
-                    "taus_id": taus_id,
-                    "scoring_version": "1",
-                }
-            ],
-            file_key=key,
-        )
-    kept = read_table(root, "taus", model_id).to_pylist() if extra else []
-    write_table(
-        root,
-        "taus",
-        kept
-        + [
-            {
-                "model_id": model_id,
-                "revision": "",
-                "stage": 0,
-                "step": 0,
-                "tokens": 0,
-                "score_fn": fn,
-                "tau": 0.5,
-                "direction": "<",
-                "source": "fixed",
-                "calibration_id": calibration_id,
-                "taus_id": TAUS,
-            }
-            for fn in dormant
-        ],
-        file_key="taus",
-    )
-    if transitions:
-        of_set = {"calibration_id": calibration_id}
-        t = derive_transitions(
-            read_table(root, "head_scores", model_id, filters=of_set),
-            read_table(root, "checkpoints", model_id, filters=of_set),
-        )
-        t = mark_blips(t)
-        key = f"transitions-{calibration_id}" if extra else "transitions"
-        write_table(root, "transitions", t, file_key=key, model_id=model_id)
-    return root
-
-
-def known_picture() -> np.ndarray:
-    """6 checkpoints x 2 layers x 3 heads: head (1, 2) falls dormant at checkpoint 3 and wakes at 5;
-    head (0, 0) falls dormant at checkpoint 1 and stays dormant."""
-    d = np.zeros((6, 2, 3), dtype=bool)
-    d[3:5, 1, 2] = True
-    d[1:, 0, 0] = True
-    return d
-
-
-TOKENS = [0, 1_000, 10_000, 100_000, 1_000_000, 4_000_000]
+from tests.builders.stores import CAL, MODEL, TAUS, TOKENS, known_picture, write_series
 
 
 @pytest.fixture

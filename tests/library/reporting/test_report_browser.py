@@ -16,10 +16,10 @@ import subprocess
 
 import numpy as np
 import pytest
-from test_report import MODEL, TOKENS, known_picture, write_series
 
 from dormant_tasks.reporting.compare_page import render_comparison
 from dormant_tasks.reporting.report import render_report
+from tests.builders.stores import MODEL, TOKENS, known_picture, write_series
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_report import MODEL, write_series
 
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting import page
 from dormant_tasks.reporting.figure_data import series_tau_positions
 from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.series_data import load_series
+from tests.builders.stores import MODEL, write_series
 
 N = 128
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_report import CAL, MODEL, TAUS, TOKENS, known_picture, write_series
 
 from dormant_tasks.evaluation.metric import chance_note
 from dormant_tasks.evaluation.sweep import item_step_note, item_step_pct
@@ -15,6 +14,7 @@ from dormant_tasks.reporting.series_data import load_series
 from dormant_tasks.reporting.texts import report_markdown
 from dormant_tasks.store.io import write_table
 from dormant_tasks.tracking.masks import resolve_taus, tau_specs, tau_warnings
+from tests.builders.stores import MODEL, TOKENS, known_picture, with_quantile_ahon, write_series
 
 # ------------------------------------------------------------------------------------------- evaluate
 
@@ -107,40 +107,9 @@ def test_random_below_one_half_warns_even_without_reference_scores():
 # ------------------------------------------------------------------------------------------- report
 
 
-def _with_quantile_ahon(root):
-    """Replace write_series' fixed taus by a quantile tau for ahon (ahon_ln stays fixed)."""
-    base = {
-        "model_id": MODEL,
-        "revision": "",
-        "stage": 0,
-        "step": 0,
-        "tokens": 0,
-        "tau": 0.5,
-        "direction": "<",
-        "calibration_id": CAL,
-        "taus_id": TAUS,
-    }
-    write_table(
-        root,
-        "taus",
-        [
-            base
-            | {
-                "score_fn": "ahon",
-                "source": "quantile",
-                "quantile": 0.15,
-                "reference_revision": "stage1-step50-tokens4000000",
-            },
-            base | {"score_fn": "ahon_ln", "source": "fixed"},
-        ],
-        file_key="taus",
-    )
-    return root
-
-
 def test_report_notes_raw_functions_with_a_quantile_tau(tmp_path):
     d = known_picture()
-    root = _with_quantile_ahon(write_series(tmp_path / "store", {"ahon": d, "ahon_ln": d}, TOKENS))
+    root = with_quantile_ahon(write_series(tmp_path / "store", {"ahon": d, "ahon_ln": d}, TOKENS))
     md = report_markdown(load_series(root, MODEL))
     assert "Note: Raw-unit functions with a quantile tau: ahon (q = 0.15)." in md
     assert "stage1-step50-tokens4000000" in md and "not comparable with those of the _ln functions" in md

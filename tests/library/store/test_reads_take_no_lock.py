@@ -11,9 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from builders import track_steps
 
 from dormant_tasks.tracking.request import TrackRequest
+from tests.builders.track import track_steps
 
 REPO = Path(__file__).resolve().parents[3]
 # What the store's locks used to import. Others (termios, tty) third-party modules import by `sys.platform`, which

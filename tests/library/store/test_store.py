@@ -511,8 +511,9 @@ def test_readable_by_pyarrow_dataset_and_pandas(two_series_store):
 
 
 def test_readable_by_duckdb_and_polars(two_series_store):
-    duckdb = pytest.importorskip("duckdb")
-    pl = pytest.importorskip("polars")
+    import duckdb
+    import polars as pl
+
     glob = str(two_series_store / "head_scores" / "*" / "*.parquet")
     [(n, dormant)] = duckdb.sql(
         f"select count(*), sum(dormant::int) from read_parquet('{glob}', hive_partitioning=true) "

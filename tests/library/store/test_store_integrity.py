@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from builders import store_checkpoint, store_rows
 
 from dormant_tasks import store as S
 from dormant_tasks import tracking as tracker
@@ -24,6 +23,7 @@ from dormant_tasks.tracking.derive import DERIVED_BY_KEY
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.tracker import TrackResult
 from flows.cli import main as cli_main
+from tests.builders.track import store_checkpoint, store_rows
 
 
 def request(series: Path, store: Path, **kw) -> TrackRequest:

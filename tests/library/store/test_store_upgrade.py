@@ -474,12 +474,10 @@ def test_a_version_4_store_gets_q_values_and_undefined_jaccards(tmp_path, capsys
     """A version-4 store written before q-values (transitions without `confident_q`, `confident` = raw p <
     0.05) and before the empty-mask change (Jaccard 1.0 for two empty masks): `dormant store upgrade` brings
     both up to date in place, keeps the files' metadata, and has nothing to do the second time."""
-    from test_report import MODEL
-    from test_statistics import store_of_two_sets
-
     from dormant_tasks.store.io import read_metadata, write_table
     from dormant_tasks.store.layout import series_files
     from dormant_tasks.tracking.transitions import FDR_KEY
+    from tests.builders.stores import MODEL, store_of_two_sets
 
     root = store_of_two_sets(tmp_path, differ=False)
     files = series_files(root, "transitions", MODEL)

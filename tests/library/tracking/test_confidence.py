@@ -11,8 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from test_report import CAL, MODEL, write_series
-from test_transitions import checkpoints_table, ckpt, score_rows, table
+from scipy import stats
 
 from dormant_tasks import store as S
 from dormant_tasks.reporting import figures as fg
@@ -34,6 +33,8 @@ from dormant_tasks.tracking.masks import Tau, aggregate_heads
 from dormant_tasks.tracking.series import open_views
 from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
 from flows.cli import main
+from tests.builders.rows import checkpoints_table, ckpt, rows_with_inactive_inputs, score_rows, table
+from tests.builders.stores import CAL, MODEL, write_series
 
 Z = 1.959963984540054
 
@@ -102,7 +103,6 @@ def test_wilson_is_the_set_of_p_that_the_score_test_does_not_reject(k, n):
 
 
 def test_wilson_agrees_with_scipy():
-    stats = pytest.importorskip("scipy.stats")
     for k, n in [(0, 1), (1, 1), (0, 128), (64, 128), (100, 128), (128, 128), (3, 17)]:
         ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
         low, high = wilson_interval(k, n)
@@ -200,7 +200,6 @@ def test_mcnemar_exact_p_on_hand_computed_values():
 
 
 def test_mcnemar_exact_p_matches_enumeration_and_scipy():
-    stats = pytest.importorskip("scipy.stats")
     for n in range(13):
         for b in range(n + 1):
             c = n - b
@@ -224,16 +223,6 @@ def test_packed_indicators_round_trip_and_count_discordant_inputs():
             )
     with pytest.raises(ValueError, match="same calibration set"):
         discordant(b"\x01", b"\x01\x00")
-
-
-def rows_with_inactive_inputs(c: dict, inactive: list[set[int]], n: int = 128) -> list[dict]:
-    """head_scores rows of one checkpoint through the real `aggregate`: head h inactive on the inputs inactive[h]."""
-    values = np.ones((n, 1, 1, len(inactive)))  # [input, fn, layer, head]
-    for h, which in enumerate(inactive):
-        values[sorted(which), 0, 0, h] = 0.0
-    heads = aggregate_heads(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pylist()
-    common = {k: c[k] for k in ("model_id", "revision", "stage", "step", "tokens")}
-    return [common | r | {"calibration_id": "cal", "taus_id": "taus"} for r in heads]
 
 
 def test_confident_is_the_paired_test_on_the_inputs_that_changed():

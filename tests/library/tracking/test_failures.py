@@ -9,8 +9,6 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from builders import save_random_series
-from builders import track_steps as run_steps
 
 from dormant_tasks import tracking as tracker
 from dormant_tasks.errors import CheckpointError
@@ -18,6 +16,8 @@ from dormant_tasks.reporting.report import render_report
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking import checkpoint_work
 from dormant_tasks.tracking.request import TrackRequest
+from tests.builders.series import save_random_series
+from tests.builders.track import track_steps as run_steps
 
 NAMES = ["stage1-step0-tokens0K", "stage1-step10-tokens20K", "stage1-step25-tokens51K", "stage1-step40-tokens82K"]
 BAD = NAMES[2]

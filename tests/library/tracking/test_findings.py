@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from test_report import CAL, MODEL, write_series
+from scipy.stats import chi2
 
 from dormant_tasks.findings.dynamics import (
     path_to,
@@ -24,6 +24,7 @@ from dormant_tasks.reporting.texts import findings_lines
 from dormant_tasks.statistics.confidence import wilson_interval
 from flows.cli import main
 from flows.cli.status import series_line
+from tests.builders.stores import CAL, MODEL, write_series
 
 TOKENS = [0, 50_000, 100_000, 200_000, 500_000, 1_000_000]
 N = 128
@@ -77,7 +78,6 @@ def test_dormant_for_good_is_the_start_of_the_last_dormant_run():
 
 
 def test_poisson_interval_matches_the_chi_square_form():
-    chi2 = pytest.importorskip("scipy.stats").chi2
     for k in (0, 1, 4, 37, 500):
         low, high = poisson_interval(k)
         assert low == pytest.approx(chi2.ppf(0.025, 2 * k) / 2 if k else 0.0, abs=1e-9)
@@ -220,12 +220,22 @@ def test_emergence_without_a_dormant_head_at_the_end(tmp_path):
 
 
 @pytest.mark.parametrize("settled", [[400_000, 900_000], [10, 20]])  # none early (k = 0), all early (k = n)
-def test_emergence_figure_at_the_ends_of_the_interval(settled):
+@pytest.mark.parametrize("rounded", [False, True])  # the interval's end exact, or past the value by rounding
+def test_emergence_figure_at_the_ends_of_the_interval(settled, rounded):
+    """The early share's point sits at k/n and its bar spans the Wilson interval; at k = 0 or k = n the end that
+    meets the value is drawn at it, also where rounding put it a hair past the value (a bar never points back)."""
+    from matplotlib.container import ErrorbarContainer
+
     from dormant_tasks.findings.dynamics import EARLY, STABLE, Emergence, Estimate, Share
     from dormant_tasks.reporting import figures as fg
 
     early = EARLY * 1_000_000
     k = sum(t <= early for t in settled)
+    share = Share.of(k, 2)
+    assert (share.low, share.high) == ((0.0, share.high) if k == 0 else (share.low, 1.0))
+    if rounded:  # an end a hair past the value, as the interval's formula alone gives it (e.g. 5.6e-17 at k = 0)
+        low, high = (np.nextafter(0.0, 1.0), share.high) if k == 0 else (share.low, np.nextafter(1.0, 0.0))
+        share = Share(k, 2, float(low), float(high))
     median = Estimate(float(np.median(settled)), min(settled), max(settled), "bootstrap over heads", "tokens")
     e = Emergence(
         4,
@@ -245,6 +255,16 @@ def test_emergence_figure_at_the_ends_of_the_interval(settled):
         median,
         median,
         early,
-        Share.of(k, 2),
+        share,
     )
-    fg.draw_emergence(e)  # no negative error bar
+    fig = fg.draw_emergence(e)
+    (bar,) = [c for c in fig.axes[0].containers if isinstance(c, ErrorbarContainer)]
+    point, _caps, (stem,) = bar.lines
+    assert point.get_xdata().tolist() == [early] and point.get_ydata().tolist() == [100 * k / 2]
+    ((_, bottom), (_, top)) = stem.get_segments()[0]
+    value = 100 * k / 2
+    assert bottom <= value <= top  # both arms of the bar point away from the value
+    if k == 0:
+        assert (bottom, top) == (0.0, pytest.approx(100 * share.high))
+    else:
+        assert (bottom, top) == (pytest.approx(100 * share.low), 100.0)

@@ -8,13 +8,13 @@ import math
 
 import numpy as np
 import pytest
-from test_confidence import rows_with_inactive_inputs
-from test_transitions import ckpt, table
 
 from dormant_tasks.findings.dependence import noise_floor
 from dormant_tasks.findings.dynamics import Resampling, poisson_interval, rate_estimate, stable_index
 from dormant_tasks.statistics.confidence import bh_qvalues
 from dormant_tasks.tracking.transitions import apply_fdr, confident_at, derive_transitions
+from tests.builders.rows import ckpt, rows_with_inactive_inputs, table
+from tests.builders.stores import store_of_two_sets
 
 # ------------------------------------------------------------------------------------------ BH q-values
 
@@ -217,36 +217,11 @@ def test_noise_floor_with_three_sets_counts_each_head_once():
     assert same == nf  # seeded
 
 
-def store_of_two_sets(tmp_path, differ: bool):
-    """Two calibration sets of 64 inputs over 3 checkpoints x 2 layers x 16 heads, each head inactive on each
-    input with a fixed probability (uniform 0.2-0.8); with `differ`, every other head's is reversed on set b."""
-    from test_report import write_series
-
-    rng = np.random.default_rng(11)
-    rate = rng.uniform(0.2, 0.8, (1, 1, 2, 16))  # [1, 1, layer, head]
-    other = np.where(np.arange(16) % 2 == 0, 1 - rate, rate) if differ else rate
-    root = tmp_path / "store"
-    for cal, r in (("cal", rate), ("cal-b", other)):
-        bits = rng.random((3, 64, 2, 16)) < r  # [checkpoint, input, layer, head]
-        mean = bits.mean(axis=1)  # [checkpoint, layer, head]
-        write_series(
-            root,
-            {"ahon_ln": mean >= 0.5},
-            [0, 100, 1000],
-            rates={"ahon_ln": mean},
-            n_inputs=64,
-            calibration_id=cal,
-            inactive={"ahon_ln": bits},
-        )
-    return root
-
-
 @pytest.mark.parametrize("differ", [False, True])
 def test_series_findings_state_the_noise_floor_from_the_stored_indicators(tmp_path, differ):
-    from test_report import MODEL
-
     from dormant_tasks.findings.dynamics import series_findings
     from dormant_tasks.reporting.texts import findings_lines
+    from tests.builders.stores import MODEL
 
     f = series_findings(
         store_of_two_sets(tmp_path, differ), MODEL, resampling=Resampling(resamples=300, permutations=100)

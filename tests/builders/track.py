@@ -1,36 +1,8 @@
-"""Builders the tests of several folders share (imported as `builders`: tests/ is on sys.path through its
-conftest). Kept out of conftest.py: tests/integration has a conftest of its own, so `from builders import`
-would find whichever conftest was imported first."""
+"""A track run without Prefect, and what a test reads back of its store: rows, manifests."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from dormant_tasks.tiny import tiny_config
-
-
-def save_random_series(folder, tokenizer, names, n_layers=2, n_heads=4, hidden_size=64):
-    """Random-init tiny OLMo-2 checkpoints (one seed each) saved as a local series under OLMo-2 branch names."""
-    import torch
-    from transformers import Olmo2ForCausalLM
-
-    for seed, name in enumerate(names):
-        torch.manual_seed(seed)
-        model = Olmo2ForCausalLM(tiny_config(tokenizer, n_layers=n_layers, n_heads=n_heads, hidden_size=hidden_size))
-        model.save_pretrained(folder / name)
-        tokenizer.save_pretrained(folder / name)
-    return folder
-
-
-def save_model_series(folder, tokenizer, names, build):
-    """A local series of random-init checkpoints of any family: `build()` makes one model, after a seed per name."""
-    import torch
-
-    for seed, name in enumerate(names):
-        torch.manual_seed(seed)
-        build().save_pretrained(folder / name)
-        tokenizer.save_pretrained(folder / name)
-    return folder
 
 
 def track_steps(request):
@@ -93,11 +65,3 @@ def store_rows(store) -> dict[str, list[str]]:
         t = read_table(store, table)
         out[table] = sorted(repr(r) for r in t.select([c for c in t.column_names if c not in RUN_COLUMNS]).to_pylist())
     return out
-
-
-def is_progress(line: str) -> bool:
-    """A plain progress line (`dormant_tasks.progress`, on stderr when it is no terminal): a bar's
-    "checkpoints: 1/4 ckpt, 3s elapsed (started)" or a waiting step's "taus of S: scoring R: 1m20s elapsed"."""
-    import re
-
-    return re.fullmatch(r".+: (\d+(/\d+)? \w+, )?(\d+h)?(\d+m)?\d+s elapsed.*", line) is not None

@@ -1,0 +1,10 @@
+"""What the tests of several modules and folders share, one small module a kind (imported as
+`tests.builders.<module>`: tests/ is a package, so pytest puts the repository root on sys.path).
+
+- `series`: random-init checkpoint series saved on disk
+- `stores`: hand-built stores whose pictures are known (`write_series`), no model needed
+- `rows`: head_scores and checkpoints rows, built by hand or through the real `aggregate`
+- `track`: a track run without Prefect; a store's rows and manifests as a test reads them
+- `progress`: what a progress line on a pipe looks like
+- `families`, `oracle`: tiny random models of every family, and the brute-force oracle of the score engine
+"""
