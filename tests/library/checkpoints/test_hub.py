@@ -90,11 +90,16 @@ def test_hub_retries_transient_errors_only():
 
 def test_hub_sits_below_checkpoints_and_loading():
     """`checkpoints` and `loading` import `hub`; `hub` imports neither (no import cycle), only the stdlib-only
-    `errors` and `hash_cache`."""
+    leaves `errors`, `hashing` and `offline`, and `hash_cache`."""
     tree = ast.parse(Path(hub.__file__).read_text())
     imported = {
         node.module
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dormant_tasks")
     }
-    assert imported == {"dormant_tasks.errors", "dormant_tasks.checkpoints.hash_cache"}
+    assert imported == {
+        "dormant_tasks.errors",
+        "dormant_tasks.hashing",
+        "dormant_tasks.offline",
+        "dormant_tasks.checkpoints.hash_cache",
+    }
