@@ -47,9 +47,10 @@ def series_state(request: TrackRequest) -> tracking.SeriesState:
 
 
 @task(name="series-taus", cache_policy=NONE)
-def series_taus(request: TrackRequest, state: tracking.SeriesState, score=None) -> tracking.SeriesTaus:
-    """`score`: how to score the checkpoint the taus need (None: here, in the flow's process)."""
-    return tracking.resolve_series_taus(request, state, score)
+def series_taus(request: TrackRequest, state: tracking.SeriesState, score=None, write=None) -> tracking.SeriesTaus:
+    """`score`: how to score the checkpoint the taus need (None: here, in the flow's process); `write`: the flow's
+    one writer of a checkpoint, which writes that one too."""
+    return tracking.resolve_series_taus(request, state, score, write)
 
 
 @task(

@@ -6,8 +6,9 @@ Core functions: `dormant_tasks.tracking.series_state`, `resolve_series_taus`, `c
 checkpoints out to its task runner, logs, and returns a `TrackResult`; the science is in the library.
 
 One per-checkpoint path for every runner: a task computes a checkpoint's rows and returns them (it needs the
-checkpoint and a cache, never the store); the flow alone writes them, through `_write_checkpoint`. A checkpoint
-that fails is recorded by the same function and the run goes on (`request.fail_fast`: it stops).
+checkpoint and a cache, never the store); the flow alone writes them, through `_write_checkpoint`, which the taus'
+step is handed for the checkpoint it scores. A checkpoint that fails is recorded by the same function and the run
+goes on (`request.fail_fast`: it stops).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _track(request: TrackRequest, progress: bool, state: SeriesState | None) -> 
     )
     ahead = _prefetch_past_reference(request, state)
     with _fixing_taus(request, state, progress):
-        series = tasks.series_taus(request, state, _score_on_runner(request))
+        series = tasks.series_taus(request, state, _score_on_runner(request), _write_checkpoint)
     log.info(
         "taus %s: %s",
         series.taus_id,

@@ -59,20 +59,22 @@ def stored_taus(request: TrackRequest, stored_sets) -> SeriesTaus:
     return SeriesTaus(tuple(out))
 
 
-def resolve_series_taus(request: TrackRequest, state: SeriesState, score=None) -> SeriesTaus:
+def resolve_series_taus(request: TrackRequest, state: SeriesState, score=None, write=None) -> SeriesTaus:
     """docs/SCORES.md §3: the series' taus are fixed the first time it is tracked and reused afterwards.
 
     A stored series (no --retau): `state.taus`, checked by `series_state`. A new series with quantile taus
     scores its reference checkpoint first; it is stored only when selected. With fixed taus only, a new
     series, or a `--retau` that brings a calibration set the series has not scored, scores its first selected
     checkpoint before the taus are written (bad input leaves the store untouched). `score` scores that
-    checkpoint (default `score_checkpoint`, here; the Dask flow passes one that runs it on a worker); its rows
-    are written here, in the flow's process, by the one writer (`write_checkpoint`).
+    checkpoint (default `score_checkpoint`, here; the Dask flow passes one that runs it on a worker); `write`
+    writes its rows (default `write_checkpoint`; the flow passes its one writer, the function every other
+    checkpoint of the run is written by, so this one takes the same path).
     """
     if state.taus is not None:
         return state.taus
     plan = state.plan
     score = score or score_checkpoint
+    write = write or write_checkpoint
     specs = tau_specs(request.score_fn_ids, request.taus)
     sets = request.calibration_sets
     if not needs_reference(specs):
@@ -89,7 +91,7 @@ def resolve_series_taus(request: TrackRequest, state: SeriesState, score=None) -
         first = taus_checkpoint(request, plan)
         scored = score(request, first)
         _write_taus(request, series, plan.selected[-1])
-        series.reference = write_checkpoint(request, first, rows_of(request, scored, series))
+        series.reference = write(request, first, rows_of(request, scored, series))
         return series
     reference = taus_checkpoint(request, plan)
     scored = score(request, reference)  # every set, one model load
@@ -101,7 +103,7 @@ def resolve_series_taus(request: TrackRequest, state: SeriesState, score=None) -
     series = SeriesTaus(tuple(out))
     _write_taus(request, series, reference)
     if reference in plan.selected:
-        series.reference = write_checkpoint(request, reference, rows_of(request, scored, series))
+        series.reference = write(request, reference, rows_of(request, scored, series))
     return series
 
 
