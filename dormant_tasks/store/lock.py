@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from dormant_tasks.atomic import atomic_file
 from dormant_tasks.errors import StoreError
 from dormant_tasks.names import series_slug
 from dormant_tasks.store.layout import MARKER, check_store, store_folder
@@ -177,14 +178,9 @@ def _file_lock(root: Path, model_id: str, path: Path, wait: bool) -> Iterator[No
 
 
 def _write_pid(path: Path) -> None:
-    """The holder's pid, for the waiting run's message: written whole (temp file + rename), never required."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        tmp.write_text(f"{os.getpid()}\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+    """The holder's pid, for the waiting run's message: written whole (`atomic_file`), never required."""
+    with contextlib.suppress(OSError, StoreError), atomic_file(path) as f:
+        f.write(f"{os.getpid()}\n".encode())
 
 
 def _holder(path: Path) -> str:
