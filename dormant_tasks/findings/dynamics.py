@@ -2,26 +2,25 @@
 
 Dormant heads (1) **emerge early** in pretraining, (2) **transition** between dormant and active states
 during it, and (3) **depend on the input text**. Each is stated here with its number and its uncertainty,
-from the store only (`SeriesView`): the head states of head_scores, the stored transitions (with their
-`confident_q` and `blip`), the calibration sets' agreement and the per-input inactive indicators
-(`head_scores.inactive_inputs`). `dormant findings` prints them and the report shows them (the text and
-figures: `reporting/texts.py`, `findings_lines`); the counts are the ones `dormant status` gives.
+from the store only (`SeriesView`): the head states and dormant rates of head_scores, the stored transitions,
+the calibration sets' agreement and the per-input inactive indicators (`head_scores.inactive_inputs`).
+`dormant findings` prints them (text, Markdown or JSON) and the report shows them (`reporting/texts.py`).
 
-Every number is an `Estimate` (value, 95% interval, the method's name) or a `Share` (k of n heads, Wilson).
-Intervals over heads resample the heads: they say how the number would vary over other heads like these, of
-this one model; the heads of a model are not independent trials, and nothing here speaks for other models.
+Every number is an `Estimate` (value, 95% interval, the method's name, the units behind it) or a `Share` (k of
+n heads). Intervals over heads resample the layers and the heads within them (heads of one layer are not
+independent); fewer than MIN_UNITS layers back no interval. They speak for this one model: a group of seeds
+(`findings/replication.py`) is what speaks for a training recipe.
 
-- Emergence: per head dormant at the last checkpoint, the first checkpoint at which it is dormant and the
-  first from which it is dormant at >= STABLE of the checkpoints to the end (robust to a late blip); their
-  medians with bootstrap intervals over heads, in tokens and as fractions of the series' tokens; and the
-  share settled (the robust rule) by EARLY of the tokens (Wilson).
-- Transitions: confident ones (Benjamini-Hochberg q < fdr); per training stage, confident ones per billion
-  tokens with a bootstrap interval over heads (each head's whole history resampled; the exact Poisson
-  interval beside it for comparison), and the cadence-free measures: heads that ever change state, heads
-  that change more than once (Wilson), each interval's changes with its checkpoint spacing.
-- Input dependence: the Jaccard agreement of the sets' masks through training (`calibration_agreement`),
-  and at the last shared checkpoint the noise floor: across-set minus within-set agreement of random
-  halves, with a bootstrap interval over heads and a permutation test over set labels (`noise_floor`).
+- Emergence: per head, the first checkpoint from which it is dormant at >= STABLE of the checkpoints to the end,
+  over at least MIN_RUN checkpoints (a late blip does not undo it; a head dormant only at the last checkpoints has
+  not settled yet); heads that never settle are right-censored at the end, not dropped. The median among the
+  heads that settle and the median over all heads (censored: "not reached" when fewer than half settle), each
+  with the exact order-statistic interval; the share settled by EARLY of the tokens.
+- Transitions: changes of the mask, and among them the confident ones: from a confident state to the opposite
+  confident state (`statistics.state_transitions`, BH or BY over heads); per training stage, confident ones per
+  billion tokens (bootstrap over layers; the exact Poisson interval beside it), the checkpoint spacing, and the
+  cadence-free measures: heads that ever change state, more than once, confidently.
+- Input dependence (`findings/dependence.py`).
 
 Token counts along a series: a checkpoint's tokens, plus, after a stage boundary whose names restart the
 count (OLMo-2's stage-2 ingredients count their own tokens), the tokens of the branch point (`path_tokens`).
@@ -38,6 +37,8 @@ from dormant_tasks.findings.dependence import InputDependence, input_dependence
 from dormant_tasks.statistics import (
     DEFAULT_RESAMPLING,
     FDR,
+    FDR_METHOD,
+    FDR_METHODS,
     POISSON,
     RESAMPLES,
     Estimate,
@@ -47,11 +48,13 @@ from dormant_tasks.statistics import (
     poisson_interval,
     rate_estimate,
     scaled,
+    share_estimate,
 )
-from dormant_tasks.tracking import confident_at
+from dormant_tasks.tracking import confirm_transitions
 
 EARLY = 0.10  # "early": by this fraction of the series' tokens
 STABLE = 0.80  # "settled": dormant at >= this fraction of the checkpoints from then to the last
+MIN_RUN = 3  # ... over at least this many checkpoints (one dormant last checkpoint is not "settled")
 DEFAULT_FN = "ahon_ln"  # the v1 "dormant head" rule, as `dormant status` summarises
 
 
@@ -64,17 +67,20 @@ class Emergence:
     pct_dormant_last: float  # ... at the last
     first_dormant_revision: str | None  # the first checkpoint with any dormant head
     first_dormant_tokens: int | None
-    heads: list[str]  # "L{layer}.H{head}" of the heads dormant at the last checkpoint
-    first_tokens: np.ndarray  # int64 [final-dormant head]: tokens at its first dormant checkpoint on the path
-    settled_tokens: np.ndarray  # int64 [final-dormant head]: tokens from which it is dormant at >= STABLE
-    settled_revisions: list[str]  # [final-dormant head]
+    heads: list[str]  # "L{layer}.H{head}" of the heads that settle dormant (emerged)
+    first_tokens: np.ndarray  # int64 [emerged head]: tokens at its first dormant checkpoint on the path
+    settled_tokens: np.ndarray  # int64 [emerged head]: tokens from which it is dormant at >= STABLE
+    settled_revisions: list[str]  # [emerged head]
+    n_censored: int  # heads that have not settled dormant by the end (right-censored there)
     stable: float  # STABLE
-    first_median: Estimate  # median of first_tokens (tokens), bootstrap over heads
-    settled_median: Estimate  # median of settled_tokens (tokens)
+    min_run: int  # MIN_RUN
+    first_median: Estimate  # median of first_tokens among the emerged heads (order-statistic interval)
+    settled_median: Estimate  # median of settled_tokens among the emerged heads
+    settled_median_all: Estimate  # over every head, the censored ones at +inf (value inf: "not reached")
     first_fraction: Estimate  # first_median / final_tokens (fraction of the series' tokens)
     settled_fraction: Estimate
     early_tokens: float  # EARLY x final_tokens
-    early: Share  # of the final-dormant heads, those settled by early_tokens
+    early: Share  # of the emerged heads, those settled by early_tokens (bootstrap over layers)
 
 
 @dataclass(frozen=True)
@@ -84,31 +90,37 @@ class StageRate:
     n_confident: int
     tokens: int  # tokens the stage's compared pairs span (along each pair's path)
     spacing: Estimate  # median tokens between compared checkpoints of the stage (min-max as its "interval")
-    per_billion: Estimate  # confident transitions per 1e9 tokens, bootstrap over heads (NaN when tokens = 0)
+    per_billion: Estimate  # confident transitions per 1e9 tokens, bootstrap over layers (NaN when tokens = 0)
     poisson: Estimate  # the same rate with the exact Poisson interval (too narrow when transitions cluster)
 
 
 @dataclass(frozen=True)
 class Transitions:
-    n_transitions: int
+    n_transitions: int  # changes of the mask between compared checkpoints
     fell_dormant: int
     woke: int
-    n_confident: int
-    n_blips: int
-    fdr: float  # the false discovery rate of "confident"
-    correction: str  # how "confident" was decided
-    n_tests: int  # the family of the paired tests: heads x compared pairs
-    n_paired: int  # transitions with a p-value (the others use the interval fallback)
-    n_raw: int  # transitions with p < fdr, uncorrected (for comparison)
+    n_confident: int  # transitions between opposite confident states
+    n_blips: int  # mask changes undone at the next checkpoint
+    n_confident_blips: int  # ... whose both legs are confident
+    fdr: float  # the false discovery rate of the heads called to change confident state
+    method: str  # "bh" or "by"
+    correction: str  # how "confident" was decided, in words
+    n_heads: int  # the family: every head of the function
+    n_selected: int  # heads with a confident transition
+    state_level: float  # a state is confident when its one-sided exact binomial p <= this
+    undetermined: Share  # (head, checkpoint) cells whose state is undetermined, of all
+    n_paired: int  # mask changes with McNemar's p (per-input indicators kept)
+    n_raw: int  # ... with McNemar p < 0.05, uncorrected (the rate on these inputs changed between the two)
     stages: list[StageRate]
-    ever_changed: Share  # heads (of all) that changed state at least once
-    more_than_once: Share  # heads (of all) that changed state more than once
+    ever_changed: Share  # heads (of all) whose mask changed at least once
+    more_than_once: Share  # heads (of all) whose mask changed more than once
+    confidently_changed: Share  # heads (of all) with a confident transition
     confidently_more_than_once: int  # heads with two or more confident transitions
     interval_tokens: np.ndarray  # int64 [interval]: tokens at the later checkpoint of each compared pair
     interval_spacing: np.ndarray  # int64 [interval]: tokens between the pair's checkpoints
     interval_steps: np.ndarray  # int64 [interval]: steps between them
-    interval_confident: np.ndarray  # int64 [interval]: confident transitions into it
-    interval_other: np.ndarray  # int64 [interval]: the others
+    interval_confident: np.ndarray  # int64 [interval]: confident transitions located in it
+    interval_other: np.ndarray  # int64 [interval]: the other mask changes
 
 
 @dataclass(frozen=True)
@@ -157,37 +169,41 @@ def path_to(last: int, predecessor: np.ndarray) -> np.ndarray:
     return np.array(path[::-1], dtype=np.int64)
 
 
-def stable_index(dormant_on_path: np.ndarray, stable: float = STABLE) -> np.ndarray:
+def stable_index(dormant_on_path: np.ndarray, stable: float = STABLE, min_run: int = MIN_RUN) -> np.ndarray:
     """int64 [head]: the first position on the path at which the head is dormant and from which it is dormant
-    at >= `stable` of the positions to the end (that one included); -1 when it is not dormant at the end.
-    `stable` = 1: dormant for good from there. dormant_on_path: bool [position, head]."""
+    at >= `stable` of the positions to the end (that one included), at least `min_run` positions before the end
+    counted in; -1 when there is none (the head has not settled dormant: right-censored at the end). A head
+    dormant for good that wakes at the last checkpoint still settled. dormant_on_path: bool [position, head]."""
     d = np.asarray(dormant_on_path, dtype=bool)
     n = d.shape[0]
     after = np.flip(np.cumsum(np.flip(d, axis=0), axis=0), axis=0)  # [position, head] dormant from p to the end
     left = (n - np.arange(n))[:, None]  # [position, 1] positions from p to the end
-    ok = d & (after >= stable * left - 1e-9)  # [position, head]
-    first = np.where(ok.any(axis=0), ok.argmax(axis=0), -1)
-    return np.where(d[n - 1], first, -1).astype(np.int64)
+    ok = d & (after >= stable * left - 1e-9) & (left >= min_run)  # [position, head]
+    return np.where(ok.any(axis=0), ok.argmax(axis=0), -1).astype(np.int64)
 
 
 # ------------------------------------------------------------------------------------------ the findings
 
 
 def series_findings(
-    store, model_id: str, score_fn: str | None = None, fdr: float = FDR, resampling: Resampling = DEFAULT_RESAMPLING
+    store,
+    model_id: str,
+    score_fn: str | None = None,
+    fdr: float = FDR,
+    resampling: Resampling = DEFAULT_RESAMPLING,
+    fdr_method: str = FDR_METHOD,
 ) -> Findings:
     """The three findings of `model_id` on its primary calibration set under `score_fn` (default ahon_ln when
-    tracked, else the first tracked function); a transition is confident when its q-value is below `fdr`;
-    reads the store only."""
+    tracked, else the first tracked function); confident transitions at false discovery rate `fdr` by
+    `fdr_method` ("bh" or "by"), decided afresh from the stored dormant rates; reads the store only."""
+    from dormant_tasks.errors import ConfigError
     from dormant_tasks.tracking import SeriesView, open_views
 
     if not 0 < fdr < 1:
-        from dormant_tasks.errors import ConfigError
-
         raise ConfigError(f"--fdr {fdr}: a false discovery rate lies between 0 and 1 (e.g. 0.05)")
+    if fdr_method not in FDR_METHODS:
+        raise ConfigError(f"--fdr-method {fdr_method!r}: choose one of {', '.join(FDR_METHODS)}")
     if resampling.resamples < 1 or resampling.permutations < 1 or resampling.repeats < 1:
-        from dormant_tasks.errors import ConfigError
-
         raise ConfigError(f"--resamples {resampling.resamples}: give a positive number (e.g. {RESAMPLES})")
     views = open_views(store, model_id)
     if not views:
@@ -213,30 +229,34 @@ def series_findings(
         view.taus[fn].direction,
         len(s.revision),
         emergence(s, tokens, resampling),
-        transition_findings(s, tokens, transitions, fdr, resampling),
+        transition_findings(s, tokens, transitions, fdr, resampling, fdr_method),
         input_dependence(views, fn, s, tokens, resampling),
         resampling,
     )
 
 
-def emergence(s, tokens: np.ndarray, resampling: Resampling = DEFAULT_RESAMPLING, stable: float = STABLE) -> Emergence:
+def emergence(
+    s, tokens: np.ndarray, resampling: Resampling = DEFAULT_RESAMPLING, stable: float = STABLE, min_run: int = MIN_RUN
+) -> Emergence:
     """Finding 1 from a `DormantMatrix` and its `path_tokens`."""
     n_ckpt, n_heads = s.dormant.shape
     last = n_ckpt - 1
     path = path_to(last, s.predecessor)  # [position]
     on_path = s.dormant[path]  # [position, head]
-    settled = stable_index(on_path, stable)  # [head]
-    final = np.flatnonzero(settled >= 0)  # [final-dormant head]
-    first_at = path[on_path[:, final].argmax(axis=0)] if final.size else np.zeros(0, np.int64)  # [final head]
-    at = path[settled[final]]  # [final-dormant head] checkpoint index
+    settled = stable_index(on_path, stable, min_run)  # [head]
+    emerged = np.flatnonzero(settled >= 0)  # [emerged head]
+    first_at = path[on_path[:, emerged].argmax(axis=0)] if emerged.size else np.zeros(0, np.int64)  # [emerged]
+    at = path[settled[emerged]]  # [emerged head] checkpoint index
     first_tokens, settled_tokens = tokens[first_at].astype(np.int64), tokens[at].astype(np.int64)
     total = float(tokens[last])
     early_tokens = EARLY * total
     any_dormant = np.flatnonzero(s.dormant.any(axis=1))  # [checkpoint]
     first = int(any_dormant[0]) if any_dormant.size else None
-    labels = [f"L{s.layer[h]}.H{s.head_index[h]}" for h in final]
-    first_median = median_estimate(first_tokens, resampling, 10, "tokens")
-    settled_median = median_estimate(settled_tokens, resampling, 11, "tokens")
+    labels = [f"L{s.layer[h]}.H{s.head_index[h]}" for h in emerged]
+    first_median = median_estimate(first_tokens, "tokens")
+    settled_median = median_estimate(settled_tokens, "tokens")
+    every = np.full(n_heads, np.inf)  # [head] censored heads at +inf: later than any checkpoint
+    every[emerged] = settled_tokens
     per_total = 1.0 / total if total > 0 else float("nan")
     return Emergence(
         n_heads,
@@ -250,25 +270,37 @@ def emergence(s, tokens: np.ndarray, resampling: Resampling = DEFAULT_RESAMPLING
         first_tokens,
         settled_tokens,
         [str(s.revision[c]) for c in at],
+        int(n_heads - emerged.size),
         stable,
+        min_run,
         first_median,
         settled_median,
+        median_estimate(every, "tokens"),
         scaled(first_median, per_total, "fraction of the series' tokens"),
         scaled(settled_median, per_total, "fraction of the series' tokens"),
         early_tokens,
-        Share.of(int((settled_tokens <= early_tokens).sum()), len(final)),
+        share_estimate(settled_tokens <= early_tokens, s.layer[emerged], resampling, 12),
     )
 
 
 def transition_findings(
-    s, tokens: np.ndarray, transitions, fdr: float = FDR, resampling: Resampling = DEFAULT_RESAMPLING
+    s,
+    tokens: np.ndarray,
+    transitions,
+    fdr: float = FDR,
+    resampling: Resampling = DEFAULT_RESAMPLING,
+    fdr_method: str = FDR_METHOD,
 ) -> Transitions:
-    """Finding 2 from a `DormantMatrix`, its `path_tokens` and the function's stored transitions."""
+    """Finding 2 from a `DormantMatrix` (with its rates and inputs), its `path_tokens` and the function's stored
+    transitions (the mask changes), confident ones decided at `fdr` by `fdr_method`."""
+    from dormant_tasks.statistics import UNDETERMINED, state_transitions
+
+    transitions = confirm_transitions(transitions, [s], fdr, fdr_method)
     rank = {r: i for i, r in enumerate(s.revision.tolist())}
     to = np.array([rank.get(r, -1) for r in transitions.column("to_revision").to_pylist()], dtype=np.int64)
     if (to < 0).any():
         raise StoreError(f"{s.model_id} {s.score_fn}: a transition names a checkpoint the series lacks")
-    confident = confident_at(transitions, fdr)  # [transition]
+    confident = np.array([c is True for c in transitions.column("confident").to_pylist()], dtype=bool)
     blip = np.array([b is True for b in transitions.column("blip").to_pylist()], dtype=bool)
     fell = np.asarray(transitions.column("to_state").to_pylist(), dtype=object) == "dormant"
     p = np.array([np.nan if x is None else x for x in transitions.column("confident_p").to_pylist()], np.float64)
@@ -279,6 +311,14 @@ def transition_findings(
     n_heads = len(s.layer)
     per_head = np.bincount(head, minlength=n_heads) if head.size else np.zeros(n_heads, np.int64)
     per_head_sure = np.bincount(head[confident], minlength=n_heads) if head.size else np.zeros(n_heads, np.int64)
+    # a blip whose both legs are confident: the row leaving its checkpoint (same head) is confident too
+    leaving = {(int(h), r) for h, r, c in zip(head, transitions.column("from_revision").to_pylist(), confident) if c}
+    to_rev = transitions.column("to_revision").to_pylist()
+    sure_blips = sum(1 for i in np.flatnonzero(blip & confident) if (int(head[i]), to_rev[i]) in leaving)
+
+    k = s.inactive_counts()
+    st = state_transitions(k, s.n_inputs, s.predecessor, s.dormant, fdr, fdr_method) if k is not None else None
+    undetermined = int((st.state == UNDETERMINED).sum()) if st is not None else 0
 
     has_pred = np.flatnonzero(s.predecessor >= 0)  # [interval] the later checkpoint of each compared pair
     span = tokens[has_pred] - tokens[s.predecessor[has_pred]]  # [interval]
@@ -300,28 +340,35 @@ def transition_findings(
                 n_sure,
                 stage_tokens,
                 Estimate(float(np.median(gaps)), float(gaps.min()), float(gaps.max()), "median (min-max)", "tokens"),
-                rate_estimate(sure_head, stage_tokens, resampling),
-                Estimate(n_sure * scale, low * scale, high * scale, POISSON, "per billion tokens"),
+                rate_estimate(sure_head, s.layer, stage_tokens, resampling),
+                Estimate(n_sure * scale, low * scale, high * scale, POISSON, "per billion tokens", n_sure),
             )
         )
     into = np.searchsorted(has_pred, to)  # [transition] its interval
     n_int = len(has_pred)
     sure_per = np.bincount(into[confident], minlength=n_int) if n_int else np.zeros(0, np.int64)
     all_per = np.bincount(into, minlength=n_int) if n_int else np.zeros(0, np.int64)
+    name = {"bh": "Benjamini-Hochberg", "by": "Benjamini-Yekutieli"}[fdr_method]
     return Transitions(
         int(len(to)),
         int(fell.sum()),
         int((~fell).sum()),
         int(confident.sum()),
         int(blip.sum()),
+        sure_blips,
         fdr,
-        f"Benjamini-Hochberg q < {fdr:g} over {n_heads * n_int} (head, interval) tests",
-        n_heads * n_int,
+        fdr_method,
+        f"confident states (exact binomial tests); {name} q <= {fdr:g} over {n_heads} heads",
+        n_heads,
+        st.n_selected if st is not None else 0,
+        st.level if st is not None else float("nan"),
+        Share(undetermined, s.dormant.size if st is not None else 0, float("nan"), float("nan"), "count"),
         int((~np.isnan(p)).sum()),
-        int((p < fdr).sum()),
+        int((p < 0.05).sum()),
         stages,
-        Share.of(int((per_head > 0).sum()), n_heads),
-        Share.of(int((per_head > 1).sum()), n_heads),
+        share_estimate(per_head > 0, s.layer, resampling, 13),
+        share_estimate(per_head > 1, s.layer, resampling, 14),
+        share_estimate(per_head_sure > 0, s.layer, resampling, 15),
         int((per_head_sure > 1).sum()),
         tokens[has_pred].astype(np.int64),
         span.astype(np.int64),

@@ -17,8 +17,15 @@ import pyarrow.compute as pc
 from dormant_tasks.engine import ALL_IDS, get_score_function
 from dormant_tasks.errors import ReportError, did_you_mean
 from dormant_tasks.evaluation import series_evaluations
-from dormant_tasks.statistics import FDR
-from dormant_tasks.tracking import SeriesView, confident_at, failed_checkpoints, stored_series
+from dormant_tasks.statistics import FDR, FDR_METHOD
+from dormant_tasks.tracking import (
+    SeriesView,
+    confirm_transitions,
+    dormant_matrices,
+    failed_checkpoints,
+    fdr_rule,
+    stored_series,
+)
 
 DEFAULT_SCORE_FN = "ahon_ln"  # the function of the per-function figures when tracked and none is asked
 
@@ -76,10 +83,12 @@ def resolve_model_id(store, model_id: str | None) -> str:
     return model_id
 
 
-def load_series(store, model_id: str | None, fdr: float = FDR, calibration_id: str | None = None) -> ReportSeries:
+def load_series(
+    store, model_id: str | None, fdr: float = FDR, calibration_id: str | None = None, fdr_method: str = FDR_METHOD
+) -> ReportSeries:
     """One model's current series (`SeriesView`) on its primary calibration set, or on `calibration_id`;
-    ReportError when the store cannot give a consistent one. A transition is confident when its BH q-value is
-    below `fdr` (`transitions.confident_at`)."""
+    ReportError when the store cannot give a consistent one. Confident transitions at `fdr` by `fdr_method`: the
+    stored ones when they were decided by that rule, else decided again from the dormant rates read here."""
     root = Path(store)  # `resolve_model_id` checks that it is a store (`stored_series`)
     model_id = resolve_model_id(root, model_id)
     if not SeriesView.exists(root, model_id):
@@ -116,7 +125,10 @@ def load_series(store, model_id: str | None, fdr: float = FDR, calibration_id: s
     score[fn, head, col] = hs["score"].to_numpy(zero_copy_only=False)
     taus = {f: (view.taus[f].value, str(view.taus[f].direction)) for f in score_fns}
 
-    marks, confident, blips = transition_marks(view.transitions(score_fns), revisions, score_fns, n_heads, shape, fdr)
+    tr = view.transitions(score_fns)
+    if fdr_rule(root, model_id, view) != (fdr, fdr_method):
+        tr = confirm_transitions(tr, dormant_matrices(hs, view.checkpoints_table()), fdr, fdr_method)
+    marks, confident, blips = transition_marks(tr, revisions, score_fns, n_heads, shape)
     changes = (np.diff(dormant.astype(np.int16), axis=2) != 0) & (dormant[:, :, 1:] >= 0) & (dormant[:, :, :-1] >= 0)
     if not marks.any() and changes.any():
         raise ReportError(
@@ -141,7 +153,7 @@ def load_series(store, model_id: str | None, fdr: float = FDR, calibration_id: s
     )
 
 
-def transition_marks(tr: pa.Table, revisions, score_fns, n_heads, shape, fdr: float = FDR) -> tuple[np.ndarray, ...]:
+def transition_marks(tr: pa.Table, revisions, score_fns, n_heads, shape) -> tuple[np.ndarray, ...]:
     """+1 / -1 at (fn, head, checkpoint the change lands in) for the series' current transitions, and where
     those transitions are confident and where they are blips (null in either, from older files: False)."""
     marks = np.zeros(shape, dtype=np.int8)  # [fn, head, checkpoint]
@@ -153,6 +165,6 @@ def transition_marks(tr: pa.Table, revisions, score_fns, n_heads, shape, fdr: fl
     head = tr["layer"].to_numpy().astype(np.int64) * n_heads + tr["head_index"].to_numpy()  # [row]
     kind = np.where(pc.equal(tr["to_state"], "dormant").to_numpy(zero_copy_only=False), 1, -1).astype(np.int8)
     marks[fn, head, col] = kind
-    confident[fn, head, col] = confident_at(tr, fdr)
+    confident[fn, head, col] = pc.fill_null(tr["confident"], False).to_numpy(zero_copy_only=False).astype(bool)
     blips[fn, head, col] = pc.fill_null(tr["blip"], False).to_numpy(zero_copy_only=False).astype(bool)
     return marks, confident, blips

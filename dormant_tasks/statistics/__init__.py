@@ -1,6 +1,8 @@
 """The statistics of the findings (layer 2, beside engine, checkpoints and store; pure functions of arrays): each
-method named with its null and its unit (docs/SCORES.md): Wilson intervals of a dormant rate, McNemar's exact
-test and Benjamini-Hochberg q-values of a transition, bootstrap and exact Poisson intervals, and their defaults.
+method named with its null and its unit (docs/SCORES.md): Wilson intervals of a dormant rate, confident states and
+the transitions between them (exact binomial tests, Benjamini-Hochberg or -Yekutieli over heads), McNemar's exact
+test of one change, the two-stage bootstrap over layers, the order-statistic interval of a median, exact Poisson
+intervals, and their defaults.
 """
 
 from typing import TYPE_CHECKING
@@ -8,9 +10,15 @@ from typing import TYPE_CHECKING
 from dormant_tasks.face import attach
 
 __all__ = [
+    "ACTIVE",
     "DEFAULT_RESAMPLING",
+    "DORMANT",
     "Estimate",
     "FDR",
+    "FDR_METHOD",
+    "FDR_METHODS",
+    "MIN_UNITS",
+    "ORDER",
     "PERMUTATIONS",
     "POISSON",
     "REPEATS",
@@ -18,18 +26,28 @@ __all__ = [
     "Resampling",
     "SEED",
     "Share",
+    "StateTransitions",
+    "UNDETERMINED",
     "Z95",
     "bh_qvalues",
     "bootstrap_interval",
+    "cluster_bootstrap",
     "discordant",
     "excludes_half",
+    "fdr_qvalues",
+    "layered_estimate",
     "mcnemar_exact_p",
     "median_estimate",
+    "median_order_interval",
+    "n_layers",
     "pack_inputs",
     "poisson_interval",
     "rate_estimate",
     "resample_heads",
     "scaled",
+    "share_estimate",
+    "state_pvalues",
+    "state_transitions",
     "unpack_inputs",
     "wilson_interval",
 ]
@@ -45,19 +63,36 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         unpack_inputs,
         wilson_interval,
     )
-    from dormant_tasks.statistics.defaults import FDR, PERMUTATIONS, REPEATS, RESAMPLES, SEED
+    from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, PERMUTATIONS, REPEATS, RESAMPLES, SEED
     from dormant_tasks.statistics.estimates import (
         DEFAULT_RESAMPLING,
+        MIN_UNITS,
+        ORDER,
         POISSON,
         Estimate,
         Resampling,
         Share,
         bootstrap_interval,
+        cluster_bootstrap,
+        layered_estimate,
         median_estimate,
+        median_order_interval,
+        n_layers,
         poisson_interval,
         rate_estimate,
         resample_heads,
         scaled,
+        share_estimate,
+    )
+    from dormant_tasks.statistics.states import (
+        ACTIVE,
+        DORMANT,
+        FDR_METHODS,
+        UNDETERMINED,
+        StateTransitions,
+        fdr_qvalues,
+        state_pvalues,
+        state_transitions,
     )
 
 # the same names for the interpreter: each loaded from its module on first use
@@ -75,19 +110,36 @@ __getattr__, __dir__ = attach(
             "unpack_inputs",
             "wilson_interval",
         ],
-        "defaults": ["FDR", "PERMUTATIONS", "REPEATS", "RESAMPLES", "SEED"],
+        "defaults": ["FDR", "FDR_METHOD", "PERMUTATIONS", "REPEATS", "RESAMPLES", "SEED"],
         "estimates": [
             "DEFAULT_RESAMPLING",
-            "POISSON",
             "Estimate",
+            "MIN_UNITS",
+            "ORDER",
+            "POISSON",
             "Resampling",
             "Share",
             "bootstrap_interval",
+            "cluster_bootstrap",
+            "layered_estimate",
             "median_estimate",
+            "median_order_interval",
+            "n_layers",
             "poisson_interval",
             "rate_estimate",
             "resample_heads",
             "scaled",
+            "share_estimate",
+        ],
+        "states": [
+            "ACTIVE",
+            "DORMANT",
+            "FDR_METHODS",
+            "StateTransitions",
+            "UNDETERMINED",
+            "fdr_qvalues",
+            "state_pvalues",
+            "state_transitions",
         ],
     },
 )

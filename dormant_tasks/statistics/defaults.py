@@ -1,7 +1,8 @@
 """The defaults of the findings' statistics (docs/SCORES.md §5 and §7). Light on purpose: the CLI imports it to
 build `--help` (`--fdr`, `--resamples`, `--seed`)."""
 
-FDR = 0.05  # a transition is confident when its Benjamini-Hochberg q-value is below this false discovery rate
+FDR = 0.05  # the false discovery rate of the heads called to change confident state
+FDR_METHOD = "bh"  # Benjamini-Hochberg ("by": Benjamini-Yekutieli, for any dependence between heads)
 RESAMPLES = 2000  # bootstrap resamples of the heads
 PERMUTATIONS = 500  # permutations of the set labels (input dependence)
 REPEATS = 20  # random splits of each calibration set into halves (input dependence)

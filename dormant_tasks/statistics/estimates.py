@@ -1,6 +1,12 @@
 """The numbers of the findings, each with its uncertainty: an `Estimate` (value, 95% interval, the method that
-gave it: a bootstrap over heads, exact Poisson) or a Wilson `Share`, and the resampling settings that fix them
-(`Resampling`: `--resamples`, `--seed`)."""
+gave it, the number of units behind it) or a `Share` (k of n heads), and the resampling settings that fix them
+(`Resampling`: `--resamples`, `--seed`).
+
+Heads come in layers and share each layer's inputs and weights, so heads are not independent: an interval over
+heads resamples the layers, and the heads within each drawn layer (`cluster_bootstrap`, the two-stage bootstrap,
+conservative when the layer factor is weak). Fewer than MIN_UNITS layers back no interval: the number is printed
+with the reason instead. The median of per-head times gets the exact order-statistic interval
+(`median_order_interval`: distribution-free, assumes exchangeable heads)."""
 
 from __future__ import annotations
 
@@ -12,8 +18,10 @@ import numpy as np
 from dormant_tasks.statistics.confidence import Z95, wilson_interval
 from dormant_tasks.statistics.defaults import PERMUTATIONS, REPEATS, RESAMPLES, SEED
 
-BOOTSTRAP = "bootstrap over heads"
+BOOTSTRAP = "two-stage bootstrap over layers, then heads within them"
 WILSON = "Wilson score interval, heads as trials"
+ORDER = "exact order-statistic interval of the median (binomial ranks, heads exchangeable)"
+MIN_UNITS = 5  # fewer units (layers, seeds, heads) behind a number: no interval, a warning instead
 POISSON = "exact Poisson (Garwood), transitions as independent events"
 
 
@@ -26,15 +34,22 @@ class Estimate:
     high: float
     method: str
     unit: str = ""  # "tokens", "fraction", "per billion tokens", "Jaccard", ...
+    n_units: int = 0  # the units the interval resamples or ranks (layers, heads, clusters, seeds, items)
 
     @classmethod
-    def undefined(cls, method: str, unit: str = "") -> Estimate:
-        return cls(float("nan"), float("nan"), float("nan"), method, unit)
+    def undefined(cls, method: str, unit: str = "", n_units: int = 0) -> Estimate:
+        return cls(float("nan"), float("nan"), float("nan"), method, unit, n_units)
+
+    @property
+    def too_few(self) -> bool:
+        """The value stands without an interval because fewer than MIN_UNITS units back it."""
+        return not math.isnan(self.value) and math.isnan(self.low) and 0 < self.n_units < MIN_UNITS
 
 
 @dataclass(frozen=True)
 class Share:
-    """k of n, with its 95% Wilson interval (NaN when n = 0)."""
+    """k of n (heads), with its 95% interval (NaN when n = 0 or too few units): Wilson with the n as independent
+    trials (`of`), or the two-stage bootstrap over layers (`share_estimate`)."""
 
     k: int
     n: int
@@ -42,15 +57,20 @@ class Share:
     high: float
     method: str = WILSON
     unit: str = "fraction"
+    n_units: int = 0
 
     @property
     def value(self) -> float:
         return self.k / self.n if self.n else float("nan")
 
+    @property
+    def too_few(self) -> bool:
+        return bool(self.n) and math.isnan(self.low) and 0 < self.n_units < MIN_UNITS
+
     @classmethod
     def of(cls, k: int, n: int) -> Share:
         low, high = wilson_interval(k, n)
-        return cls(int(k), int(n), float(low), float(high))
+        return cls(int(k), int(n), float(low), float(high), n_units=int(n))
 
 
 @dataclass(frozen=True)
@@ -69,6 +89,10 @@ class Resampling:
     @property
     def method(self) -> str:
         return f"{BOOTSTRAP} ({self.resamples} resamples, seed {self.seed})"
+
+    def method_over(self, units: str) -> str:
+        """The name of a bootstrap over other units (seeds, clusters)."""
+        return f"bootstrap over {units} ({self.resamples} resamples, seed {self.seed})"
 
 
 DEFAULT_RESAMPLING = Resampling()
@@ -111,30 +135,87 @@ def bootstrap_interval(stats: np.ndarray) -> tuple[float, float]:
 
 
 def resample_heads(n_heads: int, resampling: Resampling, stream: int) -> np.ndarray:
-    """int64 [resample, head]: for each bootstrap resample, n_heads heads drawn with replacement."""
+    """int64 [resample, head]: for each bootstrap resample, n_heads heads drawn with replacement (heads as
+    independent units: used where no layer is known)."""
     return resampling.rng(stream).integers(0, n_heads, size=(resampling.resamples, n_heads))
 
 
-def median_estimate(values: np.ndarray, resampling: Resampling, stream: int, unit: str) -> Estimate:
-    """The median of per-head values with a percentile bootstrap interval over the heads."""
+def cluster_bootstrap(layer: np.ndarray, resampling: Resampling, stream: int) -> list[np.ndarray]:
+    """Per bootstrap resample, int64 indices into the heads: the layers drawn with replacement (as many as there
+    are), then within each drawn layer its heads drawn with replacement. layer: [head] each head's layer."""
+    layer = np.asarray(layer)
+    groups = [np.flatnonzero(layer == g) for g in np.unique(layer)]
+    rng = resampling.rng(stream)
+    out = []
+    for _ in range(resampling.resamples):
+        picked = rng.integers(0, len(groups), size=len(groups))
+        out.append(np.concatenate([groups[g][rng.integers(0, groups[g].size, size=groups[g].size)] for g in picked]))
+    return out
+
+
+def n_layers(layer: np.ndarray) -> int:
+    return int(np.unique(np.asarray(layer)).size)
+
+
+def layered_estimate(
+    statistic, values: np.ndarray, layer: np.ndarray, resampling: Resampling, stream: int, unit: str
+) -> Estimate:
+    """statistic(values) with the percentile interval of the two-stage bootstrap over layers (`cluster_bootstrap`);
+    the value alone, with n_units = the layers, when fewer than MIN_UNITS layers back it. values: [head, ...]."""
+    values = np.asarray(values, dtype=np.float64)
+    units = n_layers(layer)
+    if not values.shape[0]:
+        return Estimate.undefined(resampling.method, unit, 0)
+    value = float(statistic(values))
+    if units < MIN_UNITS:
+        return Estimate(value, float("nan"), float("nan"), resampling.method, unit, units)
+    stats = np.array([statistic(values[idx]) for idx in cluster_bootstrap(layer, resampling, stream)])
+    return Estimate(value, *bootstrap_interval(stats), resampling.method, unit, units)
+
+
+def share_estimate(hit: np.ndarray, layer: np.ndarray, resampling: Resampling, stream: int) -> Share:
+    """The share of heads with `hit` (bool [head]) and its two-stage bootstrap interval over layers."""
+    hit = np.asarray(hit, dtype=bool)
+    e = layered_estimate(np.mean, hit.astype(np.float64), layer, resampling, stream, "fraction")
+    return Share(int(hit.sum()), int(hit.size), e.low, e.high, e.method, "fraction", e.n_units)
+
+
+def median_order_interval(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+    """The exact distribution-free (1 - alpha) interval of a median from order statistics: (x_(l), x_(n+1-l)),
+    l the largest rank with 2 P(Binomial(n, 1/2) <= l - 1) <= alpha; its coverage is at least 1 - alpha for
+    exchangeable continuous values. Values may be +inf (right-censored at the series' end: the upper end is then
+    "not reached"). (nan, nan) when n is too small for the level (n < 6 at 95%)."""
+    from scipy import stats
+
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = x.size
+    if not n:
+        return float("nan"), float("nan")
+    ranks = np.arange(1, n // 2 + 1)  # candidate l
+    ok = ranks[2 * stats.binom.cdf(ranks - 1, n, 0.5) <= alpha]
+    if not ok.size:
+        return float("nan"), float("nan")
+    rank = int(ok.max())
+    return float(x[rank - 1]), float(x[n - rank])
+
+
+def median_estimate(values: np.ndarray, unit: str) -> Estimate:
+    """The median of per-head values (NaN: none) with the exact order-statistic interval (`median_order_interval`);
+    +inf values are right-censored: the median itself is +inf ("not reached") when half of them or more are."""
     values = np.asarray(values, dtype=np.float64)
     if not values.size:
-        return Estimate.undefined(resampling.method, unit)
-    medians = np.median(values[resample_heads(values.size, resampling, stream)], axis=1)  # [resample]
-    return Estimate(float(np.median(values)), *bootstrap_interval(medians), resampling.method, unit)
+        return Estimate.undefined(ORDER, unit, 0)
+    return Estimate(float(np.median(values)), *median_order_interval(values), ORDER, unit, int(values.size))
 
 
-def rate_estimate(per_head: np.ndarray, tokens: int, resampling: Resampling = DEFAULT_RESAMPLING) -> Estimate:
-    """Events per billion tokens from per-head counts (int [head], each head's whole history), with a
-    percentile bootstrap interval over the heads: clustered events (a head that changes often, blips in
-    pairs) stay together in a resample, which a Poisson interval on the total count ignores."""
-    per_head = np.asarray(per_head, dtype=np.float64)
+def rate_estimate(per_head: np.ndarray, layer: np.ndarray, tokens: int, resampling: Resampling) -> Estimate:
+    """Events per billion tokens from per-head counts (int [head], each head's whole history), with the two-stage
+    bootstrap interval over layers: clustered events (a head that changes often, the heads of one layer that
+    change together) stay together in a resample, which a Poisson interval on the total count ignores."""
     scale = 1e9 / tokens if tokens > 0 else float("nan")
-    totals = per_head[resample_heads(per_head.size, resampling, 20)].sum(axis=1) if per_head.size else np.zeros(1)
-    return Estimate(
-        float(per_head.sum()) * scale, *bootstrap_interval(totals * scale), resampling.method, "per billion tokens"
-    )
+    e = layered_estimate(np.sum, np.asarray(per_head, dtype=np.float64), layer, resampling, 20, "per billion tokens")
+    return Estimate(e.value * scale, e.low * scale, e.high * scale, e.method, e.unit, e.n_units)
 
 
 def scaled(e: Estimate, factor: float, unit: str) -> Estimate:
-    return Estimate(e.value * factor, e.low * factor, e.high * factor, e.method, unit)
+    return Estimate(e.value * factor, e.low * factor, e.high * factor, e.method, unit, e.n_units)

@@ -107,16 +107,21 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("to_tokens", pa.int64()),
             _f("from_state", pa.string()),
             _f("to_state", pa.string()),
-            # the paired test's BH q-value < 0.05, else (no indicators) both checkpoints' rate intervals exclude
-            # 0.5 (null: an interval is unknown); undone at the next one
+            # the row where a confident transition is located: the head goes from a confident state to the
+            # opposite confident state (docs/SCORES.md, "Confidence"); null: the checkpoints' inputs unknown
             _f("confident", pa.bool_(), nullable=True),
-            _f("blip", pa.bool_()),
-            # the exact McNemar p of the paired per-input indicators (null: not kept; confident then
-            # falls back to both intervals excluding 0.5)
+            _f("blip", pa.bool_()),  # undone at the next checkpoint (A -> B -> A)
+            # McNemar's exact p of the change on the paired per-input indicators (its null: the head's dormant
+            # rate on these inputs is the same at both checkpoints); null where the indicators are not kept
             _f("confident_p", pa.float64(), nullable=True),
-            # its Benjamini-Hochberg q-value over every (head, interval) test of the series' function and
-            # calibration set (null: no p, or a file written before q-values were stored)
+            # the head's q-value (Benjamini-Hochberg, or -Yekutieli: the file's metadata says) of head_p over the
+            # heads of the series' function and calibration set
             _f("confident_q", pa.float64(), nullable=True),
+            _f("head_p", pa.float64(), nullable=True),  # p of "the head changes confident state somewhere"
+            # of a confident row: the confident checkpoints it goes between, and their intersection-union p
+            _f("state_p", pa.float64(), nullable=True),
+            _f("from_confident_revision", pa.string(), nullable=True),
+            _f("to_confident_revision", pa.string(), nullable=True),
             _f("calibration_id", pa.string()),
             _f("taus_id", pa.string()),
         ]

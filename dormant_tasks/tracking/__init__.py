@@ -28,11 +28,12 @@ __all__ = [
     "checkpoint_outcome",
     "common_columns",
     "compute_checkpoint",
-    "confident_at",
+    "confirm_transitions",
     "derive_series",
     "derive_transitions",
+    "dormant_matrices",
     "failed_checkpoints",
-    "fdr_level",
+    "fdr_rule",
     "head_histories",
     "known_commit",
     "load_calibration",
@@ -80,7 +81,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         score_checkpoint,
         write_checkpoint,
     )
-    from dormant_tasks.tracking.derive import SeriesSummary, derive_series, fdr_level, rederive
+    from dormant_tasks.tracking.derive import SeriesSummary, derive_series, fdr_rule, rederive
     from dormant_tasks.tracking.failures import (
         CHECKPOINT_FAILURES,
         checkpoint_outcome,
@@ -96,8 +97,9 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.tracking.series_taus import resolve_series_taus, taus_checkpoint
     from dormant_tasks.tracking.tracker import TrackResult, pending_revisions, series_state
     from dormant_tasks.tracking.transitions import (
-        confident_at,
+        confirm_transitions,
         derive_transitions,
+        dormant_matrices,
         head_histories,
         mark_blips,
         predecessors,
@@ -126,7 +128,7 @@ __getattr__, __dir__ = attach(
             "score_checkpoint",
             "write_checkpoint",
         ],
-        "derive": ["SeriesSummary", "derive_series", "fdr_level", "rederive"],
+        "derive": ["SeriesSummary", "derive_series", "fdr_rule", "rederive"],
         "failures": ["CHECKPOINT_FAILURES", "checkpoint_outcome", "failed_checkpoints", "record_failure"],
         "masks": ["QUANTILE_DEFAULTS", "pooled_threshold"],
         "plan": ["SeriesState", "SeriesTaus", "plan_series"],
@@ -136,7 +138,14 @@ __getattr__, __dir__ = attach(
         "series": ["SeriesView", "open_views", "stored_files", "stored_series"],
         "series_taus": ["resolve_series_taus", "taus_checkpoint"],
         "tracker": ["TrackResult", "pending_revisions", "series_state"],
-        "transitions": ["confident_at", "derive_transitions", "head_histories", "mark_blips", "predecessors"],
+        "transitions": [
+            "confirm_transitions",
+            "derive_transitions",
+            "dormant_matrices",
+            "head_histories",
+            "mark_blips",
+            "predecessors",
+        ],
         "upgrade": ["upgrade_store"],
     },
 )

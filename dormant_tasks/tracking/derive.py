@@ -13,21 +13,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dormant_tasks.errors import StoreError
-from dormant_tasks.statistics import FDR
+from dormant_tasks.statistics import FDR, FDR_METHOD
 from dormant_tasks.store import derived_file_key, drop_legacy_derived, read_metadata, series_lock, write_table
 from dormant_tasks.tracking.agreement import update_agreement
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView, open_views, result_id
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
-    apply_fdr,
+    confirm_transitions,
     derive_transitions,
+    dormant_matrices,
     fdr_record,
     head_histories,
     histories_of,
     mark_blips,
     predecessors,
     states_from_transitions,
+    stored_rule,
 )
 from dormant_tasks.version import __version__
 
@@ -46,12 +48,11 @@ PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoi
 DERIVED_BY_KEY = "dormant.derived_by"  # ... and the code version that derived them (another: derived again)
 
 
-def fdr_level(store, model_id: str, view: SeriesView) -> float | None:
-    """The level at which the stored `confident` of a view's transitions was decided by BH q-values; None when
-    they were stored before q-values were (`confident` is then the uncorrected p < 0.05)."""
+def fdr_rule(store, model_id: str, view: SeriesView) -> tuple[float, str] | None:
+    """(level, method) at which the stored `confident` of a view's transitions was decided by confident states;
+    None when they were stored under an older rule (derived again by the next `dormant track` or `store repair`)."""
     key = derived_file_key("transitions", view.taus_id, view.calibration_id)
-    record = (read_metadata(store, "transitions", model_id, key) or {}).get(FDR_KEY)
-    return float(json.loads(record)["level"]) if record else None
+    return stored_rule((read_metadata(store, "transitions", model_id, key) or {}).get(FDR_KEY))
 
 
 def derive_series(request: TrackRequest) -> SeriesSummary:
@@ -64,14 +65,14 @@ def derive_series(request: TrackRequest) -> SeriesSummary:
     histories are rebuilt from the first checkpoint's head_scores and the transitions. Without that record
     (or with more than INCREMENTAL_MAX_PAIRS new pairs) the whole series is derived again.
     """
-    return rederive(request.store, request.model_id, request.fdr)
+    return rederive(request.store, request.model_id, request.fdr, request.fdr_method)
 
 
-def rederive(store, model_id: str, fdr: float | None = None) -> SeriesSummary:
+def rederive(store, model_id: str, fdr: float | None = None, method: str | None = None) -> SeriesSummary:
     """`derive_series` of a series by name (`dormant track`, also a finished rerun; `dormant store repair`).
-    `fdr` None keeps each set's stored level of the confident transitions (the default level where none is)."""
+    `fdr`/`method` None keep each set's stored rule of the confident transitions (the defaults where none is)."""
     views = open_views(store, model_id)
-    summaries = [derive_set(store, model_id, view, fdr) for view in views]
+    summaries = [derive_set(store, model_id, view, fdr, method) for view in views]
     update_agreement(store, model_id, views)  # >= 2 sets: their masks compared (1 set: nothing)
     return summaries[0]
 
@@ -85,8 +86,12 @@ def _derived_metadata(store, table: str, model_id: str, file_key: str) -> dict[s
     return meta if meta.get(DERIVED_BY_KEY) == __version__ else {}
 
 
-def derive_set(store, model_id: str, view: SeriesView, fdr: float | None = None) -> SeriesSummary:
-    """`derive_series` for one calibration set (`view`)."""
+def derive_set(
+    store, model_id: str, view: SeriesView, fdr: float | None = None, method: str | None = None
+) -> SeriesSummary:
+    """`derive_series` for one calibration set (`view`). The mask changes are derived pair by pair; whether each
+    is confident is decided over the whole series (`confirm_transitions`: confident states need every
+    checkpoint's dormant rates, a light read of four columns)."""
     ckpts = view.checkpoints_table()
     ids, pairs = series_pairs(view)
     tkey = derived_file_key("transitions", view.taus_id, view.calibration_id)
@@ -94,9 +99,10 @@ def derive_set(store, model_id: str, view: SeriesView, fdr: float | None = None)
     stored = _derived_metadata(store, "transitions", model_id, tkey)
     histories = _derived_metadata(store, "head_histories", model_id, hkey)
     recorded = json.dumps(sorted(pairs))
-    if fdr is None:
-        fdr = float(json.loads(stored[FDR_KEY])["level"]) if FDR_KEY in stored else FDR
-    same_rule = stored.get(FDR_KEY) == fdr_record(fdr)  # else the q-values are (re)computed from the stored p's
+    rule = stored_rule(stored.get(FDR_KEY))
+    fdr = fdr if fdr is not None else rule[0] if rule else FDR
+    method = method if method is not None else rule[1] if rule else FDR_METHOD
+    same_rule = stored.get(FDR_KEY) == fdr_record(fdr, method)  # else `confident` is decided again
     if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded and same_rule:
         try:
             return _summary(view, view.transitions())
@@ -112,7 +118,7 @@ def derive_set(store, model_id: str, view: SeriesView, fdr: float | None = None)
             old = None
     if old is None:
         heads = view.head_scores()
-        trans, hist = derive_transitions(heads, ckpts, fdr), head_histories(heads, ckpts)
+        trans, hist = derive_transitions(heads, ckpts), head_histories(heads, ckpts)
     else:
         assert old_pairs is not None
         revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
@@ -126,21 +132,23 @@ def derive_set(store, model_id: str, view: SeriesView, fdr: float | None = None)
         trans = _in_series_order(pa.concat_tables(parts), view.revisions)
         first = view.head_scores(revisions=view.revisions[:1])
         hist = histories_of(states_from_transitions(first, trans, ckpts))
-    trans = apply_fdr(mark_blips(trans), fdr_families(view, len(pairs)), fdr)  # over the whole series
+    rates = heads if old is None else view.head_scores(columns=RATE_COLUMNS)
+    trans = confirm_transitions(mark_blips(trans), dormant_matrices(rates, ckpts), fdr, method)  # the whole series
     meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
     with series_lock(store, model_id):
         write_table(
-            store, "transitions", trans, file_key=tkey, model_id=model_id, metadata=meta | {FDR_KEY: fdr_record(fdr)}
+            store, "transitions", trans, file_key=tkey, model_id=model_id, metadata=meta | {FDR_KEY: fdr_record(fdr, method)}
         )
         write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
         drop_legacy_derived(store, model_id, view.taus_id)
     return _summary(view, trans)
 
 
-def fdr_families(view: SeriesView, n_pairs: int) -> dict[tuple[str, str, str, str], int]:
-    """Per tracked function of the view, the size of its family of paired tests: heads x compared pairs."""
-    n_cells = max((int(c["n_layers"]) * int(c["n_heads"]) for c in view.checkpoints), default=0)
-    return {(view.model_id, view.calibration_id, view.taus_id, fn): n_cells * n_pairs for fn in view.taus}
+# what `dormant_matrices` reads to give confident states (every head_scores column it needs, and the rates)
+RATE_COLUMNS = (
+    "model_id", "revision", "stage", "step", "tokens", "score_fn", "layer", "head_index", "tau", "dormant",
+    "dormant_rate", "calibration_id", "taus_id",
+)  # fmt: skip
 
 
 def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from dormant_tasks.checkpoints import series_sort_key
 from dormant_tasks.errors import StoreError
-from dormant_tasks.statistics import FDR, bh_qvalues, discordant, excludes_half, mcnemar_exact_p
+from dormant_tasks.statistics import FDR, FDR_METHODS, discordant, mcnemar_exact_p, state_transitions
 from dormant_tasks.store import SCHEMAS, conform
 
 
@@ -49,13 +49,21 @@ class DormantMatrix:
     dormant: np.ndarray  # [checkpoint, head] bool
     calibration_id: str  # shared by every compared pair (checked)
     taus_id: str
+    rate: np.ndarray | None = None  # [checkpoint, head] dormant_rate (None: not read)
+    n_inputs: np.ndarray | None = None  # [checkpoint] float, the calibration inputs (NaN: unknown)
+
+    def inactive_counts(self) -> np.ndarray | None:
+        """[checkpoint, head] inputs on which each head was inactive (rate x inputs), None without both."""
+        if self.rate is None or self.n_inputs is None:
+            return None
+        return np.rint(self.rate * self.n_inputs[:, None])
 
 
-def _ingredients(checkpoints: pa.Table | None) -> dict[tuple[str, str], int]:
-    if checkpoints is None:
+def _per_checkpoint(checkpoints: pa.Table | None, column: str) -> dict[tuple[str, str], int]:
+    if checkpoints is None or column not in checkpoints.column_names:
         return {}
-    rows = zip(*(checkpoints.column(c).to_pylist() for c in ("model_id", "revision", "ingredient")))
-    return {(m, r): (i or 0) for m, r, i in rows}
+    rows = zip(*(checkpoints.column(c).to_pylist() for c in ("model_id", "revision", column)))
+    return {(m, r): v for m, r, v in rows}
 
 
 def series_order(stage, ingredient, step, tokens, revision) -> np.ndarray:
@@ -105,7 +113,7 @@ def _isnan(a: np.ndarray) -> np.ndarray:
 
 # String columns are compared as dictionary codes: a 7B series holds millions of head_scores rows.
 _CODED = ("model_id", "score_fn", "revision", "calibration_id", "taus_id")
-_NUMERIC = ("stage", "step", "tokens", "layer", "head_index", "tau", "dormant")
+_NUMERIC = ("stage", "step", "tokens", "layer", "head_index", "tau", "dormant", "dormant_rate")
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,8 +133,8 @@ def _states_and_cells(
     head_scores: pa.Table, checkpoints: pa.Table | None
 ) -> Iterator[tuple[DormantMatrix, np.ndarray, np.ndarray]]:
     """`dormant_matrices`, each with its head_scores rows and where each row sits in `dormant.ravel()`."""
-    ingredient_of = _ingredients(checkpoints)
-    cols = {c: head_scores.column(c).to_numpy(zero_copy_only=False) for c in _NUMERIC}
+    known = {"ingredient": _per_checkpoint(checkpoints, "ingredient"), "n_inputs": _per_checkpoint(checkpoints, "n_inputs")}
+    cols = {c: head_scores.column(c).to_numpy(zero_copy_only=False) for c in _NUMERIC if c in head_scores.column_names}
     names = {}
     for c in _CODED:
         cols[c], names[c] = _codes(head_scores.column(c))
@@ -136,12 +144,12 @@ def _states_and_cells(
     }
     for (model_id, score_fn), (m, f) in sorted(groups.items()):
         rows = np.flatnonzero((cols["model_id"] == m) & (cols["score_fn"] == f))
-        s, cell = _states_of(model_id, score_fn, {k: v[rows] for k, v in cols.items()}, names, ingredient_of)
+        s, cell = _states_of(model_id, score_fn, {k: v[rows] for k, v in cols.items()}, names, known)
         yield s, rows, cell
 
 
 def _states_of(
-    model_id: str, score_fn: str, c: dict[str, np.ndarray], names, ingredient_of
+    model_id: str, score_fn: str, c: dict[str, np.ndarray], names, known: dict[str, dict]
 ) -> tuple[DormantMatrix, np.ndarray]:
     revision_codes, ckpt = _dense(c["revision"])  # ckpt: [row] checkpoint index
     revisions = names["revision"][revision_codes]  # [checkpoint] str
@@ -149,7 +157,7 @@ def _states_of(
     rep = np.empty(n, dtype=np.int64)
     rep[ckpt] = np.arange(len(ckpt))  # [checkpoint] one of its rows
     per = {k: _unique_per_checkpoint(c[k], ckpt, rep, k, model_id, revisions) for k in ("stage", "step", "tokens")}
-    ingredient = np.array([ingredient_of.get((model_id, r), 0) for r in revisions])
+    ingredient = np.array([known["ingredient"].get((model_id, r)) or 0 for r in revisions])
     order = series_order(per["stage"], ingredient, per["step"], per["tokens"], revisions)
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
@@ -189,6 +197,12 @@ def _states_of(
         )
     dormant = np.zeros(n * len(heads), dtype=bool)
     dormant[cell] = c["dormant"].astype(bool)
+    rate = None
+    if "dormant_rate" in c:
+        rate = np.full(n * len(heads), np.nan)
+        rate[cell] = c["dormant_rate"].astype(np.float64)
+        rate = rate.reshape(n, len(heads))
+    n_inputs = np.array([known["n_inputs"].get((model_id, r)) for r in revision], dtype=np.float64)
     tau = c["tau"][0] if len(c["tau"]) else np.nan
     first = rep[order[0]]  # a row of the first checkpoint: every compared pair shares its ids (checked above)
     states = DormantMatrix(
@@ -205,57 +219,36 @@ def _states_of(
         dormant.reshape(n, len(heads)),
         str(names["calibration_id"][c["calibration_id"][first]]),
         str(names["taus_id"][c["taus_id"][first]]),
+        rate,
+        n_inputs,
     )
     return states, cell
 
 
-def _interval_sure(head_scores: pa.Table) -> np.ndarray:
-    """[row] int8: 1 when the row's dormant_rate interval excludes 0.5, 0 when it holds it, -1 unknown
-    (the columns absent or null: head_scores upgraded from schema version 3)."""
-    if not {"dormant_rate_low", "dormant_rate_high"} <= set(head_scores.column_names):
-        return np.full(head_scores.num_rows, -1, dtype=np.int8)
-    low, high = (
-        pc.fill_null(head_scores.column(c).cast(pa.float64()), np.nan).to_numpy(zero_copy_only=False)
-        for c in ("dormant_rate_low", "dormant_rate_high")
-    )
-    return excludes_half(low, high)
-
-
-def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = None, fdr: float = FDR) -> pa.Table:
+def derive_transitions(
+    head_scores: pa.Table, checkpoints: pa.Table | None = None, fdr: float = FDR, method: str = "bh"
+) -> pa.Table:
     """One row per change of `dormant` state between a checkpoint and its predecessor, per (score_fn, layer, head).
 
     The common columns (revision, stage, step, tokens) are those of the `to` checkpoint. StoreError when
     compared checkpoints differ in calibration_id, taus_id or tau, or a head is missing or duplicated.
-    `confident` (docs/SCORES.md, "Confidence"): the paired test, an exact McNemar test on the calibration
-    inputs whose indicator differs between the two checkpoints (`confident_p` its p-value), has a
-    Benjamini-Hochberg q-value below `fdr` (`confident_q`) in the family of every (head, interval) test of the
-    series, function and calibration set (`apply_fdr`), when both rows keep their per-input indicators
-    (`inactive_inputs`); otherwise the fallback, both checkpoints' dormant_rate intervals exclude 0.5 (null when
-    either is unknown, `confident_p` and `confident_q` null).
-    `blip` is False here: it needs the transitions out of the `to` checkpoint too (`mark_blips`).
+    `confident_p`: McNemar's exact test of the change on the calibration inputs (null: the head's dormant rate on
+    these inputs is the same at both checkpoints), where both rows keep their per-input indicators.
+    `confident` and the state columns (`confirm_transitions`) need every checkpoint's inputs (`n_inputs` of the
+    `checkpoints` table): without it they are null. `blip` is False here (`mark_blips`).
     """
-    sure_of_row = _interval_sure(head_scores)  # [row]
     bits = head_scores.column("inactive_inputs") if "inactive_inputs" in head_scores.column_names else None
-    parts, sizes = [], {}
+    parts, matrices = [], []
     for s, rows, cell in _states_and_cells(head_scores, checkpoints):
-        sizes[(s.model_id, s.calibration_id, s.taus_id, s.score_fn)] = s.dormant.shape[1] * int(
-            (s.predecessor >= 0).sum()
-        )
-        flat_sure = np.full(s.dormant.size, -1, dtype=np.int8)
-        flat_sure[cell] = sure_of_row[rows]
-        sure = flat_sure.reshape(s.dormant.shape)  # [checkpoint, head]
+        matrices.append(s)
         to = np.flatnonzero(s.predecessor >= 0)  # [pair] the later checkpoint of each compared pair
         frm = s.predecessor[to]  # [pair]
         changed = s.dormant[frm] != s.dormant[to]  # [pair, head]
         p, h = np.nonzero(changed)  # one entry per transition, ordered by (pair, head)
         t_i, f_i = to[p], frm[p]
-        sure_from, sure_to = sure[f_i, h], sure[t_i, h]  # [transition]
-        confident = np.where((sure_from < 0) | (sure_to < 0), np.nan, (sure_from == 1) & (sure_to == 1))
         p_value = _paired_p(
             bits, rows, cell, s.dormant.size, f_i * s.dormant.shape[1] + h, t_i * s.dormant.shape[1] + h
         )
-        paired = ~np.isnan(p_value)  # the paired rows' `confident` is set by apply_fdr below
-        confident = pa.array(confident == 1, mask=np.isnan(confident), type=pa.bool_())
         parts.append(
             {
                 "model_id": np.full(len(p), s.model_id, dtype=object),
@@ -275,70 +268,94 @@ def derive_transitions(head_scores: pa.Table, checkpoints: pa.Table | None = Non
                 "to_tokens": s.tokens[t_i],
                 "from_state": _state(s.dormant[f_i, h]),
                 "to_state": _state(s.dormant[t_i, h]),
-                "confident": confident,
-                "confident_p": pa.array(p_value, mask=~paired, type=pa.float64()),
+                "confident": pa.nulls(len(p), pa.bool_()),
+                "confident_p": pa.array(p_value, mask=np.isnan(p_value), type=pa.float64()),
                 "confident_q": pa.nulls(len(p), pa.float64()),
                 "blip": np.zeros(len(p), dtype=bool),
                 "calibration_id": np.full(len(p), s.calibration_id, dtype=object),
                 "taus_id": np.full(len(p), s.taus_id, dtype=object),
             }
         )
-    return apply_fdr(_to_table(parts, "transitions"), sizes, fdr)
+    return confirm_transitions(_to_table(parts, "transitions"), matrices, fdr, method)
 
 
-# One family of tests for the false discovery rate: a series' function on one calibration set under one taus.
-FAMILY = ("model_id", "calibration_id", "taus_id", "score_fn")
 FDR_KEY = "dormant.fdr"  # a transitions file's metadata: how its `confident` was decided (`fdr_record`)
 
 
-def fdr_record(level: float) -> str:
-    """The FDR_KEY value: the correction, its level and its family."""
-    return json.dumps({"correction": "benjamini-hochberg", "level": level, "family": "every (head, interval) test"})
+def fdr_record(level: float, method: str = "bh") -> str:
+    """The FDR_KEY value: the rule of `confident`, its correction, its level and its family."""
+    return json.dumps(
+        {
+            "rule": "confident states",
+            "correction": {"bh": "benjamini-hochberg", "by": "benjamini-yekutieli"}[method],
+            "method": method,
+            "level": level,
+            "family": "every head of the series' function and calibration set",
+        }
+    )
 
 
-def apply_fdr(transitions: pa.Table, family_sizes: dict[tuple[str, str, str, str], int], fdr: float = FDR) -> pa.Table:
-    """`transitions` with `confident_q` (the Benjamini-Hochberg q-value of `confident_p`) and, where the paired
-    test ran, `confident` = q < fdr; rows without a p keep their fallback `confident` and a null q.
+def stored_rule(record: str | None) -> tuple[float, str] | None:
+    """(level, method) of a stored FDR_KEY value of this release's rule; None for another rule or none."""
+    if not record:
+        return None
+    r = json.loads(record)
+    return (float(r["level"]), str(r["method"])) if r.get("rule") == "confident states" else None
 
-    The family of a q-value is every (head, interval) test of its (model_id, calibration_id, taus_id,
-    score_fn): `family_sizes` gives its size m, heads x compared pairs (docs/SCORES.md, "Confidence"). Only the
-    transitions carry a p; the family's other tests (no state change) enter at p = 1 (`bh_qvalues`). Row order
-    unchanged. A family missing from `family_sizes` counts only its own p's.
-    """
+
+def confirm_transitions(
+    transitions: pa.Table, matrices: Iterable[DormantMatrix], fdr: float = FDR, method: str = "bh"
+) -> pa.Table:
+    """`transitions` (a series' whole table) with `confident` decided by confident states (docs/SCORES.md,
+    "Confidence"; `statistics.state_transitions`): the row where each confident transition is located is
+    confident, every other row is not; `from_confident_revision`/`to_confident_revision` name the confident
+    checkpoints it goes between and `state_p` their intersection-union p; `head_p` and `confident_q` (its BH or BY
+    q-value over the heads) are the head's, on every row of the head. `matrices`: the series' dormant matrices
+    with rates and inputs (`dormant_matrices` of its head_scores and checkpoints); a function without them keeps
+    null columns. Row order unchanged."""
+    if method not in FDR_METHODS:
+        raise ValueError(f"unknown false discovery rate method {method!r}: choose one of {', '.join(FDR_METHODS)}")
     n = transitions.num_rows
-    if not n:
-        return transitions
-    p = pc.fill_null(transitions.column("confident_p"), np.nan).to_numpy(zero_copy_only=False).astype(np.float64)
-    key = _joint_key([_codes(transitions.column(c))[0] for c in FAMILY])  # [row]
-    names = [transitions.column(c).to_pylist() for c in FAMILY]
-    q = np.full(n, np.nan)
-    for k in np.unique(key):
-        rows = np.flatnonzero(key == k)
-        family = tuple(col[rows[0]] for col in names)
-        known = int((~np.isnan(p[rows])).sum())
-        q[rows] = bh_qvalues(p[rows], max(int(family_sizes.get(family, known)), known))
-    paired = ~np.isnan(q)
-    fallback = transitions.column("confident").to_pylist()  # True/False/None (unknown)
-    sure = np.where(paired, q < fdr, np.array([x is True for x in fallback], dtype=bool))
-    unknown = ~paired & np.array([x is None for x in fallback], dtype=bool)
+    confident = np.zeros(n, dtype=bool)
+    known = np.zeros(n, dtype=bool)
+    head_p, head_q, state_p = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    from_rev, to_rev = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
+    if n:
+        fn_col = transitions.column("score_fn").to_pylist()
+        to_col = transitions.column("to_revision").to_pylist()
+        layer = np.asarray(transitions.column("layer"), np.int64)
+        head_index = np.asarray(transitions.column("head_index"), np.int64)
+        for s in matrices:
+            k = s.inactive_counts()
+            mine = np.flatnonzero(np.array([f == s.score_fn for f in fn_col], dtype=bool))
+            if k is None or not mine.size or np.isnan(s.n_inputs).any():
+                continue
+            st = state_transitions(k, s.n_inputs, s.predecessor, s.dormant, fdr, method)
+            width = int(s.head_index.max()) + 1
+            head_of = {key: h for h, key in enumerate((s.layer.astype(np.int64) * width + s.head_index).tolist())}
+            rank = {r: i for i, r in enumerate(s.revision.tolist())}
+            heads = np.array([head_of[key] for key in (layer[mine] * width + head_index[mine]).tolist()])
+            at = np.array([rank[to_col[i]] for i in mine], dtype=np.int64)
+            known[mine] = True
+            head_p[mine], head_q[mine] = st.head_p[heads], st.head_q[heads]
+            row_of = {(int(h), int(c)): int(i) for h, c, i in zip(heads, at, mine)}
+            for t in range(len(st.head)):
+                i = row_of[(int(st.head[t]), int(st.at[t]))]  # the located mask change is a row of the table
+                confident[i] = True
+                state_p[i] = st.p[t]
+                from_rev[i], to_rev[i] = s.revision[st.start[t]], s.revision[st.end[t]]
     columns = {
-        "confident": pa.array(sure, mask=unknown, type=pa.bool_()),
-        "confident_q": pa.array(q, mask=~paired, type=pa.float64()),
+        "confident": pa.array(confident, mask=~known, type=pa.bool_()),
+        "confident_q": pa.array(head_q, mask=np.isnan(head_q), type=pa.float64()),
+        "head_p": pa.array(head_p, mask=np.isnan(head_p), type=pa.float64()),
+        "state_p": pa.array(state_p, mask=np.isnan(state_p), type=pa.float64()),
+        "from_confident_revision": pa.array(from_rev, type=pa.string()),
+        "to_confident_revision": pa.array(to_rev, type=pa.string()),
     }
     kept = transitions.drop_columns([c for c in columns if c in transitions.column_names])
     for name, column in columns.items():
         kept = kept.append_column(SCHEMAS["transitions"].field(name), column)
     return conform(kept, "transitions")
-
-
-def confident_at(transitions: pa.Table, fdr: float = FDR) -> np.ndarray:
-    """bool [row]: confident at another false discovery rate, from the stored q-values (q < fdr); rows without
-    a q (the fallback rule) keep their stored `confident`, null counting as not confident."""
-    stored = pc.fill_null(transitions.column("confident"), False).to_numpy(zero_copy_only=False).astype(bool)
-    if "confident_q" not in transitions.column_names:
-        return stored
-    q = pc.fill_null(transitions.column("confident_q"), np.nan).to_numpy(zero_copy_only=False).astype(np.float64)
-    return np.where(np.isnan(q), stored, q < fdr)
 
 
 def _paired_p(bits, rows: np.ndarray, cell: np.ndarray, n_cells: int, frm: np.ndarray, to: np.ndarray) -> np.ndarray:
@@ -496,13 +513,21 @@ def states_from_transitions(first: pa.Table, transitions: pa.Table, checkpoints:
         )
 
 
+def _nulls(part: dict) -> list[None]:
+    """A nullable column a part leaves out (decided later, over the whole table)."""
+    return [None] * len(part["model_id"])
+
+
 def _to_table(parts: list[dict], table: str) -> pa.Table:
     schema = SCHEMAS[table]
     if not parts:
         return schema.empty_table()
     pieces = [
         pa.Table.from_arrays(
-            [pa.array(p[f.name], type=f.type) if not isinstance(p[f.name], pa.Array) else p[f.name] for f in schema],
+            [
+                p[f.name] if isinstance(p.get(f.name), pa.Array) else pa.array(p.get(f.name, _nulls(p)), type=f.type)
+                for f in schema
+            ],
             schema=schema,
         )
         for p in parts

@@ -2,10 +2,10 @@
 derived tables of every older version are derived again, one file per taus and calibration set, and the marker
 is written last, so an interrupted upgrade is finished by running it again.
 
-Within version 4 (`refresh_current`, also run on a store already at version 4): `transitions` files derived
-before q-values were stored get `confident_q` and `confident` = q < 0.05 from their stored p-values (the
-family: heads x compared pairs of their checkpoints), and `calibration_agreement` rows written before the
-Jaccard of two empty masks became undefined get NaN instead of 1.0.
+Within version 4 (`refresh_current`, also run on a store already at version 4): a series whose `transitions`
+were decided by an older rule than confident states (docs/SCORES.md, "Confidence") is derived again
+(`rederive`, its mask changes kept), and `calibration_agreement` rows written before the Jaccard of two empty
+masks became undefined get NaN instead of 1.0.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from dormant_tasks.statistics import FDR
 from dormant_tasks.store import (
     DERIVED,
     SCHEMA_VERSION,
-    conform,
     convert_store,
     derived_file_key,
     finish_upgrade,
@@ -33,13 +32,14 @@ from dormant_tasks.store import (
     write_any_version,
 )
 from dormant_tasks.tracking.agreement import AGREEMENT_TABLE
+from dormant_tasks.tracking.derive import rederive
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
-    apply_fdr,
     derive_transitions,
     fdr_record,
     head_histories,
     mark_blips,
+    stored_rule,
 )
 
 
@@ -70,16 +70,13 @@ def refresh_current(root: Path) -> int:
     """Bring a version-4 store's derived files up to what this release writes (module docstring); the number
     of files rewritten (0: nothing to do)."""
     rewritten = 0
+    older = set()
     for path in table_files(root, "transitions"):
-        schema = pq.read_schema(path)
-        if FDR_KEY.encode() in (schema.metadata or {}):
-            continue
-        t = conform(pq.read_table(path).replace_schema_metadata(None), "transitions")
-        sizes = _family_sizes(root, t)
-        meta = {k: v for k, v in (schema.metadata or {}).items() if not k.startswith(b"ARROW")}
-        t = apply_fdr(t, sizes, FDR).replace_schema_metadata(meta | {FDR_KEY.encode(): fdr_record(FDR).encode()})
-        with atomic_file(path) as f:
-            pq.write_table(t, f, **parquet_options(t))
+        metadata = pq.read_schema(path).metadata or {}
+        if stored_rule(metadata.get(FDR_KEY.encode(), b"").decode() or None) is None:
+            older.update(pq.read_table(path, columns=["model_id"]).column("model_id").unique().to_pylist())
+    for model_id in sorted(older):
+        rederive(root, model_id)
         rewritten += 1
     for path in table_files(root, AGREEMENT_TABLE):
         t = pq.read_table(path)
@@ -94,23 +91,6 @@ def refresh_current(root: Path) -> int:
             pq.write_table(t, f, **parquet_options(t))
         rewritten += 1
     return rewritten
-
-
-def _family_sizes(root: Path, transitions: pa.Table) -> dict[tuple[str, str, str, str], int]:
-    """Per (model, calibration set, taus, function) of `transitions`, its tests: heads x compared pairs of the
-    series' checkpoints under that calibration set and taus (every checkpoint but the first has one)."""
-    sizes = {}
-    keys = set(zip(*(transitions.column(c).to_pylist() for c in ("model_id", "calibration_id", "taus_id", "score_fn"))))
-    for model_id, cal, tid, fn in keys:
-        rows = [
-            r
-            for r in read_any_version(root, "checkpoints", model_id).to_pylist()
-            if (r["calibration_id"], r["taus_id"]) == (cal, tid)
-        ]
-        n_ckpt = len({r["revision"] for r in rows})
-        n_cells = max((int(r["n_layers"]) * int(r["n_heads"]) for r in rows), default=0)
-        sizes[(model_id, cal, tid, fn)] = n_cells * max(n_ckpt - 1, 0)
-    return sizes
 
 
 def _derive_again(root: Path, model_id: str) -> list[Path]:

@@ -77,12 +77,12 @@ def _set_parts(view) -> list[str]:
         pct = {r: [d for rr, d in zip(heads["revision"], heads["dormant"]) if rr == r] for r in ends}
         first, last = (100 * sum(pct[r]) / max(len(pct[r]), 1) for r in ends)
         parts.append(f"{MAIN_FN} dormant {first:.1f}% -> {last:.1f}%")
-    from dormant_tasks.tracking import fdr_level
+    from dormant_tasks.tracking import fdr_rule
 
     trans = view.transitions().to_pydict()
     fns = trans["score_fn"]
     confident, blips = sum(c is True for c in trans["confident"]), sum(b is True for b in trans["blip"])
-    rule = confidence_rule(trans, fdr_level(view.store, view.model_id, view))
+    rule = confidence_rule(fdr_rule(view.store, view.model_id, view))
     parts.append(
         f"transitions {sum(f == MAIN_FN for f in fns)} {MAIN_FN} / {len(fns)} total "
         f"({confident} confident at {rule}, {blips} blip{'s' if blips != 1 else ''})"
@@ -90,17 +90,13 @@ def _set_parts(view) -> list[str]:
     return parts
 
 
-def confidence_rule(trans: dict, level: float | None) -> str:
-    """Which rule decided the stored `confident` (docs/SCORES.md, "Confidence"): BH q-values at the recorded
-    level (the default when none is recorded), the uncorrected p of files derived before q-values were stored,
-    or the interval rule of results stored without per-input indicators."""
-    from dormant_tasks.statistics import FDR
-
-    if any(q is not None for q in trans.get("confident_q", [])):
-        return f"BH q < {FDR if level is None else level:g}"
-    if any(p is not None for p in trans["confident_p"]):
-        return "uncorrected p < 0.05, stored before q-values"
-    return "the interval rule" if trans["confident_p"] else f"BH q < {FDR if level is None else level:g}"
+def confidence_rule(rule: tuple[float, str] | None) -> str:
+    """Which rule decided the stored `confident` (docs/SCORES.md, "Confidence"): confident states with the
+    recorded correction and level, or an older rule (the next `dormant track` or `store repair` derives again)."""
+    if rule is None:
+        return "an older rule: `dormant store repair` derives them again"
+    level, method = rule
+    return f"{method.upper()} q <= {level:g} over heads"
 
 
 def run(args) -> int:

@@ -45,13 +45,13 @@ def score_rows(
     ]
 
 
-def checkpoints_table(ckpts: list[dict]) -> pa.Table:
+def checkpoints_table(ckpts: list[dict], n_inputs: int = 4) -> pa.Table:
     extra = dict(
         commit="sha",
         n_layers=2,
         n_heads=2,
         calibration_id="cal",
-        n_inputs=4,
+        n_inputs=n_inputs,
         dtype="float32",
         device="cpu",
         seconds=1.0,
