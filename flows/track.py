@@ -99,7 +99,9 @@ def _track(request: TrackRequest, progress: bool, state: SeriesState | None) -> 
         summary.n_transitions,
     )
     if request.report:
-        result = _with_report(result, _report(request.store, request.model_id, request.reports_dir, request.fdr))
+        result = _with_report(
+            result, _report(request.store, request.model_id, request.reports_dir, request.fdr, request.fdr_method)
+        )
     return result
 
 
@@ -252,11 +254,13 @@ def _resources(device: str):
     return dask.annotate(resources={"GPU": 1})
 
 
-def _report(store: str, model_id: str, out_dir: str | None, fdr: float) -> Path:
+def _report(store: str, model_id: str, out_dir: str | None, fdr: float, fdr_method: str | None) -> Path:
     """Render the evolution report and publish its summary as Prefect artifacts (markdown, table, link)."""
     from dormant_tasks.reporting import render_report
+    from dormant_tasks.statistics import FDR_METHOD
 
-    result = render_report(store, model_id, out_dir, reuse=True, fdr=fdr)  # unchanged inputs: the report as it is
+    # unchanged inputs: the report as it is
+    result = render_report(store, model_id, out_dir, reuse=True, fdr=fdr, fdr_method=fdr_method or FDR_METHOD)
     key = "dormant-" + "".join(c if c.isalnum() else "-" for c in model_id.lower())
     create_markdown_artifact(result.markdown, key=key, description=f"dormant heads of {model_id}")
     create_table_artifact(

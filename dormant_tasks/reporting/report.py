@@ -38,7 +38,7 @@ from dormant_tasks.reporting.findings_report import findings_plots
 from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, load_series, resolve_model_id
 from dormant_tasks.reporting.sets import calibration_sets, length_dependence
 from dormant_tasks.reporting.texts import report_markdown
-from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, Resampling
+from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, FDR_METHOD, Resampling
 from dormant_tasks.tracking import open_views, stored_files
 from dormant_tasks.version import __version__
 
@@ -66,6 +66,7 @@ def render_report(
     hide_blips: bool = False,
     fdr: float = FDR,
     resampling: Resampling = DEFAULT_RESAMPLING,
+    fdr_method: str = FDR_METHOD,
 ) -> ReportResult:
     """Render the evolution report of `model_id` (the store's only model when None) into `out_dir`.
 
@@ -76,25 +77,26 @@ def render_report(
     report of this series (`outputs.check_folder`: anything else is a ConfigError before any figure is drawn). With `reuse` (what `dormant track` asks),
     a report rendered from the same store files by the same dormant-heads is returned as it is.
     With `hide_blips` the raster shows every blip undone (`states_without_blips`); the rest is the same.
-    `fdr`: the false discovery rate of a confident transition; `resampling`: the findings' intervals over heads.
+    `fdr`, `fdr_method`: the false discovery rate of the heads called to change confident state and its
+    correction; `resampling`: the findings' intervals.
     """
     if reuse:
         root = Path(store)  # `resolve_model_id` checks that it is a store
         model_id = resolve_model_id(root, model_id)
         out = report_folder(model_id, out_dir)
         check_folder(out, Owner.of("report", store, model_id))
-        stamp = inputs_stamp(root, model_id, score_fn, hide_blips, fdr, resampling, out)
+        stamp = inputs_stamp(root, model_id, score_fn, hide_blips, fdr, resampling, out, fdr_method)
         done = _reusable(out, stamp)
         if done is not None:
             return done
-    series = load_series(store, model_id, fdr)  # checks that `store` is one
+    series = load_series(store, model_id, fdr, fdr_method=fdr_method)  # checks that `store` is one
     root = Path(store)
     fn = score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = report_folder(series.model_id, out_dir)
     owner = Owner.of("report", store, series.model_id)
     check_folder(out, owner)  # before the figures are drawn
-    stamp = inputs_stamp(root, series.model_id, score_fn, hide_blips, fdr, resampling, out)
+    stamp = inputs_stamp(root, series.model_id, score_fn, hide_blips, fdr, resampling, out, fdr_method)
     linked = comparisons.comparisons_of(series.model_id, out)  # `dormant compare` pages that include the series
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
     plots: list[tuple[str, str, Callable[[], Figure]]] = [  # (kind, file name, draw)
@@ -140,7 +142,7 @@ def render_report(
         lengths = length_dependence(views, series, fn)
         if lengths is not None:
             plots.append(("set_length", "set_length", lambda: fg.draw_set_length(lengths)))
-    found = series_findings(store, series.model_id, fn, fdr, resampling)
+    found = series_findings(store, series.model_id, fn, fdr, resampling, fdr_method)
     plots += [p for p in findings_plots(found) if p[1] not in {name for _, name, _ in plots}]
     positions = series_tau_positions(root, series)
     groups = evaluation_groups(series)
@@ -186,6 +188,7 @@ def inputs_stamp(
     fdr: float = FDR,
     resampling: Resampling = DEFAULT_RESAMPLING,
     out: Path | None = None,
+    fdr_method: str = FDR_METHOD,
 ) -> str:
     """A digest of everything a report reads: the name, size and modification time of each of the series'
     files in the tables it reads, the score function asked for (and `hide_blips`, `fdr`, `resampling` when
@@ -193,6 +196,8 @@ def inputs_stamp(
     asked = f"{score_fn}\0hide_blips" if hide_blips else f"{score_fn}"  # the default's stamps stay as they were
     if fdr != FDR or resampling != DEFAULT_RESAMPLING:
         asked += f"\0fdr={fdr}\0{resampling}"
+    if fdr_method != FDR_METHOD:
+        asked += f"\0fdr_method={fdr_method}"
     h = hashlib.sha256(f"{__version__}\0{asked}\n".encode())
     if out is not None and (linked := comparisons.comparisons_of(model_id, out)):
         h.update(json.dumps(linked).encode())

@@ -137,7 +137,12 @@ def derive_set(
     meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
     with series_lock(store, model_id):
         write_table(
-            store, "transitions", trans, file_key=tkey, model_id=model_id, metadata=meta | {FDR_KEY: fdr_record(fdr, method)}
+            store,
+            "transitions",
+            trans,
+            file_key=tkey,
+            model_id=model_id,
+            metadata=meta | {FDR_KEY: fdr_record(fdr, method)},
         )
         write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
         drop_legacy_derived(store, model_id, view.taus_id)

@@ -15,7 +15,7 @@ from dormant_tasks.engine import parse_score_functions
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
 from dormant_tasks.names import is_local_source, model_id_for, series_slug, source_identity
 from dormant_tasks.requests import MAX_SEED, Request, absolute_path, check_positive, check_types, parse_enum, set_field
-from dormant_tasks.statistics import FDR
+from dormant_tasks.statistics import FDR, FDR_METHODS
 from dormant_tasks.store import InputScoresPolicy
 from dormant_tasks.tracking.masks import parse_tau_option
 
@@ -109,7 +109,9 @@ class TrackRequest(Request):
     fail_fast: bool = False  # stop at the first checkpoint that fails (default: record it, go on with the rest)
     # the series' name in the store (default: the Hub id, or the folder's name); not saved when unset
     series_name: str | None = field(default=None, metadata={"omit_unset": True})
-    fdr: float = FDR  # a transition is confident when its Benjamini-Hochberg q-value is below this
+    fdr: float = FDR  # the false discovery rate of the heads called to change confident state
+    # its correction over heads: "bh" (Benjamini-Hochberg), "by" (Benjamini-Yekutieli); None: the stored one, else bh
+    fdr_method: str | None = field(default=None, metadata={"omit_unset": True})
 
     @classmethod
     def read_fields(cls, data: dict[str, Any]) -> dict[str, Any]:
@@ -166,6 +168,11 @@ class TrackRequest(Request):
         if isinstance(self.fdr, bool) or not isinstance(self.fdr, int | float) or not 0 < self.fdr < 1:
             raise ConfigError(f"--fdr {self.fdr}: a false discovery rate lies between 0 and 1 (e.g. {FDR})")
         set_field(self, "fdr", float(self.fdr))
+        if self.fdr_method is not None and self.fdr_method not in FDR_METHODS:
+            raise ConfigError(
+                f"--fdr-method {self.fdr_method!r}: choose one of {', '.join(FDR_METHODS)}"
+                f"{did_you_mean(str(self.fdr_method), FDR_METHODS)}"
+            )
         if self.reports_dir and not self.report:
             raise ConfigError("--reports-dir with --no-report: drop one of them")
 

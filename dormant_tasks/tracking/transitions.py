@@ -133,7 +133,10 @@ def _states_and_cells(
     head_scores: pa.Table, checkpoints: pa.Table | None
 ) -> Iterator[tuple[DormantMatrix, np.ndarray, np.ndarray]]:
     """`dormant_matrices`, each with its head_scores rows and where each row sits in `dormant.ravel()`."""
-    known = {"ingredient": _per_checkpoint(checkpoints, "ingredient"), "n_inputs": _per_checkpoint(checkpoints, "n_inputs")}
+    known = {
+        "ingredient": _per_checkpoint(checkpoints, "ingredient"),
+        "n_inputs": _per_checkpoint(checkpoints, "n_inputs"),
+    }
     cols = {c: head_scores.column(c).to_numpy(zero_copy_only=False) for c in _NUMERIC if c in head_scores.column_names}
     names = {}
     for c in _CODED:

@@ -53,7 +53,9 @@ def run(args) -> int:
     if args.reports_dir:  # before any work
         check_folder(args.reports_dir, Owner.of("findings", args.store, model_id))
     resampling = Resampling(resamples=args.resamples, seed=args.seed)
-    found = series_findings(args.store, model_id, args.scores[0] if args.scores else None, args.fdr, resampling)
+    found = series_findings(
+        args.store, model_id, args.scores[0] if args.scores else None, args.fdr, resampling, args.fdr_method
+    )
     lines = findings_lines(found)
     print("\n".join(lines if args.format == "markdown" else map(plain_text, lines)))
     if args.reports_dir:

@@ -260,31 +260,38 @@ def add_global_flags(parser: argparse.ArgumentParser, default=False) -> None:
                 add_global_flags(nested, default=argparse.SUPPRESS)
 
 
-def add_fdr_argument(parser, default=None) -> None:
-    """--fdr: the false discovery rate below which a transition's q-value makes it confident."""
-    from dormant_tasks.statistics import FDR
+def add_fdr_argument(parser, default=None, method_default=None) -> None:
+    """--fdr and --fdr-method: the false discovery rate of the heads called to change confident state."""
+    from dormant_tasks.statistics import FDR, FDR_METHOD, FDR_METHODS
 
     parser.add_argument(
         "--fdr",
         type=float,
         default=default,
         metavar="Q",
-        help="false discovery rate of a confident transition: its Benjamini-Hochberg q-value over every "
-        f"(head, interval) test of the function is below Q (default: {FDR})",
+        help="false discovery rate of the heads called to change confident state (a confident transition goes "
+        f"between opposite confident states; docs/SCORES.md) (default: {FDR})",
+    )
+    parser.add_argument(
+        "--fdr-method",
+        choices=tuple(FDR_METHODS),
+        default=method_default,
+        help="its correction over heads: bh = Benjamini-Hochberg (independent or positively dependent heads), "
+        f"by = Benjamini-Yekutieli (any dependence) (default: {FDR_METHOD})",
     )
 
 
 def add_statistics_arguments(parser) -> None:
     """--fdr, --resamples and --seed: how the findings decide a confident transition and draw their intervals."""
-    from dormant_tasks.statistics import FDR, RESAMPLES, SEED
+    from dormant_tasks.statistics import FDR, FDR_METHOD, RESAMPLES, SEED
 
-    add_fdr_argument(parser, FDR)
+    add_fdr_argument(parser, FDR, FDR_METHOD)
     parser.add_argument(
         "--resamples",
         type=int,
         default=RESAMPLES,
         metavar="N",
-        help="bootstrap resamples of the heads for the findings' intervals (default: %(default)s)",
+        help="bootstrap resamples (of layers and heads, or of seeds) for the findings' intervals (default: %(default)s)",
     )
     parser.add_argument(
         "--seed", type=int, default=SEED, metavar="N", help="seed of the resampling (default: %(default)s)"

@@ -47,6 +47,7 @@ def run(args) -> int:
         hide_blips=args.hide_blips,
         fdr=args.fdr,
         resampling=Resampling(resamples=args.resamples, seed=args.seed),
+        fdr_method=args.fdr_method,
     )
     print(f"report: {result.index_html} ({len(result.figures)} figures, summary {result.summary_md})")
     return 0

@@ -177,6 +177,7 @@ def request_from_args(args: argparse.Namespace):
         fail_fast=args.fail_fast,
         series_name=args.series_name,
         **({} if args.fdr is None else {"fdr": args.fdr}),
+        **({} if args.fdr_method is None else {"fdr_method": args.fdr_method}),
     )
 
 
@@ -346,13 +347,21 @@ def result_from_store(request, state):
     tables are current answers too); the report, when asked for, is reused or rendered into the reports folder."""
     from dormant_tasks.tracking import TrackResult, rederive
 
-    rederive(request.store, request.model_id, request.fdr)
+    rederive(request.store, request.model_id, request.fdr, request.fdr_method)
     report = None
     if request.report:
         from dormant_tasks.reporting import render_report
+        from dormant_tasks.statistics import FDR_METHOD
 
         report = str(
-            render_report(request.store, request.model_id, request.reports_dir, reuse=True, fdr=request.fdr).index_html
+            render_report(
+                request.store,
+                request.model_id,
+                request.reports_dir,
+                reuse=True,
+                fdr=request.fdr,
+                fdr_method=request.fdr_method or FDR_METHOD,
+            ).index_html
         )
     return TrackResult(
         model_id=request.model_id,

@@ -73,7 +73,10 @@ def test_derived_transitions_carry_mcnemar_p_and_the_heads_state_decision():
     assert tr[(1, 3)]["confident_p"] == pytest.approx(2**-5)  # raw McNemar p < 0.05: the rate changed ...
     assert tr[(1, 3)]["confident"] is False  # ... but neither state is confident: 64 and 58 of 128
     assert tr[(2, 3)]["confident"] is True  # 10 -> 120 of 128
-    assert (tr[(2, 3)]["from_confident_revision"], tr[(2, 3)]["to_confident_revision"]) == (b["revision"], c["revision"])
+    assert (tr[(2, 3)]["from_confident_revision"], tr[(2, 3)]["to_confident_revision"]) == (
+        b["revision"],
+        c["revision"],
+    )
     assert [tr[k]["confident"] for k in ((0, 2), (1, 2))] == [False, False]
     assert tr[(0, 2)]["from_confident_revision"] is None and tr[(0, 2)]["state_p"] is None
     # without the checkpoints' inputs nothing is decided: null, not False
