@@ -12,6 +12,7 @@ __all__ = [
     "comparison_table",
     "draw_auc_agreement",
     "findings_lines",
+    "findings_record",
     "render_comparison",
     "render_report",
     "resolve_model_id",
@@ -22,7 +23,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.reporting.compare_page import render_comparison
     from dormant_tasks.reporting.compare_tables import comparison_table
     from dormant_tasks.reporting.figures import DPI, draw_auc_agreement
-    from dormant_tasks.reporting.findings_report import write_findings
+    from dormant_tasks.reporting.findings_report import findings_record, write_findings
     from dormant_tasks.reporting.report import render_report
     from dormant_tasks.reporting.series_data import resolve_model_id
     from dormant_tasks.reporting.texts import findings_lines
@@ -35,7 +36,7 @@ __getattr__, __dir__ = attach(
         "compare_page": ["render_comparison"],
         "compare_tables": ["comparison_table"],
         "figures": ["DPI", "draw_auc_agreement"],
-        "findings_report": ["write_findings"],
+        "findings_report": ["findings_record", "write_findings"],
         "report": ["render_report"],
         "series_data": ["resolve_model_id"],
         "texts": ["findings_lines"],

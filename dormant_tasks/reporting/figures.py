@@ -242,12 +242,12 @@ def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str) -> Figu
 
 
 def draw_emergence(e) -> Figure:
-    """findings.dynamics.Emergence: the share of the heads dormant at the end that have settled by each token
+    """findings.dynamics.Emergence: the share of the heads that settle dormant that have settled by each token
     count (dormant at >= e.stable of the checkpoints from then on; a step curve), with the EARLY line and the
-    share there."""
+    share there (its interval when enough layers back it); the censored heads are counted in the label."""
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    settled = np.sort(e.settled_tokens)  # [final-dormant head]
+    settled = np.sort(e.settled_tokens)  # [emerged head]
     if settled.size:
         share = np.arange(1, settled.size + 1) / settled.size
         x = np.concatenate([[min(0, settled[0])], settled, [max(e.final_tokens, settled[-1])]])
@@ -260,20 +260,24 @@ def draw_emergence(e) -> Figure:
             linewidth=1.6,
             label=f"settled by then (dormant at >= {100 * e.stable:.0f}% of later checkpoints)",
         )
+        sure = not np.isnan(e.early.low)
         ax.errorbar(
             [e.early_tokens],
             [100 * e.early.value],
             # max(0, ...): at k = 0 or k = n the interval's end meets the value up to rounding
-            yerr=[[100 * max(0.0, e.early.value - e.early.low)], [100 * max(0.0, e.early.high - e.early.value)]],
+            yerr=[[100 * max(0.0, e.early.value - e.early.low)], [100 * max(0.0, e.early.high - e.early.value)]]
+            if sure
+            else None,
             fmt="o",
             color="C3",
             capsize=4,
-            label=f"at {format_tokens(e.early_tokens)} tokens: {100 * e.early.value:.0f}% (95% CI)",
+            label=f"at {format_tokens(e.early_tokens)} tokens: {100 * e.early.value:.0f}%"
+            + (" (95% CI)" if sure else f" (no interval: {e.early.n_units} layers)"),
         )
     ax.axvline(e.early_tokens, color="C3", linestyle="--", linewidth=1)
     set_tokens_axis(ax, np.unique(np.concatenate([settled, [e.early_tokens, e.final_tokens]])))
     ax.set_ylim(-2, 102)
-    ax.set_ylabel(f"% of the {len(e.heads)} heads dormant at the end")
+    ax.set_ylabel(f"% of the {len(e.heads)} heads that settled\n({e.n_censored} more right-censored)")
     ax.grid(alpha=0.3)
     if settled.size:
         ax.legend(fontsize=8, loc="lower right")

@@ -60,3 +60,54 @@ def write_findings(f: Findings, out_dir, store) -> FindingsResult:
         raise
     figures = {n: (out / "figures" / p.name, out / "figures" / s.name) for n, (p, s) in drawn.items()}
     return FindingsResult(out, out / "findings.md", figures)
+
+
+def findings_record(f) -> dict:
+    """The findings as plain JSON-ready data (`dormant findings --format json`): every number with its 95%
+    interval, the method that gave it, its unit and the number of units behind it; censored values (+inf) and
+    undefined ones (NaN) as null, with `not_reached` or `undefined` saying which. Works for any findings
+    dataclass (a series' `Findings`, a seed group's `ReplicatedFindings`)."""
+    import dataclasses
+    import math
+
+    import numpy as np
+
+    from dormant_tasks.statistics import Estimate, Share
+
+    def number(x: float) -> float | None:
+        return None if math.isnan(x) or math.isinf(x) else float(x)
+
+    def plain(x):
+        if isinstance(x, Estimate | Share):
+            out = {
+                "value": number(x.value),
+                "low": number(x.low),
+                "high": number(x.high),
+                "method": x.method,
+                "unit": x.unit,
+                "n_units": int(x.n_units),
+            }
+            if isinstance(x, Share):
+                out |= {"k": int(x.k), "n": int(x.n)}
+            if math.isinf(x.value) or math.isinf(x.high):
+                out["not_reached"] = "value" if math.isinf(x.value) else "high"
+            if math.isnan(x.value):
+                out["undefined"] = True
+            elif math.isnan(x.low):
+                out["interval"] = "none: fewer units than the method needs" if x.n_units else "none"
+            return out
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            return {field.name: plain(getattr(x, field.name)) for field in dataclasses.fields(x)}
+        if isinstance(x, dict):
+            return {(" vs ".join(k) if isinstance(k, tuple) else str(k)): plain(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [plain(v) for v in x]
+        if isinstance(x, np.ndarray):
+            return [plain(v) for v in x.tolist()]
+        if isinstance(x, np.generic):
+            return plain(x.item())
+        if isinstance(x, float):
+            return number(x)
+        return x
+
+    return plain(f)

@@ -14,7 +14,7 @@ from dormant_tasks.findings import EARLY, Findings
 from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
 from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.reporting.sets import CalibrationSets
-from dormant_tasks.statistics import Estimate, Share
+from dormant_tasks.statistics import MIN_UNITS, Estimate, Share
 from dormant_tasks.text import plural
 from dormant_tasks.tracking import QUANTILE_DEFAULTS
 
@@ -172,10 +172,25 @@ def tau_source(row: dict | None) -> str:
 # ---------------------------------------------------------------- findings (docs/SCORES.md §7)
 
 
-def _pct(share: Share | None) -> str:
+def _no_interval(x: Estimate | Share) -> str:
+    """Why a number stands without an interval: too few units behind it, or none drawn."""
+    if 0 < x.n_units < MIN_UNITS:
+        return f"no interval: {x.n_units} {_units_of(x.method, x.n_units)}, fewer than {MIN_UNITS}"
+    return "no interval"
+
+
+def _units_of(method: str, n: int) -> str:
+    unit = (
+        "layer" if "layers" in method else "seed" if "seeds" in method else "cluster" if "cluster" in method else "head"
+    )
+    return unit if n == 1 else unit + "s"
+
+
+def _pct(share: Share | None, of: str = "heads") -> str:
     if share is None or not share.n:
         return "undefined (0 of 0)"
-    return f"{share.k} of {share.n} ({100 * share.value:.1f}%, 95% CI {100 * share.low:.1f}-{100 * share.high:.1f}%)"
+    ci = _no_interval(share) if math.isnan(share.low) else f"95% CI {100 * share.low:.1f}-{100 * share.high:.1f}%"
+    return f"{share.k} of {share.n} {of} ({100 * share.value:.1f}%, {ci})"
 
 
 def _tokens(t: float) -> str:
@@ -188,11 +203,18 @@ def _num(x: float) -> str:
 
 
 def _ci(e: Estimate, fmt=_num, unit: str = "") -> str:
-    """The value, its unit and "(95% CI low-high)" ("low to high" when an end is negative); or "undefined"."""
+    """The value, its unit and "(95% CI low-high)" ("low to high" when an end is negative); or "undefined";
+    an infinite value or end (right-censored) reads "not reached"."""
     if math.isnan(e.value):
         return "undefined"
-    dash = " to " if min(e.low, e.high) < 0 else "-"
-    ci = "no interval" if math.isnan(e.low) else f"95% CI {fmt(e.low)}{dash}{fmt(e.high)}"
+    if math.isinf(e.value):
+        return "not reached"
+
+    def end(x: float) -> str:
+        return "not reached" if math.isinf(x) else fmt(x)
+
+    dash = " to " if min(e.low, e.high) < 0 or math.isinf(e.high) else "-"
+    ci = _no_interval(e) if math.isnan(e.low) else f"95% CI {end(e.low)}{dash}{end(e.high)}"
     return f"{fmt(e.value)}{unit} ({ci})"
 
 
@@ -201,7 +223,7 @@ def _frac(x: float) -> str:
 
 
 def _settled_list(e, most: int = 20) -> str:
-    """Per final-dormant head, where it settled (dormant at >= STABLE from then on), earliest first."""
+    """Per head that settled dormant, where it settled (dormant at >= STABLE from then on), earliest first."""
     order = np.argsort(e.settled_tokens, kind="stable")
     parts = [f"{e.heads[i]} at {_tokens(e.settled_tokens[i])}" for i in order[:most]]
     return ", ".join(parts) + (f", and {len(order) - most} more" if len(order) > most else "")
@@ -226,18 +248,19 @@ def findings_lines(f: Findings) -> list[str]:
         f"{f.calibration_id}, {f.n_checkpoints} checkpoints to {e.final_revision} ({_tokens(e.final_tokens)} tokens).",
         "",
     ]
-    stable = f"dormant at >= {100 * e.stable:.0f}% of the checkpoints from then on"
-    if e.early.n:
+    stable = f"dormant at >= {100 * e.stable:.0f}% of the checkpoints from then on (over {e.min_run} or more)"
+    if e.heads:
         emerge = (
-            f"of the {e.early.n} heads dormant at the last checkpoint, the median head was first dormant at "
-            f"{_ci(e.first_median, _tokens, ' tokens')}, {_ci(e.first_fraction, _frac, ' of the series')}, and "
-            f"{stable} from {_ci(e.settled_median, _tokens, ' tokens')}, "
-            f"{_ci(e.settled_fraction, _frac, ' of the series')}; "
-            f"{_pct(e.early)} were so by {int(100 * EARLY)}% of the tokens ({_tokens(e.early_tokens)}); "
-            f"per head: {_settled_list(e)}."
+            f"{len(e.heads)} of {e.n_heads} heads settled dormant ({stable}), {e.n_censored} had not by the end "
+            f"(right-censored); over every head the median settling time is "
+            f"{_ci(e.settled_median_all, _tokens, ' tokens')}. Among the heads that settled, the median was first "
+            f"dormant at {_ci(e.first_median, _tokens, ' tokens')}, {_ci(e.first_fraction, _frac, ' of the series')}, "
+            f"and settled at {_ci(e.settled_median, _tokens, ' tokens')}, "
+            f"{_ci(e.settled_fraction, _frac, ' of the series')}; {_pct(e.early, 'settled heads')} had settled by "
+            f"{int(100 * EARLY)}% of the tokens ({_tokens(e.early_tokens)}); per head: {_settled_list(e)}."
         )
     else:
-        emerge = "no head is dormant at the last checkpoint, so there is no emergence to date."
+        emerge = f"no head has settled dormant ({stable}): all {e.n_heads} are right-censored at the end."
     first = (
         f"first dormant head at {e.first_dormant_revision} ({_tokens(e.first_dormant_tokens or 0)} tokens)"
         if e.first_dormant_revision
@@ -249,22 +272,27 @@ def findings_lines(f: Findings) -> list[str]:
         "",
     ]
     stage_parts = [
-        f"stage {g.stage}: {g.n_transitions} transitions, {g.n_confident} confident over {_tokens(g.tokens)} tokens "
-        f"= {_ci(g.per_billion)} per billion tokens (exact Poisson, as if independent: "
+        f"stage {g.stage}: {g.n_transitions} mask changes, {g.n_confident} confident over {_tokens(g.tokens)} tokens "
+        f"= {_ci(g.per_billion)} confident per billion tokens (exact Poisson, as if independent: "
         f"{_num(g.poisson.low)}-{_num(g.poisson.high)}); checkpoint spacing {_tokens(g.spacing.value)} tokens "
         f"(median; {_tokens(g.spacing.low)}-{_tokens(g.spacing.high)})"
         if g.tokens > 0
-        else f"stage {g.stage}: {g.n_transitions} transitions, {g.n_confident} confident (no token span)"
+        else f"stage {g.stage}: {g.n_transitions} mask changes, {g.n_confident} confident (no token span)"
         for g in t.stages
     ]
     out += [
-        f"2. **Transitions.** {plural(t.n_transitions, 'transition')} ({t.fell_dormant} fell dormant, {t.woke} woke), "
-        f"{t.n_confident} confident ({t.correction}; {t.n_raw} of the {t.n_paired} tested have uncorrected "
-        f"p < {t.fdr:g}), {plural(t.n_blips, 'blip')}. Heads that ever changed state: {_pct(t.ever_changed)}; more than "
-        f"once: {_pct(t.more_than_once)}; with two or more confident transitions: {t.confidently_more_than_once}. "
+        f"2. **Transitions.** {plural(t.n_transitions, 'change')} of the mask ({t.fell_dormant} fell dormant, "
+        f"{t.woke} woke); {t.n_confident} confident transitions, from a confident state to the opposite one "
+        f"({t.correction}: {t.n_selected} heads; a state is confident when its exact binomial p <= "
+        f"{t.state_level:.2g}; {t.undetermined.k} of {t.undetermined.n} head-checkpoints undetermined); "
+        f"{plural(t.n_blips, 'blip')} of the mask, {t.n_confident_blips} with both legs confident. McNemar's exact "
+        f"test (null: the same dormant rate on these inputs at both checkpoints) gives p < 0.05 for {t.n_raw} of "
+        f"the {t.n_paired} mask changes it could test, uncorrected. Heads whose mask ever changed: "
+        f"{_pct(t.ever_changed)}; more than once: {_pct(t.more_than_once)}; with a confident transition: "
+        f"{_pct(t.confidently_changed)}; with two or more: {t.confidently_more_than_once}. "
         f"{'; '.join(stage_parts) or 'A single checkpoint: none yet'}. A rate per token depends on how densely "
-        "the checkpoints are spaced (denser checkpoints see more short-lived changes): compare series by the "
-        f"shares of heads. Per interval: {_interval_list(t) or 'none'}.",
+        "the checkpoints are spaced: compare series by the shares of heads. Per interval: "
+        f"{_interval_list(t) or 'none'}.",
         "",
     ]
     if d.measured:
@@ -294,8 +322,9 @@ def findings_lines(f: Findings) -> list[str]:
         )
     out += [
         "",
-        f"Intervals: 95%; over heads by {r.method}, or Wilson with the heads as trials. They say how a number "
-        "varies over heads like these of this one model: heads are not independent trials, and nothing here "
-        "speaks for other models or seeds (docs/SCORES.md §7).",
+        f"Intervals: 95%. Over heads: {r.method}, the layers as the units (the heads of a layer are not "
+        f"independent); with fewer than {MIN_UNITS} layers a number stands without one. Medians of times: the exact "
+        "order-statistic interval. They say how a number varies over heads like these of this one model; a group "
+        "of seeds (`dormant findings --seeds`) is what speaks for the recipe (docs/SCORES.md §7).",
     ]
     return out

@@ -324,13 +324,13 @@ def confirm_transitions(
     head_p, head_q, state_p = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     from_rev, to_rev = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
     if n:
-        fn_col = transitions.column("score_fn").to_pylist()
+        group = list(zip(transitions.column("model_id").to_pylist(), transitions.column("score_fn").to_pylist()))
         to_col = transitions.column("to_revision").to_pylist()
         layer = np.asarray(transitions.column("layer"), np.int64)
         head_index = np.asarray(transitions.column("head_index"), np.int64)
         for s in matrices:
             k = s.inactive_counts()
-            mine = np.flatnonzero(np.array([f == s.score_fn for f in fn_col], dtype=bool))
+            mine = np.flatnonzero(np.array([g == (s.model_id, s.score_fn) for g in group], dtype=bool))
             if k is None or not mine.size or np.isnan(s.n_inputs).any():
                 continue
             st = state_transitions(k, s.n_inputs, s.predecessor, s.dormant, fdr, method)

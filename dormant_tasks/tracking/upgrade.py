@@ -70,14 +70,6 @@ def refresh_current(root: Path) -> int:
     """Bring a version-4 store's derived files up to what this release writes (module docstring); the number
     of files rewritten (0: nothing to do)."""
     rewritten = 0
-    older = set()
-    for path in table_files(root, "transitions"):
-        metadata = pq.read_schema(path).metadata or {}
-        if stored_rule(metadata.get(FDR_KEY.encode(), b"").decode() or None) is None:
-            older.update(pq.read_table(path, columns=["model_id"]).column("model_id").unique().to_pylist())
-    for model_id in sorted(older):
-        rederive(root, model_id)
-        rewritten += 1
     for path in table_files(root, AGREEMENT_TABLE):
         t = pq.read_table(path)
         union = pc.subtract(pc.add(t.column("n_dormant_a"), t.column("n_dormant_b")), t.column("n_both"))
@@ -90,6 +82,14 @@ def refresh_current(root: Path) -> int:
         with atomic_file(path) as f:
             pq.write_table(t, f, **parquet_options(t))
         rewritten += 1
+    older = set()
+    for path in table_files(root, "transitions"):
+        metadata = pq.read_schema(path).metadata or {}
+        if stored_rule(metadata.get(FDR_KEY.encode(), b"").decode() or None) is None:
+            older.update(pq.read_table(path, columns=["model_id"]).column("model_id").unique().to_pylist())
+            rewritten += 1
+    for model_id in sorted(older):
+        rederive(root, model_id)
     return rewritten
 
 

@@ -27,9 +27,10 @@ def add_parser(subparsers) -> None:
     add_statistics_arguments(p)
     p.add_argument(
         "--format",
-        choices=("text", "markdown"),
+        choices=("text", "markdown", "json"),
         default="text",
-        help="text: plain text; markdown: the Markdown of findings.md (default: %(default)s)",
+        help="text: plain text; markdown: the Markdown of findings.md; json: every number with its interval, "
+        "method, unit and units behind it, for a paper's tables (default: %(default)s)",
     )
     add_reports_dir_argument(
         p,
@@ -46,7 +47,7 @@ def run(args) -> int:
         raise ConfigError(f"--scores: the findings are of one function, got {len(args.scores)}; name one")
     from dormant_tasks.findings import series_findings
     from dormant_tasks.outputs import Owner, check_folder
-    from dormant_tasks.reporting import findings_lines, resolve_model_id, write_findings
+    from dormant_tasks.reporting import findings_lines, findings_record, resolve_model_id, write_findings
     from dormant_tasks.statistics import Resampling
 
     model_id = resolve_model_id(args.store, args.model)
@@ -56,8 +57,13 @@ def run(args) -> int:
     found = series_findings(
         args.store, model_id, args.scores[0] if args.scores else None, args.fdr, resampling, args.fdr_method
     )
-    lines = findings_lines(found)
-    print("\n".join(lines if args.format == "markdown" else map(plain_text, lines)))
+    if args.format == "json":
+        import json
+
+        print(json.dumps(findings_record(found), indent=1))
+    else:
+        lines = findings_lines(found)
+        print("\n".join(lines if args.format == "markdown" else map(plain_text, lines)))
     if args.reports_dir:
         written = write_findings(found, args.reports_dir, args.store)
         print(f"\nfindings: {written.summary_md} ({len(written.figures)} figures)")

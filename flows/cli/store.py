@@ -73,7 +73,7 @@ def run_upgrade(args: argparse.Namespace) -> int:
     if result.from_version == SCHEMA_VERSION and result.files_rewritten:
         print(
             f"store {args.store}: schema version {SCHEMA_VERSION}, {result.files_rewritten} derived files brought up "
-            "to date (transitions' q-values, the Jaccard of two empty masks)"
+            "to date (transitions decided by confident states, the Jaccard of two empty masks)"
         )
     elif result.from_version == SCHEMA_VERSION:
         print(f"store {args.store} is already at schema version {SCHEMA_VERSION}: nothing to do")

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from dormant_tasks.statistics.confidence import pack_inputs, wilson_interval
+from dormant_tasks.store import derived_file_key
 from dormant_tasks.store.io import read_table, store_folder, write_table
-from dormant_tasks.tracking.transitions import derive_transitions, mark_blips
+from dormant_tasks.tracking.transitions import FDR_KEY, derive_transitions, fdr_record, mark_blips
 
 MODEL = "test-org/tiny-series"
 CAL, TAUS = "winogrande-dev-4-abc", "taus-1"
@@ -138,8 +139,8 @@ def write_series(
             read_table(root, "checkpoints", model_id, filters=of_set),
         )
         t = mark_blips(t)
-        key = f"transitions-{calibration_id}" if extra else "transitions"
-        write_table(root, "transitions", t, file_key=key, model_id=model_id)
+        key = derived_file_key("transitions", TAUS, calibration_id)
+        write_table(root, "transitions", t, file_key=key, model_id=model_id, metadata={FDR_KEY: fdr_record(0.05)})
     return root
 
 

@@ -73,7 +73,8 @@ def test_path_tokens_count_along_branches_and_restarting_stages():
 
 def test_dormant_for_good_is_the_start_of_the_last_dormant_run():
     d = picture()[:, 0, :]  # [checkpoint, head]
-    assert stable_index(d, 1.0).tolist() == [1, 3, 5, -1]
+    assert stable_index(d, 1.0).tolist() == [1, 3, -1, -1]  # head 2, dormant at the last checkpoint only: censored
+    assert stable_index(d, 1.0, min_run=1).tolist() == [1, 3, 5, -1]
     assert stable_index(np.ones((3, 1), bool), 1.0).tolist() == [0]
 
 
@@ -91,42 +92,47 @@ def test_findings_on_a_hand_built_store_give_the_hand_computed_numbers(tmp_path)
     e = f.emergence
     assert (e.pct_dormant_first, e.pct_dormant_last) == (25.0, 75.0)
     assert e.first_dormant_tokens == 0 and e.final_tokens == 1_000_000
-    assert e.heads == ["L0.H0", "L0.H1", "L0.H2"]
-    assert e.first_tokens.tolist() == [50_000, 50_000, 1_000_000]
+    # head 2 is dormant at the last checkpoint only: not settled yet, right-censored with head 3 (never settled)
+    assert e.heads == ["L0.H0", "L0.H1"] and e.n_censored == 2
+    assert e.first_tokens.tolist() == [50_000, 50_000]
     # head 1's blip at checkpoint 2 does not push it to 200K: dormant at 4 of the 5 checkpoints from 50K on
-    assert e.settled_tokens.tolist() == [50_000, 50_000, 1_000_000]
+    assert e.settled_tokens.tolist() == [50_000, 50_000]
     assert e.early_tokens == 100_000
-    assert (e.early.k, e.early.n) == (2, 3)  # heads 0 and 1 have settled by 10% of the tokens
-    assert (e.early.low, e.early.high) == pytest.approx(tuple(float(x) for x in wilson_interval(2, 3)))
+    assert (e.early.k, e.early.n) == (2, 2)  # both have settled by 10% of the tokens
+    # one layer: no interval over layers, and it says why
+    assert math.isnan(e.early.low) and e.early.n_units == 1 and e.early.too_few
     assert e.settled_median.value == 50_000 and e.settled_fraction.value == pytest.approx(0.05)
-    # a bootstrap median of three heads is one of their values: 50K or 1M
-    assert {e.settled_median.low, e.settled_median.high} <= {50_000.0, 1_000_000.0}
-    assert e.settled_median.method.startswith("bootstrap over heads (2000 resamples, seed 0)")
+    assert math.isnan(e.settled_median.low) and e.settled_median.method.startswith("exact order-statistic")
+    assert math.isinf(e.settled_median_all.value)  # half of the 4 heads censored: the median is not reached
 
     t = f.transitions
     # head 0 fell at 1; head 1 fell at 1, woke at 2, fell at 3; head 2 fell at 5; head 3 woke at 2
     assert (t.n_transitions, t.fell_dormant, t.woke) == (6, 4, 2)
-    # head 1 is unsure at checkpoint 2 (0.45 of 128): its transitions into and out of it are not confident
-    # (these rows keep no per-input indicators: the interval rule); its change into 1 is undone at 2 and the
-    # one into 2 at 3: two blips
-    assert (t.n_confident, t.n_blips) == (4, 2)
+    # head 1 is undetermined at checkpoint 2 (0.45 of 128): it stays confidently dormant from 1 on, so its changes
+    # into 2 and 3 are not confident; its change into 1 is undone at 2 and the one into 2 at 3: two mask blips,
+    # neither with both legs confident
+    assert (t.n_confident, t.n_blips, t.n_confident_blips) == (4, 2, 0)
+    assert (t.n_heads, t.n_selected, t.method) == (4, 4, "bh")
+    assert t.undetermined.k == 1 and t.undetermined.n == 24
+    assert t.state_level == pytest.approx(0.05 * 4 / (4 * 6))
     (stage,) = t.stages
     assert (stage.stage, stage.n_transitions, stage.n_confident, stage.tokens) == (1, 6, 4, 1_000_000)
     low, high = poisson_interval(4)
     assert (stage.poisson.value, stage.poisson.low, stage.poisson.high) == pytest.approx(
         (4000.0, 1000 * low, 1000 * high)
     )
-    # every head has exactly one confident transition: every bootstrap resample of the 4 heads has 4
-    assert (stage.per_billion.value, stage.per_billion.low, stage.per_billion.high) == pytest.approx((4000.0,) * 3)
+    assert stage.per_billion.value == pytest.approx(4000.0) and stage.per_billion.too_few  # one layer
     assert stage.spacing.value == 100_000 and (stage.spacing.low, stage.spacing.high) == (50_000, 500_000)
     assert (t.ever_changed.k, t.ever_changed.n) == (4, 4)
     assert (t.more_than_once.k, t.more_than_once.n) == (1, 4)  # head 1
-    assert (t.n_tests, t.n_paired, t.fdr) == (20, 0, 0.05)  # 4 heads x 5 intervals; no indicators kept here
+    assert (t.confidently_changed.k, t.n_paired, t.fdr) == (4, 0, 0.05)  # no indicators kept here
     assert t.interval_spacing.tolist() == np.diff(TOKENS).tolist() and t.interval_steps.tolist() == [10] * 5
     assert t.confidently_more_than_once == 0  # head 1 has one confident transition
     assert t.interval_tokens.tolist() == TOKENS[1:]
     assert t.interval_confident.tolist() == [2, 1, 0, 0, 1]  # heads 0, 1 at 1; head 3 at 2; head 2 at 5
     assert (t.interval_confident + t.interval_other).tolist() == [2, 2, 1, 0, 1]
+    by = series_findings(hand_store(tmp_path / "by"), MODEL, fdr_method="by").transitions
+    assert by.method == "by" and by.state_level < t.state_level and by.n_confident <= t.n_confident
 
     d = f.input_dependence
     assert d.measured and d.calibration_ids == [CAL, "cal-b"]
@@ -134,7 +140,7 @@ def test_findings_on_a_hand_built_store_give_the_hand_computed_numbers(tmp_path)
     assert d.jaccard.tolist() == pytest.approx([1, 1, 1, 1, 1, 2 / 3])
     assert d.first == (f"stage1-step0-tokens{TOKENS[0]}", 1.0)
     assert d.last.value == pytest.approx(2 / 3) and (d.all_of_any.k, d.all_of_any.n) == (2, 3)
-    assert d.last.low <= 2 / 3 <= d.last.high and d.last.method.startswith("bootstrap over heads")
+    assert d.last.low <= 2 / 3 <= d.last.high
     # this store keeps no per-input indicators: the noise floor says so instead of a number
     assert d.noise_floor is None and "keeps no per-input indicators" in d.noise_floor_note
 
@@ -156,7 +162,7 @@ def test_findings_agree_with_status_and_the_report(tmp_path):
     e, t = f.emergence, f.transitions
     assert f"ahon_ln dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}%" in line
     assert f"transitions {t.n_transitions} ahon_ln / {t.n_transitions} total" in line  # one function
-    assert f"({t.n_confident} confident at the interval rule, {t.n_blips} blips)" in line  # no indicators kept
+    assert f"({t.n_confident} confident at BH q <= 0.05 over heads, {t.n_blips} blips)" in line
 
     report = render_report(root, MODEL, out_dir=tmp_path / "report")
     (row,) = [r for r in summary_rows_of(root) if r["score_fn"] == "ahon_ln"]
@@ -200,9 +206,9 @@ def test_cli_findings(tmp_path, capsys):
     out = capsys.readouterr().out
     # plain text by default (no raw Markdown on a terminal); `--format markdown` gives findings.md's text
     assert "1. Emergence." in out and "2. Transitions." in out and "3. Input dependence." in out and "**" not in out
-    assert "2 of 3 (66.7%" in out  # the early share with its interval
-    assert "per head: L0.H0 at 50K, L0.H1 at 50K, L0.H2 at 1M." in out  # each head's token count
-    assert "Benjamini-Hochberg q < 0.05 over 20 (head, interval) tests" in out
+    assert "2 of 2 settled heads (100.0%, no interval: 1 layer, fewer than 5)" in out  # and why no interval
+    assert "per head: L0.H0 at 50K, L0.H1 at 50K." in out  # each head's token count
+    assert "Benjamini-Hochberg q <= 0.05 over 4 heads" in out and "2 had not by the end (right-censored)" in out
     assert "depends on how densely the checkpoints are spaced" in out
     assert "Noise floor: not measured" in out
     assert (tmp_path / "out" / "figures" / "findings_emergence.svg").is_file()
@@ -215,8 +221,8 @@ def test_emergence_without_a_dormant_head_at_the_end(tmp_path):
     d = np.zeros((2, 1, 2), dtype=bool)
     d[0, 0, 0] = True
     f = series_findings(write_series(tmp_path / "s", {"ahon_ln": d}, [0, 10]), MODEL)
-    assert f.emergence.early.n == 0 and math.isnan(f.emergence.early.value)
-    assert "no head is dormant at the last checkpoint" in "\n".join(findings_lines(f))
+    assert f.emergence.early.n == 0 and math.isnan(f.emergence.early.value) and f.emergence.n_censored == 2
+    assert "no head has settled dormant" in "\n".join(findings_lines(f))
 
 
 @pytest.mark.parametrize("settled", [[400_000, 900_000], [10, 20]])  # none early (k = 0), all early (k = n)
@@ -249,7 +255,10 @@ def test_emergence_figure_at_the_ends_of_the_interval(settled, rounded):
         np.array(settled),
         np.array(settled),
         ["a", "b"],
+        2,
         STABLE,
+        3,
+        median,
         median,
         median,
         median,

@@ -14,6 +14,8 @@ default quantile tau (a per-series threshold in raw units, which the comparison 
 
 from __future__ import annotations
 
+import math
+
 import csv
 import io
 import json
@@ -165,7 +167,8 @@ def test_the_findings_table_is_each_series_own_findings(store, rendered):
         assert int(row["confident"]) == f.transitions.n_confident and int(row["checkpoints"]) == f.n_checkpoints
         share = f.transitions.more_than_once
         assert float(row["heads changing state more than once"]) == pytest.approx(share.value, rel=1e-5)
-        assert float(row["heads changing state more than once low"]) == pytest.approx(share.low, rel=1e-5)
+        low = row["heads changing state more than once low"]  # empty: too few layers for an interval
+        assert (float(low) if low else math.nan) == pytest.approx(share.low, rel=1e-5, nan_ok=True)
 
 
 def test_the_curves_are_the_measured_checkpoints_on_path_tokens(store, rendered):

@@ -579,7 +579,7 @@ def test_status_cli(two_series_store, capsys):
         )
         for fn, tid, confident, blip in (
             ("ahon_ln", "taus", True, False),
-            ("awft", "taus", None, True),  # null: an interval unknown (upgraded head_scores)
+            ("awft", "taus", None, True),  # null: the inputs unknown
             ("awft", "taus", True, False),
             ("awft", "older-taus", True, True),
         )
@@ -590,7 +590,8 @@ def test_status_cli(two_series_store, capsys):
     # the row of older taus is not current: 3 transitions, not 4; counts over every function
     assert lines[0] == (
         f"{MODEL}: 2 checkpoints, steps 10..20, ahon_ln dormant 16.7% -> 0.0%, transitions 1 ahon_ln / 3 total "
-        "(2 confident at the interval rule, 1 blip), per-input scores kept for 0/2"
+        "(2 confident at an older rule: `dormant store repair` derives them again, 1 blip), per-input scores kept "
+        "for 0/2"
     )
     assert lines[1] == "tiny: not tracked (0 evaluation rows)"
 

@@ -476,7 +476,7 @@ def test_a_version_4_store_gets_q_values_and_undefined_jaccards(tmp_path, capsys
     both up to date in place, keeps the files' metadata, and has nothing to do the second time."""
     from dormant_tasks.store.io import read_metadata, write_table
     from dormant_tasks.store.layout import series_files
-    from dormant_tasks.tracking.transitions import FDR_KEY
+    from dormant_tasks.tracking.transitions import FDR_KEY, stored_rule
     from tests.builders.stores import MODEL, store_of_two_sets
 
     root = store_of_two_sets(tmp_path, differ=False)
@@ -513,9 +513,11 @@ def test_a_version_4_store_gets_q_values_and_undefined_jaccards(tmp_path, capsys
         assert now.column("confident_q").to_pylist() == t.column("confident_q").to_pylist()
         assert now.column("confident").to_pylist() == t.column("confident").to_pylist()
         meta = read_metadata(root, "transitions", MODEL, path.stem)
-        assert meta["dormant.pairs"] == "[1]" and FDR_KEY in meta
-    jaccard = read_table(root, "calibration_agreement", MODEL).column("jaccard").to_pylist()
-    assert math.isnan(jaccard[0]) and jaccard[1] == 0.25
+        assert stored_rule(meta[FDR_KEY]) == (0.05, "bh")
+    # the series is derived again (its transitions came from an older rule): its agreement is recomputed too,
+    # with two empty masks undefined
+    for r in read_table(root, "calibration_agreement", MODEL).to_pylist():
+        assert math.isnan(r["jaccard"]) == (r["n_dormant_a"] + r["n_dormant_b"] - r["n_both"] == 0)
     assert read_metadata(root, "calibration_agreement", MODEL, "calibration_agreement") == agreement_meta
     assert cli_main(["store", "upgrade", "--store", str(root)]) == 0
     assert "nothing to do" in capsys.readouterr().out

@@ -137,43 +137,46 @@ def aggregated_rows(c: dict, inactive_counts: list[int], n: int = 128) -> list[d
     return [common | r | {"calibration_id": "cal", "taus_id": "taus"} for r in heads]
 
 
-def test_without_per_input_indicators_a_head_at_64_of_128_is_never_part_of_a_confident_transition():
-    """The fallback rule (results stored without `inactive_inputs`): both intervals must exclude 0.5."""
+def test_a_head_at_64_of_128_is_undetermined_and_a_transition_goes_across_it():
+    """Confident states (exact binomial, Bonferroni over checkpoints, BH over heads): 0/128 and 128/128 are
+    confident, 64/128 is not; a confident transition goes from a confident state to the opposite one, across
+    undetermined checkpoints, located at the mask change between them."""
     cks = [ckpt("m", 1, s) for s in (1, 2, 3, 4)]
     counts = [  # per checkpoint, per head: inputs (of 128) on which the head is inactive
         [0, 128, 0, 128],
-        [64, 0, 128, 64],  # head 0: 64/128, dormant (rate 0.5) but its interval holds 0.5; head 3 likewise
+        [64, 0, 128, 64],  # head 0: 64/128, dormant (rate 0.5) but undetermined; head 3 likewise
         [0, 128, 0, 0],
         [128, 128, 0, 64],
     ]
     rows = [r for c, k in zip(cks, counts) for r in aggregated_rows(c, k)]
-    tr = derive_transitions(table(rows).drop_columns(["inactive_inputs"])).to_pylist()
-    assert all(r["confident_p"] is None for r in tr)
+    tr = derive_transitions(table(rows).drop_columns(["inactive_inputs"]), checkpoints_table(cks, 128)).to_pylist()
+    assert all(r["confident_p"] is None for r in tr)  # McNemar needs the indicators; the states do not
     got = {(r["head_index"], r["to_step"]): r["confident"] for r in tr}
     assert got == {
-        (0, 2): False,  # 0/128 -> 64/128
-        (0, 3): False,  # 64/128 -> 0/128
+        (0, 2): False,  # 0/128 -> 64/128: into an undetermined state
+        (0, 3): False,  # 64/128 -> 0/128: active again, the same confident state as at 1
         (0, 4): True,  # 0/128 -> 128/128
         (1, 2): True,
         (1, 3): True,
         (2, 2): True,
         (2, 3): True,
-        (3, 3): False,  # 64/128 (dormant) -> 0/128: head 3 stays dormant from 1 to 2 (no row there)
+        (3, 3): True,  # 128/128 at 1 -> 0/128 at 3, across 64/128 at 2: located where the mask changes
         (3, 4): False,  # 0/128 -> 64/128
     }
+    sure = {(r["head_index"], r["to_step"]): r for r in tr if r["confident"]}
+    assert sure[(3, 3)]["from_confident_revision"] == cks[0]["revision"]
+    assert sure[(3, 3)]["to_confident_revision"] == cks[2]["revision"]
     for r in tr:
         assert r["blip"] is False  # derive_transitions alone never marks one
 
 
-def test_confident_is_null_when_an_interval_is_unknown():
-    """head_scores upgraded from schema version 3 have no interval: null, not a guess."""
+def test_confident_is_null_when_the_inputs_are_unknown():
+    """Without the checkpoints' `n_inputs` (no checkpoints table) no state is known: null, not a guess."""
     a, b, c = ckpt("m", 1, 1), ckpt("m", 1, 2), ckpt("m", 1, 3)
-    known = aggregated_rows(a, [0, 0]) + aggregated_rows(c, [0, 128])
-    unknown = score_rows(b, "ahon_ln", {(0, 0): True, (0, 1): False})  # no dormant_rate_low/high: null
-    tr = derive_transitions(table(known + unknown)).to_pylist()
-    assert [(r["head_index"], r["to_step"], r["confident"]) for r in tr] == [(0, 2, None), (0, 3, None), (1, 3, None)]
-    without_columns = table(known + unknown).drop_columns(["dormant_rate_low", "dormant_rate_high"])
-    assert derive_transitions(without_columns).column("confident").null_count == 3
+    rows = aggregated_rows(a, [0, 0]) + aggregated_rows(b, [128, 0]) + aggregated_rows(c, [0, 128])
+    assert derive_transitions(table(rows)).column("confident").null_count == 3
+    decided = derive_transitions(table(rows), checkpoints_table([a, b, c], 128)).column("confident")
+    assert decided.null_count == 0 and decided.to_pylist() == [True, True, True]
 
 
 # ------------------------------------------------------------------------------------------ the paired test
@@ -225,44 +228,35 @@ def test_packed_indicators_round_trip_and_count_discordant_inputs():
         discordant(b"\x01", b"\x01\x00")
 
 
-def test_confident_is_the_paired_test_on_the_inputs_that_changed():
+def test_each_mask_change_keeps_mcnemars_p_and_confident_is_about_the_states():
     """Hand-made paired indicators on 128 inputs:
-    head 0: inactive on inputs 0-59 (60, active), then 0-69 (70, dormant): b = 0, c = 10, p = 2/2^10: confident,
-            though the first rate's Wilson interval holds 0.5 (the unpaired rule said no);
-    head 1: 0-62 (63, active), then 1-64 (64, dormant): b = 1, c = 2, p = 1: not confident;
+    head 0: inactive on inputs 0-59 (60, active), then 0-69 (70, dormant): McNemar b = 0, c = 10, p = 2/2^10
+            (the rate on these inputs changed), but neither 60 nor 70 of 128 is a confident state: not confident;
+    head 1: 0-62 (63, active), then 1-64 (64, dormant): b = 1, c = 2, p = 1;
     head 2: 0-63 then 64-127: 64 of 128 both times, no state change, no row;
-    head 3: 0-9 (active), then 0-99 (dormant): p = 2/2^90, confident under either rule."""
+    head 3: 0-9 (confidently active), then 0-99 (confidently dormant): p = 2/2^90, confident."""
     a, b = ckpt("m", 1, 1), ckpt("m", 1, 2)
     before = [set(range(60)), set(range(63)), set(range(64)), set(range(10))]
     after = [set(range(70)), set(range(1, 65)), set(range(64, 128)), set(range(100))]
     rows = rows_with_inactive_inputs(a, before) + rows_with_inactive_inputs(b, after)
-    tr = {r["head_index"]: r for r in derive_transitions(table(rows)).to_pylist()}
+    tr = {r["head_index"]: r for r in derive_transitions(table(rows), checkpoints_table([a, b], 128)).to_pylist()}
     assert sorted(tr) == [0, 1, 3]
-    assert (tr[0]["confident"], tr[0]["confident_p"]) == (True, pytest.approx(2 / 2**10))
+    assert (tr[0]["confident"], tr[0]["confident_p"]) == (False, pytest.approx(2 / 2**10))
     assert (tr[1]["confident"], tr[1]["confident_p"]) == (False, 1.0)
     assert (tr[3]["confident"], tr[3]["confident_p"]) == (True, pytest.approx(2 / 2**90))
-    fallback = {
-        r["head_index"]: r for r in derive_transitions(table(rows).drop_columns(["inactive_inputs"])).to_pylist()
-    }
-    assert [fallback[h]["confident"] for h in (0, 1, 3)] == [False, False, True]
-    assert all(fallback[h]["confident_p"] is None for h in (0, 1, 3))
+    assert tr[3]["state_p"] == pytest.approx(max(stats.binom.cdf(10, 128, 0.5), stats.binom.sf(99, 128, 0.5)))
+    assert tr[0]["confident_q"] == tr[0]["confident_q"] and tr[3]["confident_q"] <= 0.05
 
 
-def test_a_result_without_indicators_falls_back_per_transition():
-    """One checkpoint stored before the indicators were kept (null): its transitions use the intervals."""
+def test_a_result_without_indicators_has_no_mcnemar_p_and_its_states_still_decide():
+    """One checkpoint stored before the indicators were kept (null): no McNemar p into it; its state counts."""
     a, b, c = ckpt("m", 1, 1), ckpt("m", 1, 2), ckpt("m", 1, 3)
-    rows = rows_with_inactive_inputs(a, [set(range(60))]) + rows_with_inactive_inputs(b, [set(range(70))])
+    rows = rows_with_inactive_inputs(a, [set(range(120))]) + rows_with_inactive_inputs(b, [set(range(70))])
     old = rows_with_inactive_inputs(c, [set()])
     for r in old:
         r["inactive_inputs"] = None
-    tr = derive_transitions(table(rows + old)).to_pylist()
-    assert [(r["to_step"], r["confident"], r["confident_p"] is None) for r in tr] == [
-        (2, True, False),
-        (3, False, True),
-    ]
-
-
-# ------------------------------------------------------------------------------------------ blips
+    tr = derive_transitions(table(rows + old), checkpoints_table([a, b, c], 128)).to_pylist()
+    assert [(r["to_step"], r["confident"], r["confident_p"]) for r in tr] == [(3, True, None)]
 
 
 def test_a_to_b_to_a_is_a_blip_and_a_to_b_to_b_is_not():

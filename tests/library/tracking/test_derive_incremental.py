@@ -19,7 +19,14 @@ from dormant_tasks.names import series_slug
 from dormant_tasks.statistics.confidence import pack_inputs
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
-from dormant_tasks.tracking.transitions import derive_transitions, head_histories, mark_blips
+from dormant_tasks.tracking.derive import RATE_COLUMNS
+from dormant_tasks.tracking.transitions import (
+    confirm_transitions,
+    derive_transitions,
+    dormant_matrices,
+    head_histories,
+    mark_blips,
+)
 
 MODEL = "test-org/incremental"
 FNS = ("ahon_ln", "awft")
@@ -116,6 +123,14 @@ def oracle(store):
     return mark_blips(derive_transitions(heads, ckpts)), head_histories(heads, ckpts)
 
 
+DECIDED = ["confident", "confident_q", "head_p", "state_p", "from_confident_revision", "to_confident_revision"]
+
+
+def matrices(store):
+    view = SeriesView.open(store, MODEL)
+    return list(dormant_matrices(view.head_scores(), view.checkpoints_table()))
+
+
 def stored(store):
     view = SeriesView.open(store, MODEL)
     return view.transitions(), view.histories()
@@ -127,11 +142,15 @@ def test_derivation_pair_by_pair_equals_the_whole_series(series_store, monkeypat
     order = revisions()
     rng.shuffle(order)  # out of training order: inserts in the middle, a new first checkpoint, new branches
     read: list[list[str]] = []
+    light: list[tuple] = []
     real = SeriesView.head_scores
 
-    def spy(self, score_fns=None, revisions=None):
-        read.append(list(self.revisions if revisions is None else revisions))
-        return real(self, score_fns, revisions)
+    def spy(self, score_fns=None, revisions=None, columns=None):
+        if columns is None:
+            read.append(list(self.revisions if revisions is None else revisions))
+        else:  # the whole series' rates, for the confident states
+            light.append(tuple(columns))
+        return real(self, score_fns, revisions, columns)
 
     monkeypatch.setattr(SeriesView, "head_scores", spy)
     when = T0
@@ -140,15 +159,18 @@ def test_derivation_pair_by_pair_equals_the_whole_series(series_store, monkeypat
         store_checkpoint(series_store, c, rng, when)
         read.clear()
         summary = tracker.derive_series(request)
-        if i:  # incremental: at most the new pairs' checkpoints (and the first one), never the whole series
+        if i:  # incremental: whole rows of at most the new pairs' checkpoints (and the first one)
             assert sum(len(r) for r in read) <= 2 * 2 + 1, read
+            assert light == [RATE_COLUMNS]  # and four columns' worth of the rest
+        light.clear()
         got, want = stored(series_store), oracle(series_store)
         assert got[0].equals(want[0]), f"transitions after adding {c['revision']}"
         assert got[1].equals(want[1]), f"histories after adding {c['revision']}"
         assert summary.n_transitions == want[0].num_rows
     assert want[0].num_rows > 20  # the random series does change state
     q = want[0].column("confident_q").to_pylist()
-    assert all(x is not None for x in q) and 0 < sum(x < 0.05 for x in q) < len(q)  # over the whole series
+    sure = want[0].column("confident").to_pylist()
+    assert all(x is not None for x in q) and 0 < sum(sure) < len(q)  # over the whole series
     assert 0 < sum(want[0].column("blip").to_pylist()) < want[0].num_rows  # and has blips, kept right on appends
     # A re-analysed checkpoint (new result, other states) replaces its pairs.
     store_checkpoint(series_store, order[3], random.Random(99), when + timedelta(hours=1))
@@ -189,7 +211,7 @@ def test_without_the_pairs_record_the_whole_series_is_derived(series_store):
     assert np.all(np.isin(got[0].column("to_revision").to_pylist(), [c["revision"] for c in revisions()[:6]]))
 
 
-def test_track_fdr_sets_the_stored_level_and_a_new_level_recounts_from_the_stored_p(series_store, monkeypatch):
+def test_track_fdr_sets_the_stored_rule_and_a_new_rule_decides_again_without_deriving_pairs(series_store, monkeypatch):
     from flows.cli.status import series_line
 
     rng = random.Random(5)
@@ -197,19 +219,21 @@ def test_track_fdr_sets_the_stored_level_and_a_new_level_recounts_from_the_store
         store_checkpoint(series_store, c, rng, T0 + timedelta(minutes=i))
     tracker.derive_series(TrackRequest(source=MODEL, store=str(series_store), report=False, fdr=0.5))
     loose = stored(series_store)[0]
-    q = np.array(loose.column("confident_q").to_pylist())
-    assert (q < 0.05).sum() < (q < 0.5).sum()  # the level matters here
-    assert loose.column("confident").to_pylist() == (q < 0.5).tolist()
-    assert "confident at BH q < 0.5," in series_line(series_store, MODEL)
+    assert "confident at BH q <= 0.5 over heads," in series_line(series_store, MODEL)
     read: list = []
     real = SeriesView.head_scores
     monkeypatch.setattr(SeriesView, "head_scores", lambda self, *a, **k: read.append(k) or real(self, *a, **k))
-    tracker.derive_series(TrackRequest(source=MODEL, store=str(series_store), report=False))  # the default 0.05
-    assert len(read) == 1  # the first checkpoint's head_scores, for the histories: no pair is derived again
+    request = TrackRequest(source=MODEL, store=str(series_store), report=False, fdr_method="by")
+    tracker.derive_series(request)  # the default level 0.05, by Benjamini-Yekutieli
+    assert [k.get("columns") is None for k in read] == [True, False]  # the first checkpoint, then the rates
     strict = stored(series_store)[0]
-    assert strict.column("confident_q").to_pylist() == q.tolist()  # the same q-values ...
-    assert strict.column("confident").to_pylist() == (q < 0.05).tolist()  # ... at the new level
-    assert strict.equals(oracle(series_store)[0])
-    assert "confident at BH q < 0.05," in series_line(series_store, MODEL)
+    assert strict.drop_columns(DECIDED).equals(loose.drop_columns(DECIDED))  # the same mask changes ...
+    assert sum(strict.column("confident").to_pylist()) <= sum(loose.column("confident").to_pylist())  # BY: fewer
+    want = confirm_transitions(oracle(series_store)[0], matrices(series_store), 0.05, "by")
+    for name in want.column_names:
+        assert strict.column(name).to_pylist() == want.column(name).to_pylist(), name
+    assert "confident at BY q <= 0.05 over heads," in series_line(series_store, MODEL)
     with pytest.raises(ConfigError, match="--fdr 1.5: a false discovery rate lies between 0 and 1"):
         TrackRequest(source=MODEL, store=str(series_store), fdr=1.5)
+    with pytest.raises(ConfigError, match="--fdr-method 'holm': choose one of bh, by"):
+        TrackRequest(source=MODEL, store=str(series_store), fdr_method="holm")
