@@ -26,6 +26,7 @@ class Estimate:
     high: float
     method: str
     unit: str = ""  # "tokens", "fraction", "per billion tokens", "Jaccard", ...
+    n_units: int = 0
 
     @classmethod
     def undefined(cls, method: str, unit: str = "") -> Estimate:
