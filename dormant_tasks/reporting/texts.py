@@ -273,9 +273,7 @@ def findings_lines(f: Findings) -> list[str]:
         if d.noise_floor is not None:
             nf = d.noise_floor
             two = lambda x: f"{x:+.2f}"  # noqa: E731
-            reference = (
-                "the cluster-whole halves of each set" if nf.halves else "disjoint sets of the same kind"
-            )
+            reference = "the cluster-whole halves of each set" if nf.halves else "disjoint sets of the same kind"
             kinds = ", ".join(dict.fromkeys(nf.kinds))
             floor = (
                 f"Noise floor at {nf.revision} ({nf.n_inputs} inputs in {nf.n_clusters} clusters; kinds: {kinds}): "

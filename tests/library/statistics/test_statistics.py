@@ -5,8 +5,6 @@ noise floor: tests/library/findings/test_dependence.py)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
