@@ -344,7 +344,7 @@ def set_noise_floor(
     (`checkpoints.input_clusters`); (None, why) when the indicators are not stored. A set's kind is the text it
     was taken from (`calibration_kind`: `winogrande:1` and `winogrande:2` are one kind); when every set is of one
     kind, each set is its own kind, so the test asks whether the draws differ by more than their halves do."""
-    from dormant_tasks.tracking.calibration import calibration_kind
+    from dormant_tasks.tracking import calibration_kind
 
     sets, clusters, ids, note = _indicators(views, score_fn, revision)
     if not sets:

@@ -206,13 +206,17 @@ def _read_file(path: Path, limit: int | None, cluster_field: str | None) -> tupl
     more, n_cut = False, 0
     try:
         with waiting(f"reading {path.name}"), open(path, encoding="utf-8") as f:
-            items = _json_items(f, path, cluster_field) if cluster_field is not None else _lines(f)
-            for i, (text, *key, cut) in enumerate(items):
+            items: Iterator[tuple[str, Hashable, bool]] = (
+                _json_items(f, path, cluster_field)
+                if cluster_field is not None
+                else ((text, i, cut) for i, (text, cut) in enumerate(_lines(f)))  # one line, one cluster
+            )
+            for text, key, cut in items:
                 if limit is not None and len(texts) == limit:
                     more = True
                     break
                 texts.append(text)
-                keys.append(key[0] if key else i)
+                keys.append(key)
                 n_cut += cut
     except UnicodeDecodeError as e:
         raise ScoringError(f"texts file {str(path)!r} is not UTF-8 ({e.reason}); re-encode it as UTF-8") from None
