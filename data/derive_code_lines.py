@@ -6,7 +6,8 @@ Takes the source lines of a few pure-Python stdlib modules that are code: not bl
 inside a string literal that fills the whole line (docstrings), 20-200 characters once stripped and with runs of
 whitespace collapsed to one space. Each module contributes its first `PER_MODULE` such lines (exact duplicates
 dropped, first occurrence kept), and the modules are interleaved line by line in the order of `MODULES`, so any
-prefix of the file (the first 128 lines, say) mixes all of them. The file is committed: the set does not change
+prefix of the file (the first 128 lines, say) mixes all of them. `code_lines_files.txt` says where each line comes
+from (`<module> <index among the module's lines>`, line by line): the `code` set's clusters are read from it. The file is committed: the set does not change
 with the Python version; this script prints the version it read. The source is the PSF License Version 2.
 """
 
@@ -21,6 +22,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "dormant_tasks" / "data" / "code_lines.txt"
+SOURCES = OUT.with_name("code_lines_files.txt")
 MODULES = ("json/decoder.py", "textwrap.py", "argparse.py", "heapq.py", "fractions.py", "json/encoder.py", "shlex.py")
 PER_MODULE = 250  # at most; json/decoder.py and heapq.py have fewer: about 1,000 in all
 MIN_CHARS, MAX_CHARS = 20, 200
@@ -57,9 +59,14 @@ def main() -> None:
         lines = list(dict.fromkeys(module_lines(stdlib / name)))[:PER_MODULE]
         print(f"  {name}: {len(lines)} lines")
         per_module.append(lines)
-    mixed = [line for group in zip_longest(*per_module) for line in group if line is not None]
-    texts = list(dict.fromkeys(mixed))
+    numbered = [[(line, f"{name} {i}") for i, line in enumerate(lines)] for name, lines in zip(MODULES, per_module)]
+    mixed = [one for group in zip_longest(*numbered) for one in group if one is not None]
+    sources: dict[str, str] = {}
+    for line, source in mixed:
+        sources.setdefault(line, source)  # a line in two modules: the first occurrence kept, with its source
+    texts = list(sources)
     OUT.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    SOURCES.write_text("".join(sources[t] + "\n" for t in texts), encoding="utf-8")
     print(f"wrote {len(texts)} lines ({OUT.stat().st_size:,} bytes) to {OUT}")
 
 

@@ -1,17 +1,19 @@
 """The third finding: do dormant heads depend on the input text? The masks of a series' calibration sets
-compared at their last shared checkpoint against the noise floor: across-set minus within-set agreement of
-random halves, with a bootstrap interval over heads and a permutation test over set labels (`noise_floor`)."""
+compared at their last shared checkpoint against the noise floor: the agreement of sets of different kinds of
+text minus that of disjoint sets of one kind (or of a set's halves), tested by permuting whole clusters of
+inputs between the sets, with the interval that inverts the same test (`noise_floor`, pure: arrays in)."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from dormant_tasks.statistics import (
     DEFAULT_RESAMPLING,
-    Z95,
     Estimate,
     Resampling,
     Share,
@@ -20,19 +22,26 @@ from dormant_tasks.statistics import (
     unpack_inputs,
 )
 
+ALPHA = 0.05  # the level of the test, and 1 - the interval's coverage (the interval inverts the test)
+NULL = "dormancy does not depend on the kind of text: clusters are exchangeable between the sets"
+
 
 @dataclass(frozen=True)
 class NoiseFloor:
-    """Across-set vs within-set agreement of random halves at one checkpoint (`noise_floor`)."""
+    """Across-kind vs same-kind agreement of the sets' masks at one checkpoint, tested by permuting whole
+    clusters (`noise_floor`)."""
 
     revision: str
-    n_inputs: int  # inputs in each half (the same for every comparison)
-    within: Estimate  # Jaccard of two halves of one set, pooled over sets and splits
-    across: Estimate  # Jaccard of a half of one set and a half of another, pooled over pairs and splits
-    difference: Estimate  # across - within (negative: the sets' masks differ more than halves of one set)
-    p_value: float  # one-sided permutation test of "across is lower than within", set labels permuted
-    permutations: int
-    repeats: int
+    n_inputs: int  # inputs of every set together
+    n_clusters: int  # clusters of every set together: the unit the permutations move
+    halves: bool  # no kind has two sets: the same-kind reference is each set's two cluster-whole halves
+    within: Estimate  # Jaccard of masks of the same kind (disjoint sets, or a set's halves), pooled over pairs
+    across: Estimate  # Jaccard of masks of different kinds, pooled over pairs
+    difference: Estimate  # across - within, its 95% interval the inverted permutation test (shift model)
+    p_value: float  # two-sided permutation p of "across = within", whole clusters permuted
+    permutations: int  # permutations behind p (those with a defined difference)
+    kinds: tuple[str, ...] = ()  # per set, its kind
+    null: str = NULL
 
 
 @dataclass(frozen=True)
@@ -53,89 +62,160 @@ class InputDependence:
         return len(self.calibration_ids) >= 2 and bool(self.revisions)
 
 
-def noise_floor(sets: list[np.ndarray], resampling: Resampling = DEFAULT_RESAMPLING, revision: str = "") -> NoiseFloor:
-    """Across-set vs within-set agreement of one checkpoint's masks, at equal size (docs/SCORES.md §7).
+def noise_floor(
+    sets: Sequence[np.ndarray],
+    clusters: Sequence[np.ndarray | None],
+    kinds: Sequence[str],
+    resampling: Resampling = DEFAULT_RESAMPLING,
+    revision: str = "",
+) -> NoiseFloor:
+    """Across-kind vs same-kind agreement of one checkpoint's masks, with a cluster permutation test and the
+    interval that inverts it (docs/SCORES.md §7). Pure: arrays in, a `NoiseFloor` out.
 
-    sets: per calibration set, bool [input, head] per-input inactive indicators (the same heads, in the same
-    order). Each of `repeats` times, every set is split at random into two halves of h inputs (h: half the
-    smallest set); a half's mask is dormant_rate >= 0.5 over its h inputs. Within: Jaccard of a set's two
-    halves; across: of the first (and of the second) halves of two sets. Each is pooled over sets (pairs) and
-    repeats as sum |A n B| / sum |A u B|, with a bootstrap interval over heads (a head's counts over every split
-    stay together). The difference across - within gets a one-sided permutation p-value: the inputs of all
-    sets pooled, set labels permuted (sizes kept), the difference recomputed with the same number of splits;
-    and a 95% interval that holds both sources of noise, the heads (the bootstrap's spread of the difference)
-    and the inputs (the permutation distribution's spread): difference +- 1.96 sqrt(sd_heads² + sd_inputs²).
-    A bootstrap over heads alone leaves out which inputs each set happened to draw, and two sets of the same
-    text then differ by more than it allows.
+    sets: per calibration set, bool [input, head] per-input inactive indicators (the same heads in the same
+    order); clusters: per set, int [input] its inputs' cluster labels (None: every input its own cluster);
+    kinds: per set, the text it was drawn from (two sets of one kind are disjoint draws of that text).
+
+    The parts compared are the sets when some kind has two sets or more, else each set's two halves, split at
+    random cluster-whole. A part's mask is its heads with an inactive rate >= 0.5 over its inputs. Within: the
+    pooled Jaccard (sum |A n B| / sum |A u B|) over the pairs of parts of one kind; across: over the pairs of
+    different kinds; the statistic D = across - within. Null: the kind does not matter, so the clusters are
+    exchangeable between the parts; each permutation deals the clusters out anew, every part keeping its number
+    of clusters, and recomputes D. p = min(1, 2 min(p_low, p_high)), p_low = (1 + #{D* <= D}) / (1 + B) (p_high
+    with >=). The 95% interval is the set of effects d0 the same test does not reject under a shift model (D - d0
+    has the permutation distribution): [D - D*(B+1-m), D - D*(m)], m the smallest count whose p is >= 0.05, so
+    it excludes 0 exactly when p < 0.05. Within and across get percentile intervals from a bootstrap of the
+    clusters within each part. Inputs that come in clusters (twins, documents, files) make two samples of one
+    text differ more than independent inputs would; a test that moves single inputs then rejects true nulls.
     """
     sets = [np.asarray(x, dtype=bool) for x in sets]
-    if len(sets) < 2:
-        raise ValueError("the noise floor compares two calibration sets or more")
-    h = min(x.shape[0] for x in sets) // 2
-    if h < 1 or not sets[0].shape[1]:
-        raise ValueError("each calibration set needs two inputs or more to be split in halves, and a head")
-    sizes = [x.shape[0] for x in sets]
-    pooled = np.concatenate(sets)  # [input of every set, head]
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-
-    def counts(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """float64 [4, head]: within both, within union, across both, across union, summed over the splits.
-        labels: [input] the pooled inputs in set order (a permutation of np.arange)."""
-        halves = []  # per set, bool [split, half, head]: the masks of its two halves in each split
+    if len(sets) < 2 or len(clusters) != len(sets) or len(kinds) != len(sets):
+        raise ValueError("the noise floor compares two calibration sets or more, each with its clusters and kind")
+    if len({x.shape[1] for x in sets}) != 1 or not sets[0].shape[1]:
+        raise ValueError("every set needs the same heads, one at least")
+    if len(set(kinds)) < 2:
+        raise ValueError("the noise floor compares kinds of text: give two kinds or more (each set its own kind)")
+    # the clusters of every set, numbered globally: counts [cluster, head] and sizes [cluster]
+    owner, counts, sizes = [], [], []
+    for k, (x, c) in enumerate(zip(sets, clusters)):
+        labels = np.arange(x.shape[0]) if c is None else np.unique(np.asarray(c), return_inverse=True)[1]
+        if labels.shape != (x.shape[0],):
+            raise ValueError(f"set {k}: {labels.size} cluster labels for {x.shape[0]} inputs")
+        n = int(labels.max()) + 1 if labels.size else 0
+        c_counts = np.zeros((n, x.shape[1]))
+        np.add.at(c_counts, labels, x)
+        counts.append(c_counts)
+        sizes.append(np.bincount(labels, minlength=n))
+        owner.append(np.full(n, k))
+    counts_all, sizes_all, owner_all = np.concatenate(counts), np.concatenate(sizes), np.concatenate(owner)
+    n_clusters = counts_all.shape[0]
+    halves = max(Counter(kinds).values()) < 2
+    if halves:  # part 2k and 2k + 1: set k's clusters split at random, cluster-whole
+        rng = resampling.rng(30)
+        part = np.empty(n_clusters, np.int64)
         for k in range(len(sets)):
-            own = np.tile(labels[starts[k] : starts[k + 1]], (resampling.repeats, 1))  # [split, input]
-            pick = rng.permuted(own, axis=1)[:, : 2 * h].reshape(resampling.repeats, 2, h)  # [split, half, input]
-            halves.append(pooled[pick].sum(axis=2) >= h / 2)  # rate >= 0.5 over the half's h inputs
-        out = np.zeros((4, pooled.shape[1]))
-        for m in halves:
-            out[0] += (m[:, 0] & m[:, 1]).sum(axis=0)
-            out[1] += (m[:, 0] | m[:, 1]).sum(axis=0)
-        for a in range(len(sets)):
-            for b in range(a + 1, len(sets)):
-                out[2] += (halves[a] & halves[b]).sum(axis=(0, 1))
-                out[3] += (halves[a] | halves[b]).sum(axis=(0, 1))
-        return out
+            own = np.flatnonzero(owner_all == k)
+            if own.size < 2:
+                raise ValueError(f"set {k} has fewer than two clusters: it cannot be split in halves")
+            shuffled = rng.permutation(own)
+            part[shuffled] = 2 * k + (np.arange(own.size) >= own.size // 2)
+        part_kind = [kinds[k // 2] for k in range(2 * len(sets))]
+    else:
+        part, part_kind = owner_all, list(kinds)
+    pairs = [(a, b) for a in range(len(part_kind)) for b in range(a + 1, len(part_kind))]
+    same = np.array([part_kind[a] == part_kind[b] for a, b in pairs])
+    n_parts = len(part_kind)
 
-    def jaccards(c: np.ndarray) -> tuple[float, float]:
+    def masks(weights: np.ndarray) -> np.ndarray:
+        """bool [draw, part, head]: each part's mask; weights [draw, part, cluster], a cluster's count in a part."""
+        inactive = weights @ counts_all  # [draw, part, head]
+        total = weights @ sizes_all  # [draw, part]
+        return 2 * inactive >= total[..., None]  # rate >= 0.5
+
+    def jaccards(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """within and across, float [draw] (NaN: no part of those pairs marks a head)."""
+        a, b = zip(*pairs)
+        both = (m[:, a] & m[:, b]).sum(axis=2)  # [draw, pair]
+        union = (m[:, a] | m[:, b]).sum(axis=2)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return c[0].sum() / c[1].sum(), c[2].sum() / c[3].sum()  # NaN when no half marks a head
+            return both[:, same].sum(1) / union[:, same].sum(1), both[:, ~same].sum(1) / union[:, ~same].sum(1)
 
-    observed = counts(np.arange(pooled.shape[0]), resampling.rng(30))  # [4, head]
-    within, across = jaccards(observed)
-    idx = resample_heads(pooled.shape[1], resampling, 31)  # [resample, head]
-    sums = observed[:, idx].sum(axis=2)  # [4, resample]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        w_b, a_b = sums[0] / sums[1], sums[2] / sums[3]  # [resample]
-    rng = resampling.rng(32)
-    null = np.array(
-        [
-            np.subtract(*jaccards(counts(rng.permutation(pooled.shape[0]), rng))[::-1])
-            for _ in range(resampling.permutations)
-        ]
-    )
+    def one_hot(assignment: np.ndarray) -> np.ndarray:  # [draw, cluster] part numbers -> [draw, part, cluster]
+        return (assignment[:, None, :] == np.arange(n_parts)[None, :, None]).astype(np.float64)
+
+    within, across = (float(v[0]) for v in jaccards(masks(one_hot(part[None]))))
     diff = across - within
-    valid = null[~np.isnan(null)]
-    p = float((1 + (valid <= diff).sum()) / (1 + valid.size)) if not math.isnan(diff) else float("nan")
-    d_b = (a_b - w_b)[~np.isnan(a_b - w_b)]
-    se = math.sqrt((d_b.var() if d_b.size > 1 else 0.0) + (valid.var() if valid.size > 1 else 0.0))
-    method = resampling.method
-    both_noises = (
-        f"normal, heads and inputs: bootstrap over heads ({resampling.resamples} resamples) and permutations of "
-        f"the set labels ({resampling.permutations}), seed {resampling.seed}"
+    null = []  # [permutation] D under the null, in chunks to bound memory
+    rng = resampling.rng(32)
+    for start in range(0, resampling.permutations, 100):
+        dealt = rng.permuted(np.tile(part, (min(100, resampling.permutations - start), 1)), axis=1)
+        w, a = jaccards(masks(one_hot(dealt)))
+        null.append(a - w)
+    d_null = np.sort(np.concatenate(null) if null else np.zeros(0))
+    d_null = d_null[~np.isnan(d_null)]
+    p, low, high = _inverted_permutation_test(diff, d_null)
+    w_b, a_b = _cluster_bootstrap(part, n_parts, masks, jaccards, resampling)
+    unit = f"clusters ({n_clusters})"
+    where = "each set's cluster-whole halves" if halves else "the sets"
+    boot = f"bootstrap over clusters within each part ({resampling.resamples} resamples, seed {resampling.seed})"
+    method = (
+        f"permutation test inverted (shift model): whole clusters dealt anew between {where} "
+        f"({d_null.size} permutations, seed {resampling.seed}); null: {NULL}; unit: {unit}"
     )
     return NoiseFloor(
         revision,
-        h,
-        Estimate(float(within), *bootstrap_interval(w_b), method, "Jaccard"),
-        Estimate(float(across), *bootstrap_interval(a_b), method, "Jaccard"),
-        # clipped: a difference of two Jaccard indices lies in [-1, 1]
-        Estimate(
-            float(diff), float(max(-1.0, diff - Z95 * se)), float(min(1.0, diff + Z95 * se)), both_noises, "Jaccard"
-        ),
+        sum(x.shape[0] for x in sets),
+        n_clusters,
+        halves,
+        Estimate(within, *bootstrap_interval(w_b), boot, "Jaccard", n_clusters),
+        Estimate(across, *bootstrap_interval(a_b), boot, "Jaccard", n_clusters),
+        Estimate(diff, low, high, method, "Jaccard", n_clusters),
         p,
-        resampling.permutations,
-        resampling.repeats,
+        int(d_null.size),
+        tuple(kinds),
     )
+
+
+def permutation_p(count_low: int, count_high: int, n: int) -> float:
+    """Two-sided permutation p with the +1 convention: min(1, 2 min(1 + count_low, 1 + count_high) / (1 + n)),
+    count_low = #{D* <= D}, count_high = #{D* >= D} of n permutations."""
+    return min(1.0, 2 * (1 + min(count_low, count_high)) / (1 + n))
+
+
+def _inverted_permutation_test(diff: float, d_null: np.ndarray, alpha: float = ALPHA) -> tuple[float, float, float]:
+    """(p, low, high): the two-sided p of D = `diff` against the sorted null `d_null`, and the effects d0 that
+    the test does not reject at `alpha` when D - d0 has the null distribution (a shift model), clipped to the
+    Jaccard's [-1, 1]. The interval is [D - d(n+1-m), D - d(m)] (1-based order statistics), m the smallest count
+    whose p is >= alpha: 0 lies outside it exactly when p < alpha (for m = 0 nothing is rejected)."""
+    n = d_null.size
+    if math.isnan(diff) or not n:
+        return float("nan"), float("nan"), float("nan")
+    count_low = int(np.searchsorted(d_null, diff, side="right"))  # #{D* <= D}
+    count_high = int(n - np.searchsorted(d_null, diff, side="left"))  # #{D* >= D}
+    m = next(c for c in range(n + 1) if permutation_p(c, c, n) >= alpha)
+    if m == 0:
+        return permutation_p(count_low, count_high, n), -1.0, 1.0
+    # d0 <= D - d(m)  <=>  #{D* <= D - d0} >= m;  d0 >= D - d(n+1-m)  <=>  #{D* >= D - d0} >= m
+    low, high = diff - d_null[n - m], diff - d_null[m - 1]
+    return permutation_p(count_low, count_high, n), float(max(-1.0, low)), float(min(1.0, high))
+
+
+def _cluster_bootstrap(part, n_parts, masks, jaccards, resampling: Resampling) -> tuple[np.ndarray, np.ndarray]:
+    """within and across, float [resample], each part's clusters drawn with replacement (its own number)."""
+    rng = resampling.rng(31)
+    out_w, out_a = [], []
+    members = [np.flatnonzero(part == q) for q in range(n_parts)]
+    for start in range(0, resampling.resamples, 100):
+        r = min(100, resampling.resamples - start)
+        weights = np.zeros((r, n_parts, part.size))
+        for q, own in enumerate(members):
+            drawn = own[rng.integers(0, own.size, size=(r, own.size))]  # [resample, cluster of the part]
+            for i in range(r):
+                weights[i, q] = np.bincount(drawn[i], minlength=part.size)
+        w, a = jaccards(masks(weights))
+        out_w.append(w)
+        out_a.append(a)
+    return np.concatenate(out_w), np.concatenate(out_a)
 
 
 def input_dependence(
@@ -185,38 +265,48 @@ def input_dependence(
         jaccard,
         pairs,
         first,
-        pooled_jaccard(masks, resampling) if masks else Estimate.undefined(resampling.method, "Jaccard"),
+        pooled_jaccard(masks, resampling) if masks else Estimate.undefined(resampling.method_over("heads"), "Jaccard"),
         Share.of(int(n_all[last]), int(n_any[last])),
         floor,
         note,
     )
 
 
-def _indicators(views, score_fn: str, revision: str) -> tuple[list[np.ndarray], str]:
-    """Per set scored at `revision`, bool [input, head] per-input inactive indicators (heads sorted by
-    (layer, head), those of every set), or ([], why not)."""
-    parts, keys = [], []
+def _indicators(views, score_fn: str, revision: str) -> tuple[list[np.ndarray], list, list[str], str]:
+    """Per set scored at `revision`: bool [input, head] per-input inactive indicators (heads sorted by
+    (layer, head), those of every set), int [input] cluster labels (None: every input its own) and its
+    calibration_id; or ([], [], [], why not)."""
+    parts, keys, clusters, ids = [], [], [], []
     for view in views:
         if revision not in view.revisions:
             continue
         t = view.head_scores([score_fn], [revision], columns=["layer", "head_index", "inactive_inputs"])
-        n_inputs = next(int(c["n_inputs"]) for c in view.checkpoints if c["revision"] == revision)
+        row = next(c for c in view.checkpoints if c["revision"] == revision)
+        n_inputs = int(row["n_inputs"])
         bits = t.column("inactive_inputs").to_pylist()
         if any(b is None for b in bits):
-            return [], (
-                f"calibration set {view.calibration_id} keeps no per-input indicators at {revision} (a result "
-                "stored before they were kept): re-score it (a fresh store) to measure the noise floor"
+            return (
+                [],
+                [],
+                [],
+                (
+                    f"calibration set {view.calibration_id} keeps no per-input indicators at {revision} (a result "
+                    "stored before they were kept): re-score it (a fresh store) to measure the noise floor"
+                ),
             )
         key = (np.asarray(t.column("layer"), np.int64) << 20) + np.asarray(t.column("head_index"), np.int64)
         order = np.argsort(key)
         keys.append(key[order])
         parts.append(np.stack([unpack_inputs(bits[i], n_inputs) for i in order], axis=1))  # [input, head]
+        labels = row.get("input_clusters")
+        clusters.append(None if labels is None else np.asarray(labels, np.int64))
+        ids.append(view.calibration_id)
     if len(parts) < 2:
-        return [], f"fewer than two calibration sets are scored at {revision}"
+        return [], [], [], f"fewer than two calibration sets are scored at {revision}"
     shared = keys[0]
     for k in keys[1:]:
         shared = np.intersect1d(shared, k)
-    return [x[:, np.isin(k, shared)] for x, k in zip(parts, keys)], ""
+    return [x[:, np.isin(k, shared)] for x, k in zip(parts, keys)], clusters, ids, ""
 
 
 def set_masks(views, score_fn: str, revision: str) -> list[np.ndarray]:
@@ -239,22 +329,31 @@ def pooled_jaccard(masks: list[np.ndarray], resampling: Resampling = DEFAULT_RES
     union = sum((masks[a] | masks[b]).astype(np.int64) for a in range(len(masks)) for b in range(a + 1, len(masks)))
     both, union = np.asarray(both), np.asarray(union)  # [head]
     if not both.size:
-        return Estimate.undefined(resampling.method, "Jaccard")
+        return Estimate.undefined(resampling.method_over("heads"), "Jaccard")
     idx = resample_heads(both.size, resampling, 40)
     with np.errstate(invalid="ignore", divide="ignore"):
         value = both.sum() / union.sum()
         stats = both[idx].sum(axis=1) / union[idx].sum(axis=1)
-    return Estimate(float(value), *bootstrap_interval(stats), resampling.method, "Jaccard")
+    # descriptive: the heads as units (the noise floor above is the test, with clusters of inputs as units)
+    return Estimate(float(value), *bootstrap_interval(stats), resampling.method_over("heads"), "Jaccard", both.size)
 
 
 def set_noise_floor(
     views, score_fn: str, revision: str, resampling: Resampling = DEFAULT_RESAMPLING
 ) -> tuple[NoiseFloor | None, str]:
-    """`noise_floor` of the sets scored at `revision`, from their stored per-input indicators; (None, why)
-    when they are not stored."""
-    sets, note = _indicators(views, score_fn, revision)
+    """`noise_floor` of the sets scored at `revision`, from their stored per-input indicators and clusters
+    (`checkpoints.input_clusters`); (None, why) when the indicators are not stored. A set's kind is the text it
+    was taken from (`calibration_kind`: `winogrande:1` and `winogrande:2` are one kind); when every set is of one
+    kind, each set is its own kind, so the test asks whether the draws differ by more than their halves do."""
+    from dormant_tasks.tracking import calibration_kind
+
+    sets, clusters, ids, note = _indicators(views, score_fn, revision)
     if not sets:
         return None, note
-    if min(x.shape[0] for x in sets) < 2 or not sets[0].shape[1]:
-        return None, "a calibration set has fewer than two inputs (it cannot be split in halves), or no head is shared"
-    return noise_floor(sets, resampling, revision), ""
+    kinds = [calibration_kind(i) for i in ids]
+    if len(set(kinds)) < 2:
+        kinds = ids
+    n_clusters = [x.shape[0] if c is None else np.unique(c).size for x, c in zip(sets, clusters)]
+    if min(n_clusters) < 2 or not sets[0].shape[1]:
+        return None, "a calibration set has fewer than two clusters of inputs, or no head is shared"
+    return noise_floor(sets, clusters, kinds, resampling, revision), ""

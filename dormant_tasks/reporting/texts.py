@@ -301,11 +301,15 @@ def findings_lines(f: Findings) -> list[str]:
         if d.noise_floor is not None:
             nf = d.noise_floor
             two = lambda x: f"{x:+.2f}"  # noqa: E731
+            reference = "the cluster-whole halves of each set" if nf.halves else "disjoint sets of the same kind"
+            kinds = ", ".join(dict.fromkeys(nf.kinds))
             floor = (
-                f"Noise floor at {nf.revision} (random halves of {nf.n_inputs} inputs, {nf.repeats} splits): "
-                f"within a set {_ci(nf.within, lambda x: f'{x:.2f}')}, across sets {_ci(nf.across, lambda x: f'{x:.2f}')}; "
-                f"across minus within {_ci(nf.difference, two)}, permutation p = {nf.p_value:.3g} "
-                f"({nf.permutations} permutations of the set labels; one-sided, across lower)."
+                f"Noise floor at {nf.revision} ({nf.n_inputs} inputs in {nf.n_clusters} clusters; kinds: {kinds}): "
+                f"agreement within a kind ({reference}) {_ci(nf.within, lambda x: f'{x:.2f}')}, across kinds "
+                f"{_ci(nf.across, lambda x: f'{x:.2f}')}; across minus within {_ci(nf.difference, two)}, "
+                f"permutation p = {nf.p_value:.3g} (two-sided; {nf.permutations} permutations of whole clusters "
+                f"between the sets; the interval inverts the same test, so it excludes 0 exactly when p < 0.05). "
+                f"{'Input dependent' if nf.p_value < 0.05 else 'Not shown input dependent'} at 0.05."
             )
         else:
             floor = f"Noise floor: not measured ({d.noise_floor_note})."
@@ -317,8 +321,8 @@ def findings_lines(f: Findings) -> list[str]:
     else:
         out.append(
             f"3. **Input dependence.** Not measured: the series is tracked on {len(d.calibration_ids)} calibration "
-            "set(s); add another with `dormant track SERIES --calibration winogrande --calibration wikipedia "
-            "--retau` (or any `--calibration FILE`)."
+            "set(s); add others with `dormant track SERIES --calibration winogrande:1 --calibration winogrande:2 "
+            "--calibration wikipedia:1 --retau` (two draws of one text are the reference; or any `--calibration FILE`)."
         )
     out += [
         "",

@@ -88,6 +88,8 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
         return pa.types.is_string(src) or pa.types.is_large_string(src) or pa.types.is_dictionary(src)
     if pa.types.is_timestamp(dst):
         return pa.types.is_timestamp(src) and src.tz is not None
+    if pa.types.is_list(dst):  # e.g. checkpoints.input_clusters: Python ints arrive as list<int64>
+        return (pa.types.is_list(src) or pa.types.is_large_list(src)) and _castable(src.value_type, dst.value_type)
     return False
 
 

@@ -52,6 +52,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("head_scores_bytes", pa.int64(), nullable=True),
             _f("input_scores_sha256", pa.string(), nullable=True),
             _f("input_scores_bytes", pa.int64(), nullable=True),
+            # per input of the calibration set, its cluster (0, 1, ...: WinoGrande twins, a document, a block of
+            # one source file): the input-dependence test permutes whole clusters (findings/dependence.py).
+            # Null: every input its own cluster (a user file's lines, MMLU questions, rows written before it)
+            _f("input_clusters", pa.list_(pa.int32()), nullable=True),
         ]
     ),
     "head_scores": pa.schema(

@@ -25,6 +25,7 @@ __all__ = [
     "TrackRequest",
     "TrackResult",
     "bundled_set_names",
+    "calibration_kind",
     "checkpoint_outcome",
     "common_columns",
     "compute_checkpoint",
@@ -68,6 +69,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.tracking.calibration import (
         DEMO_CORPUS,
         bundled_set_names,
+        calibration_kind,
         load_calibration,
         load_calibration_sets,
         texts_calibration,
@@ -115,6 +117,7 @@ __getattr__, __dir__ = attach(
         "calibration": [
             "DEMO_CORPUS",
             "bundled_set_names",
+            "calibration_kind",
             "load_calibration",
             "load_calibration_sets",
             "texts_calibration",

@@ -160,6 +160,7 @@ def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: Ser
         "n_heads": scored.n_heads,
         "calibration_id": cal_id,
         "n_inputs": len(cal.texts),
+        "input_clusters": None if cal.clusters is None else list(cal.clusters),
         "dtype": scored.dtype,
         "device": scored.device,
         "code_version": __version__,

@@ -37,15 +37,16 @@ def _check_series_name(name) -> None:
 
 
 def _calibration_name(name: str) -> str:
-    """A bundled set's name as is; anything else is a text file, stored absolute."""
-    from dormant_tasks.tracking.calibration import bundled_set_names
+    """A bundled set's name (or `NAME:K`) as is; anything else is a text file (or `FILE:K`), stored absolute."""
+    from dormant_tasks.tracking.calibration import bundled_set_names, split_part
 
     name = str(name).strip()
     if not name:
         raise ConfigError("--calibration is empty: name a bundled set or a UTF-8 text file")
-    if name in bundled_set_names() or not Path(name).expanduser().exists():
+    base, part = split_part(name)
+    if base in bundled_set_names() or not Path(base).expanduser().exists():
         return name  # a bundled set, or an unknown name that loading refuses with the bundled names listed
-    return str(absolute_path(name))
+    return str(absolute_path(base)) + (f":{part}" if part is not None else "")
 
 
 def _selection_of(value) -> Selection:
@@ -92,6 +93,10 @@ class TrackRequest(Request):
     texts: str | None = None  # calibration texts file (default: the bundled WinoGrande dev sentences)
     calibrations: tuple[str, ...] = ()  # `--calibration`: bundled set names or text files, scored in one pass
     limit: int | None = None  # first N calibration texts of each set (default 128)
+    # `--sample N`: a file's set is N texts drawn at random (FILE:K the K-th draw); not saved when unset
+    sample: int | None = field(default=None, metadata={"omit_unset": True})
+    # `--cluster-field NAME`: text files are JSON Lines, each text's cluster in NAME; not saved when unset
+    cluster_field: str | None = field(default=None, metadata={"omit_unset": True})
     batch_size: int | None = None  # inputs per forward pass (None: 8 on a CPU, by tokens alone on a GPU)
     max_tokens: int | None = None  # truncate inputs to this many tokens (default: the model's context)
     max_batch_tokens: int | None = None  # padded tokens per batch (default: the score engine's budget)
@@ -152,7 +157,7 @@ class TrackRequest(Request):
                     f"--tau given for {spec.score_fn!r}, which is not among the scored functions; "
                     "add it to --scores or drop the --tau"
                 )
-        for name in ("tokens_per_step", "limit", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
+        for name in ("tokens_per_step", "limit", "sample", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
             check_positive(getattr(self, name), f"--{name.replace('_', '-')}")
         if not 0 <= self.seed <= MAX_SEED:
             raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {self.seed}")
@@ -194,8 +199,8 @@ class TrackRequest(Request):
         from dormant_tasks.tracking.calibration import load_calibration, load_calibration_sets
 
         if self.calibrations:
-            return load_calibration_sets(self.calibrations, self.limit)
-        return (load_calibration(self.texts, self.limit),)
+            return load_calibration_sets(self.calibrations, self.limit, self.sample, self.cluster_field)
+        return (load_calibration(self.texts, self.limit, self.sample, self.cluster_field),)
 
     @property
     def calibration(self):

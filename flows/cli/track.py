@@ -79,7 +79,24 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a calibration set, repeatable: a bundled set or a UTF-8 text file (one text per line); every set "
         "is scored on each loaded checkpoint and keeps its own taus, masks and transitions; the first is the "
-        "series' primary set. Bundled: " + ", ".join(CALIBRATION_SETS) + " (default: winogrande)",
+        "series' primary set. Bundled: " + ", ".join(CALIBRATION_SETS) + " (default: winogrande). A plain name "
+        "is the set's first N texts (--limit; winogrande's are the authors' protocol); NAME:K is the K-th of "
+        "disjoint sets drawn at random (seed 0) from all of NAME, cluster-whole (WinoGrande twins together), "
+        "e.g. winogrande:1 winogrande:2 to compare two samples of one text; FILE:K is the K-th block of N lines "
+        "of a file (a contiguous cut), or its K-th disjoint draw with --sample",
+    )
+    g.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="draw N texts of each text file at random (seed 0), cluster-whole, instead of taking its first lines; "
+        "FILE:K is then the K-th of disjoint draws",
+    )
+    g.add_argument(
+        "--cluster-field",
+        metavar="NAME",
+        help='text files are JSON Lines: a string "text" and, in NAME, its cluster (texts of one document or '
+        "source file), kept together by draws and by the input-dependence test (default: one line, one cluster)",
     )
     add_max_tokens_argument(g)
     g.add_argument(
@@ -160,6 +177,8 @@ def request_from_args(args: argparse.Namespace):
         texts=args.texts,
         calibrations=tuple(args.calibration or ()),
         limit=args.limit,
+        sample=args.sample,
+        cluster_field=args.cluster_field,
         batch_size=args.batch_size,
         max_tokens=args.max_tokens,
         max_batch_tokens=args.max_batch_tokens,

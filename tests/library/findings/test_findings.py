@@ -21,7 +21,6 @@ from dormant_tasks.reporting.figure_data import summary_rows
 from dormant_tasks.reporting.findings_report import write_findings
 from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.texts import findings_lines
-from dormant_tasks.statistics.confidence import wilson_interval
 from flows.cli import main
 from flows.cli.status import series_line
 from tests.builders.stores import CAL, MODEL, write_series

@@ -14,11 +14,10 @@ default quantile tau (a per-series threshold in raw units, which the comparison 
 
 from __future__ import annotations
 
-import math
-
 import csv
 import io
 import json
+import math
 import re
 
 import numpy as np

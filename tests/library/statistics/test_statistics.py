@@ -1,21 +1,17 @@
 """The findings' statistics (docs/SCORES.md §5 "Confidence" and §7): Benjamini-Hochberg q-values, confident
 transitions on a store of pure noise, bootstrap intervals of clustered transition rates against Poisson (and their
-coverage), the blip-robust emergence, and the input-dependence noise floor. Confident states and transitions
-themselves: test_states.py."""
+coverage) and the blip-robust emergence. Confident states and transitions themselves: test_states.py; the
+input-dependence noise floor: tests/library/findings/test_dependence.py."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pytest
 
-from dormant_tasks.findings.dependence import noise_floor
 from dormant_tasks.findings.dynamics import Resampling, poisson_interval, rate_estimate, stable_index
 from dormant_tasks.statistics.confidence import bh_qvalues
 from dormant_tasks.tracking.transitions import derive_transitions
 from tests.builders.rows import checkpoints_table, ckpt, rows_with_inactive_inputs, table
-from tests.builders.stores import store_of_two_sets
 
 # ------------------------------------------------------------------------------------------ BH q-values
 
@@ -183,92 +179,3 @@ def test_stable_index_matches_a_plain_python_oracle(stable):
     d = np.random.default_rng(2).random((12, 200)) < 0.6  # [position, head]
     want = [stable_oracle(d[:, h].astype(int).tolist(), stable) for h in range(200)]
     assert stable_index(d, stable, 3).tolist() == want
-
-
-# ------------------------------------------------------------------------------------------ noise floor
-
-
-def indicator_sets(rates: list[np.ndarray], n_inputs: int, seed: int) -> list[np.ndarray]:
-    """Per set, bool [input, head]: head h inactive on each input with probability rates[set][h]."""
-    rng = np.random.default_rng(seed)
-    return [rng.random((n_inputs, r.size)) < r for r in rates]
-
-
-def test_two_sets_of_the_same_text_have_no_difference_beyond_the_noise_floor():
-    rate = np.random.default_rng(3).uniform(0.2, 0.8, 64)  # [head]
-    nf = noise_floor(indicator_sets([rate, rate], 128, seed=4), Resampling(resamples=500, permutations=200))
-    assert abs(nf.difference.value) < 0.1
-    assert nf.difference.low <= 0 <= nf.difference.high
-    assert nf.p_value > 0.05
-    assert nf.within.value < 1  # halves of one set disagree by noise alone
-    assert nf.n_inputs == 64
-
-
-def test_two_sets_whose_heads_differ_are_below_the_noise_floor():
-    rng = np.random.default_rng(5)
-    a = rng.uniform(0.2, 0.8, 64)
-    b = np.where(np.arange(64) % 2 == 0, 1 - a, a)  # half the heads reversed on the other text
-    nf = noise_floor(indicator_sets([a, b], 128, seed=6), Resampling(resamples=500, permutations=200))
-    assert nf.difference.value < -0.2 and nf.difference.high < 0
-    assert nf.p_value < 0.01
-
-
-def test_noise_floor_with_three_sets_counts_each_head_once():
-    rate = np.random.default_rng(8).uniform(0.2, 0.8, 40)
-    sets = indicator_sets([rate, rate, rate], 64, seed=9)
-    nf = noise_floor(sets, Resampling(resamples=300, permutations=50, repeats=5))
-    assert nf.n_inputs == 32 and not math.isnan(nf.difference.value)
-    same = noise_floor(sets, Resampling(resamples=300, permutations=50, repeats=5))
-    assert same == nf  # seeded
-
-
-@pytest.mark.parametrize("differ", [False, True])
-def test_series_findings_state_the_noise_floor_from_the_stored_indicators(tmp_path, differ):
-    from dormant_tasks.findings.dynamics import series_findings
-    from dormant_tasks.reporting.texts import findings_lines
-    from tests.builders.stores import MODEL
-
-    f = series_findings(
-        store_of_two_sets(tmp_path, differ), MODEL, resampling=Resampling(resamples=300, permutations=100)
-    )
-    nf = f.input_dependence.noise_floor
-    assert nf is not None and nf.revision == "stage1-step20-tokens1000" and nf.n_inputs == 32
-    if differ:
-        assert nf.difference.high < 0 and nf.p_value < 0.05
-    else:
-        assert nf.difference.low <= 0 <= nf.difference.high and nf.p_value > 0.05
-    text = "\n".join(findings_lines(f))
-    assert f"Noise floor at {nf.revision} (random halves of 32 inputs, 20 splits)" in text
-    assert "permutation p = " in text and "heads are not independent trials" in text
-
-
-def test_noise_floor_on_a_real_model_same_text_and_code_vs_wikipedia(tiny_model_dir, capsys):
-    """Per-input indicators of a real (randomly initialised) tiny OLMo-2 scored on bundled texts: two sets of
-    Wikipedia passages vs each other, and Wikipedia vs Python lines; ahon under the pooled 30% quantile."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from dormant_tasks.engine.scoring import score_texts
-    from dormant_tasks.tracking.calibration import bundled_calibration
-
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
-    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    wiki, code = bundled_calibration("wikipedia", 96).texts, bundled_calibration("code", 48).texts
-
-    def scores(texts):  # [input, head]
-        s = score_texts(model, tok, texts, ["ahon"], max_tokens=32, warn_truncated=False).get("ahon")
-        return s.reshape(len(texts), -1)
-
-    a, b, c = scores(wiki[:48]), scores(wiki[48:96]), scores(code)
-    tau = np.quantile(np.concatenate([a, b, c]), 0.3)
-    r = Resampling(resamples=500, permutations=200)
-    same, differ = noise_floor([a < tau, b < tau], r), noise_floor([a < tau, c < tau], r)
-    with capsys.disabled():
-        for name, nf in (("wikipedia vs wikipedia", same), ("wikipedia vs code", differ)):
-            d = nf.difference
-            print(
-                f"\n{name}: within {nf.within.value:.3f}, across {nf.across.value:.3f}, difference {d.value:+.3f} "
-                f"(95% CI {d.low:+.3f} to {d.high:+.3f}), permutation p = {nf.p_value:.3f}"
-            )
-    assert same.difference.low <= 0 <= same.difference.high
-    assert abs(same.difference.value) < 0.15
-    assert not math.isnan(differ.difference.value)

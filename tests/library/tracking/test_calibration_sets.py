@@ -280,3 +280,73 @@ def test_texts_split_as_the_whole_text_splits(tmp_path):
     path.write_bytes(content.encode("utf-8"))
     expected = tuple(t for t in content.splitlines() if t.strip())
     assert load_calibration(path).texts == expected
+
+
+# ---- drawn sets and clusters
+
+
+def test_winogrande_twins_pair_consecutive_items_that_differ_in_a_word_or_two():
+    items = cal.load_winogrande_items()
+    twins = cal.winogrande_twins(items)
+    sizes = Counter(Counter(twins).values())
+    assert sizes == {1: 699, 2: 284}  # every adjacent pair with the same options overlaps by > 0.5, no other
+    first = twins.index(next(c for c, n in Counter(twins).items() if n == 2))
+    a, b = items[first], items[first + 1]
+    assert {a["option1"], a["option2"]} == {b["option1"], b["option2"]} and a["answer"] != b["answer"]
+    assert load_calibration_set("winogrande").clusters[:8] == (0, 0, 1, 2, 3, 4, 5, 5)
+
+
+def test_drawn_sets_are_disjoint_cluster_whole_seeded_and_named():
+    one, two = load_calibration_set("winogrande:1"), load_calibration_set("winogrande:2")
+    assert one.calibration_id.startswith("winogrande-dev-draw1-seed0-128-") and len(one.texts) == len(two.texts) == 128
+    assert not set(one.texts) & set(two.texts)
+    assert load_calibration_set("winogrande:2") == two  # seeded
+    assert set(one.texts) != set(load_calibration_set("winogrande").texts[:128])  # drawn, not the first 128
+    assert cal.calibration_kind(one.calibration_id) == cal.calibration_kind(two.calibration_id) == "winogrande-dev"
+    assert cal.calibration_kind(load_calibration_set("winogrande").calibration_id) == "winogrande-dev"
+    # a twin pair is never split: each cluster of the full set lies in one draw with all its texts
+    texts, keys = BUNDLED_SETS["winogrande"][1]()
+    where = {t: k for t, k in zip(texts, keys)}
+    for drawn in (one, two):
+        for key in {where[t] for t in drawn.texts}:
+            assert all(t in drawn.texts for t, k in zip(texts, keys) if k == key)
+    assert len(load_calibration_set("code:3").texts) == 128 and load_calibration_set("code:3").clusters is not None
+
+
+def test_a_draw_beyond_the_clusters_is_refused_in_one_line():
+    with pytest.raises(ConfigError) as e:
+        load_calibration_set("winogrande:10")
+    assert "enough for 9 such sets (K <= 9)" in _one_line_error(e)
+    with pytest.raises(ConfigError, match="counts the disjoint sets from 1"):
+        load_calibration_set("wikipedia:0")
+
+
+def test_a_file_is_cut_in_blocks_or_drawn_and_its_clusters_read_from_json_lines(tmp_path):
+    path = tmp_path / "mine.txt"
+    path.write_text("".join(f"line {i}\n" for i in range(30)), encoding="utf-8")
+    cut = load_calibration_set(f"{path}:2", 10)
+    assert cut.name == "mine-cut2" and cut.texts == tuple(f"line {i}" for i in range(10, 20)) and cut.clusters is None
+    with pytest.raises(ConfigError, match="holds 30"):
+        load_calibration_set(f"{path}:4", 10)
+    a, b = (load_calibration_set(f"{path}:{k}", 10, sample=12) for k in (1, 2))
+    assert a.name == "mine-draw1-seed0" and len(a.texts) == 12 and not set(a.texts) & set(b.texts)
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": f"t{i}", "doc": i // 3}) + "\n" for i in range(12)), "utf-8")
+    first = load_calibration_set(str(jsonl), 6, cluster_field="doc")
+    assert first.texts == ("t0", "t1", "t2", "t3", "t4", "t5") and first.clusters == (0, 0, 0, 1, 1, 1)
+    drawn = load_calibration_set(str(jsonl), sample=6, cluster_field="doc")
+    assert sorted(Counter(drawn.clusters).values()) == [3, 3]  # two whole documents
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "x"}\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_calibration_set(str(bad), cluster_field="doc")
+    assert "line 1" in _one_line_error(e)
+
+
+def test_a_request_stores_a_file_part_absolute_and_keeps_bundled_parts(tmp_path, monkeypatch):
+    from dormant_tasks.tracking.request import _calibration_name
+
+    (tmp_path / "mine.txt").write_text("a\nb\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert _calibration_name("mine.txt:2") == f"{tmp_path / 'mine.txt'}:2"
+    assert _calibration_name("winogrande:2") == "winogrande:2"

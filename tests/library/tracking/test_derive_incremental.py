@@ -17,9 +17,9 @@ from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.names import series_slug
 from dormant_tasks.statistics.confidence import pack_inputs
+from dormant_tasks.tracking.derive import RATE_COLUMNS
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
-from dormant_tasks.tracking.derive import RATE_COLUMNS
 from dormant_tasks.tracking.transitions import (
     confirm_transitions,
     derive_transitions,
