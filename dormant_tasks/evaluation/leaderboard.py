@@ -552,6 +552,9 @@ def _model_averages(rows: list[dict]) -> list[dict]:
             ),
             "chosen_on": mine[0]["chosen_on"],
             "reported_on": mine[0]["reported_on"],
+            # an average of the authors' 0s says why as they do when every model's does
+            "never_within": all(r["never_within"] for r in mine),
+            "within_throughout": all(r["within_throughout"] for r in mine),
         }
         for (fn, task), mine in groups.items()
     ]
