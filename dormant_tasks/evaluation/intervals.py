@@ -146,8 +146,8 @@ def curve_items(items: list[dict], curves: dict, tasks_of_run: dict) -> tuple[di
     notes = []
     for (fn, model, task), (rev, rid, quantiles, points, base) in curves.items():
         base_items = outcomes.get((model, rev, rid, task, None, None))
-        by_q = [outcomes.get((model, rev, rid, task, fn, q)) for q in quantiles]
-        if base_items is None or any(q is None for q in by_q):
+        by_q = [found for q in quantiles if (found := outcomes.get((model, rev, rid, task, fn, q))) is not None]
+        if base_items is None or len(by_q) < len(quantiles):
             continue
         keys = tuple(sorted(base_items))
         if any(set(q) != set(keys) for q in by_q):
@@ -155,8 +155,8 @@ def curve_items(items: list[dict], curves: dict, tasks_of_run: dict) -> tuple[di
             continue
         c = CurveItems(
             keys,
-            np.array([base_items[k] for k in keys], dtype=bool),
-            np.array([[q[k] for k in keys] for q in by_q], dtype=bool).reshape(len(by_q), len(keys)),
+            np.array([base_items[k] for k in keys], dtype=np.bool_),
+            np.array([[q[k] for k in keys] for q in by_q], dtype=np.bool_).reshape(len(by_q), len(keys)),
         )
         measured = (100.0 * c.base.mean(), 100.0 * c.correct.mean(axis=1))
         stored = (base, np.array([y for _, y in points]))

@@ -241,7 +241,7 @@ def build_leaderboard(
     for r in out:
         low_high = bootstrap_interval(r["_samples"]) if r["_samples"] is not None else (None, None)
         r["low"], r["high"] = low_high
-    interval = resampling.method if weights else None
+    interval = resampling.method if resampling is not None and weights else None
     shown = [
         {k: v for k, v in r.items() if k != "_samples"} | {"interval": interval if r["low"] is not None else None}
         for r in out
@@ -494,9 +494,9 @@ def _task_averages(
                 continue
             points, base = task_average_curve({t: (c.quantiles, c.points, c.base) for t, c in mine.items()})
             within = pct_zeroed_within_1pt(points, base)
-            redrawn = [(samples or {}).get((fn, model, t)) for t in tasks]
+            redrawn = [s for t in tasks if (s := (samples or {}).get((fn, model, t))) is not None]
             averaged = None
-            if all(s is not None for s in redrawn):  # the average curve of each redraw, point by point
+            if len(redrawn) == len(tasks):  # the average curve of each redraw, point by point
                 averaged = (np.mean([b for b, _ in redrawn], axis=0), np.mean([a for _, a in redrawn], axis=0))
             n_items = [c.n_items for c in mine.values()]
             out.append(
