@@ -14,6 +14,7 @@ __all__ = [
     "DEFAULT_QUANTILES",
     "EvalRequest",
     "EvalTargets",
+    "ItemResampling",
     "WARNED",
     "agreement_task",
     "auc_agreement",
@@ -26,6 +27,7 @@ __all__ = [
     "format_seed_comparison",
     "forward_tokens",
     "load_leaderboard",
+    "never_crossed",
     "normalised_auc",
     "parse_chat_date",
     "pct_zeroed_within_1pt",
@@ -36,9 +38,11 @@ __all__ = [
     "run_sweep",
     "seed_comparison",
     "series_evaluations",
+    "within_text",
 ]
 
 if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
+    from dormant_tasks.evaluation.intervals import ItemResampling
     from dormant_tasks.evaluation.leaderboard import format_leaderboard_table, load_leaderboard
     from dormant_tasks.evaluation.lm_tasks import built_task_names
     from dormant_tasks.evaluation.metric import (
@@ -46,8 +50,10 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         AVERAGE_TASK,
         WARNED,
         curve_warnings,
+        never_crossed,
         normalised_auc,
         pct_zeroed_within_1pt,
+        within_text,
     )
     from dormant_tasks.evaluation.rank_agreement import agreement_task, auc_agreement
     from dormant_tasks.evaluation.reproduction import (
@@ -67,9 +73,19 @@ __getattr__, __dir__ = attach(
     __name__,
     __all__,
     {
+        "intervals": ["ItemResampling"],
         "leaderboard": ["format_leaderboard_table", "load_leaderboard"],
         "lm_tasks": ["built_task_names"],
-        "metric": ["AUC_UNIT", "AVERAGE_TASK", "WARNED", "curve_warnings", "normalised_auc", "pct_zeroed_within_1pt"],
+        "metric": [
+            "AUC_UNIT",
+            "AVERAGE_TASK",
+            "WARNED",
+            "curve_warnings",
+            "never_crossed",
+            "normalised_auc",
+            "pct_zeroed_within_1pt",
+            "within_text",
+        ],
         "rank_agreement": ["agreement_task", "auc_agreement"],
         "reproduction": [
             "done_runs",

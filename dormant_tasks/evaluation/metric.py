@@ -4,7 +4,10 @@ average-across-tasks curve of the paper's headline.
 A curve is a list of (x = measured % of heads zeroed, y = accuracy in %) points, one per threshold.
 
 Public API
-- `pct_zeroed_within_1pt(points, base, tolerance=1.0) -> float`
+- `pct_zeroed_within_1pt(points, base, tolerance=1.0) -> float`; `pct_zeroed_within_1pt_many(x, y, base)` the
+  same for many accuracy curves at one set of x (bootstrap resamples), vectorised
+- `never_crossed(points, base) -> NEVER_WITHIN | WITHIN_THROUGHOUT | None`: why a curve's value is the authors' 0;
+  `within_text(value, never)` the value as shown (text, Markdown, HTML)
 - `normalised_auc(points) -> float`: the mean accuracy (in %) over the swept range of % zeroed (`AUC_UNIT`)
 - `recovery_note(points, base) -> str | None`: the warning of a curve that dips below base - 1 point and rises back
 - `chance_note(task, n_items, base_pct, chance)`: the warning of a base accuracy within chance noise
@@ -24,6 +27,8 @@ from dormant_tasks.errors import EvaluationError
 WITHIN_POINTS = 1.0  # the leaderboard's tolerance: one absolute accuracy point (in %)
 AVERAGE_TASK = "average"  # the label of the across-task average curve in tables
 AUC_UNIT = "mean accuracy %"  # what the normalised AUC is, printed beside every "AUC"
+NEVER_WITHIN = "never within 1 point"  # every point lies below base - 1 point: the authors' 0 is no measurement
+WITHIN_THROUGHOUT = "within 1 point throughout"  # every point lies above it: at least the largest % swept, not 0
 WARNED = " (!)"  # after a value whose curve has a warning (the `evaluations.warnings` column), explained below it
 
 
@@ -55,6 +60,51 @@ def pct_zeroed_within_1pt(points, base: float, tolerance: float = WITHIN_POINTS)
             (x0, _), (x1, _) = pts[i - 1], pts[i]
             return float(x0 + d[i - 1] / (d[i - 1] - d[i]) * (x1 - x0))
     return 0.0
+
+
+def pct_zeroed_within_1pt_many(x, y, base, tolerance: float = WITHIN_POINTS) -> np.ndarray:
+    """`pct_zeroed_within_1pt` of many curves that share their x: [curve] values of the curves y [curve, point]
+    (accuracy %, in the order of x) against base [curve]; the same rule and arithmetic, one loop over points."""
+    x = np.asarray(x, dtype=np.float64)  # [point]
+    order = np.argsort(x, kind="stable")
+    x = x[order]
+    y = np.asarray(y, dtype=np.float64).reshape(-1, len(x))[:, order]  # [curve, point]
+    d = y - (np.asarray(base, dtype=np.float64).reshape(-1, 1) - tolerance)  # [curve, point] distance above the line
+    out = np.zeros(len(d))  # [curve]: 0 where no crossing is found
+    found = np.zeros(len(d), dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in range(len(x) - 1, -1, -1):
+            touch = ~found & (d[:, i] == 0)
+            out[touch] = x[i]
+            found |= touch
+            if i > 0:
+                cross = ~found & (d[:, i - 1] * d[:, i] < 0)
+                d0, d1 = d[cross, i - 1], d[cross, i]
+                out[cross] = x[i - 1] + d0 / (d0 - d1) * (x[i] - x[i - 1])
+                found |= cross
+    out[np.isnan(d).any(axis=1)] = np.nan  # a resample without items of a setting
+    return out
+
+
+def never_crossed(points, base: float, tolerance: float = WITHIN_POINTS) -> str | None:
+    """Why a curve's "% zeroed within 1 point" is the authors' 0 without being a crossing at 0: NEVER_WITHIN when
+    every point lies below base - tolerance (zeroing any share costs more than a point, even the smallest
+    swept), WITHIN_THROUGHOUT when every point lies above it (no share swept costs a point); None otherwise."""
+    pts = _sorted_points(points)
+    d = pts[:, 1] - (float(base) - tolerance)  # [n] distance above the line
+    if (d < 0).all():
+        return NEVER_WITHIN
+    if (d > 0).all():
+        return WITHIN_THROUGHOUT
+    return None
+
+
+def within_text(value: float, never: str | None = None) -> str:
+    """The value as every view shows it: "never within 1 point" or "within 1 point throughout" instead of the
+    authors' 0.00 when the curve never crossed the line (`never_crossed`), else the value to 2 decimals."""
+    if never:
+        return never
+    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
 def recovery_note(points, base: float, tolerance: float = WITHIN_POINTS) -> str | None:

@@ -12,7 +12,10 @@ Public API
 - `seed_models()`, `seed_functions()`, `reproduction_requests(store, *, limit=None, batch_size=16, device="auto",
   chat_date=None)`
 - `done_runs(store) -> {(model, fn)}`: the runs whose rows the store holds under the paper protocol
-- `seed_comparison(rows, task)`, `format_seed_comparison(rows)`: the published seed values beside ours
+- `seed_comparison(rows, task)`, `format_seed_comparison(rows, selection="")`: the published seed values beside
+  ours, with our value's 95% interval when the board drew them (`leaderboard`'s paired bootstrap over items) and
+  where "ours" chose its function (`dormant leaderboard --reproduction --select-on even`: on the even items,
+  its value reported on the odd ones)
 - `forward_tokens(request, tokenizer) -> int`: the tokens the run's forward passes read (its base run and one
   run per threshold; each distinct input row once, as `DormantLM` runs them)
 """
@@ -20,7 +23,7 @@ Public API
 from __future__ import annotations
 
 from dormant_tasks.evaluation.authors import AUTHORS_NAMES, authors_thresholds, seed_values
-from dormant_tasks.evaluation.leaderboard import AVERAGE_MODEL, OURS, nan_mean, number_text
+from dormant_tasks.evaluation.leaderboard import AVERAGE_MODEL, OURS, interval_text, nan_mean, number_text
 from dormant_tasks.evaluation.request import EvalRequest, Precision, Rendering, ThresholdSource, parse_chat_date
 from dormant_tasks.text import plural
 
@@ -141,9 +144,12 @@ def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
             continue
         theirs = published if len(shared) == len(of_fn) else nan_mean(values[(m, fn)] for m in shared)
         ours = nan_mean(board[(fn, m)]["within_1pt"] for m in shared)
+        of_board = board.get((fn, AVERAGE_MODEL), {})
+        every = len(shared) == len([m for m in {m for _, m in board} if m != AVERAGE_MODEL and (fn, m) in board])
         out.append(
             {
-                **_comparison(model, fn, theirs, None),
+                **_comparison(model, fn, theirs, of_board if every else None),
+                "rendering": None,
                 "ours": ours,
                 "difference": ours - theirs,
                 "n_models": len(shared),
@@ -155,16 +161,19 @@ def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
 
 def _comparison(model: str, fn: str, published: float | None, mine: dict | None) -> dict:
     ours = None if mine is None else mine["within_1pt"]
+    mine = mine or {}
     return {
         "model": model,
         "score_fn": fn,
-        "best_fn": None if mine is None else mine.get("best_fn"),
+        "best_fn": mine.get("best_fn"),
         "published": published,
         "ours": ours,
         "difference": None if ours is None or published is None else ours - published,
-        "rendering": _rendering_of(mine),
+        "rendering": _rendering_of(mine or None),
         "n_models": None,
         "n_published": None,
+        **{k: mine.get(k) for k in ("never_within", "within_throughout", "low", "high", "n_items")},
+        **{k: mine.get(k) for k in ("chosen_on", "reported_on")},
     }
 
 
@@ -180,19 +189,35 @@ def _models_shared(r: dict) -> str:
     return plural(n, "model") if n == of else f"{n} of {plural(of, 'model')}"
 
 
-def format_seed_comparison(rows: list[dict]) -> str:
-    """`seed_comparison` rows as a markdown table."""
+def format_seed_comparison(rows: list[dict], selection: str = "", interval: str | None = None) -> str:
+    """`seed_comparison` rows as a markdown table; `selection` (`Leaderboard.selection`: where "ours" chose its
+    function) and `interval` (`Leaderboard.interval`: the method of the intervals) are printed below it."""
+    from dormant_tasks.evaluation.metric import within_text
     from dormant_tasks.evaluation.rendering import RENDERED_AS
 
+    intervals = any(r.get("low") is not None for r in rows)
     lines = [
-        "| model | function | published | ours | difference (points) | rendering |",
-        "|---|---|---:|---:|---:|---|",
+        "| model | function | published | ours | "
+        + ("95% interval | items | " if intervals else "")
+        + "difference (points) | rendering |",
+        "|---|---|---:|---:|" + ("---:|---:|" if intervals else "") + "---:|---|",
     ]
     for r in rows:
-        fn = f"{r['score_fn']} ({r['best_fn']})" if r["score_fn"] == OURS and r["best_fn"] else r["score_fn"]
+        fn = r["score_fn"]
+        if fn == OURS and r["best_fn"]:
+            where = f", chosen on {r['chosen_on']}, reported on {r['reported_on']}" if r.get("chosen_on") else ""
+            fn = f"{fn} ({r['best_fn']}{where})"
         model = r["model"] + (f" ({_models_shared(r)})" if r["n_models"] else "")
         rendering = {"plain": "plain text", **RENDERED_AS}.get(r["rendering"], r["rendering"] or "")
         diff = "n/a" if r["difference"] is None else f"{round(r['difference'], 2) + 0.0:+.2f}"  # no "-0.00"
-        cells = (model, fn, number_text(r["published"]), number_text(r["ours"]), diff, rendering)
+        never = "never within 1 point" if r.get("never_within") else None
+        never = never or ("within 1 point throughout" if r.get("within_throughout") else None)
+        ours = number_text(r["ours"]) if r["ours"] is None else within_text(r["ours"], never)
+        extra = (interval_text(r), "" if r.get("n_items") is None else str(r["n_items"])) if intervals else ()
+        cells = (model, fn, number_text(r["published"]), ours, *extra, diff, rendering)
         lines.append("| " + " | ".join(cells) + " |")
+    if intervals and interval:
+        lines += ["", f"95% intervals of ours: {interval} (docs/SCORES.md §6)"]
+    if selection:
+        lines += ["", selection]
     return "\n".join(lines)

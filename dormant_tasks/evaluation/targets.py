@@ -21,10 +21,12 @@ from dormant_tasks.evaluation.metric import (
     AUC_UNIT,
     AVERAGE_TASK,
     chance_note,
+    never_crossed,
     normalised_auc,
     pct_zeroed_within_1pt,
     recovery_note,
     task_average_curve,
+    within_text,
 )
 from dormant_tasks.evaluation.precision import check_int8_backend, precision_for, precision_label
 from dormant_tasks.evaluation.request import EvalRequest, Mode, parse_chat_date
@@ -230,6 +232,7 @@ def leaderboard(rows: list[dict]) -> dict[str, list[dict]]:
             {
                 "score_fn": fn,
                 "within_1pt": pct_zeroed_within_1pt(points, base),
+                "never": never_crossed(points, base),
                 "auc": normalised_auc(points),
                 "base_accuracy": base,
             }
@@ -243,6 +246,7 @@ def leaderboard(rows: list[dict]) -> dict[str, list[dict]]:
                 {
                     "score_fn": fn,
                     "within_1pt": pct_zeroed_within_1pt(points, base),
+                    "never": never_crossed(points, base),
                     "auc": normalised_auc(points),
                     "base_accuracy": base,
                 }
@@ -265,7 +269,8 @@ def format_leaderboard(target: Target, rows: list[dict]) -> str:
             auc = f"AUC ({AUC_UNIT})"
             lines.append(f"  {'function':<10} {'% zeroed within 1 pt':>21} {auc:>20} {'base acc':>9}")
             lines += [
-                f"  {b['score_fn']:<10} {b['within_1pt']:>21.2f} {b['auc']:>20.2f} {b['base_accuracy']:>9.2f}"
+                f"  {b['score_fn']:<10} {within_text(b['within_1pt'], b['never']):>21} {b['auc']:>20.2f} "
+                f"{b['base_accuracy']:>9.2f}"
                 for b in sorted(entries, key=lambda b: -b["within_1pt"])
             ]
         else:

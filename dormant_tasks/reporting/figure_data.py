@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dormant_tasks.engine import ALL_IDS
-from dormant_tasks.evaluation import curve_warnings, normalised_auc, pct_zeroed_within_1pt, protocol_line
+from dormant_tasks.evaluation import (
+    curve_warnings,
+    never_crossed,
+    normalised_auc,
+    pct_zeroed_within_1pt,
+    protocol_line,
+    within_text,
+)
 from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.tracking import SeriesView, TauPosition
 from dormant_tasks.tracking import tau_positions as positions_of
@@ -140,6 +147,11 @@ class EvaluationGroup:
     auc: dict[str, float]  # score_fn -> normalised AUC (the mean accuracy over the swept range, in %)
     protocol: str = ""  # shots, metric, chat template, BOS rule, data and few-shot source (evaluation.protocol_line)
     warnings: dict[str, list[str]] = field(default_factory=dict)  # score_fn -> its curve's (evaluations.warnings)
+
+    def within_text(self, fn: str) -> str:
+        """The function's value as shown: "never within 1 point" / "within 1 point throughout" for a curve that
+        never crossed base - 1 point (its value is the authors' 0), else to 2 decimals."""
+        return within_text(self.within_1pt[fn], never_crossed(self.curves[fn], self.base_accuracy))
 
     def warning_lines(self) -> list[str]:
         """One line per distinct warning, naming the functions it concerns (a chance-level base: all of them)."""

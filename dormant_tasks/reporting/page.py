@@ -175,7 +175,7 @@ def report_html(
                 "table": _table(
                     ["score function", "% zeroed within 1 point", f"normalised AUC ({AUC_UNIT})"],
                     [
-                        [f, f"{g.within_1pt[f]:.2f}{WARNED if g.warnings.get(f) else ''}", f"{g.auc[f]:.2f}"]
+                        [f, f"{g.within_text(f)}{WARNED if g.warnings.get(f) else ''}", f"{g.auc[f]:.2f}"]
                         for f in g.curves
                     ],
                 ),

@@ -83,7 +83,7 @@ def report_markdown(
             "|---|---:|---:|",
         ]
         lines += [
-            f"| {f} | {g.within_1pt[f]:.2f}{WARNED if g.warnings.get(f) else ''} | {g.auc[f]:.2f} |" for f in g.curves
+            f"| {f} | {g.within_text(f)}{WARNED if g.warnings.get(f) else ''} | {g.auc[f]:.2f} |" for f in g.curves
         ]
         lines += [f"Warning (!): {w}." for w in g.warning_lines()]
     return "\n".join(lines) + "\n"

@@ -4,8 +4,10 @@ One row per (score function, model, task): the % of heads zeroed within 1 point 
 its normalised AUC and the base accuracy, in %; with the across-task `average` of each model, the `Average`
 over models and each model's `best` function. Each model is shown at `main` when it was evaluated, else at
 its latest evaluated checkpoint in training order (`--revision` picks one for all). The table goes to
-stdout; notes (a model at another revision, a protocol left out) go to stderr. `docs/SCORES.md` §6 defines
-the metric; `dormant_tasks/evaluation/leaderboard.py` every rule.
+stdout; notes (a model at another revision, a protocol left out) go to stderr. A value whose run stored its
+items (`dormant evaluate --log-samples`) gets a 95% interval from a paired bootstrap over the items
+(`--resamples`, `--seed`); `--select-on even` chooses the best function on the even items and reports it on
+the odd ones. `docs/SCORES.md` §6 defines the metric; `dormant_tasks/evaluation/leaderboard.py` every rule.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import os
 import sys
 from pathlib import Path
 
-from .options import add_model_argument, add_store_argument, add_tasks_argument
+from .options import add_model_argument, add_resampling_arguments, add_store_argument, add_tasks_argument
 
 # The choices of `dormant_tasks.evaluation.leaderboard.LEADERBOARD_FORMATS` (importing it here would load pyarrow into --help).
 FORMATS = ["markdown", "csv", "latex"]
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+SELECT_ON = ["even", "odd"]  # dormant_tasks.evaluation.intervals.HALVES
 _NO_DATE = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same file
 
 
@@ -44,6 +47,19 @@ def add_parser(subparsers) -> None:
         "evaluated checkpoint in training order)",
     )
     p.add_argument("--format", default="markdown", choices=FORMATS, help="table format (default: %(default)s)")
+    add_resampling_arguments(
+        p,
+        "bootstrap resamples of the items for each value's 95%% interval, where its run stored its items "
+        "(evaluate --log-samples); 0: no intervals",
+    )
+    p.add_argument(
+        "--select-on",
+        choices=SELECT_ON,
+        metavar="HALF",
+        help="choose the best function ('ours', 'best of all functions') on the items of this doc_id parity "
+        "(even or odd) and report its value on the others (default: chosen and reported on the same items, as "
+        "the authors did); needs the stored items",
+    )
     p.add_argument(
         "--reproduction",
         action="store_true",
@@ -66,15 +82,31 @@ def run(args) -> int:
     if figure is not None and figure.suffix.lower() not in FIGURE_SUFFIXES:
         raise ConfigError(f"--figure {args.figure}: name a .png, .svg or .pdf file")
 
-    from dormant_tasks.evaluation import agreement_task, auc_agreement, format_leaderboard_table, load_leaderboard
+    if args.resamples < 0:
+        raise ConfigError(f"--resamples {args.resamples}: give 0 (no intervals) or more")
 
-    board = load_leaderboard(args.store, models=args.model, tasks=args.tasks, revision=args.revision)
+    from dormant_tasks.evaluation import (
+        ItemResampling,
+        agreement_task,
+        auc_agreement,
+        format_leaderboard_table,
+        load_leaderboard,
+    )
+
+    board = load_leaderboard(
+        args.store,
+        models=args.model,
+        tasks=args.tasks,
+        revision=args.revision,
+        resampling=ItemResampling(args.resamples, args.seed) if args.resamples else None,
+        select_on=args.select_on,
+    )
     if args.reproduction:
         if figure is not None or args.format != "markdown":
             raise ConfigError("--reproduction prints its own markdown table: drop --figure and --format")
         from dormant_tasks.evaluation import format_seed_comparison, seed_comparison
 
-        print(format_seed_comparison(seed_comparison(board.rows)), flush=True)
+        print(format_seed_comparison(seed_comparison(board.rows), board.selection, board.interval), flush=True)
         for note in board.notes:
             print(f"note: {note}", file=sys.stderr)
         return 0
@@ -92,7 +124,7 @@ def run(args) -> int:
         print(format_leaderboard_table(board.rows, args.format), flush=True)
     except BrokenPipeError:  # `dormant leaderboard | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    for note in board.notes:
+    for note in (*board.notes, board.selection):
         print(f"note: {note}", file=sys.stderr)
     for warning in board.warnings:  # the values marked (!) above
         print(f"warning (!): {warning}", file=sys.stderr)

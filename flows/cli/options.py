@@ -283,15 +283,18 @@ def add_fdr_argument(parser, default=None, method_default=None) -> None:
 
 def add_statistics_arguments(parser) -> None:
     """--fdr, --resamples and --seed: how the findings decide a confident transition and draw their intervals."""
-    from dormant_tasks.statistics import FDR, FDR_METHOD, RESAMPLES, SEED
+    from dormant_tasks.statistics import FDR, FDR_METHOD
 
     add_fdr_argument(parser, FDR, FDR_METHOD)
+    add_resampling_arguments(parser, "bootstrap resamples (of layers and heads) for the findings' intervals")
+
+
+def add_resampling_arguments(parser, resamples_help: str) -> None:
+    """--resamples and --seed: how many bootstrap resamples of what (`resamples_help`), drawn from which seed."""
+    from dormant_tasks.statistics import RESAMPLES, SEED
+
     parser.add_argument(
-        "--resamples",
-        type=int,
-        default=RESAMPLES,
-        metavar="N",
-        help="bootstrap resamples (of layers and heads, or of seeds) for the findings' intervals (default: %(default)s)",
+        "--resamples", type=int, default=RESAMPLES, metavar="N", help=f"{resamples_help} (default: %(default)s)"
     )
     parser.add_argument(
         "--seed", type=int, default=SEED, metavar="N", help="seed of the resampling (default: %(default)s)"

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from dormant_tasks.evaluation import targets
+from dormant_tasks.evaluation.intervals import ItemResampling
+from dormant_tasks.evaluation.leaderboard import AVERAGE_MODEL, BEST, load_leaderboard
 from dormant_tasks.evaluation.metric import pct_zeroed_within_1pt
 from dormant_tasks.evaluation.request import EvalRequest
 from dormant_tasks.store.io import read_table
@@ -67,6 +69,16 @@ def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_
         points = [(100 * r["frac_zeroed"], 100 * r["accuracy"]) for r in mine]
         base = 100 * mine[0]["base_accuracy"]
         assert 0.0 <= pct_zeroed_within_1pt(points, base) <= max(p[0] for p in points)
+    # the leaderboard reads the items lm-eval scored: an interval per value, and the best function chosen on
+    # the even items and reported on the odd ones
+    board = load_leaderboard(store, resampling=ItemResampling(200, 0), select_on="even")
+    assert not [n for n in board.notes if "items" in n]  # every curve's items found and matching its accuracies
+    assert board.interval == "paired bootstrap over items, 200 resamples, seed 0"
+    for row in board.rows:
+        if row["score_fn"] in ("ahon_ln", "awft") and row["model"] != AVERAGE_MODEL:
+            assert row["n_items"] == 12 and row["low"] <= row["within_1pt"] <= row["high"]
+    best = [r for r in board.rows if r["score_fn"] == BEST and r["model"] != AVERAGE_MODEL]
+    assert [(r["chosen_on"], r["reported_on"], r["n_items"]) for r in best] == [("even items", "odd items", 6)]
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ import pytest
 from scipy import stats
 
 from dormant_tasks.errors import ConfigError, StoreError
+from dormant_tasks.evaluation.intervals import ItemResampling
 from dormant_tasks.evaluation.leaderboard import (
     AVERAGE_MODEL,
     AVERAGE_TASK,
@@ -444,9 +445,11 @@ def test_cli_prints_each_format_and_draws_the_figure(store, tmp_path):
     proc = dormant("--store", str(store))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == format_leaderboard_table(load_leaderboard(store).rows, "markdown") + "\n"
-    board = load_leaderboard(store)
-    # stderr holds only the warnings of the values marked (!) in the table (a curve that dips and recovers)
-    assert proc.stderr.splitlines() == [f"note: {n}" for n in board.notes] + [
+    board = load_leaderboard(store, resampling=ItemResampling())
+    # stderr: the notes (here: no run stored its items, so no interval), where the best function was chosen, and
+    # the warnings of the values marked (!) in the table (a curve that dips and recovers)
+    assert board.notes == ("no intervals: no shown run stored its items (evaluate with --log-samples)",)
+    assert proc.stderr.splitlines() == [f"note: {n}" for n in (*board.notes, board.selection)] + [
         f"warning (!): {w}" for w in board.warnings
     ]
     proc = dormant("--store", str(store), "--format", "csv", "--model", ALPHA, GAMMA, "--tasks", A)
