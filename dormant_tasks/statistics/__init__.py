@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         unpack_inputs,
         wilson_interval,
     )
-    from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, PERMUTATIONS, REPEATS, RESAMPLES, SEED
+    from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, FDR_METHODS, PERMUTATIONS, REPEATS, RESAMPLES, SEED
     from dormant_tasks.statistics.estimates import (
         DEFAULT_RESAMPLING,
         MIN_UNITS,
@@ -87,7 +87,6 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.statistics.states import (
         ACTIVE,
         DORMANT,
-        FDR_METHODS,
         UNDETERMINED,
         StateTransitions,
         fdr_qvalues,
@@ -110,7 +109,7 @@ __getattr__, __dir__ = attach(
             "unpack_inputs",
             "wilson_interval",
         ],
-        "defaults": ["FDR", "FDR_METHOD", "PERMUTATIONS", "REPEATS", "RESAMPLES", "SEED"],
+        "defaults": ["FDR", "FDR_METHOD", "FDR_METHODS", "PERMUTATIONS", "REPEATS", "RESAMPLES", "SEED"],
         "estimates": [
             "DEFAULT_RESAMPLING",
             "Estimate",
@@ -134,7 +133,6 @@ __getattr__, __dir__ = attach(
         "states": [
             "ACTIVE",
             "DORMANT",
-            "FDR_METHODS",
             "StateTransitions",
             "UNDETERMINED",
             "fdr_qvalues",

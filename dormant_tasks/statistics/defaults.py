@@ -7,3 +7,7 @@ RESAMPLES = 2000  # bootstrap resamples of the heads
 PERMUTATIONS = 500  # permutations of the set labels (input dependence)
 REPEATS = 20  # random splits of each calibration set into halves (input dependence)
 SEED = 0  # of every resampling
+FDR_METHODS = {
+    "bh": "Benjamini-Hochberg (independent or positively dependent heads)",
+    "by": "Benjamini-Yekutieli (any dependence between heads)",
+}

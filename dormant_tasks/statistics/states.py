@@ -36,10 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-FDR_METHODS = {
-    "bh": "Benjamini-Hochberg (independent or positively dependent heads)",
-    "by": "Benjamini-Yekutieli (any dependence between heads)",
-}
+from dormant_tasks.statistics.defaults import FDR_METHODS
+
 DORMANT, UNDETERMINED, ACTIVE = 1, 0, -1
 
 

@@ -200,11 +200,11 @@ def _states_of(
         )
     dormant = np.zeros(n * len(heads), dtype=bool)
     dormant[cell] = c["dormant"].astype(bool)
-    rate = None
+    rate: np.ndarray | None = None
     if "dormant_rate" in c:
-        rate = np.full(n * len(heads), np.nan)
-        rate[cell] = c["dormant_rate"].astype(np.float64)
-        rate = rate.reshape(n, len(heads))
+        flat = np.full(n * len(heads), np.nan)
+        flat[cell] = c["dormant_rate"].astype(np.float64)
+        rate = flat.reshape(n, len(heads))
     n_inputs = np.array([known["n_inputs"].get((model_id, r)) for r in revision], dtype=np.float64)
     tau = c["tau"][0] if len(c["tau"]) else np.nan
     first = rep[order[0]]  # a row of the first checkpoint: every compared pair shares its ids (checked above)
@@ -331,7 +331,7 @@ def confirm_transitions(
         for s in matrices:
             k = s.inactive_counts()
             mine = np.flatnonzero(np.array([g == (s.model_id, s.score_fn) for g in group], dtype=bool))
-            if k is None or not mine.size or np.isnan(s.n_inputs).any():
+            if k is None or s.n_inputs is None or not mine.size or np.isnan(s.n_inputs).any():
                 continue
             st = state_transitions(k, s.n_inputs, s.predecessor, s.dormant, fdr, method)
             width = int(s.head_index.max()) + 1
