@@ -15,7 +15,7 @@ independent); fewer than MIN_UNITS layers back no interval. They speak for this 
   over at least MIN_RUN checkpoints (a late blip does not undo it; a head dormant only at the last checkpoints has
   not settled yet); heads that never settle are right-censored at the end, not dropped. The median among the
   heads that settle and the median over all heads (censored: "not reached" when fewer than half settle), each
-  with the exact order-statistic interval; the share settled by EARLY of the tokens.
+  with the bootstrap interval over layers; the share settled by EARLY of the tokens.
 - Transitions: changes of the mask, and among them the confident ones: from a confident state to the opposite
   confident state (`statistics.state_transitions`, BH or BY over heads); per training stage, confident ones per
   billion tokens (bootstrap over layers; the exact Poisson interval beside it), the checkpoint spacing, and the
@@ -74,7 +74,7 @@ class Emergence:
     n_censored: int  # heads that have not settled dormant by the end (right-censored there)
     stable: float  # STABLE
     min_run: int  # MIN_RUN
-    first_median: Estimate  # median of first_tokens among the emerged heads (order-statistic interval)
+    first_median: Estimate  # median of first_tokens among the emerged heads (bootstrap over layers)
     settled_median: Estimate  # median of settled_tokens among the emerged heads
     settled_median_all: Estimate  # over every head, the censored ones at +inf (value inf: "not reached")
     first_fraction: Estimate  # first_median / final_tokens (fraction of the series' tokens)
@@ -253,8 +253,8 @@ def emergence(
     any_dormant = np.flatnonzero(s.dormant.any(axis=1))  # [checkpoint]
     first = int(any_dormant[0]) if any_dormant.size else None
     labels = [f"L{s.layer[h]}.H{s.head_index[h]}" for h in emerged]
-    first_median = median_estimate(first_tokens, "tokens")
-    settled_median = median_estimate(settled_tokens, "tokens")
+    first_median = median_estimate(first_tokens, s.layer[emerged], resampling, 10, "tokens")
+    settled_median = median_estimate(settled_tokens, s.layer[emerged], resampling, 11, "tokens")
     every = np.full(n_heads, np.inf)  # [head] censored heads at +inf: later than any checkpoint
     every[emerged] = settled_tokens
     per_total = 1.0 / total if total > 0 else float("nan")
@@ -275,7 +275,7 @@ def emergence(
         min_run,
         first_median,
         settled_median,
-        median_estimate(every, "tokens"),
+        median_estimate(every, s.layer, resampling, 16, "tokens"),
         scaled(first_median, per_total, "fraction of the series' tokens"),
         scaled(settled_median, per_total, "fraction of the series' tokens"),
         early_tokens,

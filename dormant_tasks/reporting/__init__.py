@@ -16,6 +16,8 @@ __all__ = [
     "render_comparison",
     "render_report",
     "resolve_model_id",
+    "seed_comparison_lines",
+    "seed_group_lines",
     "write_findings",
 ]
 
@@ -26,7 +28,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.reporting.findings_report import findings_record, write_findings
     from dormant_tasks.reporting.report import render_report
     from dormant_tasks.reporting.series_data import resolve_model_id
-    from dormant_tasks.reporting.texts import findings_lines
+    from dormant_tasks.reporting.texts import findings_lines, seed_comparison_lines, seed_group_lines
 
 # the same names for the interpreter: each loaded from its module on first use
 __getattr__, __dir__ = attach(
@@ -39,6 +41,6 @@ __getattr__, __dir__ = attach(
         "findings_report": ["findings_record", "write_findings"],
         "report": ["render_report"],
         "series_data": ["resolve_model_id"],
-        "texts": ["findings_lines"],
+        "texts": ["findings_lines", "seed_comparison_lines", "seed_group_lines"],
     },
 )

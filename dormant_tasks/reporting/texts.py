@@ -10,7 +10,7 @@ import numpy as np
 
 from dormant_tasks.checkpoints import format_tokens
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
-from dormant_tasks.findings import EARLY, Findings
+from dormant_tasks.findings import EARLY, T_SEEDS, WELCH, Findings
 from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
 from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.reporting.sets import CalibrationSets
@@ -327,8 +327,54 @@ def findings_lines(f: Findings) -> list[str]:
     out += [
         "",
         f"Intervals: 95%. Over heads: {r.method}, the layers as the units (the heads of a layer are not "
-        f"independent); with fewer than {MIN_UNITS} layers a number stands without one. Medians of times: the exact "
-        "order-statistic interval. They say how a number varies over heads like these of this one model; a group "
-        "of seeds (`dormant findings --seeds`) is what speaks for the recipe (docs/SCORES.md §7).",
+        f"independent); with fewer than {MIN_UNITS} layers a number stands without one. They say how a number varies over heads like these of this one model; a group "
+        "of seeds (`dormant findings --seed-group`) is what speaks for the recipe (docs/SCORES.md §7).",
     ]
+    return out
+
+
+def seed_group_lines(r) -> list[str]:
+    """A seed group's findings (`findings.ReplicatedFindings`) as Markdown: per headline number, its mean over the
+    seeds with the interval over seeds, the range, and each seed's own value with its interval over heads."""
+    out = [
+        f"Findings over {len(r.model_ids)} seeds of one recipe ({', '.join(r.model_ids)}) under {r.score_fn}, "
+        f"calibration set {r.calibration_id}, {r.n_checkpoints} checkpoints each.",
+        "",
+    ]
+    for x in r.numbers:
+        per = "; ".join(_seed_value(v) for v in x.per_seed)
+        rng = "" if math.isnan(x.spread[0]) else f", range {_num(x.spread[0])} to {_num(x.spread[1])}"
+        out.append(
+            f"- **{x.name}** ({x.unit}): over seeds {_ci(x.over_seeds)}{rng}. Per seed, interval over layers: {per}."
+        )
+    out += [
+        "",
+        f"Intervals over seeds: {T_SEEDS}, 95%; with fewer than {MIN_UNITS} seeds the mean and range stand alone. "
+        "The per-seed intervals are over the layers and heads of that one trained model: they do not speak for the "
+        "recipe; the interval over seeds does (docs/SCORES.md §7).",
+    ]
+    return out
+
+
+def _seed_value(v) -> str:
+    if v is None:
+        return "not measured"
+    if isinstance(v, Share):
+        return _pct(v)
+    if isinstance(v, Estimate):
+        return _ci(v)
+    return _num(float(v))
+
+
+def seed_comparison_lines(a, b, diffs) -> list[str]:
+    """Two seed groups (two recipes) side by side: a Markdown table of each headline number's mean over seeds and
+    the difference b - a with Welch's t interval."""
+    out = [
+        f"Recipe a: {', '.join(a.model_ids)}; recipe b: {', '.join(b.model_ids)} ({a.score_fn}).",
+        "",
+        "| number | unit | a, over seeds | b, over seeds | b - a |",
+        "|---|---|---|---|---|",
+    ]
+    out += [f"| {d.name} | {d.unit} | {_ci(d.a)} | {_ci(d.b)} | {_ci(d.difference)} |" for d in diffs]
+    out += ["", f"Intervals: 95%, {T_SEEDS}; the difference: {WELCH}."]
     return out

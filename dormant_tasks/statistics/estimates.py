@@ -199,13 +199,20 @@ def median_order_interval(values: np.ndarray, alpha: float = 0.05) -> tuple[floa
     return float(x[rank - 1]), float(x[n - rank])
 
 
-def median_estimate(values: np.ndarray, unit: str) -> Estimate:
-    """The median of per-head values (NaN: none) with the exact order-statistic interval (`median_order_interval`);
-    +inf values are right-censored: the median itself is +inf ("not reached") when half of them or more are."""
+def median_estimate(values: np.ndarray, layer: np.ndarray, resampling: Resampling, stream: int, unit: str) -> Estimate:
+    """The median of per-head values with the two-stage bootstrap interval over layers (`layered_estimate`): the
+    order-statistic interval assumes exchangeable heads and covers about half the time when heads share a layer
+    factor (benchmarks/findings_calibration.py), so it is kept for exchangeable units (seeds). +inf values are
+    right-censored: the median is +inf ("not reached") when half of them or more are, and so is an interval end."""
     values = np.asarray(values, dtype=np.float64)
-    if not values.size:
-        return Estimate.undefined(ORDER, unit, 0)
-    return Estimate(float(np.median(values)), *median_order_interval(values), ORDER, unit, int(values.size))
+    finite = values[np.isfinite(values)]
+    big = (float(finite.max()) + 1.0) * 2.0 if finite.size else 1.0  # +inf stand-in: the percentiles interpolate
+    e = layered_estimate(np.median, np.where(np.isinf(values), big, values), layer, resampling, stream, unit)
+
+    def back(x: float) -> float:
+        return float("inf") if x >= big else x
+
+    return Estimate(back(e.value), back(e.low), back(e.high), e.method, unit, e.n_units)
 
 
 def rate_estimate(per_head: np.ndarray, layer: np.ndarray, tokens: int, resampling: Resampling) -> Estimate:

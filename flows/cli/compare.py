@@ -26,9 +26,16 @@ def add_parser(subparsers) -> None:
         p,
         "the series to compare, two or more: Hub ids, local folders or their names, as `dormant status` lists "
         "them; repeat it or separate with commas",
-        required=True,
+        required=False,
         many=True,
         role="series",
+    )
+    p.add_argument(
+        "--seed-group",
+        action="append",
+        metavar="SERIES,SERIES,...",
+        help="instead of --model: two recipes, each a group of series that differ only in seed (give it twice); "
+        "each headline number over the seeds and the difference with Welch's t interval",
     )
     add_reports_dir_argument(p, "the comparison's folder (default: <$DORMANT_REPORTS or ./reports>/compare-A-vs-B/)")
     add_scores_argument(p, "the score functions compared (default: ahon_ln when every series tracks it)")
@@ -37,6 +44,12 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from dormant_tasks.errors import ConfigError
+
+    if args.seed_group:
+        return seed_groups(args)
+    if not args.model:
+        raise ConfigError("dormant compare: name two series or more with --model (or two --seed-group)")
     from dormant_tasks.reporting import comparison_table, render_comparison
 
     result = render_comparison(args.store, args.model, out_dir=args.reports_dir, score_fns=args.scores)
@@ -47,4 +60,45 @@ def run(args) -> int:
     for note in result.comparison.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"compare: {result.index_html} ({len(result.figures)} figures, summary {result.summary_md})", file=sys.stderr)
+    return 0
+
+
+def seed_groups(args) -> int:
+    """Two recipes, each a group of seeds: their headline numbers over seeds and the difference (Markdown or CSV)."""
+    from dormant_tasks.errors import ConfigError
+    from dormant_tasks.findings import compare_seed_groups, seed_group_findings, series_findings
+    from dormant_tasks.reporting import resolve_model_id, seed_comparison_lines
+
+    if len(args.seed_group) != 2 or args.model:
+        raise ConfigError("--seed-group: give it twice (recipe a, recipe b), each SERIES,SERIES,..., without --model")
+    fn = args.scores[0] if args.scores else None
+    a, b = (
+        seed_group_findings(
+            [
+                series_findings(args.store, resolve_model_id(args.store, n.strip()), fn)
+                for n in group.split(",")
+                if n.strip()
+            ]
+        )
+        for group in args.seed_group
+    )
+    diffs = compare_seed_groups(a, b)
+    if args.format == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout)
+        writer.writerow(
+            ["number", "unit", "a", "a_low", "a_high", "b", "b_low", "b_high", "difference", "low", "high", "method"]
+        )
+        for d in diffs:
+            writer.writerow(
+                [
+                    d.name,
+                    d.unit,
+                    *(v for e in (d.a, d.b, d.difference) for v in (e.value, e.low, e.high)),
+                    d.difference.method,
+                ]
+            )
+    else:
+        print("\n".join(seed_comparison_lines(a, b, diffs)))
     return 0

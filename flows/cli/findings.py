@@ -26,6 +26,14 @@ def add_parser(subparsers) -> None:
     add_scores_argument(p, "the one score function of the findings (default: ahon_ln when tracked)", one=True)
     add_statistics_arguments(p)
     p.add_argument(
+        "--seed-group",
+        action="append",
+        metavar="SERIES,SERIES,...",
+        help="series that differ only in their training seed (e.g. PolyPythias' seeds, or `dormant pretrain-tiny "
+        "--seed N` runs): each headline number over the seeds, with an interval over seeds beside each seed's "
+        "interval over heads (repeat it or separate with commas; instead of --model)",
+    )
+    p.add_argument(
         "--format",
         choices=("text", "markdown", "json"),
         default="text",
@@ -50,6 +58,8 @@ def run(args) -> int:
     from dormant_tasks.reporting import findings_lines, findings_record, resolve_model_id, write_findings
     from dormant_tasks.statistics import Resampling
 
+    if args.seed_group:
+        return seed_group(args)
     model_id = resolve_model_id(args.store, args.model)
     if args.reports_dir:  # before any work
         check_folder(args.reports_dir, Owner.of("findings", args.store, model_id))
@@ -67,6 +77,33 @@ def run(args) -> int:
     if args.reports_dir:
         written = write_findings(found, args.reports_dir, args.store)
         print(f"\nfindings: {written.summary_md} ({len(written.figures)} figures)")
+    return 0
+
+
+def seed_group(args) -> int:
+    """`--seed-group`: the findings of each seed's series, then the numbers over the seeds."""
+    import json
+
+    from dormant_tasks.errors import ConfigError
+    from dormant_tasks.findings import seed_group_findings, series_findings
+    from dormant_tasks.reporting import findings_record, resolve_model_id, seed_group_lines
+    from dormant_tasks.statistics import Resampling
+
+    if args.model or args.reports_dir:
+        raise ConfigError("--seed-group names the series itself and writes no folder: drop --model/--reports-dir")
+    names = [n.strip() for group in args.seed_group for n in group.split(",") if n.strip()]
+    resampling = Resampling(resamples=args.resamples, seed=args.seed)
+    fn = args.scores[0] if args.scores else None
+    found = [
+        series_findings(args.store, resolve_model_id(args.store, n), fn, args.fdr, resampling, args.fdr_method)
+        for n in names
+    ]
+    group = seed_group_findings(found)
+    if args.format == "json":
+        print(json.dumps(findings_record(group), indent=1))
+    else:
+        lines = seed_group_lines(group)
+        print("\n".join(lines if args.format == "markdown" else map(plain_text, lines)))
     return 0
 
 
