@@ -199,15 +199,23 @@ def median_order_interval(values: np.ndarray, alpha: float = 0.05) -> tuple[floa
     return float(x[rank - 1]), float(x[n - rank])
 
 
+def lower_median(values: np.ndarray) -> float:
+    """The smallest value with at least half of the values at or below it: with values right-censored at one
+    time (+inf), the Kaplan-Meier median (the first time the share not yet reached falls to 1/2 or below)."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    return float(x[(x.size + 1) // 2 - 1])
+
+
 def median_estimate(values: np.ndarray, layer: np.ndarray, resampling: Resampling, stream: int, unit: str) -> Estimate:
-    """The median of per-head values with the two-stage bootstrap interval over layers (`layered_estimate`): the
-    order-statistic interval assumes exchangeable heads and covers about half the time when heads share a layer
-    factor (benchmarks/findings_calibration.py), so it is kept for exchangeable units (seeds). +inf values are
-    right-censored: the median is +inf ("not reached") when half of them or more are, and so is an interval end."""
+    """The (lower) median of per-head values with the two-stage bootstrap interval over layers
+    (`layered_estimate`): the order-statistic interval assumes exchangeable heads and covers about half the time
+    when heads share a layer factor (benchmarks/findings_calibration.py), so it is kept for exchangeable units.
+    +inf values are right-censored: the median is +inf ("not reached") when more than half are, and so is an
+    interval end."""
     values = np.asarray(values, dtype=np.float64)
     finite = values[np.isfinite(values)]
     big = (float(finite.max()) + 1.0) * 2.0 if finite.size else 1.0  # +inf stand-in: the percentiles interpolate
-    e = layered_estimate(np.median, np.where(np.isinf(values), big, values), layer, resampling, stream, unit)
+    e = layered_estimate(lower_median, np.where(np.isinf(values), big, values), layer, resampling, stream, unit)
 
     def back(x: float) -> float:
         return float("inf") if x >= big else x

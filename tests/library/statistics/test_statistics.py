@@ -5,6 +5,8 @@ input-dependence noise floor: tests/library/findings/test_dependence.py."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -179,3 +181,14 @@ def test_stable_index_matches_a_plain_python_oracle(stable):
     d = np.random.default_rng(2).random((12, 200)) < 0.6  # [position, head]
     want = [stable_oracle(d[:, h].astype(int).tolist(), stable) for h in range(200)]
     assert stable_index(d, stable, 3).tolist() == want
+
+
+def test_the_censored_median_is_kaplan_meiers_and_not_reached_past_half():
+    from dormant_tasks.statistics import median_estimate
+
+    layer = np.arange(10) // 2  # 5 layers of 2 heads
+    r = Resampling(resamples=200)
+    half = median_estimate(np.array([1.0, 2, 3, 4, 5] + [np.inf] * 5), layer, r, 0, "tokens")
+    assert half.value == 5.0 and math.isinf(half.high) and half.n_units == 5  # S(5) = 1/2
+    most = median_estimate(np.array([1.0, 2, 3, 4] + [np.inf] * 6), layer, r, 0, "tokens")
+    assert math.isinf(most.value)  # not reached
