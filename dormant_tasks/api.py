@@ -131,15 +131,26 @@ class SeriesResults:
         rows = [
             _row("emergence", "% dormant at the first checkpoint", e.pct_dormant_first),
             _row("emergence", "% dormant at the last checkpoint", e.pct_dormant_last),
-            _row("emergence", "first dormant, median (fraction of the series' tokens)", e.first_fraction),
-            _row("emergence", "settled dormant, median (fraction of the series' tokens)", e.settled_fraction),
-            _row("emergence", "final-dormant heads settled early", e.early),
-            _row("transitions", "transitions", t.n_transitions),
+            _row("emergence", "heads settled dormant", len(e.heads)),
+            _row("emergence", "heads right-censored (not settled by the end)", e.n_censored),
+            _row("emergence", "settling time, median over every head (tokens)", e.settled_median_all),
+            _row(
+                "emergence",
+                "first dormant, median over settled heads (fraction of the series' tokens)",
+                e.first_fraction,
+            ),
+            _row(
+                "emergence", "settled, median over settled heads (fraction of the series' tokens)", e.settled_fraction
+            ),
+            _row("emergence", "settled heads settled early", e.early),
+            _row("transitions", "mask changes", t.n_transitions),
             _row("transitions", "confident transitions", t.n_confident),
             _row("transitions", "blips", t.n_blips),
+            _row("transitions", "blips with both legs confident", t.n_confident_blips),
             *(_row("transitions", f"confident per billion tokens, stage {r.stage}", r.per_billion) for r in t.stages),
-            _row("transitions", "heads that changed state at least once", t.ever_changed),
-            _row("transitions", "heads that changed state more than once", t.more_than_once),
+            _row("transitions", "heads whose mask changed at least once", t.ever_changed),
+            _row("transitions", "heads whose mask changed more than once", t.more_than_once),
+            _row("transitions", "heads with a confident transition", t.confidently_changed),
         ]
         if d.last is not None:
             rows.append(_row("input dependence", "pooled Jaccard at the last shared checkpoint", d.last))
@@ -165,8 +176,20 @@ def _listed(score_fns) -> list[str] | None:
 
 
 def _row(finding: str, quantity: str, value) -> dict:
-    """One findings row: a plain number, or a value with its 95% interval (an `Estimate`, or a `Share` with k of n)."""
+    """One findings row: a plain number (a count: method "count"), or a value with its 95% interval, the interval's
+    method and the units behind it (an `Estimate`, or a `Share` with k of n)."""
     low, high = (getattr(value, "low", float("nan")), getattr(value, "high", float("nan")))
     k, n = getattr(value, "k", None), getattr(value, "n", None)
     number = getattr(value, "value", value)
-    return {"finding": finding, "quantity": quantity, "value": float(number), "low": low, "high": high, "k": k, "n": n}
+    method, units = getattr(value, "method", "count"), getattr(value, "n_units", None)
+    return {
+        "finding": finding,
+        "quantity": quantity,
+        "value": float(number),
+        "low": low,
+        "high": high,
+        "method": method,
+        "n_units": units,
+        "k": k,
+        "n": n,
+    }

@@ -67,7 +67,8 @@ def test_open_store_gives_the_series_as_dataframes(store):
         (1, 2, "dormant"),
     ]
     f = series.findings("ahon_ln").set_index("quantity")
-    assert f.loc["transitions", "value"] == 3
+    assert f.loc["mask changes", "value"] == 3 and f.loc["mask changes", "method"] == "count"
+    assert f.loc["heads whose mask changed at least once", "n_units"] == 2  # the bootstrap's units: 2 layers
     assert f.loc["% dormant at the last checkpoint", "value"] == pytest.approx(100 / 6)
     ev = series.evaluations()
     assert list(ev["accuracy"]) == pytest.approx([0.6, 0.5, 0.4]) and str(ev["shots"].dtype) == "Int32"
