@@ -60,7 +60,7 @@ HEADLINE = (
     ("heads with a confident transition", "fraction of heads", lambda f: f.transitions.confidently_changed),
     ("confident transitions", "count", lambda f: f.transitions.n_confident),
     (
-        "input dependence: across minus within (Jaccard)",
+        "input dependence: across minus within",
         "Jaccard",
         lambda f: f.input_dependence.noise_floor.difference if f.input_dependence.noise_floor else None,
     ),
