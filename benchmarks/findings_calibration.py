@@ -282,7 +282,7 @@ def clustered_set(rng: np.random.Generator, logit_rate: np.ndarray, size: int) -
     return np.concatenate(xs), np.concatenate(labels)
 
 
-def _old_noise_floor_p(sets: list[np.ndarray], resampling: Resampling) -> float:
+def _old_noise_floor_p(sets: list[np.ndarray], resampling: Resampling, repeats: int = 10) -> float:
     """main's noise floor p before this round (findings/dependence.py at c6cabbc), its p-value only: each set
     split `repeats` times into random halves of h inputs; within: Jaccard of a set's halves, across: of halves
     of two sets; p one-sided of "across below within", the pooled inputs' set labels permuted input by input."""
@@ -294,8 +294,8 @@ def _old_noise_floor_p(sets: list[np.ndarray], resampling: Resampling) -> float:
     def counts(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         halves = []
         for k in range(len(sets)):
-            own = np.tile(labels[starts[k] : starts[k + 1]], (resampling.repeats, 1))
-            pick = rng.permuted(own, axis=1)[:, : 2 * h].reshape(resampling.repeats, 2, h)
+            own = np.tile(labels[starts[k] : starts[k + 1]], (repeats, 1))
+            pick = rng.permuted(own, axis=1)[:, : 2 * h].reshape(repeats, 2, h)
             halves.append(pooled[pick].sum(axis=2) >= h / 2)
         out = np.zeros(4)
         for m in halves:
@@ -334,7 +334,7 @@ def section_dependence(sizes: Sizes, seed: int) -> list[Row]:
         # base rates spread around 0.5, so that masks are neither empty nor full
         logit_rate = rng.normal(0, 1.5, sizes.dep_heads)
         (xa, ca), (xb, cb) = (clustered_set(rng, logit_rate, N_INPUTS) for _ in range(2))
-        run = Resampling(resamples=1, permutations=sizes.permutations, repeats=10, seed=seed * 1000 + rep)
+        run = Resampling(resamples=1, permutations=sizes.permutations, seed=seed * 1000 + rep)
         old_rej.append(float(_old_noise_floor_p([xa, xb], run) < 0.05))
         if new is not None:
             new_rej.append(float(new([xa, xb], [ca, cb], ["text a", "text b"], run).p_value < 0.05))

@@ -203,7 +203,7 @@ def series_findings(
         raise ConfigError(f"--fdr {fdr}: a false discovery rate lies between 0 and 1 (e.g. 0.05)")
     if fdr_method not in FDR_METHODS:
         raise ConfigError(f"--fdr-method {fdr_method!r}: choose one of {', '.join(FDR_METHODS)}")
-    if resampling.resamples < 1 or resampling.permutations < 1 or resampling.repeats < 1:
+    if resampling.resamples < 1 or resampling.permutations < 1:
         raise ConfigError(f"--resamples {resampling.resamples}: give a positive number (e.g. {RESAMPLES})")
     views = open_views(store, model_id)
     if not views:

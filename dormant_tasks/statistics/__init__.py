@@ -21,7 +21,6 @@ __all__ = [
     "ORDER",
     "PERMUTATIONS",
     "POISSON",
-    "REPEATS",
     "RESAMPLES",
     "Resampling",
     "SEED",
@@ -63,7 +62,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         unpack_inputs,
         wilson_interval,
     )
-    from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, FDR_METHODS, PERMUTATIONS, REPEATS, RESAMPLES, SEED
+    from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, FDR_METHODS, PERMUTATIONS, RESAMPLES, SEED
     from dormant_tasks.statistics.estimates import (
         DEFAULT_RESAMPLING,
         MIN_UNITS,
@@ -109,7 +108,7 @@ __getattr__, __dir__ = attach(
             "unpack_inputs",
             "wilson_interval",
         ],
-        "defaults": ["FDR", "FDR_METHOD", "FDR_METHODS", "PERMUTATIONS", "REPEATS", "RESAMPLES", "SEED"],
+        "defaults": ["FDR", "FDR_METHOD", "FDR_METHODS", "PERMUTATIONS", "RESAMPLES", "SEED"],
         "estimates": [
             "DEFAULT_RESAMPLING",
             "Estimate",

@@ -5,7 +5,6 @@ FDR = 0.05  # the false discovery rate of the heads called to change confident s
 FDR_METHOD = "bh"  # Benjamini-Hochberg ("by": Benjamini-Yekutieli, for any dependence between heads)
 RESAMPLES = 2000  # bootstrap resamples of the heads
 PERMUTATIONS = 500  # permutations of the set labels (input dependence)
-REPEATS = 20  # random splits of each calibration set into halves (input dependence)
 SEED = 0  # of every resampling
 FDR_METHODS = {
     "bh": "Benjamini-Hochberg (independent or positively dependent heads)",

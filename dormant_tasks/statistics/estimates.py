@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dormant_tasks.statistics.confidence import Z95, wilson_interval
-from dormant_tasks.statistics.defaults import PERMUTATIONS, REPEATS, RESAMPLES, SEED
+from dormant_tasks.statistics.defaults import PERMUTATIONS, RESAMPLES, SEED
 
 BOOTSTRAP = "two-stage bootstrap over layers, then heads within them"
 WILSON = "Wilson score interval, heads as trials"
@@ -75,11 +75,10 @@ class Share:
 
 @dataclass(frozen=True)
 class Resampling:
-    """How the intervals over heads are drawn: bootstrap resamples, permutations, random halves, the seed."""
+    """How the intervals are drawn: bootstrap resamples, permutations (input dependence), the seed."""
 
     resamples: int = RESAMPLES
     permutations: int = PERMUTATIONS
-    repeats: int = REPEATS
     seed: int = SEED
 
     def rng(self, stream: int) -> np.random.Generator:
