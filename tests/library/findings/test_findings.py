@@ -4,6 +4,7 @@ and the report and `dormant findings` state them."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -212,6 +213,16 @@ def test_cli_findings(tmp_path, capsys):
     assert "depends on how densely the checkpoints are spaced" in out
     assert "Noise floor: not measured" in out
     assert (tmp_path / "out" / "figures" / "findings_emergence.svg").is_file()
+    assert main(["findings", "--store", str(root), "--format", "json"]) == 0
+
+    def no_constant(x):
+        raise AssertionError(f"{x} is not JSON")
+
+    record = json.loads(capsys.readouterr().out, parse_constant=no_constant)
+    early = record["emergence"]["early"]
+    assert (early["k"], early["n"], early["low"], early["n_units"]) == (2, 2, None, 1)
+    assert early["interval"].startswith("none") and "layers" in early["method"]
+    assert record["transitions"]["n_confident"] == 4 and record["transitions"]["method"] == "bh"
     assert main(["findings", "--store", str(root), "--scores", "ahon_lnn"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ahon_ln" in err[0]
