@@ -283,7 +283,7 @@ def draw_emergence(e) -> Figure:
         ax.legend(fontsize=8, loc="lower right")
     else:
         ax.text(0.5, 0.5, "no head is dormant at the last checkpoint", transform=ax.transAxes, ha="center")
-    ax.set_title("Emergence: when the heads dormant at the end settled into dormancy")
+    ax.set_title("Emergence: when heads settled into dormancy")
     return fig
 
 
@@ -292,8 +292,8 @@ def draw_confident_transitions(t, score_fn: str) -> Figure:
     x = np.arange(len(t.interval_tokens))
     fig = Figure(figsize=(min(max(7.5, 5 + 0.08 * len(x)), 14), 4), layout="constrained")
     ax = fig.add_subplot()
-    ax.bar(x, t.interval_confident, color="#1f3b63", label=f"confident (paired test, BH q < {t.fdr:g})")
-    ax.bar(x, t.interval_other, bottom=t.interval_confident, color="#cfe1f2", label="not confident")
+    ax.bar(x, t.interval_confident, color="#1f3b63", label=f"confident: between opposite confident states ({t.method.upper()} q <= {t.fdr:g} over heads)")
+    ax.bar(x, t.interval_other, bottom=t.interval_confident, color="#cfe1f2", label="other mask changes")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("transitions into the checkpoint")
     if len(x):
@@ -301,7 +301,7 @@ def draw_confident_transitions(t, score_fn: str) -> Figure:
     ax.set_xlabel("interval ending at checkpoint (training tokens)")
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(axis="y", alpha=0.3)
-    ax.set_title(f"Transitions under {score_fn}: {t.n_confident} of {t.n_transitions} confident")
+    ax.set_title(f"Transitions under {score_fn}: {t.n_confident} of {t.n_transitions} mask changes confident")
     return fig
 
 

@@ -248,7 +248,7 @@ def findings_lines(f: Findings) -> list[str]:
         f"{f.calibration_id}, {f.n_checkpoints} checkpoints to {e.final_revision} ({_tokens(e.final_tokens)} tokens).",
         "",
     ]
-    stable = f"dormant at >= {100 * e.stable:.0f}% of the checkpoints from then on (over {e.min_run} or more)"
+    stable = f"dormant at >= {100 * e.stable:.0f}% of the checkpoints from then on, over {e.min_run} or more"
     if e.heads:
         emerge = (
             f"{len(e.heads)} of {e.n_heads} heads settled dormant ({stable}), {e.n_censored} had not by the end "
