@@ -29,6 +29,15 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="pretraining seed (default: %(default)s)")
     parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="pretrain and track N series of seeds --seed, --seed + 1, ... (the first in --model's folder, the others "
+        "beside it as <folder>-seed<S>) and state the findings over the seeds: seeds are the unit of replication "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--limit", type=int, default=128, metavar="N", help="texts per calibration set (default: %(default)s)"
     )
     parser.add_argument(
@@ -42,42 +51,71 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dormant_tasks.errors import ConfigError
+    from flows.demo import DEMO_SERIES
+
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds {args.seeds}: give 1 or more")
+    if args.seeds > 1 and args.series_name:
+        raise ConfigError("--seeds names each series after its folder: drop --series-name")
+    base = str(args.model or DEMO_SERIES)
+    codes, model_ids = [], []
+    for i in range(args.seeds):
+        seed = args.seed + i
+        source = base if i == 0 else f"{base.rstrip('/')}-seed{seed}"
+        code, model_id = _one(args, source, seed, args.reports_dir if i == 0 else None)
+        codes.append(code)
+        model_ids.append(model_id)
+    if args.seeds > 1:
+        from dormant_tasks.findings import seed_group_findings, series_findings
+        from dormant_tasks.reporting import seed_group_lines
+
+        from .findings import plain_text
+
+        group = seed_group_findings([series_findings(args.store, m) for m in model_ids])
+        print()
+        print("\n".join(map(plain_text, seed_group_lines(group))))
+    return max(codes)
+
+
+def _one(args: argparse.Namespace, source: str, seed: int, reports_dir: str | None) -> tuple[int, str]:
+    """One seed's series: pretrained (once), tracked, reported; (exit code, its series' name)."""
     from dormant_tasks.tiny import is_complete
     from dormant_tasks.tracking import TrackRequest
-    from flows.demo import DEMO_SERIES, demo
+    from flows.demo import demo
 
     from .track import answer_from_store, check_reports_dir, exit_code, print_summary
 
     started = time.perf_counter()
     request = TrackRequest(
-        source=str(args.model or DEMO_SERIES),
+        source=source,
         store=args.store,
         limit=args.limit,
         calibrations=tuple(args.calibration or DEMO_CALIBRATION),
-        reports_dir=args.reports_dir,
+        reports_dir=reports_dir,
         series_name=args.series_name,
     )
     request.calibration_sets  # noqa: B018 (an unknown set is refused here, before minutes of pretraining)
     check_reports_dir(request)  # before the pretraining
-    done = answer_from_store(request) if is_complete(request.source, args.steps, args.seed) else None
+    done = answer_from_store(request) if is_complete(request.source, args.steps, seed) else None
     if done is not None:
         print_summary(done)
         print(
             f"demo: the series and its store are complete ({time.perf_counter() - started:.0f} s); "
             f"`make clean-demo` starts over"
         )
-        return 0
+        return 0, request.model_id
     from flows.session import start_prefect
 
     start_prefect()
-    result = demo(request, steps=args.steps, seed=args.seed)
+    result = demo(request, steps=args.steps, seed=seed)
     print()
     print_summary(result)
     print(
         f"demo finished in {time.perf_counter() - started:.0f} s; "
         f"`dormant status --store {args.store}` summarises the store, `dormant report` re-renders the report"
     )
-    return exit_code(result)
+    return exit_code(result), request.model_id
 
 
 def interrupted(args: argparse.Namespace) -> str:

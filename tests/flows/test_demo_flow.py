@@ -70,3 +70,23 @@ def test_short_demo_pretrains_tracks_and_reports(tmp_path):
     assert "the series and its store are complete" in r.stdout
     assert "0 checkpoints analysed, 5 already stored" in r.stdout
     assert "Flow run" not in r.stderr and "pretrain-tiny" not in r.stderr
+
+
+@pytest.mark.slow
+def test_demo_seeds_pretrains_one_series_per_seed_and_states_the_findings_over_them(tmp_path):
+    """`dormant demo --seeds 2`: seeds 0 and 1 in `tiny` and `tiny-seed1`, each tracked alike, then the findings
+    over the seeds (two seeds: the mean and range, no interval)."""
+    series, store = tmp_path / "tiny", tmp_path / "store"
+    r = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "demo", "--model", str(series), "--store", str(store), "--steps", "30"]
+        + ["--limit", "8", "--calibration", "winogrande", "--seeds", "2", "--reports-dir", str(tmp_path / "r")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "tiny-seed1").is_dir() and (tmp_path / "r" / "index.html").is_file()
+    assert set(read_table(store, "checkpoints").column("model_id").to_pylist()) == {"tiny", "tiny-seed1"}
+    assert "Findings over 2 seeds of one recipe (tiny, tiny-seed1)" in r.stdout
+    assert "no interval: 2 seeds, fewer than 5" in r.stdout
