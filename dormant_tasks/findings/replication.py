@@ -86,6 +86,10 @@ def seed_group_findings(findings: list[Findings]) -> ReplicatedFindings:
     the series are not one recipe at the same checkpoints: another function, calibration set or checkpoint count."""
     if len(findings) < 2:
         raise ConfigError("--seed-group: a group of seeds needs two series or more; name each with a comma between")
+    ids = [f.model_id for f in findings]
+    twice = sorted({m for m in ids if ids.count(m) > 1})
+    if twice:
+        raise ConfigError(f"--seed-group: {', '.join(twice)} is given twice; a group has one series per seed")
     first = findings[0]
     for f in findings[1:]:
         for what, a, b in (

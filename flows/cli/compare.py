@@ -67,23 +67,31 @@ def seed_groups(args) -> int:
     """Two recipes, each a group of seeds: their headline numbers over seeds and the difference (Markdown or CSV)."""
     from dormant_tasks.errors import ConfigError
     from dormant_tasks.findings import compare_seed_groups, seed_group_findings, series_findings
-    from dormant_tasks.reporting import resolve_model_id, seed_comparison_lines
+    from dormant_tasks.reporting import resolve_model_id
 
     if len(args.seed_group) != 2 or args.model:
         raise ConfigError("--seed-group: give it twice (recipe a, recipe b), each SERIES,SERIES,..., without --model")
+    groups = [[n.strip() for n in group.split(",") if n.strip()] for group in args.seed_group]
+    both = sorted(set(groups[0]) & set(groups[1]))
+    if both:
+        raise ConfigError(f"--seed-group: {', '.join(both)} is in both groups; two recipes share no seed's series")
     fn = args.scores[0] if args.scores else None
     a, b = (
-        seed_group_findings(
-            [
-                series_findings(args.store, resolve_model_id(args.store, n.strip()), fn)
-                for n in group.split(",")
-                if n.strip()
-            ]
-        )
-        for group in args.seed_group
+        seed_group_findings([series_findings(args.store, resolve_model_id(args.store, n), fn) for n in group])
+        for group in groups
     )
     diffs = compare_seed_groups(a, b)
-    if args.format == "csv":
+    try:
+        _print_groups(args.format, a, b, diffs)
+    except BrokenPipeError:  # `dormant compare ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _print_groups(fmt: str, a, b, diffs) -> None:
+    from dormant_tasks.reporting import seed_comparison_lines
+
+    if fmt == "csv":
         import csv
 
         writer = csv.writer(sys.stdout)
@@ -100,5 +108,4 @@ def seed_groups(args) -> int:
                 ]
             )
     else:
-        print("\n".join(seed_comparison_lines(a, b, diffs)))
-    return 0
+        print("\n".join(seed_comparison_lines(a, b, diffs)), flush=True)
