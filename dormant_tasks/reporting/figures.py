@@ -292,7 +292,12 @@ def draw_confident_transitions(t, score_fn: str) -> Figure:
     x = np.arange(len(t.interval_tokens))
     fig = Figure(figsize=(min(max(7.5, 5 + 0.08 * len(x)), 14), 4), layout="constrained")
     ax = fig.add_subplot()
-    ax.bar(x, t.interval_confident, color="#1f3b63", label=f"confident: between opposite confident states ({t.method.upper()} q <= {t.fdr:g} over heads)")
+    ax.bar(
+        x,
+        t.interval_confident,
+        color="#1f3b63",
+        label=f"confident: between opposite confident states ({t.method.upper()} q <= {t.fdr:g} over heads)",
+    )
     ax.bar(x, t.interval_other, bottom=t.interval_confident, color="#cfe1f2", label="other mask changes")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("transitions into the checkpoint")

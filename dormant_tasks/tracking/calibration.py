@@ -24,7 +24,7 @@ import hashlib
 import json
 import re
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import count, zip_longest
 from pathlib import Path
@@ -174,11 +174,13 @@ def file_calibration(
         return CalibrationSet(
             f"{path.stem}-cut{k}", tuple(texts[block]), more, n_cut, _file_clusters(keys[block], cluster_field)
         )
-    texts, keys, _, n_cut = _read_file(path, None, cluster_field)
+    _, keys, _, _ = _read_file(path, None, cluster_field, keep=())  # the clusters first, then the drawn texts
     pick = draw_indices(keys, sample, k, f"{path.name}:{k}", path.name)
+    chosen, _, _, n_cut = _read_file(path, None, cluster_field, keep=set(pick))
+    text_at = dict(zip(sorted(pick), chosen))
     return CalibrationSet(
         f"{path.stem}-draw{k}-seed{DRAW_SEED}",
-        tuple(texts[i] for i in pick),
+        tuple(text_at[i] for i in pick),
         n_cut=n_cut,
         clusters=cluster_labels([keys[i] for i in pick]),
     )
@@ -197,8 +199,12 @@ def _file_clusters(keys: list, cluster_field: str | None) -> tuple[int, ...] | N
     return cluster_labels(keys) if cluster_field is not None else None  # one line = one cluster
 
 
-def _read_file(path: Path, limit: int | None, cluster_field: str | None) -> tuple[list[str], list[Hashable], bool, int]:
-    """(texts, cluster keys, more, texts cut) of the first `limit` texts (all when None) of a texts file."""
+def _read_file(
+    path: Path, limit: int | None, cluster_field: str | None, keep: Container[int] | None = None
+) -> tuple[list[str], list[Hashable], bool, int]:
+    """(texts, cluster keys, more, texts cut) of the first `limit` texts (all when None) of a texts file; with
+    `keep`, only the texts at those positions are kept (and counted as cut), every key is: a draw from a file of
+    millions of lines holds their keys, not their texts."""
     from dormant_tasks.progress import waiting
 
     texts: list[str] = []
@@ -212,19 +218,20 @@ def _read_file(path: Path, limit: int | None, cluster_field: str | None) -> tupl
                 else ((text, i, cut) for i, (text, cut) in enumerate(_lines(f)))  # one line, one cluster
             )
             for text, key, cut in items:
-                if limit is not None and len(texts) == limit:
+                if limit is not None and len(keys) == limit:
                     more = True
                     break
-                texts.append(text)
+                if keep is None or len(keys) in keep:
+                    texts.append(text)
+                    n_cut += cut
                 keys.append(key)
-                n_cut += cut
     except UnicodeDecodeError as e:
         raise ScoringError(f"texts file {str(path)!r} is not UTF-8 ({e.reason}); re-encode it as UTF-8") from None
     except OSError as e:
         raise ScoringError(
             f"texts file {str(path)!r} cannot be read ({e.strerror or e}); fix it or pass another"
         ) from None
-    if not texts:
+    if not keys:
         raise ScoringError(f"texts file {str(path)!r} holds no text; put one text per line")
     return texts, keys, more, n_cut
 
@@ -539,6 +546,12 @@ def load_calibration_sets(
             f"no calibration set given; name at least one of {', '.join(BUNDLED_SETS)} or a UTF-8 texts file"
         )
     limit = DEFAULT_CALIBRATION_SIZE if limit is None else limit
+    bundled = [isinstance(n, str) and split_part(n)[0] in BUNDLED_SETS for n in names]
+    if sample is not None and all(bundled):
+        raise ConfigError(
+            f"--sample {sample} draws texts from a file, and every set here is bundled: draw a bundled set with "
+            "NAME:K (K-th disjoint draw of --limit texts), or pass a file"
+        )
     sets = tuple(load_calibration_set(name, limit, sample, cluster_field) for name in names)
     seen: dict[str, tuple[str | Path, CalibrationSet]] = {}
     for name, calibration in zip(names, sets):

@@ -350,3 +350,17 @@ def test_a_request_stores_a_file_part_absolute_and_keeps_bundled_parts(tmp_path,
     monkeypatch.chdir(tmp_path)
     assert _calibration_name("mine.txt:2") == f"{tmp_path / 'mine.txt'}:2"
     assert _calibration_name("winogrande:2") == "winogrande:2"
+
+
+def test_sample_draws_from_files_only_and_reads_the_drawn_texts_alone(tmp_path):
+    from dormant_tasks.tracking.calibration import file_calibration
+
+    with pytest.raises(ConfigError, match="--sample 10 draws texts from a file, and every set here is bundled"):
+        load_calibration_sets(["winogrande", "code:2"], 16, sample=10)
+    lines = [f"text number {i}" for i in range(500)]
+    path = tmp_path / "many.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    a, b = file_calibration(path, 16, 1, 40), file_calibration(path, 16, 2, 40)
+    assert len(a.texts) == len(b.texts) == 40 and not set(a.texts) & set(b.texts)  # disjoint draws
+    assert set(a.texts) <= set(lines) and a.texts != tuple(lines[:40])  # drawn, not cut
+    assert file_calibration(path, 16, 1, 40) == a  # seeded
