@@ -1,7 +1,7 @@
 """What deciding confident transitions over the whole series costs when one checkpoint is appended.
 
 Confident states need every checkpoint's dormant rates (docs/SCORES.md §5, "Confidence"), so `derive_set`
-reads four columns' worth of the whole series' head_scores (`RATE_COLUMNS`) and runs `confirm_transitions` on
+reads six columns of the whole series' head_scores (`series_rates`) and runs `confirm_transitions` on
 every append, beside the pair-by-pair derivation of the new mask changes, which reads two checkpoints. This
 prints, side by side in one run and at each series length: the pair's derivation, the light read of the rates,
 the confirmation, and their ratio, so that how each grows with the series is visible (the read and the
@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from report_render import MODEL, build_store  # noqa: E402
 
-from dormant_tasks.tracking import SeriesView, confirm_transitions, derive_transitions, dormant_matrices  # noqa: E402
-from dormant_tasks.tracking.derive import RATE_COLUMNS  # noqa: E402
+from dormant_tasks.tracking import SeriesView, confirm_transitions, derive_transitions  # noqa: E402
+from dormant_tasks.tracking.derive import series_rates  # noqa: E402
 
 
 def measure(root: Path) -> dict[str, float]:
@@ -43,7 +43,7 @@ def measure(root: Path) -> dict[str, float]:
     derive_transitions(view.head_scores(revisions=two), sub)
     out["pair"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    matrices = list(dormant_matrices(view.head_scores(columns=RATE_COLUMNS), ckpts))
+    matrices = series_rates(view)
     out["read rates"] = time.perf_counter() - t0
     trans = view.transitions()
     t0 = time.perf_counter()

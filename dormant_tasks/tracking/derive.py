@@ -20,6 +20,7 @@ from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView, open_views, result_id
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
+    DormantMatrix,
     confirm_transitions,
     derive_transitions,
     dormant_matrices,
@@ -132,8 +133,8 @@ def derive_set(
         trans = _in_series_order(pa.concat_tables(parts), view.revisions)
         first = view.head_scores(revisions=view.revisions[:1])
         hist = histories_of(states_from_transitions(first, trans, ckpts))
-    rates = heads if old is None else view.head_scores(columns=RATE_COLUMNS)
-    trans = confirm_transitions(mark_blips(trans), dormant_matrices(rates, ckpts), fdr, method)  # the whole series
+    matrices = list(dormant_matrices(heads, ckpts)) if old is None else series_rates(view)
+    trans = confirm_transitions(mark_blips(trans), matrices, fdr, method)  # over the whole series
     meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
     with series_lock(store, model_id):
         write_table(
@@ -149,11 +150,61 @@ def derive_set(
     return _summary(view, trans)
 
 
-# what `dormant_matrices` reads to give confident states (every head_scores column it needs, and the rates)
-RATE_COLUMNS = (
-    "model_id", "revision", "stage", "step", "tokens", "score_fn", "layer", "head_index", "tau", "dormant",
-    "dormant_rate", "calibration_id", "taus_id",
-)  # fmt: skip
+# the columns confident states need of every checkpoint (`series_rates`): six, of the whole series, on every append
+RATE_COLUMNS = ("score_fn", "revision", "layer", "head_index", "dormant", "dormant_rate")
+
+
+def series_rates(view: SeriesView) -> list[DormantMatrix]:
+    """Per tracked function, the series' masks and dormant rates over its current checkpoints, in series order,
+    with each checkpoint's inputs: what `confirm_transitions` reads. A lean `dormant_matrices` (RATE_COLUMNS
+    only, none of its checks: each pair was checked when its mask changes were derived), since it runs on every
+    append (benchmarks/confident_states.py: linear in checkpoints x heads x functions)."""
+    t = view.head_scores(columns=list(RATE_COLUMNS))
+    ck = view.checkpoints  # series order
+    revision = np.array([c["revision"] for c in ck], dtype=object)
+    stage = np.array([c["stage"] for c in ck], dtype=np.int64)
+    pred = predecessors(stage, np.array([c["ingredient"] or 0 for c in ck], dtype=np.int64))
+    per = {c: np.array([r[c] for r in ck], dtype=np.int64) for c in ("step", "tokens")}
+    n_inputs = np.array([c["n_inputs"] for c in ck], dtype=np.float64)
+    col = pc.index_in(t.column("revision"), value_set=pa.array(revision.tolist(), pa.string())).to_numpy(
+        zero_copy_only=False
+    )  # [row]
+    layer = t.column("layer").to_numpy().astype(np.int64)
+    head_index = t.column("head_index").to_numpy().astype(np.int64)
+    width = int(head_index.max()) + 1 if len(head_index) else 1
+    keys, head = np.unique(layer * width + head_index, return_inverse=True)  # [head], [row]
+    fn_codes = t.column("score_fn").combine_chunks().dictionary_encode()
+    fn_of = fn_codes.indices.to_numpy(zero_copy_only=False)
+    dormant_col = t.column("dormant").to_numpy(zero_copy_only=False).astype(bool)
+    rate_col = t.column("dormant_rate").to_numpy(zero_copy_only=False).astype(np.float64)
+    out = []
+    for code, fn in enumerate(fn_codes.dictionary.to_pylist()):
+        rows = np.flatnonzero(fn_of == code)
+        dormant = np.zeros((len(ck), len(keys)), dtype=bool)  # [checkpoint, head]
+        rate = np.full((len(ck), len(keys)), np.nan)
+        dormant[col[rows], head[rows]] = dormant_col[rows]
+        rate[col[rows], head[rows]] = rate_col[rows]
+        tau = view.taus[fn].value if fn in view.taus else float("nan")
+        out.append(
+            DormantMatrix(
+                view.model_id,
+                fn,
+                revision,
+                stage,
+                per["step"],
+                per["tokens"],
+                pred,
+                keys // width,
+                keys % width,
+                float(tau),
+                dormant,
+                view.calibration_id,
+                view.taus_id,
+                rate,
+                n_inputs,
+            )  # fmt: skip
+        )
+    return out
 
 
 def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:
