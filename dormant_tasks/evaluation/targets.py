@@ -267,9 +267,9 @@ def format_leaderboard(target: Target, rows: list[dict]) -> str:
             lines.append(f"{task}: {mine[0]['n_items']} items, {protocol_line(mine[0])}")
         if "within_1pt" in entries[0]:
             auc = f"AUC ({AUC_UNIT})"
-            lines.append(f"  {'function':<10} {'% zeroed within 1 pt':>21} {auc:>20} {'base acc':>9}")
+            lines.append(f"  {'function':<10} {'% zeroed within 1 pt':>25} {auc:>20} {'base acc':>9}")
             lines += [
-                f"  {b['score_fn']:<10} {within_text(b['within_1pt'], b['never']):>21} {b['auc']:>20.2f} "
+                f"  {b['score_fn']:<10} {within_text(b['within_1pt'], b['never']):>25} {b['auc']:>20.2f} "
                 f"{b['base_accuracy']:>9.2f}"
                 for b in sorted(entries, key=lambda b: -b["within_1pt"])
             ]
