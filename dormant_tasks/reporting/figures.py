@@ -300,7 +300,7 @@ def draw_confident_transitions(t, score_fn: str) -> Figure:
     )
     ax.bar(x, t.interval_other, bottom=t.interval_confident, color="#cfe1f2", label="other mask changes")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("transitions into the checkpoint")
+    ax.set_ylabel("mask changes into the checkpoint")
     if len(x):
         _column_ticks(ax, t.interval_tokens)
     ax.set_xlabel("interval ending at checkpoint (training tokens)")
