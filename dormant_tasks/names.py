@@ -53,20 +53,28 @@ def split_names(values: str | Iterable) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.strip() for item in items for p in str(item).split(",") if p.strip()))
 
 
-_SAFE = re.compile(r"[A-Za-z0-9._-]+")
+_SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # no leading "." or "-": hidden files, options
+# names Windows reserves for devices, with or without an extension: a lock or folder named so cannot be created there
+_RESERVED = re.compile(r"(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(\..*)?", re.IGNORECASE)
 
 
 def series_slug(model_id: str) -> str:
     """model_id as a folder name: "allenai/OLMo-2-1124-7B" -> "allenai--OLMo-2-1124-7B".
 
-    Allowed: letters, digits, ".", "_", "-" and "/" (which becomes "--"). "--" and ".." are refused (as on
-    the Hugging Face Hub), so the slug maps back to exactly one model_id (`model_id_of_slug`).
+    Allowed: letters, digits, ".", "_", "-" and "/" (which becomes "--"); a part starts with a letter, digit or
+    "_" and is no device name Windows reserves (CON, NUL, COM1, ...). "--" and ".." are refused (as on the
+    Hugging Face Hub), so the slug maps back to exactly one model_id (`model_id_of_slug`).
     """
     parts = model_id.split("/") if isinstance(model_id, str) else [""]
-    if not all(_SAFE.fullmatch(p) for p in parts) or "--" in model_id or ".." in model_id:
+    if (
+        not all(_SAFE.fullmatch(p) and not _RESERVED.fullmatch(p) for p in parts)
+        or "--" in model_id
+        or ".." in model_id
+    ):
         raise StoreError(
-            f"model id {model_id!r} cannot name a store series: use letters, digits, '.', '_', '-' and '/' "
-            "(no '--' or '..', no empty part), e.g. 'allenai/OLMo-2-1124-7B' or 'tiny-olmo2'"
+            f"model id {model_id!r} cannot name a store series: use letters, digits, '.', '_', '-' and '/', each "
+            "part starting with a letter, digit or '_' and no device name (CON, NUL, COM1, ...); no '--' or '..', "
+            "e.g. 'allenai/OLMo-2-1124-7B' or 'tiny-olmo2'"
         )
     return "--".join(parts)
 

@@ -66,6 +66,7 @@ def load_model_and_tokenizer(
     device = resolve_device(device)
     where = f"{source}" + (f"@{revision}" if revision else "")
     _refuse_custom_config(Path(source) / "config.json", where)
+    _refuse_impossible_shape(Path(source) / "config.json", where)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(source), revision=revision, trust_remote_code=False)
     except Exception as e:  # transformers raises OSError/ValueError/... for a folder with no tokenizer
@@ -90,6 +91,7 @@ def load_model_and_tokenizer(
         model = AutoModelForCausalLM.from_pretrained(
             str(source), revision=revision, trust_remote_code=False, dtype=torch_dtype
         )
+        _refuse_non_finite(model, where)
         return model.to(device).eval(), tokenizer  # type: ignore[arg-type]  # transformers' stub wraps `to`
     except (MemoryError, torch.OutOfMemoryError) as e:
         raise CheckpointError(
@@ -115,6 +117,45 @@ def _refuse_custom_config(config_file: Path, where: str) -> None:
         return  # no readable config: transformers' own error says so
     if isinstance(config, dict) and config.get("auto_map") and config.get("model_type") not in CONFIG_MAPPING:
         _refuse_custom_code(where, ValueError("custom code"))
+
+
+def _refuse_impossible_shape(config_file: Path, where: str) -> None:
+    """A config that cannot be a model (more key/value heads than heads, heads not a multiple of them, a width
+    not divisible by the heads): one line before loading, where torch would die of a floating-point exception."""
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(config, dict):
+        return
+    values = [config.get("num_attention_heads"), config.get("num_key_value_heads"), config.get("hidden_size")]
+    values[1] = values[1] or values[0]
+    ints = [x for x in values if isinstance(x, int) and not isinstance(x, bool)]
+    if len(ints) < 3:
+        return
+    heads, kv, width = ints
+    why = (
+        f"num_attention_heads {heads} is not a positive multiple of num_key_value_heads {kv}"
+        if heads < 1 or kv < 1 or heads % kv
+        else f"hidden_size {width} is not divisible by num_attention_heads {heads} (and no head_dim is given)"
+        if config.get("head_dim") is None and width % heads
+        else ""
+    )
+    if why:
+        raise CheckpointError(
+            f"{where}: its config.json cannot be a model: {why}; fix the config or drop this checkpoint"
+        )
+
+
+def _refuse_non_finite(model, where: str) -> None:
+    """NaN or Inf in a weight: refused, naming the tensor (its scores would be NaN, and a NaN head is never inactive,
+    so it would be counted active)."""
+    for name, weight in model.named_parameters():
+        if weight.is_floating_point() and not bool(torch.isfinite(weight).all()):
+            raise CheckpointError(
+                f"{where}: weight {name} holds NaN or Inf values; the checkpoint is damaged or diverged: "
+                "re-download or re-save it, or drop it from the selection"
+            )
 
 
 def _refuse_custom_code(where: str, e: BaseException) -> None:

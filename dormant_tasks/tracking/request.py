@@ -32,7 +32,8 @@ def _check_series_name(name) -> None:
         series_slug(name if isinstance(name, str) else "")
     except StoreError:  # said as the option's
         raise ConfigError(
-            f"--series-name {name!r}: use letters, digits, '.', '_', '-' (no '--' or '..'), e.g. tiny-olmo2-rerun"
+            f"--series-name {name!r}: use letters, digits, '.', '_', '-', starting with a letter, digit or '_', no "
+            "device name (CON, NUL, ...), no '--' or '..', e.g. tiny-olmo2-rerun"
         ) from None
 
 

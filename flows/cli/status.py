@@ -81,6 +81,9 @@ def _set_parts(view) -> list[str]:
 
     trans = view.transitions().to_pydict()
     fns = trans["score_fn"]
+    if not fns and len(view.checkpoints) > 1 and not _derived(view):
+        parts.append("transitions not derived yet (an interrupted run: `dormant track` derives them)")
+        return parts
     confident, blips = sum(c is True for c in trans["confident"]), sum(b is True for b in trans["blip"])
     rule = confidence_rule(fdr_rule(view.store, view.model_id, view))
     parts.append(
@@ -88,6 +91,14 @@ def _set_parts(view) -> list[str]:
         f"({confident} confident at {rule}, {blips} blip{'s' if blips != 1 else ''})"
     )
     return parts
+
+
+def _derived(view) -> bool:
+    """Whether the view's transitions file exists (a series of no state change has one, with no row)."""
+    from dormant_tasks.store import derived_file_key, read_metadata
+
+    key = derived_file_key("transitions", view.taus_id, view.calibration_id)
+    return read_metadata(view.store, "transitions", view.model_id, key) is not None
 
 
 def confidence_rule(rule: tuple[float, str] | None) -> str:

@@ -117,3 +117,14 @@ def test_bad_input_is_one_line_exit_2_before_prefect_and_creates_nothing(case, r
     assert lines[0].startswith("dormant track: error: ") and needle in lines[0], lines
     assert not prefect_home.exists(), "a Prefect server was started"
     assert _snapshot(tmp_path) == before, "a refused run created or changed files"
+
+
+@pytest.mark.parametrize("name", [".", "-x", "CON"])
+def test_a_series_name_that_is_hidden_an_option_or_a_device_is_refused_in_one_line(tmp_path, capsys, name):
+    from flows.cli import main
+
+    store = tmp_path / "store"
+    code = main(["track", "--model", str(tmp_path), "--store", str(store), f"--series-name={name}", "--no-report"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--series-name" in err[0] and "no device name" in err[0]
+    assert not store.exists()

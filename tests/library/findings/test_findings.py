@@ -288,3 +288,11 @@ def test_emergence_figure_at_the_ends_of_the_interval(settled, rounded):
         assert (bottom, top) == (0.0, pytest.approx(100 * share.high))
     else:
         assert (bottom, top) == (pytest.approx(100 * share.low), 100.0)
+
+
+def test_status_says_not_derived_yet_where_an_interrupted_run_left_no_transitions(tmp_path):
+    root = write_series(tmp_path / "s", {"ahon_ln": picture()}, TOKENS, transitions=False)
+    line = series_line(root, MODEL)
+    assert "transitions not derived yet" in line and "0 total" not in line
+    derived = series_line(hand_store(tmp_path / "h", second_set=False), MODEL)
+    assert "not derived yet" not in derived and "transitions 6 ahon_ln / 6 total" in derived

@@ -95,8 +95,13 @@ def test_series_slug():
     assert series_slug("allenai/OLMo-2-1124-7B") == "allenai--OLMo-2-1124-7B"
     assert series_slug("tiny-olmo2_v1.2") == "tiny-olmo2_v1.2"
     assert model_id_of_slug(series_slug("a/b.c")) == "a/b.c"
+    assert series_slug("_x") == "_x" and series_slug("CONSOLE") == "CONSOLE" and series_slug("a/b-") == "a--b-"
     for bad in ["", "a b", "../x", "a/../b", "/abs/path", "a--b", "a//b", "x/", "é"]:
         with pytest.raises(StoreError, match="cannot name a store series"):
+            series_slug(bad)
+    # a hidden file, an option, a Windows device name (with or without an extension, any case, in any part)
+    for bad in [".", ".x", "-x", "org/-x", "CON", "con.txt", "org/NUL", "lpt1", "Com9.parquet"]:
+        with pytest.raises(StoreError, match="no device name"):
             series_slug(bad)
 
 
