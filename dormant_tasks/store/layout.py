@@ -126,9 +126,22 @@ def _is_data_file(p: Path) -> bool:
 
 
 def data_files(root: Path, table: str, model_id: str | None) -> list[Path]:
+    """The data files of a table (one series, or all): regular files inside the store only. A symbolic link, to a
+    series folder or to a file, is never followed: what it points to is not the store's to read or delete."""
+    return [p for p in _entries(root, table, model_id) if not p.is_symlink() and _is_data_file(p)]
+
+
+def linked_entries(root: Path, table: str, model_id: str | None) -> list[Path]:
+    """The symbolic links where a table's series folders or data files should be (`data_files` skips them)."""
     base = root / table
     dirs = [series_dir(root, table, model_id)] if model_id is not None else sorted(base.glob("series=*"))
-    return [p for d in dirs if d.is_dir() for p in sorted(d.iterdir()) if _is_data_file(p)]
+    return [d for d in dirs if d.is_symlink()] + [p for p in _entries(root, table, model_id) if p.is_symlink()]
+
+
+def _entries(root: Path, table: str, model_id: str | None) -> list[Path]:
+    base = root / table
+    dirs = [series_dir(root, table, model_id)] if model_id is not None else sorted(base.glob("series=*"))
+    return [p for d in dirs if d.is_dir() and not d.is_symlink() for p in sorted(d.iterdir())]
 
 
 def series_files(store, table: str, model_id: str) -> list[Path]:

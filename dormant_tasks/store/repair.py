@@ -43,7 +43,7 @@ from dormant_tasks.store.io import (
     series_ids,
     write_manifest,
 )
-from dormant_tasks.store.layout import data_files, store_folder
+from dormant_tasks.store.layout import data_files, linked_entries, store_folder
 from dormant_tasks.store.lock import hold_series
 from dormant_tasks.store.schema import MANIFEST_ROW_KEY, RESULT_TABLES, TABLES
 
@@ -221,6 +221,7 @@ class GcResult:
     checkpoints: int = 0  # results whose per-input scores were dropped
     files: int = 0
     bytes_freed: int = 0
+    links: list[Path] = field(default_factory=list)  # symbolic links found there, left alone (never followed)
 
 
 def gc_store(store, model_id: str | None = None, *, wait: bool = True) -> GcResult:
@@ -240,4 +241,5 @@ def gc_store(store, model_id: str | None = None, *, wait: bool = True) -> GcResu
                 result.bytes_freed += p.stat().st_size
                 result.files += 1
                 p.unlink()
+            result.links += linked_entries(root, "input_scores", series)
     return result

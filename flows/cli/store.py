@@ -156,4 +156,6 @@ def run_gc(args: argparse.Namespace) -> int:
         f"store {args.store}: per-input scores dropped for {r.checkpoints} checkpoints "
         f"({r.files} files, {_mb(r.bytes_freed)} freed)"
     )
+    for link in r.links:
+        print(f"note: {link} is a symbolic link: left alone, not followed (the store deletes only its own files)")
     return 0

@@ -204,6 +204,24 @@ def test_gc_drops_kept_input_scores_and_keeps_the_masks(tmp_path, capsys):
     assert not any(S.read_table(store, "checkpoints").column("input_scores_kept").to_pylist())
 
 
+def test_gc_never_follows_a_symbolic_link_out_of_the_store(tmp_path, capsys):
+    """A user's folder linked in as a series folder of input_scores, and a linked file: their Parquet files are
+    not the store's; gc leaves them, says so, and drops only the store's own."""
+    store = tmp_path / "store"
+    result(store, 10)
+    mine = tmp_path / "userproj"
+    mine.mkdir()
+    (mine / "keep.parquet").write_bytes(b"PAR1 a user's own file PAR1")
+    (mine / "other.parquet").write_bytes(b"PAR1 another PAR1")
+    (folder(store, "input_scores") / "linked.parquet").symlink_to(mine / "other.parquet")
+    (store / "input_scores" / "series=user--linked").symlink_to(mine, target_is_directory=True)
+    assert cli_main(["store", "gc", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert (mine / "keep.parquet").is_file() and (mine / "other.parquet").is_file()
+    assert "linked.parquet is a symbolic link: left alone, not followed" in out
+    assert not [p for p in folder(store, "input_scores").glob("*.parquet") if not p.is_symlink()]
+
+
 def test_input_scores_are_float32_and_the_policy_is_explicit(tmp_path):
     assert S.SCHEMAS["input_scores"].field("score").type == "float"
     assert keep_input_scores(InputScoresPolicy.AUTO, INPUT_SCORES_AUTO_LIMIT)
