@@ -50,7 +50,7 @@ from dormant_tasks.statistics import (
     scaled,
     share_estimate,
 )
-from dormant_tasks.tracking import confirm_transitions
+from dormant_tasks.tracking import apply_decisions, state_decisions
 
 EARLY = 0.10  # "early": by this fraction of the series' tokens
 STABLE = 0.80  # "settled": dormant at >= this fraction of the checkpoints from then to the last
@@ -293,9 +293,11 @@ def transition_findings(
 ) -> Transitions:
     """Finding 2 from a `DormantMatrix` (with its rates and inputs), its `path_tokens` and the function's stored
     transitions (the mask changes), confident ones decided at `fdr` by `fdr_method`."""
-    from dormant_tasks.statistics import UNDETERMINED, state_transitions
+    from dormant_tasks.statistics import UNDETERMINED
 
-    transitions = confirm_transitions(transitions, [s], fdr, fdr_method)
+    decided = state_decisions([s], fdr, fdr_method)
+    transitions = apply_decisions(transitions, decided)
+    st = decided[(s.model_id, s.score_fn)][1] if decided else None  # None: the rates or inputs are unknown
     rank = {r: i for i, r in enumerate(s.revision.tolist())}
     to = np.array([rank.get(r, -1) for r in transitions.column("to_revision").to_pylist()], dtype=np.int64)
     if (to < 0).any():
@@ -316,8 +318,6 @@ def transition_findings(
     to_rev = transitions.column("to_revision").to_pylist()
     sure_blips = sum(1 for i in np.flatnonzero(blip & confident) if (int(head[i]), to_rev[i]) in leaving)
 
-    k = s.inactive_counts()
-    st = state_transitions(k, s.n_inputs, s.predecessor, s.dormant, fdr, fdr_method) if k is not None else None
     undetermined = int((st.state == UNDETERMINED).sum()) if st is not None else 0
 
     has_pred = np.flatnonzero(s.predecessor >= 0)  # [interval] the later checkpoint of each compared pair

@@ -24,6 +24,7 @@ __all__ = [
     "TauPosition",
     "TrackRequest",
     "TrackResult",
+    "apply_decisions",
     "bundled_set_names",
     "calibration_kind",
     "checkpoint_outcome",
@@ -53,6 +54,7 @@ __all__ = [
     "score_checkpoint",
     "series_state",
     "set_agreement",
+    "state_decisions",
     "stored_agreement",
     "stored_files",
     "stored_series",
@@ -99,12 +101,14 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.tracking.series_taus import resolve_series_taus, taus_checkpoint
     from dormant_tasks.tracking.tracker import TrackResult, pending_revisions, series_state
     from dormant_tasks.tracking.transitions import (
+        apply_decisions,
         confirm_transitions,
         derive_transitions,
         dormant_matrices,
         head_histories,
         mark_blips,
         predecessors,
+        state_decisions,
     )
     from dormant_tasks.tracking.upgrade import upgrade_store
 
@@ -142,12 +146,14 @@ __getattr__, __dir__ = attach(
         "series_taus": ["resolve_series_taus", "taus_checkpoint"],
         "tracker": ["TrackResult", "pending_revisions", "series_state"],
         "transitions": [
+            "apply_decisions",
             "confirm_transitions",
             "derive_transitions",
             "dormant_matrices",
             "head_histories",
             "mark_blips",
             "predecessors",
+            "state_decisions",
         ],
         "upgrade": ["upgrade_store"],
     },

@@ -23,11 +23,11 @@ from dormant_tasks.tracking.transitions import (
     DormantMatrix,
     confirm_transitions,
     derive_transitions,
-    dormant_matrices,
     fdr_record,
     head_histories,
     histories_of,
     mark_blips,
+    mask_changes,
     predecessors,
     states_from_transitions,
     stored_rule,
@@ -92,7 +92,7 @@ def derive_set(
 ) -> SeriesSummary:
     """`derive_series` for one calibration set (`view`). The mask changes are derived pair by pair; whether each
     is confident is decided over the whole series (`confirm_transitions`: confident states need every
-    checkpoint's dormant rates, a light read of four columns)."""
+    checkpoint's dormant rates, a light read of six columns, `series_rates`)."""
     ckpts = view.checkpoints_table()
     ids, pairs = series_pairs(view)
     tkey = derived_file_key("transitions", view.taus_id, view.calibration_id)
@@ -119,7 +119,7 @@ def derive_set(
             old = None
     if old is None:
         heads = view.head_scores()
-        trans, hist = derive_transitions(heads, ckpts), head_histories(heads, ckpts)
+        trans, hist = derive_transitions(heads, ckpts, fdr, method), head_histories(heads, ckpts)
     else:
         assert old_pairs is not None
         revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
@@ -129,12 +129,12 @@ def derive_set(
         for a, b in (p.split(">") for p in sorted(new_pairs)):
             two = [revision_of[a], revision_of[b]]
             sub = ckpts.filter(pc.is_in(ckpts.column("revision"), value_set=pa.array(two)))
-            parts.append(derive_transitions(view.head_scores(revisions=two), sub))
+            parts.append(mask_changes(view.head_scores(revisions=two), sub)[0])
         trans = _in_series_order(pa.concat_tables(parts), view.revisions)
         first = view.head_scores(revisions=view.revisions[:1])
         hist = histories_of(states_from_transitions(first, trans, ckpts))
-    matrices = list(dormant_matrices(heads, ckpts)) if old is None else series_rates(view)
-    trans = confirm_transitions(mark_blips(trans), matrices, fdr, method)  # over the whole series
+        trans = confirm_transitions(trans, series_rates(view), fdr, method)  # over the whole series
+    trans = mark_blips(trans)
     meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
     with series_lock(store, model_id):
         write_table(

@@ -24,7 +24,14 @@ import pyarrow.compute as pc
 
 from dormant_tasks.checkpoints import series_sort_key
 from dormant_tasks.errors import StoreError
-from dormant_tasks.statistics import FDR, FDR_METHODS, discordant, mcnemar_exact_p, state_transitions
+from dormant_tasks.statistics import (
+    FDR,
+    FDR_METHODS,
+    StateTransitions,
+    discordant,
+    mcnemar_exact_p,
+    state_transitions,
+)
 from dormant_tasks.store import SCHEMAS, conform
 
 
@@ -231,14 +238,22 @@ def _states_of(
 def derive_transitions(
     head_scores: pa.Table, checkpoints: pa.Table | None = None, fdr: float = FDR, method: str = "bh"
 ) -> pa.Table:
-    """One row per change of `dormant` state between a checkpoint and its predecessor, per (score_fn, layer, head).
+    """One row per change of `dormant` state between a checkpoint and its predecessor, per (score_fn, layer, head)
+    (`mask_changes`), with `confident` and the state columns decided over these checkpoints
+    (`confirm_transitions`): they need every checkpoint's inputs (`n_inputs` of the `checkpoints` table), and
+    without it they are null. `blip` is False here (`mark_blips`).
+    """
+    return confirm_transitions(*mask_changes(head_scores, checkpoints), fdr, method)
+
+
+def mask_changes(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> tuple[pa.Table, list[DormantMatrix]]:
+    """The mask changes of `derive_transitions`, undecided (`confident` and the state columns null), and the dormant
+    matrices they came from.
 
     The common columns (revision, stage, step, tokens) are those of the `to` checkpoint. StoreError when
     compared checkpoints differ in calibration_id, taus_id or tau, or a head is missing or duplicated.
     `confident_p`: McNemar's exact test of the change on the calibration inputs (null: the head's dormant rate on
     these inputs is the same at both checkpoints), where both rows keep their per-input indicators.
-    `confident` and the state columns (`confirm_transitions`) need every checkpoint's inputs (`n_inputs` of the
-    `checkpoints` table): without it they are null. `blip` is False here (`mark_blips`).
     """
     bits = head_scores.column("inactive_inputs") if "inactive_inputs" in head_scores.column_names else None
     parts, matrices = [], []
@@ -271,15 +286,13 @@ def derive_transitions(
                 "to_tokens": s.tokens[t_i],
                 "from_state": _state(s.dormant[f_i, h]),
                 "to_state": _state(s.dormant[t_i, h]),
-                "confident": pa.nulls(len(p), pa.bool_()),
                 "confident_p": pa.array(p_value, mask=np.isnan(p_value), type=pa.float64()),
-                "confident_q": pa.nulls(len(p), pa.float64()),
                 "blip": np.zeros(len(p), dtype=bool),
                 "calibration_id": np.full(len(p), s.calibration_id, dtype=object),
                 "taus_id": np.full(len(p), s.taus_id, dtype=object),
             }
         )
-    return confirm_transitions(_to_table(parts, "transitions"), matrices, fdr, method)
+    return _to_table(parts, "transitions"), matrices
 
 
 FDR_KEY = "dormant.fdr"  # a transitions file's metadata: how its `confident` was decided (`fdr_record`)
@@ -310,30 +323,50 @@ def confirm_transitions(
     transitions: pa.Table, matrices: Iterable[DormantMatrix], fdr: float = FDR, method: str = "bh"
 ) -> pa.Table:
     """`transitions` (a series' whole table) with `confident` decided by confident states (docs/SCORES.md,
-    "Confidence"; `statistics.state_transitions`): the row where each confident transition is located is
-    confident, every other row is not; `from_confident_revision`/`to_confident_revision` name the confident
-    checkpoints it goes between and `state_p` their intersection-union p; `head_p` and `confident_q` (its BH or BY
-    q-value over the heads) are the head's, on every row of the head. `matrices`: the series' dormant matrices
-    with rates and inputs (`dormant_matrices` of its head_scores and checkpoints); a function without them keeps
-    null columns. Row order unchanged."""
+    "Confidence"): `apply_decisions` of `state_decisions`."""
+    return apply_decisions(transitions, state_decisions(matrices, fdr, method))
+
+
+Decisions = dict[tuple[str, str], tuple[DormantMatrix, StateTransitions]]
+
+
+def state_decisions(matrices: Iterable[DormantMatrix], fdr: float = FDR, method: str = "bh") -> Decisions:
+    """Per (model_id, score_fn), its dormant matrix and its confident states and transitions
+    (`statistics.state_transitions`); a matrix without rates or inputs (`inactive_counts` None, an unknown
+    `n_inputs`) is left out."""
     if method not in FDR_METHODS:
         raise ValueError(f"unknown false discovery rate method {method!r}: choose one of {', '.join(FDR_METHODS)}")
+    out: Decisions = {}
+    for s in matrices:
+        k = s.inactive_counts()
+        if k is not None and s.n_inputs is not None and not np.isnan(s.n_inputs).any():
+            out[(s.model_id, s.score_fn)] = (s, state_transitions(k, s.n_inputs, s.predecessor, s.dormant, fdr, method))
+    return out
+
+
+def apply_decisions(transitions: pa.Table, decisions: Decisions) -> pa.Table:
+    """`transitions` with `confident` set by `decisions`: the row where each confident transition is located is
+    confident, every other row of a decided function is not; `from_confident_revision`/`to_confident_revision`
+    name the confident checkpoints it goes between and `state_p` their intersection-union p; `head_p` and
+    `confident_q` (its BH or BY q-value over the heads) are the head's, on every row of the head. A function without
+    a decision keeps null columns. Row order unchanged."""
     n = transitions.num_rows
     confident = np.zeros(n, dtype=bool)
     known = np.zeros(n, dtype=bool)
     head_p, head_q, state_p = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     from_rev, to_rev = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
     if n:
-        group = list(zip(transitions.column("model_id").to_pylist(), transitions.column("score_fn").to_pylist()))
+        rows_of: dict[tuple[str, str], list[int]] = {}
+        groups = zip(transitions.column("model_id").to_pylist(), transitions.column("score_fn").to_pylist())
+        for i, g in enumerate(groups):
+            rows_of.setdefault(g, []).append(i)
         to_col = transitions.column("to_revision").to_pylist()
         layer = np.asarray(transitions.column("layer"), np.int64)
         head_index = np.asarray(transitions.column("head_index"), np.int64)
-        for s in matrices:
-            k = s.inactive_counts()
-            mine = np.flatnonzero(np.array([g == (s.model_id, s.score_fn) for g in group], dtype=bool))
-            if k is None or s.n_inputs is None or not mine.size or np.isnan(s.n_inputs).any():
+        for group, (s, st) in decisions.items():
+            mine = np.array(rows_of.get(group, []), dtype=np.int64)
+            if not mine.size:
                 continue
-            st = state_transitions(k, s.n_inputs, s.predecessor, s.dormant, fdr, method)
             width = int(s.head_index.max()) + 1
             head_of = {key: h for h, key in enumerate((s.layer.astype(np.int64) * width + s.head_index).tolist())}
             rank = {r: i for i, r in enumerate(s.revision.tolist())}
