@@ -65,8 +65,10 @@ def load_model_and_tokenizer(
     torch_dtype = resolve_dtype(dtype)
     device = resolve_device(device)
     where = f"{source}" + (f"@{revision}" if revision else "")
-    _refuse_custom_config(Path(source) / "config.json", where)
-    _refuse_impossible_shape(Path(source) / "config.json", where)
+    config = _local_config(Path(source) / "config.json")
+    if config is not None:
+        _refuse_custom_config(config, where)
+        _refuse_impossible_shape(config, where)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(source), revision=revision, trust_remote_code=False)
     except Exception as e:  # transformers raises OSError/ValueError/... for a folder with no tokenizer
@@ -91,8 +93,7 @@ def load_model_and_tokenizer(
         model = AutoModelForCausalLM.from_pretrained(
             str(source), revision=revision, trust_remote_code=False, dtype=torch_dtype
         )
-        _refuse_non_finite(model, where)
-        return model.to(device).eval(), tokenizer  # type: ignore[arg-type]  # transformers' stub wraps `to`
+        model = model.to(device)  # type: ignore[arg-type]  # transformers' stub wraps `to`
     except (MemoryError, torch.OutOfMemoryError) as e:
         raise CheckpointError(
             f"out of memory loading {where} on {device} ({type(e).__name__}: {_first_line(e)}); "
@@ -104,30 +105,32 @@ def load_model_and_tokenizer(
             f"{where} is not a loadable causal LM ({type(e).__name__}: {_first_line(e)}); "
             "a checkpoint needs config.json and whole safetensors files (a download or copy cut short leaves a truncated one)"
         ) from None
+    _refuse_non_finite(model, where)  # on the device: one fast pass over the weights on a GPU
+    return model.eval(), tokenizer
 
 
-def _refuse_custom_config(config_file: Path, where: str) -> None:
+def _local_config(config_file: Path) -> dict | None:
+    """A local folder's config.json as a dict; None when there is none readable (transformers' own error says
+    so) or the source is a Hub id."""
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _refuse_custom_config(config: dict, where: str) -> None:
     """A local folder's config that only its own code can read: refused before transformers reads it (its
     tokenizer loading would first warn about the unknown model type)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # no readable config: transformers' own error says so
-    if isinstance(config, dict) and config.get("auto_map") and config.get("model_type") not in CONFIG_MAPPING:
+    if config.get("auto_map") and config.get("model_type") not in CONFIG_MAPPING:
         _refuse_custom_code(where, ValueError("custom code"))
 
 
-def _refuse_impossible_shape(config_file: Path, where: str) -> None:
+def _refuse_impossible_shape(config: dict, where: str) -> None:
     """A config that cannot be a model (more key/value heads than heads, heads not a multiple of them, a width
     not divisible by the heads): one line before loading, where torch would die of a floating-point exception."""
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    if not isinstance(config, dict):
-        return
     values = [config.get("num_attention_heads"), config.get("num_key_value_heads"), config.get("hidden_size")]
     values[1] = values[1] or values[0]
     ints = [x for x in values if isinstance(x, int) and not isinstance(x, bool)]

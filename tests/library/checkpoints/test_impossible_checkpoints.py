@@ -47,7 +47,10 @@ def test_nan_weights_are_refused_naming_the_tensor(tiny_model_dir, tmp_path):
     name = next(k for k in tensors if k.endswith("layers.1.self_attn.o_proj.weight"))
     tensors[name][0, 0] = float("nan")
     save_file(tensors, weights, metadata={"format": "pt"})
-    with pytest.raises(CheckpointError, match=r"weight model\.layers\.1\.self_attn\.o_proj\.weight holds NaN or Inf"):
+    with pytest.raises(
+        CheckpointError, match=r"weight model\.layers\.1\.self_attn\.o_proj\.weight holds NaN or Inf"
+    ) as e:
         load_model_and_tokenizer(bad)
+    assert str(e.value).startswith(f"{bad}: weight ")  # its own line, not wrapped as "not a loadable causal LM"
     model, _ = load_model_and_tokenizer(tiny_model_dir)  # the whole one loads
     assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
