@@ -133,15 +133,19 @@ def data_files(root: Path, table: str, model_id: str | None) -> list[Path]:
 
 def linked_entries(root: Path, table: str, model_id: str | None) -> list[Path]:
     """The symbolic links where a table's series folders or data files should be (`data_files` skips them)."""
-    base = root / table
-    dirs = [series_dir(root, table, model_id)] if model_id is not None else sorted(base.glob("series=*"))
+    dirs = _series_dirs(root, table, model_id)
     return [d for d in dirs if d.is_symlink()] + [p for p in _entries(root, table, model_id) if p.is_symlink()]
 
 
+def _series_dirs(root: Path, table: str, model_id: str | None) -> list[Path]:
+    return [series_dir(root, table, model_id)] if model_id is not None else sorted((root / table).glob("series=*"))
+
+
 def _entries(root: Path, table: str, model_id: str | None) -> list[Path]:
-    base = root / table
-    dirs = [series_dir(root, table, model_id)] if model_id is not None else sorted(base.glob("series=*"))
-    return [p for d in dirs if d.is_dir() and not d.is_symlink() for p in sorted(d.iterdir())]
+    """What the series folders hold (never what a linked series folder points to)."""
+    return [
+        p for d in _series_dirs(root, table, model_id) if d.is_dir() and not d.is_symlink() for p in sorted(d.iterdir())
+    ]
 
 
 def series_files(store, table: str, model_id: str) -> list[Path]:
