@@ -7,10 +7,14 @@ line on stderr and exit code 2, an interrupt exit code 130.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
+import signal
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 # Subcommand modules of this package, in the order `--help` lists them.
 COMMANDS = [
@@ -55,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     if argv is None:
+        signal.signal(signal.SIGINT, _interrupted_early)  # until `run_command` takes over: nothing has started
         no_stdin()
     verbose = "--verbose" in args
     if not verbose and not sys.stderr.isatty():
@@ -69,6 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(130)
     return code
+
+
+def _interrupted_early(signum, frame) -> None:
+    """Ctrl-C while the command line is parsed and the libraries configured: one line, not the traceback of
+    whichever import it landed in; nothing has run, so nothing needs stopping."""
+    os.write(2, b"dormant: interrupted before the command started; nothing was done\n")
+    os._exit(130)
 
 
 def no_stdin() -> None:

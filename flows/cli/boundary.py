@@ -28,6 +28,7 @@ def run_command(args: argparse.Namespace) -> int:
     from flows.session import is_interrupt, stop_prefect
 
     signal.signal(signal.SIGTERM, _interrupt)  # `kill`, a scheduler's stop, a container's stop: like Ctrl-C
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on Ctrl-C stops the command and says so
     debug = getattr(args, "debug", False) or os.environ.get("DORMANT_DEBUG") == "1"
     try:
         from .preflight import preflight

@@ -7,7 +7,9 @@ seconds earlier; what they decide (a folder, a series name) comes from the libra
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -101,6 +103,7 @@ def preflight(args: argparse.Namespace) -> None:
     """The checks that need no library: the device is visible, the store is a (writable) folder, a model folder
     exists, the Hub answers. Each raises the error class the library raises for the same input (ConfigError,
     StoreError, CheckpointError), seconds earlier."""
+    check_environment(args.command)
     if getattr(args, "device", None) is not None and not getattr(args, "address", None):
         check_device_available(args.device)  # (an existing Dask cluster's GPUs are on its workers, not here)
     if getattr(args, "store", None) is not None:
@@ -132,6 +135,53 @@ def preflight(args: argparse.Namespace) -> None:
         store = getattr(args, "store", None)
         args.model = [series_name(m, store) for m in model] if isinstance(model, list) else series_name(model, store)
     hub_datasets_fallback(args)
+
+
+# The commands that run Prefect flows: Prefect keeps its run database in PREFECT_HOME, and its temporary server
+# (SQLite) writes temp files into TMPDIR.
+PREFECT_COMMANDS = frozenset({"track", "demo", "evaluate", "serve"})
+MIN_FREE = 16 * 2**20  # bytes: less and Prefect's database or the server's temp files fail mid-run (HTTP 500s)
+
+
+def check_environment(command: str) -> None:
+    """ConfigError naming the variable and the fix when Prefect's home or TMPDIR takes no file (missing and not
+    creatable, a file, read-only, full), before Prefect is imported: unchecked, Prefect's temporary server fails
+    to start after minutes of retries with a page of tracebacks, or a full TMPDIR fills the run's console with
+    the server's HTTP 500s."""
+    if command not in PREFECT_COMMANDS:
+        return
+    given = os.environ.get("PREFECT_HOME")
+    try:
+        home = Path(given or "~/.prefect").expanduser()
+    except RuntimeError:  # no HOME and no password entry: nowhere to expand ~ to
+        raise ConfigError("HOME is not set: set HOME, or PREFECT_HOME to a writable folder") from None
+    if given:
+        where, fix = f"PREFECT_HOME {given}", "set PREFECT_HOME to a writable folder"
+    else:
+        where, fix = f"HOME {home.parent}", "set HOME, or PREFECT_HOME to a writable folder"
+    why = _unwritable(home, create=True)
+    if why:
+        raise ConfigError(f"{where}: Prefect's folder {home} takes no file ({why}); {fix}")
+    tmp = os.environ.get("TMPDIR")
+    why = _unwritable(Path(tmp), create=False) if tmp else None
+    if why:
+        raise ConfigError(f"TMPDIR {tmp} takes no file ({why}): set TMPDIR to a writable folder with free space")
+
+
+def _unwritable(folder: Path, create: bool) -> str | None:
+    """Why `folder` takes no file: missing (and, with `create`, not creatable: its nearest existing ancestor
+    takes no file), not a folder, no file can be written there, or less than MIN_FREE bytes free; None when it
+    takes files. Creates nothing (a probe file is removed)."""
+    existing = folder
+    while create and not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file" if existing.exists() else "no such folder"
+    why = cannot_create_in(existing)
+    if why:
+        return why
+    free = shutil.disk_usage(existing).free
+    return f"disk full: {free / 2**20:.1f} MiB free" if free < MIN_FREE else None
 
 
 def check_reports_dir(reports_dir: str) -> Path:

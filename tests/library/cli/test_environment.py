@@ -1,0 +1,136 @@
+"""An environment that cannot run Prefect is one line naming the variable and the fix, exit 2, in seconds, before
+Prefect starts (`preflight.check_environment`); Ctrl-C before the command starts is one line, exit 130.
+
+Unchecked, an unwritable PREFECT_HOME (or HOME) waited 190 s for a temporary server that cannot start and printed
+85 lines; a full TMPDIR filled the run's console with the server's HTTP 500s. As root (CI, this machine) a
+read-only folder still takes files, so "takes no file" is made here by a path under a regular file and by a full
+tmpfs (mounted when the test may mount one, else that case is skipped)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.builders.progress import is_progress
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _run(argv, tmp_path, **env_changes) -> tuple[subprocess.CompletedProcess, float]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME", "TMPDIR")}
+    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO), PREFECT_HOME=str(tmp_path / "prefect-home"))
+    for key, value in env_changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    start = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *map(str, argv)],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return r, time.monotonic() - start
+
+
+def _full_tmpfs(tmp_path: Path) -> Path:
+    """A 64 KiB tmpfs filled to the last byte; skips the test where no tmpfs can be mounted (not root, a
+    container without CAP_SYS_ADMIN)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    r = shutil.which("mount") and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True
+    )
+    if not r or r.returncode != 0:
+        pytest.skip("no tmpfs can be mounted here: the full-disk case needs one")
+    try:
+        with open(mount / "fill", "wb", buffering=0) as f:
+            while True:
+                f.write(b"\0" * 4096)
+    except OSError:  # full: what was wanted
+        return mount
+    except BaseException:
+        subprocess.run(["umount", str(mount)], check=False)
+        raise
+
+
+CASES = {
+    "prefect-home-under-a-file": ({"PREFECT_HOME": "{file}/prefect"}, "PREFECT_HOME {file}/prefect"),
+    "home-under-a-file": ({"PREFECT_HOME": None, "HOME": "{file}/home"}, "HOME {file}/home"),
+    "tmpdir-missing": ({"TMPDIR": "{tmp}/no-such-tmp"}, "TMPDIR {tmp}/no-such-tmp"),
+    "tmpdir-full": ({"TMPDIR": "{full}"}, "TMPDIR {full} takes no file (No space left on device)"),
+    "prefect-home-full": ({"PREFECT_HOME": "{full}/prefect"}, "PREFECT_HOME {full}/prefect"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_an_environment_prefect_cannot_run_in_is_one_line_exit_2_within_10_s(case, random_series, tmp_path):
+    changes, needle = CASES[case]
+    (tmp_path / "a-file").write_text("not a folder\n")
+    full = _full_tmpfs(tmp_path) if "full" in case else None
+    fill = {"file": tmp_path / "a-file", "tmp": tmp_path, "full": full}
+    try:
+        env = {k: (v.format(**fill) if v else v) for k, v in changes.items()}
+        r, seconds = _run(
+            ["track", "--model", random_series, "--store", tmp_path / "store", "--device", "cpu"], tmp_path, **env
+        )
+    finally:
+        if full is not None:
+            subprocess.run(["umount", str(full)], check=False)
+    lines = [x for x in r.stderr.strip().splitlines() if not is_progress(x)]
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert lines[0].startswith("dormant track: error: ") and needle.format(**fill) in lines[0], lines
+    assert "writable folder" in lines[0], lines  # the fix
+    assert seconds < 10, f"{seconds:.1f} s"
+    assert not (tmp_path / "store").exists(), "the refused run created the store"
+
+
+def test_the_same_environment_does_not_block_a_command_without_prefect(tmp_path):
+    r, _ = _run(
+        ["status", "--store", tmp_path / "store"],
+        tmp_path,
+        PREFECT_HOME=str(tmp_path / "f" / "x"),
+        TMPDIR=str(tmp_path / "no-such-tmp"),
+    )
+    assert "PREFECT_HOME" not in r.stderr and "TMPDIR" not in r.stderr, r.stderr
+
+
+def test_ctrl_c_while_the_command_line_is_read_is_one_line_exit_130(tmp_path):
+    """The interrupt lands deterministically inside `main`, before the boundary takes over (where a Ctrl-C in
+    the first 0.2 s landed: inside an import), by sending it from the first thing `main` calls."""
+    code = (
+        "import os, signal, sys\n"
+        "sys.argv = ['dormant', 'status', '--store', 'nowhere']\n"
+        "import flows.cli as cli\n"
+        "first = cli.no_stdin\n"
+        "def interrupted_here():\n"
+        "    first()\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    signal.sigtimedwait([], 0) if hasattr(signal, 'sigtimedwait') else None\n"
+        "cli.no_stdin = interrupted_here\n"
+        "cli.main()\n"
+        "print('the interrupt was lost')\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 130, r.stderr
+    assert lines == ["dormant: interrupted before the command started; nothing was done"], r.stderr
+    assert "the interrupt was lost" not in r.stdout
