@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from dormant_tasks.checkpoints import Revision
 from dormant_tasks.engine import SCORING_VERSION
-from dormant_tasks.errors import ScoringError
+from dormant_tasks.errors import CheckpointError, ScoringError
 from dormant_tasks.store import (
     CheckpointKey,
     commit_checkpoint,
@@ -33,6 +33,7 @@ from dormant_tasks.tracking.masks import aggregate_heads
 from dormant_tasks.tracking.plan import SeriesTaus
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit, with_columns
+from dormant_tasks.tracking.series import architecture_change
 from dormant_tasks.version import __version__
 
 if TYPE_CHECKING:  # the engine (torch) loads when a model is scored, not when this module is imported
@@ -187,6 +188,11 @@ def write_checkpoint(
     recorded for it is cleared; or the failure that stopped its computing (`checkpoint_outcome`), recorded
     (`record_failure`) so that the run goes on, and raised instead when the request says `fail_fast`. The result
     reported is the primary set's, with the seconds of every set."""
+    if not isinstance(outcome, CHECKPOINT_FAILURES):
+        changed = next(
+            (w for one in outcome if (w := architecture_change(request.store, request.model_id, one.checkpoint))), None
+        )
+        outcome = CheckpointError(changed) if changed else outcome
     if isinstance(outcome, CHECKPOINT_FAILURES):
         if request.fail_fast:
             raise outcome

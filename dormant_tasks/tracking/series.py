@@ -37,6 +37,7 @@ class SeriesView:
     reference_revision: str | None  # the checkpoint the quantile taus came from (None: all fixed)
     checkpoints: tuple[dict, ...]  # current `checkpoints` rows, one per revision, in series order
     n_stale: int  # revisions stored only under other taus, calibration or scoring version
+    set_aside: tuple[str, ...] = ()  # current revisions of another architecture than the series' (never read)
 
     @classmethod
     def open(cls, store, model_id: str, calibration_id: str | None = None) -> SeriesView:
@@ -78,11 +79,17 @@ class SeriesView:
         latest: dict[str, dict] = {}
         for r in sorted(current, key=lambda r: r["analyzed_at"]):
             latest[r["revision"]] = r  # a re-analysed revision: its newest analysis counts
-        ordered = tuple(sorted(latest.values(), key=checkpoint_sort_key))
+        reference = next((t.reference_revision for t in taus.values() if t.reference_revision), None)
+        shape = series_architecture(list(latest.values()), reference)
+        ordered = tuple(sorted((r for r in latest.values() if architecture(r) == shape), key=checkpoint_sort_key))
+        aside = tuple(
+            r["revision"] for r in sorted(latest.values(), key=checkpoint_sort_key) if architecture(r) != shape
+        )
         check_result_files(root, model_id, ordered)  # a file deleted by hand: refused here, with the fix
         stale = {r["revision"] for r in rows} - set(latest)
-        reference = next((t.reference_revision for t in taus.values() if t.reference_revision), None)
-        return cls(root, model_id, taus, first["taus_id"], first["calibration_id"], reference, ordered, len(stale))
+        return cls(
+            root, model_id, taus, first["taus_id"], first["calibration_id"], reference, ordered, len(stale), aside
+        )
 
     @classmethod
     def calibration_ids(cls, store, model_id: str) -> list[str]:
@@ -172,6 +179,44 @@ class SeriesView:
         dormant = heads.filter(heads.column("dormant"))
         pairs = zip(dormant.column("layer").to_pylist(), dormant.column("head_index").to_pylist())
         return frozenset(pairs), self.taus[score_fn].value
+
+
+def architecture(checkpoint: dict) -> tuple[int, int]:
+    """A stored checkpoint's architecture as the store records it: (n_layers, n_heads)."""
+    return int(checkpoint["n_layers"]), int(checkpoint["n_heads"])
+
+
+def series_architecture(current: list[dict], reference: str | None) -> tuple[int, int] | None:
+    """The one architecture of a series (a series compares the same heads at every checkpoint): its reference
+    checkpoint's, where the quantile taus came from, else its first stored checkpoint's; None when it has none.
+    A checkpoint of another architecture is refused when tracked (`architecture_change`); one stored by an
+    older version is set aside by the view (`SeriesView.set_aside`), so that the rest stays readable."""
+    if not current:
+        return None
+    ref = [r for r in current if r["revision"] == reference]
+    return architecture(ref[0] if ref else min(current, key=lambda r: r["analyzed_at"]))
+
+
+def architecture_change(store, model_id: str, checkpoint: dict) -> str | None:
+    """Why the `checkpoints` row `checkpoint` (about to be stored) cannot join its series: its architecture
+    differs from the series' (`series_architecture` of the current rows under the same calibration set, taus
+    and scoring version); None when it matches or the series has none yet. One line naming both and the fix."""
+    if not is_store(store):
+        return None
+    key = {k: checkpoint[k] for k in ("calibration_id", "taus_id", "scoring_version")}
+    rows = read_table(store, "checkpoints", model_id=model_id, filters=key).to_pylist()
+    rows = [r for r in rows if r["revision"] != checkpoint["revision"]]  # its own earlier analysis is replaced
+    taus = read_table(store, "taus", model_id=model_id, filters={"taus_id": checkpoint["taus_id"]}).to_pylist()
+    reference = next((t["reference_revision"] for t in taus if t["reference_revision"]), None)
+    shape = series_architecture(rows, reference if reference != checkpoint["revision"] else None)
+    if shape is None or shape == architecture(checkpoint):
+        return None
+    (n_layers, n_heads), (layers, heads) = architecture(checkpoint), shape
+    return (
+        f"it has {n_layers} layers x {n_heads} heads, the series' stored checkpoints "
+        f"{layers} x {heads}: a series compares the same heads at every checkpoint, so this one is not stored; track it "
+        "as a series of its own (its own folder, or --series-name NAME)"
+    )
 
 
 def open_views(store, model_id: str) -> list[SeriesView]:

@@ -44,6 +44,12 @@ def series_line(store, model_id: str) -> str:
             f" ({view.n_stale} more checkpoint{'s' if view.n_stale != 1 else ''} stored under older taus or "
             "calibration: `dormant track --retau` on the whole series brings them in)"
         )
+    if view.set_aside:
+        k = len(view.set_aside)
+        line += (
+            f" ({k} checkpoint{'s' if k != 1 else ''} of another architecture set aside, e.g. {view.set_aside[0]}: "
+            "a series compares the same heads throughout; track them as a series of their own)"
+        )
     if len(views) > 1:
         line += f"\n  calibration {view.calibration_id} (primary, of {len(views)} sets)"
         for other in views[1:]:
