@@ -42,6 +42,7 @@ __all__ = [
     "read_any_version",
     "read_metadata",
     "read_table",
+    "record_comparison",
     "recorded_source",
     "repair_store",
     "series_files",
@@ -51,6 +52,7 @@ __all__ = [
     "store_folder",
     "store_root_of",
     "stored_checkpoint_keys",
+    "stored_comparisons",
     "stored_requests",
     "table_files",
     "write_any_version",
@@ -90,8 +92,10 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.store.provenance import (
         check_source,
         local_sources_named,
+        record_comparison,
         recorded_source,
         series_name_of,
+        stored_comparisons,
         stored_requests,
         write_request,
     )
@@ -142,8 +146,10 @@ __getattr__, __dir__ = attach(
         "provenance": [
             "check_source",
             "local_sources_named",
+            "record_comparison",
             "recorded_source",
             "series_name_of",
+            "stored_comparisons",
             "stored_requests",
             "write_request",
         ],
