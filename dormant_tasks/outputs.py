@@ -10,7 +10,11 @@ folder inside it or one that holds it, and the working folder or one above it ar
 (`score --out`) is written only if it is new or one this tool wrote (`OWNER_KEY` in its Parquet metadata).
 Everything else is one line naming the option and the fix.
 
-Stdlib only (pyarrow only for an existing `--out` file), so the CLI checks before any work.
+The store keeps the record of the comparison folders made from it (`record_comparison`, `stored_comparisons`),
+so that nothing is written beside a folder the user named, and a series' report finds its comparisons.
+
+Stdlib only (pyarrow only for an existing `--out` file, filelock only to record a comparison), so the CLI checks
+before any work.
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NoReturn
 
+from dormant_tasks.atomic import atomic_file, write_errors
 from dormant_tasks.errors import USER_ERRNOS, ConfigError
 from dormant_tasks.paths import default_reports_dir
+from dormant_tasks.store import comparisons_files, store_folder
 from dormant_tasks.version import __version__
 
 OUTPUT_MARKER = ".dormant-report.json"  # in every folder the tool publishes: what it is, from which store and series
@@ -98,7 +105,7 @@ def check_folder(out, owner: Owner, option: str = "--reports-dir", default: bool
     return path
 
 
-def _refuse_foreign(where: str, option: str, example: str) -> None:
+def _refuse_foreign(where: str, option: str, example: str) -> NoReturn:
     raise ConfigError(
         f"{where} holds files dormant-heads did not write (e.g. {example}): name a new or empty folder with "
         f"{option}; nothing there is replaced"
@@ -108,7 +115,8 @@ def _refuse_foreign(where: str, option: str, example: str) -> None:
 def _entries(folder: Path) -> tuple[list[str], list[str]]:
     """(files and links, folders) under `folder` as relative POSIX paths; a linked folder is a link, never
     entered."""
-    files, folders = [], []
+    files: list[str] = []
+    folders: list[str] = []
     for top, dirs, names in os.walk(folder, followlinks=False):
         rel = Path(top).relative_to(folder)
         for d in dirs:
@@ -236,6 +244,47 @@ def staged(out, owner: Owner, option: str = "--reports-dir", default: bool = Fal
     finally:
         if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def stored_comparisons(store) -> list[dict]:
+    """The comparison folders recorded in the store (`record_comparison`): per folder its resolved path
+    (`folder`) and the series it compares (`models`); none for a missing or unreadable index. Takes no lock: the
+    index is replaced whole."""
+    try:
+        entries = json.loads(comparisons_files(store)[0].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [
+        e
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, dict)
+        and isinstance(e.get("folder"), str)
+        and isinstance(e.get("models"), list)
+        and all(isinstance(m, str) for m in e["models"])
+    ]
+
+
+def record_comparison(store, folder, models: list[str]) -> Path:
+    """Record the comparison folder `folder` (keyed by its resolved path: one entry per folder) and the series it
+    compares in the store's index (never beside the folder: that may be the user's), replaced whole
+    (`atomic_file`) under its writers' lock (`filelock`), so that two compare runs at once both land; the index's
+    path. StoreError (one line) when the store takes no file."""
+    from filelock import FileLock
+
+    index, lock = comparisons_files(store_folder(store))
+    key = str(Path(folder).resolve())
+    with write_errors(lock.parent):
+        lock.parent.mkdir(exist_ok=True)
+        held = FileLock(lock)
+        held.acquire()
+    try:
+        entries = [e for e in stored_comparisons(store) if e["folder"] != key]
+        entries = sorted([*entries, {"folder": key, "models": list(models)}], key=lambda e: e["folder"])
+        with atomic_file(index) as f:
+            f.write((json.dumps(entries, indent=1) + "\n").encode())
+    finally:
+        held.release()
+    return index
 
 
 def check_file(out, option: str = "--out") -> Path:

@@ -1,6 +1,6 @@
 """`dormant compare`'s folder: `reports/compare-A-vs-B/` with the figures, `summary.md` and `index.html`
 (`templates/compare.html.j2`), published through `dormant_tasks.outputs` and recorded in the store it was made
-from (`store.record_comparison`), so that the series' reports link to it (`comparisons`)."""
+from (`outputs.record_comparison`), so that the series' reports link to it (`comparisons`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from dormant_tasks.errors import StoreError
 from dormant_tasks.names import series_slug
-from dormant_tasks.outputs import Owner, check_folder, staged
+from dormant_tasks.outputs import Owner, check_folder, record_comparison, staged
 from dormant_tasks.paths import default_reports_dir
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting import page
@@ -33,7 +33,6 @@ from dormant_tasks.reporting.compare_tables import (
     findings_rows,
     settings_rows,
 )
-from dormant_tasks.store import record_comparison
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -87,7 +86,7 @@ def comparison_plots(c: Comparison) -> list[tuple[str, str, str, Callable[[], Fi
 def render_comparison(store, model_ids: list[str], out_dir=None, score_fns: list[str] | None = None) -> CompareResult:
     """Compare the series `model_ids` into `out_dir` (default: <reports dir>/compare-A-vs-B/): index.html, every
     figure as PNG and SVG, summary.md; published only when complete, then recorded in the store
-    (`store.record_comparison`) so that the series' reports link to it (`index` None when the store takes no
+    (`outputs.record_comparison`) so that the series' reports link to it (`index` None when the store takes no
     file: a read-only store is compared all the same)."""
     c = load_comparison(store, model_ids, score_fns)
     ids = [m.model_id for m in c.members]

@@ -195,8 +195,8 @@ def comparison_table(c: Comparison, fmt: str = "markdown") -> str:
     ]
     for fn in c.score_fns:
         for m, (_, values) in zip(c.members, findings_rows(c, fn)):
-            cells = [fn, md(m.model_id), f"{m.series.n_layers} × {m.series.n_heads}", *map(cell_text, values)]
-            lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
+            cells = [fn, m.model_id, f"{m.series.n_layers} × {m.series.n_heads}", *map(cell_text, values)]
+            lines.append("| " + " | ".join(map(md, cells)) + " |")  # a cell may name a series or calibration set
     return "\n".join(lines)
 
 

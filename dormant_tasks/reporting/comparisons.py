@@ -1,7 +1,7 @@
 """How `dormant report` finds the comparisons of its series.
 
 `dormant compare` publishes its page into its own folder (`<reports>/compare-A-vs-B/` or `--reports-dir`) and
-records that folder, by its resolved path, in the store it read (`store.record_comparison`: the store's
+records that folder, by its resolved path, in the store it read (`outputs.record_comparison`: the store's
 `comparisons.json`, never a file beside the folder, which may be the user's). A report links to every recorded
 comparison that includes its series and still has its page, by a link relative to the report's folder. An index
 that an older dormant-heads left in the reports folder (`<reports>/comparisons.json`) is not read: a compare run
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dormant_tasks.store import stored_comparisons
+from dormant_tasks.outputs import stored_comparisons
 
 
 def comparisons_of(store, model_id: str, report_dir: Path) -> list[dict]:

@@ -45,7 +45,7 @@ def report_markdown(
     ]
     for r in summary_rows(series):
         lines.append(
-            f"| {md(r['score_fn'])} | {r['direction']} {r['tau']:g} | {md(first_dormant_label(r))} | "
+            f"| {r['score_fn']} | {r['direction']} {r['tau']:g} | {md(first_dormant_label(r))} | "
             f"{r['final_pct_dormant']:.2f} | "
             f"{r['fell_dormant']} | {r['woke']} | {r['confident']} | {r['blips']} | {r['heads_ever_changed']} |"
         )
@@ -66,11 +66,9 @@ def report_markdown(
         ]
         for p in positions:
             if p.share is None:
-                lines.append(f"| {md(p.score_fn)} | {md(p.reference_revision)} | not scored there | |")
+                lines.append(f"| {p.score_fn} | {md(p.reference_revision)} | not scored there | |")
             else:
-                lines.append(
-                    f"| {md(p.score_fn)} | {md(p.reference_revision)} | {100 * p.share:.1f}% | {p.quantile:.3f} |"
-                )
+                lines.append(f"| {p.score_fn} | {md(p.reference_revision)} | {100 * p.share:.1f}% | {p.quantile:.3f} |")
         lines += [f"Warning: {md(p.warning)}." for p in positions if p.warning]
     if found is not None:
         lines += ["", "## Findings", "", *findings_lines(found)]
@@ -88,7 +86,7 @@ def report_markdown(
             "|---|---:|---:|",
         ]
         lines += [
-            f"| {md(f)} | {g.within_text(f)}{WARNED if g.warnings.get(f) else ''} | {g.auc[f]:.2f} |" for f in g.curves
+            f"| {f} | {g.within_text(f)}{WARNED if g.warnings.get(f) else ''} | {g.auc[f]:.2f} |" for f in g.curves
         ]
         lines += [f"Warning (!): {md(w)}." for w in g.warning_lines()]
     return "\n".join(lines) + "\n"
@@ -115,7 +113,7 @@ def calibration_sets_table(sets: CalibrationSets) -> list[str]:
     under the report's function, with the confident ones and the blips (the summary above is the primary set's)."""
     fn = sets.score_fn
     lines = [
-        f"| calibration set | checkpoints | last checkpoint | % dormant there ({md(fn)}) | fell dormant | woke "
+        f"| calibration set | checkpoints | last checkpoint | % dormant there ({fn}) | fell dormant | woke "
         "| confident | blips |",
         "|---|---:|---|---:|---:|---:|---:|---:|",
     ]

@@ -120,6 +120,13 @@ def check_store_path(store, use: str = "any") -> Path:
     return root
 
 
+def comparisons_files(store) -> tuple[Path, Path]:
+    """The store's index of the `dormant compare` folders made from it, and its writers' lock file (`outputs`
+    reads and writes them)."""
+    root = Path(store)
+    return root / COMPARISONS, root / "_locks" / "@comparisons.lock"
+
+
 def series_dir(root: Path, table: str, model_id: str) -> Path:
     return root / table / f"series={series_slug(model_id)}"
 

@@ -1,19 +1,16 @@
 """What produced a series: the request of every run (`<store>/requests/series=<slug>/<request_id>.json`) and
 the source the series is tracked from (`<store>/sources/series=<slug>.json`, its identity: a second source
-under the same name is refused); and what was made from the store outside it: the folders of `dormant compare`
-(`<store>/comparisons.json`), through which a series' report links to its comparisons."""
+under the same name is refused)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 from dormant_tasks.atomic import atomic_file, write_errors
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.names import model_id_for, series_slug, source_identity
-from dormant_tasks.store.layout import COMPARISONS, REQUESTS, SOURCES, is_store, safe_file_key, store_folder
+from dormant_tasks.store.layout import REQUESTS, SOURCES, is_store, safe_file_key, store_folder
 from dormant_tasks.store.lock import series_lock
 
 
@@ -146,50 +143,3 @@ def series_name_of(store, source: str) -> str:
     """The stored series that a source names: the series the store records it as the source of (tracked under
     `--series-name`), else its own name (`names.model_id_for`: the Hub id, or the folder's name)."""
     return series_of_source(store, source_identity(source)) or model_id_for(source)
-
-
-def stored_comparisons(store) -> list[dict]:
-    """The comparison folders recorded in the store (`record_comparison`): per folder its resolved path
-    (`folder`) and the series it compares (`models`); none for a missing or unreadable index. Takes no lock: the
-    index is replaced whole."""
-    try:
-        entries = json.loads((Path(store) / COMPARISONS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [
-        e
-        for e in (entries if isinstance(entries, list) else [])
-        if isinstance(e, dict)
-        and isinstance(e.get("folder"), str)
-        and isinstance(e.get("models"), list)
-        and all(isinstance(m, str) for m in e["models"])
-    ]
-
-
-def record_comparison(store, folder, models: list[str]) -> Path:
-    """Record the comparison folder `folder` (keyed by its resolved path: one entry per folder) and the series it
-    compares in the store's index, replaced whole (`atomic_file`) under its writers' lock (`filelock`), so that two
-    compare runs at once both land; the index's path. StoreError (one line) when the store takes no file."""
-    root = store_folder(store)
-    key = str(Path(folder).resolve())
-    with _comparisons_lock(root):
-        entries = [e for e in stored_comparisons(root) if e["folder"] != key]
-        entries = sorted([*entries, {"folder": key, "models": list(models)}], key=lambda e: e["folder"])
-        with atomic_file(root / COMPARISONS) as f:
-            f.write((json.dumps(entries, indent=1) + "\n").encode())
-    return root / COMPARISONS
-
-
-@contextlib.contextmanager
-def _comparisons_lock(root: Path) -> Iterator[None]:
-    from filelock import FileLock
-
-    path = root / "_locks" / "@comparisons.lock"
-    with write_errors(path.parent):
-        path.parent.mkdir(exist_ok=True)
-        lock = FileLock(path)
-        lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
