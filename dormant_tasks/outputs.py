@@ -1,37 +1,54 @@
-"""What the tool writes outside its store: report and findings folders, and `score --out` files.
+"""What the tool writes outside its store: report, findings and comparison folders, and `score --out` files.
 
-One rule for all of them: nothing the tool did not write is ever replaced. A folder is written only if it is
-new, empty, or marked as this tool's output (`OUTPUT_MARKER`, written into every folder it publishes: kind, store,
-series and the files written) of the same kind, store and series, holding no file the marker does not list.
-A report belongs to the store it came from: another store's run is refused, never written over it. The store, a folder inside it or one that holds it, and the working folder or one
-above it are never output folders. A file (`score --out`) is written only if it is new or one this tool wrote
-(`OWNER_KEY` in its Parquet metadata). Everything else is one line naming the option and the fix.
+One rule for all of them: nothing the tool did not write is ever replaced. A folder is ours to write only if it is
+new, empty, or holds our marker (`OUTPUT_MARKER`: kind, store, series and the manifest of the files written there),
+of the same kind, store and series; even then only the files in its manifest are replaced or removed, so a folder
+holding anything else (a file or folder the user added, any symbolic link: the tool writes none) is refused. A
+folder without the marker is never adopted, whatever its files are called: the user's own index.html is not ours.
+A report belongs to the store it came from: another store's run is refused, never written over it. The store, a
+folder inside it or one that holds it, and the working folder or one above it are never output folders. A file
+(`score --out`) is written only if it is new or one this tool wrote (`OWNER_KEY` in its Parquet metadata).
+Everything else is one line naming the option and the fix.
 
-Stdlib only (pyarrow only for an existing `--out` file), so the CLI checks before any work.
+The store keeps the record of the comparison folders made from it (`record_comparison`, `stored_comparisons`),
+so that nothing is written beside a folder the user named, and a series' report finds its comparisons.
+
+Stdlib only (pyarrow only for an existing `--out` file, filelock only to record a comparison), so the CLI checks
+before any work.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import shutil
+import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NoReturn
 
-from dormant_tasks.errors import ConfigError
+from dormant_tasks.atomic import atomic_file, write_errors
+from dormant_tasks.errors import USER_ERRNOS, ConfigError
 from dormant_tasks.paths import default_reports_dir
+from dormant_tasks.store import comparisons_files, store_folder
 from dormant_tasks.version import __version__
 
 OUTPUT_MARKER = ".dormant-report.json"  # in every folder the tool publishes: what it is, from which store and series
 OWNER_KEY = b"dormant_heads"  # the Parquet schema metadata key of a file the tool wrote
-# A folder rendered before the marker existed holds only these (and figures/ only PNG and SVG): adopted once.
-_UNMARKED_OUTPUT = {"index.html", "summary.md", "inputs.json", "findings.md", "figures"}
+# What a report or findings folder held before the marker existed: such a folder is refused with its own fix.
+_OLD_OUTPUT = {"index.html", "summary.md", "inputs.json", "findings.md", "figures"}
+# A write that failed for want of room: a full disk or quota, or a file size limit (`ulimit -f`).
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 @dataclass(frozen=True)
 class Owner:
-    """Whose output a folder is: `kind` ("report", "findings"), the store's resolved path, the series."""
+    """Whose output a folder is: `kind` ("report", "findings", "comparison"), the store's resolved path, the
+    series."""
 
     kind: str
     store: str
@@ -45,12 +62,13 @@ class Owner:
         return f"the {self.kind} of {self.series} from store {self.store}"
 
 
-def check_folder(out, owner: Owner, option: str = "--reports-dir") -> Path:
-    """The resolved folder `out`, when `owner`'s output may be published there; else a one-line ConfigError."""
+def check_folder(out, owner: Owner, option: str = "--reports-dir", default: bool = False) -> Path:
+    """The resolved folder `out`, when `owner`'s output may be published there; else a one-line ConfigError.
+    `default`: `out` is the default folder, not one the user named (the line says so)."""
     given = str(out)
     path = Path(out).resolve()
     store = Path(owner.store)
-    where = f"{option} {given}"
+    where = f"the default {option} {given}" if default else f"{option} {given}"
     if path == store or store in path.parents:
         raise ConfigError(
             f"{where} is {'the' if path == store else 'inside the'} store {store}: name a folder outside it"
@@ -66,30 +84,54 @@ def check_folder(out, owner: Owner, option: str = "--reports-dir") -> Path:
         return path
     found = marker_of(path)
     if found is None:
-        if not _unmarked_output(path):
-            _refuse_foreign(where, sorted(p.name for p in path.iterdir())[0])
-        return path
+        entries = sorted(p.name for p in path.iterdir())
+        if not entries:
+            return path
+        if set(entries) <= _OLD_OUTPUT and {"index.html", "findings.md"} & set(entries):
+            raise ConfigError(
+                f"{where} has no {OUTPUT_MARKER}: it looks like a report, but dormant-heads cannot tell that it "
+                f"wrote it; delete {given} if it is an old report of dormant-heads, or name a new folder with "
+                f"{option} (nothing there is replaced)"
+            )
+        _refuse_foreign(where, option, entries[0])
     if found[0] != owner:
         raise ConfigError(
             f"{where} holds {found[0].describe()}, not {owner.describe()}: name another {option} "
             f"(an output belongs to its store and series), or delete {given} first"
         )
-    foreign = sorted(set(_files(path)) - found[1] - {OUTPUT_MARKER})
+    foreign = _not_listed(path, found[1])
     if foreign:  # a marked folder the user added to: replacing it would lose what they added
-        _refuse_foreign(where, foreign[0])
+        _refuse_foreign(where, option, foreign[0])
     return path
 
 
-def _refuse_foreign(where: str, example: str) -> None:
+def _refuse_foreign(where: str, option: str, example: str) -> NoReturn:
     raise ConfigError(
-        f"{where} holds files dormant-heads did not write (e.g. {example}): name a new or empty folder; "
-        "nothing there is replaced"
+        f"{where} holds files dormant-heads did not write (e.g. {example}): name a new or empty folder with "
+        f"{option}; nothing there is replaced"
     )
 
 
-def _files(folder: Path) -> list[str]:
-    """Every file and link under `folder`, as relative POSIX paths (folders themselves aside)."""
-    return [p.relative_to(folder).as_posix() for p in folder.rglob("*") if not p.is_dir() or p.is_symlink()]
+def _entries(folder: Path) -> tuple[list[str], list[str]]:
+    """(files and links, folders) under `folder` as relative POSIX paths; a linked folder is a link, never
+    entered."""
+    files: list[str] = []
+    folders: list[str] = []
+    for top, dirs, names in os.walk(folder, followlinks=False):
+        rel = Path(top).relative_to(folder)
+        for d in dirs:
+            (files if Path(top, d).is_symlink() else folders).append((rel / d).as_posix())
+        files += [(rel / n).as_posix() for n in names]
+    return files, folders
+
+
+def _not_listed(folder: Path, manifest: set[str]) -> list[str]:
+    """What `folder` holds beyond its manifest (and the marker), sorted: a file or folder it does not list, and
+    every symbolic link (the tool writes none, so a link is the user's even where a listed file was)."""
+    files, folders = _entries(folder)
+    ours = {p.as_posix() for f in manifest for p in Path(f).parents if p != Path(".")}
+    extra = [f for f in files if f not in manifest and f != OUTPUT_MARKER or (folder / f).is_symlink()]
+    return sorted(extra + [d for d in folders if d not in ours])
 
 
 def report_folder(model_id: str, out_dir=None) -> Path:
@@ -101,7 +143,7 @@ def report_folder(model_id: str, out_dir=None) -> Path:
 
 def check_report_folder(store, model_id: str, out_dir=None) -> Path:
     """`check_folder` of a series' report folder (`report_folder`): what `track`, `demo` and `report` ask first."""
-    return check_folder(report_folder(model_id, out_dir), Owner.of("report", store, model_id))
+    return check_folder(report_folder(model_id, out_dir), Owner.of("report", store, model_id), default=out_dir is None)
 
 
 def marker_of(folder: Path) -> tuple[Owner, set[str]] | None:
@@ -115,42 +157,134 @@ def marker_of(folder: Path) -> tuple[Owner, set[str]] | None:
         return None
 
 
-def _unmarked_output(folder: Path) -> bool:
-    """Empty, or what a report or findings rendered before the marker existed holds, nothing else."""
-    entries = list(folder.iterdir())
-    if any(p.name not in _UNMARKED_OUTPUT for p in entries):
-        return False
-    figures = folder / "figures"
-    return not figures.exists() or (
-        figures.is_dir() and all(p.is_file() and p.suffix in (".png", ".svg") for p in figures.iterdir())
-    )
-
-
-def staging_folder(out: Path) -> Path:
-    """A new temp folder beside `out`, made by a plain mkdir so that the user's umask sets its mode as for any
-    folder (mkdtemp's 0700 would lock a group or a web server out of the published report; reading the umask
-    with os.umask would change it for every thread of the process meanwhile)."""
+def staging_folder(out: Path, owner: Owner) -> Path:
+    """A new temp folder beside `out`, its marker written first (so that whatever a killed run leaves is known as
+    `owner`'s), made by a plain mkdir so that the user's umask sets its mode as for any folder (mkdtemp's 0700 would
+    lock a group or a web server out of the published report; reading the umask with os.umask would change it for
+    every thread of the process meanwhile)."""
     out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
     tmp.mkdir()
+    try:
+        _write_marker(tmp, owner, [])
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return tmp
 
 
-def publish_folder(tmp: Path, out, owner: Owner, option: str = "--reports-dir") -> Path:
-    """Move the complete folder `tmp` into place at `out` (checked again here: `check_folder`), with its marker.
-    A folder it replaces (empty, or this owner's) is renamed away first, then deleted. Returns the resolved path."""
-    path = check_folder(out, owner, option)
-    marker = asdict(owner) | {"files": sorted(_files(tmp)), "written_by": f"dormant-heads {__version__}"}
-    (tmp / OUTPUT_MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
-    old = None
-    if path.exists():
-        old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(path, old)
+def _write_marker(folder: Path, owner: Owner, files: list[str]) -> None:
+    marker = asdict(owner) | {"files": sorted(files), "written_by": f"dormant-heads {__version__}"}
+    (folder / OUTPUT_MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+
+
+def publish_folder(tmp: Path, out, owner: Owner, option: str = "--reports-dir", default: bool = False) -> Path:
+    """Move the complete folder `tmp` into place at `out` (checked again here: `check_folder`), its marker listing
+    what it holds. An empty folder is replaced by one rename, which fails, replacing nothing, if a file appeared in
+    it meanwhile; this owner's folder is renamed away, then only the files of its manifest are removed from it
+    (whatever else appeared since the check is kept, in a folder beside, and said on stderr). Returns the resolved
+    path."""
+    path = check_folder(out, owner, option, default)
+    found = marker_of(path) if path.is_dir() else None
+    _write_marker(tmp, owner, [f for f in _entries(tmp)[0] if f != OUTPUT_MARKER])
+    if found is None:
+        try:
+            os.replace(tmp, path)  # onto nothing or an empty folder: refused by the kernel if it is no longer empty
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            check_folder(out, owner, option, default)  # names what appeared
+            raise ConfigError(f"{option} {out} changed while it was written; run again") from None
+        return path
+    old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
+    os.replace(path, old)
     os.replace(tmp, path)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    _remove_listed(old, found[1], path)
     return path
+
+
+def _remove_listed(old: Path, manifest: set[str], path: Path) -> None:
+    """Remove from `old` (a replaced folder) the files its manifest lists and the folders they leave empty, never
+    through a link; anything else in it was put there after the check: kept, in a visible folder beside."""
+    for f in sorted(manifest | {OUTPUT_MARKER}):
+        p = old / f
+        if not p.is_symlink() and p.is_file() and all(not q.is_symlink() for q in p.parents if old in q.parents):
+            p.unlink()
+    for d in sorted({q for f in manifest for q in (old / f).parents if old in q.parents}, reverse=True):
+        with contextlib.suppress(OSError):  # not empty, or not a folder: kept
+            d.rmdir()
+    try:
+        old.rmdir()
+    except OSError:
+        kept = path.with_name(f"{path.name}.kept-{old.name.rsplit('-', 1)[1]}")
+        os.replace(old, kept)
+        print(f"note: files added to the folder while it was written are kept in {kept}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def staged(out, owner: Owner, option: str = "--reports-dir", default: bool = False) -> Iterator[Path]:
+    """A staging folder for `out` (`staging_folder`), published when the block ends (`publish_folder`) and removed
+    when it fails, so that a failed write leaves the old folder as it was. A write that finds no room (a full disk,
+    a quota, a file size limit) or no permission is one line naming the folder and the fix."""
+    tmp = None
+    try:
+        tmp = staging_folder(out, owner)
+        yield tmp
+        publish_folder(tmp, out, owner, option, default)
+    except OSError as e:
+        if e.errno not in _NO_ROOM | USER_ERRNOS - {errno.ENOTEMPTY, errno.EEXIST}:
+            raise
+        where = f"the default {option} {out}" if default else f"{option} {out}"
+        fix = "free space on that disk" if e.errno in _NO_ROOM else "fix its permissions"
+        kept = "its old content is intact" if Path(out).exists() else "nothing was written"
+        raise ConfigError(
+            f"cannot write {where}: {e.strerror or e}; {fix}, or name another {option} ({kept})"
+        ) from None
+    finally:
+        if tmp is not None and tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def stored_comparisons(store) -> list[dict]:
+    """The comparison folders recorded in the store (`record_comparison`): per folder its resolved path
+    (`folder`) and the series it compares (`models`); none for a missing or unreadable index. Takes no lock: the
+    index is replaced whole."""
+    try:
+        entries = json.loads(comparisons_files(store)[0].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [
+        e
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, dict)
+        and isinstance(e.get("folder"), str)
+        and isinstance(e.get("models"), list)
+        and all(isinstance(m, str) for m in e["models"])
+    ]
+
+
+def record_comparison(store, folder, models: list[str]) -> Path:
+    """Record the comparison folder `folder` (keyed by its resolved path: one entry per folder) and the series it
+    compares in the store's index (never beside the folder: that may be the user's), replaced whole
+    (`atomic_file`) under its writers' lock (`filelock`), so that two compare runs at once both land; the index's
+    path. StoreError (one line) when the store takes no file."""
+    from filelock import FileLock
+
+    index, lock = comparisons_files(store_folder(store))
+    key = str(Path(folder).resolve())
+    with write_errors(lock.parent):
+        lock.parent.mkdir(exist_ok=True)
+        held = FileLock(lock)
+        held.acquire()
+    try:
+        entries = [e for e in stored_comparisons(store) if e["folder"] != key]
+        entries = sorted([*entries, {"folder": key, "models": list(models)}], key=lambda e: e["folder"])
+        with atomic_file(index) as f:
+            f.write((json.dumps(entries, indent=1) + "\n").encode())
+    finally:
+        held.release()
+    return index
 
 
 def check_file(out, option: str = "--out") -> Path:

@@ -1,22 +1,22 @@
 """`dormant compare`'s folder: `reports/compare-A-vs-B/` with the figures, `summary.md` and `index.html`
-(`templates/compare.html.j2`), published through `dormant_tasks.outputs` and recorded in the reports folder's
-index of comparisons (`comparisons`)."""
+(`templates/compare.html.j2`), published through `dormant_tasks.outputs` and recorded in the store it was made
+from (`outputs.record_comparison`), so that the series' reports link to it (`comparisons`)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dormant_tasks.errors import StoreError
 from dormant_tasks.names import series_slug
-from dormant_tasks.outputs import Owner, check_folder, publish_folder, staging_folder
+from dormant_tasks.outputs import Owner, check_folder, record_comparison, staged
 from dormant_tasks.paths import default_reports_dir
-from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting import page
 from dormant_tasks.reporting.compare import (
     FRACTIONS,
     Comparison,
@@ -55,7 +55,7 @@ class CompareResult:
     index_html: Path
     figures: dict[str, tuple[Path, Path]]  # figure name -> (PNG, SVG)
     summary_md: Path
-    index: Path  # the reports folder's comparisons.json, which the series' reports read
+    index: Path | None  # the store's index of comparisons, which the series' reports read; None: not recorded
 
 
 COMPARISON_CAPTIONS = {
@@ -85,26 +85,25 @@ def comparison_plots(c: Comparison) -> list[tuple[str, str, str, Callable[[], Fi
 
 def render_comparison(store, model_ids: list[str], out_dir=None, score_fns: list[str] | None = None) -> CompareResult:
     """Compare the series `model_ids` into `out_dir` (default: <reports dir>/compare-A-vs-B/): index.html, every
-    figure as PNG and SVG, summary.md; published only when complete, then recorded in the parent folder's index
-    (`comparisons.json`) so that the series' reports link to it."""
+    figure as PNG and SVG, summary.md; published only when complete, then recorded in the store
+    (`outputs.record_comparison`) so that the series' reports link to it (`index` None when the store takes no
+    file: a read-only store is compared all the same)."""
     c = load_comparison(store, model_ids, score_fns)
     ids = [m.model_id for m in c.members]
     out = Path(out_dir) if out_dir is not None else default_reports_dir() / comparison_folder(ids)
     owner = Owner.of("comparison", store, " vs ".join(ids))
-    check_folder(out, owner)  # before the figures are drawn: nothing the tool did not write is replaced
+    check_folder(out, owner, default=out_dir is None)  # before the figures: nothing the tool did not write is replaced
     plots = comparison_plots(c)
-    tmp = staging_folder(out)
-    try:
+    with staged(out, owner, default=out_dir is None) as tmp:  # published whole, or the old folder kept
         (tmp / "figures").mkdir()
         drawn = {name: fg.save_figure(draw(), tmp / "figures", name) for _, _, name, draw in plots}
         markdown = comparison_markdown(c)
         (tmp / "summary.md").write_text(markdown, encoding="utf-8")
         (tmp / "index.html").write_text(page.compare_html(page_context(c, plots, out)), encoding="utf-8")
-        publish_folder(tmp, out, owner)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    index = comparisons.record_comparison(out, ids)
+    try:
+        index = record_comparison(store, out, ids)
+    except StoreError:
+        index = None
     figures = {n: (out / "figures" / p.name, out / "figures" / s.name) for n, (p, s) in drawn.items()}
     return CompareResult(c, out, out / "index.html", figures, out / "summary.md", index)
 

@@ -13,6 +13,7 @@ from dormant_tasks.errors import ConfigError
 from dormant_tasks.findings import EARLY, Findings
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.compare import COMPARISON_FORMATS, POINTS, Comparison, differences, series_tau_source
+from dormant_tasks.text import md
 
 
 def _stage_rates(f: Findings) -> str:
@@ -195,21 +196,21 @@ def comparison_table(c: Comparison, fmt: str = "markdown") -> str:
     for fn in c.score_fns:
         for m, (_, values) in zip(c.members, findings_rows(c, fn)):
             cells = [fn, m.model_id, f"{m.series.n_layers} × {m.series.n_heads}", *map(cell_text, values)]
-            lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
+            lines.append("| " + " | ".join(map(md, cells)) + " |")  # a cell may name a series or calibration set
     return "\n".join(lines)
 
 
 def comparison_markdown(c: Comparison) -> str:
     """summary.md of a comparison: the settings, the lines that limit it, the findings and the differences."""
-    lines = [f"# Dormant heads compared: {' vs '.join(m.model_id for m in c.members)}", ""]
+    lines = [f"# Dormant heads compared: {' vs '.join(md(m.model_id) for m in c.members)}", ""]
     lines += ["| " + " | ".join(SETTINGS_HEADER) + " |", "|" + "---|" * len(SETTINGS_HEADER)]
-    lines += ["| " + " | ".join(r) + " |" for r in settings_rows(c)]
+    lines += ["| " + " | ".join(map(md, r)) + " |" for r in settings_rows(c)]  # every cell may name a series or set
     if c.notes:
-        lines += ["", "What limits the comparison:", ""] + [f"- {n}" for n in c.notes]
+        lines += ["", "What limits the comparison:", ""] + [f"- {md(n)}" for n in c.notes]
     lines += ["", "## Findings", "", comparison_table(c)]
     for fn in c.score_fns:
-        lines += ["", f"## Differences under {fn} (against {c.members[0].model_id})", ""]
+        lines += ["", f"## Differences under {fn} (against {md(c.members[0].model_id)})", ""]
         lines += ["| finding | series | difference | test |", "|---|---|---:|---|"]
         for d in differences(c, fn):
-            lines.append(f"| {d.finding} | {d.model_id} | {cell_text(d.estimate)} | {d.test} |")
+            lines.append(f"| {md(d.finding)} | {md(d.model_id)} | {cell_text(d.estimate)} | {md(d.test)} |")
     return "\n".join(lines) + "\n"

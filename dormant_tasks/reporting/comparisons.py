@@ -1,79 +1,30 @@
-"""The index of comparisons in a reports folder: how `dormant report` finds the comparisons of its series.
+"""How `dormant report` finds the comparisons of its series.
 
-`dormant compare` writes its page into a folder of the reports folder (`<reports>/compare-A-vs-B/`) and records
-itself in `<reports>/comparisons.json`: one entry per comparison folder, with the series it compares. A report
-rendered into `<reports>/<series>/` reads that file and links to every comparison that includes its series and
-still has its page. One small JSON file, replaced whole (temp file + rename) under a lock file (`filelock`, the
-writers' only), so that two compare runs at once both land and a reader, who takes no lock, sees the old index or
-the new one. stdlib only, and `filelock` when an entry is recorded.
+`dormant compare` publishes its page into its own folder (`<reports>/compare-A-vs-B/` or `--reports-dir`) and
+records that folder, by its resolved path, in the store it read (`outputs.record_comparison`: the store's
+`comparisons.json`, never a file beside the folder, which may be the user's). A report links to every recorded
+comparison that includes its series and still has its page, by a link relative to the report's folder. An index
+that an older dormant-heads left in the reports folder (`<reports>/comparisons.json`) is not read: a compare run
+again records its folder in the store.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-INDEX = "comparisons.json"
-LOCK = ".comparisons.lock"
+from dormant_tasks.outputs import stored_comparisons
 
 
-def read_index(folder: Path) -> list[dict]:
-    """The entries of `folder`'s index whose page still exists (a missing or unreadable index: none)."""
-    try:
-        entries = json.loads((Path(folder) / INDEX).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    if not isinstance(entries, list):
-        return []
-    return [
-        e
-        for e in entries
-        if isinstance(e, dict)
-        and isinstance(e.get("folder"), str)
-        and isinstance(e.get("models"), list)
-        and (Path(folder) / e["folder"] / "index.html").is_file()
-    ]
-
-
-def record_comparison(out: Path, models: list[str]) -> Path:
-    """Record the comparison published in `out` in its parent folder's index (one entry per folder); the path
-    of the index."""
-    folder = Path(out).parent
-    with _locked(folder):
-        entries = [e for e in read_index(folder) if e["folder"] != Path(out).name]
-        entries.append({"folder": Path(out).name, "models": list(models)})
-        entries.sort(key=lambda e: e["folder"])
-        tmp = folder / f".{INDEX}.tmp-{uuid.uuid4().hex[:8]}"
-        try:
-            tmp.write_text(json.dumps(entries, indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, folder / INDEX)
-        finally:
-            tmp.unlink(missing_ok=True)
-    return folder / INDEX
-
-
-def comparisons_of(model_id: str, report_dir: Path) -> list[dict]:
-    """The comparisons recorded beside `report_dir` (the report folder of `model_id`) that include the series:
-    per comparison its `title` ("A vs B vs C") and `href` (its index.html, relative to the report folder)."""
-    folder = Path(report_dir).parent
+def comparisons_of(store, model_id: str, report_dir: Path) -> list[dict]:
+    """The comparisons made from `store` that include `model_id` and whose page still exists: per comparison its
+    `title` ("A vs B vs C") and `href` (its index.html, relative to `report_dir`, the report's folder)."""
+    report_dir = Path(report_dir).resolve()
     return [
         {
             "title": " vs ".join(e["models"]),
-            "href": Path(os.path.relpath(folder / e["folder"] / "index.html", report_dir)).as_posix(),
+            "href": Path(os.path.relpath(Path(e["folder"]) / "index.html", report_dir)).as_posix(),
         }
-        for e in read_index(folder)
-        if model_id in e["models"]
+        for e in stored_comparisons(store)
+        if model_id in e["models"] and (Path(e["folder"]) / "index.html").is_file()
     ]
-
-
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    from filelock import FileLock
-
-    folder.mkdir(parents=True, exist_ok=True)
-    with FileLock(folder / LOCK):
-        yield

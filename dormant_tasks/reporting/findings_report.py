@@ -3,16 +3,16 @@ which the series' report shows too (`findings_plots`)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dormant_tasks.findings import Findings
-from dormant_tasks.outputs import Owner, check_folder, publish_folder, staging_folder
+from dormant_tasks.outputs import Owner, check_folder, staged
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.texts import findings_lines
+from dormant_tasks.text import md
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -48,16 +48,11 @@ def write_findings(f: Findings, out_dir, store) -> FindingsResult:
     out = Path(out_dir)
     owner = Owner.of("findings", store, f.model_id)
     check_folder(out, owner)
-    tmp = staging_folder(out)
-    try:
+    with staged(out, owner) as tmp:  # published whole, or the old folder kept
         (tmp / "figures").mkdir()
         drawn = {name: fg.save_figure(draw(), tmp / "figures", name) for _, name, draw in findings_plots(f)}
-        text = "\n".join([f"# Findings: {f.model_id}", "", *findings_lines(f)]) + "\n"
+        text = "\n".join([f"# Findings: {md(f.model_id)}", "", *findings_lines(f)]) + "\n"
         (tmp / "findings.md").write_text(text, encoding="utf-8")
-        publish_folder(tmp, out, owner)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     figures = {n: (out / "figures" / p.name, out / "figures" / s.name) for n, (p, s) in drawn.items()}
     return FindingsResult(out, out / "findings.md", figures)
 

@@ -203,7 +203,7 @@ def report_html(
         ),
     }
     if found is not None:
-        context["findings"] = [line.replace("**", "") for line in findings_lines(found)[2:] if line]
+        context["findings"] = [line.replace("**", "") for line in findings_lines(found, esc=str)[2:] if line]
     return _template().render(**context)
 
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dormant_tasks.findings import series_findings
-from dormant_tasks.outputs import Owner, check_folder, publish_folder, report_folder, staging_folder
+from dormant_tasks.outputs import Owner, check_folder, report_folder, staged
 from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.figure_data import (
@@ -84,7 +83,7 @@ def render_report(
         root = Path(store)  # `resolve_model_id` checks that it is a store
         model_id = resolve_model_id(root, model_id)
         out = report_folder(model_id, out_dir)
-        check_folder(out, Owner.of("report", store, model_id))
+        check_folder(out, Owner.of("report", store, model_id), default=out_dir is None)
         stamp = inputs_stamp(root, model_id, score_fn, hide_blips, fdr, resampling, out, fdr_method)
         done = _reusable(out, stamp)
         if done is not None:
@@ -95,9 +94,9 @@ def render_report(
     series.fn_index(fn)
     out = report_folder(series.model_id, out_dir)
     owner = Owner.of("report", store, series.model_id)
-    check_folder(out, owner)  # before the figures are drawn
+    check_folder(out, owner, default=out_dir is None)  # before the figures are drawn
     stamp = inputs_stamp(root, series.model_id, score_fn, hide_blips, fdr, resampling, out, fdr_method)
-    linked = comparisons.comparisons_of(series.model_id, out)  # `dormant compare` pages that include the series
+    linked = comparisons.comparisons_of(root, series.model_id, out)  # `dormant compare` pages of the series
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
     plots: list[tuple[str, str, Callable[[], Figure]]] = [  # (kind, file name, draw)
         (
@@ -156,8 +155,7 @@ def render_report(
             )
         )
 
-    tmp = staging_folder(out)
-    try:
+    with staged(out, owner, default=out_dir is None) as tmp:  # published whole, or the old folder kept
         (tmp / "figures").mkdir()
         drawn = {}
         for _, name, draw in _progress(plots, progress):
@@ -169,10 +167,6 @@ def render_report(
         (tmp / "index.html").write_text(html, encoding="utf-8")
         rows = summary_rows(series)
         (tmp / STAMP).write_text(json.dumps({"inputs": stamp, "summary_rows": rows}, default=str), encoding="utf-8")
-        publish_folder(tmp, out, owner)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     figures = {n: (out / "figures" / p.name, out / "figures" / s.name) for n, (p, s) in drawn.items()}
     return ReportResult(out, out / "index.html", figures, out / "summary.md", rows, markdown)
 
@@ -199,7 +193,7 @@ def inputs_stamp(
     if fdr_method != FDR_METHOD:
         asked += f"\0fdr_method={fdr_method}"
     h = hashlib.sha256(f"{__version__}\0{asked}\n".encode())
-    if out is not None and (linked := comparisons.comparisons_of(model_id, out)):
+    if out is not None and (linked := comparisons.comparisons_of(root, model_id, out)):
         h.update(json.dumps(linked).encode())
     for table in (
         "checkpoints",

@@ -1,10 +1,13 @@
 """Every text of a series' report: summary.md (`report_markdown`), the findings' paragraphs (`findings_lines`,
 also `dormant findings` and the page's Findings section) and the notes and labels that index.html (`page.py`)
-and summary.md share, so that both say the same thing in the same words."""
+and summary.md share, so that both say the same thing in the same words. Every user's string in the Markdown
+(series, revision, calibration set, task names, failure reasons) goes through `text.md`; the page gets the same
+texts unescaped (its template escapes them for HTML)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -15,7 +18,7 @@ from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
 from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.reporting.sets import CalibrationSets
 from dormant_tasks.statistics import MIN_UNITS, Estimate, Share
-from dormant_tasks.text import plural
+from dormant_tasks.text import md, plural
 from dormant_tasks.tracking import QUANTILE_DEFAULTS
 
 # ---------------------------------------------------------------- summary.md
@@ -29,12 +32,12 @@ def report_markdown(
     the findings (`findings_lines`); with `positions` (`tau_positions`), where each tau sits."""
     t = series.tokens
     lines = [
-        f"# Dormant heads: {series.model_id}",
+        f"# Dormant heads: {md(series.model_id)}",
         "",
-        f"{len(t)} checkpoint(s) from {series.revisions[0]} ({format_tokens(t[0])} tokens) to "
-        f"{series.revisions[-1]} ({format_tokens(t[-1])} tokens); {series.n_layers} layers x "
-        f"{series.n_heads} heads; calibration set {series.checkpoints[0]['calibration_id']}; "
-        f"taus {series.checkpoints[0]['taus_id']}.",
+        f"{len(t)} checkpoint(s) from {md(series.revisions[0])} ({format_tokens(t[0])} tokens) to "
+        f"{md(series.revisions[-1])} ({format_tokens(t[-1])} tokens); {series.n_layers} layers x "
+        f"{series.n_heads} heads; calibration set {md(series.checkpoints[0]['calibration_id'])}; "
+        f"taus {md(series.checkpoints[0]['taus_id'])}.",
         "",
         "| score function | tau | first checkpoint with a dormant head | final % dormant | fell dormant | woke "
         "| confident | blips | heads that changed state |",
@@ -42,16 +45,16 @@ def report_markdown(
     ]
     for r in summary_rows(series):
         lines.append(
-            f"| {r['score_fn']} | {r['direction']} {r['tau']:g} | {first_dormant_label(r)} | "
+            f"| {r['score_fn']} | {r['direction']} {r['tau']:g} | {md(first_dormant_label(r))} | "
             f"{r['final_pct_dormant']:.2f} | "
             f"{r['fell_dormant']} | {r['woke']} | {r['confident']} | {r['blips']} | {r['heads_ever_changed']} |"
         )
     note = raw_quantile_note(series.tau_sources)
     if note:
-        lines += ["", f"Note: {note}"]
+        lines += ["", f"Note: {md(note)}"]
     if series.failed:
         lines += ["", f"{failed_note(series.failed)}:", ""]
-        lines += [f"- {r['revision']}: {r['reason']}" for r in series.failed]
+        lines += [f"- {md(r['revision'])}: {md(r['reason'])}" for r in series.failed]
     if positions:
         lines += [
             "",
@@ -63,10 +66,10 @@ def report_markdown(
         ]
         for p in positions:
             if p.share is None:
-                lines.append(f"| {p.score_fn} | {p.reference_revision} | not scored there | |")
+                lines.append(f"| {p.score_fn} | {md(p.reference_revision)} | not scored there | |")
             else:
-                lines.append(f"| {p.score_fn} | {p.reference_revision} | {100 * p.share:.1f}% | {p.quantile:.3f} |")
-        lines += [f"Warning: {p.warning}." for p in positions if p.warning]
+                lines.append(f"| {p.score_fn} | {md(p.reference_revision)} | {100 * p.share:.1f}% | {p.quantile:.3f} |")
+        lines += [f"Warning: {md(p.warning)}." for p in positions if p.warning]
     if found is not None:
         lines += ["", "## Findings", "", *findings_lines(found)]
     if sets is not None:
@@ -74,10 +77,10 @@ def report_markdown(
     for g in evaluation_groups(series):
         lines += [
             "",
-            f"## {g.task}, {g.shots}-shot, {g.revision}: % of heads zeroed within 1 point "
+            f"## {md(g.task)}, {g.shots}-shot, {md(g.revision)}: % of heads zeroed within 1 point "
             f"(base accuracy {g.base_accuracy:.2f}%, {g.n_items} items)",
             "",
-            f"Protocol: {g.protocol}.",
+            f"Protocol: {md(g.protocol)}.",
             "",
             f"| score function | % zeroed within 1 point | normalised AUC ({AUC_UNIT}) |",
             "|---|---:|---:|",
@@ -85,7 +88,7 @@ def report_markdown(
         lines += [
             f"| {f} | {g.within_text(f)}{WARNED if g.warnings.get(f) else ''} | {g.auc[f]:.2f} |" for f in g.curves
         ]
-        lines += [f"Warning (!): {w}." for w in g.warning_lines()]
+        lines += [f"Warning (!): {md(w)}." for w in g.warning_lines()]
     return "\n".join(lines) + "\n"
 
 
@@ -94,10 +97,10 @@ def calibration_sets_line(sets: CalibrationSets) -> str:
     last = {rev for rev, _ in sets.last_jaccard.values()}
     one = len(last) == 1  # the usual case: every pair's last shared checkpoint is the series' last
     parts = [
-        f"{a} vs {b} {'undefined' if np.isnan(j) else f'{j:.2f}'}{'' if one else f' ({rev})'}"
+        f"{md(a)} vs {md(b)} {'undefined' if np.isnan(j) else f'{j:.2f}'}{'' if one else f' ({md(rev)})'}"
         for (a, b), (rev, j) in sets.last_jaccard.items()
     ]
-    at = f" ({next(iter(last))})" if one else ""
+    at = f" ({md(next(iter(last)))})" if one else ""
     return (
         f"Calibration sets ({len(sets.calibration_ids)}): mean Jaccard of the dormant masks at the last checkpoint"
         f"{at}, over the score functions both sets track and that mark a head on either (undefined when both "
@@ -117,7 +120,7 @@ def calibration_sets_table(sets: CalibrationSets) -> list[str]:
     for r in sets.set_rows:
         pct = "not tracked" if r["final_pct_dormant"] is None else f"{r['final_pct_dormant']:.2f}"
         lines.append(
-            f"| {r['calibration_id']} | {r['n_checkpoints']} | {r['last_revision'] or ''} | {pct} | "
+            f"| {md(r['calibration_id'])} | {r['n_checkpoints']} | {md(r['last_revision'] or '')} | {pct} | "
             f"{r['fell_dormant']} | {r['woke']} | {r['confident']} | {r['blips']} |"
         )
     return lines
@@ -240,12 +243,14 @@ def _interval_list(t, most: int = 12) -> str:
     return "; ".join(parts) + (f"; and {more} more intervals" if more > 0 else "")
 
 
-def findings_lines(f: Findings) -> list[str]:
-    """The three findings as markdown paragraphs (`dormant findings`, summary.md, the report)."""
+def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
+    """The three findings as markdown paragraphs (`dormant findings`, summary.md, the report); `esc` escapes the
+    user's strings (`text.md`; `str` for a page or a terminal, which escape nothing or differently)."""
     e, t, d, r = f.emergence, f.transitions, f.input_dependence, f.resampling
     out = [
-        f"Findings for {f.model_id} under {f.score_fn} (dormant if score {f.direction} {f.tau:g}), calibration set "
-        f"{f.calibration_id}, {f.n_checkpoints} checkpoints to {e.final_revision} ({_tokens(e.final_tokens)} tokens).",
+        f"Findings for {esc(f.model_id)} under {f.score_fn} (dormant if score {f.direction} {f.tau:g}), calibration "
+        f"set {esc(f.calibration_id)}, {f.n_checkpoints} checkpoints to {esc(e.final_revision)} "
+        f"({_tokens(e.final_tokens)} tokens).",
         "",
     ]
     stable = f"dormant at >= {100 * e.stable:.0f}% of the checkpoints from then on, over {e.min_run} or more"
@@ -262,7 +267,7 @@ def findings_lines(f: Findings) -> list[str]:
     else:
         emerge = f"no head has settled dormant ({stable}): all {e.n_heads} are right-censored at the end."
     first = (
-        f"first dormant head at {e.first_dormant_revision} ({_tokens(e.first_dormant_tokens or 0)} tokens)"
+        f"first dormant head at {esc(e.first_dormant_revision)} ({_tokens(e.first_dormant_tokens or 0)} tokens)"
         if e.first_dormant_revision
         else "no head is ever dormant"
     )
@@ -296,15 +301,15 @@ def findings_lines(f: Findings) -> list[str]:
         "",
     ]
     if d.measured:
-        first_j = "undefined throughout" if d.first is None else f"{d.first[1]:.2f} at {d.first[0]}"
+        first_j = "undefined throughout" if d.first is None else f"{d.first[1]:.2f} at {esc(d.first[0])}"
         last_j = _ci(d.last, lambda x: f"{x:.2f}") if d.last is not None else "undefined"
         if d.noise_floor is not None:
             nf = d.noise_floor
             two = lambda x: f"{x:+.2f}"  # noqa: E731
             reference = "the cluster-whole halves of each set" if nf.halves else "disjoint sets of the same kind"
-            kinds = ", ".join(dict.fromkeys(nf.kinds))
+            kinds = ", ".join(esc(k) for k in dict.fromkeys(nf.kinds))
             floor = (
-                f"Noise floor at {nf.revision} ({nf.n_inputs} inputs in {nf.n_clusters} clusters; kinds: {kinds}): "
+                f"Noise floor at {esc(nf.revision)} ({nf.n_inputs} inputs in {nf.n_clusters} clusters; kinds: {kinds}): "
                 f"agreement within a kind ({reference}) {_ci(nf.within, lambda x: f'{x:.2f}')}, across kinds "
                 f"{_ci(nf.across, lambda x: f'{x:.2f}')}; across minus within {_ci(nf.difference, two)}, "
                 f"permutation p = {nf.p_value:.3g} (two-sided; {nf.permutations} permutations of whole clusters "
@@ -315,7 +320,7 @@ def findings_lines(f: Findings) -> list[str]:
             floor = f"Noise floor: not measured ({d.noise_floor_note})."
         out.append(
             f"3. **Input dependence.** {len(d.calibration_ids)} calibration sets; Jaccard of their masks (pooled "
-            f"over pairs): first defined {first_j}; at the last shared checkpoint {d.revisions[-1]}: {last_j}; "
+            f"over pairs): first defined {first_j}; at the last shared checkpoint {esc(d.revisions[-1])}: {last_j}; "
             f"heads dormant on every set, of those dormant on any: {_pct(d.all_of_any)}. {floor}"
         )
     else:
@@ -333,12 +338,13 @@ def findings_lines(f: Findings) -> list[str]:
     return out
 
 
-def seed_group_lines(r) -> list[str]:
+def seed_group_lines(r, esc: Callable[[str], str] = md) -> list[str]:
     """A seed group's findings (`findings.ReplicatedFindings`) as Markdown: per headline number, its mean over the
-    seeds with the interval over seeds, the range, and each seed's own value with its interval over heads."""
+    seeds with the interval over seeds, the range, and each seed's own value with its interval over heads; `esc`
+    as for `findings_lines`."""
     out = [
-        f"Findings over {len(r.model_ids)} seeds of one recipe ({', '.join(r.model_ids)}) under {r.score_fn}, "
-        f"calibration set {r.calibration_id}, {r.n_checkpoints} checkpoints each.",
+        f"Findings over {len(r.model_ids)} seeds of one recipe ({', '.join(map(esc, r.model_ids))}) under "
+        f"{r.score_fn}, calibration set {esc(r.calibration_id)}, {r.n_checkpoints} checkpoints each.",
         "",
     ]
     for x in r.numbers:
@@ -370,7 +376,7 @@ def seed_comparison_lines(a, b, diffs) -> list[str]:
     """Two seed groups (two recipes) side by side: a Markdown table of each headline number's mean over seeds and
     the difference b - a with Welch's t interval."""
     out = [
-        f"Recipe a: {', '.join(a.model_ids)}; recipe b: {', '.join(b.model_ids)} ({a.score_fn}).",
+        f"Recipe a: {', '.join(map(md, a.model_ids))}; recipe b: {', '.join(map(md, b.model_ids))} ({a.score_fn}).",
         "",
         "| number | unit | a, over seeds | b, over seeds | b - a |",
         "|---|---|---|---|---|",

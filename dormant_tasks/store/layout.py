@@ -6,6 +6,8 @@
     <store>/sources/series=<slug>.json                   the source a series is tracked from
     <store>/_locks/<slug>.lock, <slug>.pid               the series lock and its holder (writers' only: readers
                                                          take no lock and ignore "_" and "." names)
+    <store>/comparisons.json                             the `dormant compare` folders made from this store
+    <store>/_locks/@comparisons.lock                     its writers' lock ("@" is in no slug)
 
 The partition key is `series`, a filesystem-safe form of model_id (`series_slug`). `check_store_path` is the
 one check of a --store path (its kind, whether it exists where it must, whether a file can be created in it),
@@ -28,6 +30,7 @@ SCHEMA_VERSION = 4
 MARKER = "_store.json"
 REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
 SOURCES = "sources"  # <store>/sources/series=<slug>.json: the source a series is tracked from (its identity)
+COMPARISONS = "comparisons.json"  # <store>/comparisons.json: the comparison folders made from the store
 
 
 def store_folder(path, create: bool = False, allow_old: bool = False) -> Path:
@@ -115,6 +118,13 @@ def check_store_path(store, use: str = "any") -> Path:
     if why:
         raise StoreError(f"--store {shown}: no file can be created in {folder} ({why}); choose another --store")
     return root
+
+
+def comparisons_files(store) -> tuple[Path, Path]:
+    """The store's index of the `dormant compare` folders made from it, and its writers' lock file (`outputs`
+    reads and writes them)."""
+    root = Path(store)
+    return root / COMPARISONS, root / "_locks" / "@comparisons.lock"
 
 
 def series_dir(root: Path, table: str, model_id: str) -> Path:

@@ -59,6 +59,11 @@ def run(args) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     for note in result.comparison.notes:
         print(f"note: {note}", file=sys.stderr)
+    if result.index is None:
+        print(
+            f"note: the store {args.store} takes no file: the series' reports will not link to this comparison",
+            file=sys.stderr,
+        )
     print(f"compare: {result.index_html} ({len(result.figures)} figures, summary {result.summary_md})", file=sys.stderr)
     return 0
 

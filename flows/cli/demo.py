@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
         group = seed_group_findings([series_findings(args.store, m) for m in model_ids])
         print()
-        print("\n".join(map(plain_text, seed_group_lines(group))))
+        print("\n".join(map(plain_text, seed_group_lines(group, esc=str))))
     return max(codes)
 
 

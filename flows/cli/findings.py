@@ -57,6 +57,7 @@ def run(args) -> int:
     from dormant_tasks.outputs import Owner, check_folder
     from dormant_tasks.reporting import findings_lines, findings_record, resolve_model_id, write_findings
     from dormant_tasks.statistics import Resampling
+    from dormant_tasks.text import md
 
     if args.seed_group:
         return seed_group(args)
@@ -72,7 +73,7 @@ def run(args) -> int:
 
         print(json.dumps(findings_record(found), indent=1))
     else:
-        lines = findings_lines(found)
+        lines = findings_lines(found, esc=md if args.format == "markdown" else str)
         print("\n".join(lines if args.format == "markdown" else map(plain_text, lines)))
     if args.reports_dir:
         written = write_findings(found, args.reports_dir, args.store)
@@ -88,6 +89,7 @@ def seed_group(args) -> int:
     from dormant_tasks.findings import seed_group_findings, series_findings
     from dormant_tasks.reporting import findings_record, resolve_model_id, seed_group_lines
     from dormant_tasks.statistics import Resampling
+    from dormant_tasks.text import md
 
     if args.model or args.reports_dir:
         raise ConfigError("--seed-group names the series itself and writes no folder: drop --model/--reports-dir")
@@ -102,7 +104,7 @@ def seed_group(args) -> int:
     if args.format == "json":
         print(json.dumps(findings_record(group), indent=1))
     else:
-        lines = seed_group_lines(group)
+        lines = seed_group_lines(group, esc=md if args.format == "markdown" else str)
         print("\n".join(lines if args.format == "markdown" else map(plain_text, lines)))
     return 0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from dormant_tasks.atomic import cannot_create_in
 from dormant_tasks.devices import check_device_available
 from dormant_tasks.errors import CheckpointError, ConfigError, StoreError, did_you_mean
-from dormant_tasks.names import is_local_source, model_id_for
+from dormant_tasks.names import is_local_source, model_id_for, source_identity
 from dormant_tasks.offline import hub_offline, task_data_offline
 from dormant_tasks.store import check_store_path
 
@@ -64,14 +64,24 @@ def check_checkpoint_folder(value: str) -> None:
 
 def series_name(value: str | None, store=None) -> str | None:
     """The stored series that `--model` names: a local folder is the series the store records it as the source
-    of (`--series-name`), else its folder name; a Hub id or a series name as is."""
+    of (`--series-name`), else its folder name; a Hub id or a series name as is. A folder whose name is a series
+    the store keeps from another folder is refused: its report would be that other folder's, under this name."""
     if value is None or not Path(value).expanduser().is_dir():
         return value
     if store is None:
         return model_id_for(value)
-    from dormant_tasks.store import series_name_of
+    from dormant_tasks.store import check_source, series_name_of
 
-    return series_name_of(store, value)
+    name = series_name_of(store, value)
+    try:
+        check_source(store, name, source_identity(value))
+    except ConfigError:
+        raise ConfigError(
+            f"--model {value}: the store keeps no series tracked from this folder; its series {name} comes from "
+            f"another folder of that name: pass --model {name} for that one, or track {value} first "
+            "(with --series-name NAME)"
+        ) from None
+    return name
 
 
 def source_for(value: str, store) -> str:

@@ -140,8 +140,8 @@ def test_the_page_renders_every_figure_of_every_function(rendered):
     for m in (OLMO, LLAMA, PYTHIA):  # each series links to its own report beside the page
         assert f'<a href="../{m}/index.html">{m}</a>' in html
     assert rendered.summary_md.is_file() and "## Differences under ahon_ln" in rendered.summary_md.read_text()
-    hidden = {p.name for p in rendered.out_dir.parent.iterdir() if p.name.startswith(".")}
-    assert hidden <= {".comparisons.lock"}  # no temp file left (filelock 3.x removes its lock file, 4.x keeps it)
+    beside = {p.name for p in rendered.out_dir.parent.iterdir()}
+    assert beside == {OLMO, LLAMA, PYTHIA, "compare-3"}  # no temp file, no index nor lock beside the folder named
 
 
 def test_the_findings_table_is_each_series_own_findings(store, rendered):
@@ -227,13 +227,14 @@ def test_newcombe_interval_matches_the_published_example():
 
 def test_the_series_reports_link_to_the_comparison(store, rendered):
     index = json.loads(rendered.index.read_text())
-    assert index == [{"folder": "compare-3", "models": [OLMO, LLAMA, PYTHIA]}]
-    linked = comparisons.comparisons_of(OLMO, rendered.out_dir.parent / OLMO)
+    assert rendered.index == store / "comparisons.json"  # in the store, keyed by the folder's resolved path
+    assert index == [{"folder": str(rendered.out_dir.resolve()), "models": [OLMO, LLAMA, PYTHIA]}]
+    linked = comparisons.comparisons_of(store, OLMO, rendered.out_dir.parent / OLMO)
     assert linked == [{"title": f"{OLMO} vs {LLAMA} vs {PYTHIA}", "href": "../compare-3/index.html"}]
     report = render_report(store, OLMO, out_dir=rendered.out_dir.parent / OLMO, reuse=True)  # the links changed
     html = report.index_html.read_text(encoding="utf-8")
     assert '<a href="../compare-3/index.html">' in html
-    assert comparisons.comparisons_of("someone-else", rendered.out_dir.parent / "someone-else") == []
+    assert comparisons.comparisons_of(store, "someone-else", rendered.out_dir.parent / "someone-else") == []
 
 
 def test_series_that_share_no_calibration_set_are_refused_with_the_fix(tmp_path):

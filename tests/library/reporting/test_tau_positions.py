@@ -12,6 +12,7 @@ from dormant_tasks.reporting import page
 from dormant_tasks.reporting.figure_data import series_tau_positions
 from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.series_data import load_series
+from dormant_tasks.text import md
 from tests.builders.stores import MODEL, write_series
 
 N = 128
@@ -50,7 +51,7 @@ def test_the_report_shows_where_each_tau_sits(tmp_path):
     assert "<td>30.0% of (input, head) pairs</td><td>0.300</td>" in html
     assert html.count('<p class="note">ahon_ln: tau') == 1 and '<p class="note">aeqd_ln: tau' in html
     assert "| lthon_ln | stage1-step20-tokens100 | 30.0% | 0.300 |" in result.markdown
-    assert "Warning: ahon_ln: tau (score < 0.5, fixed) marks 0.00%" in result.markdown
+    assert f"Warning: {md('ahon_ln: tau (score < 0.5, fixed) marks 0.00%')}" in result.markdown  # escaped: Markdown
 
 
 def test_the_page_is_the_template_with_every_value_escaped(tmp_path):
@@ -94,6 +95,6 @@ def test_the_terminal_and_the_report_give_the_same_tau_warnings_naming_their_set
     result = SimpleNamespace(store=root, model_id=MODEL, warnings=("computed when the taus were fixed",))
     assert stored_tau_warnings(result) == tau_warnings_of(root, MODEL)
     markdown = render_report(root, MODEL, out_dir=tmp_path / "report").markdown
-    assert all(w in markdown for w in report_lines)
+    assert all(md(w) in markdown for w in report_lines)
     # nothing stored for the series: the run's own warnings
     assert stored_tau_warnings(SimpleNamespace(store=root, model_id="other", warnings=("w",))) == ["w"]

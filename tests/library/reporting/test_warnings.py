@@ -112,7 +112,7 @@ def test_report_notes_raw_functions_with_a_quantile_tau(tmp_path):
     root = with_quantile_ahon(write_series(tmp_path / "store", {"ahon": d, "ahon_ln": d}, TOKENS))
     md = report_markdown(load_series(root, MODEL))
     assert "Note: Raw-unit functions with a quantile tau: ahon (q = 0.15)." in md
-    assert "stage1-step50-tokens4000000" in md and "not comparable with those of the _ln functions" in md
+    assert "stage1-step50-tokens4000000" in md and "not comparable with those of the \\_ln functions" in md
     html = render_report(root, MODEL, tmp_path / "report").index_html.read_text(encoding="utf-8")
     assert '<p class="note">Raw-unit functions with a quantile tau: ahon (q = 0.15).' in html
 
