@@ -86,6 +86,8 @@ class ScoringSession:
     scores: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [batch, fn, head] float64
     zeroed: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [batch, head] bool
     gram: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [head, d_head, d_head], see head_gram
+    # layer -> (raw score names, [name] count of their non-finite values), counted on the device, read once per pass
+    nonfinite: dict[int, tuple[tuple[str, ...], torch.Tensor]] = field(default_factory=dict)
 
     def needed(self) -> set[str]:
         """Every function whose value some recorded score or the zeroing rule depends on."""
@@ -209,7 +211,13 @@ def _value_scores(raw: dict, value, n_rep: int, valid, lengths, needed: set[str]
 
 
 def _final_scores(raw: dict, needed: set[str], session: ScoringSession, layer: int, device) -> dict[str, torch.Tensor]:
-    """Every needed function [batch, head] float64 from the raw per-head scores (ratios, the random baseline)."""
+    """Every needed function [batch, head] float64 from the raw per-head scores (ratios, the random baseline).
+    The raw scores' non-finite values are counted (`session.nonfinite`): finite activations give finite raw
+    scores, so a NaN there is an overflow or a broken model, never the documented NaN of a ratio's zero
+    denominator, and `scoring_pass` refuses the pass rather than count such a head as active."""
+    if raw:
+        names = tuple(raw)
+        session.nonfinite[layer] = (names, torch.stack([(~torch.isfinite(raw[n])).sum() for n in names]))
     out: dict[str, torch.Tensor] = {}
     for fn in needed:
         if fn == "random":

@@ -185,9 +185,27 @@ def scoring_pass(
             f"only {len(session.scores)} of {n_layers} layers of {type(model).__name__} reported "
             "scores: its attention does not go through transformers' AttentionInterface"
         )
+    _refuse_non_finite(session, batch * n_heads)
     scores = torch.stack([session.scores[layer] for layer in range(n_layers)], dim=2)  # [batch, fn, layer, head]
     zeroed = torch.stack([session.zeroed[layer] for layer in range(n_layers)], dim=1)  # [batch, layer, head]
     return PassResult(out.logits, fns, scores.cpu().numpy(), zeroed.cpu().numpy())
+
+
+def _refuse_non_finite(session, n_pairs: int) -> None:
+    """ScoringError naming the first layer and raw score with NaN or infinite values (one read of the counts)."""
+    if not session.nonfinite:
+        return
+    layers = sorted(session.nonfinite)
+    counts = torch.stack([session.nonfinite[layer][1] for layer in layers]).cpu()  # [layer, name]
+    if not counts.any():
+        return
+    i, j = (int(x) for x in torch.nonzero(counts)[0])
+    name = session.nonfinite[layers[i]][0][j]
+    raise ScoringError(
+        f"{name} is NaN or infinite at layer {layers[i]} on {int(counts[i, j])} of {n_pairs} (input, head) pairs: "
+        "the model's activations are not finite (overflow in a low-precision dtype, or broken weights), so no head "
+        "is scored; check the weights, or score in float32 (--dtype float32)"
+    )
 
 
 def _context_length(model) -> int | None:
