@@ -52,6 +52,7 @@ Public API
 from __future__ import annotations
 
 import csv
+import html
 import io
 import math
 from collections import defaultdict
@@ -735,7 +736,10 @@ def format_leaderboard_table(rows: list[dict], fmt: str = "markdown") -> str:
     caption = f"95% intervals: {'; '.join(method)} (docs/SCORES.md §6)" if method else None
     if fmt == "markdown":
         lines = ["| " + " | ".join(header) + " |", "|---|---|---|" + "---:|" * (len(header) - 3)]
-        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in labels]
+        # html.escape: a model or task name is the user's, and a Markdown viewer renders raw HTML
+        lines += [
+            "| " + " | ".join(html.escape(c, quote=False).replace("|", "\\|") for c in row) + " |" for row in labels
+        ]
         return "\n".join(lines + (["", caption] if caption else []))
     columns = "lll" + "r" * (len(header) - 3)
     lines = [rf"\begin{{tabular}}{{{columns}}}", r"\hline", " & ".join(_latex(h) for h in header) + r" \\", r"\hline"]

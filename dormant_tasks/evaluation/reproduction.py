@@ -22,6 +22,8 @@ Public API
 
 from __future__ import annotations
 
+import html
+
 from dormant_tasks.evaluation.authors import AUTHORS_NAMES, authors_thresholds, seed_values
 from dormant_tasks.evaluation.leaderboard import AVERAGE_MODEL, OURS, interval_text, nan_mean, number_text
 from dormant_tasks.evaluation.request import EvalRequest, Precision, Rendering, ThresholdSource, parse_chat_date
@@ -215,7 +217,7 @@ def format_seed_comparison(rows: list[dict], selection: str = "", interval: str 
         ours = number_text(r["ours"]) if r["ours"] is None else within_text(r["ours"], never)
         extra = (interval_text(r), "" if r.get("n_items") is None else str(r["n_items"])) if intervals else ()
         cells = (model, fn, number_text(r["published"]), ours, *extra, diff, rendering)
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(html.escape(c, quote=False).replace("|", "\\|") for c in cells) + " |")
     if intervals and interval:
         lines += ["", f"95% intervals of ours: {interval} (docs/SCORES.md §6)"]
     if selection:

@@ -495,3 +495,10 @@ def test_cli_formats_mirror_the_library():
     from flows.cli.leaderboard import FORMATS as CLI_FORMATS
 
     assert tuple(CLI_FORMATS) == LEADERBOARD_FORMATS  # mirrored there, so that `--help` imports no pyarrow
+
+
+def test_markdown_escapes_a_hostile_model_name(store):
+    """A model id is the user's: raw HTML in it would be rendered by every Markdown viewer."""
+    rows = [dict(r, model="<img src=x onerror=alert(1)>|x") for r in load_leaderboard(store).rows]
+    text = format_leaderboard_table(rows, "markdown")
+    assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;\\|x" in text
