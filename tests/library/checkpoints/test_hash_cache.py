@@ -192,20 +192,19 @@ def test_hard_links_hash_once_and_a_second_process_reads_nothing(tmp_path, priva
     weights = os.urandom(3 << 20)
     init = checkpoint(tmp_path / "series" / "stage1-step0-tokens0K", weights)
     expected = oracle_content_hash(init)
-    assert local_content_hash(init) == expected
-    assert {r[:5] for r in rows(private_cache)} == {key_of(init / "config.json"), key_of(init / "model.safetensors")}
-    assert {r[4] for r in rows(private_cache)} == {
-        oracle_sha256(init / "config.json"),
-        hashlib.sha256(weights).hexdigest(),
-    }
-
-    linked = []
+    linked = []  # linked before any hash: a new link moves the inode's ctime, part of the key
     for step in (10, 20, 30):
         folder = tmp_path / "series" / f"stage1-step{step}-tokens{step}K"
         folder.mkdir()
         for name in ("config.json", "model.safetensors"):
             os.link(init / name, folder / name)
         linked.append(folder)
+    assert local_content_hash(init) == expected
+    assert {r[:5] for r in rows(private_cache)} == {key_of(init / "config.json"), key_of(init / "model.safetensors")}
+    assert {r[5] for r in rows(private_cache)} == {
+        oracle_sha256(init / "config.json"),
+        hashlib.sha256(weights).hexdigest(),
+    }
     assert [local_content_hash(f) for f in linked] == [expected] * 3
     assert len(reads) == 2  # in this process: the links were not read
 
