@@ -133,7 +133,9 @@ def cached_sha256(path: Path, compute: Callable[[Path], str]) -> str:
         log.debug("%s was modified less than %.0f s ago; its hash is not cached", path, RACY_S)
     else:
         try:
-            conn.execute("INSERT OR REPLACE INTO file_sha256_v2 VALUES (?, ?, ?, ?, ?, ?, ?)", (*key, digest, str(path)))
+            conn.execute(
+                "INSERT OR REPLACE INTO file_sha256_v2 VALUES (?, ?, ?, ?, ?, ?, ?)", (*key, digest, str(path))
+            )
         except Exception as e:  # sqlite3.Error (read-only, locked, full), an unencodable path, ...
             log.debug("file hash cache write of %s failed: %s: %s", path, type(e).__name__, e)
     return digest
