@@ -14,8 +14,10 @@ recorded by `dormant store repair` once the file is found whole. Readers ignore 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,7 +27,6 @@ from dormant_tasks.atomic import atomic_file, write_errors
 from dormant_tasks.errors import StoreError
 from dormant_tasks.hashing import sha256_file
 from dormant_tasks.names import series_slug
-from dormant_tasks.store.lock import series_lock
 
 SUMS = "_sums"  # <store>/_sums/series=<slug>.json: {"files": {relative path: [[sha256, bytes], ...]}}
 
@@ -78,7 +79,7 @@ def record_sums(root: Path, model_id: str, sums: dict[Path, tuple[str, int]], *,
     """Record the checksum and size of files of a series (absolute paths inside `root`); `keep_old` keeps the
     newest one recorded before beside it (the write of those files is still to be renamed into place)."""
     root = Path(root)
-    with series_lock(root, model_id):
+    with _record_lock(root, model_id):
         files = _load(root, model_id)[0]  # a damaged record starts again from these files (repair adds the rest)
         for path, (sha, size) in sums.items():
             key = path.relative_to(root).as_posix()
@@ -88,6 +89,23 @@ def record_sums(root: Path, model_id: str, sums: dict[Path, tuple[str, int]], *,
                 entry.append(old[0])
             files[key] = entry
         _write_sums(root, model_id, files)
+
+
+@contextlib.contextmanager
+def _record_lock(root: Path, model_id: str) -> Iterator[None]:
+    """The record's own lock, held for one read-modify-write (milliseconds): writers that do not hold the series
+    (an evaluation beside a running `track`) never wait for a whole run, and no update is lost."""
+    from filelock import FileLock
+
+    path = root / "_locks" / f"{series_slug(model_id)}.sums.lock"
+    with write_errors(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(path, thread_local=False)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def write_parquet(root: Path, model_id: str, path: Path, t: pa.Table, options: dict) -> str:
