@@ -2,9 +2,12 @@
 
 A file's sha256 is kept in a small sqlite database, `file-sha256.sqlite` under the user cache dir
 (`cache_dir()`: `$DORMANT_CACHE_DIR`, else `$XDG_CACHE_HOME/dormant-heads`, else `~/.cache/dormant-heads`),
-keyed by the file's (st_dev, st_ino, st_size, st_mtime_ns). The key names the inode, not the path, so the hard
-links of one file (a synthetic series of one init linked into many folders) hash once; a file that is
-rewritten or replaced gets a new mtime or inode, so a new key, and is hashed again. A file whose mtime is
+keyed by the file's (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns). The key names the inode, not the path,
+so the hard links of one file (a synthetic series of one init linked into many folders) hash once; a file that
+is rewritten or replaced gets a new inode or ctime, so a new key, and is hashed again. The ctime is what makes
+it so: an in-place rewrite of the same size whose mtime is put back (`touch -r`, `os.utime`, a restore that
+keeps times) keeps (dev, inode, size, mtime), but every write, link and utime sets the ctime to now, and no
+user call can set it back. (A new hard link also moves the ctime: its files hash once more.) A file whose mtime is
 within `RACY_S` of now is hashed but not stored (a write in the same timestamp tick could not be told apart,
 as git's "racy" index entries), nor is one whose stat changed while it was being read.
 
@@ -30,15 +33,17 @@ DB_NAME = "file-sha256.sqlite"
 RACY_S = 2.0  # a file modified this recently is not stored: a same-size rewrite in the same tick keeps its mtime
 TIMEOUT_S = 10.0  # sqlite's busy timeout: concurrent `track` runs wait for each other's writes
 
+# `_v2`: the key gained ctime_ns; a database of the older table is left as it is (its rows are never read)
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS file_sha256 (
+CREATE TABLE IF NOT EXISTS file_sha256_v2 (
     dev INTEGER NOT NULL,
     ino INTEGER NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
     sha256 TEXT NOT NULL,
     path TEXT NOT NULL,
-    PRIMARY KEY (dev, ino, size, mtime_ns)
+    PRIMARY KEY (dev, ino, size, mtime_ns, ctime_ns)
 )
 """
 
@@ -74,8 +79,8 @@ def _i64(n: int) -> int:
     return n - (1 << 64) if n >= 1 << 63 else n
 
 
-def _key(st: os.stat_result) -> tuple[int, int, int, int]:
-    return (_i64(st.st_dev), _i64(st.st_ino), st.st_size, st.st_mtime_ns)
+def _key(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (_i64(st.st_dev), _i64(st.st_ino), st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _connection(path: Path) -> sqlite3.Connection | None:
@@ -93,7 +98,7 @@ def _connection(path: Path) -> sqlite3.Connection | None:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=TIMEOUT_S, isolation_level=None)  # autocommit: one statement each
         conn.execute(_SCHEMA)
-        conn.execute("SELECT 1 FROM file_sha256 LIMIT 1").fetchall()  # a corrupt file fails here, not later
+        conn.execute("SELECT 1 FROM file_sha256_v2 LIMIT 1").fetchall()  # a corrupt file fails here, not later
     except Exception as e:  # OSError, sqlite3.Error, ...: the cache must never fail a run
         log.debug("file hash cache %s unusable, hashing without it: %s: %s", path, type(e).__name__, e)
         if conn is not None:
@@ -104,7 +109,7 @@ def _connection(path: Path) -> sqlite3.Connection | None:
 
 
 def cached_sha256(path: Path, compute: Callable[[Path], str]) -> str:
-    """sha256 of the file at `path`: from the cache when its (dev, inode, size, mtime) is there, else
+    """sha256 of the file at `path`: from the cache when its (dev, inode, size, mtime, ctime) is there, else
     `compute(path)`, stored for the next process. Any cache failure falls back to `compute(path)`."""
     st = os.stat(path)
     key = _key(st)
@@ -112,7 +117,7 @@ def cached_sha256(path: Path, compute: Callable[[Path], str]) -> str:
     if conn is not None:
         try:
             row = conn.execute(
-                "SELECT sha256 FROM file_sha256 WHERE dev=? AND ino=? AND size=? AND mtime_ns=?", key
+                "SELECT sha256 FROM file_sha256_v2 WHERE dev=? AND ino=? AND size=? AND mtime_ns=? AND ctime_ns=?", key
             ).fetchone()
             if row is not None:
                 return row[0]
@@ -122,13 +127,15 @@ def cached_sha256(path: Path, compute: Callable[[Path], str]) -> str:
     if conn is None:
         return digest
     after = os.stat(path)
-    if _key(after) != key or after.st_ctime_ns != st.st_ctime_ns:
+    if _key(after) != key:
         log.debug("%s changed while it was hashed; its hash is not cached", path)
     elif time.time_ns() - st.st_mtime_ns < RACY_S * 1e9:
         log.debug("%s was modified less than %.0f s ago; its hash is not cached", path, RACY_S)
     else:
         try:
-            conn.execute("INSERT OR REPLACE INTO file_sha256 VALUES (?, ?, ?, ?, ?, ?)", (*key, digest, str(path)))
+            conn.execute(
+                "INSERT OR REPLACE INTO file_sha256_v2 VALUES (?, ?, ?, ?, ?, ?, ?)", (*key, digest, str(path))
+            )
         except Exception as e:  # sqlite3.Error (read-only, locked, full), an unencodable path, ...
             log.debug("file hash cache write of %s failed: %s: %s", path, type(e).__name__, e)
     return digest

@@ -24,6 +24,7 @@ hidden from readers and swept by the next write to that series folder from the s
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -50,6 +51,7 @@ from dormant_tasks.store.schema import (
     checkpoint_file_key,
     table_schema,
 )
+from dormant_tasks.store.sums import read_sums, recorded_entry, sum_mismatch, write_parquet
 
 
 def list_models(store) -> list[str]:
@@ -174,13 +176,31 @@ def _series_of(t: pa.Table, table: str, model_id: str | None) -> str:
 
 def _write_file(root: Path, table: str, series: str, file_key: str, t: pa.Table) -> Path:
     folder = series_dir(root, table, series)
+    final = folder / f"{safe_file_key(file_key)}.parquet"
+    refuse_links(root, final)
     with write_errors(folder):
         folder.mkdir(parents=True, exist_ok=True)
     sweep_dead_temps(folder)
-    final = folder / f"{safe_file_key(file_key)}.parquet"
-    with atomic_file(final) as f:
-        pq.write_table(t, f, **parquet_options(t))
+    if table in RESULT_TABLES:  # their checksums go into their manifest row (`commit_checkpoint`)
+        with atomic_file(final) as f:
+            pq.write_table(t, f, **parquet_options(t))
+    else:
+        write_parquet(root, series, final, t, parquet_options(t))
     return final
+
+
+def refuse_links(root: Path, path: Path) -> None:
+    """StoreError when a write to `path` (a file of the store at `root`) would go through a symbolic link: into a
+    folder the link points to, or over the link; what it points to is not the store's to replace."""
+    for p in [path, *path.parents]:
+        if p == root:
+            return
+        if p.is_symlink():
+            raise StoreError(
+                f"store {str(root)!r}: {p.relative_to(root)} is a symbolic link (to {os.readlink(p)}); the store "
+                "writes only its own files and folders: remove the link (what it points to stays as it is), "
+                "then run this again"
+            )
 
 
 def parquet_options(t: pa.Table) -> dict:
@@ -315,9 +335,11 @@ def damaged_error(path: Path, reason: str) -> StoreError:
     )
 
 
-def damage_of(path: Path, sha256: str | None = None, size: int | None = None) -> str | None:
+def damage_of(path: Path, sha256: str | None = None, size: int | None = None, *, pages: bool = True) -> str | None:
     """Why a data file cannot be trusted (None: it is whole): a size or content checksum other than the manifest
-    records (when given), an unreadable footer, a column of its table missing, or a data page whose CRC fails."""
+    records (when given), an unreadable footer, a column of its table missing or one it does not have (every
+    write conforms to the schema: a stray name is a damaged footer, e.g. `confident` flipped to `confidenu`), or
+    (`pages`) a data page whose CRC fails."""
     try:
         if size is not None and path.stat().st_size != size:
             return f"{path.stat().st_size} bytes, the manifest recorded {size}"
@@ -326,10 +348,16 @@ def damage_of(path: Path, sha256: str | None = None, size: int | None = None) ->
         table = path.parents[1].name
         f = pq.ParquetFile(path, page_checksum_verification=True)
         if table in SCHEMAS:
-            missing = [x.name for x in SCHEMAS[table] if not x.nullable and x.name not in f.schema_arrow.names]
+            # the Parquet schema's names, not the Arrow schema kept beside them (a second copy, which reads restore)
+            names = list(dict.fromkeys(c.path.split(".")[0] for c in f.schema))
+            missing = [x.name for x in SCHEMAS[table] if not x.nullable and x.name not in names]
             if missing:
                 return f"no column {missing[0]!r}"
-        f.read()
+            stray = [n for n in names if n not in SCHEMAS[table].names]
+            if stray:
+                return f"a column {stray[0]!r} that {table} does not have{did_you_mean(stray[0], SCHEMAS[table].names)}"
+        if pages:
+            f.read()
     except (OSError, pa.ArrowException) as e:
         if isinstance(e, OSError) and e.errno in USER_ERRNOS:
             raise StoreError(f"cannot read {str(path)!r}: {e.strerror}; fix its permissions") from None
@@ -339,9 +367,23 @@ def damage_of(path: Path, sha256: str | None = None, size: int | None = None) ->
 
 def read_manifest(root: Path, model_id: str) -> pa.Table:
     path = manifest_path(root, model_id)
-    if not path.is_file():
+    if not path.is_file() or path.is_symlink():
         return SCHEMAS["checkpoints"].empty_table()
+    check_sums(root, [path])
     return read_files([path], SCHEMAS["checkpoints"], None)
+
+
+def check_sums(root: Path, files: list[Path]) -> None:
+    """The checked read of files that no manifest row names (a manifest, taus, derived tables: small, and read
+    whole): a damaged_error when one differs from the checksum its write recorded (`store.sums`)."""
+    recorded: dict[str, dict] = {}
+    for path in files:
+        slug = path.parent.name
+        if slug not in recorded:
+            recorded[slug] = read_sums(root, model_id_of_slug(slug.removeprefix("series=")))
+        reason = sum_mismatch(path, recorded_entry(root, recorded[slug], path))
+        if reason is not None:
+            raise damaged_error(path, reason)
 
 
 def series_ids(root: Path, table: str) -> list[str]:
@@ -372,6 +414,7 @@ def read_table(
         files = [p for m in series for p in result_files(root, table, m, filters, dedupe=dedupe)]
     else:
         files = data_files(root, table, model_id)
+        check_sums(root, files)
     t = read_files(files, schema, expr, columns)
     if dedupe and table == "checkpoints" and columns is None:
         t = dedupe_checkpoints(t)

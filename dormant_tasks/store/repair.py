@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from dormant_tasks.errors import StoreError
 from dormant_tasks.hashing import sha256_file
+from dormant_tasks.names import series_slug
 from dormant_tasks.store.io import (
     conform,
     damage_of,
@@ -46,6 +47,15 @@ from dormant_tasks.store.io import (
 from dormant_tasks.store.layout import data_files, linked_entries, store_folder
 from dormant_tasks.store.lock import hold_series
 from dormant_tasks.store.schema import MANIFEST_ROW_KEY, RESULT_TABLES, TABLES
+from dormant_tasks.store.sums import (
+    SUMS,
+    read_sums,
+    record_sums,
+    recorded_entry,
+    sum_mismatch,
+    sums_damage,
+    sums_path,
+)
 
 QUARANTINE = "_quarantine"  # <store>/_quarantine/<UTC time>/<table>/series=<slug>/<file>: damaged files, kept
 
@@ -66,6 +76,8 @@ class RepairResult:
     rebuilt: list[str] = field(default_factory=list)  # "model_id (n results)": manifests rebuilt from their files
     quarantined: list[tuple[Damage, Path]] = field(default_factory=list)  # damaged files and where they went
     bytes_freed: int = 0
+    summed: int = 0  # whole files whose checksum was recorded (written before the store kept them)
+    links: list[Path] = field(default_factory=list)  # symbolic links found there, left alone (never followed)
 
 
 def _files(root: Path, table: str, model_id: str) -> dict[str, Path]:
@@ -86,37 +98,99 @@ def _delete(paths, result: RepairResult) -> None:
         result.orphans.append(p)
 
 
-def damaged_files(store, model_id: str | None = None, checksums: bool = True) -> list[Damage]:
-    """Every damaged data file of a series (or of every series): the manifest's files against their recorded
-    size and (`checksums`) content checksum, every file's footer, columns and page checksums. Reads only."""
+def damaged_files(store, model_id: str | None = None, verify: bool = True) -> list[Damage]:
+    """Every damaged data file of a series (or of every series). Every file: its size against the manifest or the
+    store's checksum record (`store.sums`), its footer and columns; the files that no manifest row names (small:
+    the manifest, taus, derived tables): their content checksum and page checksums too; with `verify`, the
+    result files' as well (every byte of the store read). Reads only."""
     root = store_folder(store)
-    return [d for series in ([model_id] if model_id else all_series(root)) for d in _damage(root, series, checksums)]
+    return [d for series in ([model_id] if model_id else all_series(root)) for d in _damage(root, series, verify)]
 
 
-def _damage(root: Path, series: str, checksums: bool) -> list[Damage]:
+def _damage(root: Path, series: str, verify: bool) -> list[Damage]:
     out = []
+    reason = sums_damage(root, series)
+    if reason is not None:
+        out.append(Damage(sums_path(root, series), reason, series, SUMS))
+    sums = read_sums(root, series)
     manifest = manifest_path(root, series)
     recorded: dict[Path, tuple[str | None, int | None]] = {}
-    if manifest.is_file():
-        reason = damage_of(manifest)
+    if manifest.is_file() and not manifest.is_symlink():
+        reason = sum_mismatch(manifest, recorded_entry(root, sums, manifest)) or damage_of(manifest)
         if reason is not None:
             out.append(Damage(manifest, reason, series, "checkpoints"))
         else:
             for r in read_manifest(root, series).to_pylist():
                 for table in RESULT_TABLES:
-                    sha = r[f"{table}_sha256"] if checksums else None
-                    recorded[root / table / manifest.parent.name / f"{r['file_key']}.parquet"] = (
-                        sha,
-                        r[f"{table}_bytes"],
-                    )
+                    sha = r[f"{table}_sha256"] if verify else None
+                    path = root / table / manifest.parent.name / f"{r['file_key']}.parquet"
+                    recorded[path] = (sha, r[f"{table}_bytes"])
     for table in TABLES:
         for path in data_files(root, table, series):
             if path == manifest:
                 continue
-            reason = damage_of(path, *recorded.get(path, (None, None)))
+            if table in RESULT_TABLES:
+                reason = damage_of(path, *recorded.get(path, (None, None)), pages=verify)
+            else:
+                reason = sum_mismatch(path, recorded_entry(root, sums, path)) or damage_of(path)
             if reason is not None:
                 out.append(Damage(path, reason, series, table))
     return out
+
+
+def unchecked_files(store, model_id: str | None = None) -> list[Path]:
+    """The data files of a series (or of every series) with no recorded checksum: written before the store kept
+    them, or added by hand (`dormant store repair` records them once they are found whole)."""
+    root = store_folder(store)
+    return [p for series in ([model_id] if model_id else all_series(root)) for p in _unchecked(root, series)]
+
+
+def _unchecked(root: Path, series: str) -> list[Path]:
+    sums = read_sums(root, series)
+    try:
+        rows = read_manifest(root, series).to_pylist()
+    except StoreError:  # damaged: `damaged_files` names it
+        rows = []
+    named = {
+        root / table / f"series={series_slug(series)}" / f"{r['file_key']}.parquet"
+        for r in rows
+        for table in RESULT_TABLES
+        if r[f"{table}_sha256"] is not None
+    }
+    return [
+        p
+        for table in TABLES
+        for p in data_files(root, table, series)
+        if p not in named and (table in RESULT_TABLES or recorded_entry(root, sums, p) is None)
+    ]
+
+
+def _record_missing_sums(root: Path, series: str, result: RepairResult) -> None:
+    """Checksums for the series' whole files that have none (found whole by `_damage` just before): the result
+    files' in their manifest rows, every other file's in the store's record."""
+    unchecked = set(_unchecked(root, series))
+    if not unchecked:
+        return
+    manifest = read_manifest(root, series)
+    folder = f"series={series_slug(series)}"
+    columns = {}
+    for table in RESULT_TABLES:
+        shas, sizes = manifest.column(f"{table}_sha256").to_pylist(), manifest.column(f"{table}_bytes").to_pylist()
+        for i, key in enumerate(manifest.column("file_key").to_pylist()):
+            path = root / table / folder / f"{key}.parquet"
+            if path in unchecked:
+                shas[i], sizes[i] = sha256_file(path), path.stat().st_size
+                result.summed += 1
+                unchecked.discard(path)
+        columns[f"{table}_sha256"], columns[f"{table}_bytes"] = pa.array(shas, pa.string()), pa.array(sizes, pa.int64())
+    others = {p: (sha256_file(p), p.stat().st_size) for p in unchecked if p.parents[1].name not in RESULT_TABLES}
+    if others:
+        record_sums(root, series, others)
+        result.summed += len(others)
+    if any(c.null_count != manifest.column(n).null_count for n, c in columns.items()):
+        for name, column in columns.items():
+            manifest = manifest.set_column(manifest.schema.get_field_index(name), name, column)
+        write_manifest(root, series, manifest)
 
 
 def _quarantine(root: Path, damage: list[Damage], result: RepairResult) -> None:
@@ -165,7 +239,7 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
     with contextlib.ExitStack() as stack:
         for series in every:  # sorted: two repairs take the series in one order
             stack.enter_context(hold_series(root, series, wait=wait))
-        damage = {series: _damage(root, series, checksums=True) for series in every}
+        damage = {series: _damage(root, series, verify=True) for series in every}
         for series in every:  # refused before anything changes
             bad = {d.path for d in damage[series]}
             heads = {k: p for k, p in _files(root, "head_scores", series).items() if p not in bad}
@@ -196,6 +270,8 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
             named_inputs = set(k for k, ok, nk in zip(keys, present, now_kept) if ok and nk)
             _delete([p for k, p in heads.items() if k not in named], result)
             _delete([p for k, p in inputs.items() if k not in named_inputs], result)
+            _record_missing_sums(root, series, result)  # a damaged record was moved aside: every file's again
+            result.links += store_links(root, series)
     return result
 
 
@@ -210,6 +286,18 @@ def _rebuildable(root: Path, series: str, heads: dict[str, Path]) -> None:
             "the manifest from a backup, or move the series' head_scores and input_scores folders away and run "
             "`dormant track` again"
         )
+
+
+def store_links(store, model_id: str | None = None) -> list[Path]:
+    """The symbolic links where a series' folders or data files should be (of every table): never followed,
+    read, moved or deleted; the commands that walk the store name them."""
+    root = Path(store)
+    return [
+        p
+        for series in ([model_id] if model_id else all_series(root))
+        for t in TABLES
+        for p in linked_entries(root, t, series)
+    ]
 
 
 def all_series(root: Path) -> list[str]:

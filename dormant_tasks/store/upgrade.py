@@ -47,18 +47,21 @@ from dormant_tasks.store.io import (
     parquet_options,
     read_files,
     read_manifest,
+    refuse_links,
     result_files,
-    write_manifest,
 )
 from dormant_tasks.store.layout import (
     SCHEMA_VERSION,
+    data_files,
     safe_file_key,
     series_dir,
     store_folder,
+    store_root_of,
     store_version,
     write_marker,
 )
 from dormant_tasks.store.schema import MANIFEST_KEY, SCHEMAS
+from dormant_tasks.store.sums import write_parquet
 
 _RENAMES = {"head": "head_index", "value": "score", "pct_zeroed": "frac_zeroed"}
 _PERCENT_COLUMNS = ("frac_zeroed", "accuracy", "base_accuracy")  # v1 stored these in %
@@ -111,11 +114,25 @@ def finish_upgrade(root: Path) -> None:
 
 
 def table_files(root: Path, table: str) -> list[Path]:
-    return sorted(p for p in (root / table).glob("series=*/*.parquet") if not p.name.startswith((".", "_")))
+    """A table's data files: the store's own (`data_files`), never what a symbolic link points to."""
+    return sorted(data_files(root, table, None))
 
 
 def series_to_upgrade(root: Path) -> list[str]:
-    return sorted(model_id_of_slug(p.name.removeprefix("series=")) for p in (root / "checkpoints").glob("series=*"))
+    folders = (root / "checkpoints").glob("series=*")
+    return sorted(model_id_of_slug(p.name.removeprefix("series=")) for p in folders if not p.is_symlink())
+
+
+def rewrite_file(path: Path, t: pa.Table) -> None:
+    """Replace a store file in place (`t` conformed by the caller); in a store of the current version its
+    checksum is recorded (`store.sums`: the lock it takes opens current stores only)."""
+    root = store_root_of(path)
+    refuse_links(root, path)
+    if store_version(root) == SCHEMA_VERSION:
+        write_parquet(root, model_id_of_slug(path.parent.name.removeprefix("series=")), path, t, parquet_options(t))
+        return
+    with atomic_file(path) as f:
+        pq.write_table(t, f, **parquet_options(t))
 
 
 def _convert_file(path: Path, table: str) -> bool:
@@ -134,9 +151,7 @@ def _convert_file(path: Path, table: str) -> bool:
         kept = (path.parents[2] / "input_scores" / path.parent.name / path.name).is_file()
         t = t.append_column("file_key", pa.array([path.stem] * t.num_rows, pa.string()))
         t = t.append_column("input_scores_kept", pa.array([kept] * t.num_rows, pa.bool_()))
-    t = conform(t, table)
-    with atomic_file(path) as f:
-        pq.write_table(t, f, **parquet_options(t))
+    rewrite_file(path, conform(t, table))
     return True
 
 
@@ -166,13 +181,13 @@ def _v2_to_v3_evaluations(t: pa.Table, written_at: datetime) -> pa.Table:
 
 def _compact_manifest(root: Path, model_id: str) -> int:
     """v3 -> v4: a series' per-checkpoint `checkpoints` files become its one manifest file; 1 when rewritten."""
-    folder = series_dir(root, "checkpoints", model_id)
-    old = [p for p in sorted(folder.glob("*.parquet")) if p.stem != MANIFEST_KEY and not p.name.startswith((".", "_"))]
+    old = [p for p in data_files(root, "checkpoints", model_id) if p.stem != MANIFEST_KEY]
     if not old:
         return 0
     rows = read_files(old, SCHEMAS["checkpoints"], None)
     merged = dedupe_checkpoints(pa.concat_tables([read_manifest(root, model_id), rows]))
-    write_manifest(root, model_id, merged)  # first: a rerun after a crash finds the rows in one place or the other
+    # first: a rerun after a crash finds the rows in one place or the other
+    write_any_version(root, "checkpoints", merged, MANIFEST_KEY, model_id)
     for p in old:
         p.unlink()
     return 1
@@ -193,11 +208,11 @@ def read_any_version(root: Path, table: str, model_id: str, filters: dict | None
 def write_any_version(root: Path, table: str, t: pa.Table, file_key: str, model_id: str, metadata=None) -> Path:
     """`store.write_table` of one series' file, at any schema version of the marker."""
     folder = series_dir(root, table, model_id)
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{safe_file_key(file_key)}.parquet"
+    refuse_links(root, path)
+    folder.mkdir(parents=True, exist_ok=True)
     t = conform(t, table)
     if metadata:
         t = t.replace_schema_metadata(metadata)
-    with atomic_file(path) as f:
-        pq.write_table(t, f, **parquet_options(t))
+    rewrite_file(path, t)
     return path

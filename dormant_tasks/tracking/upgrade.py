@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dormant_tasks.atomic import atomic_file
 from dormant_tasks.statistics import FDR
 from dormant_tasks.store import (
     DERIVED,
@@ -25,8 +24,8 @@ from dormant_tasks.store import (
     convert_store,
     derived_file_key,
     finish_upgrade,
-    parquet_options,
     read_any_version,
+    rewrite_file,
     series_to_upgrade,
     table_files,
     write_any_version,
@@ -79,8 +78,7 @@ def refresh_current(root: Path) -> int:
         i = t.column_names.index("jaccard")
         fixed = pc.if_else(stale, pa.scalar(float("nan")), t.column("jaccard"))  # undefined, not 1
         t = t.set_column(i, t.schema.field(i), fixed)  # the schema's metadata (the agreement record) kept
-        with atomic_file(path) as f:
-            pq.write_table(t, f, **parquet_options(t))
+        rewrite_file(path, t)
         rewritten += 1
     older = set()
     for path in table_files(root, "transitions"):

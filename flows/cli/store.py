@@ -36,7 +36,11 @@ def add_parser(subparsers) -> None:
     )
     add_store_argument(repair, use="writes")
     repair.add_argument(
-        "--check", action="store_true", help="only report damaged files, by name (exit 2 when there are any)"
+        "--check",
+        action=_CheckOnly,
+        nargs=0,
+        help="only report damaged files, by name (exit 2 when there are any); writes nothing, so it runs on a full "
+        "disk or a read-only store",
     )
     _add_no_wait(repair)
     add_model_argument(
@@ -57,6 +61,14 @@ def add_parser(subparsers) -> None:
     gc.set_defaults(func=run_gc)
 
 
+class _CheckOnly(argparse.Action):
+    """`repair --check` reads the store only: its --store is checked as a read (no probe file is written)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        namespace.check = True
+        namespace.store_use = "reads"
+
+
 def _add_no_wait(parser) -> None:
     parser.add_argument(
         "--no-wait",
@@ -66,10 +78,12 @@ def _add_no_wait(parser) -> None:
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
-    from dormant_tasks.store import SCHEMA_VERSION
+    from dormant_tasks.store import SCHEMA_VERSION, store_links
     from dormant_tasks.tracking import upgrade_store
 
     result = upgrade_store(args.store)
+    for link in store_links(args.store):
+        print(_link_note(link))
     if result.from_version == SCHEMA_VERSION and result.files_rewritten:
         print(
             f"store {args.store}: schema version {SCHEMA_VERSION}, {result.files_rewritten} derived files brought up "
@@ -106,13 +120,15 @@ def run_repair(args: argparse.Namespace) -> int:
     import contextlib
 
     from dormant_tasks.errors import StoreError
-    from dormant_tasks.store import all_series, damaged_files, hold_series, repair_store, store_folder
+    from dormant_tasks.store import all_series, damaged_files, hold_series, repair_store, store_folder, store_links
     from dormant_tasks.tracking import SeriesView, rederive
 
     check_series(args.store, args.model)
     root = store_folder(args.store)
-    if args.check:
+    if args.check:  # reads only: no lock, no temp file (a full disk or a read-only store is checked all the same)
         damage = damaged_files(root, args.model)
+        for link in store_links(root, args.model):
+            print(_link_note(link))
         for d in damage:
             print(f"dormant store repair: damaged: {d.path.relative_to(root)} ({d.reason})", file=sys.stderr)
         if damage:
@@ -130,6 +146,10 @@ def run_repair(args: argparse.Namespace) -> int:
         for series in every:  # derived tables: missing, damaged or stale ones derived again
             if SeriesView.exists(root, series):
                 rederive(root, series)
+    for link in r.links:
+        print(_link_note(link))
+    if r.summed:
+        print(f"recorded the checksums of {r.summed} whole files that had none (written before the store kept them)")
     if not (r.rebuilt or r.dropped or r.unkept or r.orphans or r.quarantined):
         print(f"store {args.store}: manifests and files agree, nothing to repair")
         return 0
@@ -157,5 +177,9 @@ def run_gc(args: argparse.Namespace) -> int:
         f"({r.files} files, {_mb(r.bytes_freed)} freed)"
     )
     for link in r.links:
-        print(f"note: {link} is a symbolic link: left alone, not followed (the store deletes only its own files)")
+        print(_link_note(link))
     return 0
+
+
+def _link_note(link) -> str:
+    return f"note: {link} is a symbolic link: left alone, not followed (the store deletes only its own files)"

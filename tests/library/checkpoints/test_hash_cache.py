@@ -85,12 +85,12 @@ def checkpoint(folder: Path, weights: bytes) -> Path:
 
 def rows(cache: Path) -> list[tuple]:
     with sqlite3.connect(cache / hash_cache.DB_NAME) as conn:
-        return conn.execute("SELECT dev, ino, size, mtime_ns, sha256 FROM file_sha256").fetchall()
+        return conn.execute("SELECT dev, ino, size, mtime_ns, ctime_ns, sha256 FROM file_sha256_v2").fetchall()
 
 
 def key_of(path: Path) -> tuple:
     st = path.stat()
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
@@ -192,20 +192,19 @@ def test_hard_links_hash_once_and_a_second_process_reads_nothing(tmp_path, priva
     weights = os.urandom(3 << 20)
     init = checkpoint(tmp_path / "series" / "stage1-step0-tokens0K", weights)
     expected = oracle_content_hash(init)
-    assert local_content_hash(init) == expected
-    assert {r[:4] for r in rows(private_cache)} == {key_of(init / "config.json"), key_of(init / "model.safetensors")}
-    assert {r[4] for r in rows(private_cache)} == {
-        oracle_sha256(init / "config.json"),
-        hashlib.sha256(weights).hexdigest(),
-    }
-
-    linked = []
+    linked = []  # linked before any hash: a new link moves the inode's ctime, part of the key
     for step in (10, 20, 30):
         folder = tmp_path / "series" / f"stage1-step{step}-tokens{step}K"
         folder.mkdir()
         for name in ("config.json", "model.safetensors"):
             os.link(init / name, folder / name)
         linked.append(folder)
+    assert local_content_hash(init) == expected
+    assert {r[:5] for r in rows(private_cache)} == {key_of(init / "config.json"), key_of(init / "model.safetensors")}
+    assert {r[5] for r in rows(private_cache)} == {
+        oracle_sha256(init / "config.json"),
+        hashlib.sha256(weights).hexdigest(),
+    }
     assert [local_content_hash(f) for f in linked] == [expected] * 3
     assert len(reads) == 2  # in this process: the links were not read
 
@@ -260,7 +259,7 @@ print(json.dumps([file_sha256(Path(p)) for p in {json.dumps([str(f) for f in fil
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
         assert json.loads(out) == expected
-    assert sorted(r[4] for r in rows(private_cache)) == sorted(expected)  # one row per file, INSERT OR REPLACE
+    assert sorted(r[5] for r in rows(private_cache)) == sorted(expected)  # one row per file, INSERT OR REPLACE
 
 
 # ---- (3) a changed file is hashed again ----
@@ -284,6 +283,22 @@ def test_a_replaced_file_with_the_old_mtime_is_hashed_again(tmp_path, reads):
     assert after.st_ino != before.st_ino
     assert file_sha256(path) == oracle_sha256(path) != first
     assert len(reads) == 2
+
+
+def test_an_in_place_rewrite_with_its_mtime_put_back_is_hashed_again(tmp_path, reads):
+    """Same inode, same size, the old mtime restored (`touch -r`, `os.utime`): only the ctime tells, and the cache
+    keys on it, so the checkpoint's content hash (its commit) changes and it is never "already stored"."""
+    folder = checkpoint(tmp_path / "ckpt", b"\x00" * 64)
+    weights = folder / "model.safetensors"
+    commit, before = local_content_hash(folder), weights.stat()
+    with open(weights, "r+b") as f:  # rewritten in place: same inode, same size
+        f.write(b"\x01" * 64)
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = weights.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    _content_hash.cache_clear()  # the in-process lru of folders: a new process asks the cache
+    assert file_sha256(weights) == oracle_sha256(weights)
+    assert local_content_hash(folder) != commit
 
 
 def test_a_just_modified_file_is_hashed_but_not_stored(tmp_path, private_cache, reads):
@@ -317,7 +332,7 @@ def test_an_unusable_cache_falls_back_silently(tmp_path, monkeypatch, caplog, re
     else:  # a valid sqlite file whose table has another shape
         cache.mkdir()
         with sqlite3.connect(cache / hash_cache.DB_NAME) as conn:
-            conn.execute("CREATE TABLE file_sha256 (x)")
+            conn.execute("CREATE TABLE file_sha256_v2 (x)")
     monkeypatch.setenv("DORMANT_CACHE_DIR", str(cache))
     path = write(tmp_path / "model.safetensors", os.urandom(2000))
     with caplog.at_level(logging.DEBUG, logger="dormant_tasks.checkpoints.hash_cache"):
