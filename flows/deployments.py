@@ -7,9 +7,14 @@ runs `track` on schedule: one machine, nothing else to start.
 
 `dormant deploy --model ... --pool NAME [--cron ...]` only registers the deployment; a worker runs its runs
 (`prefect worker start --pool NAME`), on this host or another one with dormant-heads installed. The deployment
-names the flow by its module path (`flows.track.track`): the worker imports it from the installed package, so
-no image is built and no code is uploaded or pulled from git (Prefect allows a module-path deployment without
-storage). A missing pool is created as a `process` pool (what `prefect worker start --pool NAME` would create).
+names its flow by module path (`flows.deployments.track_deployment`): the worker imports it from the installed
+package, so no image is built and no code is uploaded or pulled from git (Prefect allows a module-path deployment
+without storage). A missing pool is created as a `process` pool (what `prefect worker start --pool NAME` would
+create).
+
+Both run `track_deployment`, which runs `track` on the request's task runner, as `dormant track` does: a flow's
+task runner is fixed where it is defined, so the `track` flow deployed as it is would run a `--runner dask`
+request on threads of the worker's host instead of its Dask cluster.
 
 Each run only analyses the checkpoints that are new since the last one.
 """
@@ -21,13 +26,28 @@ import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from prefect import flow
+
 from dormant_tasks.errors import ConfigError
 
 if TYPE_CHECKING:
-    from dormant_tasks.tracking import TrackRequest
+    from dormant_tasks.tracking import TrackRequest, TrackResult
 
 START_A_SERVER = "start one with `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api`"
 API_PROBE_S = 5.0  # a server that has not answered /health by then is taken as down (the error comes within 10 s)
+
+
+@flow(name="track-deployment", log_prints=True, validate_parameters=False)
+def track_deployment(request: TrackRequest) -> TrackResult:
+    """A deployment's run of `track` (a subflow) with `request` (its dict, as the API passes it) on the request's
+    task runner: local threads, or its Dask cluster."""
+    from dormant_tasks.tracking import TrackRequest
+
+    from .runners import task_runner
+    from .track import track
+
+    request = TrackRequest.coerce(request)
+    return track.with_options(task_runner=task_runner(request))(request)
 
 
 def deployment_name(model_id: str) -> str:
@@ -52,15 +72,15 @@ def check_cron(cron: str) -> None:
 def build_deployment(request: TrackRequest, cron: str | None, name: str | None = None, module_path: bool = False):
     """A `RunnerDeployment` of the track flow with the request (as JSON), on a cron schedule or none (not yet
     applied or served). Every scheduled run gets the same request, so its rows carry the same request_id.
-    `module_path`: the flow is named `flows.track.track` (imported from the installed package by a worker)
-    instead of by this checkout's file path."""
+    `module_path`: the flow is named `flows.deployments.track_deployment` (imported from the installed package by a
+    worker) instead of by this checkout's file path."""
     from prefect.types.entrypoint import EntrypointType
 
     from .track import track
 
     if cron is not None:
         check_cron(cron)
-    return track.to_deployment(
+    return track_deployment.to_deployment(
         name=name or deployment_name(request.model_id),
         cron=cron,
         parameters={"request": request.to_dict()},
@@ -115,7 +135,7 @@ def api_silence(url: str, timeout: float = API_PROBE_S) -> str | None:
 @dataclass(frozen=True)
 class Deployed:
     id: str
-    name: str  # `track/<deployment>`, as `prefect deployment run` takes it
+    name: str  # `track-deployment/<deployment>`, as `prefect deployment run` takes it
     pool: str
     pool_created: bool
 
@@ -128,8 +148,6 @@ def deploy(
     same name again updates it (a new request, schedule or pool)."""
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
-
-    from .track import track
 
     deployment = build_deployment(request, cron, name, module_path=True)
     created = False
@@ -151,7 +169,7 @@ def deploy(
             "dormant-heads installed: give --image (docs/CLUSTER.md builds one from the Dockerfile)"
         )
     deployment_id = deployment.apply(work_pool_name=pool, image=image)
-    return Deployed(str(deployment_id), f"{track.name}/{deployment.name}", pool, created)
+    return Deployed(str(deployment_id), f"{track_deployment.name}/{deployment.name}", pool, created)
 
 
 def create_process_pool(client, pool: str):

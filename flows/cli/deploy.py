@@ -7,7 +7,7 @@ exist, since the flow runs there. With a Prefect server running (`prefect server
 
     dormant deploy --model allenai/OLMo-2-0425-1B --max 50 --pool gpu --cron "0 3 * * *"
     prefect worker start --pool gpu                 # on the host that runs it; `--run-once` to take one run
-    prefect deployment run track/track-allenai-OLMo-2-0425-1B   # a run now, besides the schedule
+    prefect deployment run track-deployment/track-allenai-OLMo-2-0425-1B   # a run now, besides the schedule
 
 A missing pool is created as a `process` pool: its runs start as processes of the worker, in the worker's
 environment (dormant-heads installed there). A docker or kubernetes pool runs each in a container: --image names

@@ -154,14 +154,14 @@ def test_a_worker_of_the_pool_runs_the_deployed_request_into_the_store(random_se
         args = _deploy_args(random_series, tmp_path, "--limit", "4", "--scores", "ahon_ln", "--device", "cpu")
         code, lines, out, _ = _dormant([*args, "--no-report"], env, tmp_path)
         assert code == 0 and lines == [], lines
-        assert "track/track-random-olmo2" in out and "(created: a process pool)" in out, out
+        assert "track-deployment/track-random-olmo2" in out and "(created: a process pool)" in out, out
         assert not (tmp_path / "store").exists(), "deploy itself ran the flow"
 
         code, lines, _, _ = _dormant([*args, "--no-report", "--image", "x/y:1"], env, tmp_path)
         assert code == 2 and len(lines) == 1 and "--image x/y:1: work pool dormant is a process pool" in lines[0]
 
         run = subprocess.run(
-            [str(PREFECT), "deployment", "run", "track/track-random-olmo2"],
+            [str(PREFECT), "deployment", "run", "track-deployment/track-random-olmo2"],
             env=env,
             capture_output=True,
             text=True,
@@ -178,6 +178,7 @@ def test_a_worker_of_the_pool_runs_the_deployed_request_into_the_store(random_se
             pytest.fail(f"the worker did not finish its run: {worker_log.read_text(errors='replace')[-3000:]}")
         log = worker_log.read_text(errors="replace")
         assert worker.returncode == 0 and "Finished in state Completed()" in log, log[-3000:]
+        assert "3 checkpoints analysed now" in log, log[-3000:]  # the track subflow, on the request's runner
 
         stored = read_table(tmp_path / "store", "checkpoints").column("revision").to_pylist()
         assert sorted(set(stored)) == sorted(p.name for p in Path(random_series).iterdir() if p.is_dir())
@@ -188,9 +189,9 @@ def test_a_worker_of_the_pool_runs_the_deployed_request_into_the_store(random_se
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
-            deployment = client.read_deployment_by_name("track/track-random-olmo2")
+            deployment = client.read_deployment_by_name("track-deployment/track-random-olmo2")
         assert [s.schedule.cron for s in deployment.schedules] == ["0 3 * * *"]
-        assert deployment.work_pool_name == "dormant" and deployment.entrypoint == "flows.track.track"
+        assert deployment.work_pool_name == "dormant" and deployment.entrypoint == "flows.deployments.track_deployment"
     finally:
         for process in reversed(processes):
             _stop(process)

@@ -125,7 +125,9 @@ def test_every_import_is_declared_where_it_is_needed():
 def test_every_declared_dependency_is_imported():
     core, extras = declared()
     imported = {distribution_of(i.root) for i in third_party_imports(ROOT)}
-    unused = sorted(core - imported) + sorted(set().union(*(d for n, d in extras.items() if n not in NOT_IMPORTED)) - imported)
+    unused = sorted(core - imported) + sorted(
+        set().union(*(d for n, d in extras.items() if n not in NOT_IMPORTED)) - imported
+    )
     assert unused == [], f"declared but imported nowhere in dormant_tasks/ or flows/: {unused}"
 
 
