@@ -155,6 +155,12 @@ def deploy(
         try:
             work_pool = client.read_work_pool(pool)
         except ObjectNotFound:
+            if image:  # a process pool would refuse it: nothing is created
+                raise ConfigError(
+                    f"--image {image}: work pool {pool} does not exist, and a missing pool is created as a process "
+                    f"pool, which runs no image: create a container pool first (`prefect work-pool create {pool} "
+                    "--type kubernetes`), or drop --image"
+                ) from None
             work_pool = create_process_pool(client, pool)
             created = True
     container = "image" in work_pool.base_job_template.get("variables", {}).get("properties", {})

@@ -152,6 +152,8 @@ def test_a_worker_of_the_pool_runs_the_deployed_request_into_the_store(random_se
         _wait_healthy(api, processes[0], server_log)
 
         args = _deploy_args(random_series, tmp_path, "--limit", "4", "--scores", "ahon_ln", "--device", "cpu")
+        code, lines, _, _ = _dormant([*args, "--no-report", "--image", "x/y:1"], env, tmp_path)
+        assert code == 2 and len(lines) == 1 and "work pool dormant does not exist" in lines[0], lines
         code, lines, out, _ = _dormant([*args, "--no-report"], env, tmp_path)
         assert code == 0 and lines == [], lines
         assert "track-deployment/track-random-olmo2" in out and "(created: a process pool)" in out, out
