@@ -1,25 +1,61 @@
-"""Scheduled tracking: the track flow served as a Prefect deployment with a cron schedule.
+"""The track flow as a Prefect deployment: served by this process (`dormant serve`) or deployed to a work pool
+(`dormant deploy`), both with the request as the deployment's parameters. Both need a Prefect server that outlives
+the command: `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api`.
 
-`dormant serve --model allenai/OLMo-2-0425-1B --cron "0 3 * * *"` runs a process that polls the Prefect
-API (start one with `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api`)
-and runs `track` on schedule; each run only analyses the checkpoints that are new since the last one.
+`dormant serve --model allenai/OLMo-2-0425-1B --cron "0 3 * * *"` runs a process that polls the Prefect API and
+runs `track` on schedule: one machine, nothing else to start.
+
+`dormant deploy --model ... --pool NAME [--cron ...]` only registers the deployment; a worker runs its runs
+(`prefect worker start --pool NAME`), on this host or another one with dormant-heads installed. The deployment
+names its flow by module path (`flows.deployments.track_deployment`): the worker imports it from the installed
+package, so no image is built and no code is uploaded or pulled from git (Prefect allows a module-path deployment
+without storage). A missing pool is created as a `process` pool (what `prefect worker start --pool NAME` would
+create).
+
+Both run `track_deployment`, which runs `track` on the request's task runner, as `dormant track` does: a flow's
+task runner is fixed where it is defined, so the `track` flow deployed as it is would run a `--runner dask`
+request on threads of the worker's host instead of its Dask cluster.
+
+Each run only analyses the checkpoints that are new since the last one.
 """
 
 from __future__ import annotations
 
-from dormant_tasks.errors import ConfigError
-from dormant_tasks.tracking import TrackRequest
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .track import track
+from prefect import flow
+
+from dormant_tasks.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dormant_tasks.tracking import TrackRequest, TrackResult
+
+START_A_SERVER = "start one with `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api`"
+API_PROBE_S = 5.0  # a server that has not answered /health by then is taken as down (the error comes within 10 s)
+
+
+@flow(name="track-deployment", log_prints=True, validate_parameters=False)
+def track_deployment(request: TrackRequest) -> TrackResult:
+    """A deployment's run of `track` (a subflow) with `request` (its dict, as the API passes it) on the request's
+    task runner: local threads, or its Dask cluster."""
+    from dormant_tasks.tracking import TrackRequest
+
+    from .runners import task_runner
+    from .track import track
+
+    request = TrackRequest.coerce(request)
+    return track.with_options(task_runner=task_runner(request))(request)
 
 
 def deployment_name(model_id: str) -> str:
     return "track-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in model_id)
 
 
-def build_deployment(request: TrackRequest, cron: str, name: str | None = None):
-    """A `RunnerDeployment` of the track flow with the request (as JSON) on a cron schedule (not yet applied
-    or served). Every scheduled run gets the same request, so its rows carry the same request_id."""
+def check_cron(cron: str) -> None:
+    """ConfigError with pydantic's first message on one line for a string that is not a cron expression."""
     from prefect.client.schemas.schedules import construct_schedule
 
     try:
@@ -31,12 +67,26 @@ def build_deployment(request: TrackRequest, cron: str, name: str | None = None):
             f'--cron {cron!r} is not a cron expression ({" ".join(str(reason).split())}); e.g. "0 3 * * *" for '
             "03:00 daily"
         ) from None
-    return track.to_deployment(
+
+
+def build_deployment(request: TrackRequest, cron: str | None, name: str | None = None, module_path: bool = False):
+    """A `RunnerDeployment` of the track flow with the request (as JSON), on a cron schedule or none (not yet
+    applied or served). Every scheduled run gets the same request, so its rows carry the same request_id.
+    `module_path`: the flow is named `flows.deployments.track_deployment` (imported from the installed package by a
+    worker) instead of by this checkout's file path."""
+    from prefect.types.entrypoint import EntrypointType
+
+    from .track import track
+
+    if cron is not None:
+        check_cron(cron)
+    return track_deployment.to_deployment(
         name=name or deployment_name(request.model_id),
         cron=cron,
         parameters={"request": request.to_dict()},
         description=track.description,
         tags=["dormant-heads"],
+        entrypoint_type=EntrypointType.MODULE_PATH if module_path else EntrypointType.FILE_PATH,
     )
 
 
@@ -44,3 +94,94 @@ def serve(request: TrackRequest, cron: str, name: str | None = None) -> None:
     from prefect import serve as prefect_serve
 
     prefect_serve(build_deployment(request, cron, name))
+
+
+def api_url() -> str:
+    """The Prefect API a deployment is registered with: PREFECT_API_URL (the variable or the Prefect profile's
+    setting, as Prefect reads it); ConfigError naming how to start one when none is set, or when it does not
+    answer within API_PROBE_S seconds. (Without it Prefect would start a temporary server that ends with this
+    command, and the deployment with it.)"""
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        raise ConfigError(f"a deployment needs a Prefect server that keeps running: {START_A_SERVER}")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"PREFECT_API_URL {url!r} is not an http(s) URL: e.g. http://127.0.0.1:4200/api")
+    why = api_silence(url)
+    if why:
+        raise ConfigError(
+            f"the Prefect server at PREFECT_API_URL {url} does not answer ({why}): start it (`prefect server start`) "
+            "or point PREFECT_API_URL at a running one"
+        )
+    return url
+
+
+def api_silence(url: str, timeout: float = API_PROBE_S) -> str | None:
+    """None when a Prefect API answers `GET /health` (a 401 or 403 too: a server that wants a key is one), else
+    why not: no connection, no answer in `timeout` seconds, or another HTTP status (a proxy's, another server's)."""
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout):
+            return None
+    except urllib.error.HTTPError as e:
+        return None if e.code in (401, 403) else f"HTTP {e.code} at {url.rstrip('/')}/health: not a Prefect API"
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+            return f"no answer in {timeout:.0f} s"
+        return str(getattr(reason, "strerror", None) or reason)
+
+
+@dataclass(frozen=True)
+class Deployed:
+    id: str
+    name: str  # `track-deployment/<deployment>`, as `prefect deployment run` takes it
+    pool: str
+    pool_created: bool
+
+
+def deploy(
+    request: TrackRequest, pool: str, cron: str | None = None, name: str | None = None, image: str | None = None
+) -> Deployed:
+    """Register the track flow with `request` as a deployment of work pool `pool` (created as a `process` pool
+    when missing); `image` (a container pool's) is the image its runs start from. Applying a deployment of the
+    same name again updates it (a new request, schedule or pool)."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    deployment = build_deployment(request, cron, name, module_path=True)
+    created = False
+    with get_client(sync_client=True) as client:
+        try:
+            work_pool = client.read_work_pool(pool)
+        except ObjectNotFound:
+            if image:  # a process pool would refuse it: nothing is created
+                raise ConfigError(
+                    f"--image {image}: work pool {pool} does not exist, and a missing pool is created as a process "
+                    f"pool, which runs no image: create a container pool first (`prefect work-pool create {pool} "
+                    "--type kubernetes`), or drop --image"
+                ) from None
+            work_pool = create_process_pool(client, pool)
+            created = True
+    container = "image" in work_pool.base_job_template.get("variables", {}).get("properties", {})
+    if image and not container:
+        raise ConfigError(
+            f"--image {image}: work pool {pool} is a {work_pool.type} pool, whose runs start in the worker's own "
+            "environment, not an image: drop --image, or name a container pool (docker, kubernetes)"
+        )
+    if container and not image:
+        raise ConfigError(
+            f"work pool {pool} is a {work_pool.type} pool: its runs start from an image, which must have "
+            "dormant-heads installed: give --image (docs/CLUSTER.md builds one from the Dockerfile)"
+        )
+    deployment_id = deployment.apply(work_pool_name=pool, image=image)
+    return Deployed(str(deployment_id), f"{track_deployment.name}/{deployment.name}", pool, created)
+
+
+def create_process_pool(client, pool: str):
+    """A `process` work pool named `pool`, with the process worker's own default job template."""
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.workers.process import ProcessWorker
+
+    template = ProcessWorker.get_default_base_job_template()
+    return client.create_work_pool(WorkPoolCreate(name=pool, type="process", base_job_template=template))

@@ -21,6 +21,7 @@ COMMANDS = [
     "demo",
     "track",
     "serve",
+    "deploy",
     "status",
     "report",
     "findings",

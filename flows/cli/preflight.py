@@ -114,8 +114,9 @@ def preflight(args: argparse.Namespace) -> None:
     exists, the Hub answers. Each raises the error class the library raises for the same input (ConfigError,
     StoreError, CheckpointError), seconds earlier."""
     check_environment(args.command)
-    if getattr(args, "device", None) is not None and not getattr(args, "address", None):
-        check_device_available(args.device)  # (an existing Dask cluster's GPUs are on its workers, not here)
+    elsewhere = getattr(args, "address", None) or getattr(args, "device_elsewhere", False)
+    if getattr(args, "device", None) is not None and not elsewhere:
+        check_device_available(args.device)  # (an existing Dask cluster's or a work pool's GPUs are not here)
     if getattr(args, "store", None) is not None:
         check_store_path(args.store, getattr(args, "store_use", "reads"))
     if getattr(args, "reports_dir", None) is not None:
@@ -149,7 +150,7 @@ def preflight(args: argparse.Namespace) -> None:
 
 # The commands that run Prefect flows: Prefect keeps its run database in PREFECT_HOME, and its temporary server
 # (SQLite) writes temp files into TMPDIR.
-PREFECT_COMMANDS = frozenset({"track", "demo", "evaluate", "serve"})
+PREFECT_COMMANDS = frozenset({"track", "demo", "evaluate", "serve", "deploy"})
 MIN_FREE = 16 * 2**20  # bytes: less and Prefect's database or the server's temp files fail mid-run (HTTP 500s)
 
 

@@ -59,6 +59,7 @@ GRAMMAR = {
         {
             "track",
             "serve",
+            "deploy",
             "checkpoints",
             "evaluate",
             "score",
@@ -77,6 +78,7 @@ GRAMMAR = {
         {
             "track",
             "serve",
+            "deploy",
             "checkpoints",
             "evaluate",
             "report",
@@ -90,12 +92,12 @@ GRAMMAR = {
             "demo",
         },
     ),
-    "the report folder": ("--reports-dir", {"track", "serve", "demo", "report", "findings", "compare"}),
+    "the report folder": ("--reports-dir", {"track", "serve", "deploy", "demo", "report", "findings", "compare"}),
     "the output file": ("--out", {"score"}),
     "lm-eval tasks": ("--tasks", {"evaluate", "leaderboard"}),
-    "score functions": ("--scores", {"track", "serve", "evaluate", "score", "report", "findings", "compare"}),
-    "device": ("--device", {"track", "serve", "evaluate", "score"}),
-    "dtype": ("--dtype", {"track", "serve", "evaluate", "score"}),
+    "score functions": ("--scores", {"track", "serve", "deploy", "evaluate", "score", "report", "findings", "compare"}),
+    "device": ("--device", {"track", "serve", "deploy", "evaluate", "score"}),
+    "dtype": ("--dtype", {"track", "serve", "deploy", "evaluate", "score"}),
 }
 # Names the grammar retired: no parser registers them (they are rewritten, with a note, for one release).
 OLD_NAMES = {"--repo", "--task", "--score-fn", "--models"}
