@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Iterator
 
 from dormant_tasks.devices import Device, is_cuda, parse_device, visible_gpus
 from dormant_tasks.errors import CheckpointError
@@ -52,9 +53,6 @@ def local_cluster_kwargs(request: TrackRequest) -> dict:
         "threads_per_worker": 1,
         "processes": True,
         "dashboard_address": None,
-        # Dask's own lines (a worker restarted, a task failed after its workers died) say what the flow's warning
-        # about that checkpoint says, in its terms: kept off the console
-        "silence_logs": logging.CRITICAL,
         "scheduler_kwargs": {"allowed_failures": ALLOWED_WORKER_DEATHS},
         "env": {"PREFECT_API_URL": prefect_api_url(), FLOW_PID_ENV: str(os.getpid())},
         "preload": [__name__],
@@ -79,6 +77,7 @@ def dask_setup(worker) -> None:
     SIGTERM sent to a worker (`kill`, a service manager's stop of every process) is passed on to the flow, which
     stops the run as for its own SIGTERM; a restarted worker would only have scored on."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.getLogger("distributed").setLevel(logging.ERROR)  # not its warnings of a task cancelled by the stop
     flow_pid = int(os.environ.get(FLOW_PID_ENV) or 0)
     if flow_pid:
         signal.signal(signal.SIGTERM, lambda signum, frame: _pass_on(flow_pid, signum))
@@ -96,6 +95,20 @@ def dask_teardown(worker) -> None:
 def _pass_on(pid: int, signum: int) -> None:
     with contextlib.suppress(OSError):  # the flow is gone already: this worker exits with it (its parent pipe)
         os.kill(pid, signum)
+
+
+@contextlib.contextmanager
+def dask_lines_off() -> Iterator[None]:
+    """While the flow waits for its checkpoints: the warnings and errors of Dask's scheduler and nannies in this
+    process (a worker restarted, a task failed because its workers died) stay off the console; the flow's one
+    warning per failed checkpoint says it in its terms. The logger's level is restored after the block."""
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def checkpoint_result(future):

@@ -228,13 +228,14 @@ def _run_on_dask(request: TrackRequest, todo: list, series, advance) -> None:
     """Every checkpoint submitted at once; workers only compute (they need no store, nor a disk shared with it)
     and each is written here as it comes back. One whose workers died (`runners.checkpoint_result`) is recorded
     as failed, as one they could not load."""
-    from flows.runners import checkpoint_result
+    from flows.runners import checkpoint_result, dask_lines_off
 
     with _resources(request.device):
         futures = {tasks.compute_checkpoint.submit(request, r, series): r for r in todo}
-    for future in as_completed(list(futures)):
-        outcome = tracking.checkpoint_outcome(partial(checkpoint_result, future))
-        advance(_write_checkpoint(request, futures[future], outcome))
+    with dask_lines_off():
+        for future in as_completed(list(futures)):
+            outcome = tracking.checkpoint_outcome(partial(checkpoint_result, future))
+            advance(_write_checkpoint(request, futures[future], outcome))
 
 
 def _score_on_runner(request: TrackRequest):
@@ -242,12 +243,13 @@ def _score_on_runner(request: TrackRequest):
     flow, which writes them), so no model is loaded where the flow runs. Local runner: None (in process)."""
     if request.runner is not Runner.DASK:
         return None
-    from flows.runners import checkpoint_result
+    from flows.runners import checkpoint_result, dask_lines_off
 
     def score(request: TrackRequest, revision):
         with _resources(request.device):
             future = tasks.score_checkpoint.submit(request, revision)
-        return checkpoint_result(future)
+        with dask_lines_off():
+            return checkpoint_result(future)
 
     return score
 
