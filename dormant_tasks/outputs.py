@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from dormant_tasks.atomic import sweep_dead_temps, temp_path
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.paths import default_reports_dir
 from dormant_tasks.version import __version__
@@ -129,10 +129,12 @@ def _unmarked_output(folder: Path) -> bool:
 def staging_folder(out: Path) -> Path:
     """A new temp folder beside `out`, made by a plain mkdir so that the user's umask sets its mode as for any
     folder (mkdtemp's 0700 would lock a group or a web server out of the published report; reading the umask
-    with os.umask would change it for every thread of the process meanwhile)."""
+    with os.umask would change it for every thread of the process meanwhile). Its name names this process
+    (`atomic.temp_path`): the staging folders that killed writers left beside `out` are removed first."""
     out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
+    sweep_dead_temps(out.parent)
+    tmp = temp_path(out)
     tmp.mkdir()
     return tmp
 
@@ -145,7 +147,7 @@ def publish_folder(tmp: Path, out, owner: Owner, option: str = "--reports-dir") 
     (tmp / OUTPUT_MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
     old = None
     if path.exists():
-        old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
+        old = temp_path(path, "old")  # a kill before its deletion leaves it to `sweep_dead_temps`
         os.replace(path, old)
     os.replace(tmp, path)
     if old is not None:

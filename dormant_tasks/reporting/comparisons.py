@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+from dormant_tasks.atomic import temp_path
 
 INDEX = "comparisons.json"
 LOCK = ".comparisons.lock"
@@ -47,7 +48,7 @@ def record_comparison(out: Path, models: list[str]) -> Path:
         entries = [e for e in read_index(folder) if e["folder"] != Path(out).name]
         entries.append({"folder": Path(out).name, "models": list(models)})
         entries.sort(key=lambda e: e["folder"])
-        tmp = folder / f".{INDEX}.tmp-{uuid.uuid4().hex[:8]}"
+        tmp = temp_path(folder / INDEX)  # a killed writer's is swept by the next page published here
         try:
             tmp.write_text(json.dumps(entries, indent=1) + "\n", encoding="utf-8")
             os.replace(tmp, folder / INDEX)
