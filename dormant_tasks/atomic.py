@@ -56,7 +56,7 @@ def sweep_dead_temps(folder: Path, before: float | None = None) -> list[Path]:
                 shutil.rmtree(p)
             else:
                 p.unlink()
-        except FileNotFoundError:  # another run swept it first
+        except OSError:  # another run swept it first, or it is not ours to remove: the run goes on without it
             continue
         removed.append(p)
     return removed
