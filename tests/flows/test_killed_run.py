@@ -1,5 +1,6 @@
 """A `dormant track` killed outright (SIGKILL: no handler, no atexit) leaves no process behind: its temporary
-Prefect server (uvicorn, in a process session of its own) dies with it (issue 27, item 8)."""
+Prefect server (uvicorn, in a process session of its own) dies with it (issue 27, item 8). What it was writing (a
+store temp file, a report's staging folder) is removed by the next run, never what a live writer writes."""
 
 from __future__ import annotations
 
