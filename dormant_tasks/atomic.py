@@ -2,8 +2,9 @@
 fsync, `os.replace`), and OS errors of a write said as a `StoreError` that names the folder and the fix.
 
 A leaf (stdlib only): the store, the tiny pretraining run and the CLI's output files all write through it.
-A temp file left by a killed writer is hidden (its name starts with ".") and swept by the next write to that
-folder from the same host.
+A temp file or staging folder left by a killed writer is hidden (its name starts with ".") and names its writer
+(host and pid): the next write to that folder from the same host, and the next run that holds the series
+(`store.hold_series`), remove what writers that no longer run left (`sweep_dead_temps`), never a live writer's.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import socket
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,24 +27,49 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
 
 
-def _temp_path(final: Path) -> Path:
-    # Hidden (readers skip "."), names its writer so that a leftover of a dead writer can be swept.
-    return final.with_name(f".{final.name}.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+_STARTED = time.time()  # this process's start, near enough: nothing it wrote itself is older
+TEMP_KINDS = ("tmp", "old")  # a file or folder being written; a published folder's predecessor being deleted
 
 
-def sweep_dead_temps(folder: Path) -> None:
-    """Remove temp files that writers on this host left when killed (their pid no longer runs)."""
-    host = _host()
-    for p in folder.glob(".*.tmp"):
-        parts = p.name.rsplit(".", 4)  # [.name, host, pid, rand, tmp]
-        if len(parts) != 5 or parts[1] != host or not parts[2].isdigit():
+def temp_path(final: Path, kind: str = "tmp") -> Path:
+    """A hidden name beside `final` (readers skip "."), naming its writer so that a leftover of a dead writer can be
+    swept: `.NAME.HOST.PID.RAND.KIND`."""
+    return final.with_name(f".{final.name}.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.{kind}")
+
+
+def sweep_dead_temps(folder: Path, before: float | None = None) -> list[Path]:
+    """Remove the temp files and folders (`temp_path`) in `folder` that writers on this host left when killed: their
+    pid no longer runs, and they are older than `before` (default: this process's start). A live writer's, another
+    host's (a shared disk) and any other name are kept. Returns what was removed."""
+    host, before = _host(), _STARTED if before is None else before
+    removed = []
+    for p in folder.glob(".*.*.*.*.*") if folder.is_dir() else ():
+        parts = p.name.rsplit(".", 4)  # [.name, host, pid, rand, kind]
+        if len(parts) != 5 or parts[4] not in TEMP_KINDS or parts[1] != host or not parts[2].isdigit():
+            continue
+        if _runs(int(parts[2])):
             continue
         try:
-            os.kill(int(parts[2]), 0)
-        except ProcessLookupError:
-            p.unlink(missing_ok=True)
-        except PermissionError:  # alive, another user's
-            pass
+            if p.lstat().st_mtime >= before:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+        except OSError:  # another run swept it first, or it is not ours to remove: the run goes on without it
+            continue
+        removed.append(p)
+    return removed
+
+
+def _runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -49,7 +77,7 @@ def atomic_file(final: Path) -> Iterator:
     """An open binary file that becomes `final` only when the block ends without error (temp file in the
     same folder, fsync, os.replace): readers see no file or a whole one, never a partial one."""
     final = Path(final)
-    tmp = _temp_path(final)
+    tmp = temp_path(final)
     try:
         with write_errors(final.parent), open(tmp, "wb") as f:
             yield f

@@ -25,13 +25,12 @@ import json
 import os
 import shutil
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from dormant_tasks.atomic import atomic_file, write_errors
+from dormant_tasks.atomic import atomic_file, sweep_dead_temps, temp_path, write_errors
 from dormant_tasks.errors import USER_ERRNOS, ConfigError
 from dormant_tasks.paths import default_reports_dir
 from dormant_tasks.store import comparisons_files, store_folder
@@ -161,10 +160,12 @@ def staging_folder(out: Path, owner: Owner) -> Path:
     """A new temp folder beside `out`, its marker written first (so that whatever a killed run leaves is known as
     `owner`'s), made by a plain mkdir so that the user's umask sets its mode as for any folder (mkdtemp's 0700 would
     lock a group or a web server out of the published report; reading the umask with os.umask would change it for
-    every thread of the process meanwhile)."""
+    every thread of the process meanwhile). Its name names this process (`atomic.temp_path`): the staging folders
+    that killed writers left beside `out` are removed first."""
     out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
+    sweep_dead_temps(out.parent)
+    tmp = temp_path(out)
     tmp.mkdir()
     try:
         _write_marker(tmp, owner, [])
@@ -197,7 +198,7 @@ def publish_folder(tmp: Path, out, owner: Owner, option: str = "--reports-dir", 
             check_folder(out, owner, option, default)  # names what appeared
             raise ConfigError(f"{option} {out} changed while it was written; run again") from None
         return path
-    old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
+    old = temp_path(path, "old")  # a kill before its removal leaves it to `sweep_dead_temps`
     os.replace(path, old)
     os.replace(tmp, path)
     _remove_listed(old, found[1], path)

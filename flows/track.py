@@ -29,6 +29,8 @@ from prefect.artifacts import (
 from prefect.futures import as_completed
 
 from dormant_tasks import tracking
+from dormant_tasks.atomic import sweep_dead_temps
+from dormant_tasks.outputs import report_folder
 from dormant_tasks.progress import progress_bar, waiting
 from dormant_tasks.store import check_store, hold_series
 from dormant_tasks.tracking import CheckpointResult, Runner, SeriesState, TrackRequest, TrackResult
@@ -54,6 +56,8 @@ def track(request: TrackRequest, progress: bool = False, state: SeriesState | No
 
 def _track(request: TrackRequest, progress: bool, state: SeriesState | None) -> TrackResult:
     log = get_run_logger()
+    if request.report:  # report staging folders that a killed run left (the store's went as it took the series)
+        sweep_dead_temps(report_folder(request.model_id, request.reports_dir).resolve().parent)
     if not isinstance(state, SeriesState):  # a deployment's run, or a test's: nobody asked yet
         check_store(request.store)
         state = tasks.series_state(request)
@@ -222,11 +226,16 @@ def _run_locally(request: TrackRequest, todo: list, series, advance, ahead: dict
 
 def _run_on_dask(request: TrackRequest, todo: list, series, advance) -> None:
     """Every checkpoint submitted at once; workers only compute (they need no store, nor a disk shared with it)
-    and each is written here as it comes back."""
+    and each is written here as it comes back. One whose workers died (`runners.checkpoint_result`) is recorded
+    as failed, as one they could not load."""
+    from flows.runners import checkpoint_result, dask_lines_off
+
     with _resources(request.device):
         futures = {tasks.compute_checkpoint.submit(request, r, series): r for r in todo}
-    for future in as_completed(list(futures)):
-        advance(_write_checkpoint(request, futures[future], tracking.checkpoint_outcome(future.result)))
+    with dask_lines_off():
+        for future in as_completed(list(futures)):
+            outcome = tracking.checkpoint_outcome(partial(checkpoint_result, future))
+            advance(_write_checkpoint(request, futures[future], outcome))
 
 
 def _score_on_runner(request: TrackRequest):
@@ -234,11 +243,13 @@ def _score_on_runner(request: TrackRequest):
     flow, which writes them), so no model is loaded where the flow runs. Local runner: None (in process)."""
     if request.runner is not Runner.DASK:
         return None
+    from flows.runners import checkpoint_result, dask_lines_off
 
     def score(request: TrackRequest, revision):
         with _resources(request.device):
             future = tasks.score_checkpoint.submit(request, revision)
-        return future.result()
+        with dask_lines_off():
+            return checkpoint_result(future)
 
     return score
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from dormant_tasks.atomic import atomic_file
+from dormant_tasks.atomic import atomic_file, sweep_dead_temps
 from dormant_tasks.errors import StoreError
 from dormant_tasks.names import series_slug
 from dormant_tasks.store.layout import MARKER, check_store, store_folder
@@ -75,7 +75,8 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
     every 20 s ("waiting for another run on SERIES (pid N)"), or with `wait=False` is refused in one line.
     Re-entrant within the process (the flow inside the CLI's run). A store that does not exist yet gets only
     its lock folder, removed again (with the store folder it made) when the run stored nothing; a read-only store
-    is not locked (it cannot be written). `series_lock` inside it orders this process's threads.
+    is not locked (it cannot be written). `series_lock` inside it orders this process's threads. Taking it, a run
+    first removes the temp files that killed writers left in the store (`sweep_killed_writers`).
     """
     root = Path(store)
     path = _lock_path(root, model_id)
@@ -105,6 +106,7 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
     try:
         with _RUNS_LOCK:
             _RUNS[path] = _Run(depth=1)
+        sweep_killed_writers(root)
         yield
     finally:
         with _RUNS_LOCK:
@@ -202,3 +204,11 @@ def _held() -> set[Path]:
 
 
 _RUNS: dict[Path, _Run] = {}
+
+
+def sweep_killed_writers(root: Path) -> list[Path]:
+    """Remove the temp files that writers on this host left anywhere in the store when killed (SIGKILL, the OOM
+    killer: no clean-up ran), older than this run: `atomic.sweep_dead_temps`, which keeps a live writer's (another
+    series' run, another process) by its pid. Returns what was removed."""
+    folders = {p.parent for p in Path(root).rglob(".*.tmp")}
+    return [p for folder in sorted(folders) for p in sweep_dead_temps(folder)]
