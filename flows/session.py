@@ -66,6 +66,7 @@ def start_prefect() -> None:
     _server_output = None if _show_library_output else tempfile.TemporaryFile()
     try:
         _server = prefect_adapter.start_server(_server_output, preexec_fn=_die_with_parent())
+        _watch_server(_server)
     except Exception as e:
         if _server_output is not None:
             _server_output.seek(0)
@@ -73,6 +74,38 @@ def start_prefect() -> None:
             if tail:
                 e.add_note(f"the temporary Prefect server's output:\n{tail}")
         raise
+
+
+def _watch_server(server: Any) -> None:
+    """End this process, in one line, when the temporary server stops during the run by no doing of ours: a
+    SIGTERM to every process at once (`pkill`, a control group's stop) reaches the server too, and Prefect's
+    crash handling then retried the dead server for 80 s before the run could stop. Nothing is lost by leaving
+    at once: every store write is atomic and a killed writer's temp files are swept by the next run."""
+    import atexit
+    import threading
+
+    process = getattr(server, "server_process", None)
+    if process is None:
+        return
+
+    def watch() -> None:
+        process.wait()
+        if _stopping or _server is not server:  # stopped by stop_prefect, or at exit
+            return
+        os.write(
+            2,
+            b"dormant: interrupted: the temporary Prefect server was stopped (a SIGTERM to every process, or "
+            b"killed); what is stored is kept, rerun to continue\n",
+        )
+        os._exit(130)
+
+    atexit.register(_stopped_at_exit)  # after the server's own atexit, so run before it (LIFO)
+    threading.Thread(target=watch, name="dormant-server-watch", daemon=True).start()
+
+
+def _stopped_at_exit() -> None:
+    global _stopping
+    _stopping = True
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h

@@ -1,6 +1,6 @@
 """Workers of a local Dask cluster killed or stopped under a real `dormant track --runner dask` (its own temporary
 Prefect server, real worker processes): what the run records, how fast it stops, and that no process it or its
-workers started outlives it."""
+workers started outlives it. Also a SIGTERM to every process of a run, its temporary server included."""
 
 from __future__ import annotations
 
@@ -109,4 +109,34 @@ def test_sigterm_to_a_worker_stops_the_run_like_ctrl_c_within_seconds_leaving_no
     assert code == 130, err[-3000:]
     assert seconds < 10, f"the run stopped {seconds:.1f} s after the SIGTERM"
     assert len(lines) == 1 and lines[0].startswith("dormant track: interrupted: "), err[-3000:]
+    assert not survivors, survivors
+
+
+def test_sigterm_to_every_process_of_a_run_stops_it_in_one_line_within_10_s(random_series, tmp_path):
+    """As `pkill -TERM` or a control group's stop does: the run's temporary Prefect server gets the SIGTERM too.
+    Before, Prefect's crash handling retried the dead server for 80 s; now the run notices the server stopped and
+    ends in one line, exit 130, nothing left running; a rerun stores every checkpoint."""
+    import os
+    import signal
+
+    store = tmp_path / "store"
+    args = ["track", "--model", random_series, "--store", store, "--limit", "60", "--no-report"]
+    run = WatchedRun(args, cli_env(), tmp_path, tmp_path / "err")
+    try:
+        run.wait_for("checkpoints: ")
+        for pid in [run.proc.pid, *run.descendants]:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        sent = time.monotonic()
+        code = run.wait(60)
+        seconds = time.monotonic() - sent
+        survivors = run.survivors()
+    finally:
+        run.kill_all()
+    lines = [x for x in run.stderr().splitlines() if x.strip() and not is_progress(x) and "tau" not in x]
+    assert code == 130, run.stderr()[-3000:]
+    assert seconds < 10, f"{seconds:.1f} s"
+    assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in run.stderr(), lines
     assert not survivors, survivors
