@@ -70,7 +70,7 @@ lint: setup
 WORKERS ?= 2
 
 test: setup olah lmeval045 lint lowest
-	$(PY) -m pytest -q -rs -n $(WORKERS)
+	$(PY) -m pytest -q -rs -n $(WORKERS) --durations=25
 
 # The contributor's loop (docs/DEVELOPING.md): the tests not marked slow. No lint and no side venvs: the tests that
 # need .venv-olah are slow, the one that needs .venv-lmeval045 skips without it.

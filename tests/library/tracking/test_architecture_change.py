@@ -8,6 +8,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from dormant_tasks import tracking as tracker
 from dormant_tasks.findings import series_findings
 from dormant_tasks.reporting.report import render_report
@@ -17,6 +19,8 @@ from dormant_tasks.tracking import SeriesView
 from dormant_tasks.tracking.request import TrackRequest
 from tests.builders.series import save_random_series
 from tests.builders.track import track_steps
+
+pytestmark = [pytest.mark.slow]  # two tiny series tracked twice each: ~25 s a test
 
 NAMES = ["stage1-step0-tokens0K", "stage1-step10-tokens20K"]
 WIDER = "stage1-step25-tokens51K"  # 8 heads of width 16 where the series has 4
