@@ -15,7 +15,6 @@ import re
 import shutil
 import socket
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,6 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
 
 
-_STARTED = time.time()  # this process's start, near enough: nothing it wrote itself is older
 TEMP_KINDS = ("tmp", "old")  # a file or folder being written; a published folder's predecessor being deleted
 
 
@@ -39,9 +37,9 @@ def temp_path(final: Path, kind: str = "tmp") -> Path:
 
 def sweep_dead_temps(folder: Path, before: float | None = None) -> list[Path]:
     """Remove the temp files and folders (`temp_path`) in `folder` that writers on this host left when killed: their
-    pid no longer runs, and they are older than `before` (default: this process's start). A live writer's, another
-    host's (a shared disk) and any other name are kept. Returns what was removed."""
-    host, before = _host(), _STARTED if before is None else before
+    pid no longer runs (and, given `before`, they are older than it). A live writer's, another host's (a shared disk)
+    and any other name are kept. Returns what was removed."""
+    host = _host()
     removed = []
     for p in folder.glob(".*.*.*.*.*") if folder.is_dir() else ():
         parts = p.name.rsplit(".", 4)  # [.name, host, pid, rand, kind]
@@ -50,7 +48,7 @@ def sweep_dead_temps(folder: Path, before: float | None = None) -> list[Path]:
         if _runs(int(parts[2])):
             continue
         try:
-            if p.lstat().st_mtime >= before:
+            if before is not None and p.lstat().st_mtime >= before:
                 continue
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)

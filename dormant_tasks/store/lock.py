@@ -208,7 +208,7 @@ _RUNS: dict[Path, _Run] = {}
 
 def sweep_killed_writers(root: Path) -> list[Path]:
     """Remove the temp files that writers on this host left anywhere in the store when killed (SIGKILL, the OOM
-    killer: no clean-up ran), older than this run: `atomic.sweep_dead_temps`, which keeps a live writer's (another
+    killer: no clean-up ran): `atomic.sweep_dead_temps`, which keeps a live writer's (another
     series' run, another process) by its pid. Returns what was removed."""
     folders = {p.parent for p in Path(root).rglob(".*.tmp")}
     return [p for folder in sorted(folders) for p in sweep_dead_temps(folder)]
