@@ -81,10 +81,9 @@ class SeriesView:
             latest[r["revision"]] = r  # a re-analysed revision: its newest analysis counts
         reference = next((t.reference_revision for t in taus.values() if t.reference_revision), None)
         shape = series_architecture(list(latest.values()), reference)
-        ordered = tuple(sorted((r for r in latest.values() if architecture(r) == shape), key=checkpoint_sort_key))
-        aside = tuple(
-            r["revision"] for r in sorted(latest.values(), key=checkpoint_sort_key) if architecture(r) != shape
-        )
+        in_order = sorted(latest.values(), key=checkpoint_sort_key)
+        ordered = tuple(r for r in in_order if architecture(r) == shape)
+        aside = tuple(r["revision"] for r in in_order if architecture(r) != shape)
         check_result_files(root, model_id, ordered)  # a file deleted by hand: refused here, with the fix
         stale = {r["revision"] for r in rows} - set(latest)
         return cls(

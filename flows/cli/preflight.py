@@ -183,9 +183,7 @@ def _unwritable(folder: Path, create: bool) -> str | None:
     """Why `folder` takes no file: missing (and, with `create`, not creatable: its nearest existing ancestor
     takes no file), not a folder, no file can be written there, or less than MIN_FREE bytes free; None when it
     takes files. Creates nothing (a probe file is removed)."""
-    existing = folder
-    while create and not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = nearest_existing(folder) if create else folder
     if not existing.is_dir():
         return f"{existing} is a file" if existing.exists() else "no such folder"
     why = cannot_create_in(existing)
@@ -215,11 +213,16 @@ def check_reports_dir(reports_dir: str) -> Path:
     return out
 
 
+def nearest_existing(path: Path) -> Path:
+    """`path` or its nearest existing ancestor: where a new folder at `path` would be made."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 def nearest_folder(path: Path, option: str, value: str) -> Path:
     """`path` or its nearest existing ancestor, where a new folder would be made; ConfigError when that is a file."""
-    folder = path
-    while not folder.exists():
-        folder = folder.parent
+    folder = nearest_existing(path)
     if not folder.is_dir():
         raise ConfigError(f"{option} {value}: {folder} is a file, not a folder; choose another folder")
     return folder

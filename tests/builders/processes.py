@@ -23,6 +23,21 @@ def cli_env(*hooks: Path, **extra: str) -> dict:
     return {**env, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1", "PYTHONPATH": path, **extra}
 
 
+def run_cli(args, env: dict, cwd, timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:
+    """A real `dormant` run (`python -m flows.cli ARGS`) with no stdin, its output captured: (result, seconds)."""
+    start = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return r, time.monotonic() - start
+
+
 class WatchedRun:
     """`python -m flows.cli ARGS` in a session of its own, stderr to `stderr_path`, descendants recorded every 0.1 s."""
 

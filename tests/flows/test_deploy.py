@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from dormant_tasks.store.io import read_table
+from tests.builders.processes import run_cli
 from tests.builders.progress import is_progress
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,18 +41,9 @@ def _dormant(
     args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300
 ) -> tuple[int, list[str], str, float]:
     """(exit code, stderr lines without progress lines, stdout, seconds) of a real `dormant` run."""
-    start = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    r, seconds = run_cli(args, env, cwd, timeout)
     lines = [x for x in r.stderr.strip().splitlines() if x and not is_progress(x)]
-    return r.returncode, lines, r.stdout, time.monotonic() - start
+    return r.returncode, lines, r.stdout, seconds
 
 
 def _free_port() -> int:

@@ -12,35 +12,25 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.builders.processes import cli_env, run_cli
 from tests.builders.progress import is_progress
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def _run(argv, tmp_path, **env_changes) -> tuple[subprocess.CompletedProcess, float]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME", "TMPDIR")}
-    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO), PREFECT_HOME=str(tmp_path / "prefect-home"))
+    env = cli_env(PREFECT_HOME=str(tmp_path / "prefect-home"))
+    env.pop("TMPDIR", None)
     for key, value in env_changes.items():
         if value is None:
             env.pop(key, None)
         else:
             env[key] = value
-    start = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *map(str, argv)],
-        cwd=tmp_path,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return r, time.monotonic() - start
+    return run_cli(argv, env, tmp_path, timeout=120)
 
 
 def _full_tmpfs(tmp_path: Path) -> Path:

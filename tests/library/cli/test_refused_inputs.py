@@ -10,13 +10,12 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dormant_tasks.tracking.request import TrackRequest
+from tests.builders.processes import run_cli
 from tests.builders.progress import is_progress
 
 REPO = Path(__file__).resolve().parents[3]
@@ -102,15 +101,7 @@ def test_bad_input_is_one_line_exit_2_before_prefect_and_creates_nothing(case, r
     prefect_home = tmp_path.parent / f"{tmp_path.name}-prefect-home"
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(prefect_home), HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
-    r = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *argv],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r, _ = run_cli(argv, env, cwd)
     lines = [x for x in r.stderr.strip().splitlines() if not is_progress(x)]
     assert r.returncode == 2, r.stderr[-3000:]
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
