@@ -108,8 +108,13 @@ def start_server(output: IO[bytes] | None, preexec_fn=None) -> Any:
 
 def server_pid(server) -> int | None:
     """The process id of a started server (None once stopped)."""
-    process = getattr(server, "server_process", None)
+    process = server_process(server)
     return None if process is None else process.pid
+
+
+def server_process(server) -> Any:
+    """The `subprocess.Popen` of a started server (None once stopped): Prefect keeps it as `server_process`."""
+    return getattr(server, "server_process", None)
 
 
 def drain_workers(timeout_s: float) -> None:

@@ -84,7 +84,7 @@ def _watch_server(server: Any) -> None:
     import atexit
     import threading
 
-    process = getattr(server, "server_process", None)
+    process = prefect_adapter.server_process(server)
     if process is None:
         return
 
