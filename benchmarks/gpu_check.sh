@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks in one go, on one CUDA GPU in under 8 minutes, ending in one summary table:
+# The GPU checks in one go, on one CUDA GPU in under 9 minutes, ending in one summary table:
 #   1. oracle tests  the engine-vs-oracle tests of tests/library/engine/test_scoring.py and test_triton_attention.py
 #                    (the Triton kernel and the query-block rows, float32 and bfloat16, padding, dynamic zeroing,
 #                    logits) with DORMANT_TEST_DEVICE=cuda, so the very tests of the CPU suite run on the CUDA path;
@@ -13,6 +13,9 @@
 #   4. 8-bit path    `evaluate --precision paper`'s loading (OLMo-2 in float16 with bitsandbytes LLM.int8 weights)
 #                    and a sweep setting through the engine on the device (tests/library/evaluation/
 #                    test_paper_protocol.py); SKIPPED, not failed, where the interpreter has no bitsandbytes.
+#   5. GPU workers   benchmarks/gpu_cluster_check.py: the track flow's local Dask cluster for a CUDA device (a
+#                    dask-cuda LocalCUDACluster, one worker per GPU) scores a tiny checkpoint on each worker, equal
+#                    to the same scoring in-process, every worker process gone after (no Prefect needed).
 # Exit 0: every check passed; 1: a check failed or ran out of time; 2: no usable environment (nothing run).
 #
 #   benchmarks/gpu_check.sh                  # on the GPU machine (DEVICE=cuda:1 for another GPU)
@@ -56,16 +59,16 @@ export PREFECT_SERVER_ANALYTICS_ENABLED=false TOKENIZERS_PARALLELISM=false PYTHO
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" # this tree's dormant_tasks even where it is not installed
 
 # Sizes and per-step time limits (seconds). Every step (its 10 s kill grace included) is cut to end by one
-# overall deadline, counted from the start: 450 s on CUDA, so the whole script ends within 8 minutes.
+# overall deadline, counted from the start: 480 s on CUDA, so the whole script ends within 9 minutes.
 if [[ "$DEVICE" == cpu ]]; then
     MODE="CPU dry run"
-    DEADLINE_S=1000 T_ENV=120 T_TESTS=240 T_TABLE=300 T_SWEEP=300 T_INT8=120
+    DEADLINE_S=1100 T_ENV=120 T_TESTS=240 T_TABLE=300 T_SWEEP=300 T_INT8=120 T_CLUSTER=120
     TABLE_ARGS=(--models olmo2-1b,llama3.2-3b --repeats 1 --budget-s 240) # reduced shapes on CPU
     SWEEP_TASKS=winogrande SWEEP_LIMIT=5 SWEEP_BATCH=16
 else
     MODE="CUDA"
     # not yet timed on a GPU: the table's --budget-s leaves its last (model, dtype) cases out rather than overrun
-    DEADLINE_S=450 T_ENV=60 T_TESTS=100 T_TABLE=170 T_SWEEP=120 T_INT8=50
+    DEADLINE_S=480 T_ENV=60 T_TESTS=110 T_TABLE=160 T_SWEEP=110 T_INT8=40 T_CLUSTER=90
     TABLE_ARGS=(--repeats 3 --budget-s 120)
     SWEEP_TASKS=winogrande SWEEP_LIMIT=50 SWEEP_BATCH=32
 fi
@@ -343,6 +346,15 @@ if [[ "$result" == PASS ]] && grep -q "bitsandbytes is not installed" "$STEP_LOG
     detail="no bitsandbytes for $PY (pip install 'dormant-heads[int8]')"
 fi
 record "8-bit weights, --precision paper ($DEVICE)" "$result" "$STEP_S" "-" "$detail"
+
+# 5. one worker per GPU: the local cluster of a CUDA run scores on its GPU(s), equal to in-process scoring
+cluster_args=()
+[[ "$DEVICE" == cpu ]] && cluster_args=(--cpu-dry-run)
+run_step gpu-workers "$T_CLUSTER" "$PY" benchmarks/gpu_cluster_check.py "${cluster_args[@]}"
+result="$(verdict)"
+line="$(grep -E '^gpu_cluster_check: ' "$STEP_LOG" | tail -1)"
+[[ "$result" == PASS ]] && ! grep -q '^gpu_cluster_check: PASS' <<<"$line" && result=FAIL
+record "GPU workers, local cluster ($DEVICE)" "$result" "$STEP_S" "-" "${line#gpu_cluster_check: }"
 
 # ------------------------------------------------------------------------------------------- summary
 echo

@@ -30,16 +30,24 @@ PINS=(
     datasets==5.2.0     # lm-eval's task loading (the bundled parquet files); needs pyarrow>=24, hub>=1.31
     dill==0.4.1         # datasets (fingerprints), lm-eval; datasets wants <0.4.2
     multiprocess==0.70.19 # datasets; datasets wants <0.70.20
+    # benchmarks/gpu_cluster_check.py: a dask-cuda LocalCUDACluster (the `cluster` extra) on the GPU. dask and
+    # distributed at the release dask-cuda's rapids-dask-dependency pins (installed --no-deps: bokeh unused).
+    dask-cuda==26.10.0
+    dask==2026.7.1
+    distributed==2026.7.1
+    partd==1.4.2 locket==1.0.0 tblib==3.2.2 tornado==6.6.1 zict==3.0.0
 )
 # Requirements of the wheels above that the GPU machine's image already holds (KINDS.md, 2026-11: pyarrow,
 # fsspec, huggingface_hub 1.33.0 ... at versions the pins accept).
 DEVICE_HAS=(
     numpy pyarrow pandas tqdm xxhash fsspec huggingface-hub packaging pyyaml filelock requests jinja2
     sacrebleu scikit-learn typing-extensions
+    click cloudpickle msgpack psutil sortedcontainers toolz urllib3 cuda-core nvidia-ml-py
 )
 # lm-eval / datasets requirements that these checks never import (lm-eval imports them lazily: HF evaluate
 # metrics, result tables, ROUGE, the request cache, some tasks' helpers); carried only if that changes.
-UNUSED=(evaluate pytablewriter rouge-score sqlitedict word2number more-itertools importlib-metadata)
+UNUSED=(evaluate pytablewriter rouge-score sqlitedict word2number more-itertools importlib-metadata
+    rapids-dask-dependency)
 
 PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
     manylinux1_x86_64)

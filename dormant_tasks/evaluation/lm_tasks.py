@@ -198,9 +198,11 @@ def built_task_names() -> frozenset[str] | None:
     return _task_index() if _task_index.cache_info().currsize else None
 
 
+@functools.cache
 def _indexed_manager():
-    """One lm-eval TaskManager per process: building its index reads every task YAML (seconds). The installed
-    lm-eval is checked first: one outside the supported range is refused in one line."""
+    """One lm-eval TaskManager per process: building its index reads every task YAML (10-50 s on 2 cores, so
+    it is built once and kept; `task_manager` hands out copies). The installed lm-eval is checked first: one
+    outside the supported range is refused in one line (an exception, never cached)."""
     from lm_eval.tasks import TaskManager
 
     from dormant_tasks.evaluation import lmeval_adapter

@@ -139,20 +139,21 @@ def _ours(model, tok, chat: bool, rendering: str = "paper") -> dict:
     return out
 
 
-def _theirs(folder: Path, ours: dict, chat: bool) -> dict:
-    if not LMEVAL045_PYTHON.exists():
-        pytest.skip(f"no lm-eval 0.4.5 venv at {LMEVAL045_PYTHON.parent.parent} (`make lmeval045` builds it)")
+def _theirs(folder: Path, ours: dict[bool, dict]) -> dict[bool, dict]:
+    """lm-eval 0.4.5's requests (and log-likelihoods) for every run of RUNS, with the chat template and without
+    (the keys of `ours`), from ONE subprocess: its start and task index are paid once."""
     runs = [
         {
-            "key": key,
+            "key": f"{key}/{chat}",
             "task": task,
-            "overrides": ours[key]["overrides"],
+            "overrides": ours[chat][key]["overrides"],
             "shots": shots,
             "limit": limit,
             "chat": chat,
             "system_instruction": system,
-            "loglikelihoods": want_lls,
+            "loglikelihoods": want_lls and chat,
         }
+        for chat in ours
         for key, task, shots, limit, system, want_lls in RUNS
     ]
     done = subprocess.run(
@@ -172,14 +173,23 @@ def _theirs(folder: Path, ours: dict, chat: bool) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     theirs = json.loads(done.stdout)
     assert theirs["version"] == "0.4.5"
-    return theirs["runs"]
+    return {chat: {key: theirs["runs"][f"{key}/{chat}"] for key, *_ in RUNS} for chat in ours}
 
 
 @pytest.fixture(scope="module")
-def chat_runs(chat_model):
+def both_runs(chat_model):
+    """{chat: (ours, theirs)} for chat True and False."""
+    if not LMEVAL045_PYTHON.exists():
+        pytest.skip(f"no lm-eval 0.4.5 venv at {LMEVAL045_PYTHON.parent.parent} (`make lmeval045` builds it)")
     folder, model, tok = chat_model
-    ours = _ours(model, tok, chat=True)
-    return ours, _theirs(folder, ours, chat=True)
+    ours = {True: _ours(model, tok, chat=True), False: _ours(model, tok, chat=False)}
+    theirs = _theirs(folder, ours)
+    return {chat: (ours[chat], theirs[chat]) for chat in ours}
+
+
+@pytest.fixture(scope="module")
+def chat_runs(both_runs):
+    return both_runs[True]
 
 
 def test_chat_requests_are_lm_eval_045s_byte_for_byte(chat_runs):
@@ -211,10 +221,8 @@ def test_loglikelihoods_equal_lm_eval_045_hflm(chat_runs):
     assert n >= 40
 
 
-def test_plain_requests_stay_identical(chat_model):
-    folder, model, tok = chat_model
-    ours = _ours(model, tok, chat=False)
-    theirs = _theirs(folder, ours, chat=False)
+def test_plain_requests_stay_identical(both_runs):
+    ours, theirs = both_runs[False]
     for key, *_ in RUNS:
         assert [row[:3] for row in ours[key]["rows"]] == [row[:3] for row in theirs[key]], key
 
