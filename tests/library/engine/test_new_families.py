@@ -25,7 +25,7 @@ from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing, scoring_
 from dormant_tasks.errors import ScoringError
 from dormant_tasks.tracking.calibration import DEMO_CORPUS
 from tests.builders.families import NEW_FAMILIES, SHORT_WINDOW, make_model
-from tests.builders.oracle import assert_scores_close, oracle_dynamic, oracle_run
+from tests.builders.oracle import RTOL_BF16, assert_scores_close, oracle_dynamic, oracle_run
 
 LENGTHS = (20, 12, 16)  # one right-padded batch: every input longer than SHORT_WINDOW, all of different lengths
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -112,6 +112,19 @@ def test_every_function_and_the_logits_match_the_oracle_in_a_padded_batch(
         assert_scores_close(dict(zip(result.score_fns, result.scores[i])), want[i].scores, rtol=1e-4)
         # the windowed layers' output is the model's: logits at real positions equal eager on the input alone
         torch.testing.assert_close(result.logits[i, : len(r)], want[i].logits, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("path", [_path(p) for p in PATHS])
+@pytest.mark.parametrize("kind", ["olmo3", "smollm3"])
+def test_bf16_windowed_layers_match_the_oracle(kind, path, tiny_tokenizer, rows, torch_device):
+    """A bfloat16 model (the window's additive mask in the model's dtype on CPU) against the oracle on that same
+    model, at the bfloat16 tolerance of tests/builders/oracle.py."""
+    model = make_model(kind, tiny_tokenizer, device=torch_device, dtype=torch.bfloat16)
+    ids, mask = padded(rows, torch_device)
+    result = scoring_pass(model, ids, mask, DETERMINISTIC_IDS, **PATHS[path])
+    for i, r in enumerate(rows):
+        want = oracle_run(model, torch.tensor(r, device=torch_device)).scores
+        assert_scores_close(dict(zip(result.score_fns, result.scores[i])), want, rtol=RTOL_BF16)
 
 
 @pytest.mark.parametrize("path", [_path(p) for p in PATHS])
