@@ -123,7 +123,7 @@ def text_model(model, where: str):
     text = config.get_text_config()
     if text is config:
         return model
-    causal = MODEL_FOR_CAUSAL_LM_MAPPING[type(text)] if type(text) in MODEL_FOR_CAUSAL_LM_MAPPING else None
+    causal: Any = MODEL_FOR_CAUSAL_LM_MAPPING[type(text)] if type(text) in MODEL_FOR_CAUSAL_LM_MAPPING else None
     decoder, head = model.get_decoder(), model.get_output_embeddings()
     if causal is not None and decoder is not None and head is not None:
         with torch.device("meta"):  # built empty, then given the loaded modules
