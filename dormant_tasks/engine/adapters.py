@@ -9,10 +9,18 @@ output projection W_O (fhon's Gram matrices) and how its weight is stored; the a
 value source for the docs and the oracle tests. A family not in `FAMILIES` is refused in one line: a model the
 engine was never checked against must not be scored as if it were one it knows.
 
-Attention features: causal softmax attention with any scaling and grouped KV heads is what the engine computes.
-A sliding window is exact as long as an input is no longer than the window (checked per pass in
-`engine.attention`); logit soft-capping and attention sinks are refused, here from the config and there again
+Attention features: causal softmax attention with any scaling (Gemma's query_pre_attn_scalar arrives as the
+layer's `scaling`), grouped KV heads and sliding windows is what the engine computes. Steps inside the layer
+before attention need nothing here either, since the engine receives their result: per-head or whole-width
+q/k RMS norms (OLMo-2/3, OLMoE, Qwen3, Gemma-3), layers without rotary positions (SmolLM3's `no_rope_layers`).
+A sliding window is the one the layer passes (`sliding_window`, per layer: OLMo-3, Gemma-2/3, SmolLM3 and Qwen3
+set it on their "sliding_attention" layers of `config.layer_types`, Mistral on every layer), applied exactly by
+`engine.attention`. Logit soft-capping and attention sinks are refused, here from the config and there again
 from the arguments the layer passes.
+
+Mixture of experts (OLMoE): the experts and their router are the MLP of each layer, after attention; the engine
+scores attention heads only, and a head's scores depend on the router only through the residual stream that
+earlier layers' experts wrote (layer 0's scores not at all), exactly as they depend on a dense MLP.
 """
 
 from __future__ import annotations
@@ -69,6 +77,11 @@ FAMILIES: dict[str, FamilyAdapter] = {
     "qwen2": FamilyAdapter("Qwen2", "o_proj", _SEPARATE),
     "mistral": FamilyAdapter("Mistral", "o_proj", _SEPARATE),
     "gemma2": FamilyAdapter("Gemma-2", "o_proj", _SEPARATE),
+    "olmo3": FamilyAdapter("OLMo-3", "o_proj", _SEPARATE),
+    "olmoe": FamilyAdapter("OLMoE", "o_proj", _SEPARATE + ", clipped to +-clip_qkv when set"),
+    "qwen3": FamilyAdapter("Qwen3", "o_proj", _SEPARATE),
+    "gemma3_text": FamilyAdapter("Gemma-3", "o_proj", _SEPARATE),  # Gemma3ForCausalLM and the multimodal model's text
+    "smollm3": FamilyAdapter("SmolLM3", "o_proj", _SEPARATE),
     "gpt_neox": FamilyAdapter(
         "GPT-NeoX (Pythia)", "dense", "fused query_key_value, the last third of each head's slice"
     ),
@@ -89,6 +102,11 @@ def unsupported_feature(config) -> str | None:
         return "cross-attention (add_cross_attention=True)"
     if getattr(config, "use_bidirectional_attention", False):
         return "bidirectional attention (use_bidirectional_attention=True)"
+    window = getattr(config, "sliding_window", None)
+    if getattr(config, "model_type", None) == "olmoe" and window is not None:
+        # OlmoeModel builds a plain causal mask but its layers pass config.sliding_window on: sdpa and eager
+        # attend to everything, flash attention to the window, so "the layer's attention" has no one meaning
+        return f"a sliding window that only some attention implementations apply (OLMoE with sliding_window={window})"
     return None
 
 

@@ -23,19 +23,30 @@ How each layer computes its scores, never holding more than this layer's tensors
   matrix G_h = W_O[h]^T W_O[h], computed once per layer per session.
 All per-position quantities are float32, per-input means float64, whatever the model dtype.
 
+Sliding windows: a layer that passes `sliding_window=W` (its own argument, per layer, not the config) on an
+input longer than W attends as transformers masks it: query i sees keys i - W < j <= i (`window_keys`, from
+`sliding_window_overlay` AND `causal_mask_function` in transformers/masking_utils.py; flash attention's
+window_size=(W - 1, ...) is the same rule). Every path applies it: on torch's kernels a block of queries at a
+time over the keys its window reaches (`_windowed_attention`: the CPU fused kernel with an additive mask, which
+still returns the lse; sdpa with a boolean mask elsewhere), the query-block rows mask the same keys, and the
+Triton kernel masks them and skips key blocks wholly outside. A full layer, or a window no shorter than the
+input, keeps the full causal path unchanged. The scores follow that attention: a query past the window from
+token 0 has A_i0 = 0 exactly, and awft stays the mean over all real queries (zeros included); entropy is over
+the keys the query sees; the value scores (ftvvn, avvn) read values, which no window changes.
+
 Zeroing (docs/SCORES.md §6) happens here too, after the layer has computed its scores from its pre-zeroing output:
 `DynamicZeroing(score_fn, tau)` zeroes, per input, the heads that `score_functions.is_inactive` marks;
 `StaticZeroing(heads)` zeroes a fixed set of (layer, head) pairs for every input. The zeroed
 (input, layer, head) mask is recorded either way.
 
-Attention this function does not compute is refused in one line, never ignored: logit soft-capping, attention
-sinks, and a sliding window over an input longer than the window (shorter inputs see every earlier token
-anyway, so their scores are exact). The model's family (`engine.adapters`) says where W_O is.
+Attention this function does not compute is refused in one line, never ignored: logit soft-capping and
+attention sinks. The model's family (`engine.adapters`) says where W_O is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,7 +62,7 @@ ATTENTION_NAME = "dormant_scoring"
 LN_OF = {f"{raw}_ln": raw for raw in ("awft", "aeqd", "ftvvn", "avvn", "ahon", "fhon")}
 DEFAULT_BLOCK = 256  # queries per block on the query-block path (devices without the CPU lse kernel)
 KERNELS = ("auto", "triton", "torch")  # ScoringSession.kernel
-_FUSED_CPU = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+_FUSED_CPU: Any = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)  # None: older torch
 
 
 @dataclass(frozen=True)
@@ -109,32 +120,53 @@ def _repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
 
 
-def _first_weight(q32, k32, scaling, lse):
-    """A_i0 = exp(z_i0 - lse_i): [batch, head, seq]."""
+def _first_weight(q32, k32, scaling, lse, window: int | None = None):
+    """A_i0 = exp(z_i0 - lse_i): [batch, head, seq]; exactly 0 for a query that the window keeps from token 0."""
     first_logit = scaling * (q32 * k32[:, :, :1]).sum(-1)  # [batch, head, seq]
-    return torch.exp(first_logit - lse)
+    first = torch.exp(first_logit - lse)
+    if window is not None:
+        first[:, :, window:] = 0.0  # i - 0 >= window: key 0 is outside query i's window
+    return first
 
 
-def _entropy_and_first_weight_fused(q32, k32, scaling):
+def _entropy_and_first_weight_fused(q32, k32, scaling, window: int | None = None):
     """Per-query entropy and A_i0 from the log-sum-exp and a fused attention whose values are the keys."""
-    k_mean, lse = _FUSED_CPU(q32, k32, k32, 0.0, True, scale=scaling)  # [batch, head, seq, d], [batch, head, seq]
+    if window is None:
+        k_mean, lse = _FUSED_CPU(q32, k32, k32, 0.0, True, scale=scaling)  # [batch, head, seq, d], [b, h, seq]
+    else:
+        k_mean, lse = _windowed_attention(q32, k32, k32, scaling, window)  # the same, over each query's window
     entropy = lse - scaling * (q32 * k_mean).sum(-1)  # [batch, head, seq]
-    return entropy, _first_weight(q32, k32, scaling, lse)
+    return entropy, _first_weight(q32, k32, scaling, lse, window)
 
 
-def _entropy_and_first_weight_blocks(q32, k32, scaling, block_size):
-    """The same two quantities from explicit float32 softmax rows, `block_size` queries at a time."""
+def window_keys(start: int, stop: int, window: int | None, device) -> tuple[int, torch.Tensor]:
+    """(first key, seen [stop - start, stop - first key] bool) for queries start .. stop - 1: the keys a query i
+    sees are j <= i with i - j < window (transformers' `sliding_window_overlay`, kv_idx > q_idx - sliding_window,
+    AND `causal_mask_function`, kv_idx <= q_idx: `window` keys, the query's own included), or every j <= i
+    without a window. Keys before the first key are outside every one of these queries' windows."""
+    lo = 0 if window is None else max(0, start - window + 1)
+    rows = torch.arange(start, stop, device=device)[:, None]  # [block, 1] query positions
+    cols = torch.arange(lo, stop, device=device)  # [key] key positions
+    seen = cols <= rows  # [block, key]
+    if window is not None:
+        seen &= rows - cols < window
+    return lo, seen
+
+
+def _entropy_and_first_weight_blocks(q32, k32, scaling, block_size, window: int | None = None):
+    """The same two quantities from explicit float32 softmax rows, `block_size` queries at a time, each block
+    over the keys its window reaches ([batch, head, block, block + window - 1] at most with a window)."""
     seq = q32.shape[2]
     entropy = torch.empty(q32.shape[:3], dtype=torch.float32, device=q32.device)  # [batch, head, seq]
     first = torch.empty_like(entropy)  # [batch, head, seq]
     for start in range(0, seq, block_size):
         stop = min(start + block_size, seq)
-        logits = scaling * q32[:, :, start:stop] @ k32[:, :, :stop].transpose(-1, -2)  # [batch, head, block, key]
-        future = torch.arange(stop, device=q32.device) > torch.arange(start, stop, device=q32.device)[:, None]
-        log_a = torch.log_softmax(logits.masked_fill(future, float("-inf")), dim=-1)  # [batch, head, block, key]
+        lo, seen = window_keys(start, stop, window, q32.device)  # [block, key]
+        logits = scaling * q32[:, :, start:stop] @ k32[:, :, lo:stop].transpose(-1, -2)  # [batch, head, block, key]
+        log_a = torch.log_softmax(logits.masked_fill(~seen, float("-inf")), dim=-1)  # [batch, head, block, key]
         a = log_a.exp()  # [batch, head, block, key]
-        entropy[:, :, start:stop] = -(a * log_a.masked_fill(future, 0.0)).sum(-1)  # 0 ln 0 = 0
-        first[:, :, start:stop] = a[..., 0]
+        entropy[:, :, start:stop] = -(a * log_a.masked_fill(~seen, 0.0)).sum(-1)  # 0 ln 0 = 0
+        first[:, :, start:stop] = a[..., 0] if lo == 0 else 0.0  # key 0 outside the window: A_i0 = 0 exactly
     return entropy, first
 
 
@@ -149,11 +181,20 @@ def _layer_ratio(x: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
 
 
 def layer_scores(
-    module, query, key, value, attn_output, scaling, session: ScoringSession, lse: torch.Tensor | None = None
+    module,
+    query,
+    key,
+    value,
+    attn_output,
+    scaling,
+    session: ScoringSession,
+    lse: torch.Tensor | None = None,
+    window: int | None = None,
 ) -> dict[str, torch.Tensor]:
     """Every needed score of this layer, each [batch, head] float64, from the pre-zeroing output. `lse`
     [batch, head, seq]: the output's float32 log-sum-exp when the fused CPU kernel computed it from float32
-    queries and keys; then the first-token weight needs no second attention call unless entropy is needed."""
+    queries and keys; then the first-token weight needs no second attention call unless entropy is needed.
+    `window`: the layer's sliding window where the input is longer than it (None: full causal attention)."""
     needed = session.needed()
     batch, n_heads, seq, _ = query.shape
     lengths = session.lengths.to(query.device)  # [batch]
@@ -167,12 +208,13 @@ def layer_scores(
         k32 = _repeat_kv(key.float(), n_rep)  # [batch, head, seq, d]
         fused = session.query_block is None and query.device.type == "cpu" and _FUSED_CPU is not None
         if fused and lse is not None and not needed & {"aeqd", "aeqd_ln"}:
-            first = _first_weight(q32, k32, scaling, lse)  # [batch, head, seq]
+            first = _first_weight(q32, k32, scaling, lse, window)  # [batch, head, seq]
             entropy = None
         elif fused:
-            entropy, first = _entropy_and_first_weight_fused(q32, k32, scaling)
+            entropy, first = _entropy_and_first_weight_fused(q32, k32, scaling, window)
         else:
-            entropy, first = _entropy_and_first_weight_blocks(q32, k32, scaling, session.query_block or DEFAULT_BLOCK)
+            block = session.query_block or DEFAULT_BLOCK
+            entropy, first = _entropy_and_first_weight_blocks(q32, k32, scaling, block, window)
         if entropy is not None:
             # Query 0 sees only itself: entropy exactly 0, whatever the rounding of lse - z.
             entropy = entropy.clamp_min(0.0)  # [batch, head, seq]
@@ -236,10 +278,11 @@ def _final_scores(raw: dict, needed: set[str], session: ScoringSession, layer: i
 
 
 def triton_layer_scores(
-    module, query, key, value, scaling, session: ScoringSession
+    module, query, key, value, scaling, session: ScoringSession, window: int | None = None
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """(attn_output [batch, seq, head, d], every needed score [batch, head] float64) from one Triton kernel that
-    returns the output with its per-query statistics (engine/triton_attention.py), then one masked mean of them."""
+    returns the output with its per-query statistics (engine/triton_attention.py), then one masked mean of them.
+    `window`: the layer's sliding window (None: full causal attention)."""
     needed = session.needed()
     batch, n_heads, seq, _ = query.shape
     lengths = session.lengths.to(query.device)  # [batch]
@@ -249,7 +292,7 @@ def triton_layer_scores(
     norm = bool(needed & {"ahon", "ahon_ln", "lthon", "lthon_ln", "lthon_hn"})
     gram = _layer_gram(module, session, n_heads) if needed & {"fhon", "fhon_ln"} else None
     out, stats = tri.attention_with_stats(
-        query, key, value, scaling, entropy=entropy, first_weight=first, norm=norm, gram=gram
+        query, key, value, scaling, entropy=entropy, first_weight=first, norm=norm, gram=gram, window=window
     )  # [batch, seq, head, d], [batch, head, 4, seq]
     means = (stats.double() * valid[:, None, None, :]).sum(-1) / lengths[:, None, None]  # [batch, head, 4]
     raw: dict[str, torch.Tensor] = {}
@@ -294,16 +337,22 @@ def _zero_mask(session: ScoringSession, layer: int, scores: dict[str, torch.Tens
     return mask
 
 
-def _refuse_unimplemented(module, seq: int, kwargs) -> None:
-    """ScoringError (one line) when the layer asks for attention the engine does not compute. A sliding window
-    changes nothing while every query sees the whole input (seq <= window), so only longer inputs are refused."""
-    name = type(module).__name__
+def _layer_window(module, seq: int, kwargs) -> int | None:
+    """The sliding window this layer applies to an input of `seq` positions, or None where every query sees all
+    earlier tokens anyway (no window, or seq <= window: the full causal path, unchanged). The layer's own
+    `sliding_window` argument decides, as it does in transformers' flash attention; its mask (built from the
+    config) applies the same window on the eager and sdpa paths."""
     window = kwargs.get("sliding_window")
-    if window is not None and seq > window:
-        raise ScoringError(
-            f"{name} uses sliding-window attention ({window} tokens), which the score engine implements only for "
-            f"inputs of at most {window} tokens; this batch has {seq}: pass --max-tokens {window}"
-        )
+    if window is None:
+        return None
+    if int(window) < 1:
+        raise ScoringError(f"{type(module).__name__} passes sliding_window={window}; a window must be at least 1 token")
+    return int(window) if seq > int(window) else None
+
+
+def _refuse_unimplemented(module, kwargs) -> None:
+    """ScoringError (one line) when the layer asks for attention the engine does not compute."""
+    name = type(module).__name__
     if kwargs.get("softcap") is not None:
         raise ScoringError(f"{name} uses attention logit soft-capping, which the score engine does not implement")
     if kwargs.get("s_aux") is not None:
@@ -321,14 +370,15 @@ def scoring_attention(module, query, key, value, attention_mask, scaling, dropou
             f"the {ATTENTION_NAME!r} attention ran outside dormant_tasks.engine.scoring.scoring_pass; "
             "call scoring_pass/score_texts instead of the model directly"
         )
-    _refuse_unimplemented(module, int(session.lengths.max()), kwargs)
+    _refuse_unimplemented(module, kwargs)
     if query.shape[2] != key.shape[2]:
         raise ScoringError("the score engine scores whole inputs in one pass; call the model without a KV cache")
+    window = _layer_window(module, query.shape[2], kwargs)
     if _use_triton(session, query):
-        out, scores = triton_layer_scores(module, query, key, value, scaling, session)  # out [batch, seq, head, d]
+        out, scores = triton_layer_scores(module, query, key, value, scaling, session, window)  # [b, s, h, d]
     else:
-        attn_output = _torch_attention(query, key, value, scaling)
-        scores = layer_scores(module, query, key, value, attn_output[0], scaling, session, attn_output[1])
+        attn_output = _torch_attention(query, key, value, scaling, window, session.query_block or DEFAULT_BLOCK)
+        scores = layer_scores(module, query, key, value, attn_output[0], scaling, session, attn_output[1], window)
         out = attn_output[0].transpose(1, 2)  # [batch, seq, head, d]
     layer = module.layer_idx
     batch, n_heads = query.shape[:2]
@@ -344,18 +394,51 @@ def scoring_attention(module, query, key, value, attention_mask, scaling, dropou
     return out.contiguous(), None  # [batch, seq, head, d]
 
 
-def _torch_attention(query, key, value, scaling) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _torch_attention(
+    query, key, value, scaling, window: int | None = None, block_size: int = DEFAULT_BLOCK
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(attn_output [batch, head, seq, d], its float32 log-sum-exp [batch, head, seq] or None) from torch's fused
-    kernels, K/V repeated per query head."""
+    kernels, K/V repeated per query head; with a `window`, a query block at a time over the window's keys."""
     n_rep = query.shape[1] // key.shape[1]
     k = _repeat_kv(key, n_rep)  # [batch, head, seq, d]
     v = _repeat_kv(value, n_rep)  # [batch, head, seq, d]
+    if window is not None:
+        attn_output, lse = _windowed_attention(query, k, v, scaling, window, block_size)
+        return attn_output, lse if query.dtype == torch.float32 else None
     if query.device.type == "cpu" and _FUSED_CPU is not None:
         attn_output, lse = _FUSED_CPU(query, k, v, 0.0, True, scale=scaling)  # [batch, head, seq, d], [b, h, seq]
         # scores are float32 whatever the model dtype: a lower-precision lse came from lower-precision q, k
         return attn_output, lse if query.dtype == torch.float32 else None
     attn_output = torch.nn.functional.scaled_dot_product_attention(query, k, v, is_causal=True, scale=scaling)
     return attn_output, None
+
+
+def _windowed_attention(
+    q, k, v, scaling, window: int, block_size: int = DEFAULT_BLOCK
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Sliding-window causal attention, q, k, v [batch, head, seq, d] (K/V already per query head):
+    (out [batch, head, seq, d], log-sum-exp [batch, head, seq] float32 on CPU, else None). Neither fused kernel
+    takes a window, so each block of `block_size` queries attends to the keys its window reaches
+    (`window_keys`) under a mask [block, block + window - 1] at most: never the seq x seq matrix, and the work
+    grows with seq x (window + block), not seq^2. On CPU the fused kernel takes the mask as an additive one (0 or
+    -inf in the queries' dtype) and returns the log-sum-exp; elsewhere sdpa takes it as a boolean mask."""
+    seq = q.shape[2]
+    out = torch.empty_like(q)  # [batch, head, seq, d]
+    cpu = q.device.type == "cpu" and _FUSED_CPU is not None
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device) if cpu else None  # [batch, head, seq]
+    for start in range(0, seq, block_size):
+        stop = min(start + block_size, seq)
+        lo, seen = window_keys(start, stop, window, q.device)  # [block, key]
+        qb, kb, vb = q[:, :, start:stop], k[:, :, lo:stop], v[:, :, lo:stop]
+        if cpu:
+            bias = torch.zeros(seen.shape, dtype=q.dtype, device=q.device).masked_fill(~seen, float("-inf"))
+            out[:, :, start:stop], block_lse = _FUSED_CPU(qb, kb, vb, 0.0, False, attn_mask=bias, scale=scaling)
+            lse[:, :, start:stop] = block_lse  # type: ignore[index]  # allocated above on CPU
+        else:
+            out[:, :, start:stop] = torch.nn.functional.scaled_dot_product_attention(
+                qb, kb, vb, attn_mask=seen, scale=scaling
+            )
+    return out, lse
 
 
 def random_baseline(seed: int, input_indices, n_layers: int, n_heads: int) -> np.ndarray:

@@ -11,6 +11,9 @@ t_i = sum_j exp(z_ij - m_i) (z_ij - m_i), all rescaled when m_i grows:
 - STAT_FIRST: A_i0 = exp(z_i0 - m_i - ln l_i);
 - STAT_NORM: ||o_i|| of the output as stored (what the output projection receives);
 - STAT_FULL_NORM: ||o_i W_O[h]^T|| = sqrt(o_i G_h o_i^T) from the head's Gram matrix G_h = W_O[h]^T W_O[h].
+Sliding window (`window`, WINDOWED): query i sees keys i - window < j <= i (transformers' `sliding_window_overlay`
+AND `causal_mask_function`); the key loop starts at the first block that holds a key of the query block's first
+window, and STAT_FIRST is exactly 0 for i >= window (key 0 is outside the window, its block maybe never read).
 GQA: query head h reads KV head h // (heads / kv_heads) through its strides, never a repeated copy. Right padding
 needs nothing here: causal queries never see later (padding) keys; the means over real queries are taken by the
 caller. Rows of `stats` not asked for are left unset.
@@ -67,6 +70,7 @@ if triton is not None:
         n_heads,
         n_rep,
         scale,
+        window,
         sq_b,
         sq_h,
         sq_s,
@@ -97,6 +101,7 @@ if triton is not None:
         FULL_NORM: tl.constexpr,
         IEEE: tl.constexpr,
         UPCAST: tl.constexpr,
+        WINDOWED: tl.constexpr,
     ):
         block = tl.program_id(0)
         bh = tl.program_id(1)
@@ -115,14 +120,18 @@ if triton is not None:
         if UPCAST:
             q = q.to(tl.float32)
         # A finite start for the running maximum: the first block's rescale factor is then exp(-huge) = 0, never
-        # the NaN of (-inf) * 0; column 0 is a real key of every row, so m is a real logit after the first block.
+        # the NaN of (-inf) * 0. A row that sees no key of a block (only with a window) keeps m = -1e30 and adds
+        # exp(-inf) = 0 everywhere; every row sees its own key, so m is a real logit by its diagonal block.
         m = tl.full([BLOCK_M], -1.0e30, tl.float32)  # [M] running max of z
         l_sum = tl.zeros([BLOCK_M], tl.float32)  # [M] sum_j exp(z_ij - m_i)
         t_sum = tl.zeros([BLOCK_M], tl.float32)  # [M] sum_j exp(z_ij - m_i) (z_ij - m_i)
         z0 = tl.zeros([BLOCK_M], tl.float32)  # [M] z_i0
         acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)  # [M, D] sum_j exp(z_ij - m_i) v_j
         stop = tl.minimum(seq, (block + 1) * BLOCK_M)  # causal: no key past the block's last query
-        for start in range(0, stop, BLOCK_N):
+        lo = 0
+        if WINDOWED:  # key blocks wholly before the first query's window are skipped (row i sees j > i - window)
+            lo = tl.maximum(block * BLOCK_M - window + 1, 0) // BLOCK_N * BLOCK_N
+        for start in range(lo, stop, BLOCK_N):
             cols = start + tl.arange(0, BLOCK_N)  # [N] key positions
             col_ok = cols < seq
             k_t = tl.load(
@@ -137,6 +146,8 @@ if triton is not None:
             else:  # 16-bit inputs: their products are exact in the float32 accumulator
                 z = tl.dot(q, k_t) * scale  # [M, N]
             seen = (cols[None, :] <= rows[:, None]) & col_ok[None, :]  # [M, N]
+            if WINDOWED:  # (rows past the input keep every key: never stored, and never a sum of nothing)
+                seen = seen & ((rows[:, None] - cols[None, :] < window) | ~row_ok[:, None])
             z = tl.where(seen, z, float("-inf"))
             if FIRST:
                 z0 += tl.sum(tl.where(cols[None, :] == 0, z, 0.0), 1)
@@ -179,7 +190,10 @@ if triton is not None:
             entropy = tl.maximum(log_l - t_sum / l_sum, 0.0)  # [M]
             tl.store(st + 0 * st_k, tl.where(rows == 0, 0.0, entropy), mask=row_ok)
         if FIRST:
-            tl.store(st + 1 * st_k, tl.exp(z0 - m - log_l), mask=row_ok)
+            first = tl.exp(z0 - m - log_l)  # [M]
+            if WINDOWED:  # key 0 outside the window (its block may not even have been read): exactly 0
+                first = tl.where(rows < window, first, 0.0)
+            tl.store(st + 1 * st_k, first, mask=row_ok)
         o32 = out.to(tl.float32)  # [M, D] the output as the next layer reads it
         if NORM:
             tl.store(st + 2 * st_k, tl.sqrt(tl.sum(o32 * o32, 1)), mask=row_ok)
@@ -216,8 +230,10 @@ def attention_with_stats(
     norm: bool = False,
     gram: torch.Tensor | None = None,
     blocks: tuple[int, int] | None = None,
+    window: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Causal attention of query [batch, head, seq, d] over key, value [batch, kv_head, seq, d].
+    """Causal attention of query [batch, head, seq, d] over key, value [batch, kv_head, seq, d]; with `window`,
+    sliding-window causal attention (query i sees keys i - window < j <= i).
 
     Returns (out [batch, seq, head, d] in the query's dtype, stats [batch, head, 4, seq] float32) with the rows
     STAT_ENTROPY, STAT_FIRST, STAT_NORM asked for and STAT_FULL_NORM when `gram` ([head, d, d] float32) is given.
@@ -244,6 +260,7 @@ def attention_with_stats(
         n_heads,
         n_heads // n_kv,
         float(scaling),
+        int(window or 0),  # never read without WINDOWED
         *query.stride(),
         *key.stride(),
         *value.stride(),
@@ -264,6 +281,7 @@ def attention_with_stats(
         # Triton 3.9's interpreter multiplies bfloat16 dot operands as their raw 16-bit patterns: it gets them
         # in float32, which holds every bfloat16 value and product exactly (the GPU accumulates in float32 too).
         UPCAST=INTERPRETED and query.dtype == torch.bfloat16,
+        WINDOWED=window is not None,
     )
     return out, stats
 

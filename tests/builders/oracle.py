@@ -1,14 +1,16 @@
 """Brute-force oracle of the docs/SCORES.md §2 score functions and of docs/SCORES.md §6 dynamic zeroing, for ONE unpadded input.
 
-Independent of the engine's tricks: eager attention with `output_attentions=True` gives every A[h] in full,
+Independent of the engine's tricks: eager attention with `output_attentions=True` gives every A[h] in full (with
+the model's own masks: a sliding layer's A[h] is 0 outside its window, as transformers builds it),
 a forward hook on the value projection gives the value vectors, a forward pre-hook on the output projection
 gives (and, for interventions, zeroes) the head outputs o[h,i]; each definition is then evaluated literally in
 float64, head by head, with the full projection o W_O[h]^T for fhon (no Gram matrix).
 
 Where those projections are is written out here per family, apart from the engine's adapters
 (dormant_tasks/engine/adapters.py), which never see the value projection at all:
-- separate q/k/v (OLMo-2, OLMo-1, Llama, Qwen2, Mistral, Gemma-2): `v_proj` output, clamped to +-clip_qkv
-  where the config sets it (OLMo-1 clips q, k and v before attention), and `o_proj`;
+- separate q/k/v (OLMo-2, OLMo-1, Llama, Qwen2, Mistral, Gemma-2, OLMo-3, OLMoE, Qwen3, Gemma-3, SmolLM3):
+  `v_proj` output, clamped to +-clip_qkv where the config sets it (OLMo-1 and OLMoE clip q, k and v before
+  attention), and `o_proj`; a multimodal model's (Gemma-3's) layers are those of its `language_model`;
 - GPT-NeoX: the fused `query_key_value` output, laid out [seq, head, (q, k, v) x d_head], and `dense`;
 - GPT-2: the fused Conv1D `c_attn` output, laid out [seq, (q, k, v) x width], and the Conv1D `c_proj`, whose
   weight is stored [in, out] (W_O is its transpose).
@@ -67,12 +69,13 @@ def _attention_modules(model) -> list:
         return [layer.attention for layer in model.gpt_neox.layers]
     if model.config.model_type == "gpt2":
         return [block.attn for block in model.transformer.h]
-    return [layer.self_attn for layer in model.model.layers]
+    text = getattr(model.model, "language_model", model.model)  # a multimodal model's text decoder (Gemma-3)
+    return [layer.self_attn for layer in text.layers]
 
 
 def _value_site(model, attn):
     """(module whose output holds the values, output [seq, out] -> values [seq, kv_head, d])."""
-    config = model.config
+    config = model.config.get_text_config()
     n_heads = config.num_attention_heads
     n_kv = getattr(config, "num_key_value_heads", None) or n_heads
     if config.model_type == "gpt_neox":
@@ -98,7 +101,7 @@ def oracle_run(model, input_ids, zero: dict[int, set[int]] | None = None) -> Ora
     """All 15 deterministic scores of one input; heads in `zero` ({layer: {head}}) are zeroed before o_proj."""
     zero = zero or {}
     config = model.config
-    n_heads = config.num_attention_heads
+    n_heads = config.get_text_config().num_attention_heads
     layers = _attention_modules(model)
     values, o_inputs, o_zeroed, hooks = {}, {}, {}, []
 
@@ -155,9 +158,10 @@ def oracle_dynamic(model, input_ids, score_fn: str, tau: float):
     Returns (scores {fn: [layer, head]} from each layer's deciding run, zeroed bool [layer, head], logits [seq, vocab]).
     """
     direction = get_score_function(score_fn).direction
-    n_layers = model.config.num_hidden_layers
+    text = model.config.get_text_config()
+    n_layers, n_heads = text.num_hidden_layers, text.num_attention_heads
     zero: dict[int, set[int]] = {}
-    scores = {fn: np.zeros((n_layers, model.config.num_attention_heads)) for fn in DETERMINISTIC_IDS}
+    scores = {fn: np.zeros((n_layers, n_heads)) for fn in DETERMINISTIC_IDS}
     for layer in range(n_layers):
         run = oracle_run(model, input_ids, zero)
         for fn in DETERMINISTIC_IDS:
@@ -165,7 +169,7 @@ def oracle_dynamic(model, input_ids, score_fn: str, tau: float):
         s = run.scores[score_fn][layer]
         zero[layer] = {h for h in range(len(s)) if (s[h] > tau if direction == ">" else s[h] < tau)}
     final = oracle_run(model, input_ids, zero)
-    zeroed = np.zeros((n_layers, model.config.num_attention_heads), dtype=bool)
+    zeroed = np.zeros((n_layers, n_heads), dtype=bool)
     for layer, heads in zero.items():
         zeroed[layer, list(heads)] = True
     return scores, zeroed, final.logits

@@ -4,8 +4,9 @@ Tiny random models, a larger init scale than the default so attention is far fro
 - GPT-NeoX (Pythia): fused query_key_value, partial rotary (a quarter of d_head), parallel residual, `dense`;
 - OLMo-1: separate projections with q/k/v clipping set low enough to clip (the engine must see clipped values);
 - GPT-2: Conv1D c_attn / c_proj ([in, out] weights), absolute positions, attention scaled by 1 / layer;
-- Mistral and Gemma-2 with a sliding window longer than the input (exact there) and Gemma-2 without soft-capping.
-Refusals (one line each): soft-capping, a sliding window shorter than the input, an unknown family.
+- Mistral and Gemma-2 with a sliding window longer than the input, and Gemma-2 without soft-capping (windows
+  shorter than the input, and the newer families: test_new_families.py).
+Refusals (one line each): soft-capping, an unknown family, cross-attention.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
 from dormant_tasks.engine.scoring import DynamicZeroing, score_texts, scoring_pass
 from dormant_tasks.errors import ScoringError
 from dormant_tasks.tracking.calibration import DEMO_CORPUS
-from tests.builders.families import WINDOW, make_model
+from tests.builders.families import NEW_FAMILIES, WINDOW, make_model
 from tests.builders.oracle import assert_scores_close, oracle_dynamic, oracle_run
 
 FAMILY_KINDS = ["gpt_neox", "olmo", "gpt2", "mistral", "gemma2"]
@@ -98,7 +99,8 @@ def test_logits_equal_the_plain_forward(tiny_tokenizer, texts):
 
 
 def test_every_registered_family_has_a_tested_builder():
-    assert set(FAMILIES) == set(FAMILY_KINDS) | {"olmo2", "llama", "qwen2"}  # the last three: test_scoring.py
+    newer = set(NEW_FAMILIES) - {"gemma3"}  # test_new_families.py; the multimodal Gemma-3's text model is gemma3_text
+    assert set(FAMILIES) == set(FAMILY_KINDS) | {"olmo2", "llama", "qwen2"} | newer  # olmo2 ...: test_scoring.py
 
 
 def one_line_refusal(excinfo, *words):
@@ -117,17 +119,16 @@ def test_soft_capping_is_refused_in_one_line(tiny_tokenizer):
 
 
 @pytest.mark.parametrize("kind", ["mistral", "gemma2"])
-def test_input_longer_than_the_sliding_window_is_refused_in_one_line(kind, tiny_tokenizer, texts):
+def test_padding_past_the_window_changes_no_score(kind, tiny_tokenizer, texts):
+    """The window the engine applies is the layer's, compared with the batch's padded length: a batch padded past
+    the window runs the windowed path (exact: test_new_families.py), and its short input's scores are unchanged."""
     model = make_model(kind, tiny_tokenizer)
     ids = ids_of(tiny_tokenizer, " ".join(texts), limit=WINDOW + 1)
     assert ids.shape[1] == WINDOW + 1
-    with pytest.raises(ScoringError) as excinfo:
-        scoring_pass(model, ids)
-    one_line_refusal(excinfo, "sliding-window", f"{WINDOW} tokens", f"--max-tokens {WINDOW}")
-    # padding past the window is not the input's length: a short input in a long padded batch is scored
     mask = torch.zeros_like(ids)
     mask[0, :10] = 1
-    assert scoring_pass(model, ids, mask, ["ahon"]).scores.shape == (1, 1, 2, 4)
+    alone = scoring_pass(model, ids[:, :10], None, DETERMINISTIC_IDS).scores
+    np.testing.assert_allclose(scoring_pass(model, ids, mask, DETERMINISTIC_IDS).scores, alone, rtol=1e-5)
 
 
 def test_unknown_family_is_refused_in_one_line(tiny_tokenizer):

@@ -38,12 +38,15 @@ def texts():
     return [line for line in DEMO_CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()][:40]
 
 
-def brute_force(q, k, v, scale, gram):
-    """Float64 causal attention from the definitions: (o [b, s, h, d], entropy, A_i0, ||o_i||, ||o_i W_O^T||)."""
+def brute_force(q, k, v, scale, gram, window=None):
+    """Float64 causal attention from the definitions: (o [b, s, h, d], entropy, A_i0, ||o_i||, ||o_i W_O^T||);
+    with `window`, query i sees keys i - window < j <= i (transformers' sliding_window_overlay)."""
     n_rep = q.shape[1] // k.shape[1]
     q, k, v = q.double(), k.double().repeat_interleave(n_rep, 1), v.double().repeat_interleave(n_rep, 1)
     seq = q.shape[2]
-    z = (scale * q @ k.transpose(-1, -2)).masked_fill(torch.ones(seq, seq, dtype=torch.bool).triu(1), -torch.inf)
+    i, j = torch.arange(seq)[:, None], torch.arange(seq)
+    unseen = (j > i) | (i - j >= window if window is not None else False)  # [s, s]
+    z = (scale * q @ k.transpose(-1, -2)).masked_fill(unseen, -torch.inf)
     a = z.softmax(-1)  # [b, h, s, s]
     o = a @ v  # [b, h, s, d]
     full = torch.einsum("bhsd,hde,bhse->bhs", o, gram.double(), o).sqrt()
@@ -90,6 +93,40 @@ def test_kernel_matches_brute_force(shape, dtype, torch_device):
     torch.testing.assert_close(stats[:, :, tri.STAT_FULL_NORM], want_full, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(stats[:, :, tri.STAT_NORM], norm, **out_tol)
     torch.testing.assert_close(stats[:, :, tri.STAT_FULL_NORM], full, **out_tol)
+
+
+# (window, tiles): a window of 1 (each query sees itself), windows shorter and longer than a key tile (key blocks
+# wholly outside the window are skipped), one longer than the input (no key masked)
+WINDOWS = [(1, (16, 16)), (5, (16, 16)), (23, (16, 32)), (9, None), (60, (16, 16))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("window,tiles", WINDOWS)
+def test_windowed_kernel_matches_brute_force(window, tiles, dtype, torch_device):
+    torch_dtype, _ = DTYPES[dtype]
+    batch, heads, kv, seq, d = 2, 4, 2, 50, 16
+    gen = torch.Generator().manual_seed(window)
+    q = (2 * torch.randn(batch, seq, heads, d, generator=gen)).to(torch_device, torch_dtype).transpose(1, 2)
+    k = (2 * torch.randn(batch, kv, seq, d, generator=gen)).to(torch_device, torch_dtype)
+    v = torch.randn(batch, kv, seq, d, generator=gen).to(torch_device, torch_dtype)
+    w = torch.randn(heads, d, d, generator=gen)
+    gram = (w @ w.transpose(-1, -2)).to(torch_device)  # [h, d, d]
+    out, stats = tri.attention_with_stats(
+        q, k, v, d**-0.5, entropy=True, first_weight=True, norm=True, gram=gram, blocks=tiles, window=window
+    )
+    o, entropy, first, _, _ = brute_force(q.cpu(), k.cpu(), v.cpu(), d**-0.5, gram.cpu(), window)
+    stats = stats.cpu().double()
+    tol = dict(rtol=1e-5, atol=1e-5) if torch_dtype is torch.float32 else dict(rtol=0.03, atol=0.03)
+    torch.testing.assert_close(out.cpu().double(), o, **tol)
+    torch.testing.assert_close(stats[:, :, tri.STAT_ENTROPY], entropy, rtol=1e-5, atol=2e-5)
+    torch.testing.assert_close(stats[:, :, tri.STAT_FIRST], first, rtol=1e-5, atol=1e-7)
+    assert (stats[:, :, tri.STAT_FIRST, window:] == 0).all()  # key 0 outside the window: exactly 0
+    if window == 1:
+        assert (stats[:, :, tri.STAT_ENTROPY] == 0).all()  # each query sees only itself
+    stored = out.cpu().double().transpose(1, 2)  # [b, h, s, d]
+    torch.testing.assert_close(stats[:, :, tri.STAT_NORM], stored.norm(dim=-1), rtol=1e-5, atol=1e-6)
+    want_full = torch.einsum("bhsd,hde,bhse->bhs", stored, gram.cpu().double(), stored).sqrt()
+    torch.testing.assert_close(stats[:, :, tri.STAT_FULL_NORM], want_full, rtol=1e-5, atol=1e-6)
 
 
 def engine_scores(model, ids, fns=DETERMINISTIC_IDS, **kwargs) -> dict[str, np.ndarray]:
