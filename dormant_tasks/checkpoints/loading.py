@@ -89,24 +89,64 @@ def load_model_and_tokenizer(
                 quantization_config=BitsAndBytesConfig(load_in_8bit=True),
                 device_map=device,
             )
-            return model.eval(), tokenizer
+            return text_model(model, where).eval(), tokenizer
         model = AutoModelForCausalLM.from_pretrained(
             str(source), revision=revision, trust_remote_code=False, dtype=torch_dtype
         )
-        model = model.to(device)  # type: ignore[arg-type]  # transformers' stub wraps `to`
+        model = text_model(model, where).to(device)  # type: ignore[arg-type]  # transformers' stub wraps `to`
     except (MemoryError, torch.OutOfMemoryError) as e:
         raise CheckpointError(
             f"out of memory loading {where} on {device} ({type(e).__name__}: {_first_line(e)}); "
             "use --dtype bfloat16, another --device, or a machine with more memory"
         ) from None
+    except CheckpointError:
+        raise
     except Exception as e:
         _refuse_custom_code(where, e)
+        _refuse_multimodal(config, where, e)
         raise CheckpointError(
             f"{where} is not a loadable causal LM ({type(e).__name__}: {_first_line(e)}); "
             "a checkpoint needs config.json and whole safetensors files (a download or copy cut short leaves a truncated one)"
         ) from None
     _refuse_non_finite(model, where)  # on the device: one fast pass over the weights on a GPU
     return model.eval(), tokenizer
+
+
+def text_model(model, where: str):
+    """The causal LM of `model`'s text config, sharing `model`'s language model and output head (no copy): a
+    multimodal checkpoint that AutoModelForCausalLM loads whole (Gemma-3's Gemma3ForConditionalGeneration: a vision
+    tower beside the language model) is scored, evaluated and zeroed as its language model alone, whose forward
+    on text is the whole model's, without holding the vision tower. A text-only model is returned as it is."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    config = model.config
+    text = config.get_text_config()
+    if text is config:
+        return model
+    causal: Any = MODEL_FOR_CAUSAL_LM_MAPPING[type(text)] if type(text) in MODEL_FOR_CAUSAL_LM_MAPPING else None
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    if causal is not None and decoder is not None and head is not None:
+        with torch.device("meta"):  # built empty, then given the loaded modules
+            out = causal(text)
+        out.model, out.lm_head = decoder, head
+        if not any(t.is_meta for t in (*out.parameters(), *out.buffers())):
+            return out
+    raise CheckpointError(
+        f"{where} is a multimodal checkpoint ({type(model).__name__}) whose language model could not be taken out "
+        f"as a causal LM of its text config ({type(text).__name__}); score a text-only checkpoint of the family, or "
+        "save the language model alone (with its output head) as a checkpoint folder"
+    )
+
+
+def _refuse_multimodal(config: dict | None, where: str, e: BaseException) -> None:
+    """A multimodal checkpoint that AutoModelForCausalLM does not load at all (LLaVA, Qwen2-VL, Mistral-3): one
+    line that says so and names the fix, rather than "not a loadable causal LM"."""
+    if config is not None and isinstance(config.get("text_config"), dict):
+        raise CheckpointError(
+            f"{where} is a multimodal checkpoint (model_type {config.get('model_type')!r}) that transformers does "
+            f"not load as a causal LM ({type(e).__name__}: {_first_line(e)}); score a text-only checkpoint of its "
+            "language model, or save the language model alone as a checkpoint folder"
+        ) from None
 
 
 def _local_config(config_file: Path) -> dict | None:
@@ -131,6 +171,7 @@ def _refuse_custom_config(config: dict, where: str) -> None:
 def _refuse_impossible_shape(config: dict, where: str) -> None:
     """A config that cannot be a model (more key/value heads than heads, heads not a multiple of them, a width
     not divisible by the heads): one line before loading, where torch would die of a floating-point exception."""
+    config = config["text_config"] if isinstance(config.get("text_config"), dict) else config  # a multimodal one's
     values = [config.get("num_attention_heads"), config.get("num_key_value_heads"), config.get("hidden_size")]
     values[1] = values[1] or values[0]
     ints = [x for x in values if isinstance(x, int) and not isinstance(x, bool)]

@@ -5,9 +5,13 @@ Names (docs/CHECKPOINTS.md), the same for Hub branches and local subfolders:
   OLMo-1's (and early OLMo-2 7B's) `step{S}-tokens{T}B`, stage 1. The count is parsed from the name (the Hub
   rounds it inconsistently, so names are never built from a step number); its unit suffix is K = 1e3,
   M = 1e6, B = 1e9, T = 1e12, or none for an exact count (the local tiny series uses `tokens256K`);
-- without one: Pythia's `step{S}` and LLM360's `ckpt_{N}` (N is taken as the step). Their tokens are
-  step x tokens per step: `--tokens-per-step`, else the series' known value (`KNOWN_TOKENS_PER_STEP`, e.g.
-  Pythia's 2,097,152); with neither, listing the series is refused in one line that asks for the option;
+  OLMoE's (`allenai/OLMoE-1B-7B-0924`, `-0125`) use the same two forms;
+- without one: Pythia's `step{S}`, LLM360's `ckpt_{N}` (N is taken as the step) and OLMo-3's `stage{N}-step{S}`
+  and `stage{N}-ingredient{M}-step{S}`. Their tokens are step x tokens per step: `--tokens-per-step`, else the
+  series' known value (`KNOWN_TOKENS_PER_STEP`, e.g. Pythia's 2,097,152, or one value per stage for OLMo-3,
+  whose batch size changes between stages); with neither, listing the series is refused in one line that asks
+  for the option. A later stage counts its steps, and so its tokens, from its own start, as OLMo-2's stage-2
+  names count their tokens;
 - `main` (the final model) has no step or token count in its name: its `stage`, `step` and `tokens` are
   `UNKNOWN` (-1), and it sorts after every other revision.
 """
@@ -37,12 +41,23 @@ _NAME = re.compile(
     r"step(?P<step>\d+)-tokens(?P<tokens>\d+(?:\.\d+)?)(?P<unit>[KMBT]?)",
     re.IGNORECASE,
 )
-# Names that carry a step but no token count: Pythia's `step{S}`, LLM360's `ckpt_{N}`.
+# Names that carry a step but no token count: Pythia's `step{S}`, LLM360's `ckpt_{N}`, and OLMo-3's stage names.
 _STEP_ONLY = re.compile(r"(?:step|ckpt_)(?P<step>\d+)", re.IGNORECASE)
+_STAGE_STEP = re.compile(r"stage(?P<stage>\d+)-(?:ingredient(?P<ingredient>\d+)-)?step(?P<step>\d+)", re.IGNORECASE)
+
+# Tokens per optimizer step: one number, or one per stage where the batch size changes between stages.
+TokensPerStep = int | dict[int, int]
 
 # Tokens per optimizer step of public series whose names carry none, by repo id pattern (fnmatch, lower case).
-# Pythia: 1,024 sequences x 2,048 tokens per batch, for every size and the deduped runs alike.
-KNOWN_TOKENS_PER_STEP = {"eleutherai/pythia-*": 2_097_152}
+# Pythia: 1,024 sequences x 2,048 tokens per batch, for every size and the deduped runs alike. OLMo-3: the global
+# batch sizes of OLMo-core's official scripts (src/scripts/official/OLMo3/): 7B stage 1 8,192 x 512, stage 2
+# (midtraining) 2**21, stage 3 (long context) 65,536 x 64; 32B 2**23, 2**22 (each ingredient), 2**23. They give the
+# model cards' totals: 7B 1,413,814 steps x 4,194,304 = 5.93T, 32B 656,000 x 8,388,608 = 5.50T.
+KNOWN_TOKENS_PER_STEP: dict[str, TokensPerStep] = {
+    "eleutherai/pythia-*": 2_097_152,
+    "allenai/olmo-3-1025-7b": {1: 4_194_304, 2: 2_097_152, 3: 4_194_304},
+    "allenai/olmo-3-1125-32b": {1: 8_388_608, 2: 4_194_304, 3: 8_388_608},
+}
 
 
 @dataclass(frozen=True)
@@ -75,18 +90,28 @@ def series_sort_key(name: str, stage: int, ingredient: int | None, step: int, to
     return (name == MAIN, stage, ingredient or 0, step, tokens, name)
 
 
-def parse_revision_name(name: str, tokens_per_step: int | None = None) -> Revision | None:
+def stage_tokens_per_step(tokens_per_step: TokensPerStep | None, stage: int) -> int | None:
+    """The tokens of one step of `stage`: the one number, or the stage's entry (None when it has none)."""
+    return tokens_per_step.get(stage) if isinstance(tokens_per_step, dict) else tokens_per_step
+
+
+def parse_revision_name(name: str, tokens_per_step: TokensPerStep | None = None) -> Revision | None:
     """The Revision a branch/folder name stands for, or None when it follows none of the known forms. A name
-    without a token count (`step{S}`, `ckpt_{N}`) has tokens S x `tokens_per_step`, or UNKNOWN without it."""
+    without a token count (`step{S}`, `ckpt_{N}`, `stage{N}-step{S}`) has tokens S x its stage's
+    `tokens_per_step`, or UNKNOWN without it."""
     if name == MAIN:
         return Revision(MAIN, stage=UNKNOWN, step=UNKNOWN, tokens=UNKNOWN)
     m = _NAME.fullmatch(name)
     if m is None:
-        m = _STEP_ONLY.fullmatch(name)
+        m = _STAGE_STEP.fullmatch(name) or _STEP_ONLY.fullmatch(name)
         if m is None:
             return None
-        step = int(m["step"])
-        return Revision(name, stage=1, step=step, tokens=UNKNOWN if tokens_per_step is None else step * tokens_per_step)
+        groups = m.groupdict()
+        stage, step = int(groups.get("stage") or 1), int(m["step"])
+        ingredient = int(groups["ingredient"]) if groups.get("ingredient") is not None else None
+        per_step = stage_tokens_per_step(tokens_per_step, stage)
+        tokens = UNKNOWN if per_step is None else step * per_step
+        return Revision(name, stage=stage, step=step, tokens=tokens, ingredient=ingredient)
     tokens = int(Decimal(m["tokens"]) * TOKEN_UNITS[m["unit"].upper()])
     ingredient = int(m["ingredient"]) if m["ingredient"] is not None else None
     return Revision(name, stage=int(m["stage"] or 1), step=int(m["step"]), tokens=tokens, ingredient=ingredient)
@@ -113,8 +138,9 @@ class Listing:
     skipped: list[str]
 
 
-def known_tokens_per_step(source: str | Path) -> int | None:
-    """The tokens per step of a public series whose names carry no token count (`KNOWN_TOKENS_PER_STEP`)."""
+def known_tokens_per_step(source: str | Path) -> TokensPerStep | None:
+    """The tokens per step (one number, or one per stage) of a public series whose names carry no token count
+    (`KNOWN_TOKENS_PER_STEP`)."""
     if is_local_source(source):
         return None
     repo = str(source).lower()
@@ -141,7 +167,7 @@ def list_revisions(source: str | Path, include_main: bool = False, tokens_per_st
     """All checkpoints of `source` (a local folder of checkpoint folders, or a Hub repo id), in training order.
     `tokens_per_step` (default: the series' known value) gives the tokens of names that carry none; when such
     names are found and neither is known, CheckpointError asks for --tokens-per-step."""
-    per_step = check_tokens_per_step(tokens_per_step) or known_tokens_per_step(source)
+    per_step: TokensPerStep | None = check_tokens_per_step(tokens_per_step) or known_tokens_per_step(source)
     if is_local_source(source):
         names, paths, commits = _local_names(Path(source).expanduser())
     else:
@@ -180,7 +206,7 @@ def list_revisions(source: str | Path, include_main: bool = False, tokens_per_st
         raise CheckpointError(
             f"{source}: no checkpoints found{hint}; checkpoints are "
             f"{'subfolders with a config.json' if is_local_source(source) else 'branches'} named like "
-            f"stage1-step1000-tokens4B, step1000-tokens4B, step1000 or ckpt_010"
+            f"stage1-step1000-tokens4B, step1000-tokens4B, stage1-step1000, step1000 or ckpt_010"
             + (f"; skipped names: {', '.join(sorted(skipped)[:5])}" if skipped else "")
         )
     if skipped:
@@ -320,14 +346,16 @@ def select_revisions(
 
 def training_positions(revisions: list[Revision]) -> list[int]:
     """Cumulative tokens seen at each revision of an ordered list. A stage or ingredient whose token count
-    restarts (counts tokens since its own start) is placed after the end of the group before it."""
-    positions, offset, prev_group, prev_pos, prev_tokens = [], 0, None, 0, 0
+    restarts (counts tokens since its own start: below the position reached) is placed after the end of the
+    group before it; compared with the position, not the last count, so OLMo-3's stage 3 (50B) still follows
+    a stage 2 selected only up to its first 2B tokens."""
+    positions, offset, prev_group, prev_pos = [], 0, None, 0
     for r in revisions:
         group = (r.stage, r.ingredient)
-        if prev_group is not None and group != prev_group and r.tokens < prev_tokens:
+        if prev_group is not None and group != prev_group and r.tokens < prev_pos:
             offset = prev_pos
         positions.append(offset + max(r.tokens, 0))
-        prev_group, prev_pos, prev_tokens = group, positions[-1], r.tokens
+        prev_group, prev_pos = group, positions[-1]
     return positions
 
 

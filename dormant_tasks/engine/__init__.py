@@ -19,6 +19,7 @@ __all__ = [
     "device_batching",
     "get_score_function",
     "is_inactive",
+    "layer_windows",
     "padded_batch",
     "parse_score_functions",
     "score_texts",
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
+    from dormant_tasks.engine.adapters import layer_windows
     from dormant_tasks.engine.attention import DynamicZeroing, StaticZeroing
     from dormant_tasks.engine.batching import batch_runs, device_batching, padded_batch
     from dormant_tasks.engine.score_functions import (
@@ -44,6 +46,7 @@ __getattr__, __dir__ = attach(
     __name__,
     __all__,
     {
+        "adapters": ["layer_windows"],
         "attention": ["DynamicZeroing", "StaticZeroing"],
         "batching": ["batch_runs", "device_batching", "padded_batch"],
         "score_functions": [

@@ -130,4 +130,28 @@ def adapter_for(model) -> FamilyAdapter:
     return adapter
 
 
-__all__ = ["FAMILIES", "FamilyAdapter", "adapter_for", "float_weight", "unsupported_feature"]
+# Families whose modeling file applies `sliding_window` to every layer, whatever `layer_types` says (it reads
+# `config.sliding_window` in each attention module, never the layer's type).
+_WINDOW_ON_EVERY_LAYER = frozenset({"mistral", "mixtral", "qwen3_moe", "qwen2_moe", "phi3", "phimoe", "starcoder2"})
+
+
+def layer_windows(config) -> tuple[int | None, ...]:
+    """Each layer's sliding window in tokens (a query at i attends to keys i - window + 1 .. i, itself included,
+    as transformers' `sliding_window_overlay` masks), None for a full-attention layer: what the model's own
+    attention applies. Read from the text config: `layer_types` ("sliding_attention" / "full_attention") with
+    `sliding_window` (OLMo-3, Gemma-2/3, Qwen2/3, SmolLM3); transformers derives `layer_types` from the older
+    fields when it loads an older config.json (Qwen2's `max_window_layers`, Gemma-2's alternation, Gemma-3's
+    `sliding_window_pattern`). `use_sliding_window=False` (Qwen2/3, SmolLM3) turns every window off; Mistral-like
+    families window every layer."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    n_layers = int(text.num_hidden_layers)
+    window = getattr(text, "sliding_window", None)
+    if window is None or getattr(text, "use_sliding_window", True) is False:
+        return (None,) * n_layers
+    types = getattr(text, "layer_types", None)
+    if types is None or getattr(text, "model_type", None) in _WINDOW_ON_EVERY_LAYER:
+        return (int(window),) * n_layers
+    return tuple(int(window) if kind == "sliding_attention" else None for kind in types[:n_layers])
+
+
+__all__ = ["FAMILIES", "FamilyAdapter", "adapter_for", "float_weight", "layer_windows", "unsupported_feature"]

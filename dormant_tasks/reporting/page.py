@@ -18,6 +18,7 @@ from dormant_tasks.reporting.texts import (
     first_dormant_label,
     raw_quantile_note,
     tau_source,
+    windows_note,
 )
 
 FIGURE_CAPTIONS = {
@@ -121,6 +122,7 @@ def report_html(
                 ["code version", distinct("code_version")],
                 ["scoring version", distinct("scoring_version")],
                 ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
+                *([["sliding windows", note]] if (note := windows_note(series)) else []),
                 *(
                     [[failed_note(series.failed), "; ".join(f"{r['revision']}: {r['reason']}" for r in series.failed)]]
                     if getattr(series, "failed", ())

@@ -48,6 +48,7 @@ class ReportSeries:
     tau_sources: list[dict]  # `taus` rows of the series' taus_id (may be empty)
     evaluations: list[dict]  # `evaluations` rows of the model (may be empty)
     failed: tuple[dict, ...] = ()  # `failed_checkpoints` rows: checkpoints not stored (a rerun retries them)
+    windows: tuple[tuple[int, int], ...] = ()  # (layer, sliding window in tokens) of the windowed layers, in order
 
     @property
     def revisions(self) -> list[str]:
@@ -150,7 +151,18 @@ def load_series(
         view.tau_rows(),
         series_evaluations(root, model_id).to_pylist(),
         tuple(failed_checkpoints(root, model_id)),
+        windowed_layers(hs),
     )
+
+
+def windowed_layers(hs: pa.Table) -> tuple[tuple[int, int], ...]:
+    """(layer, window) of every layer whose `head_scores` rows carry a sliding window (null: full attention, or
+    stored before the column), in layer order; a layer stored with several windows gives its largest."""
+    rows = hs.select(["layer", "sliding_window"]).filter(pc.is_valid(hs["sliding_window"]))
+    if rows.num_rows == 0:
+        return ()
+    largest = rows.group_by("layer").aggregate([("sliding_window", "max")]).sort_by("layer")
+    return tuple(zip(largest["layer"].to_pylist(), largest["sliding_window_max"].to_pylist(), strict=True))
 
 
 def transition_marks(tr: pa.Table, revisions, score_fns, n_heads, shape) -> tuple[np.ndarray, ...]:

@@ -52,6 +52,9 @@ def report_markdown(
     note = raw_quantile_note(series.tau_sources)
     if note:
         lines += ["", f"Note: {md(note)}"]
+    windows = windows_note(series)
+    if windows:
+        lines += ["", f"Note: {md(windows)}"]
     if series.failed:
         lines += ["", f"{failed_note(series.failed)}:", ""]
         lines += [f"- {md(r['revision'])}: {md(r['reason'])}" for r in series.failed]
@@ -156,6 +159,26 @@ def raw_quantile_note(tau_sources: list[dict]) -> str | None:
         "checkpoints reflect the layer's scale rather than the head's behaviour: their curves are not "
         "comparable with those of the _ln functions."
     )
+
+
+def windows_note(series: ReportSeries) -> str | None:
+    """One line when the series has windowed layers: how many, their window, and where their reading is."""
+    if not series.windows:
+        return None
+    sizes = sorted({w for _, w in series.windows})
+    n = len(series.windows)
+    return (
+        f"{n} of {series.n_layers} layers attend over a sliding window of {' or '.join(f'{w:,}' for w in sizes)} "
+        f"tokens (layers {_layer_list([layer for layer, _ in series.windows])}): their scores follow the windowed "
+        "attention, so first-token scores (awft, aeqd) there compare only with layers of the same window on inputs "
+        "of the same length, and their dormancy is flagged, not equated with a full layer's (docs/SCORES.md, \"Windowed "
+        'layers")'
+    )
+
+
+def _layer_list(layers: list[int], most: int = 12) -> str:
+    shown = ", ".join(str(x) for x in layers[:most])
+    return shown + (f", ... ({len(layers) - most} more)" if len(layers) > most else "")
 
 
 def failed_note(failed) -> str:

@@ -81,6 +81,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             # per-input inactive indicators, bit i = input i (little-endian bytes): the paired test of a
             # transition (statistics/confidence.py); null in results stored before it was kept
             _f("inactive_inputs", pa.binary(), nullable=True),
+            # the layer's sliding window in tokens (engine.layer_windows); null: a full-attention layer, or a
+            # result stored before the column (added within version 4)
+            _f("sliding_window", pa.int32(), nullable=True),
             _f("calibration_id", pa.string()),
             _f("taus_id", pa.string()),
         ]

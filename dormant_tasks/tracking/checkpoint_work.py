@@ -58,6 +58,7 @@ class ScoredCheckpoint:
     device: str
     seconds: dict[str, float] = field(default_factory=dict)
     calibration: CalibrationSet | None = None  # the set `scores` are of (None: the run's primary set)
+    windows: tuple[int | None, ...] | None = None  # per layer, its sliding window (None: full); None: not known
 
 
 def checkpoint_key(
@@ -87,7 +88,7 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
     Each set is batched on its own (never mixed with another set's texts), so its scores are bitwise those
     of a run on that set alone; k sets cost one pass over their inputs and one model load.
     """
-    from dormant_tasks.engine import score_texts
+    from dormant_tasks.engine import layer_windows, score_texts
 
     # The hub module evicts a downloaded revision once it is loaded, unless --keep-checkpoints.
     loaded = lazy_load_checkpoint(
@@ -96,6 +97,7 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
     out = []
     try:
         device = str(next(loaded.model.parameters()).device)
+        windows = layer_windows(loaded.model.config)
         for k, cal in enumerate(request.calibration_sets):
             t0 = time.perf_counter()
             try:
@@ -119,7 +121,7 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
                 seconds = {"download": loaded.seconds_download, "load": loaded.seconds_load, **seconds}
             out.append(
                 ScoredCheckpoint(
-                    revision, loaded.commit, scores, n_layers, n_heads, request.dtype, device, seconds, cal
+                    revision, loaded.commit, scores, n_layers, n_heads, request.dtype, device, seconds, cal, windows
                 )
             )
     finally:
@@ -151,6 +153,7 @@ def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: Ser
     sc = scored.scores
     heads = aggregate_heads(sc.values, sc.score_fns, one.taus, sc.n_tokens, sc.first_boundary)
     heads = with_columns(heads, {**common, "calibration_id": cal_id, "taus_id": tid})
+    heads = with_layer_windows(heads, scored.windows)
     inputs = None
     if keep_input_scores(request.input_scores, scored.scores.values.size):
         inputs = with_columns(scored.scores.to_table(), {**common, "calibration_id": cal_id})
@@ -171,6 +174,14 @@ def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: Ser
         "request_id": request.request_id,
     }
     return CheckpointRows(rev, scored.commit, heads, inputs, row, dict(scored.seconds), scored.scores.n_truncated)
+
+
+def with_layer_windows(heads: pa.Table, windows: tuple[int | None, ...] | None) -> pa.Table:
+    """`heads` with `sliding_window`: each row's layer's window in tokens, null for a full-attention layer (and
+    for every layer when the windows are not known)."""
+    layers = heads.column("layer").to_pylist()
+    values = [None] * len(layers) if windows is None else [windows[layer] for layer in layers]
+    return heads.append_column("sliding_window", pa.array(values, pa.int32()))
 
 
 def rows_of(
@@ -291,4 +302,25 @@ def _kept_scores(
     # input_scores keep no token counts and no first-token kinds: length_slope and boundary_gap come out NaN
     # (docs/SCORES.md, "Input dependence"), never 0.
     scores = InputScores(tuple(request.score_fn_ids), values, np.zeros(n_inputs, np.int64))
-    return ScoredCheckpoint(revision, commit, scores, n_layers, n_heads, row["dtype"], row["device"], {}, cal)
+    windows = _stored_windows(request, revision, cal_id, n_layers)
+    return ScoredCheckpoint(revision, commit, scores, n_layers, n_heads, row["dtype"], row["device"], {}, cal, windows)
+
+
+def _stored_windows(
+    request: TrackRequest, revision: Revision, calibration_id: str, n_layers: int
+) -> tuple[int | None, ...] | None:
+    """The layers' windows of the stored result being re-aggregated (no model is loaded to read them from); None
+    when that result was stored before the column (its rows keep null)."""
+    stored = read_table(
+        request.store,
+        "head_scores",
+        model_id=request.model_id,
+        filters={"revision": revision.name, "calibration_id": calibration_id},
+        columns=["layer", "sliding_window"],
+    )
+    if stored.num_rows == 0 or stored.column("sliding_window").null_count == stored.num_rows:
+        return None
+    windows: list[int | None] = [None] * n_layers
+    for layer, window in zip(stored.column("layer").to_pylist(), stored.column("sliding_window").to_pylist()):
+        windows[layer] = window
+    return tuple(windows)

@@ -393,3 +393,83 @@ def test_pythia_branches_download_load_and_score(pythia_hub, tmp_path):
         if branch != "main":
             assert got["tokens"] == int(branch[4:]) * 2_097_152
     assert len({tuple(got["logits"]) for got in fetched.values()}) == len(fetched)
+
+
+# ---- OLMo-3 and OLMoE: their branch forms (docs/CHECKPOINTS.md), listed through the real client
+
+OLMO3_REPO = "allenai/Olmo-3-1025-7B"  # its tokens per step are known per stage: 4,194,304 / 2,097,152 / 4,194,304
+OLMO3_BRANCHES = [
+    "stage3-step11921",
+    "stage1-step1000",
+    "stage2-step47684",
+    "stage1-step0",
+    "stage2-step1000",
+    "main",
+    "stage2-step47684-mix-a-from-2T-ckpt",  # a mix-ablation branch (`...-mix-*-from-2T-ckpt`): not the main run
+]
+OLMOE_REPO = "allenai/OLMoE-1B-7B-0924"
+OLMOE_BRANCHES = ["step1220000-tokens5117B", "step5000-tokens20B", "step1200000-tokens5033B", "main", "fp32"]
+
+
+@pytest.fixture(scope="module")
+def families_hub(tmp_path_factory, tiny_tokenizer, olah):
+    """One loopback Hub serving an OLMo-3-named and an OLMoE-named repo: one tiny random checkpoint per branch
+    (the names are under test here, not the weights), branches created out of order."""
+    from transformers import Olmo2ForCausalLM
+
+    from dormant_tasks.tiny import tiny_config
+
+    root = tmp_path_factory.mktemp("families-hub")
+    commits = {}
+    for repo, branches in ((OLMO3_REPO, OLMO3_BRANCHES), (OLMOE_REPO, OLMOE_BRANCHES)):
+        folders = {}
+        for seed, branch in enumerate(branches):
+            torch.manual_seed(seed)
+            folders[branch] = root / "checkpoints" / repo / branch
+            Olmo2ForCausalLM(tiny_config(tiny_tokenizer, n_layers=1, n_heads=2, hidden_size=32)).save_pretrained(
+                folders[branch]
+            )
+            tiny_tokenizer.save_pretrained(folders[branch])
+        commits[repo] = build_mirror_repo(root / "mirrors", repo, folders)
+    with OlahServer(root / "mirrors", root / "olah") as server:
+        yield server, commits
+
+
+def list_checkpoints(server, repo: str, hf_home: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(DORMANT), "checkpoints", "--model", repo, "--include-main"],
+        capture_output=True,
+        text=True,
+        env=client_env(server.endpoint, hf_home),
+        timeout=120,
+    )
+
+
+def test_olmo3_branches_list_in_stage_order_with_each_stage_s_tokens(families_hub, tmp_path):
+    server, commits = families_hub
+    out = list_checkpoints(server, OLMO3_REPO, tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()[1:7]]
+    assert [r[0] for r in rows] == [
+        "stage1-step0",
+        "stage1-step1000",
+        "stage2-step1000",
+        "stage2-step47684",
+        "stage3-step11921",
+        "main",
+    ]
+    # tokens of each name: its step x its stage's batch, stage 2 and 3 counted from their own start
+    assert [r[3] for r in rows[:-1]] == ["0", "4.194B", "2.097B", "100B", "50B"]
+    for row in rows:
+        assert commits[OLMO3_REPO][row[0]][:10] == row[-1]
+    assert "stage2-step47684-mix-a-from-2T-ckpt" in out.stderr  # listed as skipped, not fatal
+
+
+def test_olmoe_branches_list_with_the_names_token_counts(families_hub, tmp_path):
+    server, commits = families_hub
+    out = list_checkpoints(server, OLMOE_REPO, tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()[1:5]]
+    assert [r[0] for r in rows] == ["step5000-tokens20B", "step1200000-tokens5033B", "step1220000-tokens5117B", "main"]
+    assert [r[3] for r in rows[:-1]] == ["20B", "5.033T", "5.117T"]
+    assert "fp32" in out.stderr  # main in float32: not a checkpoint of the series

@@ -172,6 +172,104 @@ def test_training_positions_continue_after_a_restarting_group():
     assert training_positions(revs) == [0, 100, 105, 109, 113]
 
 
+# OLMo-3's branch names carry no token count (docs/CHECKPOINTS.md gives where each form comes from): 7B
+# `stage1-step0` .. `stage1-step1413814`, `stage2-step…` to `stage2-step47684`, `stage3-step…` to
+# `stage3-step11921`; 32B two midtraining ingredients, `stage2-ingredient{1,2}-step…`.
+OLMO3_7B = "allenai/Olmo-3-1025-7B"
+OLMO3_32B = "allenai/Olmo-3-1125-32B"
+
+
+@pytest.mark.parametrize(
+    "name, stage, ingredient, step, tokens",
+    [
+        ("stage1-step0", 1, None, 0, 0),
+        ("stage1-step1413814", 1, None, 1413814, 1413814 * 4_194_304),  # the 7B card's 5.93T
+        ("stage2-step47684", 2, None, 47684, 47684 * 2_097_152),  # midtraining's 100B, counted from its start
+        ("stage3-step11921", 3, None, 11921, 11921 * 4_194_304),  # long context's 50B
+    ],
+)
+def test_olmo3_7b_names_take_their_stage_s_tokens_per_step(name, stage, ingredient, step, tokens):
+    rev = parse_revision_name(name, known_tokens_per_step(OLMO3_7B))
+    assert (rev.name, rev.stage, rev.ingredient, rev.step, rev.tokens) == (name, stage, ingredient, step, tokens)
+    assert format_tokens(parse_revision_name("stage1-step1413814", known_tokens_per_step(OLMO3_7B)).tokens) == "5.93T"
+    assert round(parse_revision_name("stage2-step47684", known_tokens_per_step(OLMO3_7B)).tokens / 1e9) == 100
+    assert round(parse_revision_name("stage3-step11921", known_tokens_per_step(OLMO3_7B)).tokens / 1e9) == 50
+
+
+def test_olmo3_32b_ingredients_and_stages_order_and_count():
+    per_step = known_tokens_per_step(OLMO3_32B)
+    assert per_step == {1: 8_388_608, 2: 4_194_304, 3: 8_388_608}
+    assert known_tokens_per_step("ALLENAI/OLMO-3-1025-7B") == {1: 4_194_304, 2: 2_097_152, 3: 4_194_304}
+    names = [
+        "stage3-step1000",
+        "stage2-ingredient2-step1000",
+        "main",
+        "stage1-step656000",
+        "stage2-ingredient1-step23842",
+        "stage1-step1000",
+        "stage2-ingredient1-step1000",
+    ]
+    ordered = sorted((parse_revision_name(n, per_step) for n in names), key=lambda r: r.sort_key)
+    assert [r.name for r in ordered] == [
+        "stage1-step1000",
+        "stage1-step656000",
+        "stage2-ingredient1-step1000",
+        "stage2-ingredient1-step23842",
+        "stage2-ingredient2-step1000",
+        "stage3-step1000",
+        "main",
+    ]
+    ingredient = parse_revision_name("stage2-ingredient2-step1000", per_step)
+    assert (ingredient.stage, ingredient.ingredient, ingredient.tokens) == (2, 2, 1000 * 4_194_304)
+    assert format_tokens(parse_revision_name("stage1-step656000", per_step).tokens) == "5.503T"  # the card's 5.50T
+    # without a known value the stage names have no tokens (listing asks for --tokens-per-step), a given one serves all
+    assert parse_revision_name("stage2-step10").tokens == UNKNOWN
+    assert parse_revision_name("stage2-step10", 100).tokens == 1000
+    assert parse_revision_name("stage4-step10", per_step).tokens == UNKNOWN  # a stage the table does not know
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "stage2-step47684-mix-a-from-2T-ckpt",
+        "stage-step10",
+        "stage1-step10-",
+        "stage1-ingredient-step10",
+        "stage1step10",
+    ],
+)
+def test_olmo3_like_names_that_are_not_checkpoints(name):
+    """OLMo-3 7B also has mix-ablation branches `stage2-step47684-mix-*-from-2T-ckpt` (the `*` stands in for a part
+    not confirmed here): they are not the main run, and are skipped like any other non-checkpoint name."""
+    assert parse_revision_name(name, 100) is None
+
+
+def test_olmoe_names_are_olmo2_forms():
+    """OLMoE-1B-7B-0924 keeps `step{S}-tokens{T}B` branches (step5000-tokens20B .. step1220000-tokens5117B; main is
+    annealed from step1200000-tokens5033B); -0125 keeps `stage2-ingredient{N}-step{S}-tokens{T}B`."""
+    rev = parse_revision_name("step1200000-tokens5033B")
+    assert (rev.stage, rev.step, rev.tokens) == (1, 1200000, 5033 * 10**9)
+    names = ["main", "fp32", "step1220000-tokens5117B", "step5000-tokens20B", "step1200000-tokens5033B"]
+    parsed = [r for n in names if (r := parse_revision_name(n)) is not None]
+    assert [r.name for r in sorted(parsed, key=lambda r: r.sort_key)] == [
+        "step5000-tokens20B",
+        "step1200000-tokens5033B",
+        "step1220000-tokens5117B",
+        "main",
+    ]  # `fp32` (main in float32) is not a checkpoint of the series
+    ing = parse_revision_name("stage2-ingredient3-step5000-tokens21B")
+    assert (ing.stage, ing.ingredient, ing.step, ing.tokens) == (2, 3, 5000, 21 * 10**9)
+
+
+def test_training_positions_put_a_later_stage_after_a_partly_selected_one():
+    """Stage 3's count restarts too: it follows stage 2's reached position even when stage 2 was selected only
+    up to a count below stage 3's (the last count compared alone left stage 3 on top of stage 1's end)."""
+    per_step = known_tokens_per_step(OLMO3_7B)
+    revs = [parse_revision_name(n, per_step) for n in ("stage1-step1413814", "stage2-step1000", "stage3-step11921")]
+    end1 = 1413814 * 4_194_304
+    assert training_positions(revs) == [end1, end1 + 1000 * 2_097_152, end1 + 1000 * 2_097_152 + 11921 * 4_194_304]
+
+
 def test_format_tokens():
     assert [format_tokens(t) for t in (256_000, 4001 * 10**9, 294 * 10**9, 1536, 0, UNKNOWN)] == [
         "256K",

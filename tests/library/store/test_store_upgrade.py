@@ -89,6 +89,7 @@ def test_upgrade_rewrites_every_table_in_the_current_layout(v1_store, capsys):
             assert pq.read_schema(p).names == SCHEMAS[table].names, p  # exactly the current columns
     heads = read_table(v1_store, "head_scores")
     assert heads.num_rows == 3 * old_heads.num_rows
+    assert heads.column("sliding_window").null_count == heads.num_rows  # no window known for an old result
     new_first = read_table(v1_store, "head_scores", filters={"revision": old_heads.column("revision")[0].as_py()})
     assert sorted(new_first.column("head_index").to_pylist()) == sorted(old_heads.column("head").to_pylist())
     inputs = read_table(v1_store, "input_scores")
