@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks in one go, on one CUDA GPU in under 9 minutes, ending in one summary table:
-#   1. oracle tests  the engine-vs-oracle tests of tests/library/engine/test_scoring.py and test_triton_attention.py
+#   1. oracle tests  the engine-vs-oracle tests of tests/library/engine/test_scoring.py, test_triton_attention.py
+#                    and test_new_families.py (sliding windows included)
 #                    (the Triton kernel and the query-block rows, float32 and bfloat16, padding, dynamic zeroing,
 #                    logits) with DORMANT_TEST_DEVICE=cuda, so the very tests of the CPU suite run on the CUDA path;
 #   2. engine table  benchmarks/scoring_overhead.py --table on CUDA: OLMo-2 1B and 7B, Llama-3.2-3B (GQA) shapes,
@@ -72,11 +73,13 @@ else
     TABLE_ARGS=(--repeats 3 --budget-s 120)
     SWEEP_TASKS=winogrande SWEEP_LIMIT=50 SWEEP_BATCH=32
 fi
-# the tests that take the `torch_device` fixture (tests/conftest.py): 26 cases of test_scoring.py, 21 of
-# test_triton_attention.py (which skip, failing this check, where the interpreter has no Triton)
-TEST_FILES=(tests/library/engine/test_scoring.py tests/library/engine/test_triton_attention.py)
+# the tests that take the `torch_device` fixture (tests/conftest.py): 26 cases of test_scoring.py, 31 of
+# test_triton_attention.py (which skip, failing this check, where the interpreter has no Triton), 36 of
+# test_new_families.py (OLMo-3, OLMoE, Qwen3, Gemma-3, SmolLM3 and short windows, every path)
+TEST_FILES=(tests/library/engine/test_scoring.py tests/library/engine/test_triton_attention.py
+    tests/library/engine/test_new_families.py)
 TEST_SELECTION="oracle or padding or bf16 or plain_sdpa or brute_force"
-MIN_TESTS=47
+MIN_TESTS=90
 
 START=$SECONDS
 LOG_DIR="${GPU_CHECK_LOGS:-${OUT:-}}"
