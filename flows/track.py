@@ -228,9 +228,9 @@ def _run_on_dask(request: TrackRequest, todo: list, series, advance) -> None:
     """Every checkpoint submitted at once; workers only compute (they need no store, nor a disk shared with it)
     and each is written here as it comes back. One whose workers died (`runners.checkpoint_result`) is recorded
     as failed, as one they could not load."""
-    from flows.runners import checkpoint_result, dask_lines_off
+    from flows.runners import checkpoint_result, dask_lines_off, reporting_to_flow_api
 
-    with _resources(request.device):
+    with _resources(request.device), reporting_to_flow_api():
         futures = {tasks.compute_checkpoint.submit(request, r, series): r for r in todo}
     with dask_lines_off():
         for future in as_completed(list(futures)):
@@ -243,10 +243,10 @@ def _score_on_runner(request: TrackRequest):
     flow, which writes them), so no model is loaded where the flow runs. Local runner: None (in process)."""
     if request.runner is not Runner.DASK:
         return None
-    from flows.runners import checkpoint_result, dask_lines_off
+    from flows.runners import checkpoint_result, dask_lines_off, reporting_to_flow_api
 
     def score(request: TrackRequest, revision):
-        with _resources(request.device):
+        with _resources(request.device), reporting_to_flow_api():
             future = tasks.score_checkpoint.submit(request, revision)
         with dask_lines_off():
             return checkpoint_result(future)
