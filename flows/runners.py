@@ -222,6 +222,17 @@ def uses_gpu(device) -> bool:
     return is_cuda(device) or (device == Device.AUTO and visible_gpus() > 0)
 
 
+def gpu_resources(device):
+    """Tasks submitted inside ask for one `GPU` resource when the device uses the GPU (`uses_gpu`): on a local
+    cluster each worker has one, on another (`--address`) only workers started with `--resources GPU=1` (or
+    `dask cuda worker ... --resources GPU=1`) run them, one at a time each."""
+    if not uses_gpu(device):  # cuda, cuda:N, or auto on a machine with a GPU
+        return contextlib.nullcontext()
+    import dask
+
+    return dask.annotate(resources={"GPU": 1})
+
+
 SCHEDULER_TIMEOUT_S = 10
 
 

@@ -78,16 +78,14 @@ def test_the_preload_pins_each_worker_of_a_real_local_cluster_to_its_gpu(monkeyp
 
 
 def test_a_cuda_task_asks_the_scheduler_for_one_gpu_on_any_cluster():
-    """`_resources` (every Dask submission of the track flow, --address or local) reaches the scheduler as a
+    """`gpu_resources` (every Dask submission of the track flow, --address or local) reaches the scheduler as a
     `GPU: 1` restriction: a `dask worker --resources GPU=1` (or `dask cuda worker`) runs it, one at a time."""
     from distributed import Client, LocalCluster
 
-    from flows.track import _resources
-
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
-        with _resources("cuda"):
+        with runners.gpu_resources("cuda"):
             gpu = client.submit(sum, [1, 2], pure=False)
-        with _resources("cpu"):
+        with runners.gpu_resources("cpu"):
             cpu = client.submit(sum, [3, 4], pure=False)
 
         assert cpu.result() == 7  # both submissions have reached the scheduler (one stream, in order)
@@ -130,3 +128,26 @@ def test_a_scheduler_away_from_loopback_with_a_temporary_server_is_refused_in_on
     named = cli_env(PREFECT_API_URL="http://127.0.0.1:9/api")
     r, _ = run_cli(args, named, tmp_path, timeout=120)
     assert r.returncode == 2 and "no Dask scheduler answers" in r.stderr, r.stderr[-2000:]
+
+
+def test_the_checkpoint_computation_of_every_runner_needs_no_store(random_series, tmp_path):
+    """The one function a checkpoint task runs, on the thread runner (in the flow's process) and on a Dask worker
+    alike (`tracking.compute_checkpoint`), with the store moved away while it runs: it returns the rows and
+    neither reads nor creates anything at the store's path; the flow's writer stores them afterwards. (The thread
+    runner's tasks share the flow's process, so no permission can keep them off the store; this is its check. The
+    Dask one, workers of another user who cannot see the store: tests/integration/test_dask_other_user.py.)"""
+    from dormant_tasks import tracking
+    from dormant_tasks.store.io import read_table
+
+    store = tmp_path / "store"
+    request = TrackRequest(source=str(random_series), store=str(store), score_fns=("ahon_ln",))
+    state = tracking.series_state(request)
+    series = tracking.resolve_series_taus(request, state)  # the taus' checkpoint, computed and stored by the writer
+    (revision, *_) = tracking.pending_revisions(request, state, series)
+    away = store.rename(tmp_path / "away")
+    rows = tracking.compute_checkpoint(request, revision, series)
+    assert not store.exists(), "computing a checkpoint touched the store"
+    away.rename(store)
+    assert rows[0].head_scores.num_rows == 2 * 4 and rows[0].revision == revision
+    result = tracking.write_checkpoint(request, revision, rows)
+    assert result.failed is None and revision.name in read_table(store, "checkpoints").column("revision").to_pylist()
