@@ -125,7 +125,7 @@ def check(cpu: bool, n_checkpoints: int, work: Path) -> tuple[list[str], str]:
 
     t0 = time.perf_counter()
     cluster = make_local_cluster(request)  # the flow's factory: no Prefect API named (None)
-    kind = type(cluster).__name__
+    kind = next(c.__name__ for c in type(cluster).__mro__ if not c.__name__.startswith("_"))  # LocalCUDACluster
     client = Client(cluster)
     try:
         workers = sorted(client.scheduler_info()["workers"])

@@ -57,7 +57,7 @@ def local_cluster_spec(request: TrackRequest, api_url: str | None = None) -> tup
     environment and preload (`dask_setup`): `api_url`, the flow's Prefect API (None: no Prefect, as in
     benchmarks/gpu_cluster_check.py), and the flow's pid. With the GPU (`uses_gpu`), one worker per GPU by
     default, each pinned to its own: dask-cuda's `LocalCUDACluster` where the `cluster` extra is installed (it
-    sets each worker's CUDA_VISIBLE_DEVICES), else a `LocalCluster` whose preload does the same
+    sets each worker's CUDA_VISIBLE_DEVICES; `cuda_cluster`), else a `LocalCluster` whose preload does the same
     (`DORMANT_WORKER_GPUS`, `worker_gpu`). Either way each task asks for one `GPU` and each worker has one, so a
     worker scores one checkpoint at a time on its GPU, as `cuda` (its only visible device). Does not import
     Prefect: the GPU check script builds its cluster here, where Prefect is not installed."""
@@ -76,9 +76,9 @@ def local_cluster_spec(request: TrackRequest, api_url: str | None = None) -> tup
     if uses_gpu(request.device):
         kwargs["resources"] = {"GPU": 1}
     if gpus and n_workers <= len(gpus) and _has_dask_cuda():
-        # LocalCUDACluster starts processes always (no `processes`); worker i sees GPU i first, alone here.
+        # LocalCUDACluster starts processes always (no `processes`); worker i sees GPU i first (`cuda`).
         kwargs["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[:n_workers])
-        return "dask_cuda.LocalCUDACluster", {**kwargs, "env": env}
+        return f"{__name__}.cuda_cluster", {**kwargs, "env": env}
     if gpus:  # no dask-cuda, or more workers than GPUs (they share them in turn)
         env[WORKER_GPUS_ENV] = ",".join(gpus)
     return "distributed.LocalCluster", {**kwargs, "processes": True, "env": env}
@@ -92,6 +92,21 @@ def make_local_cluster(request: TrackRequest, api_url: str | None = None):
     path, kwargs = local_cluster_spec(request, api_url)
     module, name = path.rsplit(".", 1)
     return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+def cuda_cluster(env: dict | None = None, **kwargs):
+    """dask-cuda's `LocalCUDACluster`, started, whose workers get `env` too: dask-cuda replaces a worker's `env`
+    with its CUDA_VISIBLE_DEVICES (dask-cuda 25.x, `new_worker_spec`), which would drop the flow's pid and API."""
+    from dask_cuda import LocalCUDACluster
+
+    class _Cluster(LocalCUDACluster):
+        def new_worker_spec(self):
+            spec = super().new_worker_spec()
+            for one in spec.values():
+                one["options"]["env"] = {**(env or {}), **one["options"].get("env", {})}
+            return spec
+
+    return _Cluster(**kwargs)
 
 
 def _has_dask_cuda() -> bool:

@@ -37,7 +37,8 @@ def test_the_gpus_are_this_processs_own_list_or_the_visible_count(monkeypatch):
 @pytest.mark.parametrize("dask_cuda", [True, False])
 def test_a_cuda_run_gets_one_worker_per_gpu(monkeypatch, dask_cuda):
     """With 3 visible GPUs: 3 workers by default, each asking a GPU resource; dask-cuda's LocalCUDACluster where it
-    is installed (its arguments only: it cannot start on a machine without a GPU), else a LocalCluster whose
+    is installed (`cuda_cluster`; its arguments only: it cannot start on a machine without a GPU, nor is dask-cuda
+    installed here: benchmarks/gpu_cluster_check.py starts it on a GPU host), else a LocalCluster whose
     preload pins each worker (the test below starts that one)."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(runners, "visible_gpus", lambda: 3)
@@ -46,7 +47,7 @@ def test_a_cuda_run_gets_one_worker_per_gpu(monkeypatch, dask_cuda):
     assert kw["n_workers"] == 3 and kw["resources"] == {"GPU": 1} and kw["threads_per_worker"] == 1
     assert kw["env"]["PREFECT_API_URL"] == "http://127.0.0.1:1/api"
     if dask_cuda:
-        assert cls == "dask_cuda.LocalCUDACluster" and kw["CUDA_VISIBLE_DEVICES"] == "0,1,2" and "processes" not in kw
+        assert cls == "flows.runners.cuda_cluster" and kw["CUDA_VISIBLE_DEVICES"] == "0,1,2" and "processes" not in kw
         assert runners.WORKER_GPUS_ENV not in kw["env"]
     else:
         assert cls == "distributed.LocalCluster" and kw["env"][runners.WORKER_GPUS_ENV] == "0,1,2"
