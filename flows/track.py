@@ -228,9 +228,9 @@ def _run_on_dask(request: TrackRequest, todo: list, series, advance) -> None:
     """Every checkpoint submitted at once; workers only compute (they need no store, nor a disk shared with it)
     and each is written here as it comes back. One whose workers died (`runners.checkpoint_result`) is recorded
     as failed, as one they could not load."""
-    from flows.runners import checkpoint_result, dask_lines_off
+    from flows.runners import checkpoint_result, dask_lines_off, gpu_resources, reporting_to_flow_api
 
-    with _resources(request.device):
+    with gpu_resources(request.device), reporting_to_flow_api():
         futures = {tasks.compute_checkpoint.submit(request, r, series): r for r in todo}
     with dask_lines_off():
         for future in as_completed(list(futures)):
@@ -243,26 +243,15 @@ def _score_on_runner(request: TrackRequest):
     flow, which writes them), so no model is loaded where the flow runs. Local runner: None (in process)."""
     if request.runner is not Runner.DASK:
         return None
-    from flows.runners import checkpoint_result, dask_lines_off
+    from flows.runners import checkpoint_result, dask_lines_off, gpu_resources, reporting_to_flow_api
 
     def score(request: TrackRequest, revision):
-        with _resources(request.device):
+        with gpu_resources(request.device), reporting_to_flow_api():
             future = tasks.score_checkpoint.submit(request, revision)
         with dask_lines_off():
             return checkpoint_result(future)
 
     return score
-
-
-def _resources(device: str):
-    """On a Dask cluster, a CUDA task asks for one `GPU` resource (workers started with `--resources GPU=1`)."""
-    from flows.runners import uses_gpu
-
-    if not uses_gpu(device):  # cuda, cuda:N, or auto on a machine with a GPU
-        return contextlib.nullcontext()
-    import dask
-
-    return dask.annotate(resources={"GPU": 1})
 
 
 def _report(store: str, model_id: str, out_dir: str | None, fdr: float, fdr_method: str | None) -> Path:

@@ -130,7 +130,8 @@ def _wait_healthy(url: str, server: subprocess.Popen, log: Path, within: float =
 @pytest.mark.slow
 def test_a_worker_of_the_pool_runs_the_deployed_request_into_the_store(random_series, tmp_path):
     """deploy (the pool created as a process pool) -> `prefect deployment run` -> `prefect worker start --pool
-    dormant --run-once` -> every checkpoint of the series is in the store, written by the worker's flow run.
+    dormant`, kept until that flow run is over -> every checkpoint of the series is in the store, written by the
+    worker's flow run.
     Deploying again with --cron updates the same deployment; --image on a process pool is refused."""
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
@@ -162,16 +163,17 @@ def test_a_worker_of_the_pool_runs_the_deployed_request_into_the_store(random_se
             timeout=120,
         )
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        flow_run_id = _uuid_in(run.stdout)
 
+        # A worker that keeps polling (every second) until the flow run is over: a `--run-once` worker polled once,
+        # and beside other tests (-n 2) that poll could come before the run was due and exit 0 having run nothing.
         worker_log = tmp_path / "worker.log"
-        worker = _start([str(PREFECT), "worker", "start", "--pool", "dormant", "--run-once"], env, worker_log)
+        worker_env = {**env, "PREFECT_WORKER_QUERY_SECONDS": "1"}
+        worker = _start([str(PREFECT), "worker", "start", "--pool", "dormant", "--limit", "1"], worker_env, worker_log)
         processes.append(worker)
-        try:
-            worker.wait(150)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the worker did not finish its run: {worker_log.read_text(errors='replace')[-3000:]}")
-        log = worker_log.read_text(errors="replace")
-        assert worker.returncode == 0 and "Finished in state Completed()" in log, log[-3000:]
+        state = _final_state(api, flow_run_id, worker, worker_log, within=240)
+        log = _wait_for_text(worker_log, "3 checkpoints analysed now", within=30)
+        assert state.is_completed(), f"{state}: {log[-3000:]}"
         assert "3 checkpoints analysed now" in log, log[-3000:]  # the track subflow, on the request's runner
 
         stored = read_table(tmp_path / "store", "checkpoints").column("revision").to_pylist()
@@ -189,3 +191,37 @@ def test_a_worker_of_the_pool_runs_the_deployed_request_into_the_store(random_se
     finally:
         for process in reversed(processes):
             _stop(process)
+
+
+def _uuid_in(text: str) -> str:
+    import re
+
+    found = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", text)
+    assert found, f"no flow run id in: {text[-2000:]}"
+    return found.group(0)
+
+
+def _final_state(api: str, flow_run_id: str, worker: subprocess.Popen, log: Path, within: float):
+    """The flow run's state once it is final (Completed, Failed, Crashed, Cancelled), asked of the server."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    deadline = time.monotonic() + within
+    with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        while time.monotonic() < deadline:
+            state = client.read_flow_run(flow_run_id).state
+            if state is not None and state.is_final():
+                return state
+            if worker.poll() is not None:
+                pytest.fail(f"the worker exited {worker.returncode}: {log.read_text(errors='replace')[-3000:]}")
+            time.sleep(1)
+    pytest.fail(f"the flow run was not over in {within} s ({state}): {log.read_text(errors='replace')[-3000:]}")
+
+
+def _wait_for_text(log: Path, text: str, within: float) -> str:
+    """The log once `text` is in it (the flow-run process's output reaches the worker's as it comes), or at the
+    deadline."""
+    deadline = time.monotonic() + within
+    while text not in (content := log.read_text(errors="replace")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return content
