@@ -206,14 +206,15 @@ def _pass_on(pid: int, signum: int) -> None:
 def dask_lines_off() -> Iterator[None]:
     """While the flow waits for its checkpoints: the warnings and errors of Dask's scheduler and nannies in this
     process (a worker restarted, a task failed because its workers died) stay off the console; the flow's one
-    warning per failed checkpoint says it in its terms. The logger's level is restored after the block."""
+    warning per failed checkpoint says it in its terms. The logger's level is restored after the block when it
+    ends normally; a block left by an interrupt (Ctrl-C, SIGTERM) or an error keeps it off, since the cluster is
+    closed next and its nannies' "still alive ... killing" warnings are the stop's own doing (on a loaded machine
+    one reached the console after the run's one interrupted line)."""
     logger = logging.getLogger("distributed")
     level = logger.level
     logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    yield
+    logger.setLevel(level)
 
 
 def checkpoint_result(future):
