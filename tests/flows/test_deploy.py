@@ -60,7 +60,7 @@ def _one_error_line(code: int, lines: list[str], seconds: float, needle: str) ->
     assert code == 2, lines
     assert len(lines) == 1 and lines[0].startswith("dormant deploy: error: "), lines
     assert needle in lines[0], lines
-    assert seconds < 10, f"{seconds:.1f} s"
+    assert seconds < 30, f"{seconds:.1f} s"  # a bound against a hang, not a timing: a loaded machine took 12 s
 
 
 def test_without_a_prefect_server_named_deploy_says_how_to_start_one(random_series, tmp_path):
