@@ -63,7 +63,7 @@ def test_ctrl_c_stops_serve_with_one_line_and_exit_130(random_series, tmp_path):
                 )
             try:
                 deadline = time.monotonic() + 120
-                while "is being served" not in " ".join(out.read_text(errors="replace").split()):
+                while "being served and polling" not in " ".join(out.read_text(errors="replace").split()):
                     assert serve.poll() is None, err.read_text(errors="replace")[-3000:]
                     assert time.monotonic() < deadline, out.read_text(errors="replace")[-3000:]
                     time.sleep(0.2)
