@@ -390,3 +390,17 @@ def test_the_recipes_give_the_tools_dormant_fractions_on_the_primary_set(demo, m
         every_set = pd.read_parquet("data/store/head_scores", filters=[("score_fn", "==", fn)])
         differ += every_set.groupby("step").dormant.mean().to_dict() != pytest.approx(tool)
     assert differ, "no function whose fractions differ between the sets: the test would not see a mean over sets"
+
+
+def test_a_silent_hub_names_its_own_reason_and_no_advice_that_track_refuses(tmp_path):
+    """The Hub error said to set HF_HUB_OFFLINE=1, with which `track` then said to unset it (a Hub series needs its
+    branch list, never cached); and it gave "offline mode is on" as the reason of a Hub that did not answer."""
+    from tests.builders.prefect_server import free_port
+    from tests.builders.processes import run_cli
+
+    env = cli_env(HF_ENDPOINT=f"http://127.0.0.1:{free_port()}")
+    env.pop("HF_HUB_OFFLINE")
+    r, _ = run_cli(["track", "--model", "org/name", "--store", tmp_path / "store"], env, tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "does not answer (" in r.stderr and "offline mode is on" not in r.stderr, r.stderr
+    assert "HF_HUB_OFFLINE" not in r.stderr and "give a local checkpoint folder" in r.stderr, r.stderr
