@@ -33,7 +33,10 @@ from dormant_tasks.errors import ConfigError
 if TYPE_CHECKING:
     from dormant_tasks.tracking import TrackRequest, TrackResult
 
-START_A_SERVER = "start one with `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api`"
+START_A_SERVER = (
+    "start one with `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api` "
+    "(or `prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api`)"
+)
 API_PROBE_S = 5.0  # a server that has not answered /health by then is taken as down (the error comes within 10 s)
 
 
@@ -91,21 +94,24 @@ def build_deployment(request: TrackRequest, cron: str | None, name: str | None =
 
 
 def serve(request: TrackRequest, cron: str, name: str | None = None) -> None:
+    """Serve the deployment until Ctrl-C or SIGTERM, then raise KeyboardInterrupt (the CLI's one line, exit 130).
+    Prefect's `serve` swallows the interrupt and returns, and it returns for nothing else."""
     from prefect import serve as prefect_serve
 
     prefect_serve(build_deployment(request, cron, name))
+    raise KeyboardInterrupt
 
 
-def api_url() -> str:
-    """The Prefect API a deployment is registered with: PREFECT_API_URL (the variable or the Prefect profile's
-    setting, as Prefect reads it); ConfigError naming how to start one when none is set, or when it does not
-    answer within API_PROBE_S seconds. (Without it Prefect would start a temporary server that ends with this
-    command, and the deployment with it.)"""
+def api_url(what: str = "a deployment") -> str:
+    """The Prefect API a deployment is registered with (or served from): PREFECT_API_URL (the variable or the
+    Prefect profile's setting, as Prefect reads it); ConfigError naming how to start one when none is set, or when
+    it does not answer within API_PROBE_S seconds. (Without it Prefect would start a temporary server that ends
+    with this command, and the deployment, its schedule and its runs' history with it.)"""
     from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
     if not url:
-        raise ConfigError(f"a deployment needs a Prefect server that keeps running: {START_A_SERVER}")
+        raise ConfigError(f"{what} needs a Prefect server that keeps running: {START_A_SERVER}")
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"PREFECT_API_URL {url!r} is not an http(s) URL: e.g. http://127.0.0.1:4200/api")
     why = api_silence(url)

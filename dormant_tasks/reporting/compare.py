@@ -104,8 +104,9 @@ def compared_set(sets: dict[str, list[str]]) -> str:
     listed = "; ".join(f"{m}: {', '.join(s)}" for m, s in sets.items())
     raise ReportError(
         f"the series share no calibration set ({listed}), so their masks do not compare; track one on the "
-        f"other's set, e.g. `dormant track --model {ids[1]} --calibration <the set {ids[0]} was tracked on, the "
-        "same texts and --limit>`, then compare again"
+        f"other's set, e.g. `dormant track --model {ids[1]} --calibration <its own sets> --calibration <the set "
+        f"{ids[0]} was tracked on, the same texts and --limit> --retau` (a stored series takes a new set only with "
+        "--retau), then compare again"
     )
 
 

@@ -349,8 +349,9 @@ def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
     else:
         out.append(
             f"3. **Input dependence.** Not measured: the series is tracked on {len(d.calibration_ids)} calibration "
-            "set(s); add others with `dormant track SERIES --calibration winogrande:1 --calibration winogrande:2 "
-            "--calibration wikipedia:1 --retau` (two draws of one text are the reference; or any `--calibration FILE`)."
+            f"set(s); add others with `dormant track --model {f.model_id} --calibration winogrande:1 --calibration "
+            "winogrande:2 --calibration wikipedia:1 --retau` (two draws of one text are the reference; or any "
+            "`--calibration FILE`)."
         )
     out += [
         "",

@@ -137,10 +137,11 @@ def preflight(args: argparse.Namespace) -> None:
             )
         if role == "checkpoint" and is_local_source(args.model) and not getattr(args, "series", None):
             check_checkpoint_folder(args.model)
-        elif not is_local_source(args.model) and not hub_offline() and hub_silence():
+        elif not is_local_source(args.model) and not hub_offline() and (silent := hub_silence()):
+            # Not "set HF_HUB_OFFLINE=1": a Hub --model needs the Hub's branch list even when its files are cached.
             raise CheckpointError(
-                f"--model {args.model}: the Hub at {hub_endpoint()} does not answer ({hub_silence()}); check the "
-                "network, or set HF_HUB_OFFLINE=1 to use the models already in the Hugging Face cache"
+                f"--model {args.model}: the Hub at {hub_endpoint()} does not answer ({silent}); check the network "
+                "(HF_ENDPOINT, HTTPS_PROXY), or give a local checkpoint folder"
             )
     elif role == "series":
         store = getattr(args, "store", None)

@@ -2,7 +2,9 @@
 
 Start a server once with `prefect server start` and `export PREFECT_API_URL=http://127.0.0.1:4200/api`;
 then `dormant serve --model allenai/OLMo-2-0425-1B --max 50 --cron "0 3 * * *"` serves the deployment
-until interrupted. Each scheduled run analyses only checkpoints not yet in the store.
+until interrupted. Each scheduled run analyses only checkpoints not yet in the store. Without a server
+that answers it is refused in one line: a temporary one would end with the command, and the schedule
+and its runs' history with it.
 """
 
 from __future__ import annotations
@@ -29,9 +31,15 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flows.deployments import build_deployment, serve
+    from flows.deployments import api_url, build_deployment, serve
 
+    api_url("a schedule")  # a server that keeps running, and answers: asked first (seconds)
     request = request_from_args(args)
     build_deployment(request, args.cron, args.name)  # validates the schedule before serving
     serve(request, args.cron, args.name)
     return 0
+
+
+def interrupted(args: argparse.Namespace) -> str:
+    """The one line of a Ctrl-C: Prefect's `serve` pauses the deployment's schedule as it stops."""
+    return "stopped; the schedule is paused on the Prefect server until `dormant serve` runs again"

@@ -6,22 +6,19 @@ worker and `prefect deployment run`."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from dormant_tasks.store.io import read_table
+from tests.builders.prefect_server import PREFECT, free_port, start_session, stop_session, wait_healthy
 from tests.builders.processes import run_cli
 from tests.builders.progress import is_progress
 
 REPO = Path(__file__).resolve().parents[2]
-PREFECT = Path(sys.executable).with_name("prefect")
 
 
 def _env(tmp_path: Path, api_url: str | None) -> dict[str, str]:
@@ -46,12 +43,6 @@ def _dormant(
     return r.returncode, lines, r.stdout, seconds
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _deploy_args(series: Path, tmp_path: Path, *more: str) -> list[str]:
     return ["deploy", "--model", str(series), "--store", str(tmp_path / "store"), "--pool", "dormant", *more]
 
@@ -72,7 +63,7 @@ def test_without_a_prefect_server_named_deploy_says_how_to_start_one(random_seri
 
 
 def test_a_server_that_refuses_or_never_answers_is_one_line_within_10_s(random_series, tmp_path):
-    refused = f"http://127.0.0.1:{_free_port()}/api"
+    refused = f"http://127.0.0.1:{free_port()}/api"
     code, lines, _, seconds = _dormant(_deploy_args(random_series, tmp_path), _env(tmp_path, refused), tmp_path)
     _one_error_line(code, lines, seconds, f"the Prefect server at PREFECT_API_URL {refused} does not answer")
 
@@ -95,54 +86,24 @@ def test_a_bad_schedule_is_refused_before_the_server_is_asked(random_series, tmp
     _one_error_line(code, lines, seconds, "--cron 'every day' is not a cron expression")
 
 
-def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    """A process in a session of its own (its children too: the worker's flow-run process), output to `log`."""
-    with open(log, "wb") as f:
-        return subprocess.Popen(args, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 15)):
-            try:
-                os.killpg(process.pid, sig)
-                process.wait(wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-            except ProcessLookupError:
-                return
-
-
-def _wait_healthy(url: str, server: subprocess.Popen, log: Path, within: float = 150) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"prefect server exited {server.returncode}: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.5)
-    pytest.fail(f"prefect server did not answer in {within} s: {log.read_text(errors='replace')[-2000:]}")
-
-
 @pytest.mark.slow
 def test_a_worker_of_the_pool_runs_the_deployed_request_into_the_store(random_series, tmp_path):
     """deploy (the pool created as a process pool) -> `prefect deployment run` -> `prefect worker start --pool
     dormant`, kept until that flow run is over -> every checkpoint of the series is in the store, written by the
     worker's flow run.
     Deploying again with --cron updates the same deployment; --image on a process pool is refused."""
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     env = _env(tmp_path, api)
     processes: list[subprocess.Popen] = []
     try:
         server_log = tmp_path / "server.log"
         processes.append(
-            _start([str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, server_log)
+            start_session(
+                [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, server_log
+            )
         )
-        _wait_healthy(api, processes[0], server_log)
+        wait_healthy(api, processes[0], server_log)
 
         args = _deploy_args(random_series, tmp_path, "--limit", "4", "--scores", "ahon_ln", "--device", "cpu")
         code, lines, _, _ = _dormant([*args, "--no-report", "--image", "x/y:1"], env, tmp_path)
@@ -169,7 +130,9 @@ def test_a_worker_of_the_pool_runs_the_deployed_request_into_the_store(random_se
         # and beside other tests (-n 2) that poll could come before the run was due and exit 0 having run nothing.
         worker_log = tmp_path / "worker.log"
         worker_env = {**env, "PREFECT_WORKER_QUERY_SECONDS": "1"}
-        worker = _start([str(PREFECT), "worker", "start", "--pool", "dormant", "--limit", "1"], worker_env, worker_log)
+        worker = start_session(
+            [str(PREFECT), "worker", "start", "--pool", "dormant", "--limit", "1"], worker_env, worker_log
+        )
         processes.append(worker)
         state = _final_state(api, flow_run_id, worker, worker_log, within=240)
         log = _wait_for_text(worker_log, "3 checkpoints analysed now", within=30)
@@ -190,7 +153,7 @@ def test_a_worker_of_the_pool_runs_the_deployed_request_into_the_store(random_se
         assert deployment.work_pool_name == "dormant" and deployment.entrypoint == "flows.deployments.track_deployment"
     finally:
         for process in reversed(processes):
-            _stop(process)
+            stop_session(process)
 
 
 def _uuid_in(text: str) -> str:

@@ -1,0 +1,406 @@
+"""Every command the tool or its docs suggest runs (issue 43, item 2).
+
+Collected, not listed by hand:
+- the advice of the tool's messages: every backticked `dormant ...` in a string of `dormant_tasks/` or `flows/`
+  (docstrings aside), found by reading the source; `ADVICE` says how each is run on the demo store (its
+  placeholders filled as the message fills them: the series it names, the store it names) or why it is not, and a
+  test keeps `ADVICE` equal to what the source holds;
+- every code block of README.md and docs/*.md: each `dormant` line of a shell block (`$ ` lines of a text block),
+  each Python block, each SQL (DuckDB) block.
+
+They run against one demo store per module: `dormant demo --steps 30 --limit 8` (the real demo, shorter), one
+`dormant evaluate` sweep on its last checkpoint (the README's, smaller), and a copy of its checkpoints as a folder
+of `step{N}` checkpoints (`runs/my-run`), all with one real `prefect server` (one server start instead of one per
+command). Each command runs on its own copy of the store (series folders linked, so their sources stay the same),
+through a `dormant` on PATH, as a user types it, and must exit 0. The few that need the Hub, a GPU, a cluster or
+a second series are in `MARKED` with the reason; a command run with other values (a 2,000-step demo's checkpoint
+name, a smaller --limit) is in `RUN_AS`. The recipes of docs/DATA_CONTRACT.md must also give the tool's numbers.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.builders.prefect_server import prefect_server
+from tests.builders.processes import cli_env
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+HUB = "needs the Hub (a Hub --model; the tests have no Hub)"
+GPU = "needs the Hub and a CUDA GPU"
+
+# ---- the tool's advice ----
+
+# backticked command (f-string fields as {}) -> the line run in the demo folder, or a reason it is not run
+ADVICE: dict[str, str | None] = {
+    "dormant checkpoints": "dormant checkpoints --model tiny-olmo2",  # "... of SERIES; run `dormant checkpoints`"
+    "dormant checkpoints --model ...": "dormant checkpoints --model data/series/tiny-olmo2",
+    "dormant checkpoints --model {}": "dormant checkpoints --model data/series/tiny-olmo2",
+    "dormant evaluate --model ...": None,  # the module fixture's evaluate (RUN_AS of the README's evaluate)
+    "dormant evaluate --model ... --mode dynamic": None,
+    "dormant evaluate --model {} --mode dynamic": None,
+    "dormant findings": "dormant findings",
+    "dormant findings --seed-group": None,
+    "dormant leaderboard --tasks T": "dormant leaderboard --tasks winogrande",
+    "dormant pretrain-tiny": "dormant pretrain-tiny --model data/series/other --steps 2",
+    "dormant pretrain-tiny --seed N": "dormant pretrain-tiny --model data/series/seed1 --seed 1 --steps 2",
+    "dormant report": "dormant report",
+    "dormant score": "dormant score --model data/series/tiny-olmo2/{last} --out scores.parquet --limit 4",
+    "dormant serve": None,
+    "dormant status": "dormant status",
+    "dormant status --store {}": "dormant status --store data/store",
+    "dormant store gc": "dormant store gc",
+    "dormant store repair": "dormant store repair",
+    "dormant store repair --store {}": "dormant store repair --store data/store",
+    "dormant store upgrade": "dormant store upgrade",
+    "dormant store upgrade --store {}": "dormant store upgrade --store data/store",
+    "dormant track": "dormant track --model tiny-olmo2",  # "... of SERIES ...; run `dormant track` for it"
+    "dormant track --help": "dormant track --help",
+    "dormant track --input-scores keep|auto": "dormant track --model tiny-olmo2 --input-scores keep",
+    "dormant track --model {} --calibration <its own sets> --calibration <the set {} was tracked on, the same "
+    "texts and --limit> --retau": "dormant track --model tiny-olmo2 --calibration winogrande --calibration wikipedia "
+    "--calibration code --calibration mmlu --limit 8 --retau",
+    "dormant track --model {} --calibration winogrande:1 --calibration winogrande:2 --calibration wikipedia:1 "
+    "--retau": "dormant track --model tiny-olmo2 --calibration winogrande:1 --calibration winogrande:2 "
+    "--calibration wikipedia:1 --retau --limit 8",
+    "dormant track --retau": "dormant track --model tiny-olmo2 --retau",
+    "dormant track --retau --scores ... {}": "dormant track --model tiny-olmo2 --retau --scores ahon_ln awft",
+    "dormant {}": None,
+    "dormant {} --help": "dormant report --help",
+}
+ADVICE_NOT_RUN = {
+    "dormant evaluate --model ...": "run as the module fixture's sweep (the README's evaluate, RUN_AS)",
+    "dormant evaluate --model ... --mode dynamic": "run as the module fixture's sweep (--mode dynamic)",
+    "dormant evaluate --model {} --mode dynamic": "run as the module fixture's sweep (--mode dynamic)",
+    "dormant findings --seed-group": "needs two or more seeds of one recipe; the demo store has one",
+    "dormant serve": "serves until stopped, with a Prefect server: tests/flows/test_serve.py",
+    "dormant {}": "names a request file's kind (`dormant evaluate` for an evaluate request)",
+}
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    kinds = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, kinds) and n.body and isinstance(n.body[0], ast.Expr)
+        if isinstance(n.body[0].value, ast.Constant) and isinstance(n.body[0].value.value, str)
+    }
+
+
+def advice_in_source() -> dict[str, list[str]]:
+    """Backticked `dormant ...` in the strings of the tool's code -> where (file:line)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted([*(REPO / "dormant_tasks").rglob("*.py"), *(REPO / "flows").rglob("*.py")]):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _docstring_nodes(tree)
+        for n in ast.walk(tree):
+            if isinstance(n, ast.JoinedStr):
+                skip |= {id(v) for v in n.values}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.JoinedStr):
+                text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in n.values)
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip:
+                text = n.value
+            else:
+                continue
+            for command in re.findall(r"`(dormant [^`]*)`", text):
+                found.setdefault(command, []).append(f"{path.relative_to(REPO)}:{n.lineno}")
+    return found
+
+
+# ---- the docs' code blocks ----
+
+
+@dataclass(frozen=True)
+class Block:
+    where: str  # file:line of the opening fence
+    lang: str
+    text: str
+
+
+def code_blocks() -> list[Block]:
+    out = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"^( *)```(\w*)\n(.*?)^\1```", text, re.S | re.M):
+            body = "\n".join(line.removeprefix(m[1]) for line in m[3].splitlines())
+            out.append(Block(f"{path.relative_to(REPO)}:{text[: m.start()].count(chr(10)) + 1}", m[2], body))
+    return out
+
+
+def doc_commands() -> list[tuple[str, str]]:
+    """(where, command line) of every `dormant` command in a shell block (a `$ ` line of a text block), its
+    continuation lines joined."""
+    out = []
+    for b in code_blocks():
+        if b.lang not in ("bash", "sh", "console", "text", ""):
+            continue
+        for line in re.sub(r"\\\n\s*", "", b.text).splitlines():
+            if b.lang in ("console", "text"):
+                if not line.startswith("$ "):
+                    continue
+                line = line[2:]
+            command = line.split("  #")[0].strip()
+            if re.match(r"^(\w+=\S+ )*dormant ", command):
+                out.append((b.where, command))
+    return out
+
+
+# README / docs command -> the line run instead (the demo store's names and sizes), or why it is not run
+RUN_AS = {
+    "HF_DATASETS_OFFLINE=1 dormant evaluate --model data/series/tiny-olmo2/stage1-step2000-tokens1024K "
+    "--tasks winogrande,piqa --limit 200 --store /tmp/store": "HF_DATASETS_OFFLINE=1 dormant evaluate --model "
+    "data/series/tiny-olmo2/{last} --tasks winogrande,piqa --limit 4 --store data/store --scores ahon_ln --log-samples",
+    "dormant report --model allenai/OLMo-2-0425-1B": "dormant report --model tiny-olmo2",
+    "dormant findings --model allenai/OLMo-2-0425-1B --reports-dir findings/": (
+        "dormant findings --model tiny-olmo2 --reports-dir findings/"
+    ),
+    "dormant score --model PATH_OR_REPO --out scores.parquet": (
+        "dormant score --model data/series/tiny-olmo2/{last} --out scores.parquet --limit 4"
+    ),
+    "dormant pretrain-tiny --model data/series/my-tiny --steps 2000": (
+        "dormant pretrain-tiny --model data/series/my-tiny --steps 2"
+    ),
+    "dormant store upgrade --store DIR": "dormant store upgrade --store data/store",
+    "dormant store repair --store DIR": "dormant store repair --store data/store",
+    "dormant store repair --check --store DIR": "dormant store repair --check --store data/store",
+    "dormant store gc --store DIR": "dormant store gc --store data/store",
+    "dormant store upgrade --store PATH": "dormant store upgrade --store data/store",
+}
+FIXTURE_EVALUATE = next(k for k in RUN_AS if "dormant evaluate" in k)
+MARKED = {
+    "dormant checkpoints --model allenai/OLMo-2-0425-1B --max 20": HUB,
+    "dormant track --model allenai/OLMo-2-0425-1B --max 20 --device cuda": GPU,
+    "dormant track --model allenai/OLMo-2-0425-1B --max 20 --calibration winogrande --calibration code "
+    "--calibration mmlu": HUB,
+    "dormant compare --model allenai/OLMo-2-0425-1B --model allenai/OLMo-2-1124-7B": HUB + ": two tracked series",
+    "dormant evaluate --model allenai/OLMo-2-1124-7B-Instruct --scores lthon_ln ahon_ln awft": HUB,
+    "dormant evaluate --model allenai/OLMo-2-1124-7B --tasks winogrande mmlu piqa gsm8k --log-samples": HUB,
+    "dormant track --model EleutherAI/pythia-160m --max 20": HUB,
+    "dormant track --model allenai/OLMo-2-0425-1B --max 20": HUB,
+    "dormant track --model allenai/OLMo-2-1124-7B --max 20": HUB,
+    "dormant compare --model EleutherAI/pythia-70m,EleutherAI/pythia-160m,EleutherAI/pythia-410m --model "
+    "EleutherAI/pythia-1b,EleutherAI/pythia-1.4b,EleutherAI/pythia-2.8b --format csv > pythia.csv": HUB
+    + ": six tracked Pythia series",
+    "dormant leaderboard --model allenai/OLMo-2-1124-7B allenai/OLMo-2-1124-7B-Instruct --tasks winogrande mmlu": HUB
+    + ": sweeps of two Hub models",
+    "dormant leaderboard --figure agreement.png": "needs sweeps of 2 models or more; the demo store has one",
+    "dormant checkpoints --model allenai/OLMo-2-1124-7B --steps :50000 --every 5": HUB,
+    "dormant checkpoints --model allenai/OLMo-2-0425-1B --max 20 --include-main": HUB,
+    "dormant track --model allenai/OLMo-2-0425-1B --revisions 'stage2-*'": HUB,
+    "dormant track --model EleutherAI/pythia-410m --steps :10000": HUB,
+    "dormant track --model allenai/OLMo-2-1124-7B --every 10 --device cuda --runner dask --address "
+    "tcp://flowhost:8786": GPU + ", and a Dask cluster (docs/CLUSTER.md)",
+    'dormant deploy --model allenai/OLMo-2-1124-7B --every 10 --device cuda --pool gpu --cron "0 3 * * *"': GPU
+    + ", and a Prefect server and work pool (tests/flows/test_deploy.py deploys a local series)",
+}
+PYTHON_MARKED = {  # the first line of the block that the mark is for
+    "from huggingface_hub import list_repo_refs": HUB,
+    "from dask_kubernetes.operator import KubeCluster": "needs a Kubernetes cluster with GPUs",
+    "import subprocess": "needs a SLURM cluster with GPUs",
+}
+
+
+def _commands_to_run() -> list[tuple[str, str, str]]:
+    """(id, written, line to run) of every doc command that is run, in file order, each distinct line once."""
+    seen, out = set(), []
+    for where, command in doc_commands():
+        if command in MARKED or command == FIXTURE_EVALUATE or command in seen:
+            continue
+        seen.add(command)
+        out.append((f"{where} {command}", command, RUN_AS.get(command, command)))
+    return out
+
+
+def _python_blocks() -> list[Block]:
+    return [b for b in code_blocks() if b.lang == "python" and b.text.splitlines()[0] not in PYTHON_MARKED]
+
+
+# ---- the demo store ----
+
+
+@dataclass(frozen=True)
+class Demo:
+    folder: Path  # data/store, data/series/tiny-olmo2, runs/my-run
+    env: dict[str, str]
+    last: str  # the series' last checkpoint
+
+
+def _run(line: str, demo: Demo, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", line.format(last=demo.last)],
+        cwd=cwd,
+        env=demo.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _ok(r: subprocess.CompletedProcess, line: str) -> None:
+    assert r.returncode == 0, f"{line}\nexit {r.returncode}\n{r.stderr[-3000:]}\n{r.stdout[-1000:]}"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    home = tmp_path_factory.mktemp("advice")
+    bin_dir = home / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "dormant"  # `dormant` as installed: this checkout's CLI
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m flows.cli "$@"\n')
+    shim.chmod(0o755)
+    env = cli_env(PREFECT_HOME=str(home / "prefect-home"), HF_DATASETS_OFFLINE="1")
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    for name in ("DORMANT_STORE", "DORMANT_REPORTS"):
+        env.pop(name, None)
+    folder = home / "demo"
+    folder.mkdir()
+    with prefect_server(env, home / "server.log") as api:
+        env["PREFECT_API_URL"] = api
+        first = Demo(folder, env, "")
+        r = _run("dormant demo --steps 30 --limit 8", first, folder)
+        _ok(r, "dormant demo")
+        series = folder / "data" / "series" / "tiny-olmo2"
+        names = sorted((p.name for p in series.iterdir() if p.is_dir()), key=lambda n: int(n.split("-")[1][4:]))
+        runs = folder / "runs" / "my-run"  # the same checkpoints as a run's step{N} folders (hard links)
+        for name in names:
+            shutil.copytree(series / name, runs / name.split("-")[1], copy_function=os.link)
+        made = Demo(folder, env, names[-1])
+        _ok(_run(RUN_AS[FIXTURE_EVALUATE], made, folder), FIXTURE_EVALUATE)
+        yield made
+
+
+@pytest.fixture
+def work(demo, tmp_path) -> Path:
+    """A copy of the demo's store (a command may change it), its series folders linked: same resolved sources."""
+    shutil.copytree(demo.folder / "data" / "store", tmp_path / "data" / "store")
+    (tmp_path / "data" / "series").symlink_to(demo.folder / "data" / "series")
+    (tmp_path / "runs").symlink_to(demo.folder / "runs")
+    return tmp_path
+
+
+# ---- the lists stay true ----
+
+
+def test_the_advice_table_is_the_advice_the_source_gives():
+    found = advice_in_source()
+    assert sorted(found) == sorted(ADVICE), {
+        "in the source, not in ADVICE": {k: v for k, v in found.items() if k not in ADVICE},
+        "in ADVICE, not in the source": sorted(set(ADVICE) - set(found)),
+    }
+    assert {k for k, v in ADVICE.items() if v is None} == set(ADVICE_NOT_RUN)
+
+
+def test_every_marked_or_rewritten_doc_command_is_in_the_docs():
+    commands = {c for _, c in doc_commands()}
+    assert sorted(set(MARKED) - commands) == [] and sorted(set(RUN_AS) - commands) == []
+    firsts = {b.text.splitlines()[0] for b in code_blocks() if b.lang == "python"}
+    assert sorted(set(PYTHON_MARKED) - firsts) == []
+
+
+# ---- they run ----
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("advice", sorted(k for k, v in ADVICE.items() if v is not None))
+def test_the_tools_advice_runs(advice, demo, work):
+    line = ADVICE[advice]
+    assert line is not None
+    _ok(_run(line, demo, work), line)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("written", "line"), [(w, r) for _, w, r in _commands_to_run()], ids=[i for i, _, _ in _commands_to_run()]
+)
+def test_the_docs_command_runs(written, line, demo, work):
+    _ok(_run(line, demo, work), line)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", _python_blocks(), ids=[b.where for b in _python_blocks()])
+def test_the_docs_python_block_runs(block, demo, work):
+    r = subprocess.run(
+        [sys.executable, "-c", block.text], cwd=work, env=demo.env, capture_output=True, text=True, timeout=300
+    )
+    _ok(r, f"{block.where}\n{block.text}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", [b for b in code_blocks() if b.lang == "sql"], ids=lambda b: b.where)
+def test_the_docs_duckdb_block_runs(block, demo, work, monkeypatch):
+    duckdb = pytest.importorskip("duckdb")
+    monkeypatch.chdir(work)
+    assert duckdb.sql(block.text).fetchall()  # rows: the demo store has what every recipe reads
+
+
+# ---- the recipes give the tool's numbers ----
+
+
+def _recipe(lang: str, first_line: str) -> str:
+    [block] = [
+        b
+        for b in code_blocks()
+        if b.where.startswith("docs/DATA_CONTRACT.md") and b.lang == lang
+        if first_line in b.text
+    ]
+    return block.text
+
+
+@pytest.mark.slow
+def test_the_recipes_give_the_tools_dormant_fractions_on_the_primary_set(demo, monkeypatch):
+    """DuckDB, pandas and polars, as written in docs/DATA_CONTRACT.md (the function swapped), against the API's masks
+    of every tracked function at every checkpoint: the primary calibration set under its current taus, never a mean
+    over the sets (the demo's three sets give other fractions)."""
+    import duckdb
+    import pandas as pd
+
+    import dormant_tasks
+
+    monkeypatch.chdir(demo.folder)
+    s = dormant_tasks.open_store("data/store")["tiny-olmo2"]
+    steps = dict(zip(s.checkpoints().revision, s.checkpoints().step, strict=True))
+    sql = _recipe("sql", "fraction of heads dormant under ahon_ln")
+    pandas_recipe = _recipe("python", "import pandas as pd")
+    polars_recipe = _recipe("python", "import polars as pl")
+    assert len(s.score_fns) >= 15
+    differ = 0
+    for fn in s.score_fns:
+        tool = {int(steps[r]): float(v) for r, v in s.masks(fn).mean(axis=1).items()}
+        rows = duckdb.sql(sql.replace("'ahon_ln'", f"'{fn}'")).fetchall()  # model, step, tokens, fraction
+        assert {step: pytest.approx(frac) for _, step, _, frac in rows} == tool, fn
+        space: dict = {}
+        exec(pandas_recipe.replace('"ahon_ln"', f'"{fn}"'), space)
+        assert space["frac_dormant"].loc["tiny-olmo2"].to_dict() == pytest.approx(tool), fn
+        space = {}
+        exec(polars_recipe.replace('"ahon_ln"', f'"{fn}"'), space)
+        frame = space["frac_dormant"]
+        assert dict(zip(frame["step"].to_list(), frame["frac_dormant"].to_list(), strict=True)) == pytest.approx(tool)
+        every_set = pd.read_parquet("data/store/head_scores", filters=[("score_fn", "==", fn)])
+        differ += every_set.groupby("step").dormant.mean().to_dict() != pytest.approx(tool)
+    assert differ, "no function whose fractions differ between the sets: the test would not see a mean over sets"
+
+
+def test_a_silent_hub_names_its_own_reason_and_no_advice_that_track_refuses(tmp_path):
+    """The Hub error said to set HF_HUB_OFFLINE=1, with which `track` then said to unset it (a Hub series needs its
+    branch list, never cached); and it gave "offline mode is on" as the reason of a Hub that did not answer."""
+    from tests.builders.prefect_server import free_port
+    from tests.builders.processes import run_cli
+
+    env = cli_env(HF_ENDPOINT=f"http://127.0.0.1:{free_port()}")
+    env.pop("HF_HUB_OFFLINE")
+    r, _ = run_cli(["track", "--model", "org/name", "--store", tmp_path / "store"], env, tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "does not answer (" in r.stderr and "offline mode is on" not in r.stderr, r.stderr
+    assert "HF_HUB_OFFLINE" not in r.stderr and "give a local checkpoint folder" in r.stderr, r.stderr
