@@ -405,7 +405,9 @@ def test_one_spearman_function_and_it_is_scipys():
 
     assert not hasattr(rank_agreement, "average_ranks")
     assert "stats.spearmanr(" in inspect.getsource(rank_agreement.spearman)
-    own = [n for n, f in inspect.getmembers(rank_agreement, inspect.isfunction) if f.__module__ == rank_agreement.__name__]
+    own = [
+        n for n, f in inspect.getmembers(rank_agreement, inspect.isfunction) if f.__module__ == rank_agreement.__name__
+    ]
     assert sorted(own) == ["agreement_task", "auc_agreement", "spearman"]
     rng = np.random.default_rng(0)
     with warnings.catch_warnings():
