@@ -20,6 +20,7 @@ import pytest
 from scipy import stats
 
 from dormant_tasks.errors import ConfigError, StoreError
+from dormant_tasks.evaluation import rank_agreement
 from dormant_tasks.evaluation.intervals import ItemResampling
 from dormant_tasks.evaluation.leaderboard import (
     AVERAGE_MODEL,
@@ -32,7 +33,6 @@ from dormant_tasks.evaluation.leaderboard import (
     format_leaderboard_table,
     load_leaderboard,
 )
-from dormant_tasks.evaluation import rank_agreement
 from dormant_tasks.evaluation.rank_agreement import auc_agreement, spearman
 from dormant_tasks.store.io import store_folder, write_table
 
