@@ -205,7 +205,7 @@ def tau_source(row: dict | None) -> str:
 
 def no_interval(x: Estimate | Share) -> str:
     """Why a number stands without an interval: too few units behind it, or none drawn."""
-    if 0 < x.n_units < MIN_UNITS:
+    if 0 < getattr(x, "n_units", 0) < MIN_UNITS:
         return f"no interval: {x.n_units} {_units_of(x.method, x.n_units)}, fewer than {MIN_UNITS}"
     return "no interval"
 
@@ -213,8 +213,8 @@ def no_interval(x: Estimate | Share) -> str:
 def few_units(x: Estimate | Share) -> str:
     """ "; only n heads: few" after an interval that fewer than MIN_UNITS units back (Wilson's interval of 1 of 3
     heads is drawn, but it rests on 3 heads): shown, marked, with its n; "" otherwise."""
-    n = int(x.n_units)
-    return f"; only {n} {_units_of(x.method, n)}: few" if 0 < n < MIN_UNITS else ""
+    n = int(getattr(x, "n_units", 0) or 0)  # any value with an interval (`compare_tables.cell_text`)
+    return f"; only {n} {_units_of(getattr(x, 'method', ''), n)}: few" if 0 < n < MIN_UNITS else ""
 
 
 def _units_of(method: str, n: int) -> str:

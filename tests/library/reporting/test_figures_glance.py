@@ -9,7 +9,7 @@ import numpy as np
 
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.report import render_report
-from tests.builders.stores import TOKENS, known_picture, with_quantile_ahon, write_series
+from tests.builders.stores import MODEL, TOKENS, known_picture, with_quantile_ahon, write_series
 
 
 def test_set_agreement_leaves_gaps_where_agreement_is_undefined():
@@ -125,3 +125,85 @@ def test_set_agreement_shows_the_head_counts_and_the_noise_floor():
     assert "either set" in below.get_ylabel()
     labels = [t.get_text() for t in top.get_legend().get_texts()]
     assert "noise floor at step20: same-kind agreement 0.60 (95% CI 0.50–0.70)" in labels
+
+
+def test_a_tau_that_marks_nothing_is_said_so_with_the_tau(tmp_path):
+    """Issue 43: `findings --scores awft` said "no head is ever dormant" as if the heads were all active; when
+    the function's tau marks no head at any checkpoint, the findings say so, with the tau."""
+    from dormant_tasks.findings.dynamics import series_findings
+    from dormant_tasks.reporting.texts import findings_lines
+
+    d = known_picture()
+    store = write_series(tmp_path / "store", {"ahon_ln": d, "awft": np.zeros_like(d)}, TOKENS)
+    text = " ".join(findings_lines(series_findings(store, MODEL, "awft"), esc=str))
+    assert (
+        f"no head is ever dormant: awft's tau (dormant if score < 0.5) marks no head at any of the {len(TOKENS)} "
+        "checkpoints" in text
+    )
+    assert "marks no head" not in " ".join(findings_lines(series_findings(store, MODEL, "ahon_ln"), esc=str))
+
+
+def test_the_dormant_percent_caption_names_only_the_panels_drawn(tmp_path):
+    """Issue 43: the served report's caption named a second panel (the raw quantile functions) that was not
+    drawn; it is named, with its functions, only when it is."""
+    d = known_picture()
+    fixed = write_series(tmp_path / "fixed", {"ahon_ln": d, "lthon_ln": d}, TOKENS)
+    page = (render_report(fixed, out_dir=tmp_path / "r1").out_dir / "index.html").read_text()
+    assert "panel of their own" not in page and "layer-normalised _ln dashed" in page
+    assert "raw scores solid" not in page and "head-normalised" not in page  # only the styles drawn
+    both = with_quantile_ahon(write_series(tmp_path / "both", {"ahon": d, "ahon_ln": d}, TOKENS))
+    page = (render_report(both, out_dir=tmp_path / "r2").out_dir / "index.html").read_text()
+    assert "own scores (ahon) are in a panel of their own below" in page
+
+
+def _head_view_json(html: str) -> dict:
+    import json
+    import re
+
+    (data,) = re.findall(r'<script type="application/json" id="head-data">(.*?)</script>', html, re.S)
+    return json.loads(data)
+
+
+def test_the_report_has_a_per_head_view_with_every_heads_scores_and_its_tau(tmp_path):
+    """Issue 43: each head's score over training with its tau, picked in the page (data inline, drawn by a
+    small script: no server), and a line in summary.md saying where it is."""
+    from dormant_tasks.reporting.series_data import load_series
+
+    d = known_picture()
+    store = write_series(tmp_path / "store", {"ahon_ln": d}, TOKENS)
+    result = render_report(store, out_dir=tmp_path / "report")
+    html = result.index_html.read_text()
+    assert '<select id="head-select">' in html and 'id="head-plot"' in html
+    view = _head_view_json(html)
+    series = load_series(store, None)
+    i = series.fn_index("ahon_ln")
+    assert view["fn"] == "ahon_ln" and view["tau"] == 0.5 and view["direction"] == "<"
+    assert view["revisions"] == series.revisions and len(view["heads"]) == series.n_layers * series.n_heads
+    np.testing.assert_allclose(np.array(view["scores"], dtype=float), series.score[i], rtol=1e-3)
+    assert view["states"] == ["".join("1" if x == 1 else "0" for x in row) for row in series.dormant[i]]
+    assert "per-head view of index.html" in result.summary_md.read_text()
+
+
+def test_the_per_head_view_stays_a_few_megabytes_at_1024_heads_and_300_checkpoints():
+    """The inline data at a 32-layer x 32-head model and 300 checkpoints: measured, about 2.7 MB (4 significant
+    digits per score, one character per state)."""
+    from types import SimpleNamespace
+
+    from dormant_tasks.reporting.figure_data import head_view
+    from dormant_tasks.reporting.page import script_json
+
+    rng = np.random.default_rng(0)
+    n_heads, n_ckpt = 1024, 300
+    score = rng.lognormal(size=(1, n_heads, n_ckpt))
+    series = SimpleNamespace(
+        fn_index=lambda fn: 0,
+        taus={"ahon_ln": (0.5, "<")},
+        score=score,
+        dormant=(score < 0.5).astype(np.int8),
+        revisions=[f"stage1-step{k}-tokens{k}B" for k in range(n_ckpt)],
+        tokens=np.arange(n_ckpt) * 10**9,
+        n_heads=32,
+    )
+    size = len(script_json(head_view(series, "ahon_ln")).encode())
+    assert 1_000_000 < size < 4_000_000, size
+    assert "</" not in script_json({"x": "</script><script>alert(1)</script>"})  # cannot end its element
