@@ -134,7 +134,7 @@ def head_view(series: ReportSeries, score_fn: str) -> dict:
     """The per-head view's data (the report's <select> of heads, drawn by its inline script): per head its
     score at every checkpoint under `score_fn` to 4 significant digits (None: not scored) and its states as one
     string ("1" dormant, "0" active, "-" not scored), with the tau, its direction and the checkpoints' tokens.
-    Plain JSON-ready values; at 1,024 heads x 300 checkpoints about 2.4 MB of JSON (`head_view_bytes`)."""
+    Plain JSON-ready values: at 1,024 heads x 300 checkpoints 2.3 MB of JSON in the page, 3.8 MB at 500 (measured)."""
     i = series.fn_index(score_fn)
     tau, direction = series.taus[score_fn]
     scores = series.score[i]  # [head, checkpoint]
