@@ -357,3 +357,24 @@ def test_each_caption_names_the_axis_as_drawn(rendered):
     curves = [Curve("a", np.array([10, 20, 40]), np.array([0.25, 0.5, 1.0]), np.array([0.0, 5.0, 10.0]))]
     fig = fg.draw_compare_percent(curves, "ahon_ln", by_fraction=True)
     assert fig.axes[0].get_xscale() == "linear" == fg.tokens_scale(fg.compare_x(curves, True))
+
+
+def test_no_input_dependence_test_says_which_case_holds():
+    """Issue 43: "not measured on the same calibration sets" was printed for series tracked on the same sets
+    (one of them with no checkpoint scored on two sets under the function); each case now says what it is."""
+    from dormant_tasks.findings.dependence import InputDependence
+    from dormant_tasks.reporting.compare import input_dependence_untested
+
+    sets = ["wino-8-aaaaaaaaaaaa", "wiki-8-bbbbbbbbbbbb"]
+    measured = InputDependence(sets, ["step10"])
+    assert input_dependence_untested("A", measured, "B", InputDependence(sets[::-1], ["step20"]), "ahon_ln") is None
+    why = input_dependence_untested("A", measured, "B", InputDependence(sets, []), "ahon_ln")
+    assert why == "no test: no checkpoint of B is scored under ahon_ln on two of its calibration sets"
+    assert "same calibration sets" not in why
+    other = InputDependence([sets[0], "code-8-cccccccccccc"], ["step10"])
+    why = input_dependence_untested("A", measured, "B", other, "ahon_ln")
+    assert why == (
+        "no test: measured on different calibration sets (A alone: wiki-8-bbbbbbbbbbbb; B alone: code-8-cccccccccccc)"
+    )
+    one = input_dependence_untested("A", InputDependence(sets[:1]), "B", measured, "ahon_ln")
+    assert one == "no test: A is tracked on 1 calibration set, input dependence needs 2"
