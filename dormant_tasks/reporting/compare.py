@@ -348,7 +348,7 @@ def differences(c: Comparison, fn: str) -> list[Difference]:
                     finding,
                     m.model_id,
                     ref.model_id,
-                    Estimate(100 * d, 100 * low, 100 * high, NEWCOMBE, POINTS),
+                    Estimate(100 * d, 100 * low, 100 * high, NEWCOMBE, POINTS, min(x.n, y.n)),  # few: marked
                     f"{NEWCOMBE}: {verdict}",
                 )
             )

@@ -274,7 +274,7 @@ def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str, union=N
     agreement (the Jaccard that two samples of one kind of text reach) marked at its checkpoint with its 95%
     interval; None: no floor measured (said in the legend)."""
     counts = union is not None and any((u >= 0).any() for u in union.values())
-    fig = Figure(figsize=(9, 6.2 if counts else 4.4), layout="constrained")
+    fig = Figure(figsize=(9, 7.0 if counts else 5.2), layout="constrained")
     if counts:
         ax, below = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1.6))
     else:
@@ -317,8 +317,9 @@ def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str, union=N
     ax.set_ylim(-0.02, 1.05)
     ax.set_ylabel("Jaccard index of the dormant head sets")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    # over the whole figure: the legend beside the axes leaves them too narrow to hold the title
+    # under the figure, outside the data: the sets' names are long, a legend beside the axes would squeeze them
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=1, fontsize=8, frameon=False)
     fig.suptitle(f"Calibration sets' agreement under {score_fn}, per pair of sets (1: the same heads; gap: undefined)")
     return fig
 

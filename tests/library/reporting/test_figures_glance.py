@@ -123,7 +123,8 @@ def test_set_agreement_shows_the_head_counts_and_the_noise_floor():
     (counts,) = below.lines
     np.testing.assert_array_equal(counts.get_ydata(), [0, 1, 20])
     assert "either set" in below.get_ylabel()
-    labels = [t.get_text() for t in top.get_legend().get_texts()]
+    (legend,) = fig.legends  # under the figure, outside the data
+    labels = [t.get_text() for t in legend.get_texts()]
     assert "noise floor at step20: same-kind agreement 0.60 (95% CI 0.50–0.70)" in labels
 
 
