@@ -198,7 +198,9 @@ def draw_transition_bars(counts, tokens: np.ndarray, score_fn: str) -> Figure:
     ax.set_ylabel("heads per interval")
     _column_ticks(ax, tokens)
     ax.set_xlabel("interval ending at checkpoint (training tokens)")
-    ax.legend(fontsize=8, loc="upper right")
+    fig.legend(
+        *ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False
+    )  # outside the bars
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"{score_fn} transitions between consecutive checkpoints")
     return fig
@@ -363,7 +365,9 @@ def draw_emergence(e) -> Figure:
     ax.set_ylabel(f"% of the {len(e.heads)} heads that settled\n({e.n_censored} more right-censored)")
     ax.grid(alpha=0.3)
     if settled.size:
-        ax.legend(fontsize=8, loc="lower right")
+        fig.legend(
+            *ax.get_legend_handles_labels(), loc="outside lower center", ncols=1, fontsize=8, frameon=False
+        )  # outside the curve
     else:
         ax.text(0.5, 0.5, "no head is dormant at the last checkpoint", transform=ax.transAxes, ha="center")
     ax.set_title("Emergence: when heads settled into dormancy")
@@ -387,7 +391,9 @@ def draw_confident_transitions(t, score_fn: str) -> Figure:
     if len(x):
         _column_ticks(ax, t.interval_tokens)
     ax.set_xlabel("interval ending at checkpoint (training tokens)")
-    ax.legend(fontsize=8, loc="upper right")
+    fig.legend(
+        *ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False
+    )  # outside the bars
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"Transitions under {score_fn}: {t.n_confident} of {t.n_transitions} mask changes confident")
     return fig

@@ -208,3 +208,19 @@ def test_the_per_head_view_stays_a_few_megabytes_at_1024_heads_and_300_checkpoin
     size = len(script_json(head_view(series, "ahon_ln")).encode())
     assert 1_000_000 < size < 4_000_000, size
     assert "</" not in script_json({"x": "</script><script>alert(1)</script>"})  # cannot end its element
+
+
+def test_the_bar_and_curve_legends_sit_under_the_figure_not_on_the_data():
+    """Issue 43: a legend in a corner of the axes covered a bar (transitions) or the curve's end (emergence)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from dormant_tasks.reporting.figure_data import TransitionCounts
+
+    counts = TransitionCounts(["b", "c", "d"], np.array([1, 0, 1]), np.array([0, 1, 0]))
+    fig = fg.draw_transition_bars(counts, np.array([10, 20, 30]), "ahon_ln")
+    (ax,) = fig.axes
+    (legend,) = fig.legends
+    assert ax.get_legend() is None
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    assert legend.get_window_extent(renderer).y1 <= ax.get_window_extent(renderer).y0
