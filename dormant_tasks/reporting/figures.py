@@ -330,6 +330,8 @@ def draw_emergence(e) -> Figure:
     """findings.dynamics.Emergence: the share of the heads that settle dormant that have settled by each token
     count (dormant at >= e.stable of the checkpoints from then on; a step curve), with the EARLY line and the
     share there (its interval when enough layers back it); the censored heads are counted in the label."""
+    from dormant_tasks.reporting.texts import few_units  # the findings' words for an interval of few units
+
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.add_subplot()
     settled = np.sort(e.settled_tokens)  # [emerged head]
@@ -357,7 +359,11 @@ def draw_emergence(e) -> Figure:
             color="C3",
             capsize=4,
             label=f"at {format_tokens(e.early_tokens)} tokens: {100 * e.early.value:.0f}%"
-            + (" (95% CI)" if sure else f" (no interval: {e.early.n_units} layers)"),
+            + (
+                f" (95% CI{few_units(e.early)})"  # "; only 3 heads: few" when few back it
+                if sure
+                else f" (no interval: {e.early.n_units} layer{'' if e.early.n_units == 1 else 's'})"
+            ),
         )
     ax.axvline(e.early_tokens, color="C3", linestyle="--", linewidth=1)
     set_tokens_axis(ax, np.unique(np.concatenate([settled, [e.early_tokens, e.final_tokens]])))
