@@ -54,9 +54,9 @@ FIGURE_CAPTIONS = {
     "token counts) no bar is drawn, and heads undefined on every set are left out.",
     "accuracy_vs_zeroed": "Accuracy against the measured % of heads zeroed (dynamic zeroing, thresholds at "
     "quantiles of the un-intervened scores), with the base accuracy and base − 1 point.",
-    "findings_emergence": "Emergence under {fn}: of the heads dormant at the last checkpoint, the share already "
-    "dormant for good (dormant from then to the end) by each token count; the point marks 10% of the tokens, "
-    "with its 95% Wilson interval.",
+    "findings_emergence": "Emergence under {fn}: of the heads that settled dormant (dormant at >= 80% of the "
+    "checkpoints from then on), the share settled by each token count; the point marks 10% of the tokens, with its "
+    "95% interval where one is drawn (the legend says when too few units back it).",
     "findings_transitions": "Transitions under {fn} into each checkpoint: confident ones (the paired test on the "
     "calibration inputs whose indicator changed, docs/SCORES.md) and the others.",
 }
