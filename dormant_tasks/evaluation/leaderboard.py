@@ -553,9 +553,10 @@ def _model_averages(rows: list[dict]) -> list[dict]:
             ),
             "chosen_on": mine[0]["chosen_on"],
             "reported_on": mine[0]["reported_on"],
-            # an average of the authors' 0s says why as they do when every model's does
+            # an average of the authors' 0s says why as they do when every model's does; else it counts them
             "never_within": all(r["never_within"] for r in mine),
             "within_throughout": all(r["within_throughout"] for r in mine),
+            "zeros_in": sum(_zeros_in(r) for r in mine),
         }
         for (fn, task), mine in groups.items()
     ]
@@ -609,6 +610,7 @@ def _differences(ours: list[dict], cells: list[dict]) -> list[dict]:
             "best_fn": None,
             "never_within": False,
             "within_throughout": False,
+            "zeros_in": _zeros_in(r) + _zeros_in(awft[key]),
             "_samples": _joint([r, awft[key]], lambda s: s[0] - s[1]),
         }
         for r in ours
@@ -677,11 +679,42 @@ def _never(r: dict) -> str | None:
     return NEVER_WITHIN if r.get("never_within") else WITHIN_THROUGHOUT if r.get("within_throughout") else None
 
 
+def _zeros_in(r: dict) -> int:
+    """How many curves that never crossed base - 1 point put their authors' 0 into the row's value: 1 for such
+    a curve, the count behind an average or a difference (`zeros_in`)."""
+    return 1 if _never(r) else int(r.get("zeros_in") or 0)
+
+
+NO_CROSSING = "—"  # the interval of a curve that never crossed: its 0 is no crossing, so it has no interval
+ZEROS_IN = "‡"  # after a mean or difference that holds the authors' 0 of a curve that never crossed
+NO_CROSSING_NOTE = (
+    f"{NO_CROSSING}: no interval, the curve never crossed base − 1 point (its value is no crossing, not 0 heads)"
+)
+ZEROS_IN_NOTE = f"{ZEROS_IN}: a mean or difference that counts a never-crossing curve as the authors' 0"
+
+
 def interval_text(r: dict) -> str:
-    """ "12.30 to 18.75", or "" when the row has no interval."""
+    """ "12.30 to 18.75"; NO_CROSSING for a curve that never crossed (its redraws give "0.00 to 0.00", which
+    reads as a measured 0); "" when the row has no interval."""
     if r.get("low") is None or math.isnan(r["low"]):
         return ""
+    if _never(r):
+        return NO_CROSSING
     return f"{r['low']:.2f} to {r['high']:.2f}"
+
+
+def value_text(r: dict) -> str:
+    """A row's "% zeroed within 1 point" as every table shows it: the never-crossing words (`within_text`), else
+    the value, marked ZEROS_IN when it holds a never-crossing curve's authors' 0 (a mean over models, a
+    difference), and WARNED when its curve has a warning."""
+    marked = ZEROS_IN if not _never(r) and _zeros_in(r) else ""
+    return within_text(r["within_1pt"], _never(r)) + marked + (WARNED if r.get("warnings") else "")
+
+
+def table_notes(rows: list[dict]) -> list[str]:
+    """The footnotes of the marks the rows' cells carry (`interval_text`, `value_text`)."""
+    notes = [NO_CROSSING_NOTE] if any(interval_text(r) == NO_CROSSING for r in rows) else []
+    return notes + ([ZEROS_IN_NOTE] if any(ZEROS_IN in value_text(r) for r in rows) else [])
 
 
 def _labels(rows: list[dict], intervals: bool = False) -> list[tuple[str, ...]]:
@@ -698,7 +731,7 @@ def _labels(rows: list[dict], intervals: bool = False) -> list[tuple[str, ...]]:
         model = r["model"]
         if model == AVERAGE_MODEL and r["n_models"] is not None and r["n_models"] < n_total:
             model = f"{AVERAGE_MODEL} ({r['n_models']} of {n_total} models)"
-        within = within_text(r["within_1pt"], _never(r)) + (WARNED if r.get("warnings") else "")
+        within = value_text(r)
         extra = (interval_text(r), "" if r.get("n_items") is None else str(r["n_items"])) if intervals else ()
         out.append((fn, model, r["task"], within, *extra, number_text(r["auc"]), number_text(r["base_accuracy"])))
     return out
@@ -734,18 +767,21 @@ def format_leaderboard_table(rows: list[dict], fmt: str = "markdown") -> str:
     header = _header(intervals)
     method = sorted({r["interval"] for r in rows if r.get("interval")})
     caption = f"95% intervals: {'; '.join(method)} (docs/SCORES.md §6)" if method else None
+    notes = table_notes(rows)
     if fmt == "markdown":
         lines = ["| " + " | ".join(header) + " |", "|---|---|---|" + "---:|" * (len(header) - 3)]
         # html.escape: a model or task name is the user's, and a Markdown viewer renders raw HTML
         lines += [
             "| " + " | ".join(html.escape(c, quote=False).replace("|", "\\|") for c in row) + " |" for row in labels
         ]
-        return "\n".join(lines + (["", caption] if caption else []))
+        return "\n".join(lines + (["", caption] if caption else []) + [line for n in notes for line in ("", n)])
     columns = "lll" + "r" * (len(header) - 3)
     lines = [rf"\begin{{tabular}}{{{columns}}}", r"\hline", " & ".join(_latex(h) for h in header) + r" \\", r"\hline"]
     for i, (r, row) in enumerate(zip(rows, labels)):
         if i and r["score_fn"] != rows[i - 1]["score_fn"]:
             lines.append(r"\hline")
         lines.append(" & ".join(_latex(cell) for cell in row) + r" \\")
-    lines += [r"\hline", r"\end{tabular}"]
+    lines.append(r"\hline")
+    lines += [rf"\multicolumn{{{len(header)}}}{{l}}{{\footnotesize {_latex(n)}}} \\" for n in notes]  # the marks'
+    lines.append(r"\end{tabular}")
     return "\n".join(lines + ([f"% {caption}"] if caption else []))

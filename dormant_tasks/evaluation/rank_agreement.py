@@ -10,9 +10,7 @@ import numpy as np
 
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.evaluation.leaderboard import _AGGREGATE_RANK, AVERAGE_MODEL
-from dormant_tasks.evaluation.metric import (
-    AVERAGE_TASK,
-)
+from dormant_tasks.evaluation.metric import AVERAGE_TASK
 
 
 def agreement_task(rows: list[dict]) -> str:
@@ -29,26 +27,15 @@ def agreement_task(rows: list[dict]) -> str:
     )
 
 
-def average_ranks(x) -> np.ndarray:
-    """1-based ranks of x, ties given the mean of their ranks (as scipy.stats.rankdata's "average")."""
-    x = np.asarray(x, dtype=np.float64)
-    order = np.argsort(x, kind="mergesort")
-    sorted_x = x[order]
-    starts = np.flatnonzero(np.r_[True, sorted_x[1:] != sorted_x[:-1]])  # [group] first index of each tie group
-    ends = np.r_[starts[1:], len(x)]
-    ranks = np.empty(len(x))
-    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)  # mean of ranks starts+1 .. ends
-    return ranks
-
-
 def spearman(a, b) -> float:
-    """Spearman's rank correlation: Pearson's of the average ranks; NaN for < 2 values or constant ranks."""
-    if len(a) < 2:
+    """Spearman's rank correlation (scipy.stats.spearmanr: Pearson's of the average ranks, ties sharing theirs);
+    NaN for fewer than 2 values or a constant side, where the correlation is undefined (scipy would warn)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return math.nan
-    ra, rb = average_ranks(a), average_ranks(b)
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    denominator = math.sqrt(float(ra @ ra) * float(rb @ rb))
-    return math.nan if denominator == 0 else float(ra @ rb) / denominator
+    from scipy import stats
+
+    return float(stats.spearmanr(a, b).statistic)
 
 
 def auc_agreement(rows: list[dict], task: str | None = None) -> tuple[list[str], np.ndarray]:

@@ -284,6 +284,28 @@ POINTS = " points"  # the unit of a difference of two proportions, in %
 NEWCOMBE = "Newcombe's interval for a difference of two proportions, heads as the trials"
 
 
+def input_dependence_untested(name_a: str, a, name_b: str, b, fn: str) -> str | None:
+    """Why finding 3 is not tested between two series (None: it is), naming which case holds: a series on fewer
+    than two sets, sets that differ (each named), or sets alike but no checkpoint scored under `fn` on two of them.
+    Only sets that differ are "not the same calibration sets"."""
+    for name, d in ((name_a, a), (name_b, b)):
+        if len(d.calibration_ids) < 2:
+            return f"no test: {name} is tracked on {len(d.calibration_ids)} calibration set, input dependence needs 2"
+    if set(a.calibration_ids) != set(b.calibration_ids):
+        only_a = sorted(set(a.calibration_ids) - set(b.calibration_ids))
+        only_b = sorted(set(b.calibration_ids) - set(a.calibration_ids))
+        return (
+            "no test: measured on different calibration sets"
+            + (f" ({name_a} alone: {', '.join(only_a)}" if only_a else " (")
+            + ("; " if only_a and only_b else "")
+            + (f"{name_b} alone: {', '.join(only_b)})" if only_b else ")")
+        )
+    for name, d in ((name_a, a), (name_b, b)):
+        if not d.measured:
+            return f"no test: no checkpoint of {name} is scored under {fn} on two of its calibration sets"
+    return None
+
+
 def differences(c: Comparison, fn: str) -> list[Difference]:
     """Each series against the first, per finding, where a test is meaningful; otherwise the reason none is made."""
     ref = c.members[0]
@@ -308,11 +330,7 @@ def differences(c: Comparison, fn: str) -> list[Difference]:
                 "input dependence: heads dormant on every set, of those dormant on any",
                 a.input_dependence.all_of_any,
                 b.input_dependence.all_of_any,
-                None
-                if a.input_dependence.measured
-                and b.input_dependence.measured
-                and set(a.input_dependence.calibration_ids) == set(b.input_dependence.calibration_ids)
-                else "no test: not measured on the same calibration sets in both series",
+                input_dependence_untested(m.model_id, a.input_dependence, ref.model_id, b.input_dependence, fn),
             ),
         ]
         for finding, x, y, why in pairs:
@@ -331,7 +349,7 @@ def differences(c: Comparison, fn: str) -> list[Difference]:
                     finding,
                     m.model_id,
                     ref.model_id,
-                    Estimate(100 * d, 100 * low, 100 * high, NEWCOMBE, POINTS),
+                    Estimate(100 * d, 100 * low, 100 * high, NEWCOMBE, POINTS, min(x.n, y.n)),  # few: marked
                     f"{NEWCOMBE}: {verdict}",
                 )
             )

@@ -59,27 +59,41 @@ class CompareResult:
 
 
 COMPARISON_CAPTIONS = {
-    "tokens": "% of heads dormant under {fn} against training tokens (log axis), one line per series, a point at "
+    "tokens": "% of heads dormant under {fn} against training tokens ({axis}), one line per series, a point at "
     "every checkpoint measured.",
-    "fraction": "% of heads dormant under {fn} against the fraction of each series' own training tokens (log axis; "
+    "fraction": "% of heads dormant under {fn} against the fraction of each series' own training tokens ({axis}; "
     "1 = its last checkpoint), a point at every checkpoint measured.",
     "depth": "% of each layer's heads dormant under {fn} against relative depth ((layer + ½) / number of layers), at "
     "matched fractions of training: per series its measured checkpoint nearest to each fraction, named in the "
-    "legend with its own fraction.",
+    "legend with its own fraction; each series' markers are shifted sideways a little (the same shift in every "
+    "panel) so that equal values of two series stay visible side by side.",
 }
 
 
-def comparison_plots(c: Comparison) -> list[tuple[str, str, str, Callable[[], Figure]]]:
-    """(score_fn, kind, file name, draw) of every figure of the comparison."""
-    plots: list[tuple[str, str, str, Callable[[], Figure]]] = []
+@dataclass(frozen=True)
+class Plot:
+    score_fn: str
+    kind: str  # a key of COMPARISON_CAPTIONS
+    name: str  # the file name, without suffix
+    draw: Callable[[], Figure]
+    axis: str = ""  # the x axis as drawn (`figures.SCALE_WORDS`): the caption says what the figure shows
+
+    @property
+    def caption(self) -> str:
+        return COMPARISON_CAPTIONS[self.kind].format(fn=self.score_fn, axis=self.axis)
+
+
+def comparison_plots(c: Comparison) -> list[Plot]:
+    """Every figure of the comparison, with the scale of its x axis (the one `figures.set_tokens_axis` draws)."""
+    plots: list[Plot] = []
     for fn in c.score_fns:
         curves = percent_curves(c, fn)
         panels = [(t, depth_profiles(c, fn, t)) for t in FRACTIONS]
-        plots += [
-            (fn, "tokens", f"tokens_{fn}", functools.partial(fg.draw_compare_percent, curves, fn)),
-            (fn, "fraction", f"fraction_{fn}", functools.partial(fg.draw_compare_percent, curves, fn, True)),
-            (fn, "depth", f"depth_{fn}", functools.partial(fg.draw_depth_profiles, panels, fn)),
-        ]
+        for kind, by_fraction in (("tokens", False), ("fraction", True)):
+            axis = fg.SCALE_WORDS[fg.tokens_scale(fg.compare_x(curves, by_fraction))]
+            draw = functools.partial(fg.draw_compare_percent, curves, fn, by_fraction)
+            plots.append(Plot(fn, kind, f"{kind}_{fn}", draw, axis))
+        plots.append(Plot(fn, "depth", f"depth_{fn}", functools.partial(fg.draw_depth_profiles, panels, fn)))
     return plots
 
 
@@ -96,7 +110,7 @@ def render_comparison(store, model_ids: list[str], out_dir=None, score_fns: list
     plots = comparison_plots(c)
     with staged(out, owner, default=out_dir is None) as tmp:  # published whole, or the old folder kept
         (tmp / "figures").mkdir()
-        drawn = {name: fg.save_figure(draw(), tmp / "figures", name) for _, _, name, draw in plots}
+        drawn = {p.name: fg.save_figure(p.draw(), tmp / "figures", p.name) for p in plots}
         markdown = comparison_markdown(c)
         (tmp / "summary.md").write_text(markdown, encoding="utf-8")
         (tmp / "index.html").write_text(page.compare_html(page_context(c, plots, out)), encoding="utf-8")
@@ -119,9 +133,7 @@ def page_context(c: Comparison, plots, out: Path) -> dict:
         )
     functions = []
     for fn in c.score_fns:
-        figures = [
-            {"name": name, "caption": COMPARISON_CAPTIONS[kind].format(fn=fn)} for f, kind, name, _ in plots if f == fn
-        ]
+        figures = [{"name": p.name, "caption": p.caption} for p in plots if p.score_fn == fn]
         rows = findings_rows(c, fn)
         functions.append(
             {
@@ -132,7 +144,7 @@ def page_context(c: Comparison, plots, out: Path) -> dict:
                     [[h, *(cell_text(values[i]) for _, values in rows)] for i, h in enumerate(headers)],
                 ),
                 "differences": page._table(
-                    ["finding", "series", f"difference from {c.members[0].model_id}", "test"],
+                    ["finding", "series", f"difference from {c.members[0].model_id} (percentage points)", "test"],
                     [[d.finding, d.model_id, cell_text(d.estimate), d.test] for d in differences(c, fn)],
                 ),
             }

@@ -13,6 +13,7 @@ from dormant_tasks.errors import ConfigError
 from dormant_tasks.findings import EARLY, Findings
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.compare import COMPARISON_FORMATS, POINTS, Comparison, differences, series_tau_source
+from dormant_tasks.reporting.texts import few_units, no_interval
 from dormant_tasks.text import md
 
 
@@ -62,12 +63,12 @@ FINDINGS_COLUMNS: list[tuple[str, Callable[[Findings], Any]]] = [
     ),
     ("confident", lambda f: f.transitions.n_confident),
     ("blips", lambda f: f.transitions.n_blips),
-    ("confident per billion tokens", _stage_rates),
+    ("confident transitions per billion tokens", _stage_rates),
     ("heads changing state at least once", lambda f: f.transitions.ever_changed),
     ("heads changing state more than once", lambda f: f.transitions.more_than_once),
-    ("input dependence: Jaccard at the last shared checkpoint", _input_last),
+    ("input dependence: Jaccard index at the last shared checkpoint", _input_last),
     ("dormant on every set, of those on any", _input_all),
-    ("input dependence: across - within (noise floor)", _input_floor),
+    ("input dependence: Jaccard across kinds minus within a kind (noise floor)", _input_floor),
 ]
 
 
@@ -78,19 +79,25 @@ def _interval(v: Any) -> bool:
 
 def cell_text(v: Any) -> str:
     """One findings value as text: a share (k, n) as "k of n (p%, 95% CI a–b%)", another value with an interval
-    as "v (95% CI a to b)" (a difference in points with one decimal and its sign, else three significant digits)."""
+    as "v (95% CI a to b)" (a difference in points with one decimal and its sign, else three significant digits).
+    No unit: the column's header names it once (a cell carries numbers). An interval that fewer than
+    MIN_UNITS units back is marked as such, with their number (`few_units`)."""
     if v is None:
         return ""
     if _interval(v) and hasattr(v, "n"):
         if not v.n:
             return f"undefined ({v.k} of {v.n})"
-        return f"{v.k} of {v.n} ({100 * v.value:.1f}%, 95% CI {100 * v.low:.1f}–{100 * v.high:.1f}%)"
+        if v.low != v.low:  # NaN: no interval (too few units)
+            return f"{v.k} of {v.n} ({100 * v.value:.1f}%, {no_interval(v)})"
+        return f"{v.k} of {v.n} ({100 * v.value:.1f}%, 95% CI {100 * v.low:.1f}–{100 * v.high:.1f}%{few_units(v)})"
     if _interval(v):
         if v.value != v.value:  # NaN
             return "undefined"
-        unit = getattr(v, "unit", "")
-        sign, fmt = ("+", ".1f") if unit == POINTS else ("", ".3g")  # a difference shows its sign
-        return f"{v.value:{sign}{fmt}}{unit} (95% CI {v.low:{fmt}} to {v.high:{fmt}})".replace("-", "−")
+        sign, fmt = ("+", ".1f") if getattr(v, "unit", "") == POINTS else ("", ".3g")  # a difference shows its sign
+        if v.low != v.low:
+            return f"{v.value:{sign}{fmt}} ({no_interval(v)})".replace("-", "−")
+        ci = f"95% CI {v.low:{fmt}} to {v.high:{fmt}}{few_units(v)}"
+        return f"{v.value:{sign}{fmt}} ({ci})".replace("-", "−")
     if isinstance(v, float):
         return f"{v:.3g}"
     return str(v)
@@ -139,6 +146,8 @@ def settings_rows(c: Comparison) -> list[list[str]]:
         )
     return rows
 
+
+DIFFERENCE_HEADER = "difference (percentage points)"  # cells carry the numbers (`cell_text`)
 
 SETTINGS_HEADER = [
     "series",
@@ -210,7 +219,7 @@ def comparison_markdown(c: Comparison) -> str:
     lines += ["", "## Findings", "", comparison_table(c)]
     for fn in c.score_fns:
         lines += ["", f"## Differences under {fn} (against {md(c.members[0].model_id)})", ""]
-        lines += ["| finding | series | difference | test |", "|---|---|---:|---|"]
+        lines += [f"| finding | series | {DIFFERENCE_HEADER} | test |", "|---|---|---:|---|"]
         for d in differences(c, fn):
             lines.append(f"| {md(d.finding)} | {md(d.model_id)} | {cell_text(d.estimate)} | {md(d.test)} |")
     return "\n".join(lines) + "\n"

@@ -27,11 +27,30 @@ RASTER_NAMES = ("not scored", "active", "dormant", "fell dormant here", "woke he
 FELL_COLOUR, WOKE_COLOUR = RASTER_COLOURS[3], RASTER_COLOURS[4]
 
 
-def set_tokens_axis(ax, tokens: np.ndarray, fmt=format_tokens, label: str = "training tokens") -> None:
-    """A tokens axis (or, with `fmt` and `label`, any axis of non-negative values, e.g. fractions of training)."""
+def tokens_scale(tokens: np.ndarray) -> str:
+    """The scale `set_tokens_axis` gives these values: "log" when they span two decades or more, "symlog" when
+    they do and one is 0 (a log axis cannot show 0: a short linear stretch holds it), else "linear"."""
+    tokens = np.asarray(tokens, dtype=np.float64)
     positive = tokens[tokens > 0]
     if positive.size and tokens.max() / positive.min() >= 100:
-        if (tokens == 0).any():
+        return "symlog" if (tokens == 0).any() else "log"
+    return "linear"
+
+
+SCALE_WORDS = {
+    "log": "log axis",
+    "symlog": "log axis, with 0 in a short linear stretch at its left",
+    "linear": "linear axis",
+}
+
+
+def set_tokens_axis(ax, tokens: np.ndarray, fmt=format_tokens, label: str = "training tokens") -> None:
+    """A tokens axis (or, with `fmt` and `label`, any axis of non-negative values, e.g. fractions of training);
+    its scale is `tokens_scale`'s, which the captions name (`SCALE_WORDS`)."""
+    positive = tokens[tokens > 0]
+    scale = tokens_scale(tokens)
+    if scale != "linear":
+        if scale == "symlog":
             ax.set_xscale("symlog", linthresh=float(positive.min()), linscale=0.4)
             ax.set_xlim(-0.2 * positive.min(), tokens.max() * 1.3)  # symlog's auto margin mirrors the decades below 0
         else:
@@ -76,11 +95,15 @@ def draw_dormant_percent(tokens: np.ndarray, pct: np.ndarray, score_fns, raw_qua
     for ax, group in zip(axes, groups):
         raw = score_fns[group[0]] in raw_quantile
         top = max(float(np.nanmax(pct[group])) if np.isfinite(pct[group]).any() else 0.0, 1.0)
-        for i in group:
+        # the legend lists the lines as they end, highest first, each with its last value: lines that sit on one
+        # another (several functions at 0% throughout) are told apart by their entries
+        last = [pct[i][np.isfinite(pct[i])][-1] if np.isfinite(pct[i]).any() else np.nan for i in range(len(pct))]
+        for i in sorted(group, key=lambda i: (-np.nan_to_num(last[i], nan=-1.0), i)):
+            flat = np.isfinite(pct[i]).any() and np.nanmax(pct[i]) == 0
             ax.plot(
                 tokens,
                 pct[i],
-                label=score_fns[i],
+                label=f"{score_fns[i]}: 0% throughout" if flat else f"{score_fns[i]}: {last[i]:.3g}% at the end",
                 marker=marker,
                 markersize=3,
                 linewidth=1.4,
@@ -175,25 +198,50 @@ def draw_transition_bars(counts, tokens: np.ndarray, score_fn: str) -> Figure:
     ax.set_ylabel("heads per interval")
     _column_ticks(ax, tokens)
     ax.set_xlabel("interval ending at checkpoint (training tokens)")
-    ax.legend(fontsize=8, loc="upper right")
+    fig.legend(
+        *ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False
+    )  # outside the bars
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"{score_fn} transitions between consecutive checkpoints")
     return fig
 
 
-def draw_score_bands(tokens: np.ndarray, bands: np.ndarray, tau: float, score_fn: str) -> Figure:
-    """bands: [3, checkpoint] = 10th percentile, median, 90th percentile of the per-head scores."""
+def draw_score_bands(tokens: np.ndarray, bands: np.ndarray, tau: float, score_fn: str, traces=None) -> Figure:
+    """bands: [3, checkpoint] = 10th percentile, median, 90th percentile of the per-head scores; traces
+    (figure_data.DormantTraces): the heads ever dormant, each its own thin line over the band with a filled marker
+    where it is dormant (the band alone hides them: they are the tail it cuts off)."""
     fn = get_score_function(score_fn)
-    fig = Figure(figsize=(9, 4.2), layout="constrained")
+    fig = Figure(figsize=(9, 4.4), layout="constrained")
     ax = fig.add_subplot()
-    ax.fill_between(tokens, bands[0], bands[2], color="C0", alpha=0.25, linewidth=0, label="10–90% of heads")
+    ax.fill_between(tokens, bands[0], bands[2], color="C0", alpha=0.2, linewidth=0, label="10–90% of heads")
     ax.plot(tokens, bands[1], color="C0", marker="o" if len(tokens) <= 40 else None, markersize=3, label="median")
-    ax.axhline(tau, color="C3", linestyle="--", label=f"tau = {tau:g} (dormant if score {fn.direction} tau)")
+    if traces is not None and len(traces.labels):
+        for h in range(len(traces.labels)):
+            ax.plot(tokens, traces.scores[h], color="C3", linewidth=0.8, alpha=0.55, zorder=3)
+            on = traces.dormant[h]
+            ax.plot(tokens[on], traces.scores[h][on], "o", color="C3", markersize=3.5, zorder=4)
+        shown = len(traces.labels)
+        ax.plot(
+            [],
+            [],
+            color="C3",
+            marker="o",
+            markersize=3.5,
+            linewidth=0.8,
+            label=f"heads ever dormant ({shown} of {traces.n_ever} shown; dot: dormant there)"
+            if shown < traces.n_ever
+            else f"the {shown} head(s) ever dormant (dot: dormant there)",
+        )
+    elif traces is not None:
+        ax.plot([], [], " ", label="no head is dormant at any checkpoint")
+    ax.axhline(
+        tau, color="black", linestyle="--", linewidth=1, label=f"tau = {tau:g} (dormant if score {fn.direction} tau)"
+    )
     set_tokens_axis(ax, tokens)
     ax.set_ylabel(f"{score_fn} score (per-head mean over inputs)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    ax.set_title(f"Distribution of {score_fn} scores over heads")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title(f"Distribution of {score_fn} scores over heads, with the dormant heads")
     return fig
 
 
@@ -221,22 +269,59 @@ SET_COLOURS = ("#d9d9d9", "#cfe1f2", "#f0a04b", "#1f3b63")
 SET_LABELS = ("fewer than 2 sets scored", "dormant on no set", "dormant on some sets", "dormant on every set")
 
 
-def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str) -> Figure:
-    """jaccard: (set a, set b) -> float64 [checkpoint] Jaccard index of the two sets' masks (NaN: not both)."""
-    fig = Figure(figsize=(9, 4.2), layout="constrained")
-    ax = fig.add_subplot()
+def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str, union=None, floor=None) -> Figure:
+    """jaccard: (set a, set b) -> float64 [checkpoint] Jaccard index of the two sets' masks (NaN: not both);
+    union: the same pairs -> int64 [checkpoint] heads dormant on either set (-1: not both scored), drawn in a panel
+    below (a Jaccard of 1 head reads like one of 20); floor: findings.dependence.NoiseFloor, its same-kind
+    agreement (the Jaccard that two samples of one kind of text reach) marked at its checkpoint with its 95%
+    interval; None: no floor measured (said in the legend)."""
+    counts = union is not None and any((u >= 0).any() for u in union.values())
+    fig = Figure(figsize=(9, 7.0 if counts else 5.2), layout="constrained")
+    if counts:
+        ax, below = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1.6))
+    else:
+        ax, below = fig.add_subplot(), None
     for k, ((a, b), values) in enumerate(jaccard.items()):
         ok = ~np.isnan(values)
         if ok.any():
             # NaN (undefined: neither set marks a head) breaks the line: a gap, never a line across it; the
             # markers keep a defined point between two gaps visible
             ax.plot(tokens, values, marker="o", markersize=3, linewidth=1.4, color=f"C{k % 10}", label=f"{a} vs {b}")
-    set_tokens_axis(ax, tokens)
+        if below is not None and (a, b) in union:
+            n = union[(a, b)].astype(np.float64)
+            n[n < 0] = np.nan
+            below.plot(tokens, n, marker="o", markersize=3, linewidth=1.2, color=f"C{k % 10}")
+    if floor is not None and floor.revision and np.isfinite(floor.within.value):
+        w = floor.within
+        at = tokens[-1] if len(tokens) else 0
+        yerr = None if np.isnan(w.low) else [[max(0.0, w.value - w.low)], [max(0.0, w.high - w.value)]]
+        ax.errorbar(
+            [at],
+            [w.value],
+            yerr=yerr,
+            fmt="D",
+            color="black",
+            markersize=6,
+            capsize=4,
+            zorder=5,
+            label=f"noise floor at {floor.revision}: same-kind agreement {w.value:.2f}"
+            + ("" if yerr is None else f" (95% CI {w.low:.2f}–{w.high:.2f})"),
+        )
+    else:
+        ax.plot([], [], " ", label="noise floor: not measured")
+    set_tokens_axis(below if below is not None else ax, tokens)
+    if below is not None:
+        ax.set_xlabel("")
+        below.set_ylabel("heads dormant\non either set")
+        below.yaxis.set_major_locator(MaxNLocator(integer=True))
+        below.set_ylim(bottom=0)
+        below.grid(alpha=0.3)
     ax.set_ylim(-0.02, 1.05)
     ax.set_ylabel("Jaccard index of the dormant head sets")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    # over the whole figure: the legend beside the axes leaves them too narrow to hold the title
+    # under the figure, outside the data: the sets' names are long, a legend beside the axes would squeeze them
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=1, fontsize=8, frameon=False)
     fig.suptitle(f"Calibration sets' agreement under {score_fn}, per pair of sets (1: the same heads; gap: undefined)")
     return fig
 
@@ -245,6 +330,8 @@ def draw_emergence(e) -> Figure:
     """findings.dynamics.Emergence: the share of the heads that settle dormant that have settled by each token
     count (dormant at >= e.stable of the checkpoints from then on; a step curve), with the EARLY line and the
     share there (its interval when enough layers back it); the censored heads are counted in the label."""
+    from dormant_tasks.reporting.texts import few_units  # the findings' words for an interval of few units
+
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.add_subplot()
     settled = np.sort(e.settled_tokens)  # [emerged head]
@@ -272,7 +359,11 @@ def draw_emergence(e) -> Figure:
             color="C3",
             capsize=4,
             label=f"at {format_tokens(e.early_tokens)} tokens: {100 * e.early.value:.0f}%"
-            + (" (95% CI)" if sure else f" (no interval: {e.early.n_units} layers)"),
+            + (
+                f" (95% CI{few_units(e.early)})"  # "; only 3 heads: few" when few back it
+                if sure
+                else f" (no interval: {e.early.n_units} layer{'' if e.early.n_units == 1 else 's'})"
+            ),
         )
     ax.axvline(e.early_tokens, color="C3", linestyle="--", linewidth=1)
     set_tokens_axis(ax, np.unique(np.concatenate([settled, [e.early_tokens, e.final_tokens]])))
@@ -280,7 +371,9 @@ def draw_emergence(e) -> Figure:
     ax.set_ylabel(f"% of the {len(e.heads)} heads that settled\n({e.n_censored} more right-censored)")
     ax.grid(alpha=0.3)
     if settled.size:
-        ax.legend(fontsize=8, loc="lower right")
+        fig.legend(
+            *ax.get_legend_handles_labels(), loc="outside lower center", ncols=1, fontsize=8, frameon=False
+        )  # outside the curve
     else:
         ax.text(0.5, 0.5, "no head is dormant at the last checkpoint", transform=ax.transAxes, ha="center")
     ax.set_title("Emergence: when heads settled into dormancy")
@@ -304,7 +397,9 @@ def draw_confident_transitions(t, score_fn: str) -> Figure:
     if len(x):
         _column_ticks(ax, t.interval_tokens)
     ax.set_xlabel("interval ending at checkpoint (training tokens)")
-    ax.legend(fontsize=8, loc="upper right")
+    fig.legend(
+        *ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False
+    )  # outside the bars
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"Transitions under {score_fn}: {t.n_confident} of {t.n_transitions} mask changes confident")
     return fig
@@ -434,6 +529,11 @@ def _percent_of_training(x: float) -> str:
     return f"{100 * x:.3g}%"
 
 
+def compare_x(curves, by_fraction: bool = False) -> np.ndarray:
+    """Every x of `draw_compare_percent`'s curves (tokens, or fractions of each series' training): its axis'."""
+    return np.concatenate([c.fraction if by_fraction else c.tokens for c in curves]) if curves else np.zeros(1)
+
+
 def draw_compare_percent(curves, score_fn: str, by_fraction: bool = False) -> Figure:
     """curves: compare.Curve per series (its measured checkpoints only); x: training tokens or, `by_fraction`,
     the fraction of each series' own tokens. One colour and marker per series, every point a checkpoint."""
@@ -450,7 +550,7 @@ def draw_compare_percent(curves, score_fn: str, by_fraction: bool = False) -> Fi
             color=f"C{k % 10}",
             label=f"{c.model_id} ({len(x)} checkpoints)",
         )
-    values = np.concatenate([c.fraction if by_fraction else c.tokens for c in curves]) if curves else np.zeros(1)
+    values = compare_x(curves, by_fraction)
     if by_fraction:
         set_tokens_axis(ax, values, _percent_of_training, "fraction of the series' training tokens")
     else:
@@ -475,14 +575,22 @@ def draw_depth_profiles(panels, score_fn: str) -> Figure:
     fig = Figure(figsize=(min(3.4 * len(panels) + 1.5, 15), 5.2), layout="constrained")
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     top = max([5.0] + [float(np.nanmax(p.pct)) for _, profiles in panels for p in profiles if p.pct.size])
+    n_series = max([len(profiles) for _, profiles in panels] + [1])
+    spacing = min([1.0] + [float(np.diff(p.depth).min()) for _, ps in panels for p in ps if p.depth.size > 1])
     for ax, (target, profiles) in zip(axes, panels):
         for k, p in enumerate(profiles):
+            # series k shifted sideways by its own small step: two series' equal values at the same depth (a
+            # 4-layer model's middles are 1/8, 3/8, ...) sit side by side instead of on one another
+            shift = (k - (n_series - 1) / 2) * 0.5 * spacing / n_series
             ax.plot(
-                p.depth,
+                p.depth + shift,
                 p.pct,
                 marker=SERIES_MARKERS[k % len(SERIES_MARKERS)],
-                markersize=4,
+                markersize=5,
+                markeredgecolor="white",
+                markeredgewidth=0.6,
                 linewidth=1.2,
+                alpha=0.85,
                 color=f"C{k % 10}",
                 label=f"{p.revision} ({_percent_of_training(p.fraction)})",
             )

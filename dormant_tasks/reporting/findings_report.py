@@ -31,7 +31,13 @@ def findings_plots(f: Findings) -> list[tuple[str, str, Callable[[], Figure]]]:
     ]
     d = f.input_dependence
     if d.measured:  # the report's one set_agreement figure (the same data: `calibration_sets`), drawn once
-        plots.append(("set_agreement", "set_agreement", lambda: fg.draw_set_agreement(d.tokens, d.pairs, f.score_fn)))
+        plots.append(
+            (
+                "set_agreement",
+                "set_agreement",
+                lambda: fg.draw_set_agreement(d.tokens, d.pairs, f.score_fn, floor=d.noise_floor),
+            )
+        )
     return plots
 
 

@@ -12,6 +12,7 @@ from functools import cache
 
 from dormant_tasks.checkpoints import format_tokens
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
+from dormant_tasks.reporting.figure_data import head_view, raw_quantile_fns
 from dormant_tasks.reporting.texts import (
     failed_note,
     findings_lines,
@@ -23,9 +24,8 @@ from dormant_tasks.reporting.texts import (
 
 FIGURE_CAPTIONS = {
     "dormant_percent": "Percentage of heads dormant at each checkpoint, one line per score function "
-    "(raw scores solid, layer-normalised _ln dashed, head-normalised _hn dotted); the raw-unit functions whose "
-    "tau is a quantile of the reference checkpoint's own scores in a panel of their own below (at that "
-    "checkpoint they sit near their quantile by construction).",
+    "({styles}); the legend, beside the plot, lists the lines as they end, highest first, each with its last value "
+    "(lines at 0% throughout lie on one another: the legend names them).",
     "raster": "Every head's state at every checkpoint under {fn}: rows are heads grouped by layer (layer 0 "
     "on top), columns are checkpoints in series order; red / green cells mark the checkpoint where "
     "a head fell dormant / woke.",
@@ -33,13 +33,16 @@ FIGURE_CAPTIONS = {
     "transitions": "Transitions under {fn} between consecutive checkpoints (from the store's transitions table): "
     "heads that fell dormant (up) and heads that woke (down) in each interval.",
     "scores": "Distribution over heads of the per-head {fn} score (each head's mean over the calibration "
-    "inputs, from head_scores): median and 10–90% band, with the series' tau.",
+    "inputs, from head_scores): median and 10–90% band, with the series' tau; over the band, in red, each head "
+    "that is dormant at one checkpoint or more (up to 24, the most often dormant), a dot where it is dormant.",
     "agreement": "Agreement between score functions at the last checkpoint: intersection over union of "
     "their dormant head sets (– where both sets are empty).",
     "set_agreement": "Input dependence (the findings' third) and the agreement of the calibration sets through "
     "training under {fn}: one line per pair of sets, the Jaccard index of their dormant head sets (heads "
     "dormant on both / heads dormant on either; undefined where neither has a dormant head: a gap in the line), "
-    "each set with its own taus, at the checkpoints both sets scored. Three agreement numbers on this page "
+    "each set with its own taus, at the checkpoints both sets scored; below, the heads dormant on either set that "
+    "each index rests on; the black diamond, the noise floor: the agreement two samples of one kind of text reach "
+    "(the findings' within-kind Jaccard, with its 95% interval). Three agreement numbers on this page "
     "differ by what they average: this figure's per pair of sets under {fn}; the findings' one pools the pairs "
     "(|A n B| summed over pairs / |A u B| summed); the calibration-set table's is the mean over score functions.",
     "set_raster": "Every head's state at every checkpoint scored on two or more calibration sets under {fn}: "
@@ -51,9 +54,9 @@ FIGURE_CAPTIONS = {
     "token counts) no bar is drawn, and heads undefined on every set are left out.",
     "accuracy_vs_zeroed": "Accuracy against the measured % of heads zeroed (dynamic zeroing, thresholds at "
     "quantiles of the un-intervened scores), with the base accuracy and base − 1 point.",
-    "findings_emergence": "Emergence under {fn}: of the heads dormant at the last checkpoint, the share already "
-    "dormant for good (dormant from then to the end) by each token count; the point marks 10% of the tokens, "
-    "with its 95% Wilson interval.",
+    "findings_emergence": "Emergence under {fn}: of the heads that settled dormant (dormant at >= 80% of the "
+    "checkpoints from then on), the share settled by each token count; the point marks 10% of the tokens, with its "
+    "95% interval where one is drawn (the legend says when too few units back it).",
     "findings_transitions": "Transitions under {fn} into each checkpoint: confident ones (the paired test on the "
     "calibration inputs whose indicator changed, docs/SCORES.md) and the others.",
 }
@@ -62,6 +65,7 @@ STYLE = (
     "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
     "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:90%}"
     "th{background:#f2f2f2}figure{margin:1.5em 0}img{max-width:100%;height:auto}"
+    "#head-view svg{width:100%;max-width:900px;height:auto;background:#fff;border:1px solid #ddd}"
     "figcaption{font-size:90%;color:#444}.note{background:#fff8e1;border-left:4px solid #f0b400;padding:.4em .8em}"
 )
 
@@ -90,9 +94,35 @@ def compare_html(context: dict) -> str:
     return _template("compare.html.j2").render(style=STYLE, **context)
 
 
-def _figure(kind: str, name: str, fn: str) -> dict:
-    caption = FIGURE_CAPTIONS[kind.rstrip("_0123456789") if kind.startswith("accuracy") else kind].format(fn=fn)
-    return {"name": name, "caption": caption}
+RAW_PANEL = (
+    " The raw-unit functions whose tau is a quantile of the reference checkpoint's own scores ({fns}) are in a "
+    "panel of their own below (at that checkpoint they sit near their quantile by construction)."
+)
+
+
+def _figure(kind: str, name: str, fn: str, **extra: str) -> dict:
+    caption = FIGURE_CAPTIONS[kind.rstrip("_0123456789") if kind.startswith("accuracy") else kind]
+    return {"name": name, "caption": caption.format(fn=fn, **extra)}
+
+
+def line_styles(score_fns) -> str:
+    """The line styles of `figures.draw_dormant_percent` that these functions use, in words."""
+    styles = [
+        (lambda f: not f.endswith(("_ln", "_hn")), "raw scores solid"),
+        (lambda f: f.endswith("_ln"), "layer-normalised _ln dashed"),
+        (lambda f: f.endswith("_hn"), "head-normalised _hn dotted"),
+    ]
+    return ", ".join(words for used, words in styles if any(map(used, score_fns)))
+
+
+def dormant_percent_figure(name: str, fn: str, score_fns, raw_panel) -> dict:
+    """The caption says what is drawn: the styles used, and the second panel only when it is drawn (`raw_panel`:
+    the functions it holds, `figure_data.raw_quantile_fns`)."""
+    f = _figure("dormant_percent", name, fn, styles=line_styles(score_fns))
+    shown = [x for x in score_fns if x in raw_panel]
+    if shown and len(shown) < len(score_fns):  # all of them: one panel, the raw one
+        f["caption"] += RAW_PANEL.format(fns=", ".join(shown))
+    return f
 
 
 def report_html(
@@ -104,7 +134,11 @@ def report_html(
     (`comparisons.comparisons_of`: title, href) the comparisons that include the series."""
     c0, t = series.checkpoints, series.tokens
     distinct = lambda key: ", ".join(sorted({str(c.get(key)) for c in c0}))  # noqa: E731
-    figure = lambda kind: _figure(kind, fig[kind], fn)  # noqa: E731
+    figure = lambda kind: (  # noqa: E731
+        dormant_percent_figure(fig[kind], fn, series.score_fns, raw_quantile_fns(series))
+        if kind == "dormant_percent"
+        else _figure(kind, fig[kind], fn)
+    )
     sources = {r["score_fn"]: r for r in series.tau_sources}
     where = {p.score_fn: p for p in positions}
     context = {
@@ -204,9 +238,19 @@ def report_html(
             ],
         ),
     }
+    context["head_view"] = script_json(head_view(series, fn))
     if found is not None:
         context["findings"] = [line.replace("**", "") for line in findings_lines(found, esc=str)[2:] if line]
     return _template().render(**context)
+
+
+def script_json(data) -> str:
+    """`data` as JSON safe inside a <script type="application/json"> element: "<", ">" and "&" as \\u escapes,
+    so no "</script>" or comment opener can end it early; the page parses it back (JSON.parse) unchanged."""
+    import json
+
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _position_cells(p) -> list[str]:

@@ -24,6 +24,7 @@ from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.figure_data import (
     agreement_iou,
     dormant_percent,
+    dormant_traces,
     evaluation_groups,
     layer_counts,
     raster_data,
@@ -120,7 +121,11 @@ def render_report(
             )
         )
     plots += [
-        ("scores", f"scores_{fn}", lambda: fg.draw_score_bands(t, score_bands(series, fn), tau, fn)),
+        (
+            "scores",
+            f"scores_{fn}",
+            lambda: fg.draw_score_bands(t, score_bands(series, fn), tau, fn, dormant_traces(series, fn)),
+        ),
         (
             "agreement",
             "agreement",
@@ -131,7 +136,13 @@ def render_report(
     sets = calibration_sets(views, series, fn)
     if sets is not None and sets.revisions:
         plots += [
-            ("set_agreement", "set_agreement", lambda: fg.draw_set_agreement(sets.tokens, sets.jaccard, fn)),
+            (
+                "set_agreement",
+                "set_agreement",
+                lambda: fg.draw_set_agreement(
+                    sets.tokens, sets.jaccard, fn, sets.union, found.input_dependence.noise_floor
+                ),
+            ),
             (
                 "set_raster",
                 "set_raster",

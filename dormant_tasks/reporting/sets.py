@@ -3,7 +3,7 @@ row, and the heads whose dormancy depends most on the set (with each set's lengt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +30,8 @@ class CalibrationSets:
     set_rows: list[dict]  # per set: its checkpoints, % dormant at its last one, transitions under score_fn (and
     # of them confident ones and blips, `transition_tally`)
     last_jaccard: dict[tuple[str, str], tuple[str, float]]  # pair -> (its last checkpoint, mean Jaccard over functions)
+    # (set a, set b) -> int64 [checkpoint] heads dormant on either set (-1: not both scored): what a Jaccard rests on
+    union: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
 
 
 SET_NONE, SET_SOME, SET_ALL = 0, 1, 2  # CalibrationSets.states: dormant on no set, some of them, every one
@@ -48,8 +50,11 @@ def calibration_sets(views, series: ReportSeries, score_fn: str) -> CalibrationS
     tokens = {r["revision"]: r["tokens"] for r in mine}
     col = {rev: j for j, rev in enumerate(revisions)}
     jaccard = {p: np.full(len(revisions), np.nan) for p in pairs}
+    union = {p: np.full(len(revisions), -1, dtype=np.int64) for p in pairs}
     for r in mine:
-        jaccard[(r["calibration_a"], r["calibration_b"])][col[r["revision"]]] = r["jaccard"]
+        pair, j = (r["calibration_a"], r["calibration_b"]), col[r["revision"]]
+        jaccard[pair][j] = r["jaccard"]
+        union[pair][j] = r["n_dormant_a"] + r["n_dormant_b"] - r["n_both"]
     last_jaccard = {}
     for p in pairs:
         of_pair = [r for r in rows if (r["calibration_a"], r["calibration_b"]) == p]
@@ -84,6 +89,7 @@ def calibration_sets(views, series: ReportSeries, score_fn: str) -> CalibrationS
         states,
         set_rows,
         last_jaccard,
+        union,
     )
 
 

@@ -73,6 +73,11 @@ def report_markdown(
             else:
                 lines.append(f"| {p.score_fn} | {md(p.reference_revision)} | {100 * p.share:.1f}% | {p.quantile:.3f} |")
         lines += [f"Warning: {md(p.warning)}." for p in positions if p.warning]
+    lines += [
+        "",
+        "Each head's score over training, with its tau: in the per-head view of index.html (pick a head; the "
+        "page draws it, no server needed).",
+    ]
     if found is not None:
         lines += ["", "## Findings", "", *findings_lines(found)]
     if sets is not None:
@@ -198,24 +203,33 @@ def tau_source(row: dict | None) -> str:
 # ---------------------------------------------------------------- findings (docs/SCORES.md §7)
 
 
-def _no_interval(x: Estimate | Share) -> str:
+def no_interval(x: Estimate | Share) -> str:
     """Why a number stands without an interval: too few units behind it, or none drawn."""
-    if 0 < x.n_units < MIN_UNITS:
+    if 0 < getattr(x, "n_units", 0) < MIN_UNITS:
         return f"no interval: {x.n_units} {_units_of(x.method, x.n_units)}, fewer than {MIN_UNITS}"
     return "no interval"
 
 
+def few_units(x: Estimate | Share) -> str:
+    """ "; only n heads: few" after an interval that fewer than MIN_UNITS units back (Wilson's interval of 1 of 3
+    heads is drawn, but it rests on 3 heads): shown, marked, with its n; "" otherwise."""
+    n = int(getattr(x, "n_units", 0) or 0)  # any value with an interval (`compare_tables.cell_text`)
+    return f"; only {n} {_units_of(getattr(x, 'method', ''), n)}: few" if 0 < n < MIN_UNITS else ""
+
+
 def _units_of(method: str, n: int) -> str:
-    unit = (
-        "layer" if "layers" in method else "seed" if "seeds" in method else "cluster" if "cluster" in method else "head"
-    )
+    unit = next((u for u in ("layer", "seed", "cluster", "item") if f"{u}s" in method), "head")
     return unit if n == 1 else unit + "s"
 
 
 def _pct(share: Share | None, of: str = "heads") -> str:
     if share is None or not share.n:
         return "undefined (0 of 0)"
-    ci = _no_interval(share) if math.isnan(share.low) else f"95% CI {100 * share.low:.1f}-{100 * share.high:.1f}%"
+    ci = (
+        no_interval(share)
+        if math.isnan(share.low)
+        else f"95% CI {100 * share.low:.1f}-{100 * share.high:.1f}%{few_units(share)}"
+    )
     return f"{share.k} of {share.n} {of} ({100 * share.value:.1f}%, {ci})"
 
 
@@ -240,7 +254,7 @@ def _ci(e: Estimate, fmt=_num, unit: str = "") -> str:
         return "not reached" if math.isinf(x) else fmt(x)
 
     dash = " to " if min(e.low, e.high) < 0 or math.isinf(e.high) else "-"
-    ci = _no_interval(e) if math.isnan(e.low) else f"95% CI {end(e.low)}{dash}{end(e.high)}"
+    ci = no_interval(e) if math.isnan(e.low) else f"95% CI {end(e.low)}{dash}{end(e.high)}{few_units(e)}"
     return f"{fmt(e.value)}{unit} ({ci})"
 
 
@@ -264,6 +278,16 @@ def _interval_list(t, most: int = 12) -> str:
     ]
     more = len(t.interval_tokens) - most
     return "; ".join(parts) + (f"; and {more} more intervals" if more > 0 else "")
+
+
+def tau_marks_nothing(score_fn: str, direction: str, tau: float, n_checkpoints: int) -> str:
+    """The words for a function under which no head is dormant at any checkpoint: its tau marks nothing here,
+    which says where the tau sits on this model's scores, not that every head is active."""
+    return (
+        f"no head is ever dormant: {score_fn}'s tau (dormant if score {direction} {tau:g}) marks no head at any of "
+        f"the {n_checkpoints} checkpoints, so it says where this tau sits on this model's scores, not that every head "
+        "is active (the report's taus table gives the share of (input, head) pairs it marks)"
+    )
 
 
 def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
@@ -292,7 +316,7 @@ def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
     first = (
         f"first dormant head at {esc(e.first_dormant_revision)} ({_tokens(e.first_dormant_tokens or 0)} tokens)"
         if e.first_dormant_revision
-        else "no head is ever dormant"
+        else tau_marks_nothing(f.score_fn, f.direction, f.tau, f.n_checkpoints)
     )
     out += [
         f"1. **Emergence.** Dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}% of {e.n_heads} heads; "

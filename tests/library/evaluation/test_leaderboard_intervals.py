@@ -199,6 +199,13 @@ def test_a_curve_that_never_crosses_says_why_not_0(tmp_path):
     assert "| awft | org/alpha | winogrande | within 1 point throughout |" in text
     assert "| awft | Average | winogrande | within 1 point throughout |" in text  # so was every model's
     assert "95% intervals: paired bootstrap over items, 100 resamples, seed 0" in text
+    # no "0.00 to 0.00" beside a curve that never crossed: the never-crossing mark, explained under the table
+    assert "| lthon_ln | org/alpha | winogrande | never within 1 point | — | 200 |" in text
+    assert "0.00 to 0.00" not in text and "—: no interval, the curve never crossed base − 1 point" in text
+    # ours - awft subtracts awft's authors' 0 (a curve within 1 point throughout): marked, with its footnote
+    assert "| ours - awft | org/alpha | winogrande | 10.59‡ |" in text
+    assert "‡: a mean or difference that counts a never-crossing curve as the authors' 0" in text
+    assert r"\multicolumn{8}{l}{\footnotesize —: no interval" in format_leaderboard_table(board.rows, "latex")
     parsed = {
         r["score_fn"]: r
         for r in csv.DictReader(io.StringIO(format_leaderboard_table(board.rows, "csv")))

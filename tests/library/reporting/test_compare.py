@@ -300,5 +300,81 @@ def test_one_renderer_for_every_findings_value():
     assert cell_text(Share.of(0, 0)) == "undefined (0 of 0)" and cell_fields(Share.of(0, 0)) == ["", "", ""]
     other = SimpleNamespace(value=0.25, low=0.1, high=0.5)  # e.g. a bootstrap interval added to the findings
     assert cell_text(other) == "0.25 (95% CI 0.1 to 0.5)" and cell_fields(other) == ["0.25", "0.1", "0.5"]
-    assert cell_text(Estimate(-22.94, -41.2, -0.93, "test", " points")) == "−22.9 points (95% CI −41.2 to −0.9)"
+    assert cell_text(Estimate(-22.94, -41.2, -0.93, "test", " points")) == "−22.9 (95% CI −41.2 to −0.9)"
     assert cell_text("never") == "never" and cell_fields(7) == ["7"]
+
+
+def test_cells_carry_numbers_and_the_header_names_the_unit():
+    """Issue 43: "1fraction", "0per billion tokens": a cell carries the number, its column's header the unit."""
+    from dormant_tasks.reporting.compare import Estimate
+    from dormant_tasks.reporting.compare_tables import DIFFERENCE_HEADER
+
+    assert cell_text(Estimate(1.0, 0.5, 1.0, "bootstrap over layers", "fraction", 8)) == "1 (95% CI 0.5 to 1)"
+    rate = Estimate(0.0, 0.0, 1.2, "exact Poisson", "per billion tokens", 9)
+    assert cell_text(rate) == "0 (95% CI 0 to 1.2)"
+    headers = [h for h, _ in FINDINGS_COLUMNS]
+    assert "first dormant, median (fraction of tokens)" in headers
+    assert "confident transitions per billion tokens" in headers
+    assert any("Jaccard" in h and "noise floor" in h for h in headers)
+    assert "percentage points" in DIFFERENCE_HEADER
+    for unit in ("fraction", "per billion tokens", "Jaccard", "tokens"):
+        for v in (0.0, 1.0, 0.25):
+            text = cell_text(Estimate(v, v, v + 1, "bootstrap over layers", unit, 8))
+            assert not re.search(r"\d" + re.escape(unit.strip()), text), text
+
+
+def test_an_interval_of_few_units_is_marked_with_its_n():
+    """Issue 43: Wilson's interval of 2 of 3 heads is drawn, but it rests on 3 heads: marked, with n."""
+    from dormant_tasks.findings.dynamics import Share
+    from dormant_tasks.reporting.compare import Estimate
+    from dormant_tasks.reporting.texts import few_units
+
+    assert cell_text(Share.of(2, 3)) == "2 of 3 (66.7%, 95% CI 20.8–93.9%; only 3 heads: few)"
+    assert few_units(Share.of(1, 1)) == "; only 1 head: few" and few_units(Share.of(5, 40)) == ""
+    assert "few" not in cell_text(Share.of(3, 12))
+    layers = Estimate(0.4, float("nan"), float("nan"), "two-stage bootstrap over layers", "fraction", 3)
+    assert cell_text(layers) == "0.4 (no interval: 3 layers, fewer than 5)"
+    seeds = Estimate(0.4, 0.2, 0.6, "t over seeds", "fraction", 2)
+    assert cell_text(seeds).endswith("; only 2 seeds: few)")
+
+
+def test_each_caption_names_the_axis_as_drawn(rendered):
+    """Issue 43: "(log axis)" was printed under linear axes; the caption now names the scale the figure has."""
+    from dormant_tasks.reporting import figures as fg
+    from dormant_tasks.reporting.compare_page import comparison_plots
+
+    assert fg.tokens_scale(np.array([0.25, 0.5, 1.0])) == "linear"
+    assert fg.tokens_scale(np.array([1e3, 1e6])) == "log" and fg.tokens_scale(np.array([0, 1e3, 1e6])) == "symlog"
+    html = rendered.index_html.read_text(encoding="utf-8")
+    words = {v: k for k, v in fg.SCALE_WORDS.items()}
+    for p in comparison_plots(rendered.comparison):
+        assert str(escape(p.caption)) in html
+        if p.kind in ("tokens", "fraction"):
+            assert words[p.axis] == p.draw().axes[0].get_xscale()
+    # a comparison whose series span less than two decades: a linear axis, said so
+    from dormant_tasks.reporting.compare import Curve
+
+    curves = [Curve("a", np.array([10, 20, 40]), np.array([0.25, 0.5, 1.0]), np.array([0.0, 5.0, 10.0]))]
+    fig = fg.draw_compare_percent(curves, "ahon_ln", by_fraction=True)
+    assert fig.axes[0].get_xscale() == "linear" == fg.tokens_scale(fg.compare_x(curves, True))
+
+
+def test_no_input_dependence_test_says_which_case_holds():
+    """Issue 43: "not measured on the same calibration sets" was printed for series tracked on the same sets
+    (one of them with no checkpoint scored on two sets under the function); each case now says what it is."""
+    from dormant_tasks.findings.dependence import InputDependence
+    from dormant_tasks.reporting.compare import input_dependence_untested
+
+    sets = ["wino-8-aaaaaaaaaaaa", "wiki-8-bbbbbbbbbbbb"]
+    measured = InputDependence(sets, ["step10"])
+    assert input_dependence_untested("A", measured, "B", InputDependence(sets[::-1], ["step20"]), "ahon_ln") is None
+    why = input_dependence_untested("A", measured, "B", InputDependence(sets, []), "ahon_ln")
+    assert why == "no test: no checkpoint of B is scored under ahon_ln on two of its calibration sets"
+    assert "same calibration sets" not in why
+    other = InputDependence([sets[0], "code-8-cccccccccccc"], ["step10"])
+    why = input_dependence_untested("A", measured, "B", other, "ahon_ln")
+    assert why == (
+        "no test: measured on different calibration sets (A alone: wiki-8-bbbbbbbbbbbb; B alone: code-8-cccccccccccc)"
+    )
+    one = input_dependence_untested("A", InputDependence(sets[:1]), "B", measured, "ahon_ln")
+    assert one == "no test: A is tracked on 1 calibration set, input dependence needs 2"

@@ -83,3 +83,20 @@ def test_every_image_of_a_comparison_loads_in_chromium(tmp_path):
     assert len(images) == 6 and {i["src"] for i in images} == {f"figures/{p.name}" for p, _ in result.figures.values()}
     for image in images:
         assert image["complete"] and image["width"] > 100 and image["height"] > 100, image
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no headless Chromium here (Debian: apt-get install chromium)")
+def test_the_per_head_view_draws_the_most_dormant_head_in_chromium(tmp_path):
+    """The inline script draws, offline: the head dormant at the most checkpoints, one point per checkpoint (red
+    where dormant), the tau line, and every head in the list."""
+    picture = known_picture()
+    store = write_series(tmp_path / "store", {"ahon_ln": picture}, TOKENS)
+    result = render_report(store, MODEL, out_dir=tmp_path / "report")
+    cmd = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9"]
+    cmd += [f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom"]
+    dom = subprocess.run([*cmd, result.index_html.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    (plot,) = re.findall(r'<svg id="head-plot".*?</svg>', dom, re.S)
+    dormant = picture.reshape(len(TOKENS), -1).sum(axis=0)  # [head] checkpoints dormant
+    assert plot.count("<circle") == len(TOKENS) and plot.count('fill="#d62728"') == dormant.max()
+    assert "tau = 0.5 (dormant if score &lt; tau)" in plot
+    assert dom.count("<option") == picture[0].size
