@@ -66,16 +66,17 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # Both run the tests on WORKERS processes (pytest-xdist; each has its own Prefect server and folders). On 2 cores
-# the whole suite took 1,121 s on two workers against 1,707 s in one process.
+# the whole suite took 1,121 s on two workers against 1,707 s in one process. `--dist loadgroup`: the tests of a module
+# marked `xdist_group` run on one worker, so its costly module fixture is built once.
 WORKERS ?= 2
 
 test: setup olah lmeval045 lint lowest
-	$(PY) -m pytest -q -rs -n $(WORKERS) --durations=25
+	$(PY) -m pytest -q -rs -n $(WORKERS) --dist loadgroup --durations=25
 
 # The contributor's loop (docs/DEVELOPING.md): the tests not marked slow. No lint and no side venvs: the tests that
 # need .venv-olah are slow, the one that needs .venv-lmeval045 skips without it.
 test-fast: setup
-	$(PY) -m pytest -q -rs -m "not slow" -n $(WORKERS)
+	$(PY) -m pytest -q -rs -m "not slow" -n $(WORKERS) --dist loadgroup
 
 clean-demo:
 	rm -rf data/series/tiny-olmo2 data/store reports/tiny-olmo2

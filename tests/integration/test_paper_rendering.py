@@ -22,7 +22,8 @@ import pytest
 from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 from dormant_tasks.evaluation.sweep import prepare
 
-pytestmark = pytest.mark.slow
+# one xdist worker runs the module (`--dist loadgroup`): its module fixtures (57 s) are built once, not per worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("paper_rendering")]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LMEVAL045_PYTHON = REPO_ROOT / ".venv-lmeval045" / "bin" / "python"

@@ -226,6 +226,9 @@ def _python_blocks() -> list[Block]:
     return [b for b in code_blocks() if b.lang == "python" and b.text.splitlines()[0] not in PYTHON_MARKED]
 
 
+# one xdist worker runs the module (`--dist loadgroup`): the demo store it builds is built once, not per worker
+pytestmark = pytest.mark.xdist_group("suggested_commands")
+
 # ---- the demo store ----
 
 
