@@ -21,6 +21,19 @@ TAU_MARKS_LOW, TAU_MARKS_HIGH = 0.01, 0.99  # a tau marking fewer / more (input,
 
 
 @dataclass(frozen=True)
+class TauWarning:
+    """A tau that cannot mark what it aims at: this set's numbers apart from the advice, which is the same on
+    every calibration set of a series, so the terminal says it once per function (`tau_warnings_of`)."""
+
+    score_fn: str
+    detail: str  # this set's tau and what it marks ("" when there is nothing set-specific to say)
+    advice: str  # what that means and what to do
+
+    def __str__(self) -> str:
+        return f"{self.score_fn}: {self.detail}: {self.advice}" if self.detail else f"{self.score_fn}: {self.advice}"
+
+
+@dataclass(frozen=True)
 class TauPosition:
     """Where a function's tau sits among the reference checkpoint's per-input scores."""
 
@@ -30,7 +43,11 @@ class TauPosition:
     reference_revision: str
     share: float | None  # fraction of (input, head) pairs inactive under tau there (None: not scored there)
     quantile: float | None  # tau's quantile among those per-input scores: share ("<") or 1 - share (">")
-    warning: str | None  # a tau that marks (almost) nothing or everything, or the random baseline below 0.5
+    note: TauWarning | None  # a tau that marks (almost) nothing or everything, or the random baseline below 0.5
+
+    @property
+    def warning(self) -> str | None:
+        return None if self.note is None else str(self.note)
 
 
 def reference_of(view: SeriesView) -> str:
@@ -62,16 +79,18 @@ def tau_positions(view: SeriesView) -> list[TauPosition]:
     return out
 
 
-def _warning(tau, ref: str, share: float | None) -> str | None:
+def _warning(tau, ref: str, share: float | None) -> TauWarning | None:
     fn = tau.score_fn
     if fn == "random":
         if tau.value >= 0.5:
             return None
-        return (
-            f"random: tau = p = {tau.value:g} < 0.5, but a head is dormant only when inactive on at least half the "
+        return TauWarning(
+            fn,
+            "",
+            f"tau = p = {tau.value:g} < 0.5, but a head is dormant only when inactive on at least half the "
             f"inputs; its dormant rate is Binomial(n, {tau.value:g})/n, so random marks a head dormant only by "
             "chance fluctuation (read it as a zero baseline). For a baseline that marks heads, use --tau random=P "
-            "with P near 0.5"
+            "with P near 0.5",
         )
     if share is None:
         return None
@@ -87,18 +106,36 @@ def _warning(tau, ref: str, share: float | None) -> str | None:
         if quantile_tau
         else f"choose a tau inside the scores' range, e.g. --tau {fn}=q0.15 (a quantile of the reference) with --retau"
     )
-    return (
-        f"{fn}: tau (score {tau.direction} {tau.value:g}, {where}) marks {100 * share:.2f}% of the (input, head) "
-        f"pairs inactive at the reference checkpoint {ref}: {fn} marks {what}, so its % dormant is not "
-        f"comparable with the other functions'; {fix}"
+    return TauWarning(
+        fn,
+        f"tau (score {tau.direction} {tau.value:g}, {where}) marks {100 * share:.2f}% of the (input, head) pairs "
+        f"inactive at the reference checkpoint {ref}",
+        f"{fn} marks {what}, so its % dormant is not comparable with the other functions'; {fix}",
     )
 
 
 def tau_warnings_of(store, model_id: str) -> list[str]:
-    """Every calibration set's tau warnings, each naming its set."""
-    return [
-        f"calibration set {view.calibration_id}: {p.warning}"
-        for view in open_views(store, model_id)
-        for p in tau_positions(view)
-        if p.warning
-    ]
+    """The series' tau warnings, one line per function (and advice) across its calibration sets, naming the sets:
+    a line per set would repeat the same advice (the demo's 3 sets, 21 lines for 7 functions). Sets whose
+    numbers differ are listed each with its own, in parentheses."""
+    found: dict[tuple[str, str], dict[str, list[str]]] = {}  # (function, advice) -> detail -> its sets
+    for view in open_views(store, model_id):
+        for p in tau_positions(view):
+            if p.note is not None:
+                details = found.setdefault((p.score_fn, p.note.advice), {})
+                details.setdefault(p.note.detail, []).append(view.calibration_id)
+    lines = []
+    for (fn, advice), details in found.items():
+        if len(details) == 1:  # the same numbers on every set that warns
+            [(detail, sets)] = details.items()
+            lines.append(f"{_sets(sets)}: {TauWarning(fn, detail, advice)}")
+        else:
+            each = "; ".join(f"{detail} ({', '.join(sets)})" for detail, sets in details.items())
+            lines.append(f"{_sets([c for sets in details.values() for c in sets])}: {fn}: {each}: {advice}")
+    return lines
+
+
+def _sets(calibration_ids: list[str]) -> str:
+    if len(calibration_ids) == 1:
+        return f"calibration set {calibration_ids[0]}"
+    return f"calibration sets {', '.join(calibration_ids[:-1])} and {calibration_ids[-1]}"
