@@ -26,11 +26,22 @@ class TauWarning:
     every calibration set of a series, so the terminal says it once per function (`tau_warnings_of`)."""
 
     score_fn: str
-    detail: str  # this set's tau and what it marks ("" when there is nothing set-specific to say)
+    tau: str  # the tau as the warning names it, "tau (score < 0.5, fixed)" ("": the random baseline's)
+    marks: str  # what it marks at the reference, "0.00%" ("": nothing set-specific to say)
+    reference: str
     advice: str  # what that means and what to do
 
+    def detail(self, marks: str | None = None) -> str:
+        if not self.tau:
+            return ""
+        return (
+            f"{self.tau} marks {self.marks if marks is None else marks} of the (input, head) pairs inactive at the "
+            f"reference checkpoint {self.reference}"
+        )
+
     def __str__(self) -> str:
-        return f"{self.score_fn}: {self.detail}: {self.advice}" if self.detail else f"{self.score_fn}: {self.advice}"
+        detail = self.detail()
+        return f"{self.score_fn}: {detail}: {self.advice}" if detail else f"{self.score_fn}: {self.advice}"
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,8 @@ def _warning(tau, ref: str, share: float | None) -> TauWarning | None:
         return TauWarning(
             fn,
             "",
+            "",
+            ref,
             f"tau = p = {tau.value:g} < 0.5, but a head is dormant only when inactive on at least half the "
             f"inputs; its dormant rate is Binomial(n, {tau.value:g})/n, so random marks a head dormant only by "
             "chance fluctuation (read it as a zero baseline). For a baseline that marks heads, use --tau random=P "
@@ -108,30 +121,35 @@ def _warning(tau, ref: str, share: float | None) -> TauWarning | None:
     )
     return TauWarning(
         fn,
-        f"tau (score {tau.direction} {tau.value:g}, {where}) marks {100 * share:.2f}% of the (input, head) pairs "
-        f"inactive at the reference checkpoint {ref}",
+        f"tau (score {tau.direction} {tau.value:g}, {where})",
+        f"{100 * share:.2f}%",
+        ref,
         f"{fn} marks {what}, so its % dormant is not comparable with the other functions'; {fix}",
     )
 
 
 def tau_warnings_of(store, model_id: str) -> list[str]:
     """The series' tau warnings, one line per function (and advice) across its calibration sets, naming the sets:
-    a line per set would repeat the same advice (the demo's 3 sets, 21 lines for 7 functions). Sets whose
-    numbers differ are listed each with its own, in parentheses."""
-    found: dict[tuple[str, str], dict[str, list[str]]] = {}  # (function, advice) -> detail -> its sets
+    a line per set would repeat the same advice (the demo's 3 sets, 21 lines for 7 functions). Where the sets'
+    numbers differ, each number is followed by its set in parentheses."""
+    found: dict[tuple[str, str], list[tuple[str, TauWarning]]] = {}  # (function, advice) -> (set, its warning)
     for view in open_views(store, model_id):
         for p in tau_positions(view):
             if p.note is not None:
-                details = found.setdefault((p.score_fn, p.note.advice), {})
-                details.setdefault(p.note.detail, []).append(view.calibration_id)
+                found.setdefault((p.score_fn, p.note.advice), []).append((view.calibration_id, p.note))
     lines = []
-    for (fn, advice), details in found.items():
-        if len(details) == 1:  # the same numbers on every set that warns
-            [(detail, sets)] = details.items()
-            lines.append(f"{_sets(sets)}: {TauWarning(fn, detail, advice)}")
-        else:
-            each = "; ".join(f"{detail} ({', '.join(sets)})" for detail, sets in details.items())
-            lines.append(f"{_sets([c for sets in details.values() for c in sets])}: {fn}: {each}: {advice}")
+    for (fn, advice), warned in found.items():
+        taus: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (tau, reference) -> (set, what it marks)
+        for calibration_id, w in warned:
+            taus.setdefault((w.tau, w.reference), []).append((calibration_id, w.marks))
+        details = []
+        for (tau, reference), marks in taus.items():
+            one = marks[0][1] if len({m for _, m in marks}) == 1 else ", ".join(f"{m} ({c})" for c, m in marks)
+            details.append(TauWarning(fn, tau, one, reference, advice).detail())
+        if len(details) > 1:  # taus that differ between the sets (quantile ones): each names its sets
+            details = [f"{d} ({', '.join(c for c, _ in m)})" for d, m in zip(details, taus.values())]
+        body = "; ".join(d for d in details if d)
+        lines.append(f"{_sets([c for c, _ in warned])}: {fn}: " + (f"{body}: {advice}" if body else advice))
     return lines
 
 

@@ -116,8 +116,10 @@ def test_tau_warnings_are_one_line_per_function_across_calibration_sets(tmp_path
     lines = tau_warnings_of(root, MODEL)
     assert len(lines) == 2  # not 4: ahon_ln and aeqd_ln, each once
     ahon, aeqd = sorted(lines, key=lambda line: "aeqd_ln" in line)
-    assert ahon.startswith(f"calibration sets {first} and cal-b: ahon_ln: tau (score < 0.5, fixed) marks 0.00%")
-    assert "marks 0.00% of the (input, head) pairs inactive" in ahon and f"({first}); tau" in ahon
-    assert "marks 0.50% of the (input, head) pairs" in ahon and ahon.count("ahon_ln marks almost nothing") == 1
+    assert ahon.startswith(
+        f"calibration sets {first} and cal-b: ahon_ln: tau (score < 0.5, fixed) marks 0.00% ({first}), 0.50% (cal-b) "
+        "of the (input, head) pairs inactive"
+    )
+    assert ahon.count("ahon_ln marks almost nothing") == 1 and ahon.count("tau (") == 1
     assert aeqd.startswith(f"calibration sets {first} and cal-b: aeqd_ln: tau (score < 0.5, fixed) marks 99.75%")
     assert aeqd.count("marks 99.75%") == 1 and aeqd.count("aeqd_ln marks almost everything") == 1
