@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .options import add_model_argument, add_threads_argument
 
-DEFAULT_STEPS = 2000  # = dormant_tasks.tiny.DEFAULT_STEPS (not imported: it loads torch; a test checks they agree)
+DEFAULT_STEPS = 600  # = dormant_tasks.tiny.DEFAULT_STEPS (not imported: it loads torch; a test checks they agree)
 
 
 def add_parser(subparsers) -> None:
