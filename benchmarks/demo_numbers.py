@@ -50,15 +50,16 @@ class DemoRun:
 
 
 def run_demo(folder: Path) -> DemoRun:
-    """`dormant demo` with the defaults of `make demo` (only its folders moved into `folder`); its output is saved
-    beside them, so a later call on the same folder reads the run instead of repeating it."""
+    """`dormant demo` with the defaults of `make demo` (its folders moved into `folder`, one thread); its output is
+    saved beside them, so a later call on the same folder reads the run instead of repeating it."""
     folder = Path(folder)
     out, err = folder / "demo.stdout", folder / "demo.stderr"
     if not out.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             [sys.executable, "-m", "flows.cli", "demo", "--model", str(folder / MODEL_ID), "--store"]
-            + [str(folder / "store"), "--reports-dir", str(folder / "reports")],
+            + [str(folder / "store"), "--reports-dir", str(folder / "reports")]
+            + ["--threads", "1"],  # the same weights as any N; N > 1 crawls while other jobs hold the cores
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -120,7 +121,9 @@ def numbers(run: DemoRun) -> dict[str, str]:
         else "no confident transition, so no rate per token"
     )
     findings = (
-        f"(`dormant findings` on WinoGrande: {first}; {len(em.heads)} of the {em.n_heads} heads settle dormant"
+        f"(`dormant findings` on WinoGrande: {first}; {len(em.heads)} of the {em.n_heads} heads "
+        + ("settles" if len(em.heads) == 1 else "settle")
+        + " dormant"
         + (f" ({settled})" if settled else "")
         + f" and {em.n_censored} are right-censored, so the median settling time over every head is {median}; "
         f"of the {plural(tr.n_transitions, 'ahon_ln mask change')} ({tr.fell_dormant} "
