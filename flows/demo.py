@@ -18,15 +18,16 @@ DEMO_SERIES = default_series_dir() / "tiny-olmo2"  # under the working directory
 
 
 @task(name="pretrain-tiny", cache_policy=NONE)
-def pretrain(series_dir: str, steps: int, seed: int) -> int:
-    """Pretrain (or find complete) the tiny series; returns its number of checkpoints."""
-    return len(pretrain_tiny(series_dir, steps=steps, seed=seed, progress=True).checkpoints)
+def pretrain(series_dir: str, steps: int, seed: int, threads: int) -> int:
+    """Pretrain (or find complete) the tiny series on `threads` CPU threads; returns its number of checkpoints."""
+    return len(pretrain_tiny(series_dir, steps=steps, seed=seed, threads=threads, progress=True).checkpoints)
 
 
 @flow(name="demo", log_prints=True, validate_parameters=False)
-def demo(request: TrackRequest, steps: int, seed: int = 0) -> TrackResult:
-    """Pretrain `steps` steps of the tiny series at `request.source`, then track it with `request`."""
+def demo(request: TrackRequest, steps: int, seed: int = 0, threads: int = 2) -> TrackResult:
+    """Pretrain `steps` steps of the tiny series at `request.source` on `threads` CPU threads (the weights do not
+    depend on them), then track it with `request`."""
     request = TrackRequest.coerce(request)
-    n = pretrain(request.source, steps, seed)
+    n = pretrain(request.source, steps, seed, threads)
     get_run_logger().info("tiny OLMo-2 series: %d checkpoints in %s", n, request.source)
     return track(request, progress=True)

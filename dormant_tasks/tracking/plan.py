@@ -98,9 +98,14 @@ class SeriesTaus:
 
     @property
     def warnings(self) -> tuple[str, ...]:
+        """The taus' warnings; with several sets, a warning that several give word for word once, naming them."""
         if len(self.sets) == 1:
             return self.sets[0].warnings
-        return tuple(f"{s.calibration.name}: {w}" for s in self.sets for w in s.warnings)
+        sets_of: dict[str, list[str]] = {}
+        for s in self.sets:
+            for w in s.warnings:
+                sets_of.setdefault(w, []).append(s.calibration.name)
+        return tuple(f"{', '.join(names)}: {w}" for w, names in sets_of.items())
 
     def of(self, calibration_id: str) -> SetTaus:
         for s in self.sets:

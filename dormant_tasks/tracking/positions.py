@@ -21,6 +21,30 @@ TAU_MARKS_LOW, TAU_MARKS_HIGH = 0.01, 0.99  # a tau marking fewer / more (input,
 
 
 @dataclass(frozen=True)
+class TauWarning:
+    """A tau that cannot mark what it aims at: this set's numbers apart from the advice, which is the same on
+    every calibration set of a series, so the terminal says it once per function (`tau_warnings_of`)."""
+
+    score_fn: str
+    tau: str  # the tau as the warning names it, "tau (score < 0.5, fixed)" ("": the random baseline's)
+    marks: str  # what it marks at the reference, "0.00%" ("": nothing set-specific to say)
+    reference: str
+    advice: str  # what that means and what to do
+
+    def detail(self, marks: str | None = None) -> str:
+        if not self.tau:
+            return ""
+        return (
+            f"{self.tau} marks {self.marks if marks is None else marks} of the (input, head) pairs inactive at the "
+            f"reference checkpoint {self.reference}"
+        )
+
+    def __str__(self) -> str:
+        detail = self.detail()
+        return f"{self.score_fn}: {detail}: {self.advice}" if detail else f"{self.score_fn}: {self.advice}"
+
+
+@dataclass(frozen=True)
 class TauPosition:
     """Where a function's tau sits among the reference checkpoint's per-input scores."""
 
@@ -30,7 +54,11 @@ class TauPosition:
     reference_revision: str
     share: float | None  # fraction of (input, head) pairs inactive under tau there (None: not scored there)
     quantile: float | None  # tau's quantile among those per-input scores: share ("<") or 1 - share (">")
-    warning: str | None  # a tau that marks (almost) nothing or everything, or the random baseline below 0.5
+    note: TauWarning | None  # a tau that marks (almost) nothing or everything, or the random baseline below 0.5
+
+    @property
+    def warning(self) -> str | None:
+        return None if self.note is None else str(self.note)
 
 
 def reference_of(view: SeriesView) -> str:
@@ -62,16 +90,20 @@ def tau_positions(view: SeriesView) -> list[TauPosition]:
     return out
 
 
-def _warning(tau, ref: str, share: float | None) -> str | None:
+def _warning(tau, ref: str, share: float | None) -> TauWarning | None:
     fn = tau.score_fn
     if fn == "random":
         if tau.value >= 0.5:
             return None
-        return (
-            f"random: tau = p = {tau.value:g} < 0.5, but a head is dormant only when inactive on at least half the "
+        return TauWarning(
+            fn,
+            "",
+            "",
+            ref,
+            f"tau = p = {tau.value:g} < 0.5, but a head is dormant only when inactive on at least half the "
             f"inputs; its dormant rate is Binomial(n, {tau.value:g})/n, so random marks a head dormant only by "
             "chance fluctuation (read it as a zero baseline). For a baseline that marks heads, use --tau random=P "
-            "with P near 0.5"
+            "with P near 0.5",
         )
     if share is None:
         return None
@@ -87,18 +119,41 @@ def _warning(tau, ref: str, share: float | None) -> str | None:
         if quantile_tau
         else f"choose a tau inside the scores' range, e.g. --tau {fn}=q0.15 (a quantile of the reference) with --retau"
     )
-    return (
-        f"{fn}: tau (score {tau.direction} {tau.value:g}, {where}) marks {100 * share:.2f}% of the (input, head) "
-        f"pairs inactive at the reference checkpoint {ref}: {fn} marks {what}, so its % dormant is not "
-        f"comparable with the other functions'; {fix}"
+    return TauWarning(
+        fn,
+        f"tau (score {tau.direction} {tau.value:g}, {where})",
+        f"{100 * share:.2f}%",
+        ref,
+        f"{fn} marks {what}, so its % dormant is not comparable with the other functions'; {fix}",
     )
 
 
 def tau_warnings_of(store, model_id: str) -> list[str]:
-    """Every calibration set's tau warnings, each naming its set."""
-    return [
-        f"calibration set {view.calibration_id}: {p.warning}"
-        for view in open_views(store, model_id)
-        for p in tau_positions(view)
-        if p.warning
-    ]
+    """The series' tau warnings, one line per function (and advice) across its calibration sets, naming the sets:
+    a line per set would repeat the same advice (the demo's 3 sets, 21 lines for 7 functions). Where the sets'
+    numbers differ, each number is followed by its set in parentheses."""
+    found: dict[tuple[str, str], list[tuple[str, TauWarning]]] = {}  # (function, advice) -> (set, its warning)
+    for view in open_views(store, model_id):
+        for p in tau_positions(view):
+            if p.note is not None:
+                found.setdefault((p.score_fn, p.note.advice), []).append((view.calibration_id, p.note))
+    lines = []
+    for (fn, advice), warned in found.items():
+        taus: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (tau, reference) -> (set, what it marks)
+        for calibration_id, w in warned:
+            taus.setdefault((w.tau, w.reference), []).append((calibration_id, w.marks))
+        details = []
+        for (tau, reference), marks in taus.items():
+            one = marks[0][1] if len({m for _, m in marks}) == 1 else ", ".join(f"{m} ({c})" for c, m in marks)
+            details.append(TauWarning(fn, tau, one, reference, advice).detail())
+        if len(details) > 1:  # taus that differ between the sets (quantile ones): each names its sets
+            details = [f"{d} ({', '.join(c for c, _ in m)})" for d, m in zip(details, taus.values())]
+        body = "; ".join(d for d in details if d)
+        lines.append(f"{_sets([c for c, _ in warned])}: {fn}: " + (f"{body}: {advice}" if body else advice))
+    return lines
+
+
+def _sets(calibration_ids: list[str]) -> str:
+    if len(calibration_ids) == 1:
+        return f"calibration set {calibration_ids[0]}"
+    return f"calibration sets {', '.join(calibration_ids[:-1])} and {calibration_ids[-1]}"

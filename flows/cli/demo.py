@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from .options import add_model_argument, add_reports_dir_argument, add_series_name_argument, add_store_argument
+from .options import (
+    add_model_argument,
+    add_reports_dir_argument,
+    add_series_name_argument,
+    add_store_argument,
+    add_threads_argument,
+)
 from .pretrain_tiny import DEFAULT_STEPS
 
 # The demo tracks three kinds of text at once: does a head fall dormant on all of them, or on some?
@@ -28,6 +34,7 @@ def add_parser(subparsers) -> None:
         "--steps", type=int, default=DEFAULT_STEPS, metavar="N", help="pretraining steps (default: %(default)s)"
     )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="pretraining seed (default: %(default)s)")
+    add_threads_argument(parser)
     parser.add_argument(
         "--seeds",
         type=int,
@@ -99,7 +106,7 @@ def _one(args: argparse.Namespace, source: str, seed: int, reports_dir: str | No
     check_reports_dir(request)  # before the pretraining
     done = answer_from_store(request) if is_complete(request.source, args.steps, seed) else None
     if done is not None:
-        print_summary(done)
+        print_summary(done, warnings=False)  # the run that stored the series showed them
         print(
             f"demo: the series and its store are complete ({time.perf_counter() - started:.0f} s); "
             f"`make clean-demo` starts over"
@@ -108,7 +115,7 @@ def _one(args: argparse.Namespace, source: str, seed: int, reports_dir: str | No
     from flows.session import start_prefect
 
     start_prefect()
-    result = demo(request, steps=args.steps, seed=seed)
+    result = demo(request, steps=args.steps, seed=seed, threads=args.threads)
     print()
     print_summary(result)
     print(

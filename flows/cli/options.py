@@ -19,6 +19,7 @@ stdlib only here: building the parser stays light.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
@@ -188,6 +189,34 @@ def add_reports_dir_argument(
     parser, help: str = "report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
 ) -> None:
     parser.add_argument("--reports-dir", metavar="DIR", help=help)
+
+
+def cores_seen() -> int:
+    """The CPU cores this process may run on (its affinity: a container's or `taskset`'s limit, not the host's
+    count), as torch sees them by default; stdlib, so `--help` stays light."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _threads(text: str) -> int:
+    n = int(text) if text.strip().isdigit() else 0
+    if n < 1:
+        raise ConfigError(f"--threads {text}: give a whole number of 1 or more (this process may use {cores_seen()})")
+    return n
+
+
+def add_threads_argument(parser) -> None:
+    """`--threads`: torch's CPU threads for the tiny series' pretraining (`demo`, `pretrain-tiny`)."""
+    parser.add_argument(
+        "--threads",
+        type=_threads,
+        default=cores_seen(),
+        metavar="N",
+        help="torch CPU threads for the pretraining; its weights are the same for any N (default: the cores this "
+        "process may use, %(default)s here)",
+    )
 
 
 def add_tasks_argument(parser, help: str, default=None) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .options import add_model_argument
+from .options import add_model_argument, add_threads_argument
 
-DEFAULT_STEPS = 2000  # = dormant_tasks.tiny.DEFAULT_STEPS (not imported: it loads torch; a test checks they agree)
+DEFAULT_STEPS = 600  # = dormant_tasks.tiny.DEFAULT_STEPS (not imported: it loads torch; a test checks they agree)
 
 
 def add_parser(subparsers) -> None:
@@ -26,7 +26,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, metavar="N", help="seed for initialisation and data order (default: %(default)s)"
     )
-    parser.add_argument("--threads", type=int, default=2, metavar="N", help="torch CPU threads (default: %(default)s)")
+    add_threads_argument(parser)
     parser.set_defaults(func=run)
 
 

@@ -413,8 +413,9 @@ def stored_tau_warnings(result) -> list[str]:
     return tau_warnings_of(result.store, result.model_id)
 
 
-def print_summary(result) -> None:
-    """The run's summary on stdout (results); its warnings and failed checkpoints on stderr (diagnostics)."""
+def print_summary(result, warnings: bool = True) -> None:
+    """The run's summary on stdout (results); its warnings and failed checkpoints on stderr (diagnostics).
+    `warnings=False` (a rerun of the demo, whose first run showed them) counts the tau warnings in one line."""
 
     from flows.cli.status import series_line
 
@@ -427,8 +428,15 @@ def print_summary(result) -> None:
     print(series_line(result.store, result.model_id))
     if result.input_scores:
         print(f"per-input scores: --input-scores {result.input_scores} ({INPUT_SCORES_NOTE[result.input_scores]})")
-    for warning in stored_tau_warnings(result):
+    tau_warnings = stored_tau_warnings(result)
+    for warning in tau_warnings if warnings else ():
         print(f"warning: {warning}", file=sys.stderr)
+    if tau_warnings and not warnings:
+        print(
+            f"note: {plural(len(tau_warnings), 'tau warning')} as when the series was tracked (the report's taus "
+            f"section, or `dormant track --model {result.model_id} --store {result.store}`, shows them)",
+            file=sys.stderr,
+        )
     for calibration_id, n in result.truncated.items():  # one line per set, named (the most cut on a checkpoint)
         print(
             f"warning: calibration set {calibration_id}: {plural(n, 'input')} longer than the model's context (or "

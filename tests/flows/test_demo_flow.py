@@ -90,3 +90,42 @@ def test_demo_seeds_pretrains_one_series_per_seed_and_states_the_findings_over_t
     assert set(read_table(store, "checkpoints").column("model_id").to_pylist()) == {"tiny", "tiny-seed1"}
     assert "Findings over 2 seeds of one recipe (tiny, tiny-seed1)" in r.stdout
     assert "no interval: 2 seeds, fewer than 5" in r.stdout
+
+
+def _demo_numbers():
+    """benchmarks/demo_numbers.py (a script, not a package module), imported from its file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("demo_numbers", REPO / "benchmarks" / "demo_numbers.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_the_docs_quote_a_demo_run_and_a_rerun_repeats_no_warning(tmp_path):
+    """`make demo` once, with its defaults: the demo passages of README.md and docs/SCORES.md are what
+    benchmarks/demo_numbers.py writes from this run (on a failure, run the script and commit the docs); its tau
+    warnings come one line per function, whatever the number of calibration sets; a rerun answers from the store
+    and counts the warnings it already showed instead of repeating them."""
+    numbers = _demo_numbers()
+    run = numbers.run_demo(tmp_path)
+    drift = numbers.drifted(numbers.numbers(run))
+    assert not drift, f"the docs' demo numbers drifted ({drift}): run `.venv/bin/python benchmarks/demo_numbers.py`"
+    tau_lines = [line for line in run.stderr.splitlines() if line.startswith("warning: calibration set")]
+    functions = [line.split(": ")[2] for line in tau_lines if "longer than the model's context" not in line]
+    assert functions and len(functions) == len(set(functions))  # one line per function across the 3 sets
+
+    rerun = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "demo", "--model", str(run.series), "--store", str(run.store)]
+        + ["--reports-dir", str(tmp_path / "reports")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "the series and its store are complete" in rerun.stdout
+    assert "warning:" not in rerun.stderr
+    assert f"note: {len(functions)} tau warnings as when the series was tracked" in rerun.stderr

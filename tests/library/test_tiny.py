@@ -216,6 +216,27 @@ def test_cli_help_and_bad_steps(capsys, tmp_path):
     assert not (tmp_path / "s").exists()
 
 
+def test_threads_default_to_the_cores_this_process_may_use_and_a_bad_count_is_one_line(capsys, tmp_path):
+    """`--threads` of `demo` and `pretrain-tiny` (issue 43): the cores of this process's affinity by default, the
+    count the pretraining gets; 0 is refused in one line before anything is written."""
+    import os
+
+    from flows.cli import build_parser
+    from flows.cli.options import cores_seen
+
+    assert cores_seen() == len(os.sched_getaffinity(0))
+    for command in ("demo", "pretrain-tiny"):
+        args = build_parser().parse_args([command, "--model", str(tmp_path / "s")])
+        assert args.threads == cores_seen()
+        assert build_parser().parse_args([command, "--model", str(tmp_path / "s"), "--threads", "1"]).threads == 1
+        with pytest.raises(SystemExit) as exit_info:
+            main([command, "--model", str(tmp_path / "s"), "--threads", "0"])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert "--threads 0: give a whole number of 1 or more" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "s").exists()
+
+
 @pytest.mark.slow
 def test_the_demo_s_first_checkpoints_have_the_recorded_hashes(tmp_path):
     """The demo's pretraining gives the same weights on any x86-64 machine: its first checkpoints (10 steps of

@@ -98,3 +98,28 @@ def test_the_terminal_and_the_report_give_the_same_tau_warnings_naming_their_set
     assert all(md(w) in markdown for w in report_lines)
     # nothing stored for the series: the run's own warnings
     assert stored_tau_warnings(SimpleNamespace(store=root, model_id="other", warnings=("w",))) == ["w"]
+
+
+def test_tau_warnings_are_one_line_per_function_across_calibration_sets(tmp_path):
+    """Two calibration sets whose ahon_ln and aeqd_ln taus warn on both: one line per function naming both sets
+    (the advice said once), each set's own numbers kept where they differ (issue 43: 14 lines for 2 sets)."""
+    from dormant_tasks.tracking.positions import tau_warnings_of
+    from dormant_tasks.tracking.series import SeriesView
+
+    root = store_with_rates(tmp_path)
+    per_head = {"ahon_ln": [0.0, 0.0, 0.0, 0.02], "lthon_ln": [0.6, 0.2, 0.2, 0.2], "aeqd_ln": [1.0, 1.0, 1.0, 0.99]}
+    rates = {fn: np.tile(np.array(r).reshape(1, 1, 4), (3, 1, 1)) for fn, r in per_head.items()}
+    write_series(
+        root, {fn: r >= 0.5 for fn, r in rates.items()}, [0, 10, 100], rates=rates, n_inputs=N, calibration_id="cal-b"
+    )
+    first = SeriesView.open(root, MODEL).calibration_id
+    lines = tau_warnings_of(root, MODEL)
+    assert len(lines) == 2  # not 4: ahon_ln and aeqd_ln, each once
+    ahon, aeqd = sorted(lines, key=lambda line: "aeqd_ln" in line)
+    assert ahon.startswith(
+        f"calibration sets {first} and cal-b: ahon_ln: tau (score < 0.5, fixed) marks 0.00% ({first}), 0.50% (cal-b) "
+        "of the (input, head) pairs inactive"
+    )
+    assert ahon.count("ahon_ln marks almost nothing") == 1 and ahon.count("tau (") == 1
+    assert aeqd.startswith(f"calibration sets {first} and cal-b: aeqd_ln: tau (score < 0.5, fixed) marks 99.75%")
+    assert aeqd.count("marks 99.75%") == 1 and aeqd.count("aeqd_ln marks almost everything") == 1
