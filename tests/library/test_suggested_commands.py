@@ -158,7 +158,7 @@ def doc_commands() -> list[tuple[str, str]]:
 
 # README / docs command -> the line run instead (the demo store's names and sizes), or why it is not run
 RUN_AS = {
-    "HF_DATASETS_OFFLINE=1 dormant evaluate --model data/series/tiny-olmo2/stage1-step2000-tokens1024K "
+    "HF_DATASETS_OFFLINE=1 dormant evaluate --model data/series/tiny-olmo2/stage1-step600-tokens307K "
     "--tasks winogrande,piqa --limit 200 --store /tmp/store": "HF_DATASETS_OFFLINE=1 dormant evaluate --model "
     "data/series/tiny-olmo2/{last} --tasks winogrande,piqa --limit 4 --store data/store --scores ahon_ln --log-samples",
     "dormant report --model allenai/OLMo-2-0425-1B": "dormant report --model tiny-olmo2",
