@@ -85,7 +85,7 @@ def series_targets(store, source: str) -> list[Target]:
         known = sorted(set(read_table(store, "taus").column("model_id").to_pylist()))
         raise StoreError(
             f"no tracked checkpoints of {model_id!r} in {store}{did_you_mean(model_id, known)}; "
-            "run `dormant track` first (evaluate --series uses the tracker's masks)"
+            "run `dormant track --model ...` first (evaluate --series uses the tracker's masks)"
         )
     view = SeriesView.open(store, model_id)
     targets = []
@@ -106,7 +106,7 @@ def check_request(request: EvalRequest, targets: Sequence[Target]) -> None:
         if request.mode is Mode.STATIC and not request.series and not SeriesView.exists(request.store, target.model_id):
             raise StoreError(
                 f"{target.model_id}: --mode static zeroes the tracker's mask, and the store "
-                f"{request.store} has no tracked series {target.model_id!r}; run `dormant track` "
+                f"{request.store} has no tracked series {target.model_id!r}; run `dormant track --model {target.model_id}` "
                 "first, or use --mode dynamic"
             )
         authors_taus(target.model_id, request.tasks, request.score_fns, request.quantiles, request.thresholds)

@@ -217,7 +217,9 @@ def series_findings(
         raise StoreError(f"{model_id}: {fn} is not tracked; choose from: {', '.join(view.taus)}")
     states = list(view.states([fn]))
     if not states:
-        raise StoreError(f"{model_id}: no {fn} head_scores under the current taus; run `dormant track` for it")
+        raise StoreError(
+            f"{model_id}: no {fn} head_scores under the current taus; run `dormant track --model {model_id}`"
+        )
     s = states[0]
     tokens = path_tokens(s.tokens, s.stage, s.predecessor)  # [checkpoint]
     transitions = view.transitions([fn])

@@ -80,7 +80,9 @@ def load_comparison(store, model_ids: list[str], score_fns: list[str] | None = N
     sets = {m: SeriesView.calibration_ids(root, m) for m in ids}
     missing = [m for m in ids if not sets[m]]
     if missing:
-        raise ReportError(f"{missing[0]} has no tracked checkpoints in the store; run `dormant track` for it first")
+        raise ReportError(
+            f"{missing[0]} has no tracked checkpoints in the store; run `dormant track --model {missing[0]}` first"
+        )
     cal = compared_set(sets)
     series = [load_series(root, m, calibration_id=cal) for m in ids]
     fns = _score_fns(series, score_fns)

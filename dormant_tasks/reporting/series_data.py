@@ -72,7 +72,7 @@ def resolve_model_id(store, model_id: str | None) -> str:
     """The model to report on: the given one (must be in the store) or the store's only model."""
     models = stored_series(store)
     if not models:
-        raise ReportError(f"the store {store} holds no analysed checkpoints; run `dormant track` first")
+        raise ReportError(f"the store {store} holds no analysed checkpoints; run `dormant track --model ...` first")
     if model_id is None:
         if len(models) > 1:
             raise ReportError(f"the store holds {len(models)} models; pick one with --model: {', '.join(models)}")
@@ -94,7 +94,7 @@ def load_series(
     model_id = resolve_model_id(root, model_id)
     if not SeriesView.exists(root, model_id):
         raise ReportError(
-            f"{model_id} has no tracked checkpoints in the store (evaluations only?); run `dormant track` for it"
+            f"{model_id} has no tracked checkpoints in the store (evaluations only?); run `dormant track --model {model_id}`"
         )
     view = SeriesView.open(root, model_id, calibration_id)
     checkpoints = list(view.checkpoints)
@@ -112,7 +112,7 @@ def load_series(
     if hs.num_rows == 0:
         raise ReportError(
             f"the store has checkpoints but no `head_scores` for {model_id} (calibration {view.calibration_id}, "
-            f"taus {view.taus_id}); the store is incomplete: run `dormant track` for it again"
+            f"taus {view.taus_id}); the store is incomplete: run `dormant track --model {model_id}` again"
         )
     present = set(hs["score_fn"].unique().to_pylist())
     score_fns = tuple(f for f in ALL_IDS if f in present) + tuple(sorted(present - set(ALL_IDS)))
@@ -134,7 +134,7 @@ def load_series(
     if not marks.any() and changes.any():
         raise ReportError(
             f"the `transitions` table has no rows for {model_id} although its head states change; "
-            "run `dormant track` again to derive them"
+            f"run `dormant track --model {model_id}` again to derive them"
         )
     return ReportSeries(
         model_id,

@@ -41,7 +41,9 @@ def store_folder(path, create: bool = False, allow_old: bool = False) -> Path:
     if not marker.is_file():
         if not create:
             what = "does not exist" if not root.exists() else f"has no {MARKER} (not a dormant store)"
-            raise StoreError(f"store {str(root)!r} {what}: run `dormant track` to fill it, or pass the right --store")
+            raise StoreError(
+                f"store {str(root)!r} {what}: run `dormant track --model ...` to fill it, or pass the right --store"
+            )
         with write_errors(root):
             root.mkdir(parents=True, exist_ok=True)
         write_marker(root)
@@ -100,7 +102,9 @@ def check_store_path(store, use: str = "any") -> Path:
     if root.exists() and not root.is_dir():
         raise StoreError(f"--store {shown} is a file, not a folder: pass a store folder")
     if use == "reads" and not root.exists():
-        raise StoreError(f"--store {shown} does not exist: pass the right --store, or fill one with `dormant track`")
+        raise StoreError(
+            f"--store {shown} does not exist: pass the right --store, or fill one with `dormant track --model ... --store {shown}`"
+        )
     if use == "updates" and root.is_dir() or use not in ("writes", "updates"):
         return root
     folder = root

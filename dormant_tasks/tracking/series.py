@@ -60,7 +60,7 @@ class SeriesView:
             raise StoreError(
                 f"the store {str(root)!r} holds no tracked series {model_id!r}"
                 f"{did_you_mean(model_id, known)}; it holds: {', '.join(known) or 'nothing'}. "
-                "Run `dormant track` for it first"
+                f"Run `dormant track --model {model_id}` first"
             )
         first = tau_rows[0]
         taus = {
@@ -122,7 +122,7 @@ class SeriesView:
                 return Revision(c["revision"], c["stage"], c["step"], c["tokens"], c["ingredient"])
         raise StoreError(
             f"{self.model_id}: revision {name!r} is not tracked under the current taus"
-            f"{did_you_mean(name, self.revisions)}; run `dormant track` for it first"
+            f"{did_you_mean(name, self.revisions)}; run `dormant track --model {self.model_id}` first"
         )
 
     def checkpoints_table(self) -> pa.Table:
@@ -173,7 +173,7 @@ class SeriesView:
         if heads.num_rows == 0:
             raise StoreError(
                 f"{self.model_id}@{revision}: no {score_fn} mask under the current taus; "
-                "run `dormant track` for it again"
+                f"run `dormant track --model {self.model_id}` again"
             )
         dormant = heads.filter(heads.column("dormant"))
         pairs = zip(dormant.column("layer").to_pylist(), dormant.column("head_index").to_pylist())

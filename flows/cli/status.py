@@ -129,7 +129,9 @@ def run(args) -> int:
     root = store_folder(args.store)
     models = list_models(args.store)
     if not models:
-        raise StoreError(f"store {args.store!r} holds no model series yet: run `dormant track` first")
+        raise StoreError(
+            f"store {args.store!r} holds no model series yet: run `dormant track --model ... --store {args.store}` first"
+        )
     # every file checked (sizes, footers, columns; with --verify every byte): a damaged one is named, with the fix
     damage = damaged_files(root, verify=args.verify)
     for d in damage:

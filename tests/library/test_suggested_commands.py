@@ -65,6 +65,10 @@ ADVICE: dict[str, str | None] = {
     "dormant store upgrade --store {}": "dormant store upgrade --store data/store",
     "dormant track": "dormant track --model tiny-olmo2",  # "... of SERIES ...; run `dormant track` for it"
     "dormant track --help": "dormant track --help",
+    "dormant track --model ...": "dormant track --model tiny-olmo2",  # "... holds none; run `dormant track --model ...`"
+    "dormant track --model ... --store {}": "dormant track --model tiny-olmo2 --store data/store",
+    "dormant track --model {}": "dormant track --model tiny-olmo2",  # "{series} ...; run `dormant track --model {}`"
+    "dormant track --model {} --store {}": "dormant track --model tiny-olmo2 --store data/store",
     "dormant track --input-scores keep|auto": "dormant track --model tiny-olmo2 --input-scores keep",
     "dormant track --model {} --calibration <its own sets> --calibration <the set {} was tracked on, the same "
     "texts and --limit> --retau": "dormant track --model tiny-olmo2 --calibration winogrande --calibration wikipedia "
