@@ -70,7 +70,9 @@ def local_cluster_spec(request: TrackRequest, api_url: str | None = None) -> tup
         "n_workers": n_workers,
         "threads_per_worker": 1,
         "dashboard_address": None,
-        "scheduler_kwargs": {"allowed_failures": ALLOWED_WORKER_DEATHS},
+        # the scheduler's HTTP server (health, metrics) on a free port: left at None it tried 8787 and, beside
+        # another cluster, printed "UserWarning: Port 8787 is already in use" into the run's output
+        "scheduler_kwargs": {"allowed_failures": ALLOWED_WORKER_DEATHS, "dashboard_address": ":0"},
         "preload": [__name__],
     }
     if uses_gpu(request.device):

@@ -205,6 +205,8 @@ MARKED = {
     "dormant track --model EleutherAI/pythia-410m --steps :10000": HUB,
     "dormant track --model allenai/OLMo-2-1124-7B --every 10 --device cuda --runner dask --address "
     "tcp://flowhost:8786": GPU + ", and a Dask cluster (docs/CLUSTER.md)",
+    "dormant track --model allenai/OLMo-2-1124-7B --every 10 --runner dask --address tcp://flowhost:8786": HUB
+    + ", a Dask cluster and a Prefect server on another host (docs/CLUSTER.md)",
     'dormant deploy --model allenai/OLMo-2-1124-7B --every 10 --device cuda --pool gpu --cron "0 3 * * *"': GPU
     + ", and a Prefect server and work pool (tests/flows/test_deploy.py deploys a local series)",
 }
