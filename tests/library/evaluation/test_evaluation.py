@@ -18,6 +18,7 @@ from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing
 from dormant_tasks.errors import ConfigError, DormantError, EvaluationError
 from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
 from dormant_tasks.evaluation.sweep import AVERAGE_TASK, check_tau, evaluate_static, prepare, run_setting, run_sweep
+from tests.builders.lm_oracle import oracle_items, zeroing_hooks
 
 LIMIT = 6
 
@@ -50,24 +51,6 @@ def prepared(model_and_tokenizer):
         )
 
 
-def _plain_loglikelihood(model, context_ids, continuation_ids) -> float:
-    ids = torch.tensor([list(context_ids) + list(continuation_ids)])[:, :-1]
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits[0].float()  # [seq, vocab]
-    logp = torch.log_softmax(logits[-len(continuation_ids) :], -1)
-    return float(logp.gather(-1, torch.tensor(continuation_ids)[:, None]).sum())
-
-
-def _oracle_items(model, prepared, leaf) -> dict[int, list[float]]:
-    """doc_id -> per-choice log-likelihoods, one unbatched plain forward per request."""
-    lm = prepared.lm
-    out: dict[int, list[float]] = {}
-    for inst in sorted(prepared.instances[leaf], key=lambda i: (i.doc_id, i.idx)):
-        ctx, cont = lm._encode_pair(*inst.args)
-        out.setdefault(inst.doc_id, []).append(_plain_loglikelihood(model, ctx, cont))
-    return out
-
-
 def test_protocol_of_the_prepared_tasks(prepared):
     assert [s.name for s in prepared.specs] == ["winogrande", "mmlu_anatomy"]
     assert {s.name: s.shots for s in prepared.specs} == {"winogrande": 1, "mmlu_anatomy": 1}
@@ -85,7 +68,7 @@ def test_loglikelihoods_match_one_plain_forward_per_request(model_and_tokenizer,
     model, _ = model_and_tokenizer
     spec = prepared.loaded.spec(leaf)
     result = run_setting(prepared, spec, None, keep_scores=True, log_samples=True)
-    oracle = _oracle_items(model, prepared, leaf)
+    oracle = oracle_items(model, prepared, leaf)
     assert len(result.items) == LIMIT
     for item in result.items:
         np.testing.assert_allclose(item["loglikelihoods"], oracle[item["doc_id"]], rtol=1e-5, atol=1e-4)
@@ -120,31 +103,14 @@ def test_dynamic_frac_zeroed_is_measured_on_the_rows_run(prepared):
     assert result.frac_zeroed == pytest.approx(marked.mean()) and 0 < result.frac_zeroed < 1
 
 
-def _hooked(model, heads):
-    layers = model.model.layers
-    d_head = model.config.hidden_size // model.config.num_attention_heads
-
-    def hook_for(layer):
-        def hook(module, args):
-            x = args[0].clone()  # [batch, seq, head * d_head]
-            for zeroed_layer, h in heads:
-                if zeroed_layer == layer:
-                    x[..., h * d_head : (h + 1) * d_head] = 0
-            return (x,)
-
-        return hook
-
-    return [layers[i].self_attn.o_proj.register_forward_pre_hook(hook_for(i)) for i in range(len(layers))]
-
-
 def test_static_zeroing_matches_the_hook_oracle(model_and_tokenizer, prepared):
     model, _ = model_and_tokenizer
     heads = frozenset({(0, 1), (1, 0), (1, 3)})
     spec = prepared.loaded.spec("winogrande")
     result = run_setting(prepared, spec, StaticZeroing(heads), log_samples=True)
-    handles = _hooked(model, heads)
+    handles = zeroing_hooks(model, heads)
     try:
-        oracle = _oracle_items(model, prepared, "winogrande")
+        oracle = oracle_items(model, prepared, "winogrande")
     finally:
         for h in handles:
             h.remove()

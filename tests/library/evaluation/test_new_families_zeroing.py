@@ -1,6 +1,6 @@
 """`dormant evaluate`'s zeroing on the newer families (OLMo-3, OLMoE, Qwen3, Gemma-3, SmolLM3), through lm-eval.
 
-The same oracle as test_evaluation.py's: a plain forward of the model (its own attention, windows applied by
+The oracles of tests/builders/lm_oracle.py, shared with test_evaluation.py: a plain forward of the model (its own attention, windows applied by
 transformers, no score engine) on each request alone, with the zeroed heads' slices of the output projection's
 input set to 0 by a forward pre-hook. The tiny models' windows (6 tokens) are shorter than every WinoGrande
 request, so the windowed layers' zeroing is checked where the window matters.
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from dormant_tasks.engine.scoring import StaticZeroing
 from dormant_tasks.evaluation.sweep import prepare, run_setting
 from tests.builders.families import SHORT_WINDOW, make_model
+from tests.builders.lm_oracle import oracle_items, zeroing_hooks
 
 KINDS = ["olmo3", "olmoe", "qwen3", "gemma3_text", "smollm3"]
 HEADS = frozenset({(0, 1), (1, 0), (1, 3)})  # (layer, head) zeroed; the tiny models have 2 layers of 4 heads
@@ -24,38 +24,6 @@ HEADS = frozenset({(0, 1), (1, 0), (1, 3)})  # (layer, head) zeroed; the tiny mo
 def offline(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-def _hooked(model, heads):
-    """o_proj forward pre-hooks that zero each zeroed head's d_head slice of the projection's input."""
-    config = model.config.get_text_config()
-    d_head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    layers = model.model.layers
-
-    def hook_for(layer):
-        def hook(module, args):
-            x = args[0].clone()  # [batch, seq, head * d_head]
-            for zeroed_layer, h in heads:
-                if zeroed_layer == layer:
-                    x[..., h * d_head : (h + 1) * d_head] = 0
-            return (x,)
-
-        return hook
-
-    return [layers[i].self_attn.o_proj.register_forward_pre_hook(hook_for(i)) for i in range(len(layers))]
-
-
-def _oracle(model, prepared, leaf) -> dict[int, list[float]]:
-    """doc_id -> per-choice log-likelihoods, one unbatched plain forward per request."""
-    out: dict[int, list[float]] = {}
-    for inst in sorted(prepared.instances[leaf], key=lambda i: (i.doc_id, i.idx)):
-        ctx, cont = prepared.lm._encode_pair(*inst.args)
-        ids = torch.tensor([list(ctx) + list(cont)])[:, :-1]
-        with torch.no_grad():
-            logits = model(input_ids=ids).logits[0].float()  # [seq, vocab]
-        logp = torch.log_softmax(logits[-len(cont) :], -1)
-        out.setdefault(inst.doc_id, []).append(float(logp.gather(-1, torch.tensor(cont)[:, None]).sum()))
-    return out
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -69,14 +37,14 @@ def test_static_zeroing_through_lm_eval_matches_the_hook_oracle(kind, tiny_token
         assert SHORT_WINDOW in windows and min(lengths) > SHORT_WINDOW, (windows, lengths)
 
     base = run_setting(prepared, spec, None, log_samples=True)
-    plain = _oracle(model, prepared, "winogrande")
+    plain = oracle_items(model, prepared, "winogrande")
     for item in base.items:  # no zeroing: the engine's pass is the model's own, windows included
         np.testing.assert_allclose(item["loglikelihoods"], plain[item["doc_id"]], rtol=1e-5, atol=1e-4)
 
     result = run_setting(prepared, spec, StaticZeroing(HEADS), log_samples=True)
-    handles = _hooked(model, HEADS)
+    handles = zeroing_hooks(model, HEADS)
     try:
-        oracle = _oracle(model, prepared, "winogrande")
+        oracle = oracle_items(model, prepared, "winogrande")
     finally:
         for h in handles:
             h.remove()
