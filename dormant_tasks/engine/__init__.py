@@ -9,12 +9,14 @@ from dormant_tasks.face import attach
 
 __all__ = [
     "ALL_IDS",
+    "DEFAULT_FN",
     "DETERMINISTIC_IDS",
     "DynamicZeroing",
     "InputScores",
     "SCORE_FUNCTIONS",
     "SCORING_VERSION",
     "StaticZeroing",
+    "TRACKED_IDS",
     "batch_runs",
     "device_batching",
     "get_score_function",
@@ -32,9 +34,11 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.engine.batching import batch_runs, device_batching, padded_batch
     from dormant_tasks.engine.score_functions import (
         ALL_IDS,
+        DEFAULT_FN,
         DETERMINISTIC_IDS,
         SCORE_FUNCTIONS,
         SCORING_VERSION,
+        TRACKED_IDS,
         get_score_function,
         is_inactive,
         parse_score_functions,
@@ -51,9 +55,11 @@ __getattr__, __dir__ = attach(
         "batching": ["batch_runs", "device_batching", "padded_batch"],
         "score_functions": [
             "ALL_IDS",
+            "DEFAULT_FN",
             "DETERMINISTIC_IDS",
             "SCORE_FUNCTIONS",
             "SCORING_VERSION",
+            "TRACKED_IDS",
             "get_score_function",
             "is_inactive",
             "parse_score_functions",

@@ -40,6 +40,7 @@ from dormant_tasks.engine.attention import (
     random_baseline,
     scoring_attention,
 )
+from dormant_tasks.engine.attention_impl_adapter import attention_implementation, goes_through_attention_interface
 from dormant_tasks.engine.batching import batch_runs, device_batching, padded_batch
 from dormant_tasks.engine.score_functions import parse_score_functions
 from dormant_tasks.errors import ConfigError, ScoringError
@@ -98,14 +99,14 @@ def scoring_attention_installed(model):
     Yields the model's family adapter (ScoringError for a model the engine cannot score)."""
     from transformers import AttentionInterface
 
-    if not model._can_set_attn_implementation():
+    if not goes_through_attention_interface(model):
         raise ScoringError(
             f"{type(model).__name__}'s attention does not go through transformers' AttentionInterface, "
             "so its heads cannot be scored; use a model such as OLMo-2, Llama, Qwen2, Mistral, Pythia or GPT-2"
         )
     adapter = adapter_for(model)
     AttentionInterface.register(ATTENTION_NAME, scoring_attention)
-    previous = model.config._attn_implementation
+    previous = attention_implementation(model)
     model.set_attn_implementation(ATTENTION_NAME)
     try:
         yield adapter

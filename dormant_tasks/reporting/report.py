@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.findings import series_findings
 from dormant_tasks.outputs import Owner, check_folder, report_folder, staged
 from dormant_tasks.reporting import comparisons, page
@@ -35,7 +36,7 @@ from dormant_tasks.reporting.figure_data import (
     transition_counts,
 )
 from dormant_tasks.reporting.findings_report import findings_plots
-from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, load_series, resolve_model_id
+from dormant_tasks.reporting.series_data import load_series, resolve_model_id
 from dormant_tasks.reporting.sets import calibration_sets, length_dependence
 from dormant_tasks.reporting.texts import report_markdown
 from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, FDR_METHOD, Resampling
@@ -91,7 +92,7 @@ def render_report(
             return done
     series = load_series(store, model_id, fdr, fdr_method=fdr_method)  # checks that `store` is one
     root = Path(store)
-    fn = score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
+    fn = score_fn or (DEFAULT_FN if DEFAULT_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = report_folder(series.model_id, out_dir)
     owner = Owner.of("report", store, series.model_id)
