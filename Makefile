@@ -39,15 +39,15 @@ lmeval045: .venv-lmeval045/.installed
 # The lower bounds pyproject.toml claims for the libraries whose internals the project touches, tested: a venv
 # over the dev venv's packages (a path file) with lm-eval, transformers and triton at the lowest versions its
 # ranges allow, running the tests that exercise their internals (the adapters' drift tests, the engine against
-# its oracle, the task layer, the kernel in Triton's interpreter). transformers 5.0 takes huggingface-hub
-# >=1.3,<2 and tokenizers >=0.22,<=0.23.0, so those come at the lowest it allows, with a datasets that takes a
+# its oracle, the task layer, the kernel in Triton's interpreter). transformers 5.4 takes huggingface-hub
+# >=1.5,<2 and tokenizers >=0.22,<=0.23.0, so those come at the lowest it allows, with a datasets that takes a
 # 1.x hub (the dev venv's needs 2.x). torch is not among them: only the CPU build of the Makefile's pin is at
 # hand (PyPI's Linux torch is the CUDA build); its one internal is checked before use, with the public sdpa
 # behind it (dormant_tasks/engine/cpu_attention_adapter.py), and docs/DEVELOPING.md says what is tested.
 LOWEST := $(shell $(PYTHON) -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
 	reqs = p['dependencies'] + p['optional-dependencies']['gpu']; \
 	print(' '.join(re.sub(r'>=([^,]+).*', r'==\1', r) for r in reqs if r.split('>')[0] in ('lm-eval', 'triton', 'transformers')))")
-LOWEST_WITH := huggingface-hub==1.3.0 tokenizers==0.22.0 datasets==5.0.0
+LOWEST_WITH := huggingface-hub==1.5.0 tokenizers==0.22.0 datasets==5.0.0
 
 .venv-lowest/.installed: $(VENV)/.installed pyproject.toml
 	rm -rf .venv-lowest

@@ -15,6 +15,7 @@ __all__ = [
     "InputScores",
     "SCORE_FUNCTIONS",
     "SCORING_VERSION",
+    "ScoringOptions",
     "StaticZeroing",
     "TRACKED_IDS",
     "batch_runs",
@@ -43,7 +44,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         is_inactive,
         parse_score_functions,
     )
-    from dormant_tasks.engine.scoring import InputScores, score_texts, scoring_pass
+    from dormant_tasks.engine.scoring import InputScores, ScoringOptions, score_texts, scoring_pass
 
 # the same names for the interpreter: each loaded from its module on first use
 __getattr__, __dir__ = attach(
@@ -64,6 +65,6 @@ __getattr__, __dir__ = attach(
             "is_inactive",
             "parse_score_functions",
         ],
-        "scoring": ["InputScores", "score_texts", "scoring_pass"],
+        "scoring": ["InputScores", "ScoringOptions", "score_texts", "scoring_pass"],
     },
 )

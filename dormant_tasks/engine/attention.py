@@ -381,7 +381,9 @@ def _refuse_unimplemented(module, kwargs) -> None:
         raise ScoringError(f"{name} uses attention sinks (s_aux), which the score engine does not implement")
 
 
-def scoring_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, dormant_session=None, **kwargs):
+def scoring_attention(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, dormant_session=None, **kwargs
+):
     """AttentionInterface function: (attn_output [batch, query, head, d_head], None) plus the session's scores.
 
     query [batch, head, seq, d]; key, value [batch, kv_head, seq, d] (GQA repeat happens here).
@@ -393,6 +395,11 @@ def scoring_attention(module, query, key, value, attention_mask, scaling, dropou
             "call scoring_pass/score_texts instead of the model directly"
         )
     _refuse_unimplemented(module, kwargs)
+    if scaling is None:  # transformers before 5.4 left it out for GPT-2; the engine does not guess a layer's rule
+        raise ScoringError(
+            f"{type(module).__name__} does not pass its attention scaling to AttentionInterface; upgrade "
+            "transformers (>= 5.4)"
+        )
     if query.shape[2] != key.shape[2]:
         raise ScoringError("the score engine scores whole inputs in one pass; call the model without a KV cache")
     window = _layer_window(module, query.shape[2], kwargs)

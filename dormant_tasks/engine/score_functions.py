@@ -152,7 +152,7 @@ SCORE_FUNCTIONS: dict[str, ScoreFunction] = {
             by="ahon",
         ),
         _AHON,
-        _ln(_AHON, note=": the v1 paper's \"dormant head\" rule, and the default function (`DEFAULT_FN`)"),
+        _ln(_AHON, note=': the v1 paper\'s "dormant head" rule, and the default function (`DEFAULT_FN`)'),
         _FHON,
         _ln(_FHON),
         ScoreFunction(

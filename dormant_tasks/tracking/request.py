@@ -11,7 +11,7 @@ from typing import Any
 
 from dormant_tasks.checkpoints import Selection
 from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
-from dormant_tasks.engine import TRACKED_IDS, parse_score_functions
+from dormant_tasks.engine import TRACKED_IDS, ScoringOptions, parse_score_functions
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
 from dormant_tasks.names import is_local_source, model_id_for, series_slug, source_identity
 from dormant_tasks.requests import MAX_SEED, Request, absolute_path, check_positive, check_types, parse_enum, set_field
@@ -193,6 +193,11 @@ class TrackRequest(Request):
     @property
     def score_fn_ids(self) -> tuple[str, ...]:
         return tuple(self.score_fns or TRACKED_IDS)
+
+    @property
+    def scoring(self) -> ScoringOptions:
+        """What the score engine computes on each checkpoint, and how it cuts and batches the inputs."""
+        return ScoringOptions(self.score_fn_ids, self.batch_size, self.max_tokens, self.max_batch_tokens, self.seed)
 
     @cached_property
     def calibration_sets(self) -> tuple:
