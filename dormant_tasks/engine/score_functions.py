@@ -172,7 +172,7 @@ SCORE_FUNCTIONS: dict[str, ScoreFunction] = {
 # the findings): AHON (LN), the v1 paper's "dormant head" rule.
 DEFAULT_FN = "ahon_ln"
 
-# The 15 deterministic functions, in the paper's order; `random` is the seeded baseline.
+# The deterministic functions (the paper's 15, in its order); `random` is the seeded baseline.
 DETERMINISTIC_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.raw is not None)
 ALL_IDS: tuple[str, ...] = tuple(SCORE_FUNCTIONS)
 # `track`'s default set: the functions whose default taus mean something on any model (docs/SCORES.md §4).
