@@ -185,7 +185,7 @@ def request_from_args(args: argparse.Namespace):
         dtype=args.dtype,
         device=args.device,
         seed=args.seed,
-        input_scores=args.input_scores or "auto",
+        input_scores=InputScoresPolicy(args.input_scores or "auto"),  # a choice of the option
         cache_dir=args.cache_dir,
         keep_checkpoints=args.keep_checkpoints,
         runner=args.runner,
@@ -325,7 +325,9 @@ def check_reports_dir(request) -> None:
 
 def limit_note(command: str, sets, limit: int | None) -> None:
     """A note when `--limit` asks for more texts than a calibration set has: all of its texts are used."""
-    for s in sets if limit else ():
+    if not limit:
+        return
+    for s in sets:
         if len(s.texts) < limit:
             print(
                 f"dormant {command}: note: --limit {limit:,}: calibration set {s.name} has only "
