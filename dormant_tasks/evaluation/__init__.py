@@ -43,7 +43,8 @@ __all__ = [
 
 if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.evaluation.intervals import ItemResampling
-    from dormant_tasks.evaluation.leaderboard import format_leaderboard_table, load_leaderboard
+    from dormant_tasks.evaluation.leaderboard import load_leaderboard
+    from dormant_tasks.evaluation.leaderboard_table import format_leaderboard_table
     from dormant_tasks.evaluation.lm_tasks import built_task_names
     from dormant_tasks.evaluation.metric import (
         AUC_UNIT,
@@ -74,7 +75,8 @@ __getattr__, __dir__ = attach(
     __all__,
     {
         "intervals": ["ItemResampling"],
-        "leaderboard": ["format_leaderboard_table", "load_leaderboard"],
+        "leaderboard": ["load_leaderboard"],
+        "leaderboard_table": ["format_leaderboard_table"],
         "lm_tasks": ["built_task_names"],
         "metric": [
             "AUC_UNIT",

@@ -21,6 +21,7 @@ from dormant_tasks.findings import series_findings
 from dormant_tasks.outputs import Owner, check_folder, report_folder, staged
 from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting import set_figures as sf
 from dormant_tasks.reporting.figure_data import (
     agreement_iou,
     dormant_percent,
@@ -139,19 +140,19 @@ def render_report(
             (
                 "set_agreement",
                 "set_agreement",
-                lambda: fg.draw_set_agreement(
+                lambda: sf.draw_set_agreement(
                     sets.tokens, sets.jaccard, fn, sets.union, found.input_dependence.noise_floor
                 ),
             ),
             (
                 "set_raster",
                 "set_raster",
-                lambda: fg.draw_set_raster(sets.states, sets.tokens, L, H, fn, len(sets.calibration_ids)),
+                lambda: sf.draw_set_raster(sets.states, sets.tokens, L, H, fn, len(sets.calibration_ids)),
             ),
         ]
         lengths = length_dependence(views, series, fn)
         if lengths is not None:
-            plots.append(("set_length", "set_length", lambda: fg.draw_set_length(lengths)))
+            plots.append(("set_length", "set_length", lambda: sf.draw_set_length(lengths)))
     found = series_findings(store, series.model_id, fn, fdr, resampling, fdr_method)
     plots += [p for p in findings_plots(found) if p[1] not in {name for _, name, _ in plots}]
     positions = series_tau_positions(root, series)

@@ -63,6 +63,7 @@ __all__ = [
     "taus_checkpoint",
     "texts_calibration",
     "upgrade_store",
+    "winogrande_calibration",
     "write_checkpoint",
 ]
 
@@ -75,6 +76,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         load_calibration,
         load_calibration_sets,
         texts_calibration,
+        winogrande_calibration,
     )
     from dormant_tasks.tracking.checkpoint_work import (
         CheckpointRows,
@@ -125,6 +127,7 @@ __getattr__, __dir__ = attach(
             "load_calibration",
             "load_calibration_sets",
             "texts_calibration",
+            "winogrande_calibration",
         ],
         "checkpoint_work": [
             "CheckpointRows",
