@@ -269,6 +269,7 @@ def chosen_elsewhere(
     report_on = HALVES[1 - HALVES.index(select_on)]
     chosen_by = _half_rows(curves, found, weights, revisions, select_on)
     reported = _half_rows(curves, found, weights, revisions, report_on)
+
     def where(rows: list[LeaderboardRow]) -> list[LeaderboardRow]:
         return [replace(r, chosen_on=f"{select_on} items", reported_on=f"{report_on} items") for r in rows]
 

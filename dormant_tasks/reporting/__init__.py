@@ -9,6 +9,7 @@ from dormant_tasks.face import attach
 
 __all__ = [
     "DPI",
+    "ReportSettings",
     "comparison_table",
     "draw_auc_agreement",
     "findings_lines",
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     from dormant_tasks.reporting.compare_tables import comparison_table
     from dormant_tasks.reporting.figures import DPI, draw_auc_agreement
     from dormant_tasks.reporting.findings_report import findings_record, write_findings
-    from dormant_tasks.reporting.report import render_report
+    from dormant_tasks.reporting.report import ReportSettings, render_report
     from dormant_tasks.reporting.series_data import resolve_model_id
     from dormant_tasks.reporting.texts import findings_lines, seed_comparison_lines, seed_group_lines
 
@@ -39,7 +40,7 @@ __getattr__, __dir__ = attach(
         "compare_tables": ["comparison_table"],
         "figures": ["DPI", "draw_auc_agreement"],
         "findings_report": ["findings_record", "write_findings"],
-        "report": ["render_report"],
+        "report": ["ReportSettings", "render_report"],
         "series_data": ["resolve_model_id"],
         "texts": ["findings_lines", "seed_comparison_lines", "seed_group_lines"],
     },

@@ -371,18 +371,12 @@ def result_from_store(request, state):
     rederive(request.store, request.model_id, request.fdr, request.fdr_method)
     report = None
     if request.report:
-        from dormant_tasks.reporting import render_report
+        from dormant_tasks.reporting import ReportSettings, render_report
         from dormant_tasks.statistics import FDR_METHOD
 
+        settings = ReportSettings(fdr=request.fdr, fdr_method=request.fdr_method or FDR_METHOD)
         report = str(
-            render_report(
-                request.store,
-                request.model_id,
-                request.reports_dir,
-                reuse=True,
-                fdr=request.fdr,
-                fdr_method=request.fdr_method or FDR_METHOD,
-            ).index_html
+            render_report(request.store, request.model_id, request.reports_dir, settings, reuse=True).index_html
         )
     return TrackResult(
         model_id=request.model_id,

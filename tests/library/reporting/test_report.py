@@ -31,7 +31,7 @@ from dormant_tasks.reporting.figure_data import (
     summary_rows,
     transition_counts,
 )
-from dormant_tasks.reporting.report import render_report
+from dormant_tasks.reporting.report import ReportSettings, render_report
 from dormant_tasks.reporting.series_data import load_series
 from dormant_tasks.reporting.sets import LengthDependence
 from dormant_tasks.reporting.texts import report_markdown
@@ -248,7 +248,7 @@ def test_bad_input_raises_and_leaves_no_report(case, tmp_path):
     # head_scores files deleted by hand: the manifest names them, so the store refuses with the repair command
     expected = {"no_store": StoreError, "no_head_scores": StoreError, "unknown_fn": ConfigError}.get(case, ReportError)
     with pytest.raises(expected) as err:
-        render_report(root, model, out_dir=tmp_path / "reports" / "x", score_fn=fn)
+        render_report(root, model, tmp_path / "reports" / "x", ReportSettings(score_fn=fn))
     message = str(err.value)
     if case == "unknown_model":
         assert 'did you mean "test-org/tiny-series"' in message
