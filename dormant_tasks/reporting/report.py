@@ -4,7 +4,7 @@
 (slides) and SVG (papers), and summary.md into a temp folder that replaces the destination only when complete,
 so a failed render never leaves a partial report. What it shows comes from the modules beside it: the series
 (`series_data`), the data of each figure (`figure_data`, `sets`), the texts (`texts`), the drawings
-(`figures`) and the page (`page`).
+(`figures`, `set_figures`) and the page (`page`). `ReportSettings` says what it shows beyond the series.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def _ours(model, tokenizer, task, shots, limit, bos, **kwargs):
         model,
         tokenizer,
         eval_request(
-            task, model=kwargs.pop("model", "tiny"), shots=shots, limit=limit, bos=bos, datasets="bundled", **kwargs
+            task, model=kwargs.pop("model_id", "tiny"), shots=shots, limit=limit, bos=bos, datasets="bundled", **kwargs
         ),
     )
     spec = prepared.specs[0]
@@ -149,7 +149,7 @@ def test_chat_template_auto_renders_what_lm_eval_renders(instruct_model):
     # --rendering lm-eval is 0.4.13's own chat rendering (the default, paper, is 0.4.5's:
     # tests/integration/test_paper_rendering.py compares it with lm-eval 0.4.5 itself)
     prepared, ours = _ours(
-        model, tok, "winogrande", 2, 4, "tokenizer", model="org/tiny-olmo2-Instruct", rendering="lm-eval"
+        model, tok, "winogrande", 2, 4, "tokenizer", model_id="org/tiny-olmo2-Instruct", rendering="lm-eval"
     )
     assert prepared.protocol.chat_template
     by_doc = {s["doc_id"]: s for s in theirs["samples"]["winogrande"]}
@@ -159,8 +159,8 @@ def test_chat_template_auto_renders_what_lm_eval_renders(instruct_model):
         assert "<|assistant|>" in inst.args[0] and "<|user|>" in inst.args[0]
     assert _compare_items(ours, theirs["samples"]) == 4
 
-    off, _ = _ours(model, tok, "winogrande", 2, 4, "tokenizer", model="org/tiny-olmo2-Instruct", chat_template="off")
+    off, _ = _ours(model, tok, "winogrande", 2, 4, "tokenizer", model_id="org/tiny-olmo2-Instruct", chat_template="off")
     assert not off.protocol.chat_template
     assert all("<|assistant|>" not in inst.args[0] for inst in off.instances["winogrande"])
-    base, _ = _ours(model, tok, "winogrande", 2, 4, "tokenizer", model="org/tiny-olmo2")  # no -Instruct: auto = off
+    base, _ = _ours(model, tok, "winogrande", 2, 4, "tokenizer", model_id="org/tiny-olmo2")  # no -Instruct: auto = off
     assert not base.protocol.chat_template
