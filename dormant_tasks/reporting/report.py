@@ -72,7 +72,7 @@ class ReportSettings:
     resampling: Resampling = DEFAULT_RESAMPLING  # the findings' intervals
 
 
-Plot = tuple[str, str, Callable[[], "Figure"]]  # (figure kind, file name, draw)
+_Plot = tuple[str, str, Callable[[], "Figure"]]  # (figure kind, file name, draw)
 
 
 def render_report(
@@ -144,10 +144,10 @@ def _reused(store, model_id: str | None, out_dir, settings: ReportSettings) -> R
     return _reusable(out, inputs_stamp(root, model_id, settings, out))
 
 
-def _series_plots(series: ReportSeries, fn: str, hide_blips: bool) -> list[Plot]:
+def _series_plots(series: ReportSeries, fn: str, hide_blips: bool) -> list[_Plot]:
     """The series' own figures: % dormant, the raster, layers, transitions, score bands, the functions' agreement."""
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
-    plots: list[Plot] = [
+    plots: list[_Plot] = [
         (
             "dormant_percent",
             "dormant_percent",
@@ -182,9 +182,9 @@ def _series_plots(series: ReportSeries, fn: str, hide_blips: bool) -> list[Plot]
     ]
 
 
-def _set_plots(sets: CalibrationSets, found: Findings, lengths, fn: str, n_layers: int, n_heads: int) -> list[Plot]:
+def _set_plots(sets: CalibrationSets, found: Findings, lengths, fn: str, n_layers: int, n_heads: int) -> list[_Plot]:
     """The calibration sets' figures: their agreement (with the findings' noise floor), the raster, the lengths."""
-    plots: list[Plot] = [
+    plots: list[_Plot] = [
         (
             "set_agreement",
             "set_agreement",
@@ -203,7 +203,7 @@ def _set_plots(sets: CalibrationSets, found: Findings, lengths, fn: str, n_layer
     return plots
 
 
-def _evaluation_plots(groups) -> list[Plot]:
+def _evaluation_plots(groups) -> list[_Plot]:
     """One accuracy-against-zeroed figure per group of stored dynamic sweeps."""
     return [
         (
@@ -220,7 +220,7 @@ def _evaluation_plots(groups) -> list[Plot]:
     ]
 
 
-def _draw(plots: list[Plot], folder: Path, progress: bool) -> dict[str, tuple[Path, Path]]:
+def _draw(plots: list[_Plot], folder: Path, progress: bool) -> dict[str, tuple[Path, Path]]:
     """Every figure drawn and saved into `folder` (created): name -> (PNG, SVG)."""
     folder.mkdir()
     return {name: fg.save_figure(draw(), folder, name) for _, name, draw in _progress(plots, progress)}
