@@ -297,7 +297,7 @@ def face_faults(root: Path, package: str) -> list[str]:
                 "mypy --strict and ruff read)"
             )
         if names != sorted(names, key=_isort_key):
-            faults.append(f"{package}: sort the names imported from {stmt.module}")
+            faults.append(f"{package}: sort the names imported from {stmt.module}: {sorted(names, key=_isort_key)}")
     if modules_seen != sorted(set(modules_seen)):
         faults.append(f"{package}: one import per module, the modules sorted")
     return faults
