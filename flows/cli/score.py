@@ -99,7 +99,7 @@ def run(args) -> int:
         model,
         tokenizer,
         calibration.texts,
-        ScoringOptions(score_fns, batch_size=args.batch_size, seed=args.seed, max_tokens=args.max_tokens),
+        ScoringOptions(tuple(score_fns), batch_size=args.batch_size, seed=args.seed, max_tokens=args.max_tokens),
         progress=True,
     )
     table = scores.to_table()
