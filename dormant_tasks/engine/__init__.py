@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         device_batching as device_batching,
         padded_batch as padded_batch,
     )
+    from dormant_tasks.engine.options import ScoringOptions as ScoringOptions
     from dormant_tasks.engine.score_functions import (
         ALL_IDS as ALL_IDS,
         DEFAULT_FN as DEFAULT_FN,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.engine.scoring import (
         InputScores as InputScores,
-        ScoringOptions as ScoringOptions,
         score_texts as score_texts,
         scoring_pass as scoring_pass,
     )
