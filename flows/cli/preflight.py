@@ -152,16 +152,53 @@ def preflight(args: argparse.Namespace) -> None:
 # The commands that run Prefect flows: Prefect keeps its run database in PREFECT_HOME, and its temporary server
 # (SQLite) writes temp files into TMPDIR.
 PREFECT_COMMANDS = frozenset({"track", "demo", "evaluate", "serve", "deploy"})
+# The commands that load checkpoints, tokenizers or task data: Hugging Face's caches (under HOME by default).
+CACHE_COMMANDS = PREFECT_COMMANDS | {"score", "checkpoints", "pretrain-tiny"}
+# Hugging Face's cache folders, in the order its libraries derive one from the other; each is made with its parents.
+CACHE_VARIABLES = ("XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE")
 MIN_FREE = 16 * 2**20  # bytes: less and Prefect's database or the server's temp files fail mid-run (HTTP 500s)
 
 
 def check_environment(command: str) -> None:
-    """ConfigError naming the variable and the fix when Prefect's home or TMPDIR takes no file (missing and not
-    creatable, a file, read-only, full), before Prefect is imported: unchecked, Prefect's temporary server fails
-    to start after minutes of retries with a page of tracebacks, or a full TMPDIR fills the run's console with
-    the server's HTTP 500s."""
-    if command not in PREFECT_COMMANDS:
+    """ConfigError naming the variable and the fix when HOME, Prefect's home, a cache folder or TMPDIR takes no
+    file, before Prefect is imported (a few stat calls and one probe file: well under a second). Unchecked, a
+    missing HOME or PREFECT_HOME made Prefect's temporary server retry for minutes and then print a page of
+    tracebacks (Prefect creates its home folder but not that folder's parents), and a full TMPDIR filled the
+    run's console with the server's HTTP 500s."""
+    if command not in CACHE_COMMANDS:
         return
+    check_home()
+    for variable in CACHE_VARIABLES:
+        if os.environ.get(variable):
+            why = _unwritable(Path(os.environ[variable]).expanduser(), create=True)
+            if why:
+                raise ConfigError(
+                    f"{variable} {os.environ[variable]}: the cache folder takes no file ({why}); set {variable} to a "
+                    "writable folder, or unset it"
+                )
+    if command in PREFECT_COMMANDS:
+        check_prefect_home()
+        tmp = os.environ.get("TMPDIR")
+        why = _unwritable(Path(tmp), create=False) if tmp else None
+        if why:
+            raise ConfigError(f"TMPDIR {tmp} takes no file ({why}): set TMPDIR to a writable folder with free space")
+
+
+def check_home() -> None:
+    """ConfigError when HOME is set to a folder that does not exist (or to a file): Prefect's home and the
+    caches default to folders inside it."""
+    home = os.environ.get("HOME")
+    if home and not Path(home).is_dir():
+        what = "is a file" if Path(home).exists() else "does not exist"
+        raise ConfigError(
+            f"HOME {home} {what}: set HOME to an existing writable folder (Prefect keeps its database in "
+            "~/.prefect, Hugging Face its cache in ~/.cache), or set PREFECT_HOME and HF_HOME to writable folders"
+        )
+
+
+def check_prefect_home() -> None:
+    """ConfigError when Prefect's home (PREFECT_HOME, else ~/.prefect) cannot be used: Prefect creates that folder
+    but not its parents, so its parent must exist and take a file."""
     given = os.environ.get("PREFECT_HOME")
     try:
         home = Path(given or "~/.prefect").expanduser()
@@ -171,13 +208,14 @@ def check_environment(command: str) -> None:
         where, fix = f"PREFECT_HOME {given}", "set PREFECT_HOME to a writable folder"
     else:
         where, fix = f"HOME {home.parent}", "set HOME, or PREFECT_HOME to a writable folder"
+    if not home.exists() and not home.parent.exists() and nearest_existing(home).is_dir():
+        raise ConfigError(
+            f"{where}: Prefect creates its folder {home} but not its parent {home.parent}, which does not exist; "
+            f"create it (mkdir -p {home}), or {fix}"
+        )
     why = _unwritable(home, create=True)
     if why:
         raise ConfigError(f"{where}: Prefect's folder {home} takes no file ({why}); {fix}")
-    tmp = os.environ.get("TMPDIR")
-    why = _unwritable(Path(tmp), create=False) if tmp else None
-    if why:
-        raise ConfigError(f"TMPDIR {tmp} takes no file ({why}): set TMPDIR to a writable folder with free space")
 
 
 def _unwritable(folder: Path, create: bool) -> str | None:
