@@ -16,7 +16,7 @@ from pathlib import Path
 from dormant_tasks.atomic import cannot_create_in
 from dormant_tasks.devices import check_device_available
 from dormant_tasks.errors import CheckpointError, ConfigError, StoreError, did_you_mean
-from dormant_tasks.names import is_local_source, model_id_for, source_identity
+from dormant_tasks.names import is_local_source, model_id_for, names_stored_series, source_identity
 from dormant_tasks.offline import hub_offline, task_data_offline
 from dormant_tasks.store import check_store_path
 
@@ -63,10 +63,16 @@ def check_checkpoint_folder(value: str) -> None:
 
 
 def series_name(value: str | None, store=None) -> str | None:
-    """The stored series that `--model` names: a local folder is the series the store records it as the source
-    of (`--series-name`), else its folder name; a Hub id or a series name as is. A folder whose name is a series
-    the store keeps from another folder is refused: its report would be that other folder's, under this name."""
-    if value is None or not Path(value).expanduser().is_dir():
+    """The stored series that `--model` names (the rule: `names.names_stored_series`): a stored series' name as
+    is, even when a folder of that name is in the working directory; else a local folder is the series the store
+    records it as the source of (`--series-name`), else its folder name; a Hub id as is. A folder whose name is a
+    series the store keeps from another folder is refused: its report would be that other folder's, under this
+    name."""
+    if value is None:
+        return value
+    if store is not None and names_stored_series(value, stored_names(store)):
+        return value
+    if not Path(value).expanduser().is_dir():
         return value
     if store is None:
         return model_id_for(value)
@@ -78,10 +84,17 @@ def series_name(value: str | None, store=None) -> str | None:
     except ConfigError:
         raise ConfigError(
             f"--model {value}: the store keeps no series tracked from this folder; its series {name} comes from "
-            f"another folder of that name: pass --model {name} for that one, or track {value} first "
-            "(with --series-name NAME)"
+            f"another folder of that name: pass --model {name} (its name, not a path) for that one, or track "
+            f"{value} first with --series-name NAME"
         ) from None
     return name
+
+
+def stored_names(store) -> list[str]:
+    """The series a store keeps; none when `store` is not one yet (the command's own check says so)."""
+    from dormant_tasks.store import is_store, list_models
+
+    return list_models(store) if is_store(store) else []
 
 
 def source_for(value: str, store) -> str:
