@@ -151,3 +151,19 @@ def test_ctrl_c_while_the_command_line_is_read_is_one_line_exit_130(tmp_path):
     assert r.returncode == 130, r.stderr
     assert lines == ["dormant: interrupted before the command started; nothing was done"], r.stderr
     assert "the interrupt was lost" not in r.stdout
+
+
+def test_a_non_ascii_store_path_under_the_c_locale_reads_and_says_its_path(tmp_path):
+    """`LC_ALL=C PYTHONCOERCECLOCALE=0` (and UTF-8 mode off): Python decoded the path into surrogates, and pyarrow's
+    first read of the store raised UnicodeEncodeError (a traceback). Now the program restarts in UTF-8 mode
+    (`flows.cli.utf8_everywhere`): the store reads, and a message names the path as typed."""
+    from tests.builders.stores import TOKENS, known_picture, write_series
+
+    store = write_series(tmp_path / "störe", {"ahon_ln": known_picture()}, TOKENS)
+    c_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    for command in (["status", "--store", store], ["findings", "--store", store]):
+        r, _ = _run(command, tmp_path, **c_locale)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert "test-org/tiny-series" in r.stdout, r.stdout
+    r, _ = _run(["status", "--store", tmp_path / "nö"], tmp_path, **c_locale)
+    assert r.returncode == 2 and f"--store {tmp_path / 'nö'} does not exist" in r.stderr, r.stderr
