@@ -132,11 +132,6 @@ def load_series(
     marks, confident, blips = transition_marks(tr, revisions, score_fns, n_heads, shape)
     changes = (np.diff(dormant.astype(np.int16), axis=2) != 0) & (dormant[:, :, 1:] >= 0) & (dormant[:, :, :-1] >= 0)
     if not marks.any() and changes.any():
-        if pids := running_writers(root):
-            raise ReportError(
-                f"a track run (pid {pids[0]}) is writing {model_id}: its transitions are derived once its checkpoints "
-                "are stored; run this again when the run has ended"
-            )
         raise ReportError(
             f"the `transitions` table has no rows for {model_id} although its head states change; "
             f"run `dormant track --model {model_id}` again to derive them"

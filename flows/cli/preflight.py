@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import sys
+import unicodedata
 from pathlib import Path
 
 from dormant_tasks.atomic import cannot_create_in
@@ -29,6 +30,10 @@ def missing_folder(value: str) -> str:
         nearest = nearest.parent
     if path.exists():
         return f"--model {value} is a file, not a folder"
+    if path.is_symlink():  # `ls` lists it, yet it leads to no folder
+        return (
+            f"--model {value} is a symbolic link that leads to no folder (a loop, or a missing target; ls -l shows it)"
+        )
     missing = path.relative_to(nearest).parts[0] if nearest != path else path.name
     subfolders = sorted(p.name for p in nearest.iterdir() if p.is_dir()) if nearest.is_dir() else []
     close = did_you_mean(missing, subfolders)
@@ -90,6 +95,23 @@ def series_name(value: str | None, store=None) -> str | None:
     return name
 
 
+def check_folder_name(value: str) -> None:
+    """ConfigError when a local series' folder name cannot be its stored name (`names.series_slug`: a non-ASCII
+    name, a leading '-'), naming `--series-name`, which stores it under another one."""
+    from dormant_tasks.names import series_slug
+
+    name = model_id_for(value)
+    try:
+        series_slug(name)
+    except StoreError:
+        ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+        suggestion = re.sub(r"[^A-Za-z0-9._-]+", "-", ascii_name).strip("-.") or "my-series"
+        raise ConfigError(
+            f"--model {value}: its folder name {name!r} cannot name a stored series (letters, digits, '.', '_' and "
+            f"'-' only, starting with a letter, digit or '_'); add --series-name NAME, e.g. --series-name {suggestion}"
+        ) from None
+
+
 def stored_names(store) -> list[str]:
     """The series a store keeps; none when `store` is not one yet (the command's own check says so)."""
     from dormant_tasks.store import is_store, list_models
@@ -131,9 +153,10 @@ def preflight(args: argparse.Namespace) -> None:
     if getattr(args, "device", None) is not None and not elsewhere:
         check_device_available(args.device)  # (an existing Dask cluster's or a work pool's GPUs are not here)
     if getattr(args, "store", None) is not None:
-        check_store_path(args.store, getattr(args, "store_use", "reads"))
+        check_store_option(args)
     if getattr(args, "reports_dir", None) is not None:
         args.reports_dir = str(check_reports_dir(args.reports_dir))
+    check_reports_default(args)
     model, role = getattr(args, "model", None), getattr(args, "model_role", None)
     if isinstance(model, str) and not model.strip():
         raise ConfigError(f"--model is empty: name one (`dormant {args.command} --help` says what it takes)")
@@ -148,6 +171,8 @@ def preflight(args: argparse.Namespace) -> None:
                 f"{missing_folder(args.model)}: name a checkpoint folder (or a folder of them), a Hub repo id "
                 "(org/name) or a series the store keeps"
             )
+        if is_local_source(args.model) and getattr(args, "series_name", "") is None:
+            check_folder_name(args.model)
         if role == "checkpoint" and is_local_source(args.model) and not getattr(args, "series", None):
             check_checkpoint_folder(args.model)
         elif not is_local_source(args.model) and not hub_offline() and (silent := hub_silence()):
@@ -243,6 +268,47 @@ def _unwritable(folder: Path, create: bool) -> str | None:
         return why
     free = shutil.disk_usage(existing).free
     return f"disk full: {free / 2**20:.1f} MiB free" if free < MIN_FREE else None
+
+
+# The commands that read what a store holds: while a track run writes it, they say so before what they print.
+READERS = frozenset({"status", "report", "findings", "compare", "leaderboard"})
+
+
+def check_store_option(args: argparse.Namespace) -> None:
+    """`--store` checked (`store.check_store_path`); a default taken from $DORMANT_STORE is named as that variable,
+    not as an option the user did not type; a reader of a store a track run is writing says so, on stderr."""
+    use = getattr(args, "store_use", "reads")
+    try:
+        check_store_path(args.store, use)
+    except StoreError as e:
+        env = os.environ.get("DORMANT_STORE")
+        if not env or "store" in getattr(args, "given", {"store"}) or str(e).startswith("--store is empty"):
+            raise
+        message = str(e).replace(f"--store {args.store}", f"DORMANT_STORE={env} (the default of --store)", 1)
+        raise StoreError(f"{message} (or set DORMANT_STORE to a store folder, or unset it)") from None
+    if args.command in READERS and Path(args.store).is_dir():
+        from dormant_tasks.store import running_writers
+
+        if pids := running_writers(Path(args.store)):
+            print(
+                f"dormant {args.command}: note: a track run (pid {pids[0]}) is writing {args.store} now; what follows "
+                "is what it has stored so far (run this again when it ends)",
+                file=sys.stderr,
+            )
+
+
+def check_reports_default(args: argparse.Namespace) -> None:
+    """$DORMANT_REPORTS, the folder the reports go to when --reports-dir is left out: ConfigError naming the
+    variable when it is a file or lies under one (the report's write failed with "File exists: free space")."""
+    env = os.environ.get("DORMANT_REPORTS")
+    if not env or not hasattr(args, "reports_dir") or args.reports_dir is not None:
+        return
+    folder = nearest_existing(Path(env).expanduser())
+    if not folder.is_dir():
+        raise ConfigError(
+            f"DORMANT_REPORTS={env} (where reports go without --reports-dir): {folder} is a file, not a folder; set "
+            "DORMANT_REPORTS to a folder, or pass --reports-dir DIR"
+        )
 
 
 def check_reports_dir(reports_dir: str) -> Path:
