@@ -207,7 +207,8 @@ def test_cli_findings(tmp_path, capsys):
     out = capsys.readouterr().out
     # plain text by default (no raw Markdown on a terminal); `--format markdown` gives findings.md's text
     assert "1. Emergence." in out and "2. Transitions." in out and "3. Input dependence." in out and "**" not in out
-    assert "2 of 2 settled heads (100.0%, no interval: 1 layer, fewer than 5)" in out  # and why no interval
+    assert "2 of 2 settled heads (100.0%, no interval" in out  # and why no interval, once in its paragraph:
+    assert "no interval: 1 layer, fewer than 5" in out
     assert "per head: L0.H0 at 50K, L0.H1 at 50K." in out  # each head's token count
     assert "Benjamini-Hochberg q <= 0.05 over 4 heads" in out and "2 had not by the end (right-censored)" in out
     assert "depends on how densely the checkpoints are spaced" in out
@@ -296,3 +297,34 @@ def test_status_says_not_derived_yet_where_an_interrupted_run_left_no_transition
     assert "transitions not derived yet" in line and "0 total" not in line
     derived = series_line(hand_store(tmp_path / "h", second_set=False), MODEL)
     assert "not derived yet" not in derived and "transitions 6 ahon_ln / 6 total" in derived
+
+
+def test_findings_one_or_two_checkpoints_cannot_support_are_not_stated(tmp_path):
+    """`--max 1` gave "first dormant head at ..." and a rate from one checkpoint. Dynamics need two checkpoints,
+    a rate per token three: the paragraphs say so instead, with the command that adds checkpoints."""
+    from dormant_tasks.findings import series_findings
+    from tests.builders.stores import TOKENS as TOKENS_6
+    from tests.builders.stores import known_picture
+
+    texts = {}
+    for n in (1, 2, 6):
+        store = write_series(tmp_path / f"store-{n}", {"ahon_ln": known_picture()[:n]}, TOKENS_6[:n])
+        texts[n] = "\n".join(findings_lines(series_findings(store, MODEL, "ahon_ln"), esc=str))
+    one, two, six = texts[1], texts[2], texts[6]
+    assert ", 1 checkpoint to " in one and "first dormant head" not in one and "confident per billion" not in one
+    assert one.count("needs at least 2 checkpoints and the series has 1") == 2, one
+    assert "Rates: not measured: a rate of transitions per token needs at least 3 checkpoints" in two, two
+    assert "first dormant head" in two and "confident per billion" not in two
+    assert "confident per billion tokens (extrapolated: the stage spans 4M tokens, under the 1B" in six, six
+    assert "needs at least" not in six
+
+
+def test_findings_say_a_repeated_caveat_once_and_explain_the_state_level(tmp_path):
+    """Before: "no interval: 4 layers, fewer than 5" a dozen times in one paragraph; the p <= level unexplained."""
+    from dormant_tasks.findings import series_findings
+
+    lines = findings_lines(series_findings(hand_store(tmp_path), MODEL, "ahon_ln"), esc=str)
+    for paragraph in lines:
+        assert paragraph.count("fewer than 5") <= 1, paragraph
+    text = "\n".join(lines)
+    assert "exact binomial p (null: the head is inactive on half its inputs) is <=" in text
