@@ -224,6 +224,11 @@ def test_cli_findings(tmp_path, capsys):
     assert (early["k"], early["n"], early["low"], early["n_units"]) == (2, 2, None, 1)
     assert early["interval"].startswith("none") and "layers" in early["method"]
     assert record["transitions"]["n_confident"] == 4 and record["transitions"]["method"] == "bh"
+    # no placeholder strings: a censored value says so in a boolean, a count has no resampling units
+    text = json.dumps(record)
+    assert '"not_reached": "value"' not in text and '"not_reached": "high"' not in text
+    assert record["emergence"]["settled_median_all"].get("value_not_reached") in (None, True)
+    assert "n_units" not in record["transitions"]["undetermined"]  # a count: before, "n_units": 0
     assert main(["findings", "--store", str(root), "--scores", "ahon_lnn"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ahon_ln" in err[0]
