@@ -162,8 +162,14 @@ def test_findings_agree_with_status_and_the_report(tmp_path):
     line = series_line(root, MODEL).splitlines()[0]
     e, t = f.emergence, f.transitions
     assert f"ahon_ln dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}%" in line
-    assert f"transitions {t.n_transitions} ahon_ln / {t.n_transitions} total" in line  # one function
-    assert f"({t.n_confident} confident at BH q <= 0.05 over heads, {t.n_blips} blips)" in line
+    # every number of the line is ahon_ln's; the whole series' count is said as such (before: "transitions 10
+    # ahon_ln / 162 total (136 confident ...)", the confident count over every function beside ahon_ln's)
+    blips = f"{t.n_blips} blip" + ("s" if t.n_blips != 1 else "")
+    assert (
+        f"ahon_ln transitions {t.n_transitions} ({t.n_confident} confident at BH q <= 0.05 over 4 heads, {blips})"
+        in line
+    )
+    assert f"{t.n_transitions} transitions over all 1 function," in line
 
     report = render_report(root, MODEL, out_dir=tmp_path / "report")
     (row,) = [r for r in summary_rows_of(root) if r["score_fn"] == "ahon_ln"]
@@ -301,7 +307,7 @@ def test_status_says_not_derived_yet_where_an_interrupted_run_left_no_transition
     line = series_line(root, MODEL)
     assert "transitions not derived yet" in line and "0 total" not in line
     derived = series_line(hand_store(tmp_path / "h", second_set=False), MODEL)
-    assert "not derived yet" not in derived and "transitions 6 ahon_ln / 6 total" in derived
+    assert "not derived yet" not in derived and "ahon_ln transitions 6 (" in derived
 
 
 def test_findings_one_or_two_checkpoints_cannot_support_are_not_stated(tmp_path):
