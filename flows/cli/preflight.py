@@ -19,6 +19,7 @@ from dormant_tasks.devices import check_device_available
 from dormant_tasks.errors import CheckpointError, ConfigError, StoreError, did_you_mean
 from dormant_tasks.names import is_local_source, model_id_for, names_stored_series, source_identity
 from dormant_tasks.offline import hub_offline, task_data_offline
+from dormant_tasks.requests import check_max_tokens
 from dormant_tasks.store import check_store_path
 
 
@@ -149,6 +150,7 @@ def preflight(args: argparse.Namespace) -> None:
     exists, the Hub answers. Each raises the error class the library raises for the same input (ConfigError,
     StoreError, CheckpointError), seconds earlier."""
     check_environment(args.command)
+    check_max_tokens(getattr(args, "max_tokens", None))  # `score` as `track` (its request checks it too)
     elsewhere = getattr(args, "address", None) or getattr(args, "device_elsewhere", False)
     if getattr(args, "device", None) is not None and not elsewhere:
         check_device_available(args.device)  # (an existing Dask cluster's or a work pool's GPUs are not here)

@@ -91,6 +91,11 @@ CASES = {
         lambda t, s: ["--model", t / "sériés", "--store", t / "store"],
         "add --series-name NAME, e.g. --series-name series",
     ),
+    # before: 0% dormant everywhere, with advice to change tau
+    "max-tokens-one": (
+        lambda t, s: ["--model", s, "--store", t / "store", "--max-tokens", "1"],
+        "--max-tokens 1: with one token each head can attend only to that token",
+    ),
     # before: "no such folder", though `ls` lists it
     "model-a-symlink-loop": (
         lambda t, s: ["--model", t / "loop", "--store", t / "store"],
