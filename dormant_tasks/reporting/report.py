@@ -126,12 +126,15 @@ def render_report(
             f"scores_{fn}",
             lambda: fg.draw_score_bands(t, score_bands(series, fn), tau, fn, dormant_traces(series, fn)),
         ),
-        (
-            "agreement",
-            "agreement",
-            lambda: fg.draw_agreement(agreement_iou(series), series.score_fns, series.revisions[-1]),
-        ),
     ]
+    if len(series.score_fns) > 1:  # agreement between functions: none to measure with one
+        plots.append(
+            (
+                "agreement",
+                "agreement",
+                lambda: fg.draw_agreement(agreement_iou(series), series.score_fns, series.revisions[-1]),
+            )
+        )
     views = open_views(root, series.model_id)  # every calibration set, read once for the section
     sets = calibration_sets(views, series, fn)
     if sets is not None and sets.revisions:

@@ -35,10 +35,11 @@ def report_markdown(
     lines = [
         f"# Dormant heads: {md(series.model_id)}",
         "",
-        f"{len(t)} checkpoint(s) from {md(series.revisions[0])} ({format_tokens(t[0])} tokens) to "
+        f"{plural(len(t), 'checkpoint')} from {md(series.revisions[0])} ({format_tokens(t[0])} tokens) to "
         f"{md(series.revisions[-1])} ({format_tokens(t[-1])} tokens); {series.n_layers} layers x "
-        f"{series.n_heads} heads; calibration set {md(series.checkpoints[0]['calibration_id'])}; "
-        f"taus {md(series.checkpoints[0]['taus_id'])}.",
+        f"{series.n_heads} heads; calibration set {md(series.checkpoints[0]['calibration_id'])} (its name, text "
+        f"count and a hash of its texts); taus {md(series.checkpoints[0]['taus_id'])} (a hash of every function's "
+        "threshold: a change of any tau starts a new one, and `dormant track --retau` rescores under it).",
         "",
         "| score function | tau | first checkpoint with a dormant head | final % dormant | fell dormant | woke "
         "| confident | blips | heads that changed state |",

@@ -350,3 +350,14 @@ def test_a_full_disk_is_one_line_and_the_old_report_stays(store, tmp_path):
     assert "free space" in line and "another --reports-dir" in line and "intact" in line, line
     assert tree(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r", "store"], "no staging folder left"
+
+
+def test_a_report_of_one_function_draws_no_agreement_and_explains_its_ids(tmp_path):
+    """Agreement between score functions is no measurement with one function: no figure (before: drawn). The
+    summary's first line says what its ids are and counts in words ("1 checkpoint", not "checkpoint(s)")."""
+    store = write_series(tmp_path / "store", {"ahon_ln": known_picture()}, TOKENS)
+    report = render_report(store, MODEL, out_dir=tmp_path / "r")
+    assert not (tmp_path / "r" / "figures" / "agreement.svg").exists()
+    first = (tmp_path / "r" / "summary.md").read_text().splitlines()[2]
+    assert first.startswith("6 checkpoints from ") and "(a hash of every function's threshold" in first, first
+    assert report is not None
