@@ -9,10 +9,8 @@ from dormant_tasks.face import attach
 
 if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
     from dormant_tasks.evaluation.intervals import ItemResampling as ItemResampling
-    from dormant_tasks.evaluation.leaderboard import (
-        format_leaderboard_table as format_leaderboard_table,
-        load_leaderboard as load_leaderboard,
-    )
+    from dormant_tasks.evaluation.leaderboard import load_leaderboard as load_leaderboard
+    from dormant_tasks.evaluation.leaderboard_table import format_leaderboard_table as format_leaderboard_table
     from dormant_tasks.evaluation.lm_tasks import built_task_names as built_task_names
     from dormant_tasks.evaluation.metric import (
         AUC_UNIT as AUC_UNIT,

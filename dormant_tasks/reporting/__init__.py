@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         findings_record as findings_record,
         write_findings as write_findings,
     )
-    from dormant_tasks.reporting.report import render_report as render_report
+    from dormant_tasks.reporting.report import ReportSettings as ReportSettings, render_report as render_report
     from dormant_tasks.reporting.series_data import resolve_model_id as resolve_model_id
     from dormant_tasks.reporting.texts import (
         findings_lines as findings_lines,

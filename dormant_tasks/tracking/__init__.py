@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         load_calibration as load_calibration,
         load_calibration_sets as load_calibration_sets,
         texts_calibration as texts_calibration,
+        winogrande_calibration as winogrande_calibration,
     )
     from dormant_tasks.tracking.checkpoint_work import (
         CheckpointRows as CheckpointRows,

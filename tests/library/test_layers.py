@@ -11,6 +11,7 @@
 - A face's form: each public name imported once, `name as name`, under `if TYPE_CHECKING:` (`dormant_tasks.face`);
   the interpreter's reading of it (its compiled code) and the type checker's (its source) agree.
 - The map: every name `docs/DEVELOPING.md` lists for a module exists there.
+- Size: no module of dormant_tasks/ or flows/ is over MAX_LINES lines (a longer one does several things).
 
 The checks read the source with `ast` (no import runs), so a deliberately wrong import is caught before any test
 imports it: `test_a_wrong_import_is_refused` shows it on a copy of the tree.
@@ -226,6 +227,24 @@ def cycles(root: Path) -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+MAX_LINES = 600
+
+
+def long_modules(root: Path) -> dict[str, int]:
+    """Every module of dormant_tasks/ and flows/ longer than MAX_LINES lines, with its length."""
+    lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules(root).items()}
+    return {name: n for name, n in lengths.items() if n > MAX_LINES}
+
+
+def test_no_module_is_over_600_lines(tmp_path):
+    assert long_modules(ROOT) == {}
+    for base in ("dormant_tasks", "flows"):
+        (tmp_path / base / "part").mkdir(parents=True)
+    (tmp_path / "dormant_tasks" / "part" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1), encoding="utf-8")
+    (tmp_path / "flows" / "part" / "short.py").write_text("x = 1\n" * MAX_LINES, encoding="utf-8")
+    assert long_modules(tmp_path) == {"dormant_tasks.part.long": MAX_LINES + 1}
 
 
 def test_every_part_has_a_layer_and_imports_point_down_through_faces():
