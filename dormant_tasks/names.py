@@ -38,6 +38,7 @@ def is_local_source(source: str | Path) -> bool:
         or s.endswith("/")
         or s.count("/") >= 2
         or Path(s).expanduser().exists()
+        or Path(s).expanduser().is_symlink()  # a broken link or a loop: a folder meant, which `ls` lists
         or ("/" in s and Path(s.split("/")[0]).is_dir())
     )
 

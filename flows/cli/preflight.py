@@ -288,9 +288,9 @@ def check_store_option(args: argparse.Namespace) -> None:
             raise
         message = str(e).replace(f"--store {args.store}", f"DORMANT_STORE={env} (the default of --store)", 1)
         raise StoreError(f"{message} (or set DORMANT_STORE to a store folder, or unset it)") from None
-    if args.command in READERS and Path(args.store).is_dir():
-        from dormant_tasks.store import running_writers
+    from dormant_tasks.store import is_store, running_writers
 
+    if args.command in READERS and is_store(args.store):  # (a store not made yet: its own error says so)
         if pids := running_writers(Path(args.store)):
             print(
                 f"dormant {args.command}: note: a track run (pid {pids[0]}) is writing {args.store} now; what follows "

@@ -98,8 +98,8 @@ CASES = {
     ),
     # before: "no such folder", though `ls` lists it
     "model-a-symlink-loop": (
-        lambda t, s: ["--model", t / "loop", "--store", t / "store"],
-        "is a symbolic link that leads to no folder (a loop, or a missing target",
+        lambda t, s: ["--model", "loop", "--store", t / "store"],  # a bare name: before, read as a Hub id
+        "--model loop is a symbolic link that leads to no folder (a loop, or a missing target",
     ),
 }
 
