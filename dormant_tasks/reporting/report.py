@@ -169,18 +169,22 @@ def _series_plots(series: ReportSeries, fn: str, hide_blips: bool) -> list[_Plot
                 lambda: fg.draw_transition_bars(transition_counts(series, fn), t[1:], fn),
             )
         )
-    return plots + [
+    plots.append(
         (
             "scores",
             f"scores_{fn}",
             lambda: fg.draw_score_bands(t, score_bands(series, fn), tau, fn, dormant_traces(series, fn)),
-        ),
-        (
-            "agreement",
-            "agreement",
-            lambda: fg.draw_agreement(agreement_iou(series), series.score_fns, series.revisions[-1]),
-        ),
-    ]
+        )
+    )
+    if len(series.score_fns) > 1:  # agreement between functions: none to measure with one
+        plots.append(
+            (
+                "agreement",
+                "agreement",
+                lambda: fg.draw_agreement(agreement_iou(series), series.score_fns, series.revisions[-1]),
+            )
+        )
+    return plots
 
 
 def _set_plots(sets: CalibrationSets, found: Findings, lengths, fn: str, n_layers: int, n_heads: int) -> list[_Plot]:

@@ -14,7 +14,16 @@ from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
 from dormant_tasks.engine import TRACKED_IDS, ScoringOptions, parse_score_functions
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
 from dormant_tasks.names import is_local_source, model_id_for, series_slug, source_identity
-from dormant_tasks.requests import MAX_SEED, Request, absolute_path, check_positive, check_types, parse_enum, set_field
+from dormant_tasks.requests import (
+    MAX_SEED,
+    Request,
+    absolute_path,
+    check_max_tokens,
+    check_positive,
+    check_types,
+    parse_enum,
+    set_field,
+)
 from dormant_tasks.statistics import FDR, FDR_METHODS
 from dormant_tasks.store import InputScoresPolicy
 from dormant_tasks.tracking.masks import parse_tau_option
@@ -160,6 +169,7 @@ class TrackRequest(Request):
                 )
         for name in ("tokens_per_step", "limit", "sample", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
             check_positive(getattr(self, name), f"--{name.replace('_', '-')}")
+        check_max_tokens(self.max_tokens)
         if not 0 <= self.seed <= MAX_SEED:
             raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {self.seed}")
         set_field(self, "dtype", parse_dtype(self.dtype))
