@@ -1,6 +1,7 @@
 """The statistics of the findings (layer 2, beside engine, checkpoints and store; pure functions of arrays): each
 method named with its null and its unit (docs/SCORES.md): Wilson intervals of a dormant rate, confident states and
-the transitions between them (exact binomial tests, Benjamini-Hochberg or -Yekutieli over heads), McNemar's exact
+the transitions between them (the wild cluster bootstrap with the maximum over checkpoints, Benjamini-Hochberg
+or -Yekutieli over heads), McNemar's exact
 test of one change, the two-stage bootstrap over layers, the order-statistic interval of a median, exact Poisson
 intervals, and their defaults.
 """
@@ -24,13 +25,17 @@ __all__ = [
     "RESAMPLES",
     "Resampling",
     "SEED",
+    "STATE_SAMPLES",
     "Share",
+    "StateDecision",
     "StateTransitions",
     "UNDETERMINED",
     "Z95",
+    "between_states",
     "bh_qvalues",
     "bootstrap_interval",
     "cluster_bootstrap",
+    "decide_states",
     "discordant",
     "excludes_half",
     "fdr_qvalues",
@@ -52,6 +57,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
+    from dormant_tasks.statistics.cluster_states import StateDecision, decide_states
     from dormant_tasks.statistics.confidence import (
         Z95,
         bh_qvalues,
@@ -62,7 +68,15 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         unpack_inputs,
         wilson_interval,
     )
-    from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, FDR_METHODS, PERMUTATIONS, RESAMPLES, SEED
+    from dormant_tasks.statistics.defaults import (
+        FDR,
+        FDR_METHOD,
+        FDR_METHODS,
+        PERMUTATIONS,
+        RESAMPLES,
+        SEED,
+        STATE_SAMPLES,
+    )
     from dormant_tasks.statistics.estimates import (
         DEFAULT_RESAMPLING,
         MIN_UNITS,
@@ -88,6 +102,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         DORMANT,
         UNDETERMINED,
         StateTransitions,
+        between_states,
         fdr_qvalues,
         state_pvalues,
         state_transitions,
@@ -98,6 +113,7 @@ __getattr__, __dir__ = attach(
     __name__,
     __all__,
     {
+        "cluster_states": ["StateDecision", "decide_states"],
         "confidence": [
             "Z95",
             "bh_qvalues",
@@ -108,7 +124,7 @@ __getattr__, __dir__ = attach(
             "unpack_inputs",
             "wilson_interval",
         ],
-        "defaults": ["FDR", "FDR_METHOD", "FDR_METHODS", "PERMUTATIONS", "RESAMPLES", "SEED"],
+        "defaults": ["FDR", "FDR_METHOD", "FDR_METHODS", "PERMUTATIONS", "RESAMPLES", "SEED", "STATE_SAMPLES"],
         "estimates": [
             "DEFAULT_RESAMPLING",
             "Estimate",
@@ -134,6 +150,7 @@ __getattr__, __dir__ = attach(
             "DORMANT",
             "StateTransitions",
             "UNDETERMINED",
+            "between_states",
             "fdr_qvalues",
             "state_pvalues",
             "state_transitions",

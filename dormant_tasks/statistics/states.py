@@ -58,19 +58,15 @@ def state_pvalues(k, n) -> tuple[np.ndarray, np.ndarray]:
 def fdr_qvalues(p, method: str = "bh", m: int | None = None) -> np.ndarray:
     """q-values of the p-values `p` (NaN: no test) in a family of `m` tests (default: the non-NaN p's; the others
     count at p = 1), by Benjamini-Hochberg (`bh`) or Benjamini-Yekutieli (`by`: BH's q times sum_{i<=m} 1/i).
-    Rejecting q <= level is the step-up procedure at that level."""
+    Rejecting q <= level is the step-up procedure at that level (`confidence.bh_qvalues`)."""
     from dormant_tasks.statistics.confidence import bh_qvalues
 
     if method not in FDR_METHODS:
         raise ValueError(f"unknown false discovery rate method {method!r}: choose one of {', '.join(FDR_METHODS)}")
-    q = bh_qvalues(p, m)
-    if method == "by":
-        size = int(m) if m is not None else int((~np.isnan(np.asarray(p, np.float64))).sum())
-        q = np.minimum(1.0, q * _harmonic(size))
-    return q
+    return bh_qvalues(p, m, method)
 
 
-def _harmonic(m: int) -> float:
+def harmonic(m: int) -> float:
     return float(np.sum(1.0 / np.arange(1, m + 1))) if m > 0 else 1.0
 
 
@@ -126,10 +122,33 @@ def state_transitions(
     selected = int((head_q <= fdr).sum())
     level = fdr * max(selected, 1) / (n_heads * n_ckpt) if n_heads and n_ckpt else 0.0
     if method == "by":
-        level /= _harmonic(n_heads)
+        level /= harmonic(n_heads)
 
     # 2. states at that level, and the changes between consecutive confident states on each path
     state = np.where(p_dormant <= level, DORMANT, np.where(p_active <= level, ACTIVE, UNDETERMINED)).astype(np.int8)
+    rate = k / np.asarray(n, dtype=np.float64)[:, None]
+    state_p = np.minimum(p_dormant, p_active)  # at a confident state, the p of its side (the other is >= 1/2)
+    return between_states(state, state_p, pred, dormant, rate, head_p, head_q, level, method, fdr)
+
+
+def between_states(
+    state: np.ndarray,
+    state_p: np.ndarray,
+    predecessor: np.ndarray,
+    dormant: np.ndarray,
+    rate: np.ndarray,
+    head_p: np.ndarray,
+    head_q: np.ndarray,
+    level: float,
+    method: str,
+    fdr: float,
+) -> StateTransitions:
+    """The confident transitions of confident states, however they were decided (`state_transitions` here,
+    `cluster_states.decide_states` from per-input indicators): from each confident state to the opposite confident
+    state at the nearest later confident checkpoint on its path, located at the mask change (`dormant`, [checkpoint,
+    head]) where the CUSUM of `rate` - 1/2 peaks; its p is the larger of the two states' `state_p`."""
+    pred = np.asarray(predecessor, dtype=np.int64)
+    n_ckpt, n_heads = state.shape
     last = np.full((n_ckpt, n_heads), -1, dtype=np.int64)  # [checkpoint, head] nearest confident ancestor-or-self
     found = []  # (head, start, end)
     for j in range(n_ckpt):
@@ -141,19 +160,17 @@ def state_transitions(
         for h in np.flatnonzero(has & (prior_state == -state[j])):
             found.append((int(h), int(before[h]), j))
     found.sort()
-    rate = k / np.asarray(n, dtype=np.float64)[:, None]
     at = [_locate(pred, s, e, dormant[:, h], rate[:, h]) for h, s, e in found]
     head = np.array([f[0] for f in found], dtype=np.int64)
     start = np.array([f[1] for f in found], dtype=np.int64)
     end = np.array([f[2] for f in found], dtype=np.int64)
     to_dormant = state[end, head] == DORMANT if found else np.zeros(0, bool)
-    from_p = np.where(to_dormant, p_active[start, head], p_dormant[start, head]) if found else np.zeros(0)
-    to_p = np.where(to_dormant, p_dormant[end, head], p_active[end, head]) if found else np.zeros(0)
+    p = np.maximum(state_p[start, head], state_p[end, head]) if found else np.zeros(0)
     return StateTransitions(
-        state,
+        np.asarray(state, dtype=np.int8),
         float(level),
-        head_p,
-        head_q,
+        np.asarray(head_p, dtype=np.float64),
+        np.asarray(head_q, dtype=np.float64),
         method,
         float(fdr),
         head,
@@ -161,7 +178,7 @@ def state_transitions(
         end,
         np.array(at, dtype=np.int64),
         np.asarray(to_dormant, dtype=bool),
-        np.maximum(from_p, to_p),
+        np.asarray(p, dtype=np.float64),
     )
 
 

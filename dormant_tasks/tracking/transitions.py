@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,8 @@ from dormant_tasks.statistics import (
     FDR,
     FDR_METHODS,
     StateTransitions,
+    between_states,
+    decide_states,
     discordant,
     mcnemar_exact_p,
     state_transitions,
@@ -58,6 +60,8 @@ class DormantMatrix:
     taus_id: str
     rate: np.ndarray | None = None  # [checkpoint, head] dormant_rate (None: not read)
     n_inputs: np.ndarray | None = None  # [checkpoint] float, the calibration inputs (NaN: unknown)
+    inactive: np.ndarray | None = None  # bool [checkpoint, head, input] (None: not read, or some row keeps none)
+    clusters: np.ndarray | None = None  # int [input] the inputs' clusters (None: one input per cluster)
 
     def inactive_counts(self) -> np.ndarray | None:
         """[checkpoint, head] inputs on which each head was inactive (rate x inputs), None without both."""
@@ -71,6 +75,32 @@ def _per_checkpoint(checkpoints: pa.Table | None, column: str) -> dict[tuple[str
         return {}
     rows = zip(*(checkpoints.column(c).to_pylist() for c in ("model_id", "revision", column)))
     return {(m, r): v for m, r, v in rows}
+
+
+def input_clusters(checkpoints: pa.Table | None, model_id: str) -> np.ndarray | None:
+    """int [input] the clusters of the series' calibration inputs (`checkpoints.input_clusters`, the first stored
+    one: every compared checkpoint shares its calibration set); None when none is stored (one input per cluster)."""
+    if checkpoints is None or "input_clusters" not in checkpoints.column_names:
+        return None
+    mine = zip(checkpoints.column("model_id").to_pylist(), checkpoints.column("input_clusters").to_pylist())
+    labels = next((c for m, c in mine if m == model_id and c is not None), None)
+    return None if labels is None else np.asarray(labels, dtype=np.int64)
+
+
+def unpack_rows(bits: pa.ChunkedArray | pa.Array, n_inputs: int) -> np.ndarray | None:
+    """bool [row, input]: the per-input indicators of a `head_scores.inactive_inputs` column (`pack_inputs`' bits);
+    None when a row keeps none or their sizes disagree with `n_inputs`."""
+    arr = bits.combine_chunks() if isinstance(bits, pa.ChunkedArray) else bits
+    width = (n_inputs + 7) // 8
+    if arr.null_count or not len(arr):
+        return None if arr.null_count else np.zeros((0, n_inputs), dtype=bool)
+    arr = arr.cast(pa.binary())
+    lengths = pc.binary_length(arr).to_numpy(zero_copy_only=False)
+    if (lengths != width).any():
+        return None
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]].reshape(len(arr), width)
+    return np.unpackbits(data, axis=1, bitorder="little")[:, :n_inputs].astype(bool)
 
 
 def series_order(stage, ingredient, step, tokens, revision) -> np.ndarray:
@@ -152,10 +182,27 @@ def _states_and_cells(
         (names["model_id"][m], names["score_fn"][f]): (m, f)
         for m, f in set(zip(cols["model_id"].tolist(), cols["score_fn"].tolist()))
     }
+    bits = head_scores.column("inactive_inputs") if "inactive_inputs" in head_scores.column_names else None
     for (model_id, score_fn), (m, f) in sorted(groups.items()):
         rows = np.flatnonzero((cols["model_id"] == m) & (cols["score_fn"] == f))
         s, cell = _states_of(model_id, score_fn, {k: v[rows] for k, v in cols.items()}, names, known)
+        if bits is not None and s.n_inputs is not None:
+            s = with_indicators(s, bits.take(pa.array(rows)), cell, input_clusters(checkpoints, model_id))
         yield s, rows, cell
+
+
+def with_indicators(s: DormantMatrix, bits, cell: np.ndarray, clusters: np.ndarray | None) -> DormantMatrix:
+    """`s` with its per-input indicators (`bits`: its rows' `inactive_inputs`, at `cell` of the [checkpoint, head]
+    matrix) and the inputs' clusters; `s` unchanged when a row keeps none or the checkpoints' inputs differ."""
+    n = s.n_inputs
+    if n is None or np.isnan(n).any() or (n != n[0]).any() or len(cell) != s.dormant.size:
+        return s
+    unpacked = unpack_rows(bits, int(n[0]))
+    if unpacked is None or (clusters is not None and clusters.size != int(n[0])):
+        return s
+    inactive = np.zeros((s.dormant.size, int(n[0])), dtype=bool)
+    inactive[cell] = unpacked
+    return replace(s, inactive=inactive.reshape(*s.dormant.shape, int(n[0])), clusters=clusters)
 
 
 def _states_of(
@@ -298,11 +345,15 @@ def mask_changes(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> 
 FDR_KEY = "dormant.fdr"  # a transitions file's metadata: how its `confident` was decided (`fdr_record`)
 
 
+RULE = "confident states, clusters, max over checkpoints"  # this release's rule (older ones: decided again)
+
+
 def fdr_record(level: float, method: str = "bh") -> str:
     """The FDR_KEY value: the rule of `confident`, its correction, its level and its family."""
     return json.dumps(
         {
-            "rule": "confident states",
+            "rule": RULE,
+            "states": "wild cluster bootstrap with the null imposed, the maximum over the head's checkpoints",
             "correction": {"bh": "benjamini-hochberg", "by": "benjamini-yekutieli"}[method],
             "method": method,
             "level": level,
@@ -316,7 +367,16 @@ def stored_rule(record: str | None) -> tuple[float, str] | None:
     if not record:
         return None
     r = json.loads(record)
-    return (float(r["level"]), str(r["method"])) if r.get("rule") == "confident states" else None
+    return (float(r["level"]), str(r["method"])) if r.get("rule") == RULE else None
+
+
+def recorded_choice(record: str | None) -> tuple[float, str] | None:
+    """(level, method) a stored FDR_KEY value names, of this rule or an older one (the user's choice, kept when
+    `confident` is decided again under this release's rule); None without one."""
+    if not record:
+        return None
+    r = json.loads(record)
+    return (float(r["level"]), str(r.get("method", "bh"))) if "level" in r else None
 
 
 def confirm_transitions(
@@ -331,16 +391,27 @@ Decisions = dict[tuple[str, str], tuple[DormantMatrix, StateTransitions]]
 
 
 def state_decisions(matrices: Iterable[DormantMatrix], fdr: float = FDR, method: str = "bh") -> Decisions:
-    """Per (model_id, score_fn), its dormant matrix and its confident states and transitions
-    (`statistics.state_transitions`); a matrix without rates or inputs (`inactive_counts` None, an unknown
-    `n_inputs`) is left out."""
+    """Per (model_id, score_fn), its dormant matrix and its confident states and transitions: decided by
+    `statistics.decide_states` from the per-input indicators and their clusters, or, where some result keeps no
+    indicators (upgraded from schema version 3), by `statistics.state_transitions` from the counts (Bonferroni
+    over checkpoints, inputs taken as independent). A matrix without rates or inputs (`inactive_counts` None, an
+    unknown `n_inputs`) is left out."""
     if method not in FDR_METHODS:
         raise ValueError(f"unknown false discovery rate method {method!r}: choose one of {', '.join(FDR_METHODS)}")
     out: Decisions = {}
     for s in matrices:
         k = s.inactive_counts()
-        if k is not None and s.n_inputs is not None and not np.isnan(s.n_inputs).any():
+        if k is None or s.n_inputs is None or np.isnan(s.n_inputs).any():
+            continue
+        if s.inactive is None:
             out[(s.model_id, s.score_fn)] = (s, state_transitions(k, s.n_inputs, s.predecessor, s.dormant, fdr, method))
+            continue
+        d = decide_states(s.inactive, s.clusters, s.predecessor, fdr=fdr, method=method)
+        rate = k / s.n_inputs[:, None]
+        st = between_states(
+            d.state, d.state_p, s.predecessor, s.dormant, rate, d.head_p, d.head_q, d.level, method, fdr
+        )  # fmt: skip
+        out[(s.model_id, s.score_fn)] = (s, st)
     return out
 
 
