@@ -107,7 +107,7 @@ class Transitions:
     correction: str  # how "confident" was decided, in words
     n_heads: int  # the family: every head of the function
     n_selected: int  # heads with a confident transition
-    state_level: float  # a state is confident when its one-sided exact binomial p <= this
+    state_level: float  # a state is confident when its p, adjusted over the head's checkpoints, <= this
     undetermined: Share  # (head, checkpoint) cells whose state is undetermined, of all
     n_paired: int  # mask changes with McNemar's p (per-input indicators kept)
     n_raw: int  # ... with McNemar p < 0.05, uncorrected (the rate on these inputs changed between the two)
@@ -360,7 +360,7 @@ def transition_findings(
         sure_blips,
         fdr,
         fdr_method,
-        f"confident states (exact binomial tests); {name} q <= {fdr:g} over {n_heads} heads",
+        f"confident states (clusters of inputs, max over checkpoints); {name} q <= {fdr:g} over {n_heads} heads",
         n_heads,
         st.n_selected if st is not None else 0,
         st.level if st is not None else float("nan"),

@@ -335,7 +335,7 @@ def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
     out += [
         f"2. **Transitions.** {plural(t.n_transitions, 'change')} of the mask ({t.fell_dormant} fell dormant, "
         f"{t.woke} woke); {t.n_confident} confident transitions, from a confident state to the opposite one "
-        f"({t.correction}: {t.n_selected} heads; a state is confident when its exact binomial p <= "
+        f"({t.correction}: {t.n_selected} heads; a state is confident when its p over the head's checkpoints is <= "
         f"{t.state_level:.2g}; {t.undetermined.k} of {t.undetermined.n} head-checkpoints undetermined); "
         f"{plural(t.n_blips, 'blip')} of the mask, {t.n_confident_blips} with both legs confident. McNemar's exact "
         f"test (null: the same dormant rate on these inputs at both checkpoints) gives p < 0.05 for {t.n_raw} of "
