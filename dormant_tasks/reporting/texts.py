@@ -398,8 +398,17 @@ def seed_group_lines(r, esc: Callable[[str], str] = md) -> list[str]:
     for x in r.numbers:
         per = "; ".join(_seed_value(v) for v in x.per_seed)
         rng = "" if math.isnan(x.spread[0]) else f", range {_num(x.spread[0])} to {_num(x.spread[1])}"
+        left = getattr(x, "missing", ())
+        gone = (
+            f" {len(left)} of {len(x.per_seed)} seeds left out, without a value: "
+            + "; ".join(f"{esc(m)} ({why})" for m, why in left)
+            + "."
+            if left
+            else ""
+        )
         out.append(
-            f"- **{x.name}** ({x.unit}): over seeds {_ci(x.over_seeds)}{rng}. Per seed, interval over layers: {per}."
+            f"- **{x.name}** ({x.unit}): over seeds {_ci(x.over_seeds)}{rng}.{gone} Per seed, interval over layers: "
+            f"{per}."
         )
     out += [
         "",
