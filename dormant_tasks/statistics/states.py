@@ -1,6 +1,8 @@
-"""State first, change second: a head's confident state at each checkpoint, and the confident transitions between
-opposite confident states (docs/SCORES.md, "Confidence").
+"""Confident states from inactive-input counts alone, and the confident transitions between opposite confident
+states however the states were decided (docs/SCORES.md, "Confidence").
 
+`cluster_states.decide_states` decides states from the per-input indicators and their clusters; this module keeps
+the rule for results that store no indicators (rows upgraded from schema version 3), and the benchmark's OLD row.
 At a checkpoint a head was inactive on k of the n calibration inputs. Its state is
 
 - **dormant** when the exact one-sided binomial test rejects "dormant rate <= 0.5" (p_dormant = P(X >= k), X ~
@@ -8,25 +10,17 @@ At a checkpoint a head was inactive on k of the n calibration inputs. Its state 
 - **active** when it rejects "dormant rate >= 0.5" (p_active = P(X <= k)) at `c`,
 - **undetermined** otherwise (its rate is consistent with 0.5 at that level).
 
-A **confident transition** goes from a confident state to the opposite confident state at a later checkpoint on
-the same path (its predecessors), across any undetermined checkpoints between them, so that checkpoints tracked
-more densely never remove power: the evidence is the two states, not the size of one step. The change is
-located at the mask change (rate crossing 0.5) on that stretch where a one-change-point fit puts it (the CUSUM of
+Per head, p_head = min(1, T x the smallest, over ordered pairs i before j on a path, of max(p_side(i),
+p_opposite(j))), T the series' checkpoints: Bonferroni over the checkpoints, right for independent draws and far
+too strict for persistent inputs (benchmarks/findings_calibration.py). Over heads: Benjamini-Hochberg (`bh`) or
+-Yekutieli (`by`) q-values of p_head; states are called at c = fdr x max(R, 1) / (H x T) (BY: divided by
+sum_{i<=H} 1/i as well). Assumption: the n inputs are independent draws given the head; clustered inputs make
+every p too small, which is why `decide_states` replaced this rule where the indicators are stored.
+
+A **confident transition** (`between_states`) goes from a confident state to the opposite confident state at a later
+checkpoint on the same path (its predecessors), across any undetermined checkpoints between them; it is located
+at the mask change (rate crossing 0.5) on that stretch where a one-change-point fit puts it (the CUSUM of
 rate - 0.5 peaks there).
-
-Multiplicity, in two levels (Benjamini & Bogomolov's selective inference, with Bonferroni inside a head):
-
-1. Per head, the p-value of "the head changes confident state somewhere": p_head = min(1, T x the smallest, over
-   ordered pairs i before j on a path, of max(p_side(i), p_opposite(j))), T the series' checkpoints. Valid under
-   the head's null, "its rate never crosses 0.5" (it stays >= 0.5 throughout, or <= 0.5): a claim then needs a
-   false state call at some checkpoint, and each has probability <= its p (the union over T checkpoints).
-2. Over the heads of a series, function and calibration set: Benjamini-Hochberg q-values of p_head (`bh`, which
-   assumes independence or positive dependence between heads), or Benjamini-Yekutieli (`by`, any dependence).
-   R heads have q <= fdr. States are then called at c = fdr x max(R, 1) / (H x T) (BY: divided by
-   sum_{i<=H} 1/i as well), the level at which a head has a confident transition exactly when it is selected.
-
-Assumption: the n inputs are independent draws given the head (inputs in clusters make every p too small; the
-calibration sets' clusters are a matter of input dependence, not of one head's state on one fixed set).
 """
 
 from __future__ import annotations
