@@ -438,7 +438,8 @@ def fingerprint(sizes: Sizes) -> str:
 
 def docs_passage(result: dict) -> str:
     """The docs' marked passage: each section's table of a full run, with its seed, sizes and time."""
-    parts = [f"Full run (seed {result['seed']}, {result['seconds']:.0f} s on 2 cores; {result['sizes']}):\n"]
+    run = result.get("run", "full").capitalize()
+    parts = [f"{run} run (seed {result['seed']}, {result['seconds']:.0f} s on 2 shared cores; {result['sizes']}):\n"]
     for title, body in result["sections"]:
         parts.append(f"{title}\n\n{body}\n")
     return "\n".join(parts)
@@ -486,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="CI sizes (< 60 s on one core)")
     parser.add_argument("--seed", type=int, default=0, help="of every simulation and resampling")
     parser.add_argument(
-        "--write-docs", action="store_true", help="(full run) rewrite docs/SCORES.md's table and the saved result"
+        "--write-docs", action="store_true", help="rewrite docs/SCORES.md's table and the saved result from this run"
     )
     parser.add_argument(
         "--timing", action="store_true", help="only time decide_states on 1,024 heads x 200 checkpoints x 128 inputs"
@@ -516,13 +517,15 @@ def main(argv: list[str] | None = None) -> int:
             print("NEW input dependence not available: the installed noise_floor takes no clusters\n")
     seconds = time.perf_counter() - total
     print(f"total {seconds:.1f} s: {'some target FAILED' if failed else 'every target met'}")
-    if args.write_docs and not args.small:
+    if args.write_docs:
+        run = "small" if args.small else "full"
         write_docs(
             {
+                "run": run,
                 "seed": args.seed,
                 "seconds": seconds,
                 "sizes": described,
-                "fingerprint": fingerprint(FULL),
+                "fingerprint": fingerprint(sizes),
                 "sections": sections,
             }
         )
