@@ -16,6 +16,7 @@ from dormant_tasks.errors import StoreError
 from dormant_tasks.statistics import FDR, FDR_METHOD
 from dormant_tasks.store import derived_file_key, drop_legacy_derived, read_metadata, series_lock, write_table
 from dormant_tasks.tracking.agreement import update_agreement
+from dormant_tasks.tracking.indicators import input_clusters, unpack_rows
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView, open_views, result_id
 from dormant_tasks.tracking.transitions import (
@@ -26,14 +27,12 @@ from dormant_tasks.tracking.transitions import (
     fdr_record,
     head_histories,
     histories_of,
-    input_clusters,
     mark_blips,
     mask_changes,
     predecessors,
     recorded_choice,
     states_from_transitions,
     stored_rule,
-    unpack_rows,
 )
 from dormant_tasks.version import __version__
 

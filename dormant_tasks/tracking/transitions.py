@@ -30,11 +30,10 @@ from dormant_tasks.statistics import (
     StateTransitions,
     between_states,
     decide_states,
-    discordant,
-    mcnemar_exact_p,
     state_transitions,
 )
 from dormant_tasks.store import SCHEMAS, conform
+from dormant_tasks.tracking.indicators import cell_indicators, input_clusters, paired_p
 
 
 def _state(dormant: np.ndarray) -> np.ndarray:
@@ -75,32 +74,6 @@ def _per_checkpoint(checkpoints: pa.Table | None, column: str) -> dict[tuple[str
         return {}
     rows = zip(*(checkpoints.column(c).to_pylist() for c in ("model_id", "revision", column)))
     return {(m, r): v for m, r, v in rows}
-
-
-def input_clusters(checkpoints: pa.Table | None, model_id: str) -> np.ndarray | None:
-    """int [input] the clusters of the series' calibration inputs (`checkpoints.input_clusters`, the first stored
-    one: every compared checkpoint shares its calibration set); None when none is stored (one input per cluster)."""
-    if checkpoints is None or "input_clusters" not in checkpoints.column_names:
-        return None
-    mine = zip(checkpoints.column("model_id").to_pylist(), checkpoints.column("input_clusters").to_pylist())
-    labels = next((c for m, c in mine if m == model_id and c is not None), None)
-    return None if labels is None else np.asarray(labels, dtype=np.int64)
-
-
-def unpack_rows(bits: pa.ChunkedArray | pa.Array, n_inputs: int) -> np.ndarray | None:
-    """bool [row, input]: the per-input indicators of a `head_scores.inactive_inputs` column (`pack_inputs`' bits);
-    None when a row keeps none or their sizes disagree with `n_inputs`."""
-    arr = bits.combine_chunks() if isinstance(bits, pa.ChunkedArray) else bits
-    width = (n_inputs + 7) // 8
-    if arr.null_count or not len(arr):
-        return None if arr.null_count else np.zeros((0, n_inputs), dtype=bool)
-    arr = arr.cast(pa.binary())
-    lengths = pc.binary_length(arr).to_numpy(zero_copy_only=False)
-    if (lengths != width).any():
-        return None
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + len(arr) + 1]
-    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]].reshape(len(arr), width)
-    return np.unpackbits(data, axis=1, bitorder="little")[:, :n_inputs].astype(bool)
 
 
 def series_order(stage, ingredient, step, tokens, revision) -> np.ndarray:
@@ -186,23 +159,14 @@ def _states_and_cells(
     for (model_id, score_fn), (m, f) in sorted(groups.items()):
         rows = np.flatnonzero((cols["model_id"] == m) & (cols["score_fn"] == f))
         s, cell = _states_of(model_id, score_fn, {k: v[rows] for k, v in cols.items()}, names, known)
-        if bits is not None and s.n_inputs is not None:
-            s = with_indicators(s, bits.take(pa.array(rows)), cell, input_clusters(checkpoints, model_id))
+        labels = input_clusters(checkpoints, model_id) if bits is not None else None
+        got = (
+            None
+            if bits is None
+            else cell_indicators(s.n_inputs, s.dormant.shape, bits.take(pa.array(rows)), cell, labels)
+        )
+        s = s if got is None else replace(s, inactive=got, clusters=labels)
         yield s, rows, cell
-
-
-def with_indicators(s: DormantMatrix, bits, cell: np.ndarray, clusters: np.ndarray | None) -> DormantMatrix:
-    """`s` with its per-input indicators (`bits`: its rows' `inactive_inputs`, at `cell` of the [checkpoint, head]
-    matrix) and the inputs' clusters; `s` unchanged when a row keeps none or the checkpoints' inputs differ."""
-    n = s.n_inputs
-    if n is None or np.isnan(n).any() or (n != n[0]).any() or len(cell) != s.dormant.size:
-        return s
-    unpacked = unpack_rows(bits, int(n[0]))
-    if unpacked is None or (clusters is not None and clusters.size != int(n[0])):
-        return s
-    inactive = np.zeros((s.dormant.size, int(n[0])), dtype=bool)
-    inactive[cell] = unpacked
-    return replace(s, inactive=inactive.reshape(*s.dormant.shape, int(n[0])), clusters=clusters)
 
 
 def _states_of(
@@ -311,9 +275,7 @@ def mask_changes(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> 
         changed = s.dormant[frm] != s.dormant[to]  # [pair, head]
         p, h = np.nonzero(changed)  # one entry per transition, ordered by (pair, head)
         t_i, f_i = to[p], frm[p]
-        p_value = _paired_p(
-            bits, rows, cell, s.dormant.size, f_i * s.dormant.shape[1] + h, t_i * s.dormant.shape[1] + h
-        )
+        p_value = paired_p(bits, rows, cell, s.dormant.size, f_i * s.dormant.shape[1] + h, t_i * s.dormant.shape[1] + h)
         parts.append(
             {
                 "model_id": np.full(len(p), s.model_id, dtype=object),
@@ -371,8 +333,7 @@ def stored_rule(record: str | None) -> tuple[float, str] | None:
 
 
 def recorded_choice(record: str | None) -> tuple[float, str] | None:
-    """(level, method) a stored FDR_KEY value names, of this rule or an older one (the user's choice, kept when
-    `confident` is decided again under this release's rule); None without one."""
+    """(level, method) a stored FDR_KEY value names under any rule (kept when `confident` is decided again)."""
     if not record:
         return None
     r = json.loads(record)
@@ -391,11 +352,9 @@ Decisions = dict[tuple[str, str], tuple[DormantMatrix, StateTransitions]]
 
 
 def state_decisions(matrices: Iterable[DormantMatrix], fdr: float = FDR, method: str = "bh") -> Decisions:
-    """Per (model_id, score_fn), its dormant matrix and its confident states and transitions: decided by
-    `statistics.decide_states` from the per-input indicators and their clusters, or, where some result keeps no
-    indicators (upgraded from schema version 3), by `statistics.state_transitions` from the counts (Bonferroni
-    over checkpoints, inputs taken as independent). A matrix without rates or inputs (`inactive_counts` None, an
-    unknown `n_inputs`) is left out."""
+    """Per (model_id, score_fn), its dormant matrix and confident states and transitions, by `decide_states` from the
+    indicators and clusters, or by `state_transitions` from the counts where a result keeps no indicators; a matrix
+    without rates or inputs (`inactive_counts` None, an unknown `n_inputs`) is left out."""
     if method not in FDR_METHODS:
         raise ValueError(f"unknown false discovery rate method {method!r}: choose one of {', '.join(FDR_METHODS)}")
     out: Decisions = {}
@@ -410,7 +369,7 @@ def state_decisions(matrices: Iterable[DormantMatrix], fdr: float = FDR, method:
         rate = k / s.n_inputs[:, None]
         st = between_states(
             d.state, d.state_p, s.predecessor, s.dormant, rate, d.head_p, d.head_q, d.level, method, fdr
-        )  # fmt: skip
+        )
         out[(s.model_id, s.score_fn)] = (s, st)
     return out
 
@@ -463,23 +422,6 @@ def apply_decisions(transitions: pa.Table, decisions: Decisions) -> pa.Table:
     for name, column in columns.items():
         kept = kept.append_column(SCHEMAS["transitions"].field(name), column)
     return conform(kept, "transitions")
-
-
-def _paired_p(bits, rows: np.ndarray, cell: np.ndarray, n_cells: int, frm: np.ndarray, to: np.ndarray) -> np.ndarray:
-    """[transition] the exact McNemar p of the head's per-input indicators at its two checkpoints (`frm`, `to`:
-    cells of the [checkpoint, head] matrix); NaN where either row keeps no indicators (or `bits` is None)."""
-    out = np.full(len(frm), np.nan)
-    if bits is None or not len(frm):
-        return out
-    row_of = np.full(n_cells, -1, dtype=np.int64)
-    row_of[cell] = rows
-    before = bits.take(pa.array(row_of[frm])).to_pylist()
-    after = bits.take(pa.array(row_of[to])).to_pylist()
-    known = [i for i, (x, y) in enumerate(zip(before, after)) if x is not None and y is not None and len(x) == len(y)]
-    if known:
-        b, c = np.array([discordant(before[i], after[i]) for i in known]).T  # [known transition] each
-        out[known] = mcnemar_exact_p(b, c)
-    return out
 
 
 # A transition's head within its derivation: transitions of one of these and one head form the head's series.
