@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.errors import StoreError
 from dormant_tasks.findings.dependence import InputDependence, input_dependence
 from dormant_tasks.statistics import (
@@ -55,7 +56,6 @@ from dormant_tasks.tracking import apply_decisions, state_decisions
 EARLY = 0.10  # "early": by this fraction of the series' tokens
 STABLE = 0.80  # "settled": dormant at >= this fraction of the checkpoints from then to the last
 MIN_RUN = 3  # ... over at least this many checkpoints (one dormant last checkpoint is not "settled")
-DEFAULT_FN = "ahon_ln"  # the v1 "dormant head" rule, as `dormant status` summarises
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import sys
 
+from dormant_tasks.engine import DEFAULT_FN
+
 from .options import add_store_argument
 
 # The v1 "dormant head" rule, the function the status line summarises.
-MAIN_FN = "ahon_ln"
+MAIN_FN = DEFAULT_FN
 
 
 def add_parser(subparsers) -> None:
