@@ -17,7 +17,7 @@ independent); fewer than MIN_UNITS layers back no interval. They speak for this 
   heads that settle and the median over all heads (censored: "not reached" when fewer than half settle), each
   with the bootstrap interval over layers; the share settled by EARLY of the tokens.
 - Transitions: changes of the mask, and among them the confident ones: from a confident state to the opposite
-  confident state (`statistics.state_transitions`, BH or BY over heads); per training stage, confident ones per
+  confident state (`statistics.decide_states`: clusters of inputs resampled, the maximum over checkpoints; BH or BY over heads); per training stage, confident ones per
   billion tokens (bootstrap over layers; the exact Poisson interval beside it), the checkpoint spacing, and the
   cadence-free measures: heads that ever change state, more than once, confidently.
 - Input dependence (`findings/dependence.py`).
@@ -107,7 +107,7 @@ class Transitions:
     correction: str  # how "confident" was decided, in words
     n_heads: int  # the family: every head of the function
     n_selected: int  # heads with a confident transition
-    state_level: float  # a state is confident when its one-sided exact binomial p <= this
+    state_level: float  # a state is confident when its p, adjusted over the head's checkpoints, <= this
     undetermined: Share  # (head, checkpoint) cells whose state is undetermined, of all
     n_paired: int  # mask changes with McNemar's p (per-input indicators kept)
     n_raw: int  # ... with McNemar p < 0.05, uncorrected (the rate on these inputs changed between the two)
@@ -322,7 +322,7 @@ def transition_findings(
         _confident_blips(transitions, head, confident),
         fdr,
         fdr_method,
-        f"confident states (exact binomial tests); {name} q <= {fdr:g} over {n_heads} heads",
+        f"confident states (clusters of inputs, max over checkpoints); {name} q <= {fdr:g} over {n_heads} heads",
         n_heads,
         st.n_selected if st is not None else 0,
         st.level if st is not None else float("nan"),

@@ -367,8 +367,9 @@ def _transitions_line(f: Findings) -> str:
     return (
         f"2. **Transitions.** {plural(t.n_transitions, 'change')} of the mask ({t.fell_dormant} fell dormant, "
         f"{t.woke} woke); {plural(t.n_confident, 'confident transition')}, from a confident state to the opposite "
-        f"one ({t.correction}: {plural(t.n_selected, 'head')}; a state is confident when its exact binomial p (null: "
-        f"the head is inactive on half its inputs) is <= {t.state_level:.2g}, the level that correction sets; "
+        f"one ({t.correction}: {plural(t.n_selected, 'head')}; a state is confident when its p over the head's "
+        f"checkpoints (null: its dormant rate never crosses 0.5; whole clusters of inputs resampled) is <= "
+        f"{t.state_level:.2g}, the level that correction sets; "
         f"{t.undetermined.k} of {t.undetermined.n} "
         f"head-checkpoints undetermined); {plural(t.n_blips, 'blip')} of the mask, {t.n_confident_blips} with both "
         "legs confident. McNemar's exact test (null: the same dormant rate on these inputs at both checkpoints) gives "
@@ -476,8 +477,17 @@ def seed_group_lines(r, esc: Callable[[str], str] = md) -> list[str]:
     for x in r.numbers:
         per = "; ".join(_seed_value(v) for v in x.per_seed)
         rng = "" if math.isnan(x.spread[0]) else f", range {_num(x.spread[0])} to {_num(x.spread[1])}"
+        left = getattr(x, "missing", ())
+        gone = (
+            f" {len(left)} of {len(x.per_seed)} seeds left out, without a value: "
+            + "; ".join(f"{esc(m)} ({why})" for m, why in left)
+            + "."
+            if left
+            else ""
+        )
         out.append(
-            f"- **{x.name}** ({x.unit}): over seeds {_ci(x.over_seeds)}{rng}. Per seed, interval over layers: {per}."
+            f"- **{x.name}** ({x.unit}): over seeds {_ci(x.over_seeds)}{rng}.{gone} Per seed, interval over layers: "
+            f"{per}."
         )
     out += [
         "",

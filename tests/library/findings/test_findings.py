@@ -338,4 +338,7 @@ def test_findings_say_a_repeated_caveat_once_and_explain_the_state_level(tmp_pat
     for paragraph in lines:
         assert paragraph.count("fewer than 5") <= 1, paragraph
     text = "\n".join(lines)
-    assert "exact binomial p (null: the head is inactive on half its inputs) is <=" in text
+    assert (
+        "p over the head's checkpoints (null: its dormant rate never crosses 0.5; whole clusters of inputs resampled) is <="
+        in text
+    )
