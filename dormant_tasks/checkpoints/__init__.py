@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 from dormant_tasks.face import attach
 
 __all__ = [
+    "Flag",
     "MAIN",
     "Revision",
     "Selection",
     "UNKNOWN",
+    "audit_series",
     "cache_dir",
     "check_repo_id",
     "download_revision",
@@ -32,6 +34,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
+    from dormant_tasks.checkpoints.audit import Flag, audit_series
     from dormant_tasks.checkpoints.hash_cache import cache_dir
     from dormant_tasks.checkpoints.hub import (
         check_repo_id,
@@ -51,20 +54,21 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     )
     from dormant_tasks.checkpoints.naming import (
         MAIN,
-        UNKNOWN,
         Revision,
         Selection,
-        format_tokens,
         list_revisions,
         parse_revision_name,
         series_sort_key,
     )
+
+    from dormant_tasks.checkpoints.tokens import UNKNOWN, format_tokens
 
 # the same names for the interpreter: each loaded from its module on first use
 __getattr__, __dir__ = attach(
     __name__,
     __all__,
     {
+        "audit": ["Flag", "audit_series"],
         "hash_cache": ["cache_dir"],
         "hub": [
             "check_repo_id",
@@ -76,12 +80,11 @@ __getattr__, __dir__ = attach(
         ],
         "hub_adapter": ["go_offline"],
         "loading": ["fetch_revision", "load_checkpoint", "load_model_and_tokenizer", "load_model_at", "resolve_device"],
+        "tokens": ["UNKNOWN", "format_tokens"],
         "naming": [
             "MAIN",
-            "UNKNOWN",
             "Revision",
             "Selection",
-            "format_tokens",
             "list_revisions",
             "parse_revision_name",
             "series_sort_key",

@@ -162,6 +162,25 @@ def report_html(
                     if getattr(series, "failed", ())
                     else []
                 ),
+                *(
+                    [
+                        [
+                            "set aside (integrity audit)",
+                            "; ".join(
+                                f"{d['revision']}: {d['kind']} of {d['duplicate_of']}"
+                                + (" (kept, marked)" if d["kept"] else "")
+                                for d in series.set_aside
+                            ),
+                        ]
+                    ]
+                    if getattr(series, "set_aside", ())
+                    else []
+                ),
+                *(
+                    [["bit-identical scores", "; ".join(" = ".join(g) for g in series.identical)]]
+                    if getattr(series, "identical", ())
+                    else []
+                ),
             ],
         ),
         "taus": _table(

@@ -215,6 +215,7 @@ def inputs_stamp(
         "evaluations",
         "calibration_agreement",
         "failed_checkpoints",
+        "set_aside_checkpoints",
     ):
         for p in stored_files(root, table, model_id):
             st = p.stat()

@@ -48,12 +48,16 @@ __all__ = [
     "predecessors",
     "reaggregate_from_input_scores",
     "record_failure",
+    "record_audit",
     "rederive",
     "resolve_series_taus",
     "rows_of",
     "score_checkpoint",
     "series_state",
     "set_agreement",
+    "set_aside_checkpoints",
+    "set_aside_stored_duplicates",
+    "shared_weights",
     "state_decisions",
     "stored_agreement",
     "stored_files",
@@ -91,6 +95,12 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         checkpoint_outcome,
         failed_checkpoints,
         record_failure,
+    )
+    from dormant_tasks.tracking.integrity import (
+        record_audit,
+        set_aside_checkpoints,
+        set_aside_stored_duplicates,
+        shared_weights,
     )
     from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS, pooled_threshold
     from dormant_tasks.tracking.plan import SeriesState, SeriesTaus, plan_series
@@ -137,6 +147,12 @@ __getattr__, __dir__ = attach(
         ],
         "derive": ["SeriesSummary", "derive_series", "fdr_rule", "rederive"],
         "failures": ["CHECKPOINT_FAILURES", "checkpoint_outcome", "failed_checkpoints", "record_failure"],
+        "integrity": [
+            "record_audit",
+            "set_aside_checkpoints",
+            "set_aside_stored_duplicates",
+            "shared_weights",
+        ],
         "masks": ["QUANTILE_DEFAULTS", "pooled_threshold"],
         "plan": ["SeriesState", "SeriesTaus", "plan_series"],
         "positions": ["TauPosition", "tau_positions", "tau_warnings_of"],
