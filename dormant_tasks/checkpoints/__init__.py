@@ -19,6 +19,7 @@ __all__ = [
     "download_revision",
     "fetch_revision",
     "file_sha256",
+    "format_audit",
     "format_tokens",
     "go_offline",
     "hub_endpoint",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
-    from dormant_tasks.checkpoints.audit import Flag, audit_series
+    from dormant_tasks.checkpoints.audit import Flag, audit_series, format_audit
     from dormant_tasks.checkpoints.hash_cache import cache_dir
     from dormant_tasks.checkpoints.hub import (
         check_repo_id,
@@ -54,21 +55,21 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     )
     from dormant_tasks.checkpoints.naming import (
         MAIN,
+        UNKNOWN,
         Revision,
         Selection,
+        format_tokens,
         list_revisions,
         parse_revision_name,
         series_sort_key,
     )
-
-    from dormant_tasks.checkpoints.tokens import UNKNOWN, format_tokens
 
 # the same names for the interpreter: each loaded from its module on first use
 __getattr__, __dir__ = attach(
     __name__,
     __all__,
     {
-        "audit": ["Flag", "audit_series"],
+        "audit": ["Flag", "audit_series", "format_audit"],
         "hash_cache": ["cache_dir"],
         "hub": [
             "check_repo_id",
@@ -80,11 +81,12 @@ __getattr__, __dir__ = attach(
         ],
         "hub_adapter": ["go_offline"],
         "loading": ["fetch_revision", "load_checkpoint", "load_model_and_tokenizer", "load_model_at", "resolve_device"],
-        "tokens": ["UNKNOWN", "format_tokens"],
         "naming": [
             "MAIN",
+            "UNKNOWN",
             "Revision",
             "Selection",
+            "format_tokens",
             "list_revisions",
             "parse_revision_name",
             "series_sort_key",

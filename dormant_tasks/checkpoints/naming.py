@@ -36,6 +36,7 @@ from dormant_tasks.checkpoints.tokens import (
     stage_tokens_per_step,
     token_axis,
 )
+from dormant_tasks.checkpoints.tokens import format_tokens as format_tokens  # the one format, said here as before
 from dormant_tasks.errors import CheckpointError, ConfigError, did_you_mean
 from dormant_tasks.names import is_local_source
 

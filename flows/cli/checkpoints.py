@@ -124,7 +124,7 @@ def run_audit(args: argparse.Namespace) -> int:
     import csv
     import json
 
-    from dormant_tasks.checkpoints.audit import audit_series, format_audit
+    from dormant_tasks.checkpoints import audit_series, format_audit
 
     audit = audit_series(args.model, tokens_per_step=args.tokens_per_step)
     if args.format == "json":
