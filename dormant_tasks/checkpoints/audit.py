@@ -6,7 +6,8 @@ LFS sha256 or git blob id, and its size; `hub.list_branch_files`), a local check
 sha256 (the shared hash cache). Compared across the series:
 - full duplicate: every weight file identical to another branch's at another step. Of each such group one is
   genuine: the branch at `main`'s step when `main` is in the group (the final model uploaded again), else the
-  earliest step; the others are set aside, never scored as points of training;
+  earliest step among the copies whose name agrees with the series (token count, a step no other branch
+  holds); the others are set aside, never scored as points of training;
 - duplicate step: a second branch at a step another branch holds; the one whose token count agrees with the
   series is kept, else the first in series order;
 - partial duplicate: a weight file identical to one of a branch at another step (the shard and the branch are
@@ -183,19 +184,26 @@ def compare_branches(
         if weights[r.name]:
             groups[tuple(sorted(weights[r.name].values()))].append(r)
     main_group: set[str] = set()
-    genuine_of: dict[str, str] = {}  # member -> the group's genuine branch
+    at_step = Counter((r.stage, r.ingredient, r.step) for r in revisions if not r.is_main)
+
+    def doubtful(m: Revision) -> tuple[bool, bool]:  # a name that disagrees, a step that another branch holds
+        return m.name in token_disagreements, at_step[(m.stage, m.ingredient, m.step)] > 1
+
     for members in groups.values():
         steps = [m for m in members if not m.is_main]
         if not steps:
             continue
         has_main = len(steps) < len(members)
-        genuine = max(steps, key=lambda m: m.sort_key) if has_main else min(steps, key=lambda m: m.sort_key)
+        genuine = (
+            max(steps, key=lambda m: m.sort_key) if has_main else min(steps, key=lambda m: (doubtful(m), m.sort_key))
+        )
         if has_main:
             main_group = {m.name for m in members}
             flags["main"].append(Flag(MAIN_IS, f"main is {genuine.name} (the final model, as expected)", genuine.name))
-        rule = "main's step" if has_main else "the earliest step of its copies"
+        rule = (
+            "main's step" if has_main else "the earliest step of its copies whose name and step agree with the series"
+        )
         for m in steps:
-            genuine_of[m.name] = genuine.name
             if m is genuine:
                 continue
             same_step = (m.stage, m.ingredient, m.step) == (genuine.stage, genuine.ingredient, genuine.step)

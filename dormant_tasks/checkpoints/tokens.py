@@ -8,7 +8,8 @@ The tokens per step of a series come from the best record it has (docs/CHECKPOIN
    a stage, which a minority of wrong names cannot move.
 A name whose count disagrees with step x tokens per step (beyond the rounding of the name and 1%) is flagged and
 takes the record's count (or step x tokens per step); the other checkpoints keep theirs. Exact counts replace
-the names' rounded ones wherever a record gives them.
+the names' rounded ones wherever they are known (a record's count, or step x a known tokens per step); a
+majority of names gives no exact count, so there the names' own counts stay.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def token_axis(
         source = given_source
     out: dict[str, int] = {}
     disagreements: dict[str, str] = {}
+    exact = set(per_stage)  # stages whose tokens per step are known, not voted: step x it is exact
     for stage in sorted({r.stage for r in revisions if r.stage != UNKNOWN}):
         if stage not in per_stage:
             majority = _names_majority([r for r in revisions if r.stage == stage], units)
@@ -122,7 +124,7 @@ def token_axis(
                     f"({_said(source)}) is {format_tokens(expected)}: taken as {format_tokens(expected)}, the other "
                     "checkpoints unchanged"
                 )
-                tokens = expected
+            tokens = expected if r.stage in exact or r.name in disagreements else tokens
         out[r.name] = tokens
     return TokenAxis(out, per_stage, source, disagreements)
 

@@ -119,3 +119,26 @@ def test_the_seed_group_cli_refuses_copies_in_one_line(two_names, capsys):
     code = main(["findings", "--store", str(two_names), "--seed-group", "clean,clean-again"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "hold the same weights" in err, err
+
+
+def test_two_branches_at_one_step_are_a_duplicate_step_not_a_refused_series(
+    series_pair, clean_transitions, tmp_path, tiny_tokenizer
+):
+    """Before the audit, two folders at one step made `track` refuse the whole series (with advice about stage-2
+    ingredients); now the second is set aside by the stated rule and the rest is tracked as the clean series."""
+    clean, _ = series_pair
+    series = tmp_path / "same-step"
+    shutil.copytree(clean, series)
+    save_random_series(tmp_path / "other", tiny_tokenizer, NAMES + ["stage1-step25-tokens60K"])  # seed 4: its own
+    shutil.copytree(tmp_path / "other" / "stage1-step25-tokens60K", series / "stage1-step25-tokens60K")
+    store = tmp_path / "store"
+    result = track_steps(request(series, store))
+    assert result.n_checkpoints == len(NAMES) and not result.failed
+    [row] = tracker.set_aside_checkpoints(store, "same-step")
+    assert (row["revision"], row["kind"], row["duplicate_of"]) == (
+        "stage1-step25-tokens60K",
+        "duplicate step",
+        NAMES[2],
+    )
+    assert "its token count agrees with the series" in row["reason"]
+    assert transitions(store, "same-step") == clean_transitions
