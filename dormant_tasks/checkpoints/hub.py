@@ -25,7 +25,7 @@ from fnmatch import translate
 from pathlib import Path
 from typing import TypeVar
 
-from huggingface_hub import HfApi, constants, get_session, list_repo_refs, scan_cache_dir, snapshot_download
+from huggingface_hub import HfApi, RepoFile, constants, get_session, list_repo_refs, scan_cache_dir, snapshot_download
 from huggingface_hub.errors import (
     CacheNotFound,
     EntryNotFoundError,
@@ -267,10 +267,10 @@ def list_branch_files(
             retries,
             backoff_s,
         )
-        files = [
+        files: list[ListedFile] = [
             (f.path, f.size, f.lfs.sha256 if f.lfs is not None else f.blob_id, f.lfs is not None)
             for f in tree
-            if hasattr(f, "blob_id")  # files, not folders
+            if isinstance(f, RepoFile)  # files, not folders
         ]
         return name, files
 

@@ -202,7 +202,7 @@ def request_from_args(args: argparse.Namespace):
         reports_dir=args.reports_dir,
         fail_fast=args.fail_fast,
         series_name=args.series_name,
-        **({"keep_duplicates": True} if args.keep_duplicates else {}),
+        keep_duplicates=True if args.keep_duplicates else None,  # unset: not saved, the request id as before
         **({} if args.fdr is None else {"fdr": args.fdr}),
         **({} if args.fdr_method is None else {"fdr_method": args.fdr_method}),
     )

@@ -129,8 +129,7 @@ def test_two_branches_at_one_step_are_a_duplicate_step_not_a_refused_series(
     clean, _ = series_pair
     series = tmp_path / "same-step"
     shutil.copytree(clean, series)
-    save_random_series(tmp_path / "other", tiny_tokenizer, NAMES + ["stage1-step25-tokens60K"])  # seed 4: its own
-    shutil.copytree(tmp_path / "other" / "stage1-step25-tokens60K", series / "stage1-step25-tokens60K")
+    save_random_series(series, tiny_tokenizer, ["stage1-step25-tokens60K"], first_seed=4)  # its own weights
     store = tmp_path / "store"
     result = track_steps(request(series, store))
     assert result.n_checkpoints == len(NAMES) and not result.failed
