@@ -79,7 +79,8 @@ def audited_hub(tmp_path_factory, tiny_tokenizer, olah):
         "step12": weights[12],
         "main": weights[12],
     }
-    build_repo_fast(root / "mirrors", REPO, branches, plain=PLAIN)
+    commits = build_repo_fast(root / "mirrors", REPO, branches, plain=PLAIN)
+    (root / "commits.json").write_text(json.dumps(commits))
     with OlahServer(root / "mirrors", root / "olah") as server:
         yield server, root
 
@@ -130,3 +131,39 @@ def test_audit_text_and_csv_forms(audited_hub, tmp_path):
         "step7",
         "step10",
     }
+
+
+def test_track_sets_duplicates_aside_and_refuses_partial_and_incomplete_branches_before_downloading(
+    audited_hub, tmp_path
+):
+    """`dormant track` on the mirror: the five copies are recorded as set aside and never fetched, the partial
+    duplicate and the incomplete branch are recorded as failed (exit 3) and never fetched, the rest is scored."""
+    import pyarrow.parquet as pq
+
+    server, root = audited_hub
+    commits = json.loads((root / "commits.json").read_text())
+    log = root / "olah" / "olah.out"
+    before = log.read_text(errors="replace")
+    store = tmp_path / "store"
+    out = subprocess.run(
+        [str(DORMANT), "track", "--model", REPO, "--tokens-per-step", "1024", "--store", str(store), "--no-report"]
+        + ["--scores", "ahon_ln", "--limit", "4", "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        env=client_env(server.endpoint, tmp_path / "hf") | {"PYTHONPATH": str(REPO_ROOT)},
+        timeout=900,
+    )
+    assert out.returncode == 3, out.stderr[-3000:]
+    set_aside = pq.read_table(next((store / "set_aside_checkpoints").rglob("*.parquet"))).to_pylist()
+    assert {r["revision"]: r["duplicate_of"] for r in set_aside} == {
+        name: other for name, (kind, other) in EXPECTED.items() if kind == "duplicate"
+    }
+    failed = pq.read_table(next((store / "failed_checkpoints").rglob("*.parquet"))).to_pylist()
+    assert {r["revision"] for r in failed} == {"step5", "step6"}
+    assert "partial duplicate" in next(r["reason"] for r in failed if r["revision"] == "step5")
+    stored = set(pq.read_table(next((store / "checkpoints").rglob("*.parquet"))).column("revision").to_pylist())
+    assert stored == {"step0", "step4", "step8", "step11", "step12"}
+    requests = log.read_text(errors="replace")[len(before) :]
+    for name in ("step1", "step2", "step3", "step5", "step6", "step7", "step10"):  # never downloaded
+        assert f"/resolve/{commits[name]}/" not in requests, name
+    assert f"/resolve/{commits['step4']}/" in requests  # a scored branch was fetched through this server
