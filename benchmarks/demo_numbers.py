@@ -107,11 +107,11 @@ def numbers(run: DemoRun) -> dict[str, str]:
     em, tr, dep = found.emergence, found.transitions, found.input_dependence
     steps, n_ckpt = view.checkpoints[-1]["step"], len(view.checkpoints)
     n_layers = int(view.checkpoints[-1]["n_layers"])
-    # the series line's count, over every function's transitions on the primary set (WinoGrande)
-    found_blips = re.search(r" / (\d+) total \(.*?(\d+) blips\)", run.stdout)
+    # the series line's count: ahon_ln's transitions and blips on the primary set (WinoGrande)
+    found_blips = re.search(r"ahon_ln transitions (\d+) \(.*?(\d+) blips?\)", run.stdout)
     assert found_blips, "the demo printed no series line"
     total, n_blips = map(int, found_blips.groups())
-    blips = f"{n_blips} of the {total} transitions on WinoGrande, {100 * n_blips / total:.0f}%,"
+    blips = f"{n_blips} of the {total} ahon_ln transitions on WinoGrande, {100 * n_blips / max(total, 1):.0f}%,"
     if em.first_dormant_revision is None:
         first = "no head falls dormant"
     else:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         check_store_path as check_store_path,
         comparisons_files as comparisons_files,
         is_store as is_store,
+        running_writers as running_writers,
         series_files as series_files,
         store_folder as store_folder,
         store_root_of as store_root_of,
