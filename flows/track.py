@@ -63,6 +63,9 @@ def _track(request: TrackRequest, progress: bool, state: SeriesState | None) -> 
         check_store(request.store)
         state = tasks.series_state(request)
     request, plan = state.request, state.plan  # naming no calibration set: the stored series' own sets
+    refused = tracking.record_audit(request, plan)  # before any download: what the audit set aside, and why
+    for name, flag in ({} if request.keep_duplicates else plan.set_aside).items():
+        log.info("%s: set aside, not a point of training: %s", name, flag.text)
     log.info(
         "%s: %d of %d checkpoints selected (%s), calibration %s, request %s",
         request.model_id,
@@ -82,7 +85,7 @@ def _track(request: TrackRequest, progress: bool, state: SeriesState | None) -> 
     )
     for warning in series.warnings:
         log.info("%s", warning)
-    results = _run_checkpoints(request, state, series, progress, ahead)
+    results = refused + _run_checkpoints(request, state, series, progress, ahead)
     summary = tasks.derive_transitions(request)
     result = TrackResult.of(
         request,

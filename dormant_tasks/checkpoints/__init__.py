@@ -8,6 +8,11 @@ from typing import TYPE_CHECKING
 from dormant_tasks.face import attach
 
 if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
+    from dormant_tasks.checkpoints.audit import (
+        Flag as Flag,
+        audit_series as audit_series,
+        format_audit as format_audit,
+    )
     from dormant_tasks.checkpoints.hash_cache import cache_dir as cache_dir
     from dormant_tasks.checkpoints.hub import (
         check_repo_id as check_repo_id,

@@ -25,7 +25,7 @@ from fnmatch import translate
 from pathlib import Path
 from typing import TypeVar
 
-from huggingface_hub import HfApi, constants, get_session, list_repo_refs, scan_cache_dir, snapshot_download
+from huggingface_hub import HfApi, RepoFile, constants, get_session, list_repo_refs, scan_cache_dir, snapshot_download
 from huggingface_hub.errors import (
     CacheNotFound,
     EntryNotFoundError,
@@ -240,6 +240,52 @@ def check_repo_id(repo: str) -> None:
 def _list_refs(repo: str, retries: int, backoff_s: float):
     check_repo_id(repo)
     return with_hub_retries(lambda: list_repo_refs(repo), f"listing the branches of {repo}", retries, backoff_s)
+
+
+# ---- the branches' file listings: what a branch holds, without downloading it ----
+
+LISTING_WORKERS = 8  # concurrent tree listings: enough to hide the round trip, few enough for the Hub's rate limit
+
+# (path, size, digest, is_lfs): the LFS sha256 of an LFS file, the git blob id of a plain one
+ListedFile = tuple[str, int | None, str, bool]
+
+
+def list_branch_files(
+    repo: str, commits: dict[str, str], workers: int = LISTING_WORKERS, retries: int = 3, backoff_s: float = 2.0
+) -> dict[str, list[ListedFile]]:
+    """{branch: its files} from one tree listing per branch (pinned to its commit), `workers` at a time; no
+    file is downloaded. The audit of a series (`audit`) compares branches by these hashes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    api = HfApi()
+
+    def listing(item: tuple[str, str]) -> tuple[str, list[ListedFile]]:
+        name, commit = item
+        tree = with_hub_retries(
+            lambda: list(api.list_repo_tree(repo, revision=commit, recursive=True)),
+            f"listing the files of {repo}@{name}",
+            retries,
+            backoff_s,
+        )
+        files: list[ListedFile] = [
+            (f.path, f.size, f.lfs.sha256 if f.lfs is not None else f.blob_id, f.lfs is not None)
+            for f in tree
+            if isinstance(f, RepoFile)  # files, not folders
+        ]
+        return name, files
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="hub-listing") as pool:
+        return dict(pool.map(listing, commits.items()))
+
+
+def read_small_file(repo: str, name: str, commit: str, path: str, retries: int = 3, backoff_s: float = 2.0) -> bytes:
+    """The bytes of one small file (a config) of a branch, pinned to its commit, through the Hub cache."""
+    from huggingface_hub import hf_hub_download
+
+    local = with_hub_retries(
+        lambda: hf_hub_download(repo, path, revision=commit), f"reading {path} of {repo}@{name}", retries, backoff_s
+    )
+    return Path(local).read_bytes()
 
 
 # ---- pinned, disk-checked, hash-checked download ----

@@ -22,19 +22,27 @@ import fnmatch
 import logging
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 
 from dormant_tasks.checkpoints.hub import list_branches
+from dormant_tasks.checkpoints.tokens import (
+    TOKEN_UNITS,
+    UNKNOWN,
+    Checkpoint,
+    TokenAxis,
+    TokensPerStep,
+    stage_tokens_per_step,
+    token_axis,
+)
+from dormant_tasks.checkpoints.tokens import format_tokens as format_tokens  # the one format, said here as before
 from dormant_tasks.errors import CheckpointError, ConfigError, did_you_mean
 from dormant_tasks.names import is_local_source
 
 log = logging.getLogger(__name__)
 
-UNKNOWN = -1  # stage/step/tokens of `main`, whose name carries none of them
 MAIN = "main"
-TOKEN_UNITS = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 
 _NAME = re.compile(
     r"(?:stage(?P<stage>\d+)-(?:ingredient(?P<ingredient>\d+)-)?)?"
@@ -44,9 +52,6 @@ _NAME = re.compile(
 # Names that carry a step but no token count: Pythia's `step{S}`, LLM360's `ckpt_{N}`, and OLMo-3's stage names.
 _STEP_ONLY = re.compile(r"(?:step|ckpt_)(?P<step>\d+)", re.IGNORECASE)
 _STAGE_STEP = re.compile(r"stage(?P<stage>\d+)-(?:ingredient(?P<ingredient>\d+)-)?step(?P<step>\d+)", re.IGNORECASE)
-
-# Tokens per optimizer step: one number, or one per stage where the batch size changes between stages.
-TokensPerStep = int | dict[int, int]
 
 # Tokens per optimizer step of public series whose names carry none, by repo id pattern (fnmatch, lower case).
 # Pythia: 1,024 sequences x 2,048 tokens per batch, for every size and the deduped runs alike. OLMo-3: the global
@@ -90,11 +95,6 @@ def series_sort_key(name: str, stage: int, ingredient: int | None, step: int, to
     return (name == MAIN, stage, ingredient or 0, step, tokens, name)
 
 
-def stage_tokens_per_step(tokens_per_step: TokensPerStep | None, stage: int) -> int | None:
-    """The tokens of one step of `stage`: the one number, or the stage's entry (None when it has none)."""
-    return tokens_per_step.get(stage) if isinstance(tokens_per_step, dict) else tokens_per_step
-
-
 def parse_revision_name(name: str, tokens_per_step: TokensPerStep | None = None) -> Revision | None:
     """The Revision a branch/folder name stands for, or None when it follows none of the known forms. A name
     without a token count (`step{S}`, `ckpt_{N}`, `stage{N}-step{S}`) has tokens S x its stage's
@@ -117,25 +117,26 @@ def parse_revision_name(name: str, tokens_per_step: TokensPerStep | None = None)
     return Revision(name, stage=int(m["stage"] or 1), step=int(m["step"]), tokens=tokens, ingredient=ingredient)
 
 
-def format_tokens(tokens: float) -> str:
-    """The one token-count format (CLI, report, figures): 256000 -> '256K', 4001e9 -> '4.001T', 1024000 ->
-    '1.024M'; UNKNOWN -> '?'."""
-    if tokens < 0:
-        return "?"
-    for unit in ("T", "B", "M", "K"):
-        if tokens >= TOKEN_UNITS[unit]:
-            return f"{tokens / TOKEN_UNITS[unit]:.4g}{unit}"
-    return f"{tokens:.4g}"  # a float tick (512.0) reads as 512
+def name_token_unit(name: str) -> int | None:
+    """The rounding unit of the token count a name carries (`tokens128K` -> 1,000, `tokens4.2B` -> 100M); None
+    for a name without one."""
+    m = _NAME.fullmatch(name)
+    if m is None:
+        return None
+    decimals = len(m["tokens"].partition(".")[2])
+    return max(1, TOKEN_UNITS[m["unit"].upper()] // 10**decimals)
 
 
 @dataclass
 class Listing:
-    """The revisions of one source in training order, and the names that were not checkpoints."""
+    """The revisions of one source in training order, and the names that were not checkpoints; `tokens` says
+    where the token axis' tokens per step came from and which names disagreed with it (`tokens.token_axis`)."""
 
     source: str
     is_local: bool
     revisions: list[Revision]
     skipped: list[str]
+    tokens: TokenAxis | None = None
 
 
 def known_tokens_per_step(source: str | Path) -> TokensPerStep | None:
@@ -190,6 +191,14 @@ def list_revisions(source: str | Path, include_main: bool = False, tokens_per_st
                     path=paths.get(name),
                 )
             )
+    axis = token_axis(
+        [Checkpoint(r.name, r.stage, r.step, r.tokens, r.path) for r in revisions],
+        {r.name: unit for r in revisions if (unit := name_token_unit(r.name)) is not None},
+        per_step,
+    )
+    revisions = [r if axis.tokens[r.name] == r.tokens else replace(r, tokens=axis.tokens[r.name]) for r in revisions]
+    for name, why in axis.disagreements.items():
+        log.warning("%s: %s", name, why)
     revisions.sort(key=lambda r: r.sort_key)
     untokened = [r.name for r in revisions if r.tokens == UNKNOWN and not r.is_main]
     if untokened:
@@ -211,7 +220,7 @@ def list_revisions(source: str | Path, include_main: bool = False, tokens_per_st
         )
     if skipped:
         log.info("%s: skipped %d names that are not checkpoints: %s", source, len(skipped), ", ".join(skipped))
-    return Listing(str(source), is_local_source(source), revisions, sorted(skipped))
+    return Listing(str(source), is_local_source(source), revisions, sorted(skipped), axis)
 
 
 def _local_names(folder: Path) -> tuple[list[str], dict[str, Path], dict[str, str]]:

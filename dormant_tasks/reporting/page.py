@@ -206,7 +206,21 @@ def _provenance(series: ReportSeries) -> dict:
                 if getattr(series, "failed", ())
                 else []
             ),
+            *([["set aside (integrity audit)", note]] if (note := set_aside_note(series)) else []),
+            *(
+                [["bit-identical scores", "; ".join(" = ".join(g) for g in series.identical)]]
+                if getattr(series, "identical", ())
+                else []
+            ),
         ],
+    )
+
+
+def set_aside_note(series) -> str:
+    """The branches the integrity audit set aside, each with the branch kept in its place; '' when none."""
+    return "; ".join(
+        f"{d['revision']}: {d['kind']} of {d['duplicate_of']}" + (" (kept, marked)" if d["kept"] else "")
+        for d in getattr(series, "set_aside", ())
     )
 
 

@@ -256,6 +256,7 @@ def inputs_stamp(root: Path, model_id: str, settings: ReportSettings, out: Path 
         "evaluations",
         "calibration_agreement",
         "failed_checkpoints",
+        "set_aside_checkpoints",
     ):
         for p in stored_files(root, table, model_id):
             st = p.stat()

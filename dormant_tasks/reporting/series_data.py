@@ -47,6 +47,8 @@ class ReportSeries:
     evaluations: list[dict]  # `evaluations` rows of the model (may be empty)
     failed: tuple[dict, ...] = ()  # `failed_checkpoints` rows: checkpoints not stored (a rerun retries them)
     windows: tuple[tuple[int, int], ...] = ()  # (layer, sliding window in tokens) of the windowed layers, in order
+    set_aside: tuple[dict, ...] = ()  # `set_aside_checkpoints` rows: branches the integrity audit set aside
+    identical: tuple[tuple[str, ...], ...] = ()  # checkpoints whose scores are bit-identical (the second net)
 
     @property
     def revisions(self) -> list[str]:
@@ -150,6 +152,8 @@ def load_series(
         series_evaluations(root, model_id).to_pylist(),
         tuple(failed_checkpoints(root, model_id)),
         windowed_layers(hs),
+        view.duplicates,
+        tuple(tuple(g) for g in view.identical_scores()),
     )
 
 

@@ -60,6 +60,7 @@ def report_markdown(
     if series.failed:
         lines += ["", f"{failed_note(series.failed)}:", ""]
         lines += [f"- {md(r['revision'])}: {md(r['reason'])}" for r in series.failed]
+    lines += integrity_lines(series)
     if positions:
         lines += [
             "",
@@ -186,6 +187,26 @@ def windows_note(series: ReportSeries) -> str | None:
 def _layer_list(layers: list[int], most: int = 12) -> str:
     shown = ", ".join(str(x) for x in layers[:most])
     return shown + (f", ... ({len(layers) - most} more)" if len(layers) > most else "")
+
+
+def integrity_lines(series) -> list[str]:
+    """What the integrity audit set aside, and checkpoints of bit-identical scores (summary.md; the page's
+    provenance table shows the same)."""
+    lines = []
+    if getattr(series, "set_aside", ()):
+        lines += ["", "Set aside by the integrity audit (`dormant checkpoints --audit`), not points of training:", ""]
+        lines += [
+            f"- {md(d['revision'])}: {md(d['kind'])} of {md(d['duplicate_of'] or '?')}"
+            + (" (kept anyway, marked)" if d["kept"] else "")
+            for d in series.set_aside
+        ]
+    for group in getattr(series, "identical", ()):
+        lines += [
+            "",
+            f"Warning: bit-identical scores for every head and function: {md(' = '.join(group))} (likely "
+            "copies of one checkpoint)",
+        ]
+    return lines
 
 
 def failed_note(failed) -> str:

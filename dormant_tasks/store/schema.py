@@ -226,6 +226,21 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("request_id", pa.string(), nullable=True),
         ]
     ),
+    # One row per branch of the series that the integrity audit set aside (docs/CHECKPOINTS.md, "Integrity"):
+    # the weights of another step, or a second branch at one step (one file per series, rewritten). Added in
+    # schema version 4 without a bump: a store without it has set nothing aside.
+    "set_aside_checkpoints": pa.schema(
+        COMMON
+        + [
+            _f("commit", pa.string(), nullable=True),  # its commit (a local folder's content hash)
+            _f("kind", pa.string()),  # "duplicate" or "duplicate step"
+            _f("duplicate_of", pa.string(), nullable=True),  # the branch kept in its place
+            _f("reason", pa.string()),  # the audit's line
+            _f("kept", pa.bool_()),  # tracked anyway (`track --keep-duplicates`), marked; else never read as current
+            _f("set_aside_at", pa.timestamp("us", tz="UTC")),
+            _f("request_id", pa.string(), nullable=True),
+        ]
+    ),
     # One row per (item, setting) of an evaluation run with --log-samples (lm-eval's --log_samples).
     "evaluation_items": pa.schema(
         COMMON

@@ -43,6 +43,12 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         failed_checkpoints as failed_checkpoints,
         record_failure as record_failure,
     )
+    from dormant_tasks.tracking.integrity import (
+        record_audit as record_audit,
+        set_aside_checkpoints as set_aside_checkpoints,
+        set_aside_stored_duplicates as set_aside_stored_duplicates,
+        shared_weights as shared_weights,
+    )
     from dormant_tasks.tracking.masks import (
         QUANTILE_DEFAULTS as QUANTILE_DEFAULTS,
         pooled_threshold as pooled_threshold,

@@ -3,9 +3,9 @@ store holds of them (`SeriesState`), and the taus of each calibration set (`SetT
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from dormant_tasks.checkpoints import Revision, list_revisions
+from dormant_tasks.checkpoints import Flag, Revision, audit_series, list_revisions
 from dormant_tasks.errors import DormantError, StoreError
 from dormant_tasks.store import stored_requests
 from dormant_tasks.tracking.calibration import CalibrationSet
@@ -16,17 +16,31 @@ from dormant_tasks.tracking.results import CheckpointResult
 
 @dataclass(frozen=True)
 class SeriesPlan:
-    """The whole series as listed now (training order), and the checkpoints this run selected from it."""
+    """The whole series as listed now (training order), and the checkpoints this run selected from it. The
+    integrity audit (`checkpoints.audit_series`, run before anything is downloaded) says which branches are not
+    points of training (`set_aside`: full duplicates, second branches at one step) and which are refused
+    (`refused`: partial duplicates, incomplete branches); neither is selected unless the request keeps them."""
 
     listed: tuple[Revision, ...]
     selected: tuple[Revision, ...]
     skipped_names: tuple[str, ...] = ()
+    set_aside: dict[str, Flag] = field(default_factory=dict)
+    refused: dict[str, Flag] = field(default_factory=dict)
+    listed_all: tuple[Revision, ...] = ()  # main included: what the audit compared
 
 
 def plan_series(request: TrackRequest) -> SeriesPlan:
-    listing = list_revisions(request.source, request.include_main, request.tokens_per_step)
-    selected = request.selection.apply(listing.revisions)
-    return SeriesPlan(tuple(listing.revisions), tuple(selected), tuple(listing.skipped))
+    listing = list_revisions(request.source, True, request.tokens_per_step)  # the audit sees main
+    audit = audit_series(request.source, listing=listing)
+    set_aside, refused = audit.set_aside(), audit.failed()
+    listed = [r for r in listing.revisions if request.include_main or not r.is_main]
+    if not listed:  # only `main`: said as the listing says it (pass --include-main)
+        list_revisions(request.source, request.include_main, request.tokens_per_step)
+    dropped = set() if request.keep_duplicates else set(set_aside) | set(refused)
+    selected = request.selection.apply([r for r in listed if r.name not in dropped])
+    return SeriesPlan(
+        tuple(listed), tuple(selected), tuple(listing.skipped), set_aside, refused, tuple(listing.revisions)
+    )
 
 
 def with_stored_sets(request: TrackRequest, stored_sets: tuple[str, ...]) -> TrackRequest:

@@ -124,6 +124,8 @@ class TrackRequest(Request):
     fail_fast: bool = False  # stop at the first checkpoint that fails (default: record it, go on with the rest)
     # the series' name in the store (default: the Hub id, or the folder's name); not saved when unset
     series_name: str | None = field(default=None, metadata={"omit_unset": True})
+    # `--keep-duplicates`: score the branches the integrity audit sets aside (marked); not saved when unset
+    keep_duplicates: bool | None = field(default=None, metadata={"omit_unset": True})
     fdr: float = FDR  # the false discovery rate of the heads called to change confident state
     # its correction over heads: "bh" (Benjamini-Hochberg), "by" (Benjamini-Yekutieli); None: the stored one, else bh
     fdr_method: str | None = field(default=None, metadata={"omit_unset": True})

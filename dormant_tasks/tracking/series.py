@@ -12,10 +12,12 @@ through this view.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -38,6 +40,9 @@ class SeriesView:
     checkpoints: tuple[dict, ...]  # current `checkpoints` rows, one per revision, in series order
     n_stale: int  # revisions stored only under other taus, calibration or scoring version
     set_aside: tuple[str, ...] = ()  # current revisions of another architecture than the series' (never read)
+    # `set_aside_checkpoints` rows: branches the integrity audit set aside (duplicates; never read as current
+    # unless `kept`, then read and marked)
+    duplicates: tuple[dict, ...] = ()
 
     @classmethod
     def open(cls, store, model_id: str, calibration_id: str | None = None) -> SeriesView:
@@ -82,12 +87,24 @@ class SeriesView:
         reference = next((t.reference_revision for t in taus.values() if t.reference_revision), None)
         shape = series_architecture(list(latest.values()), reference)
         in_order = sorted(latest.values(), key=checkpoint_sort_key)
+        duplicates = tuple(read_table(root, "set_aside_checkpoints", model_id=model_id).to_pylist())
+        not_points = {d["revision"] for d in duplicates if not d["kept"]}  # not points of training
+        in_order = [r for r in in_order if r["revision"] not in not_points]
         ordered = tuple(r for r in in_order if architecture(r) == shape)
         aside = tuple(r["revision"] for r in in_order if architecture(r) != shape)
         check_result_files(root, model_id, ordered)  # a file deleted by hand: refused here, with the fix
         stale = {r["revision"] for r in rows} - set(latest)
         return cls(
-            root, model_id, taus, first["taus_id"], first["calibration_id"], reference, ordered, len(stale), aside
+            root,
+            model_id,
+            taus,
+            first["taus_id"],
+            first["calibration_id"],
+            reference,
+            ordered,
+            len(stale),
+            aside,
+            duplicates,
         )
 
     @classmethod
@@ -160,6 +177,23 @@ class SeriesView:
     def states(self, score_fns=None) -> Iterator[DormantMatrix]:
         """Per score function, the dormant matrix over the current checkpoints in series order."""
         return dormant_matrices(self.head_scores(score_fns), self.checkpoints_table())
+
+    def identical_scores(self) -> list[list[str]]:
+        """Groups (series order) of current checkpoints whose stored scores are bit-identical for every head and
+        function: the second net after the audit (a copy it could not see). Reads one column of each result."""
+        t = self.head_scores(columns=["revision", "score_fn", "layer", "head_index", "score"])
+        t = t.sort_by([(c, "ascending") for c in ("revision", "score_fn", "layer", "head_index")])
+        digests: dict[bytes, list[str]] = {}
+        revisions = t.column("revision").to_numpy(zero_copy_only=False)
+        scores = t.column("score").to_numpy()
+        if len(revisions) == 0:
+            return []
+        cuts = [0, *(np.flatnonzero(revisions[1:] != revisions[:-1]) + 1).tolist(), len(revisions)]
+        for a, b in zip(cuts, cuts[1:]):
+            key = hashlib.sha256(scores[a:b].tobytes()).digest()
+            digests.setdefault(key, []).append(str(revisions[a]))
+        order = {r: i for i, r in enumerate(self.revisions)}
+        return [sorted(g, key=order.__getitem__) for g in digests.values() if len(g) > 1]
 
     def mask(self, revision: str, score_fn: str) -> tuple[frozenset[tuple[int, int]], float]:
         """The dormant (layer, head_index) set and tau of `score_fn` at a current checkpoint."""

@@ -188,7 +188,9 @@ def _states_of(
         if (stage[i], ingredient[i], step[i]) == (stage[i - 1], ingredient[i - 1], step[i - 1]):
             raise StoreError(
                 f"{model_id}: revisions {revision[i - 1]!r} and {revision[i]!r} both sit at stage {stage[i]} "
-                f"step {step[i]}: pass the checkpoints table so that stage-2 ingredients become separate branches"
+                f"step {step[i]}: pass the checkpoints table so that stage-2 ingredients become separate branches; "
+                "two branches of one stage at one step are a duplicate step, which track sets aside unless "
+                "--keep-duplicates"
             )
     pred = predecessors(stage, ingredient)
 

@@ -67,6 +67,17 @@ def add_parser(subparsers) -> None:
     add_tokens_per_step_argument(parser)
     add_store_argument(parser, use="optional")
     add_selection_arguments(parser)
+    audit = parser.add_argument_group("integrity audit (docs/CHECKPOINTS.md, Integrity)")
+    audit.add_argument(
+        "--audit",
+        action="store_true",
+        help="compare every branch's files (Hub: one tree listing per branch, LFS sha256 / blob ids and sizes, no "
+        "weights downloaded; a folder: file hashes): full and partial duplicates, incomplete branches, token counts "
+        "that disagree with the series, config changes, which step main is",
+    )
+    audit.add_argument(
+        "--format", default="text", choices=("text", "json", "csv"), help="--audit's output (default: %(default)s)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -74,6 +85,12 @@ def run(args: argparse.Namespace) -> int:
     from dormant_tasks.checkpoints import format_tokens, list_revisions
 
     selection = selection_from_args(args)  # validates the options before any network call
+    if args.audit:
+        return run_audit(args)
+    if args.format != "text":
+        from dormant_tasks.errors import ConfigError
+
+        raise ConfigError(f"--format {args.format} is the form of --audit's table: add --audit, or drop --format")
     listing = list_revisions(args.model, include_main=args.include_main, tokens_per_step=args.tokens_per_step)
     selected = selection.apply(listing.revisions)
     rows = [("name", "stage", "ingredient", "step", "tokens", "commit")]
@@ -98,4 +115,36 @@ def run(args: argparse.Namespace) -> int:
     if listing.skipped:
         names = ", ".join(listing.skipped)  # a diagnostic: stderr, so stdout is the table and its summary
         print(f"note: skipped {len(listing.skipped)} names that are not checkpoints: {names}", file=sys.stderr)
+    return 0
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """`--audit`: every branch of the series (main included; the selection does not apply: a duplicate is a
+    duplicate of any branch)."""
+    import csv
+    import json
+
+    from dormant_tasks.checkpoints import audit_series, format_audit
+
+    audit = audit_series(args.model, tokens_per_step=args.tokens_per_step)
+    if args.format == "json":
+        print(
+            json.dumps(
+                {
+                    "source": audit.source,
+                    "tokens_per_step": audit.tokens_per_step,
+                    "tokens_per_step_from": audit.tokens_source or None,
+                    "seconds": round(audit.seconds, 3),
+                    "branches": audit.rows(),
+                },
+                indent=2,
+            )
+        )
+    elif args.format == "csv":
+        rows = audit.rows()
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        print("\n".join(format_audit(audit)))
     return 0

@@ -73,7 +73,7 @@ def run(args) -> int:
     if args.format == "json":
         import json
 
-        print(json.dumps(findings_record(found), indent=1))
+        print(json.dumps(findings_record(found) | {"set_aside": set_aside_record(args.store, model_id)}, indent=1))
     else:
         lines = findings_lines(found, esc=md if args.format == "markdown" else str)
         print("\n".join(lines if args.format == "markdown" else map(plain_text, lines)))
@@ -96,6 +96,11 @@ def seed_group(args) -> int:
     if args.model or args.reports_dir:
         raise ConfigError("--seed-group names the series itself and writes no folder: drop --model/--reports-dir")
     names = [n.strip() for group in args.seed_group for n in group.split(",") if n.strip()]
+    from dormant_tasks.tracking import shared_weights
+
+    copies = shared_weights(args.store, [resolve_model_id(args.store, n) for n in names])
+    if copies is not None:
+        raise ConfigError(f"--seed-group: {copies}")
     resampling = Resampling(resamples=args.resamples, seed=args.seed)
     fn = args.scores[0] if args.scores else None
     found = [
@@ -109,6 +114,14 @@ def seed_group(args) -> int:
         lines = seed_group_lines(group, esc=md if args.format == "markdown" else str)
         print("\n".join(lines if args.format == "markdown" else map(plain_text, lines)))
     return 0
+
+
+def set_aside_record(store, model_id: str) -> list[dict]:
+    """What the integrity audit set aside of the series, and why (`findings --format json`'s `set_aside`)."""
+    from dormant_tasks.tracking import set_aside_checkpoints
+
+    keys = ("revision", "step", "kind", "duplicate_of", "reason", "kept")
+    return [{k: r[k] for k in keys} for r in set_aside_checkpoints(store, model_id)]
 
 
 def plain_text(line: str) -> str:

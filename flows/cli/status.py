@@ -65,7 +65,32 @@ def series_line(store, model_id: str) -> str:
             m = len(other.checkpoints)
             line += f"\n  calibration {other.calibration_id}: {m} checkpoint{'s' if m != 1 else ''}, "
             line += ", ".join(_set_parts(other))
-    return line + failed_lines(store, model_id)
+    return line + set_aside_lines(view) + identical_lines(view) + failed_lines(store, model_id)
+
+
+def set_aside_lines(view) -> str:
+    """One indented line per branch the integrity audit set aside (a duplicate, never a point of training; or
+    kept by --keep-duplicates, marked), with the branch kept in its place; '' when none."""
+    if not view.duplicates:
+        return ""
+    n = len(view.duplicates)
+    out = f"\n  {n} branch{'es' if n != 1 else ''} set aside by the integrity audit (`dormant checkpoints --audit`):"
+    for d in view.duplicates:
+        mark = "kept anyway (--keep-duplicates), marked" if d["kept"] else "not a point of training"
+        out += f"\n    {d['revision']}: {d['kind']} of {d['duplicate_of'] or '?'}, {mark}"
+    return out
+
+
+def identical_lines(view) -> str:
+    """The second net: checkpoints whose stored scores are bit-identical for every head and function (a copy
+    the audit could not see, or weights that differ only where no score looks); '' when none."""
+    groups = view.identical_scores()
+    if not groups:
+        return ""
+    out = "\n  checkpoints with bit-identical scores for every head and function (likely copies of one checkpoint):"
+    for group in groups:
+        out += f"\n    {' = '.join(group)}"
+    return out
 
 
 def failed_lines(store, model_id: str) -> str:

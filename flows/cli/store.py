@@ -121,7 +121,7 @@ def run_repair(args: argparse.Namespace) -> int:
 
     from dormant_tasks.errors import StoreError
     from dormant_tasks.store import all_series, damaged_files, hold_series, repair_store, store_folder, store_links
-    from dormant_tasks.tracking import SeriesView, rederive
+    from dormant_tasks.tracking import SeriesView, rederive, set_aside_stored_duplicates
 
     check_series(args.store, args.model)
     root = store_folder(args.store)
@@ -143,14 +143,22 @@ def run_repair(args: argparse.Namespace) -> int:
         for series in every:
             stack.enter_context(hold_series(root, series, wait=not args.no_wait))
         r = repair_store(args.store, args.model)
+        duplicates = {}
         for series in every:  # derived tables: missing, damaged or stale ones derived again
             if SeriesView.exists(root, series):
+                duplicates[series] = set_aside_stored_duplicates(root, series)  # tracked before the audit
                 rederive(root, series)
     for link in r.links:
         print(_link_note(link))
+    for series, names in duplicates.items():
+        if names:
+            print(
+                f"{series}: set aside {len(names)} stored duplicate{'s' if len(names) != 1 else ''} of another step "
+                f"({', '.join(names)}): transitions derived again without them"
+            )
     if r.summed:
         print(f"recorded the checksums of {r.summed} whole files that had none (written before the store kept them)")
-    if not (r.rebuilt or r.dropped or r.unkept or r.orphans or r.quarantined):
+    if not (r.rebuilt or r.dropped or r.unkept or r.orphans or r.quarantined or any(duplicates.values())):
         print(f"store {args.store}: manifests and files agree, nothing to repair")
         return 0
     for d, target in r.quarantined:

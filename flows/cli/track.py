@@ -148,6 +148,13 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
         "failed, go on with the rest, exit 3)",
     )
     g.add_argument(
+        "--keep-duplicates",
+        action="store_true",
+        help="score the branches the integrity audit sets aside (a full duplicate of another step, a second branch "
+        "at one step) and partial duplicates, marked (default: set aside before any download; `dormant checkpoints "
+        "--audit` lists them)",
+    )
+    g.add_argument(
         "--no-wait",
         action="store_true",
         help="when another run is writing the same series, stop at once (exit 2) instead of waiting for it",
@@ -202,6 +209,7 @@ def request_from_args(args: argparse.Namespace):
         reports_dir=args.reports_dir,
         fail_fast=args.fail_fast,
         series_name=args.series_name,
+        keep_duplicates=True if args.keep_duplicates else None,  # unset: not saved, the request id as before
         **({} if args.fdr is None else {"fdr": args.fdr}),
         **({} if args.fdr_method is None else {"fdr_method": args.fdr_method}),
     )
@@ -280,10 +288,12 @@ EXIT_CHECKPOINTS_FAILED = 3
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from dormant_tasks.names import series_slug
     from dormant_tasks.progress import early
     from dormant_tasks.store import check_store, check_store_path, hold_series
-    from dormant_tasks.tracking import series_state
+    from dormant_tasks.tracking import record_audit, series_state
 
     request = request_from_args(args)
     series_slug(request.model_id)  # a name the store cannot keep is refused before anything is created
@@ -309,7 +319,10 @@ def run(args: argparse.Namespace) -> int:
             for note in calibration.notes("track"):
                 print(note, file=sys.stderr)
         if state.done:
+            refused = record_audit(request, state.plan)  # what the audit set aside, recorded before the derivation
             result = result_from_store(request, state)  # writes only derived tables that are missing or stale
+            if refused:
+                result = replace(result, failed=tuple((r.revision.name, r.failed or "") for r in refused))
         else:
             check_store(request.store, "writes")
             if request.address:  # before Prefect starts: a scheduler that does not answer costs seconds

@@ -93,7 +93,8 @@ def write_series(
             [
                 common
                 | {
-                    "commit": f"sha{c}",
+                    # each series its own weights (one commit shared by two series is a copy, not a seed)
+                    "commit": f"sha{c}" if model_id == MODEL else f"sha{c}-{model_id}",
                     "n_layers": n_layers,
                     "n_heads": n_heads,
                     "calibration_id": calibration_id,

@@ -12,8 +12,9 @@ def track_steps(request):
     from dormant_tasks.tracking.tracker import TrackResult
 
     state = tracker.series_state(request)
+    refused = tracker.record_audit(state.request, state.plan)  # what the integrity audit set aside, before any work
     series = tracker.resolve_series_taus(request, state)
-    results = [series.reference] if series.reference is not None else []
+    results = refused + ([series.reference] if series.reference is not None else [])
     results += [store_checkpoint(request, r, series) for r in tracker.pending_revisions(request, state, series)]
     summary = tracker.derive_series(request)
     return TrackResult.of(request, results, n_checkpoints=summary.n_checkpoints)

@@ -180,3 +180,26 @@ def client_env(endpoint: str, hf_home: Path) -> dict[str, str]:
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
     )
     return env
+
+
+def build_repo_fast(mirrors: Path, repo_id: str, branches: dict[str, dict[str, bytes]], plain: frozenset = frozenset()):
+    """`mirrors/models/<repo_id>` with one orphan branch per entry ({branch: {path: bytes}}), written by one
+    `git fast-import` stream (a thousand branches in seconds, where `build_mirror_repo` forks git per step).
+    Weights (`LFS_SUFFIXES`) go through LFS, except in the branches named in `plain` (plain git blobs, as
+    some repos store them); everything else is a plain blob. Returns {branch: commit sha}."""
+    repo = mirrors / "models" / repo_id
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    stream = bytearray()
+    for name, files in branches.items():
+        message = f"checkpoint {name}".encode()
+        stream += (
+            f"commit refs/heads/{name}\ncommitter t <t@t> 0 +0000\ndata {len(message)}\n".encode() + message + b"\n"
+        )
+        for path, data in sorted(files.items()):
+            lfs = Path(path).suffix in LFS_SUFFIXES and name not in plain
+            body = _store_lfs(repo, data) if lfs else data
+            stream += f"M 100644 inline {path}\ndata {len(body)}\n".encode() + body + b"\n"
+        stream += b"\n"
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=bytes(stream), check=True, capture_output=True)
+    return {name: _git(repo, "rev-parse", f"refs/heads/{name}") for name in branches}

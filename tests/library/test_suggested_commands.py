@@ -43,6 +43,7 @@ GPU = "needs the Hub and a CUDA GPU"
 # backticked command (f-string fields as {}) -> the line run in the demo folder, or a reason it is not run
 ADVICE: dict[str, str | None] = {
     "dormant checkpoints": "dormant checkpoints --model tiny-olmo2",  # "... of SERIES; run `dormant checkpoints`"
+    "dormant checkpoints --audit": "dormant checkpoints --model data/series/tiny-olmo2 --audit",
     "dormant checkpoints --model ...": "dormant checkpoints --model data/series/tiny-olmo2",
     "dormant checkpoints --model {}": "dormant checkpoints --model data/series/tiny-olmo2",
     "dormant evaluate --model ...": None,  # the module fixture's evaluate (RUN_AS of the README's evaluate)

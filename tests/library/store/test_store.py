@@ -63,7 +63,7 @@ def head_score_rows(step: int, model_id: str = MODEL, dormant=(), score_fn: str 
             score_fn=score_fn,
             layer=layer,
             head_index=head,
-            score=0.1 * (layer * 3 + head),
+            score=0.1 * (layer * 3 + head) + step * 1e-4,  # distinct checkpoints score differently
             score_std=0.01,
             tau=0.5,
             direction="<",
