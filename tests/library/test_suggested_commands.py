@@ -70,6 +70,7 @@ ADVICE: dict[str, str | None] = {
     "dormant track --model ... --store {}": "dormant track --model tiny-olmo2 --store data/store",
     "dormant track --model {}": "dormant track --model tiny-olmo2",  # "{series} ...; run `dormant track --model {}`"
     "dormant track --model {} --store {}": "dormant track --model tiny-olmo2 --store data/store",
+    "dormant track --model {} --max N": "dormant track --model tiny-olmo2 --max 8",
     "dormant track --input-scores keep|auto": "dormant track --model tiny-olmo2 --input-scores keep",
     "dormant track --model {} --calibration <its own sets> --calibration <the set {} was tracked on, the same "
     "texts and --limit> --retau": "dormant track --model tiny-olmo2 --calibration winogrande --calibration wikipedia "
