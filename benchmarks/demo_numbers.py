@@ -138,8 +138,8 @@ def numbers(run: DemoRun) -> dict[str, str]:
         f"{'falls' if tr.fell_dormant == 1 else 'fall'} dormant, "
         f"{plural(tr.woke, 'wakes', 'wake')}, {plural(tr.n_blips, 'blip')}), {tr.n_confident} "
         f"{'is a confident transition' if tr.n_confident == 1 else 'are confident transitions'} between confident "
-        f"states (Benjamini-Hochberg over the {tr.n_heads} heads; a state is confident when its exact binomial "
-        f"p <= {tr.state_level:.2g}, and {tr.undetermined.k} of the {tr.undetermined.n} head-checkpoints are "
+        f"states (Benjamini-Hochberg over the {tr.n_heads} heads; a state is confident when its p over the "
+        f"head's checkpoints, whole clusters of inputs resampled, is <= {tr.state_level:.2g}, and {tr.undetermined.k} of the {tr.undetermined.n} head-checkpoints are "
         f"undetermined), while McNemar's test gives p < 0.05 for {tr.n_raw} of the {tr.n_paired} changes, "
         f"uncorrected. Intervals over layers need 5 layers: this model has {n_layers}, so each number says "
         f'"no interval: {n_layers} layers, fewer than 5" rather than print one that would not cover; {rate}.'
