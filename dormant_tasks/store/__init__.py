@@ -14,6 +14,7 @@ __all__ = [
     "INPUT_SCORES_AUTO_LIMIT",
     "InputScoresPolicy",
     "MARKER",
+    "PUBLISHED",
     "RESULT_TABLES",
     "SCHEMAS",
     "SCHEMA_VERSION",
@@ -40,10 +41,12 @@ __all__ = [
     "local_sources_named",
     "manifest_path",
     "parquet_options",
+    "publication_files",
     "read_any_version",
     "read_metadata",
     "read_table",
     "recorded_source",
+    "refuse_published",
     "repair_store",
     "rewrite_file",
     "series_files",
@@ -82,11 +85,13 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
     )
     from dormant_tasks.store.layout import (
         MARKER,
+        PUBLISHED,
         SCHEMA_VERSION,
         check_store,
         check_store_path,
         comparisons_files,
         is_store,
+        refuse_published,
         series_files,
         store_folder,
         store_root_of,
@@ -100,6 +105,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         stored_requests,
         write_request,
     )
+    from dormant_tasks.store.published import publication_files
     from dormant_tasks.store.repair import (
         all_series,
         damaged_files,
@@ -143,16 +149,19 @@ __getattr__, __dir__ = attach(
         ],
         "layout": [
             "MARKER",
+            "PUBLISHED",
             "SCHEMA_VERSION",
             "check_store",
             "check_store_path",
             "comparisons_files",
             "is_store",
+            "refuse_published",
             "series_files",
             "store_folder",
             "store_root_of",
         ],
         "lock": ["hold_series", "series_lock"],
+        "published": ["publication_files"],
         "provenance": [
             "check_source",
             "local_sources_named",
