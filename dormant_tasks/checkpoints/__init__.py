@@ -21,6 +21,7 @@ __all__ = [
     "go_offline",
     "hub_endpoint",
     "hub_silence",
+    "is_transient",
     "list_revisions",
     "load_checkpoint",
     "load_model_and_tokenizer",
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
         file_sha256,
         hub_endpoint,
         hub_silence,
+        is_transient,
         local_content_hash,
     )
     from dormant_tasks.checkpoints.hub_adapter import go_offline
@@ -72,6 +74,7 @@ __getattr__, __dir__ = attach(
             "file_sha256",
             "hub_endpoint",
             "hub_silence",
+            "is_transient",
             "local_content_hash",
         ],
         "hub_adapter": ["go_offline"],

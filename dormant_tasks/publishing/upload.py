@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dormant_tasks.checkpoints import is_transient
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.publishing.contents import Publication
 from dormant_tasks.store import PUBLISHED
@@ -102,7 +103,9 @@ def upload_publication(
         written = _written_before(api, repo_id, head, remote)
     except HfHubHTTPError as e:
         raise _hub_error(repo_id, e, "nothing was uploaded") from None
-    except OSError as e:
+    except Exception as e:
+        if not (is_transient(e) or isinstance(e, OSError)):
+            raise
         raise StoreError(f"the Hub at {api.endpoint} cannot be reached ({_why(e)}); nothing was uploaded") from None
     foreign = sorted(p for p in remote if p not in written and p not in HUB_FILES)
     if foreign and not allow_foreign:
@@ -139,7 +142,11 @@ def upload_publication(
         )
     except HfHubHTTPError as e:
         raise _hub_error(repo_id, e, _after_failure(api, repo_id, head)) from None
-    except (OSError, RuntimeError, ValueError) as e:  # the network, or an LFS upload the client gave up on
+    except Exception as e:
+        # the network (httpx's errors derive from no builtin: `is_transient`), or an LFS upload the client gave up
+        # on (its RuntimeError, the cause chained)
+        if not (is_transient(e) or isinstance(e, OSError | RuntimeError)):
+            raise
         raise StoreError(f"the upload to {repo_id} failed ({_why(e)}); {_after_failure(api, repo_id, head)}") from None
     return UploadResult(repo_id, url, info.oid, info.oid, tuple(added), tuple(deleted), created, tuple(foreign))
 
@@ -201,5 +208,7 @@ def _hub_error(repo_id: str, e, state: str) -> StoreError:
 
 
 def _why(e: BaseException) -> str:
-    text = " ".join(str(e).split()) or type(e).__name__
+    """One line of an error, its cause's beside it (the client wraps an LFS upload's failure)."""
+    cause = e.__cause__
+    text = " ".join(f"{e}{f': {cause}' if cause else ''}".split()) or type(e).__name__
     return text if len(text) <= 200 else text[:197] + "..."

@@ -5,7 +5,7 @@ repo or take a commit. This one implements, in memory, exactly the endpoints the
 2.x) calls to create a dataset repo, commit to it, and read it back through `HfApi` and `HfFileSystem`:
 
     POST /api/repos/create                                  create_repo (409 when it exists: exist_ok)
-    GET  /api/datasets/{repo}/revision/{rev}                repo_info / dataset_info (the head commit, siblings)
+    GET  /api/datasets/{repo}[/revision/{rev}]              repo_info / dataset_info (the head commit, siblings)
     GET  /api/datasets/{repo}/tree/{rev}[/{path}]           list_repo_tree, HfFileSystem.ls/find (recursive or not)
     POST /api/datasets/{repo}/paths-info/{rev}              get_paths_info, HfFileSystem.info
     POST /api/validate-yaml                                 create_commit's check of a README.md's metadata
@@ -194,6 +194,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urlparse(self.path)
         parts = [unquote(p) for p in url.path.split("/")]
+        if url.path.startswith("/api/datasets/") and len(parts) == 5:
+            self._log("repo_info")
+            return self._repo_info("/".join(parts[3:5]), "main")
         if url.path.startswith("/api/datasets/") and len(parts) >= 7 and parts[5] == "revision":
             self._log("repo_info")
             return self._repo_info("/".join(parts[3:5]), "/".join(parts[6:]))
