@@ -61,6 +61,21 @@ class Publication:
             self._digests[path] = content_digests(self.files[path])
         return self._digests[path]
 
+    def summary(self) -> str:
+        """What it holds and weighs, said before anything is written or sent."""
+        line = (
+            f"{self.model_id}: {self.n_checkpoints} checkpoints, {len(self.files)} files, {self.size / 2**20:.2f} MiB"
+        )
+        inputs = f"{self.input_bytes / 2**20:.2f} MiB"
+        if self.with_inputs:
+            return line + f" (per-input scores and items: {inputs} of it)"
+        if self.input_bytes:
+            return (
+                line
+                + f"; per-input scores and items ({inputs} in the store) are not published: --with-inputs adds them"
+            )
+        return line
+
     def record(self) -> dict:
         """The `_published.json` record it holds."""
         return json.loads(as_bytes(self.files[PUBLISHED]))

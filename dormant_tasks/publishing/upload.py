@@ -80,7 +80,8 @@ def upload_publication(
     say: Callable[[str], None] = lambda line: None,
 ) -> UploadResult:
     """Upload `pub` to the dataset repo `repo_id` in one commit (module docstring); `say` gets the lines a user
-    reads before and during the upload (what will be sent, and its size)."""
+    reads once the repo is known to take it, before anything is sent (what the publication weighs, what will be
+    sent)."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, RepoFile
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
@@ -114,6 +115,7 @@ def upload_publication(
             f"{foreign[0]}): publish to a new --repo-id, or add --allow-foreign to publish beside them (files of "
             "the same name are replaced, the rest kept); nothing was uploaded"
         )
+    say(pub.summary())
     added = [p for p in pub.files if not _holds(remote.get(p), pub.digest(p))]
     deleted = sorted(p for p in written if p in remote and p not in pub.files)
     url = f"{api.endpoint}/datasets/{repo_id}"
@@ -209,6 +211,6 @@ def _hub_error(repo_id: str, e, state: str) -> StoreError:
 
 def _why(e: BaseException) -> str:
     """One line of an error, its cause's beside it (the client wraps an LFS upload's failure)."""
-    cause = e.__cause__
+    cause = e.__cause__ if e.__cause__ is not None and str(e.__cause__) not in str(e) else None
     text = " ".join(f"{e}{f': {cause}' if cause else ''}".split()) or type(e).__name__
     return text if len(text) <= 200 else text[:197] + "..."

@@ -76,8 +76,8 @@ def run(args) -> int:
     pub = build_publication(
         args.store, model_id, license=license, repo_id=repo_id, with_inputs=args.with_inputs, score_fns=args.scores
     )
-    note(args, size_line(pub))
     if args.out:
+        note(args, pub.summary())
         folder = write_publication(pub, args.out, args.store)
         print(f"published: {folder} ({len(pub.files)} files)")
         print(f"read it back: dormant findings --store {folder}")
@@ -100,20 +100,6 @@ def run(args) -> int:
         print(f"published: {result.url} (commit {result.commit[:12]}, {len(result.added)} files sent)")
     print(f"read it back: dormant findings --store hf://datasets/{result.repo_id}")
     return 0
-
-
-def size_line(pub) -> str:
-    """What the publication holds and weighs, said before anything is written or sent."""
-    inputs = pub.input_bytes / 2**20
-    line = f"{pub.model_id}: {pub.n_checkpoints} checkpoints, {len(pub.files)} files, {pub.size / 2**20:.2f} MiB"
-    if pub.with_inputs:
-        return line + f" (per-input scores and items: {inputs:.2f} MiB of it)"
-    if pub.input_bytes:
-        return (
-            line
-            + f"; per-input scores and items ({inputs:.2f} MiB in the store) are not published: --with-inputs adds them"
-        )
-    return line
 
 
 def note(args, line: str) -> None:

@@ -174,6 +174,15 @@ def test_a_published_store_refuses_every_write(published, capsys):
     assert files_of(published) == before and not (published / "_locks").exists()
 
 
+def test_a_hub_store_is_refused_by_every_command_that_writes_before_the_hub_is_asked(capsys, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing answers there: a refusal asks no Hub
+    for argv in (["track", "--model", MODEL], ["store", "repair"], ["evaluate", "--model", MODEL, "--series"]):
+        err = one_line_error(capsys, run_main(*argv, "--store", "hf://datasets/lab/heads"))
+        assert "published on the Hub: it is read-only" in err, err
+    err = one_line_error(capsys, run_main("status", "--store", "hf://models/lab/x"))
+    assert "write hf://datasets/ORG/NAME" in err
+
+
 def test_the_reading_commands_read_a_published_folder(published, capsys, tmp_path):
     assert run_main("status", "--store", published) == 0
     assert "test-org/tiny-series: 4 checkpoints" in capsys.readouterr().out
