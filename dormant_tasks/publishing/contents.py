@@ -134,9 +134,8 @@ def build_publication(
         SeriesView.open(store, model_id)  # the StoreError that names what the store holds
     results = [row for view in views for row in view.checkpoints]
     current = {(view.taus_id, view.calibration_id) for view in views}
-    found = [
-        series_findings(store, model_id, fn, FDR, fdr_method=FDR_METHOD) for fn in (list(score_fns or []) or [None])
-    ]
+    functions: list[str | None] = [*(score_fns or [])] or [None]  # None: the function `dormant findings` states
+    found = [series_findings(store, model_id, fn, FDR, fdr_method=FDR_METHOD) for fn in functions]
     files = publication_files(
         store, model_id, results, current, with_inputs=with_inputs, tables={FINDINGS: findings_table(found, views)}
     )

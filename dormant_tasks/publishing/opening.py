@@ -29,7 +29,7 @@ from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.hashing import sha256_file
 from dormant_tasks.offline import hub_offline
 from dormant_tasks.publishing.contents import RECORD_VERSION
-from dormant_tasks.publishing.upload import REPO_TYPE, check_dataset_repo
+from dormant_tasks.publishing.upload import check_dataset_repo, repo_head
 from dormant_tasks.store import PUBLISHED
 
 HUB_PREFIX = "hf://"
@@ -110,7 +110,7 @@ def _head(store, repo_id: str, revision: str, endpoint, token, cached: str | Non
             f"--store {store}: HF_HUB_OFFLINE is set and no copy is cached; unset it once to fetch the published series"
         )
     try:
-        return HfApi(endpoint=endpoint, token=token).repo_info(repo_id, repo_type=REPO_TYPE, revision=revision).sha
+        return repo_head(HfApi(endpoint=endpoint, token=token), repo_id, revision)
     except RevisionNotFoundError:
         raise StoreError(f"--store {store}: the dataset repo {repo_id} has no revision {revision!r}") from None
     except RepositoryNotFoundError:

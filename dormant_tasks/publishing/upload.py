@@ -91,10 +91,10 @@ def upload_publication(
     created = False
     try:
         try:
-            head = api.repo_info(repo_id, repo_type=REPO_TYPE).sha
+            head = repo_head(api, repo_id)
         except RepositoryNotFoundError:
             api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
-            head = api.repo_info(repo_id, repo_type=REPO_TYPE).sha
+            head = repo_head(api, repo_id)
             created = True
         remote = {
             f.path: f
@@ -153,6 +153,14 @@ def upload_publication(
     return UploadResult(repo_id, url, info.oid, info.oid, tuple(added), tuple(deleted), created, tuple(foreign))
 
 
+def repo_head(api, repo_id: str, revision: str | None = None) -> str:
+    """The commit a dataset repo's `revision` (default: its main branch) points to."""
+    sha = api.repo_info(repo_id, repo_type=REPO_TYPE, revision=revision).sha
+    if not sha:
+        raise StoreError(f"the Hub gave no commit for the dataset repo {repo_id}; try again")
+    return sha
+
+
 def _written_before(api, repo_id: str, head: str, remote: dict) -> set[str]:
     """The files an earlier `dormant publish` wrote to the repo (its `_published.json`, itself included); none when
     the record is missing or is not one of the tool's."""
@@ -187,7 +195,7 @@ def _size(pub: Publication, path: str) -> int:
 def _after_failure(api, repo_id: str, head: str) -> str:
     """What the repo holds after a failed upload, asked again: its old head (nothing published), or a new one."""
     try:
-        now = api.repo_info(repo_id, repo_type=REPO_TYPE).sha
+        now = repo_head(api, repo_id)
     except Exception:  # noqa: BLE001 - the Hub may not answer at all now; the line says so
         return (
             "the Hub does not answer now; a commit is all or nothing, so the repo holds either the earlier "

@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
     )
     add_store_argument(p)
     add_stored_series_argument(p)
-    where = p.add_mutually_exclusive_group(required=True)
+    where = p.add_mutually_exclusive_group()  # one of them: `run` says so in one line when neither is given
     where.add_argument(
         "--repo-id",
         metavar="ORG/NAME",
@@ -63,6 +63,10 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from dormant_tasks.publishing import check_dataset_repo, check_license, hub_token
 
+    from dormant_tasks.errors import ConfigError
+
+    if not (args.repo_id or args.out):
+        raise ConfigError("name where to publish: --repo-id ORG/NAME (a Hub dataset repo) or --out DIR (a folder)")
     license = check_license(args.license)  # the cheap refusals first: nothing is read before them
     repo_id = check_dataset_repo(args.repo_id) if args.repo_id else None
     token = hub_token() if repo_id else None

@@ -280,7 +280,7 @@ def test_cli_refusals_are_one_line_and_write_nothing(store, tmp_path, capsys, mo
         assert expected in err, err
     assert not out.exists() and not (store / "inside").exists()
     err = one_line_error(capsys, run_main("publish", "--store", store, "--license", "mit"))
-    assert "one of the arguments --repo-id --out is required" in err
+    assert "name where to publish: --repo-id ORG/NAME (a Hub dataset repo) or --out DIR" in err
 
 
 def test_an_out_folder_holding_other_files_is_refused(store, tmp_path, capsys):
