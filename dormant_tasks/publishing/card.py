@@ -75,7 +75,7 @@ def dataset_card(
     }
     lines = ["---", *(f"{k}: {json.dumps(v)}" for k, v in header.items()), "configs:"]
     for t in configs:
-        lines += [f"- config_name: {t}", f'  data_files: "{_folder(files, t)}/*.parquet"']
+        lines += [f"- config_name: {t}", f'  data_files: "{t}/*/*.parquet"']  # the one series' partition folder
         if t == "findings":
             lines.append("  default: true")
     lines += ["---", ""]
@@ -83,7 +83,7 @@ def dataset_card(
     lines += _series(views)
     lines += _findings(found)
     lines += _tables(configs, files, with_inputs, evaluations)
-    lines += _loading(configs, files, repo, repo_id is None)
+    lines += _loading(configs, repo, repo_id is None, primary.calibration_id)
     lines += [
         "## Cite",
         "",
@@ -101,11 +101,6 @@ def dataset_card(
         "",
     ]
     return "\n".join(lines)
-
-
-def _folder(files: Mapping[str, object], table: str) -> str:
-    """The glob of a table's files (one series: its one partition folder)."""
-    return f"{table}/*"
 
 
 def _about(view, model_id: str, repo_id: str | None) -> list[str]:
@@ -220,7 +215,7 @@ def _tables(
     return out
 
 
-def _loading(configs: list[str], files, repo: str, placeholder: bool) -> list[str]:
+def _loading(configs: list[str], repo: str, placeholder: bool, calibration_id: str) -> list[str]:
     first = "findings" if "findings" in configs else configs[0]
     out = [
         "## Load it",
@@ -241,15 +236,17 @@ def _loading(configs: list[str], files, repo: str, placeholder: bool) -> list[st
         "import pandas as pd",
         "",
     ]
-    out += [f'{t} = pd.read_parquet("hf://datasets/{repo}/{_folder(files, t).removesuffix("/*")}")' for t in configs]
+    out += [f'{t} = pd.read_parquet("hf://datasets/{repo}/{t}")' for t in configs]
     out += [
         "```",
         "",
-        "With DuckDB (the fraction of heads dormant per checkpoint, under each function):",
+        "With DuckDB (the fraction of heads dormant per checkpoint under each function, on the primary calibration "
+        "set: every table holds the rows of each set, `calibration_id` says which):",
         "",
         "```sql",
         "SELECT score_fn, step, tokens, avg(dormant::INT) AS frac_dormant",
         f"FROM 'hf://datasets/{repo}/head_scores/*/*.parquet'",
+        f"WHERE calibration_id = '{calibration_id}'",
         "GROUP BY score_fn, step, tokens ORDER BY score_fn, step;",
         f"SELECT * FROM 'hf://datasets/{repo}/{first}/*/*.parquet';",
         "```",

@@ -219,7 +219,25 @@ def test_the_card_names_what_a_reader_needs(store, published):
     for name in configs:
         assert f'load_dataset("ORG/NAME", "{name}", split="train")' in text
         assert f'pd.read_parquet("hf://datasets/ORG/NAME/{name}")' in text
-    assert "FROM 'hf://datasets/ORG/NAME/head_scores/*/*.parquet'" in text
+    assert (
+        f"FROM 'hf://datasets/ORG/NAME/head_scores/*/*.parquet'\nWHERE calibration_id = '{view.calibration_id}'" in text
+    )
+
+
+def test_the_cards_duckdb_recipe_gives_the_tools_fractions_on_the_primary_set(published):
+    """The card's query, run on the folder, gives the API's dormant fraction per checkpoint (the primary set, never
+    a mean over the sets)."""
+    import duckdb
+
+    import dormant_tasks
+
+    text = (published / "README.md").read_text()
+    query = text.split("```sql\n")[1].split(";")[0].replace("hf://datasets/ORG/NAME", str(published))
+    series = dormant_tasks.open_store(published)[MODEL]
+    steps = dict(zip(series.checkpoints().revision, series.checkpoints().step, strict=True))
+    tool = {int(steps[r]): float(v) for r, v in series.masks("ahon_ln").mean(axis=1).items()}
+    rows = duckdb.sql(query).fetchall()
+    assert {step: frac for fn, step, _, frac in rows if fn == "ahon_ln"} == pytest.approx(tool)
 
 
 def test_a_repo_id_is_named_in_the_recipes(store):
