@@ -153,10 +153,12 @@ def build_publication(
         "schema_version": SCHEMA_VERSION,
         "license": license,
         "with_inputs": with_inputs,
-        "files": {path: content_digests(c)[0] for path, c in sorted(files.items())},
     }
+    digests = {path: content_digests(c) for path, c in files.items()}  # each file read once: the record, the upload
+    record["files"] = {path: digests[path][0] for path in sorted(files)}
     files[PUBLISHED] = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
-    return Publication(model_id, dict(sorted(files.items())), len(views[0].checkpoints), with_inputs, input_bytes)
+    n = len(views[0].checkpoints)
+    return Publication(model_id, dict(sorted(files.items())), n, with_inputs, input_bytes, _digests=digests)
 
 
 # The licence identifiers the Hub's dataset cards take most for data (its full list is longer: any other id is

@@ -71,8 +71,9 @@ def one_line(r) -> str:
 @pytest.mark.slow
 def test_the_client_uses_preupload_lfs_and_one_commit(store, hub, tmp_path):
     env = env_for(hub, tmp_path)
-    r = publish(store, env, tmp_path)
+    r = publish(store, env, tmp_path, "--private")
     ok(r)
+    assert hub.repos[REPO_ID].private
     assert hub.commit_count(REPO_ID) == 2  # the Hub's initial commit (.gitattributes), then one of ours
     used = {route for _, route in hub.calls}
     assert {
