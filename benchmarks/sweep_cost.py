@@ -27,7 +27,7 @@ import torch
 
 from dormant_tasks.checkpoints import list_revisions, load_model_and_tokenizer
 from dormant_tasks.engine import scoring_pass
-from dormant_tasks.evaluation import DEFAULT_QUANTILES, prepare, run_sweep
+from dormant_tasks.evaluation import DEFAULT_QUANTILES, EvalRequest, prepare, run_sweep
 from dormant_tasks.tracking import DEMO_CORPUS
 
 SERIES = Path(__file__).resolve().parent.parent / "data" / "series" / "tiny-olmo2"
@@ -99,7 +99,15 @@ def main() -> None:
 
     model, tok, described = demo_model(args.device)
     t0 = time.perf_counter()
-    prepared = prepare(model, tok, args.tasks, model_id="demo", limit=args.limit, batch_size=args.batch_size)
+    request = EvalRequest(
+        model="demo",
+        store="unused",
+        tasks=args.tasks,
+        score_fns=("ahon_ln",),
+        limit=args.limit,
+        batch_size=args.batch_size,
+    )
+    prepared = prepare(model, tok, request)
     build = time.perf_counter() - t0
     n_passes = 1 + len(FUNCTIONS) * len(DEFAULT_QUANTILES)
     batches = forward_batches(prepared)

@@ -13,20 +13,7 @@ from typing import TYPE_CHECKING
 from dormant_tasks.face import attach
 from dormant_tasks.version import __version__ as __version__  # re-exported
 
-__all__ = [
-    "SeriesResults",
-    "Store",
-    "open_store",
-]
+if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
+    from dormant_tasks.api import SeriesResults as SeriesResults, Store as Store, open_store as open_store
 
-if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
-    from dormant_tasks.api import SeriesResults, Store, open_store
-
-# the same names for the interpreter: each loaded from its module on first use
-__getattr__, __dir__ = attach(
-    __name__,
-    __all__,
-    {
-        "api": ["SeriesResults", "Store", "open_store"],
-    },
-)
+__all__, __getattr__, __dir__ = attach(__name__)

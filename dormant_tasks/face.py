@@ -1,38 +1,61 @@
 """A part's face: the names other parts may import from it, loaded on first use.
 
-Each folder of the library (`engine`, `checkpoints`, `store`, `tracking`, `evaluation`, `reporting`) writes its
-public names out in its `__init__.py` three times, each for its own reader:
-- `__all__`, a literal list: what `from part import *`, ruff and `mypy --strict` (its re-export rule) read;
-- imports under `if TYPE_CHECKING:`: type checkers and readers see where each name is defined;
-- the map `{submodule: [names]}` given to `attach`: the interpreter loads a name from its module on first use.
+Each folder of the library (`engine`, `checkpoints`, `store`, `statistics`, `tracking`, `findings`, `evaluation`,
+`reporting`) and the package itself list their public names once, as imports under `if TYPE_CHECKING:`, each in
+the explicit re-export form `name as name`, and end with one call:
 
-`attach` refuses a map that differs from `__all__` (the face then fails to import, in every test), and
-`tests/library/test_layers.py` refuses type-checking imports that differ from both. Other parts import those
-names from the folder (`from dormant_tasks.store import read_table`), never from its modules. Nothing is read from
-a source file at run time, so the package imports from a wheel, a zip or `.pyc` files alone; and nothing is
-imported until a name is first used, so `--help` and a light import of one part load no torch, pyarrow or
-matplotlib. The pattern is scientific-python's SPEC 1 (`lazy_loader.attach`) with its map written out.
+    from typing import TYPE_CHECKING
+
+    from dormant_tasks.face import attach
+
+    if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported, for mypy --strict)
+        from dormant_tasks.store.io import read_table as read_table, write_table as write_table
+
+    __all__, __getattr__, __dir__ = attach(__name__)
+
+Type checkers read the imports (the `as` form is what `mypy --strict` and ruff take as a re-export; a literal
+`__all__` would be a third spelling). The interpreter never runs them: `attach` reads them from the face's
+compiled code (`dis`), so it knows each name's module, loads that module when the name is first used, and
+returns `__all__`. Nothing is read from a source file at run time, so the package imports from a wheel, a zip or
+`.pyc` files alone; and nothing is imported until a name is first used, so `--help` and a light import of one part
+load no torch, pyarrow or matplotlib. `tests/library/test_layers.py` reads the same imports with `ast` (the
+layering rules), refuses one without its `as` twin, and checks that both readings agree. The pattern is
+scientific-python's SPEC 1 (`lazy_loader.attach`) with its stub written into the face itself.
+
+To make a name public, add one `name as name` import to its folder's face. (A face in the earlier format, with a
+literal `__all__` and the map `{module: [names]}`, converts by writing each map entry as such an import.)
 """
 
 from __future__ import annotations
 
+import dis
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable
 
 
-def attach(
-    package: str, exported: Sequence[str], submodules: Mapping[str, Sequence[str]]
-) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """`__getattr__` and `__dir__` of a folder's `__init__.py`: a public name is taken from its module (`submodules`
-    maps a module of the folder to the names it defines) when first asked for, each time from the module, so a test
-    that patches the module is seen. ImportError when the map and `exported` (the face's `__all__`) differ."""
-    homes = {name: f"{package}.{module}" for module, names in submodules.items() for name in names}
-    listed = sum(len(names) for names in submodules.values())
-    if sorted(homes) != sorted(exported) or listed != len(homes):
-        only_all, only_map = sorted(set(exported) - set(homes)), sorted(set(homes) - set(exported))
+def attach(package: str) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
+    """`__all__`, `__getattr__` and `__dir__` of the face `package`, called at the end of its `__init__.py`: its
+    public names are the names it imports from its own modules (`from {package}.m import x as x`) that the face
+    has not bound by then, that is, the imports under `if TYPE_CHECKING:`. A name is taken from its module when
+    first asked for, each time from the module, so a test that patches the module is seen. ImportError when the
+    face names no name, or one name from two modules."""
+    face = sys._getframe(1)  # the face's module code, running now: its compiled imports say where each name lives
+    if face.f_globals.get("__name__") != package:
+        raise ImportError(f"attach({package!r}) is called at the top level of {package}/__init__.py only")
+    homes: dict[str, str] = {}
+    twice = []
+    module = ""
+    for step in dis.get_instructions(face.f_code):
+        if step.opname == "IMPORT_NAME":
+            module = step.argval
+        elif step.opname == "IMPORT_FROM" and module.startswith(f"{package}.") and step.argval not in face.f_globals:
+            if homes.setdefault(step.argval, module) != module:
+                twice.append(step.argval)
+    if not homes or twice:
         raise ImportError(
-            f"{package}: its face's __all__ and its map differ (only in __all__: {only_all}; only in the map: "
-            f"{only_map}; {listed - len(homes)} named twice in the map); list each public name once in both"
+            f"{package}: its face names {'a name from two modules: ' + ', '.join(twice) if twice else 'no name'}; "
+            "import each public name once under `if TYPE_CHECKING:`, as `from module import name as name`"
         )
 
     def __getattr__(name: str) -> object:
@@ -43,4 +66,4 @@ def attach(
     def __dir__() -> list[str]:
         return sorted(homes)
 
-    return __getattr__, __dir__
+    return sorted(homes), __getattr__, __dir__

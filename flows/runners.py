@@ -311,4 +311,4 @@ def is_loopback(address: str) -> bool:
         infos = socket.getaddrinfo(host, None)
     except OSError:
         return False  # unknown: the scheduler check says so
-    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+    return bool(infos) and all(ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)

@@ -28,8 +28,16 @@ def _transient(task, task_run, state) -> bool:
     return False
 
 
-# A checkpoint's load/score tasks: retried twice (a lost worker, a flaky download), never for bad input.
-CHECKPOINT_RETRIES = dict(retries=2, retry_delay_seconds=[10, 60], retry_condition_fn=_transient, cache_policy=NONE)
+def _checkpoint_task(name: str, task_run_name: str):
+    """A checkpoint's load/score task: retried twice (a lost worker, a flaky download), never for bad input."""
+    return task(
+        name=name,
+        task_run_name=task_run_name,
+        retries=2,
+        retry_delay_seconds=[10, 60],
+        retry_condition_fn=_transient,
+        cache_policy=NONE,
+    )
 
 
 @task(name="series-state", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient, cache_policy=NONE)
@@ -53,11 +61,7 @@ def series_taus(request: TrackRequest, state: tracking.SeriesState, score=None, 
     return tracking.resolve_series_taus(request, state, score, write)
 
 
-@task(
-    name="score-checkpoint",
-    task_run_name="score-{revision.name}",
-    **CHECKPOINT_RETRIES,
-)
+@_checkpoint_task("score-checkpoint", "score-{revision.name}")
 def score_checkpoint(request: TrackRequest, revision: Revision) -> tuple[tracking.ScoredCheckpoint, ...]:
     """Load and score one checkpoint (every set), touching no store: on a Dask cluster the checkpoint a new
     series' taus come from is scored on a worker too, so the flow's host needs neither the model nor a GPU."""
@@ -77,11 +81,7 @@ def prefetch_checkpoint(request: TrackRequest, revision: Revision) -> str:
     return str(fetch_revision(request.source, revision, request.cache_dir))
 
 
-@task(
-    name="compute-checkpoint",
-    task_run_name="compute-{revision.name}",
-    **CHECKPOINT_RETRIES,
-)
+@_checkpoint_task("compute-checkpoint", "compute-{revision.name}")
 def compute_checkpoint(
     request: TrackRequest, revision: Revision, series: tracking.SeriesTaus
 ) -> tuple[tracking.CheckpointRows, ...]:

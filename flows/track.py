@@ -256,11 +256,11 @@ def _score_on_runner(request: TrackRequest):
 
 def _report(store: str, model_id: str, out_dir: str | None, fdr: float, fdr_method: str | None) -> Path:
     """Render the evolution report and publish its summary as Prefect artifacts (markdown, table, link)."""
-    from dormant_tasks.reporting import render_report
+    from dormant_tasks.reporting import ReportSettings, render_report
     from dormant_tasks.statistics import FDR_METHOD
 
-    # unchanged inputs: the report as it is
-    result = render_report(store, model_id, out_dir, reuse=True, fdr=fdr, fdr_method=fdr_method or FDR_METHOD)
+    settings = ReportSettings(fdr=fdr, fdr_method=fdr_method or FDR_METHOD)
+    result = render_report(store, model_id, out_dir, settings, reuse=True)  # unchanged inputs: the report as it is
     key = "dormant-" + "".join(c if c.isalnum() else "-" for c in model_id.lower())
     create_markdown_artifact(result.markdown, key=key, description=f"dormant heads of {model_id}")
     create_table_artifact(

@@ -7,87 +7,34 @@ from typing import TYPE_CHECKING
 
 from dormant_tasks.face import attach
 
-__all__ = [
-    "MAIN",
-    "Revision",
-    "Selection",
-    "UNKNOWN",
-    "cache_dir",
-    "check_repo_id",
-    "download_revision",
-    "fetch_revision",
-    "file_sha256",
-    "format_tokens",
-    "go_offline",
-    "hub_endpoint",
-    "hub_silence",
-    "is_transient",
-    "list_revisions",
-    "load_checkpoint",
-    "load_model_and_tokenizer",
-    "load_model_at",
-    "local_content_hash",
-    "parse_revision_name",
-    "resolve_device",
-    "series_sort_key",
-]
-
-if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
-    from dormant_tasks.checkpoints.hash_cache import cache_dir
+if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
+    from dormant_tasks.checkpoints.hash_cache import cache_dir as cache_dir
     from dormant_tasks.checkpoints.hub import (
-        check_repo_id,
-        download_revision,
-        file_sha256,
-        hub_endpoint,
-        hub_silence,
-        is_transient,
-        local_content_hash,
+        check_repo_id as check_repo_id,
+        download_revision as download_revision,
+        file_sha256 as file_sha256,
+        hub_endpoint as hub_endpoint,
+        hub_silence as hub_silence,
+        is_transient as is_transient,
+        local_content_hash as local_content_hash,
     )
-    from dormant_tasks.checkpoints.hub_adapter import go_offline
+    from dormant_tasks.checkpoints.hub_adapter import go_offline as go_offline
     from dormant_tasks.checkpoints.loading import (
-        fetch_revision,
-        load_checkpoint,
-        load_model_and_tokenizer,
-        load_model_at,
-        resolve_device,
+        fetch_revision as fetch_revision,
+        load_checkpoint as load_checkpoint,
+        load_model_and_tokenizer as load_model_and_tokenizer,
+        load_model_at as load_model_at,
+        resolve_device as resolve_device,
     )
     from dormant_tasks.checkpoints.naming import (
-        MAIN,
-        UNKNOWN,
-        Revision,
-        Selection,
-        format_tokens,
-        list_revisions,
-        parse_revision_name,
-        series_sort_key,
+        MAIN as MAIN,
+        UNKNOWN as UNKNOWN,
+        Revision as Revision,
+        Selection as Selection,
+        format_tokens as format_tokens,
+        list_revisions as list_revisions,
+        parse_revision_name as parse_revision_name,
+        series_sort_key as series_sort_key,
     )
 
-# the same names for the interpreter: each loaded from its module on first use
-__getattr__, __dir__ = attach(
-    __name__,
-    __all__,
-    {
-        "hash_cache": ["cache_dir"],
-        "hub": [
-            "check_repo_id",
-            "download_revision",
-            "file_sha256",
-            "hub_endpoint",
-            "hub_silence",
-            "is_transient",
-            "local_content_hash",
-        ],
-        "hub_adapter": ["go_offline"],
-        "loading": ["fetch_revision", "load_checkpoint", "load_model_and_tokenizer", "load_model_at", "resolve_device"],
-        "naming": [
-            "MAIN",
-            "UNKNOWN",
-            "Revision",
-            "Selection",
-            "format_tokens",
-            "list_revisions",
-            "parse_revision_name",
-            "series_sort_key",
-        ],
-    },
-)
+__all__, __getattr__, __dir__ = attach(__name__)

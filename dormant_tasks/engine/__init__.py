@@ -7,57 +7,27 @@ from typing import TYPE_CHECKING
 
 from dormant_tasks.face import attach
 
-__all__ = [
-    "ALL_IDS",
-    "DETERMINISTIC_IDS",
-    "DynamicZeroing",
-    "InputScores",
-    "SCORE_FUNCTIONS",
-    "SCORING_VERSION",
-    "StaticZeroing",
-    "batch_runs",
-    "device_batching",
-    "get_score_function",
-    "is_inactive",
-    "layer_windows",
-    "padded_batch",
-    "parse_score_functions",
-    "score_texts",
-    "scoring_pass",
-]
-
-if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
-    from dormant_tasks.engine.adapters import layer_windows
-    from dormant_tasks.engine.attention import DynamicZeroing, StaticZeroing
-    from dormant_tasks.engine.batching import batch_runs, device_batching, padded_batch
-    from dormant_tasks.engine.score_functions import (
-        ALL_IDS,
-        DETERMINISTIC_IDS,
-        SCORE_FUNCTIONS,
-        SCORING_VERSION,
-        get_score_function,
-        is_inactive,
-        parse_score_functions,
+if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
+    from dormant_tasks.engine.adapters import layer_windows as layer_windows
+    from dormant_tasks.engine.attention import DynamicZeroing as DynamicZeroing, StaticZeroing as StaticZeroing
+    from dormant_tasks.engine.batching import (
+        batch_runs as batch_runs,
+        device_batching as device_batching,
+        padded_batch as padded_batch,
     )
-    from dormant_tasks.engine.scoring import InputScores, score_texts, scoring_pass
+    from dormant_tasks.engine.score_functions import (
+        ALL_IDS as ALL_IDS,
+        DETERMINISTIC_IDS as DETERMINISTIC_IDS,
+        SCORE_FUNCTIONS as SCORE_FUNCTIONS,
+        SCORING_VERSION as SCORING_VERSION,
+        get_score_function as get_score_function,
+        is_inactive as is_inactive,
+        parse_score_functions as parse_score_functions,
+    )
+    from dormant_tasks.engine.scoring import (
+        InputScores as InputScores,
+        score_texts as score_texts,
+        scoring_pass as scoring_pass,
+    )
 
-# the same names for the interpreter: each loaded from its module on first use
-__getattr__, __dir__ = attach(
-    __name__,
-    __all__,
-    {
-        "adapters": ["layer_windows"],
-        "attention": ["DynamicZeroing", "StaticZeroing"],
-        "batching": ["batch_runs", "device_batching", "padded_batch"],
-        "score_functions": [
-            "ALL_IDS",
-            "DETERMINISTIC_IDS",
-            "SCORE_FUNCTIONS",
-            "SCORING_VERSION",
-            "get_score_function",
-            "is_inactive",
-            "parse_score_functions",
-        ],
-        "scoring": ["InputScores", "score_texts", "scoring_pass"],
-    },
-)
+__all__, __getattr__, __dir__ = attach(__name__)

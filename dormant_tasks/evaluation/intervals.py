@@ -11,11 +11,14 @@ redraws the items with replacement and recomputes the value from the redrawn ite
   base - accuracy is what the metric reads), every function and every model evaluated on those items, so the
   average over models, the best function and "ours - awft" are recomputed on each redraw from the same items;
 - **unit**: an item (lm-eval's `doc_id`), redrawn within its lm-eval leaf task (an MMLU subject keeps its size,
-  so the group's size-weighted accuracy keeps its weights). WinoGrande's twin sentences are not identified in
-  lm-eval's dataset (no `qID`; 481 of the 1,267 dev items share their option pair with no other item), so
-  they are redrawn one by one: twins that agree make the interval somewhat narrow;
+  so the group's size-weighted accuracy keeps its weights). lm-eval's dataset does not mark WinoGrande's twin
+  sentences (no `qID`); the calibration sets' rule finds them (`item_clusters`, used by `--select-on`), but the
+  bootstrap still redraws items one by one: twins that agree make the interval somewhat narrow;
 - **held fixed**: the measured % of heads zeroed at each threshold (a mean over every layer, head and row of
   the run, far steadier than an accuracy) and the thresholds themselves;
+- `--select-on`: the items are split in two halves by cluster parity, whole clusters on one side: WinoGrande's
+  twin pairs (`tracking.winogrande_calibration`'s clusters; the bundled dev file is lm-eval's validation split in
+  doc_id order), and for every other task the item itself (its `doc_id`'s parity), its clusters being unknown;
 - the interval is the 2.5 and 97.5 percentiles of the redrawn values (`statistics.bootstrap_interval`). No null
   is tested: the interval says how far the value could move with other items of the same kind.
 
@@ -23,20 +26,27 @@ Public API
 - `CurveItems`: the per-item outcomes behind one curve; `.subset(keep)`, `.accuracies(weights)`
 - `curve_items(items, curves, tasks_of_run) -> ({key: CurveItems}, notes)`: read from `evaluation_items` rows
 - `ItemResampling(resamples, seed)`: `.weights(items)` the redraw counts, one stream per leaf task
-- `select_half(keys, half)`: the items of the even or odd `doc_id`s (`--select-on`)
+- `items_behind(curves, rows, items, resampling, notes)`: the items behind the board's curves and their redraws
+- `select_half(keys, half)`: the items of the even or odd clusters (`--select-on`; `item_clusters`)
+- `chosen_elsewhere(...)`: "ours" and "best" chosen on one half of the items, reported on the other
 """
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 
+from dormant_tasks.errors import ConfigError
+from dormant_tasks.evaluation.leaderboard_aggregates import best_rows, ours_rows
+from dormant_tasks.evaluation.leaderboard_curves import CurveKey, SweepCurve, curve_row, names_text, task_averages
+from dormant_tasks.evaluation.leaderboard_rows import LeaderboardRow
 from dormant_tasks.statistics import RESAMPLES, SEED
 
 METHOD = "paired bootstrap over items"
-HALVES = ("even", "odd")  # --select-on: choose on these doc_ids, report on the others
+HALVES = ("even", "odd")  # --select-on: choose on the items of these clusters, report on the others
 _EXACT = 1e-9  # the items' accuracy and the stored one agree to float rounding, or the items are not the run's
 
 
@@ -111,10 +121,34 @@ class ItemResampling:
         return np.bincount(flat, minlength=self.resamples * n).reshape(self.resamples, n).astype(np.uint16)
 
 
+@cache
+def _known_clusters(leaf: str) -> tuple[int, ...] | None:
+    """Per doc_id, its cluster, for a leaf task whose clusters are known: WinoGrande's twin pairs as the
+    calibration set finds them (`tracking.winogrande_calibration`: the bundled dev file is lm-eval's winogrande
+    validation split, item for item, in doc_id order). None for any other task."""
+    if leaf != "winogrande":
+        return None
+    from dormant_tasks.tracking import winogrande_calibration
+
+    return winogrande_calibration(limit=None).clusters
+
+
+def item_clusters(keys) -> list[tuple[str, int]]:
+    """Per item (leaf task, doc_id), its cluster (leaf task, number): WinoGrande's twins share one; an item of a
+    task without known clusters (or a doc_id past them) is its own cluster, numbered by its doc_id."""
+    out = []
+    for leaf, doc in keys:
+        clusters = _known_clusters(leaf)
+        out.append((leaf, clusters[doc] if clusters is not None and doc < len(clusters) else doc))
+    return out
+
+
 def select_half(keys, half: str) -> np.ndarray:
-    """[item] True for the items of `half` ("even" or "odd" doc_id)."""
+    """[item] True for the items of `half` ("even" or "odd"): the items whose cluster (`item_clusters`) has that
+    parity, so the two halves never split a cluster (WinoGrande's twins stay together; by doc_id parity every
+    pair would be split, and the halves would not be independent)."""
     parity = HALVES.index(half)
-    return np.array([doc % 2 == parity for _, doc in keys], dtype=bool)
+    return np.array([cluster % 2 == parity for _, cluster in item_clusters(keys)], dtype=bool)
 
 
 def leaf_task(leaf: str, tasks) -> str | None:
@@ -165,3 +199,84 @@ def curve_items(items: list[dict], curves: dict, tasks_of_run: dict) -> tuple[di
             continue
         out[(fn, model, task)] = c
     return out, notes
+
+
+def items_behind(
+    curves: dict[CurveKey, SweepCurve],
+    rows: list[dict],
+    items: list[dict] | None,
+    resampling: ItemResampling | None,
+    notes: list[str],
+) -> tuple[dict[CurveKey, CurveItems], dict | None]:
+    """The items behind each of the board's curves (`curve_items`; `rows` are the board's `evaluations` rows,
+    `items` its `evaluation_items` rows, None: not read) and the redraws shared by all of them (None: none)."""
+    if items is None:
+        return {}, None
+    tasks_of_run: dict = {}
+    for r in rows:
+        tasks_of_run.setdefault(r["request_id"], set()).add(r["task"])
+    wanted = {key: (c.revision, c.request_id, c.quantiles, c.points, c.base) for key, c in curves.items()}
+    found, found_notes = curve_items(items, wanted, tasks_of_run)
+    notes += found_notes
+    lacking = {f"{m} {task}" for (_, m, task) in curves.keys() - found.keys()}
+    if not found:
+        notes.append("no intervals: no shown run stored its items (evaluate with --log-samples)")
+    elif lacking:
+        notes.append(f"no interval for {names_text(lacking)}: their runs stored no items (evaluate with --log-samples)")
+    weights = resampling.weights(list(found.values())) if resampling is not None and found else None
+    return found, weights
+
+
+def _half_curve(c: SweepCurve, mine: CurveItems) -> SweepCurve:
+    """The curve measured on a subset of its items (`mine`); the % zeroed at each threshold held fixed."""
+    x = [px for px, _ in c.points]
+    ys = 100.0 * mine.correct.mean(axis=1) if mine.keys else np.full(len(x), np.nan)
+    return replace(c, points=tuple(zip(x, ys.tolist())), base=100.0 * mine.base.mean(), n_items=len(mine.keys))
+
+
+def _half_rows(
+    curves: dict[CurveKey, SweepCurve],
+    found: dict[CurveKey, CurveItems],
+    weights: dict | None,
+    revisions: dict[str, str],
+    half: str,
+) -> list[LeaderboardRow]:
+    """The cells and across-task averages of the curves that have items, measured on the items of `half`."""
+    half_curves, half_samples = {}, {}
+    for key, c in found.items():
+        mine = c.subset(select_half(c.keys, half))
+        half_curves[key] = _half_curve(curves[key], mine)
+        if weights:
+            half_samples[key] = mine.accuracies(weights)
+    cells = [curve_row(key, revisions[key[1]], c, half_samples.get(key)) for key, c in half_curves.items()]
+    return cells + task_averages(half_curves, revisions, [], half_samples)
+
+
+def chosen_elsewhere(
+    curves: dict[CurveKey, SweepCurve],
+    found: dict[CurveKey, CurveItems],
+    weights: dict | None,
+    revisions: dict[str, str],
+    select_on: str,
+    notes: list[str],
+) -> tuple[list[LeaderboardRow], list[LeaderboardRow], list[LeaderboardRow]]:
+    """ "ours" and "best" chosen on the items of the `select_on` half (`select_half`), reported on the others:
+    (ours, best, the cells on the reporting items)."""
+    if not found:
+        raise ConfigError(
+            "--select-on needs the items behind the curves, and no shown run stored them: evaluate with --log-samples"
+        )
+    report_on = HALVES[1 - HALVES.index(select_on)]
+    chosen_by = _half_rows(curves, found, weights, revisions, select_on)
+    reported = _half_rows(curves, found, weights, revisions, report_on)
+
+    def where(rows: list[LeaderboardRow]) -> list[LeaderboardRow]:
+        return [replace(r, chosen_on=f"{select_on} items", reported_on=f"{report_on} items") for r in rows]
+
+    if len(found) < len(curves):
+        notes.append("ours and best of all functions: only the curves whose runs stored their items can be chosen")
+    return (
+        where(ours_rows(reported, chosen_by=chosen_by)),
+        where(best_rows(reported, chosen_by=chosen_by)),
+        where(reported),
+    )

@@ -9,14 +9,14 @@ from collections import defaultdict
 import numpy as np
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.evaluation.leaderboard import _AGGREGATE_RANK, AVERAGE_MODEL
+from dormant_tasks.evaluation.leaderboard_rows import AGGREGATE_RANK, AVERAGE_MODEL, LeaderboardRow
 from dormant_tasks.evaluation.metric import AVERAGE_TASK
 
 
-def agreement_task(rows: list[dict]) -> str:
+def agreement_task(rows: list[LeaderboardRow]) -> str:
     """The task `auc_agreement` ranks functions on by default: the across-task average when the board has
     one, else its only task."""
-    tasks = sorted({r["task"] for r in rows})
+    tasks = sorted({r.task for r in rows})
     if AVERAGE_TASK in tasks:
         return AVERAGE_TASK
     if len(tasks) == 1:
@@ -38,20 +38,15 @@ def spearman(a, b) -> float:
     return float(stats.spearmanr(a, b).statistic)
 
 
-def auc_agreement(rows: list[dict], task: str | None = None) -> tuple[list[str], np.ndarray]:
+def auc_agreement(rows: list[LeaderboardRow], task: str | None = None) -> tuple[list[str], np.ndarray]:
     """(models, [model, model] Spearman correlation of the functions' AUCs on `task`), over the functions that
     both models have with a finite AUC; NaN where fewer than 2 are shared (the authors' agreement analysis:
     do models rank the score functions alike?). `task`: default `agreement_task(rows)`."""
     task = agreement_task(rows) if task is None else task
     auc: dict[str, dict[str, float]] = defaultdict(dict)
     for r in rows:
-        if (
-            r["task"] == task
-            and r["model"] != AVERAGE_MODEL
-            and r["score_fn"] not in _AGGREGATE_RANK
-            and not math.isnan(r["auc"])
-        ):
-            auc[r["model"]][r["score_fn"]] = r["auc"]
+        if r.task == task and r.model != AVERAGE_MODEL and r.score_fn not in AGGREGATE_RANK and not math.isnan(r.auc):
+            auc[r.model][r.score_fn] = r.auc
     models = sorted(auc)
     matrix = np.full((len(models), len(models)), np.nan)  # [model, model]
     for i, a in enumerate(models):

@@ -25,7 +25,8 @@ from __future__ import annotations
 import html
 
 from dormant_tasks.evaluation.authors import AUTHORS_NAMES, authors_thresholds, seed_values
-from dormant_tasks.evaluation.leaderboard import AVERAGE_MODEL, OURS, interval_text, nan_mean, number_text
+from dormant_tasks.evaluation.leaderboard_rows import AVERAGE_MODEL, OURS, LeaderboardRow, nan_mean
+from dormant_tasks.evaluation.leaderboard_table import interval_text, number_text
 from dormant_tasks.evaluation.request import EvalRequest, Precision, Rendering, ThresholdSource, parse_chat_date
 from dormant_tasks.text import plural
 
@@ -114,7 +115,7 @@ def forward_tokens(request: EvalRequest, tokenizer) -> int:
     return (1 + len(request.quantiles)) * sum(len(r) for r in rows)
 
 
-def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
+def seed_comparison(rows: list[LeaderboardRow], task: str = "winogrande") -> list[dict]:
     """The seed leaderboard's published values beside ours, like with like: one row per (model, function) cell
     it publishes, `published`, `ours` (None where the board has no such cell) and `difference` = ours -
     published, in points of % of heads zeroed within 1 point; the function "ours" is the authors' aggregate;
@@ -127,7 +128,7 @@ def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
     from dormant_tasks.evaluation.authors import seed_values
 
     values = seed_values()
-    board = {(r["score_fn"], r["model"]): r for r in rows if r["task"] == task}
+    board = {(r.score_fn, r.model): r for r in rows if r.task == task}
     seed = {m for m, _ in values if m != AVERAGE_MODEL}
     published_fns = {fn for _, fn in values}
     out = [
@@ -141,12 +142,12 @@ def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
         if model != AVERAGE_MODEL:
             continue
         of_fn = sorted(m for m, f in values if f == fn and m != AVERAGE_MODEL)
-        shared = [m for m in of_fn if board.get((fn, m), {}).get("within_1pt") is not None]
+        shared = [m for m in of_fn if (fn, m) in board]
         if not shared:
             continue
         theirs = published if len(shared) == len(of_fn) else nan_mean(values[(m, fn)] for m in shared)
-        ours = nan_mean(board[(fn, m)]["within_1pt"] for m in shared)
-        of_board = board.get((fn, AVERAGE_MODEL), {})
+        ours = nan_mean(board[(fn, m)].within_1pt for m in shared)
+        of_board = board.get((fn, AVERAGE_MODEL))
         every = len(shared) == len([m for m in {m for _, m in board} if m != AVERAGE_MODEL and (fn, m) in board])
         out.append(
             {
@@ -161,28 +162,28 @@ def seed_comparison(rows: list[dict], task: str = "winogrande") -> list[dict]:
     return out
 
 
-def _comparison(model: str, fn: str, published: float | None, mine: dict | None) -> dict:
-    ours = None if mine is None else mine["within_1pt"]
-    mine = mine or {}
+_FROM_BOARD = ("best_fn", "never_within", "within_throughout", "low", "high", "n_items", "chosen_on", "reported_on")
+
+
+def _comparison(model: str, fn: str, published: float | None, mine: LeaderboardRow | None) -> dict:
+    ours = None if mine is None else mine.within_1pt
     return {
         "model": model,
         "score_fn": fn,
-        "best_fn": mine.get("best_fn"),
         "published": published,
         "ours": ours,
         "difference": None if ours is None or published is None else ours - published,
-        "rendering": _rendering_of(mine or None),
+        "rendering": _rendering_of(mine),
         "n_models": None,
         "n_published": None,
-        **{k: mine.get(k) for k in ("never_within", "within_throughout", "low", "high", "n_items")},
-        **{k: mine.get(k) for k in ("chosen_on", "reported_on")},
+        **{k: getattr(mine, k, None) for k in _FROM_BOARD},
     }
 
 
-def _rendering_of(row: dict | None) -> str | None:
-    if row is None or row.get("chat_template") is None:
+def _rendering_of(row: LeaderboardRow | None) -> str | None:
+    if row is None or row.chat_template is None:
         return None  # no such cell, or an average over models
-    return row.get("rendering") if row["chat_template"] else "plain"
+    return row.rendering if row.chat_template else "plain"
 
 
 def _models_shared(r: dict) -> str:
@@ -194,7 +195,7 @@ def _models_shared(r: dict) -> str:
 def format_seed_comparison(rows: list[dict], selection: str = "", interval: str | None = None) -> str:
     """`seed_comparison` rows as a markdown table; `selection` (`Leaderboard.selection`: where "ours" chose its
     function) and `interval` (`Leaderboard.interval`: the method of the intervals) are printed below it."""
-    from dormant_tasks.evaluation.metric import within_text
+    from dormant_tasks.evaluation.metric import NEVER_WITHIN, WITHIN_THROUGHOUT, within_text
     from dormant_tasks.evaluation.rendering import RENDERED_AS
 
     intervals = any(r.get("low") is not None for r in rows)
@@ -212,10 +213,10 @@ def format_seed_comparison(rows: list[dict], selection: str = "", interval: str 
         model = r["model"] + (f" ({_models_shared(r)})" if r["n_models"] else "")
         rendering = {"plain": "plain text", **RENDERED_AS}.get(r["rendering"], r["rendering"] or "")
         diff = "n/a" if r["difference"] is None else f"{round(r['difference'], 2) + 0.0:+.2f}"  # no "-0.00"
-        never = "never within 1 point" if r.get("never_within") else None
-        never = never or ("within 1 point throughout" if r.get("within_throughout") else None)
+        never = NEVER_WITHIN if r.get("never_within") else WITHIN_THROUGHOUT if r.get("within_throughout") else None
         ours = number_text(r["ours"]) if r["ours"] is None else within_text(r["ours"], never)
-        extra = (interval_text(r), "" if r.get("n_items") is None else str(r["n_items"])) if intervals else ()
+        span = interval_text(r.get("low"), r.get("high"), never)
+        extra = (span, "" if r.get("n_items") is None else str(r["n_items"])) if intervals else ()
         cells = (model, fn, number_text(r["published"]), ours, *extra, diff, rendering)
         lines.append("| " + " | ".join(html.escape(c, quote=False).replace("|", "\\|") for c in cells) + " |")
     if intervals and interval:

@@ -8,7 +8,7 @@ turn the answers into the task's accuracy. The base run also yields the per-inpu
 thresholds: per task and function, the quantiles of its scores pooled over layers, heads and forward rows.
 
 Public API
-- `prepare(model, tokenizer, tasks, *, model_id, ...) -> Prepared`: tasks loaded, protocol fixed, requests built.
+- `prepare(model, tokenizer, request, model_id=None) -> Prepared`: tasks loaded, protocol fixed, requests built.
 - `run_sweep(prepared, score_fns, quantiles=..., log_samples=False, progress=True) -> SweepResult`
 - `evaluate_static(prepared, masks, log_samples=False, progress=False) -> StaticResult` (mode "static")
 - `check_tau(score_fn, tau)`, `item_step_note(n_items)`,
@@ -23,7 +23,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from dormant_tasks.evaluation.metric import (
     task_average_curve,
 )
 from dormant_tasks.evaluation.rendering import RENDERED_AS
-from dormant_tasks.evaluation.request import DEFAULT_QUANTILES, Bos, ChatTemplate, DataSource, Rendering
+from dormant_tasks.evaluation.request import DEFAULT_QUANTILES, EvalRequest, Rendering, parse_chat_date
 from dormant_tasks.tracking import pooled_threshold
 
 if TYPE_CHECKING:
@@ -145,42 +145,45 @@ class Prepared:
         return splits.pop() if len(splits) == 1 else ",".join(sorted(s or "none" for s in splits))
 
 
-def prepare(
-    model,
-    tokenizer,
-    tasks=("winogrande",),
-    *,
-    model_id: str = "",
-    shots: int | None = None,
-    limit: int | None = None,
-    batch_size: int = 16,
-    seed: int = 0,
-    chat_template: ChatTemplate | str = ChatTemplate.AUTO,
-    bos: Bos | str = Bos.PAPER,
-    datasets: DataSource | str = DataSource.AUTO,
-    score_fns=(),
-    rendering: Rendering | str = Rendering.PAPER,
-    system_instruction: str | None = None,
-    chat_date: date | None = None,
-) -> Prepared:
-    """Load the lm-eval tasks and build their requests once, under the protocol given (the authors' by default):
-    under a chat template with `Rendering.PAPER` the requests are rendered as lm-eval 0.4.5 did
-    (`rendering.build_paper_chat_requests`), else by lm-eval itself; a chat template sees `chat_date` (default:
-    today, fixed here for the whole run) as the current day."""
+def prepare(model, tokenizer, request: EvalRequest, model_id: str | None = None) -> Prepared:
+    """Load the request's lm-eval tasks and build their requests once, under its protocol (the authors' by
+    default): under a chat template with `Rendering.PAPER` the requests are rendered as lm-eval 0.4.5 did
+    (`rendering.build_paper_chat_requests`), else by lm-eval itself; a chat template sees the request's
+    `chat_date` (default: today, fixed here for the whole run) as the current day. `model_id`: the evaluated
+    model's id, whose name decides the chat template under `--chat-template auto` (default: `request.model`)."""
     import lm_eval
 
     from dormant_tasks.evaluation.model import DormantLM
 
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise EvaluationError(f"--limit must be at least 1, got {limit}; leave it out to use every item")
-    chat = wants_chat_template(model_id, chat_template, tokenizer)
-    loaded = load_tasks(tasks, shots=shots, data_source=datasets)
-    chat_date = chat_date or date.today()
+    chat = wants_chat_template(request.model if model_id is None else model_id, request.chat_template, tokenizer)
+    loaded = load_tasks(request.tasks, shots=request.shots, data_source=request.datasets)
+    chat_date = parse_chat_date(request.chat_date) if request.chat_date else date.today()
     lm = DormantLM(
-        model, tokenizer, bos=bos, batch_size=batch_size, score_fns=tuple(score_fns), seed=seed, chat_date=chat_date
+        model,
+        tokenizer,
+        bos=request.bos,
+        batch_size=request.batch_size,
+        score_fns=request.score_fns,
+        chat_date=chat_date,
     )
-    rendering = Rendering(rendering)
-    instances, limits = build_requests(loaded, tokenizer, chat, rendering, system_instruction, limit, chat_date)
+    instances, limits = build_requests(
+        loaded, tokenizer, chat, request.rendering, request.system_instruction, request.limit, chat_date
+    )
+    chance, n_items = _items_and_chance(loaded, instances)
+    protocol = Protocol(
+        chat,
+        str(request.bos),
+        str(loaded.data_source),
+        lm_eval.__version__,
+        str(request.rendering),
+        chat_date if chat else None,
+    )
+    return Prepared(lm, loaded, protocol, request.limit, instances, limits, chance, n_items)
+
+
+def _items_and_chance(loaded: LoadedTasks, instances: dict) -> tuple[dict[str, float | None], dict[str, int]]:
+    """Per task: the accuracy of a random guess (the mean over its items of 1 / choices; None for a generation
+    task) and its number of items."""
     chance: dict[str, float | None] = {}
     n_items: dict[str, int] = {}
     for spec in loaded.specs:
@@ -194,10 +197,7 @@ def prepare(
             chance[spec.name] = float(np.mean([1.0 / n for n in per_doc.values()]))
         else:
             chance[spec.name] = None
-    protocol = Protocol(
-        chat, str(Bos(bos)), str(loaded.data_source), lm_eval.__version__, str(rendering), chat_date if chat else None
-    )
-    return Prepared(lm, loaded, protocol, limit, instances, limits, chance, n_items)
+    return chance, n_items
 
 
 def build_requests(
@@ -438,54 +438,82 @@ def run_sweep(
             items += _setting_items(base.items, spec, "base", None, None, None)
             summaries[spec.name] = {}
             for fn in fns:
-                direction = get_score_function(fn).direction
                 given = fixed_taus.get(spec.name, {}).get(fn)
-                if given is not None and len(given) != len(quantiles):
-                    raise EvaluationError(
-                        f"{spec.name} {fn}: {len(given)} fixed thresholds for {len(quantiles)} quantiles"
-                    )
+                taus = _thresholds(spec, fn, quantiles, given, base)
                 source = "authors" if given is not None else "own"
+                setting = _Setting(prepared, spec, fn, source, base.accuracy, log_samples, bar)
                 points = []
-                for i, q in enumerate(quantiles):
-                    tau = (
-                        float(given[i])
-                        if given is not None
-                        else pooled_threshold(base.record.scores_of(fn), q, direction)
-                    )
-                    if math.isnan(tau):
-                        raise EvaluationError(
-                            f"{fn} gives no finite score on this model (all NaN), so no threshold "
-                            f"can be placed; sweep another function"
-                        )
-                    if bar is not None:
-                        bar.set_postfix_str(f"{spec.name} {fn} q={q:g}")
-                    result = run_setting(prepared, spec, DynamicZeroing(fn, tau), log_samples=log_samples)
-                    _advance(bar)
-                    rows.append(_row(prepared, spec, "dynamic", fn, q, tau, result, base.accuracy, source))
-                    items += _setting_items(result.items, spec, "dynamic", fn, q, tau)
-                    points.append((100.0 * result.frac_zeroed, 100.0 * result.accuracy))
-                summaries[spec.name][fn] = FunctionSummary(
-                    fn,
-                    tuple(points),
-                    bases[spec.name],
-                    pct_zeroed_within_1pt(points, bases[spec.name]),
-                    normalised_auc(points),
-                )
+                for q, tau in zip(quantiles, taus):
+                    row, result_items, point = setting.run(q, tau)
+                    rows.append(row)
+                    items += result_items
+                    points.append(point)
+                summaries[spec.name][fn] = _summary(fn, tuple(points), bases[spec.name])
             del base
     finally:
         if bar is not None:
             bar.close()
         prepared.lm.zeroing = None
     if len(prepared.specs) > 1:
-        summaries[AVERAGE_TASK] = {}
-        for fn in fns:
-            curves = {t: (quantiles, s[fn].points, s[fn].base_accuracy) for t, s in summaries.items() if fn in s}
-            average, average_base = task_average_curve(curves)
-            summaries[AVERAGE_TASK][fn] = FunctionSummary(
-                fn, average, average_base, pct_zeroed_within_1pt(average, average_base), normalised_auc(average)
-            )
+        summaries[AVERAGE_TASK] = _task_averages(summaries, fns, quantiles)
     mark_warnings(rows)
     return SweepResult(rows, items, summaries, bases, prepared.notes)
+
+
+def _thresholds(spec: TaskSpec, fn: str, quantiles: tuple[float, ...], given, base: SettingResult) -> list[float]:
+    """The threshold of each quantile: the `given` ones (the authors'), else that quantile of the base run's
+    per-input scores (">" functions at 1 - q); EvaluationError when none can be placed."""
+    if given is not None and len(given) != len(quantiles):
+        raise EvaluationError(f"{spec.name} {fn}: {len(given)} fixed thresholds for {len(quantiles)} quantiles")
+    if given is not None:
+        taus = [float(t) for t in given]
+    else:
+        direction = get_score_function(fn).direction
+        taus = [pooled_threshold(base.record.scores_of(fn), q, direction) for q in quantiles]
+    if any(math.isnan(tau) for tau in taus):
+        raise EvaluationError(
+            f"{fn} gives no finite score on this model (all NaN), so no threshold can be placed; sweep another function"
+        )
+    return taus
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """One function's dynamic settings of one task: what every point of its sweep shares."""
+
+    prepared: Prepared
+    spec: TaskSpec
+    fn: str
+    source: str  # where the thresholds come from: "authors" or "own"
+    base_accuracy: float  # fraction
+    log_samples: bool
+    bar: Any  # the progress bar, None: none
+
+    def run(self, q: float, tau: float) -> tuple[dict, list[dict], tuple[float, float]]:
+        """The point at quantile `q` (threshold `tau`): its `evaluations` row, its items, (% zeroed, accuracy %)."""
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.spec.name} {self.fn} q={q:g}")
+        result = run_setting(self.prepared, self.spec, DynamicZeroing(self.fn, tau), log_samples=self.log_samples)
+        _advance(self.bar)
+        row = _row(self.prepared, self.spec, "dynamic", self.fn, q, tau, result, self.base_accuracy, self.source)
+        items = _setting_items(result.items, self.spec, "dynamic", self.fn, q, tau)
+        return row, items, (100.0 * result.frac_zeroed, 100.0 * result.accuracy)
+
+
+def _summary(fn: str, points: tuple, base: float) -> FunctionSummary:
+    return FunctionSummary(fn, points, base, pct_zeroed_within_1pt(points, base), normalised_auc(points))
+
+
+def _task_averages(
+    summaries: dict[str, dict[str, FunctionSummary]], fns: tuple[str, ...], quantiles: tuple[float, ...]
+) -> dict[str, FunctionSummary]:
+    """Per function: the summary of the across-task average curve (`metric.task_average_curve`)."""
+    out = {}
+    for fn in fns:
+        curves = {t: (quantiles, s[fn].points, s[fn].base_accuracy) for t, s in summaries.items() if fn in s}
+        average, average_base = task_average_curve(curves)
+        out[fn] = _summary(fn, average, average_base)
+    return out
 
 
 def _advance(bar) -> None:

@@ -29,7 +29,7 @@ from dormant_tasks.evaluation.metric import (
     within_text,
 )
 from dormant_tasks.evaluation.precision import check_int8_backend, precision_for, precision_label
-from dormant_tasks.evaluation.request import EvalRequest, Mode, parse_chat_date
+from dormant_tasks.evaluation.request import EvalRequest, Mode
 from dormant_tasks.evaluation.sweep import (
     evaluate_static,
     item_step_note,
@@ -151,22 +151,7 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True,
     fixed_taus = authors_taus(target.model_id, request.tasks, request.score_fns, request.quantiles, request.thresholds)
     dtype, int8 = precision_for(target.model_id, request.precision, request.dtype)
     model, tokenizer = load_model_at(target.source, target.load_revision, dtype, request.device, int8=int8)
-    prepared = prepare(
-        model,
-        tokenizer,
-        request.tasks,
-        model_id=target.model_id,
-        shots=request.shots,
-        limit=request.limit,
-        batch_size=request.batch_size,
-        chat_template=request.chat_template,
-        bos=request.bos,
-        datasets=request.datasets,
-        score_fns=request.score_fns,
-        rendering=request.rendering,
-        system_instruction=request.system_instruction,
-        chat_date=parse_chat_date(request.chat_date) if request.chat_date else None,
-    )
+    prepared = prepare(model, tokenizer, request, target.model_id)
     for note in prepared.notes:
         (log or _log).warning("%s", note)  # the console's level prefix says what it is (never "WARNING: note:")
     if request.mode is Mode.DYNAMIC:

@@ -8,47 +8,18 @@ from typing import TYPE_CHECKING
 
 from dormant_tasks.face import attach
 
-__all__ = [
-    "EARLY",
-    "Findings",
-    "GroupDifference",
-    "InputDependence",
-    "NoiseFloor",
-    "ReplicatedFindings",
-    "T_SEEDS",
-    "WELCH",
-    "compare_seed_groups",
-    "path_tokens",
-    "seed_group_findings",
-    "series_findings",
-]
-
-if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
-    from dormant_tasks.findings.dependence import InputDependence, NoiseFloor
-    from dormant_tasks.findings.dynamics import EARLY, Findings, path_tokens, series_findings
+if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
+    from dormant_tasks.findings.dynamics import (
+        EARLY as EARLY,
+        Findings as Findings,
+        path_tokens as path_tokens,
+        series_findings as series_findings,
+    )
     from dormant_tasks.findings.replication import (
-        T_SEEDS,
-        WELCH,
-        GroupDifference,
-        ReplicatedFindings,
-        compare_seed_groups,
-        seed_group_findings,
+        T_SEEDS as T_SEEDS,
+        WELCH as WELCH,
+        compare_seed_groups as compare_seed_groups,
+        seed_group_findings as seed_group_findings,
     )
 
-# the same names for the interpreter: each loaded from its module on first use
-__getattr__, __dir__ = attach(
-    __name__,
-    __all__,
-    {
-        "dependence": ["InputDependence", "NoiseFloor"],
-        "dynamics": ["EARLY", "Findings", "path_tokens", "series_findings"],
-        "replication": [
-            "GroupDifference",
-            "ReplicatedFindings",
-            "T_SEEDS",
-            "WELCH",
-            "compare_seed_groups",
-            "seed_group_findings",
-        ],
-    },
-)
+__all__, __getattr__, __dir__ = attach(__name__)

@@ -89,72 +89,21 @@ def noise_floor(
     text differ more than independent inputs would; a test that moves single inputs then rejects true nulls.
     """
     sets = [np.asarray(x, dtype=bool) for x in sets]
-    if len(sets) < 2 or len(clusters) != len(sets) or len(kinds) != len(sets):
-        raise ValueError("the noise floor compares two calibration sets or more, each with its clusters and kind")
-    if len({x.shape[1] for x in sets}) != 1 or not sets[0].shape[1]:
-        raise ValueError("every set needs the same heads, one at least")
-    if len(set(kinds)) < 2:
-        raise ValueError("the noise floor compares kinds of text: give two kinds or more (each set its own kind)")
-    # the clusters of every set, numbered globally: counts [cluster, head] and sizes [cluster]
-    owner, counts, sizes = [], [], []
-    for k, (x, c) in enumerate(zip(sets, clusters)):
-        labels = np.arange(x.shape[0]) if c is None else np.unique(np.asarray(c), return_inverse=True)[1]
-        if labels.shape != (x.shape[0],):
-            raise ValueError(f"set {k}: {labels.size} cluster labels for {x.shape[0]} inputs")
-        n = int(labels.max()) + 1 if labels.size else 0
-        c_counts = np.zeros((n, x.shape[1]))
-        np.add.at(c_counts, labels, x)
-        counts.append(c_counts)
-        sizes.append(np.bincount(labels, minlength=n))
-        owner.append(np.full(n, k))
-    counts_all, sizes_all, owner_all = np.concatenate(counts), np.concatenate(sizes), np.concatenate(owner)
-    n_clusters = counts_all.shape[0]
+    _check_sets(sets, clusters, kinds)
+    counts, sizes, owner = _cluster_counts(sets, clusters)
     halves = max(Counter(kinds).values()) < 2
     if halves:  # part 2k and 2k + 1: set k's clusters split at random, cluster-whole
-        rng = resampling.rng(30)
-        part = np.empty(n_clusters, np.int64)
-        for k in range(len(sets)):
-            own = np.flatnonzero(owner_all == k)
-            if own.size < 2:
-                raise ValueError(f"set {k} has fewer than two clusters: it cannot be split in halves")
-            shuffled = rng.permutation(own)
-            part[shuffled] = 2 * k + (np.arange(own.size) >= own.size // 2)
+        part = _halves(owner, len(sets), resampling)
         part_kind = [kinds[k // 2] for k in range(2 * len(sets))]
     else:
-        part, part_kind = owner_all, list(kinds)
-    pairs = [(a, b) for a in range(len(part_kind)) for b in range(a + 1, len(part_kind))]
-    same = np.array([part_kind[a] == part_kind[b] for a, b in pairs])
-    n_parts = len(part_kind)
-
-    def masks(weights: np.ndarray) -> np.ndarray:
-        """bool [draw, part, head]: each part's mask; weights [draw, part, cluster], a cluster's count in a part."""
-        inactive = weights @ counts_all  # [draw, part, head]
-        total = weights @ sizes_all  # [draw, part]
-        return 2 * inactive >= total[..., None]  # rate >= 0.5
-
-    def jaccards(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """within and across, float [draw] (NaN: no part of those pairs marks a head)."""
-        a, b = zip(*pairs)
-        both = (m[:, a] & m[:, b]).sum(axis=2)  # [draw, pair]
-        union = (m[:, a] | m[:, b]).sum(axis=2)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return both[:, same].sum(1) / union[:, same].sum(1), both[:, ~same].sum(1) / union[:, ~same].sum(1)
-
-    def one_hot(assignment: np.ndarray) -> np.ndarray:  # [draw, cluster] part numbers -> [draw, part, cluster]
-        return (assignment[:, None, :] == np.arange(n_parts)[None, :, None]).astype(np.float64)
-
-    within, across = (float(v[0]) for v in jaccards(masks(one_hot(part[None]))))
+        part, part_kind = owner, list(kinds)
+    parts = _Parts(counts, sizes, part_kind)
+    within, across = (float(v[0]) for v in parts.jaccards(parts.masks(parts.one_hot(part[None]))))
     diff = across - within
-    null = []  # [permutation] D under the null, in chunks to bound memory
-    rng = resampling.rng(32)
-    for start in range(0, resampling.permutations, 100):
-        dealt = rng.permuted(np.tile(part, (min(100, resampling.permutations - start), 1)), axis=1)
-        w, a = jaccards(masks(one_hot(dealt)))
-        null.append(a - w)
-    d_null = np.sort(np.concatenate(null) if null else np.zeros(0))
-    d_null = d_null[~np.isnan(d_null)]
+    d_null = _permutation_null(part, parts, resampling)
     p, low, high = _inverted_permutation_test(diff, d_null)
-    w_b, a_b = _cluster_bootstrap(part, n_parts, masks, jaccards, resampling)
+    w_b, a_b = _cluster_bootstrap(part, parts.n_parts, parts.masks, parts.jaccards, resampling)
+    n_clusters = counts.shape[0]
     unit = f"clusters ({n_clusters})"
     where = "each set's cluster-whole halves" if halves else "the sets"
     boot = f"bootstrap over clusters within each part ({resampling.resamples} resamples, seed {resampling.seed})"
@@ -174,6 +123,95 @@ def noise_floor(
         int(d_null.size),
         tuple(kinds),
     )
+
+
+def _check_sets(sets: list[np.ndarray], clusters: Sequence, kinds: Sequence[str]) -> None:
+    if len(sets) < 2 or len(clusters) != len(sets) or len(kinds) != len(sets):
+        raise ValueError("the noise floor compares two calibration sets or more, each with its clusters and kind")
+    if len({x.shape[1] for x in sets}) != 1 or not sets[0].shape[1]:
+        raise ValueError("every set needs the same heads, one at least")
+    if len(set(kinds)) < 2:
+        raise ValueError("the noise floor compares kinds of text: give two kinds or more (each set its own kind)")
+
+
+def _cluster_counts(sets: list[np.ndarray], clusters: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The clusters of every set, numbered globally: inactive counts [cluster, head], sizes [cluster] and the set
+    each belongs to [cluster]."""
+    owner, counts, sizes = [], [], []
+    for k, (x, c) in enumerate(zip(sets, clusters)):
+        labels = np.arange(x.shape[0]) if c is None else np.unique(np.asarray(c), return_inverse=True)[1]
+        if labels.shape != (x.shape[0],):
+            raise ValueError(f"set {k}: {labels.size} cluster labels for {x.shape[0]} inputs")
+        n = int(labels.max()) + 1 if labels.size else 0
+        c_counts = np.zeros((n, x.shape[1]))
+        np.add.at(c_counts, labels, x)
+        counts.append(c_counts)
+        sizes.append(np.bincount(labels, minlength=n))
+        owner.append(np.full(n, k))
+    return np.concatenate(counts), np.concatenate(sizes), np.concatenate(owner)
+
+
+def _halves(owner: np.ndarray, n_sets: int, resampling: Resampling) -> np.ndarray:
+    """[cluster] its part: 2k or 2k + 1 for the clusters of set k, split at random into halves, cluster-whole."""
+    rng = resampling.rng(30)
+    part = np.empty(owner.size, np.int64)
+    for k in range(n_sets):
+        own = np.flatnonzero(owner == k)
+        if own.size < 2:
+            raise ValueError(f"set {k} has fewer than two clusters: it cannot be split in halves")
+        shuffled = rng.permutation(own)
+        part[shuffled] = 2 * k + (np.arange(own.size) >= own.size // 2)
+    return part
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The parts compared and how their masks and agreements are computed from clusters dealt to them."""
+
+    counts: np.ndarray  # [cluster, head] inactive inputs
+    sizes: np.ndarray  # [cluster] inputs
+    kinds: list[str]  # [part] the kind of text of each part
+
+    @property
+    def n_parts(self) -> int:
+        return len(self.kinds)
+
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        return [(a, b) for a in range(self.n_parts) for b in range(a + 1, self.n_parts)]
+
+    def masks(self, weights: np.ndarray) -> np.ndarray:
+        """bool [draw, part, head]: each part's mask; weights [draw, part, cluster], a cluster's count in a part."""
+        inactive = weights @ self.counts  # [draw, part, head]
+        total = weights @ self.sizes  # [draw, part]
+        return 2 * inactive >= total[..., None]  # rate >= 0.5
+
+    def jaccards(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """within and across, float [draw] (NaN: no part of those pairs marks a head)."""
+        pairs = self.pairs
+        same = np.array([self.kinds[a] == self.kinds[b] for a, b in pairs])
+        a, b = zip(*pairs)
+        both = (m[:, a] & m[:, b]).sum(axis=2)  # [draw, pair]
+        union = (m[:, a] | m[:, b]).sum(axis=2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return both[:, same].sum(1) / union[:, same].sum(1), both[:, ~same].sum(1) / union[:, ~same].sum(1)
+
+    def one_hot(self, assignment: np.ndarray) -> np.ndarray:
+        """[draw, cluster] part numbers -> [draw, part, cluster] weights."""
+        return (assignment[:, None, :] == np.arange(self.n_parts)[None, :, None]).astype(np.float64)
+
+
+def _permutation_null(part: np.ndarray, parts: _Parts, resampling: Resampling) -> np.ndarray:
+    """D = across - within under the null, sorted, NaN dropped: the clusters dealt anew between the parts (each
+    part keeping its number of clusters), in chunks of 100 permutations to bound memory."""
+    null = []
+    rng = resampling.rng(32)
+    for start in range(0, resampling.permutations, 100):
+        dealt = rng.permuted(np.tile(part, (min(100, resampling.permutations - start), 1)), axis=1)
+        w, a = parts.jaccards(parts.masks(parts.one_hot(dealt)))
+        null.append(a - w)
+    d_null = np.sort(np.concatenate(null) if null else np.zeros(0))
+    return d_null[~np.isnan(d_null)]
 
 
 def permutation_p(count_low: int, count_high: int, n: int) -> float:

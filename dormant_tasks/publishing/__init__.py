@@ -9,32 +9,23 @@ from typing import TYPE_CHECKING
 
 from dormant_tasks.face import attach
 
-__all__ = [
-    "Publication",
-    "UploadResult",
-    "build_publication",
-    "check_dataset_repo",
-    "check_license",
-    "hub_token",
-    "is_hub_store",
-    "open_published",
-    "parse_hub_store",
-    "upload_publication",
-    "write_publication",
-]
+if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
+    from dormant_tasks.publishing.contents import (
+        Publication as Publication,
+        build_publication as build_publication,
+        check_license as check_license,
+        write_publication as write_publication,
+    )
+    from dormant_tasks.publishing.opening import (
+        is_hub_store as is_hub_store,
+        open_published as open_published,
+        parse_hub_store as parse_hub_store,
+    )
+    from dormant_tasks.publishing.upload import (
+        UploadResult as UploadResult,
+        check_dataset_repo as check_dataset_repo,
+        hub_token as hub_token,
+        upload_publication as upload_publication,
+    )
 
-if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
-    from dormant_tasks.publishing.contents import Publication, build_publication, check_license, write_publication
-    from dormant_tasks.publishing.opening import is_hub_store, open_published, parse_hub_store
-    from dormant_tasks.publishing.upload import UploadResult, check_dataset_repo, hub_token, upload_publication
-
-# the same names for the interpreter: each loaded from its module on first use
-__getattr__, __dir__ = attach(
-    __name__,
-    __all__,
-    {
-        "contents": ["Publication", "build_publication", "check_license", "write_publication"],
-        "opening": ["is_hub_store", "open_published", "parse_hub_store"],
-        "upload": ["UploadResult", "check_dataset_repo", "hub_token", "upload_publication"],
-    },
-)
+__all__, __getattr__, __dir__ = attach(__name__)

@@ -15,6 +15,7 @@ from dormant_tasks.errors import StoreError
 from dormant_tasks.names import series_slug
 from dormant_tasks.outputs import Owner, check_folder, record_comparison, staged
 from dormant_tasks.paths import default_reports_dir
+from dormant_tasks.reporting import compare_figures as cf
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting import page
 from dormant_tasks.reporting.compare import (
@@ -90,10 +91,10 @@ def comparison_plots(c: Comparison) -> list[Plot]:
         curves = percent_curves(c, fn)
         panels = [(t, depth_profiles(c, fn, t)) for t in FRACTIONS]
         for kind, by_fraction in (("tokens", False), ("fraction", True)):
-            axis = fg.SCALE_WORDS[fg.tokens_scale(fg.compare_x(curves, by_fraction))]
-            draw = functools.partial(fg.draw_compare_percent, curves, fn, by_fraction)
+            axis = fg.SCALE_WORDS[fg.tokens_scale(cf.compare_x(curves, by_fraction))]
+            draw = functools.partial(cf.draw_compare_percent, curves, fn, by_fraction)
             plots.append(Plot(fn, kind, f"{kind}_{fn}", draw, axis))
-        plots.append(Plot(fn, "depth", f"depth_{fn}", functools.partial(fg.draw_depth_profiles, panels, fn)))
+        plots.append(Plot(fn, "depth", f"depth_{fn}", functools.partial(cf.draw_depth_profiles, panels, fn)))
     return plots
 
 

@@ -1,5 +1,7 @@
 """Drawing only: each function takes a figure's data (computed in `figure_data.py` and `sets.py`) and returns a
 matplotlib Figure. The page that lays them out is a Jinja2 template (`page.py`, `templates/report.html.j2`).
+This module draws a series' figures and the evaluation's, and holds what every figure shares (the tokens axis,
+`save_figure`); the calibration sets' figures are in `set_figures.py`, the comparison's in `compare_figures.py`.
 
 Figures are built with `matplotlib.figure.Figure` (no pyplot): no global state, safe in worker threads.
 The x axis is training tokens, on a log scale when the series spans two decades or more; a tokens = 0
@@ -13,7 +15,6 @@ from pathlib import Path
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
@@ -64,7 +65,7 @@ def set_tokens_axis(ax, tokens: np.ndarray, fmt=format_tokens, label: str = "tra
     ax.set_xlabel(label)
 
 
-def _column_ticks(ax, tokens: np.ndarray, max_labels: int = 12) -> None:
+def column_ticks(ax, tokens: np.ndarray, max_labels: int = 12) -> None:
     """Equal-width checkpoint columns labelled with their tokens (a subset when there are many)."""
     every = max(1, int(np.ceil(len(tokens) / max_labels)))
     idx = np.arange(0, len(tokens), every)
@@ -154,7 +155,7 @@ def draw_raster(
         layers = np.arange(0, n_layers, max(1, int(np.ceil(n_layers / 32))))
         ax.set_yticks(layers * n_heads + (n_heads - 1) / 2, [f"L{layer}" for layer in layers], fontsize=8)
     ax.set_ylabel(f"heads by layer ({n_heads} per layer)")
-    _column_ticks(ax, tokens)
+    column_ticks(ax, tokens)
     fn = get_score_function(score_fn)
     undone = ", blips undone" if hide_blips else ""
     ax.set_title(f"{score_fn} head states (dormant if score {fn.direction} {tau:g}{undone})")
@@ -178,7 +179,7 @@ def draw_layer_counts(counts: np.ndarray, tokens: np.ndarray, n_heads: int, scor
     every = max(1, int(np.ceil(n_layers / 32)))
     ax.set_yticks(np.arange(0, n_layers, every))
     ax.set_ylabel("layer")
-    _column_ticks(ax, tokens)
+    column_ticks(ax, tokens)
     ax.set_title(f"Dormant heads per layer under {score_fn}")
     return fig
 
@@ -196,7 +197,7 @@ def draw_transition_bars(counts, tokens: np.ndarray, score_fn: str) -> Figure:
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{abs(v):g}"))
     ax.set_ylabel("heads per interval")
-    _column_ticks(ax, tokens)
+    column_ticks(ax, tokens)
     ax.set_xlabel("interval ending at checkpoint (training tokens)")
     fig.legend(
         *ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False
@@ -260,69 +261,6 @@ def draw_agreement(iou: np.ndarray, score_fns, revision: str) -> Figure:
     ax.set_xticks(range(n), score_fns, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(n), score_fns, fontsize=8)
     ax.set_title(f"Agreement of score functions at the last checkpoint\n{revision} (–: both sets empty)", fontsize=9)
-    return fig
-
-
-# Calibration-set raster colours, indexed by state + 1 (sets.CalibrationSets.states): fewer than 2 sets
-# scored it, dormant on no set, on some, on every set.
-SET_COLOURS = ("#d9d9d9", "#cfe1f2", "#f0a04b", "#1f3b63")
-SET_LABELS = ("fewer than 2 sets scored", "dormant on no set", "dormant on some sets", "dormant on every set")
-
-
-def draw_set_agreement(tokens: np.ndarray, jaccard: dict, score_fn: str, union=None, floor=None) -> Figure:
-    """jaccard: (set a, set b) -> float64 [checkpoint] Jaccard index of the two sets' masks (NaN: not both);
-    union: the same pairs -> int64 [checkpoint] heads dormant on either set (-1: not both scored), drawn in a panel
-    below (a Jaccard of 1 head reads like one of 20); floor: findings.dependence.NoiseFloor, its same-kind
-    agreement (the Jaccard that two samples of one kind of text reach) marked at its checkpoint with its 95%
-    interval; None: no floor measured (said in the legend)."""
-    counts = union is not None and any((u >= 0).any() for u in union.values())
-    fig = Figure(figsize=(9, 7.0 if counts else 5.2), layout="constrained")
-    if counts:
-        ax, below = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1.6))
-    else:
-        ax, below = fig.add_subplot(), None
-    for k, ((a, b), values) in enumerate(jaccard.items()):
-        ok = ~np.isnan(values)
-        if ok.any():
-            # NaN (undefined: neither set marks a head) breaks the line: a gap, never a line across it; the
-            # markers keep a defined point between two gaps visible
-            ax.plot(tokens, values, marker="o", markersize=3, linewidth=1.4, color=f"C{k % 10}", label=f"{a} vs {b}")
-        if below is not None and (a, b) in union:
-            n = union[(a, b)].astype(np.float64)
-            n[n < 0] = np.nan
-            below.plot(tokens, n, marker="o", markersize=3, linewidth=1.2, color=f"C{k % 10}")
-    if floor is not None and floor.revision and np.isfinite(floor.within.value):
-        w = floor.within
-        at = tokens[-1] if len(tokens) else 0
-        yerr = None if np.isnan(w.low) else [[max(0.0, w.value - w.low)], [max(0.0, w.high - w.value)]]
-        ax.errorbar(
-            [at],
-            [w.value],
-            yerr=yerr,
-            fmt="D",
-            color="black",
-            markersize=6,
-            capsize=4,
-            zorder=5,
-            label=f"noise floor at {floor.revision}: same-kind agreement {w.value:.2f}"
-            + ("" if yerr is None else f" (95% CI {w.low:.2f}–{w.high:.2f})"),
-        )
-    else:
-        ax.plot([], [], " ", label="noise floor: not measured")
-    set_tokens_axis(below if below is not None else ax, tokens)
-    if below is not None:
-        ax.set_xlabel("")
-        below.set_ylabel("heads dormant\non either set")
-        below.yaxis.set_major_locator(MaxNLocator(integer=True))
-        below.set_ylim(bottom=0)
-        below.grid(alpha=0.3)
-    ax.set_ylim(-0.02, 1.05)
-    ax.set_ylabel("Jaccard index of the dormant head sets")
-    ax.grid(alpha=0.3)
-    # under the figure, outside the data: the sets' names are long, a legend beside the axes would squeeze them
-    handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=1, fontsize=8, frameon=False)
-    fig.suptitle(f"Calibration sets' agreement under {score_fn}, per pair of sets (1: the same heads; gap: undefined)")
     return fig
 
 
@@ -395,85 +333,13 @@ def draw_confident_transitions(t, score_fn: str) -> Figure:
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("mask changes into the checkpoint")
     if len(x):
-        _column_ticks(ax, t.interval_tokens)
+        column_ticks(ax, t.interval_tokens)
     ax.set_xlabel("interval ending at checkpoint (training tokens)")
     fig.legend(
         *ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False
     )  # outside the bars
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"Transitions under {score_fn}: {t.n_confident} of {t.n_transitions} mask changes confident")
-    return fig
-
-
-def draw_set_length(ld) -> Figure:
-    """sets.LengthDependence: grouped bars, per head (most different between sets first) one bar per set.
-
-    An undefined length_slope (NaN: the set's input lengths do not vary, or the result was re-aggregated from
-    kept per-input scores, which keep no token counts) gets no bar, and a head undefined on every set is left
-    out (counted in the title); when every head is, the figure says so instead of drawing bars.
-    """
-    fig = Figure(figsize=(9, 4.2), layout="constrained")
-    ax = fig.add_subplot()
-    n_sets = ld.slope.shape[0]
-    shown = np.flatnonzero(~np.isnan(ld.slope).all(axis=0))  # [head] heads with a slope on at least one set
-    title = f"Length dependence of the most set-dependent heads, {ld.revision}"
-    if shown.size == 0:
-        ax.text(
-            0.5,
-            0.5,
-            f"length_slope is undefined (NaN) for all {len(ld.heads)} heads on every set: the inputs' lengths do "
-            "not vary,\nor the results were re-aggregated from kept per-input scores (which keep no token counts)",
-            ha="center",
-            va="center",
-            fontsize=9,
-            transform=ax.transAxes,
-        )
-        ax.set_axis_off()
-        ax.set_title(title, fontsize=10)
-        return fig
-    width = 0.8 / n_sets
-    x = np.arange(shown.size)
-    for k in range(n_sets):
-        values = ld.slope[k, shown]  # [shown head]
-        ok = ~np.isnan(values)
-        ax.bar(x[ok] + (k - (n_sets - 1) / 2) * width, values[ok], width, color=f"C{k % 10}", label=ld.sets[k])
-    ax.axhline(0.0, color="0.3", linewidth=0.8)
-    ax.set_xticks(x, [ld.heads[i] for i in shown], fontsize=8)
-    ax.set_ylabel(f"{ld.score_fn} change per doubling of input length")
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    left_out = len(ld.heads) - shown.size
-    if left_out or np.isnan(ld.slope[:, shown]).any():
-        title += f"\n(no bar where length_slope is undefined; {left_out} head(s) undefined on every set left out)"
-    ax.set_title(title, fontsize=10)
-    return fig
-
-
-def draw_set_raster(
-    states: np.ndarray, tokens: np.ndarray, n_layers: int, n_heads: int, score_fn: str, n_sets: int
-) -> Figure:
-    """states: int8 [head, checkpoint] (sets.CalibrationSets.states); rows grouped by layer, layer 0 on top."""
-    n_rows, n_cols = states.shape
-    fig = Figure(
-        figsize=(min(max(7.5, 4 + 0.12 * n_cols), 14), min(max(3.5, 0.13 * n_rows + 1.5), 13)), layout="constrained"
-    )
-    ax = fig.add_subplot()
-    codes = states.astype(np.int16) + 1
-    ax.imshow(codes, aspect="auto", interpolation="nearest", cmap=ListedColormap(SET_COLOURS), vmin=0, vmax=3)
-    for boundary in range(1, n_layers):
-        ax.axhline(boundary * n_heads - 0.5, color="white", linewidth=0.8 if n_layers <= 64 else 0.3)
-    if n_rows <= 48:
-        labels = [f"L{layer}.H{head}" for layer in range(n_layers) for head in range(n_heads)]
-        ax.set_yticks(np.arange(n_rows), labels[:n_rows], fontsize=7)
-    else:
-        layers = np.arange(0, n_layers, max(1, int(np.ceil(n_layers / 32))))
-        ax.set_yticks(layers * n_heads + (n_heads - 1) / 2, [f"L{layer}" for layer in layers], fontsize=8)
-    ax.set_ylabel(f"heads by layer ({n_heads} per layer)")
-    _column_ticks(ax, tokens)
-    ax.set_title(f"{score_fn} head states across {n_sets} calibration sets")
-    used = sorted(set(np.unique(codes).tolist()) | {1, 3})
-    handles = [Patch(facecolor=SET_COLOURS[c], edgecolor="#888888", label=SET_LABELS[c]) for c in used]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
 
@@ -522,100 +388,6 @@ def draw_auc_agreement(rho: np.ndarray, models, task: str) -> Figure:
         "(–: fewer than 2 functions shared)",
         fontsize=9,
     )
-    return fig
-
-
-def _percent_of_training(x: float) -> str:
-    return f"{100 * x:.3g}%"
-
-
-def compare_x(curves, by_fraction: bool = False) -> np.ndarray:
-    """Every x of `draw_compare_percent`'s curves (tokens, or fractions of each series' training): its axis'."""
-    return np.concatenate([c.fraction if by_fraction else c.tokens for c in curves]) if curves else np.zeros(1)
-
-
-def draw_compare_percent(curves, score_fn: str, by_fraction: bool = False) -> Figure:
-    """curves: compare.Curve per series (its measured checkpoints only); x: training tokens or, `by_fraction`,
-    the fraction of each series' own tokens. One colour and marker per series, every point a checkpoint."""
-    fig = Figure(figsize=(9, 4.8), layout="constrained")
-    ax = fig.add_subplot()
-    for k, c in enumerate(curves):
-        x = c.fraction if by_fraction else c.tokens
-        ax.plot(
-            x,
-            c.pct,
-            marker=SERIES_MARKERS[k % len(SERIES_MARKERS)],
-            markersize=4,
-            linewidth=1.4,
-            color=f"C{k % 10}",
-            label=f"{c.model_id} ({len(x)} checkpoints)",
-        )
-    values = compare_x(curves, by_fraction)
-    if by_fraction:
-        set_tokens_axis(ax, values, _percent_of_training, "fraction of the series' training tokens")
-    else:
-        set_tokens_axis(ax, values)
-    ax.set_ylabel("% of heads dormant")
-    high = max(ax.get_ylim()[1], 1.0)
-    ax.set_ylim(-0.03 * high, high)  # below 0 a little: a point at 0% stays whole
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    what = "the fraction of each series' training" if by_fraction else "training tokens"
-    ax.set_title(f"Dormant heads under {score_fn} against {what}")
-    return fig
-
-
-SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-
-
-def draw_depth_profiles(panels, score_fn: str) -> Figure:
-    """panels: [(target fraction, [compare.DepthProfile per series])]: one panel per fraction, x relative depth
-    (the middle of each layer's span, (layer + 1/2) / number of layers), y % of the layer's heads dormant; under
-    each panel, the checkpoint each series is shown at, with its own fraction of training."""
-    fig = Figure(figsize=(min(3.4 * len(panels) + 1.5, 15), 5.2), layout="constrained")
-    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
-    top = max([5.0] + [float(np.nanmax(p.pct)) for _, profiles in panels for p in profiles if p.pct.size])
-    n_series = max([len(profiles) for _, profiles in panels] + [1])
-    spacing = min([1.0] + [float(np.diff(p.depth).min()) for _, ps in panels for p in ps if p.depth.size > 1])
-    for ax, (target, profiles) in zip(axes, panels):
-        for k, p in enumerate(profiles):
-            # series k shifted sideways by its own small step: two series' equal values at the same depth (a
-            # 4-layer model's middles are 1/8, 3/8, ...) sit side by side instead of on one another
-            shift = (k - (n_series - 1) / 2) * 0.5 * spacing / n_series
-            ax.plot(
-                p.depth + shift,
-                p.pct,
-                marker=SERIES_MARKERS[k % len(SERIES_MARKERS)],
-                markersize=5,
-                markeredgecolor="white",
-                markeredgewidth=0.6,
-                linewidth=1.2,
-                alpha=0.85,
-                color=f"C{k % 10}",
-                label=f"{p.revision} ({_percent_of_training(p.fraction)})",
-            )
-        ax.set_xlim(0, 1)
-        high = min(100.0, top * 1.15) if top < 100 else 103.0
-        ax.set_ylim(-0.03 * high, high)  # below 0 a little: markers at 0 stay whole
-        ax.set_xlabel("relative depth ((layer + ½) / layers)")
-        ax.set_title(f"at {_percent_of_training(target)} of training", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(
-            fontsize=6.5,
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.2),
-            frameon=False,
-            title="shown at (its fraction of training)",
-            title_fontsize=6.5,
-        )
-    axes[0].set_ylabel("% of the layer's heads dormant")
-    names = [p.model_id for p in panels[0][1]] if panels else []
-    handles = [
-        Line2D([], [], color=f"C{k % 10}", marker=SERIES_MARKERS[k % len(SERIES_MARKERS)], label=n)
-        for k, n in enumerate(names)
-    ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(names), 4), fontsize=8, frameon=False)
-    fig.suptitle(f"Dormant heads by relative depth under {score_fn}, at matched fractions of training")
     return fig
 
 

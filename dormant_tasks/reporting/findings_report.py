@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from dormant_tasks.findings import Findings
 from dormant_tasks.outputs import Owner, check_folder, staged
 from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting import set_figures as sf
 from dormant_tasks.reporting.texts import findings_lines
 from dormant_tasks.text import md
 
@@ -35,7 +36,7 @@ def findings_plots(f: Findings) -> list[tuple[str, str, Callable[[], Figure]]]:
             (
                 "set_agreement",
                 "set_agreement",
-                lambda: fg.draw_set_agreement(d.tokens, d.pairs, f.score_fn, floor=d.noise_floor),
+                lambda: sf.draw_set_agreement(d.tokens, d.pairs, f.score_fn, floor=d.noise_floor),
             )
         )
     return plots

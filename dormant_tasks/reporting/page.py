@@ -8,7 +8,9 @@ summary.md (labels, notes, the findings) are `texts.py`'s.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 from dormant_tasks.checkpoints import format_tokens
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
@@ -21,6 +23,11 @@ from dormant_tasks.reporting.texts import (
     tau_source,
     windows_note,
 )
+
+if TYPE_CHECKING:
+    from dormant_tasks.findings import Findings
+    from dormant_tasks.reporting.series_data import ReportSeries
+    from dormant_tasks.reporting.sets import CalibrationSets
 
 FIGURE_CAPTIONS = {
     "dormant_percent": "Percentage of heads dormant at each checkpoint, one line per score function "
@@ -125,123 +132,156 @@ def dormant_percent_figure(name: str, fn: str, score_fns, raw_panel) -> dict:
     return f
 
 
-def report_html(
-    series, fn: str, fig: dict[str, str], rows: list[dict], groups, sets=None, found=None, positions=(), linked=()
-) -> str:
-    """index.html of a `series_data.Series`: `fig` maps a figure kind to its file name; `sets` (sets.CalibrationSets,
-    several calibration sets only) adds the "Calibration sets" section; `found` (findings.dynamics.Findings) the
-    "Findings" section; `positions` (tracking.tau_positions.TauPosition per function) where each tau sits; `linked`
-    (`comparisons.comparisons_of`: title, href) the comparisons that include the series."""
-    c0, t = series.checkpoints, series.tokens
-    distinct = lambda key: ", ".join(sorted({str(c.get(key)) for c in c0}))  # noqa: E731
-    figure = lambda kind: (  # noqa: E731
-        dormant_percent_figure(fig[kind], fn, series.score_fns, raw_quantile_fns(series))
-        if kind == "dormant_percent"
-        else _figure(kind, fig[kind], fn)
-    )
-    sources = {r["score_fn"]: r for r in series.tau_sources}
-    where = {p.score_fn: p for p in positions}
+@dataclass(frozen=True)
+class ReportPage:
+    """What index.html shows of a series."""
+
+    series: ReportSeries
+    fn: str  # the function of the per-function figures
+    figures: dict[str, str]  # figure kind -> its file name
+    rows: list[dict]  # the summary's rows (`figure_data.summary_rows`)
+    groups: list  # the interventions' groups (`figure_data.evaluation_groups`)
+    sets: CalibrationSets | None = None  # several calibration sets only: the "Calibration sets" section
+    found: Findings | None = None  # the "Findings" section
+    positions: tuple = ()  # `tracking.TauPosition` per function: where each tau sits
+    linked: tuple = ()  # `comparisons.comparisons_of`: (title, href) of the comparisons that include the series
+
+    def figure(self, kind: str) -> dict:
+        """The template's figure of `kind` (file name and caption)."""
+        if kind == "dormant_percent":
+            return dormant_percent_figure(
+                self.figures[kind], self.fn, self.series.score_fns, raw_quantile_fns(self.series)
+            )
+        return _figure(kind, self.figures[kind], self.fn)
+
+
+def report_html(p: ReportPage) -> str:
+    """index.html of the page's series."""
+    series, fig = p.series, p.figures
+    t = series.tokens
     context = {
         "model_id": series.model_id,
-        "score_fn": fn,
-        "comparisons": list(linked),
+        "score_fn": p.fn,
+        "comparisons": list(p.linked),
         "style": STYLE,
         "intro": f"{len(t)} checkpoint(s), {series.revisions[0]} ({format_tokens(t[0])} tokens) to "
         f"{series.revisions[-1]} ({format_tokens(t[-1])} tokens); {series.n_layers} layers × {series.n_heads} heads",
-        "provenance": _table(
-            ["item", "value"],
-            [
-                ["calibration set", f"{c0[0]['calibration_id']} ({distinct('n_inputs')} inputs)"],
-                ["taus id", c0[0]["taus_id"]],
-                ["code version", distinct("code_version")],
-                ["scoring version", distinct("scoring_version")],
-                ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
-                *([["sliding windows", note]] if (note := windows_note(series)) else []),
-                *(
-                    [[failed_note(series.failed), "; ".join(f"{r['revision']}: {r['reason']}" for r in series.failed)]]
-                    if getattr(series, "failed", ())
-                    else []
-                ),
-            ],
-        ),
-        "taus": _table(
-            ["score function", "dormant if", "source", "reference checkpoint", "marks there", "quantile of tau"],
-            [
-                [f, f"score {d} {tau:g}", tau_source(sources.get(f)), *_position_cells(where.get(f))]
-                for f, (tau, d) in series.taus.items()
-            ],
-        ),
-        "tau_warnings": [p.warning for p in positions if p.warning],
-        "summary": _table(
-            [
-                "score function",
-                "first checkpoint with a dormant head",
-                "final % dormant",
-                "fell dormant",
-                "woke",
-                "confident",
-                "blips",
-                "heads that changed state",
-            ],
-            [
-                [
-                    r["score_fn"],
-                    first_dormant_label(r),
-                    f"{r['final_pct_dormant']:.2f}",
-                    r["fell_dormant"],
-                    r["woke"],
-                    r["confident"],
-                    r["blips"],
-                    r["heads_ever_changed"],
-                ]
-                for r in rows
-            ],
-        ),
+        "provenance": _provenance(series),
+        "taus": _taus_table(series, p.positions),
+        "tau_warnings": [q.warning for q in p.positions if q.warning],
+        "summary": _summary_table(p.rows),
         "note": raw_quantile_note(series.tau_sources),
-        "figures": {kind: figure(kind) for kind in fig if not kind.startswith(("accuracy", "set_", "findings"))},
+        "figures": {kind: p.figure(kind) for kind in fig if not kind.startswith(("accuracy", "set_", "findings"))},
         "findings": None,
         "findings_figures": [
-            figure(k) for k in ("findings_emergence", "findings_transitions", "set_agreement") if k in fig
+            p.figure(k) for k in ("findings_emergence", "findings_transitions", "set_agreement") if k in fig
         ],
-        "sets": None if sets is None else _sets_context(sets, figure, fig),
-        "interventions": [
-            {
-                "title": f"{g.task}, {g.shots}-shot, {g.revision}: base accuracy {g.base_accuracy:.2f}% on {g.n_items} items",
-                "protocol": g.protocol,
-                "table": _table(
-                    ["score function", "% zeroed within 1 point", f"normalised AUC ({AUC_UNIT})"],
-                    [
-                        [f, f"{g.within_text(f)}{WARNED if g.warnings.get(f) else ''}", f"{g.auc[f]:.2f}"]
-                        for f in g.curves
-                    ],
-                ),
-                "warnings": g.warning_lines(),
-                "figure": figure(f"accuracy_vs_zeroed_{k}"),
-            }
-            for k, g in enumerate(groups)
-        ]
-        if series.evaluations
-        else [],
+        "sets": None if p.sets is None else _sets_context(p.sets, p.figure, fig),
+        "interventions": _interventions(p) if series.evaluations else [],
         "static": _static_table(series.evaluations),
-        "checkpoints": _table(
-            ["revision", "stage", "step", "tokens", "analysed at", "seconds"],
-            [
-                [
-                    c["revision"],
-                    c["stage"],
-                    c["step"],
-                    format_tokens(c["tokens"]),
-                    c["analyzed_at"],
-                    f"{c['seconds']:.1f}" if c["seconds"] is not None else "",
-                ]
-                for c in c0
-            ],
-        ),
+        "checkpoints": _checkpoints_table(series.checkpoints),
     }
-    context["head_view"] = script_json(head_view(series, fn))
-    if found is not None:
-        context["findings"] = [line.replace("**", "") for line in findings_lines(found, esc=str)[2:] if line]
+    context["head_view"] = script_json(head_view(series, p.fn))
+    if p.found is not None:
+        context["findings"] = [line.replace("**", "") for line in findings_lines(p.found, esc=str)[2:] if line]
     return _template().render(**context)
+
+
+def _provenance(series: ReportSeries) -> dict:
+    """What the series was scored with: calibration set, taus, code, dtype and device, windows, failures."""
+    c0 = series.checkpoints
+    distinct = lambda key: ", ".join(sorted({str(c.get(key)) for c in c0}))  # noqa: E731
+    return _table(
+        ["item", "value"],
+        [
+            ["calibration set", f"{c0[0]['calibration_id']} ({distinct('n_inputs')} inputs)"],
+            ["taus id", c0[0]["taus_id"]],
+            ["code version", distinct("code_version")],
+            ["scoring version", distinct("scoring_version")],
+            ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
+            *([["sliding windows", note]] if (note := windows_note(series)) else []),
+            *(
+                [[failed_note(series.failed), "; ".join(f"{r['revision']}: {r['reason']}" for r in series.failed)]]
+                if getattr(series, "failed", ())
+                else []
+            ),
+        ],
+    )
+
+
+def _taus_table(series: ReportSeries, positions) -> dict:
+    """Each function's tau: the rule, where it comes from, and where it sits at its reference checkpoint."""
+    sources = {r["score_fn"]: r for r in series.tau_sources}
+    where = {q.score_fn: q for q in positions}
+    return _table(
+        ["score function", "dormant if", "source", "reference checkpoint", "marks there", "quantile of tau"],
+        [
+            [f, f"score {d} {tau:g}", tau_source(sources.get(f)), *_position_cells(where.get(f))]
+            for f, (tau, d) in series.taus.items()
+        ],
+    )
+
+
+def _summary_table(rows: list[dict]) -> dict:
+    return _table(
+        [
+            "score function",
+            "first checkpoint with a dormant head",
+            "final % dormant",
+            "fell dormant",
+            "woke",
+            "confident",
+            "blips",
+            "heads that changed state",
+        ],
+        [
+            [
+                r["score_fn"],
+                first_dormant_label(r),
+                f"{r['final_pct_dormant']:.2f}",
+                r["fell_dormant"],
+                r["woke"],
+                r["confident"],
+                r["blips"],
+                r["heads_ever_changed"],
+            ]
+            for r in rows
+        ],
+    )
+
+
+def _interventions(p: ReportPage) -> list[dict]:
+    """One block per group of stored dynamic sweeps: its protocol, each function's metric, warnings, figure."""
+    return [
+        {
+            "title": f"{g.task}, {g.shots}-shot, {g.revision}: base accuracy {g.base_accuracy:.2f}% on {g.n_items} items",
+            "protocol": g.protocol,
+            "table": _table(
+                ["score function", "% zeroed within 1 point", f"normalised AUC ({AUC_UNIT})"],
+                [[f, f"{g.within_text(f)}{WARNED if g.warnings.get(f) else ''}", f"{g.auc[f]:.2f}"] for f in g.curves],
+            ),
+            "warnings": g.warning_lines(),
+            "figure": p.figure(f"accuracy_vs_zeroed_{k}"),
+        }
+        for k, g in enumerate(p.groups)
+    ]
+
+
+def _checkpoints_table(checkpoints: list[dict]) -> dict:
+    return _table(
+        ["revision", "stage", "step", "tokens", "analysed at", "seconds"],
+        [
+            [
+                c["revision"],
+                c["stage"],
+                c["step"],
+                format_tokens(c["tokens"]),
+                c["analyzed_at"],
+                f"{c['seconds']:.1f}" if c["seconds"] is not None else "",
+            ]
+            for c in checkpoints
+        ],
+    )
 
 
 def script_json(data) -> str:

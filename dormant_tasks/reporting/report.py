@@ -4,7 +4,7 @@
 (slides) and SVG (papers), and summary.md into a temp folder that replaces the destination only when complete,
 so a failed render never leaves a partial report. What it shows comes from the modules beside it: the series
 (`series_data`), the data of each figure (`figure_data`, `sets`), the texts (`texts`), the drawings
-(`figures`) and the page (`page`).
+(`figures`, `set_figures`) and the page (`page`). `ReportSettings` says what it shows beyond the series.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dormant_tasks.findings import series_findings
 from dormant_tasks.outputs import Owner, check_folder, report_folder, staged
 from dormant_tasks.reporting import comparisons, page
 from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting import set_figures as sf
 from dormant_tasks.reporting.figure_data import (
     agreement_iou,
     dormant_percent,
@@ -45,6 +46,10 @@ from dormant_tasks.version import __version__
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from dormant_tasks.findings import Findings
+    from dormant_tasks.reporting.series_data import ReportSeries
+    from dormant_tasks.reporting.sets import CalibrationSets
+
 
 @dataclass(frozen=True)
 class ReportResult:
@@ -56,50 +61,93 @@ class ReportResult:
     markdown: str  # the text of summary.md
 
 
+@dataclass(frozen=True)
+class ReportSettings:
+    """What a report shows of its series beyond the series itself; each is part of its inputs' stamp."""
+
+    score_fn: str | None = None  # the per-function figures' function; None: ahon_ln when tracked, else the first
+    hide_blips: bool = False  # the raster with every blip undone (`figure_data.states_without_blips`)
+    fdr: float = FDR  # the false discovery rate of the heads called to change confident state
+    fdr_method: str = FDR_METHOD  # its correction
+    resampling: Resampling = DEFAULT_RESAMPLING  # the findings' intervals
+
+
+_Plot = tuple[str, str, Callable[[], "Figure"]]  # (figure kind, file name, draw)
+
+
 def render_report(
     store,
     model_id: str | None = None,
     out_dir=None,
-    score_fn: str | None = None,
+    settings: ReportSettings | None = None,
+    *,
     progress: bool = False,
     reuse: bool = False,
-    hide_blips: bool = False,
-    fdr: float = FDR,
-    resampling: Resampling = DEFAULT_RESAMPLING,
-    fdr_method: str = FDR_METHOD,
 ) -> ReportResult:
-    """Render the evolution report of `model_id` (the store's only model when None) into `out_dir`.
+    """Render the evolution report of `model_id` (the store's only model when None) into `out_dir`, as `settings`
+    ask (default: `ReportSettings()`).
 
-    `score_fn` is the function of the per-function figures (raster, layers, transitions, scores):
-    ahon_ln when tracked, else the first tracked one. `out_dir` defaults to
-    <$DORMANT_REPORTS or ./reports under the working directory>/<series slug>/.
+    `out_dir` defaults to <$DORMANT_REPORTS or ./reports under the working directory>/<series slug>/.
     The folder is replaced only when the new report is complete, and only when it is new, empty or this store's
-    report of this series (`outputs.check_folder`: anything else is a ConfigError before any figure is drawn). With `reuse` (what `dormant track` asks),
-    a report rendered from the same store files by the same dormant-heads is returned as it is.
-    With `hide_blips` the raster shows every blip undone (`states_without_blips`); the rest is the same.
-    `fdr`, `fdr_method`: the false discovery rate of the heads called to change confident state and its
-    correction; `resampling`: the findings' intervals.
+    report of this series (`outputs.check_folder`: anything else is a ConfigError before any figure is drawn).
+    With `reuse` (what `dormant track` asks), a report rendered from the same store files by the same
+    dormant-heads is returned as it is.
     """
-    if reuse:
-        root = Path(store)  # `resolve_model_id` checks that it is a store
-        model_id = resolve_model_id(root, model_id)
-        out = report_folder(model_id, out_dir)
-        check_folder(out, Owner.of("report", store, model_id), default=out_dir is None)
-        stamp = inputs_stamp(root, model_id, score_fn, hide_blips, fdr, resampling, out, fdr_method)
-        done = _reusable(out, stamp)
-        if done is not None:
-            return done
-    series = load_series(store, model_id, fdr, fdr_method=fdr_method)  # checks that `store` is one
+    settings = settings or ReportSettings()
+    if reuse and (done := _reused(store, model_id, out_dir, settings)) is not None:
+        return done
+    series = load_series(store, model_id, settings.fdr, fdr_method=settings.fdr_method)  # checks that it is a store
     root = Path(store)
-    fn = score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
+    fn = settings.score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = report_folder(series.model_id, out_dir)
     owner = Owner.of("report", store, series.model_id)
     check_folder(out, owner, default=out_dir is None)  # before the figures are drawn
-    stamp = inputs_stamp(root, series.model_id, score_fn, hide_blips, fdr, resampling, out, fdr_method)
-    linked = comparisons.comparisons_of(root, series.model_id, out)  # `dormant compare` pages of the series
+    stamp = inputs_stamp(root, series.model_id, settings, out)
+    views = open_views(root, series.model_id)  # every calibration set, read once for the section
+    sets = calibration_sets(views, series, fn)
+    found = series_findings(store, series.model_id, fn, settings.fdr, settings.resampling, settings.fdr_method)
+    groups = evaluation_groups(series)
+    plots = _series_plots(series, fn, settings.hide_blips)
+    if sets is not None and sets.revisions:
+        plots += _set_plots(sets, found, length_dependence(views, series, fn), fn, series.n_layers, series.n_heads)
+    plots += [p for p in findings_plots(found) if p[1] not in {name for _, name, _ in plots}]
+    plots += _evaluation_plots(groups)
+    content = page.ReportPage(
+        series,
+        fn,
+        {kind: name for kind, name, _ in plots},
+        summary_rows(series),
+        groups,
+        sets,
+        found,
+        tuple(series_tau_positions(root, series)),
+        tuple(comparisons.comparisons_of(root, series.model_id, out)),  # `dormant compare` pages of the series
+    )
+    with staged(out, owner, default=out_dir is None) as tmp:  # published whole, or the old folder kept
+        drawn = _draw(plots, tmp / "figures", progress)
+        markdown = report_markdown(series, sets, found, list(content.positions))
+        (tmp / "summary.md").write_text(markdown, encoding="utf-8")
+        (tmp / "index.html").write_text(page.report_html(content), encoding="utf-8")
+        rows = summary_rows(series)
+        (tmp / STAMP).write_text(json.dumps({"inputs": stamp, "summary_rows": rows}, default=str), encoding="utf-8")
+    figures = {n: (out / "figures" / p.name, out / "figures" / s.name) for n, (p, s) in drawn.items()}
+    return ReportResult(out, out / "index.html", figures, out / "summary.md", rows, markdown)
+
+
+def _reused(store, model_id: str | None, out_dir, settings: ReportSettings) -> ReportResult | None:
+    """The report in its folder as it is, when it was rendered from the same inputs (`inputs_stamp`)."""
+    root = Path(store)  # `resolve_model_id` checks that it is a store
+    model_id = resolve_model_id(root, model_id)
+    out = report_folder(model_id, out_dir)
+    check_folder(out, Owner.of("report", store, model_id), default=out_dir is None)
+    return _reusable(out, inputs_stamp(root, model_id, settings, out))
+
+
+def _series_plots(series: ReportSeries, fn: str, hide_blips: bool) -> list[_Plot]:
+    """The series' own figures: % dormant, the raster, layers, transitions, score bands, the functions' agreement."""
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
-    plots: list[tuple[str, str, Callable[[], Figure]]] = [  # (kind, file name, draw)
+    plots: list[_Plot] = [
         (
             "dormant_percent",
             "dormant_percent",
@@ -120,7 +168,7 @@ def render_report(
                 lambda: fg.draw_transition_bars(transition_counts(series, fn), t[1:], fn),
             )
         )
-    plots += [
+    return plots + [
         (
             "scores",
             f"scores_{fn}",
@@ -132,77 +180,65 @@ def render_report(
             lambda: fg.draw_agreement(agreement_iou(series), series.score_fns, series.revisions[-1]),
         ),
     ]
-    views = open_views(root, series.model_id)  # every calibration set, read once for the section
-    sets = calibration_sets(views, series, fn)
-    if sets is not None and sets.revisions:
-        plots += [
-            (
-                "set_agreement",
-                "set_agreement",
-                lambda: fg.draw_set_agreement(
-                    sets.tokens, sets.jaccard, fn, sets.union, found.input_dependence.noise_floor
-                ),
-            ),
-            (
-                "set_raster",
-                "set_raster",
-                lambda: fg.draw_set_raster(sets.states, sets.tokens, L, H, fn, len(sets.calibration_ids)),
-            ),
-        ]
-        lengths = length_dependence(views, series, fn)
-        if lengths is not None:
-            plots.append(("set_length", "set_length", lambda: fg.draw_set_length(lengths)))
-    found = series_findings(store, series.model_id, fn, fdr, resampling, fdr_method)
-    plots += [p for p in findings_plots(found) if p[1] not in {name for _, name, _ in plots}]
-    positions = series_tau_positions(root, series)
-    groups = evaluation_groups(series)
-    for k, g in enumerate(groups):
-        title = f"{g.task}, {g.shots}-shot, {g.revision} ({g.n_items} items)"
-        plots.append(
-            (
-                f"accuracy_vs_zeroed_{k}",
-                f"accuracy_vs_zeroed_{k}",
-                functools.partial(fg.draw_accuracy_vs_zeroed, g.curves, g.base_accuracy, title),
-            )
-        )
 
-    with staged(out, owner, default=out_dir is None) as tmp:  # published whole, or the old folder kept
-        (tmp / "figures").mkdir()
-        drawn = {}
-        for _, name, draw in _progress(plots, progress):
-            drawn[name] = fg.save_figure(draw(), tmp / "figures", name)
-        markdown = report_markdown(series, sets, found, positions)
-        (tmp / "summary.md").write_text(markdown, encoding="utf-8")
-        fig = {kind: name for kind, name, _ in plots}
-        html = page.report_html(series, fn, fig, summary_rows(series), groups, sets, found, positions, linked)
-        (tmp / "index.html").write_text(html, encoding="utf-8")
-        rows = summary_rows(series)
-        (tmp / STAMP).write_text(json.dumps({"inputs": stamp, "summary_rows": rows}, default=str), encoding="utf-8")
-    figures = {n: (out / "figures" / p.name, out / "figures" / s.name) for n, (p, s) in drawn.items()}
-    return ReportResult(out, out / "index.html", figures, out / "summary.md", rows, markdown)
+
+def _set_plots(sets: CalibrationSets, found: Findings, lengths, fn: str, n_layers: int, n_heads: int) -> list[_Plot]:
+    """The calibration sets' figures: their agreement (with the findings' noise floor), the raster, the lengths."""
+    plots: list[_Plot] = [
+        (
+            "set_agreement",
+            "set_agreement",
+            lambda: sf.draw_set_agreement(
+                sets.tokens, sets.jaccard, fn, sets.union, found.input_dependence.noise_floor
+            ),
+        ),
+        (
+            "set_raster",
+            "set_raster",
+            lambda: sf.draw_set_raster(sets.states, sets.tokens, n_layers, n_heads, fn, len(sets.calibration_ids)),
+        ),
+    ]
+    if lengths is not None:
+        plots.append(("set_length", "set_length", lambda: sf.draw_set_length(lengths)))
+    return plots
+
+
+def _evaluation_plots(groups) -> list[_Plot]:
+    """One accuracy-against-zeroed figure per group of stored dynamic sweeps."""
+    return [
+        (
+            f"accuracy_vs_zeroed_{k}",
+            f"accuracy_vs_zeroed_{k}",
+            functools.partial(
+                fg.draw_accuracy_vs_zeroed,
+                g.curves,
+                g.base_accuracy,
+                f"{g.task}, {g.shots}-shot, {g.revision} ({g.n_items} items)",
+            ),
+        )
+        for k, g in enumerate(groups)
+    ]
+
+
+def _draw(plots: list[_Plot], folder: Path, progress: bool) -> dict[str, tuple[Path, Path]]:
+    """Every figure drawn and saved into `folder` (created): name -> (PNG, SVG)."""
+    folder.mkdir()
+    return {name: fg.save_figure(draw(), folder, name) for _, name, draw in _progress(plots, progress)}
 
 
 STAMP = "inputs.json"  # what a report was rendered from (`inputs_stamp`), and its summary rows
 
 
-def inputs_stamp(
-    root: Path,
-    model_id: str,
-    score_fn: str | None,
-    hide_blips: bool = False,
-    fdr: float = FDR,
-    resampling: Resampling = DEFAULT_RESAMPLING,
-    out: Path | None = None,
-    fdr_method: str = FDR_METHOD,
-) -> str:
+def inputs_stamp(root: Path, model_id: str, settings: ReportSettings, out: Path | None = None) -> str:
     """A digest of everything a report reads: the name, size and modification time of each of the series'
-    files in the tables it reads, the score function asked for (and `hide_blips`, `fdr`, `resampling` when
-    not the defaults), the dormant-heads version and, with `out`, the comparisons beside it that it links to."""
-    asked = f"{score_fn}\0hide_blips" if hide_blips else f"{score_fn}"  # the default's stamps stay as they were
-    if fdr != FDR or resampling != DEFAULT_RESAMPLING:
-        asked += f"\0fdr={fdr}\0{resampling}"
-    if fdr_method != FDR_METHOD:
-        asked += f"\0fdr_method={fdr_method}"
+    files in the tables it reads, the score function asked for (and the other settings when not the defaults),
+    the dormant-heads version and, with `out`, the comparisons beside it that it links to."""
+    s = settings
+    asked = f"{s.score_fn}\0hide_blips" if s.hide_blips else f"{s.score_fn}"  # the default's stamps stay as they were
+    if s.fdr != FDR or s.resampling != DEFAULT_RESAMPLING:
+        asked += f"\0fdr={s.fdr}\0{s.resampling}"
+    if s.fdr_method != FDR_METHOD:
+        asked += f"\0fdr_method={s.fdr_method}"
     h = hashlib.sha256(f"{__version__}\0{asked}\n".encode())
     if out is not None and (linked := comparisons.comparisons_of(root, model_id, out)):
         h.update(json.dumps(linked).encode())

@@ -8,153 +8,86 @@ from typing import TYPE_CHECKING
 
 from dormant_tasks.face import attach
 
-__all__ = [
-    "AGREEMENT_TABLE",
-    "CHECKPOINT_FAILURES",
-    "CheckpointResult",
-    "CheckpointRows",
-    "DEMO_CORPUS",
-    "QUANTILE_DEFAULTS",
-    "Runner",
-    "ScoredCheckpoint",
-    "SeriesState",
-    "SeriesSummary",
-    "SeriesTaus",
-    "SeriesView",
-    "TauPosition",
-    "TrackRequest",
-    "TrackResult",
-    "apply_decisions",
-    "bundled_set_names",
-    "calibration_kind",
-    "checkpoint_outcome",
-    "common_columns",
-    "compute_checkpoint",
-    "confirm_transitions",
-    "derive_series",
-    "derive_transitions",
-    "dormant_matrices",
-    "failed_checkpoints",
-    "fdr_rule",
-    "head_histories",
-    "known_commit",
-    "load_calibration",
-    "load_calibration_sets",
-    "mark_blips",
-    "open_views",
-    "pending_revisions",
-    "plan_series",
-    "pooled_threshold",
-    "predecessors",
-    "reaggregate_from_input_scores",
-    "record_failure",
-    "rederive",
-    "resolve_series_taus",
-    "rows_of",
-    "score_checkpoint",
-    "series_state",
-    "set_agreement",
-    "state_decisions",
-    "stored_agreement",
-    "stored_files",
-    "stored_series",
-    "tau_positions",
-    "tau_warnings_of",
-    "taus_checkpoint",
-    "texts_calibration",
-    "upgrade_store",
-    "write_checkpoint",
-]
-
-if TYPE_CHECKING:  # where each public name lives, for type checkers and readers
-    from dormant_tasks.tracking.agreement import AGREEMENT_TABLE, set_agreement, stored_agreement
+if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
+    from dormant_tasks.tracking.agreement import (
+        AGREEMENT_TABLE as AGREEMENT_TABLE,
+        set_agreement as set_agreement,
+        stored_agreement as stored_agreement,
+    )
     from dormant_tasks.tracking.calibration import (
-        DEMO_CORPUS,
-        bundled_set_names,
-        calibration_kind,
-        load_calibration,
-        load_calibration_sets,
-        texts_calibration,
+        DEMO_CORPUS as DEMO_CORPUS,
+        bundled_set_names as bundled_set_names,
+        calibration_kind as calibration_kind,
+        load_calibration as load_calibration,
+        load_calibration_sets as load_calibration_sets,
+        texts_calibration as texts_calibration,
+        winogrande_calibration as winogrande_calibration,
     )
     from dormant_tasks.tracking.checkpoint_work import (
-        CheckpointRows,
-        ScoredCheckpoint,
-        compute_checkpoint,
-        reaggregate_from_input_scores,
-        rows_of,
-        score_checkpoint,
-        write_checkpoint,
+        CheckpointRows as CheckpointRows,
+        ScoredCheckpoint as ScoredCheckpoint,
+        compute_checkpoint as compute_checkpoint,
+        reaggregate_from_input_scores as reaggregate_from_input_scores,
+        rows_of as rows_of,
+        score_checkpoint as score_checkpoint,
+        write_checkpoint as write_checkpoint,
     )
-    from dormant_tasks.tracking.derive import SeriesSummary, derive_series, fdr_rule, rederive
+    from dormant_tasks.tracking.derive import (
+        SeriesSummary as SeriesSummary,
+        derive_series as derive_series,
+        fdr_rule as fdr_rule,
+        rederive as rederive,
+    )
     from dormant_tasks.tracking.failures import (
-        CHECKPOINT_FAILURES,
-        checkpoint_outcome,
-        failed_checkpoints,
-        record_failure,
+        checkpoint_outcome as checkpoint_outcome,
+        failed_checkpoints as failed_checkpoints,
+        record_failure as record_failure,
     )
-    from dormant_tasks.tracking.masks import QUANTILE_DEFAULTS, pooled_threshold
-    from dormant_tasks.tracking.plan import SeriesState, SeriesTaus, plan_series
-    from dormant_tasks.tracking.positions import TauPosition, tau_positions, tau_warnings_of
-    from dormant_tasks.tracking.request import Runner, TrackRequest
-    from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit
-    from dormant_tasks.tracking.series import SeriesView, open_views, stored_files, stored_series
-    from dormant_tasks.tracking.series_taus import resolve_series_taus, taus_checkpoint
-    from dormant_tasks.tracking.tracker import TrackResult, pending_revisions, series_state
+    from dormant_tasks.tracking.masks import (
+        QUANTILE_DEFAULTS as QUANTILE_DEFAULTS,
+        pooled_threshold as pooled_threshold,
+    )
+    from dormant_tasks.tracking.plan import (
+        SeriesState as SeriesState,
+        SeriesTaus as SeriesTaus,
+        plan_series as plan_series,
+    )
+    from dormant_tasks.tracking.positions import (
+        TauPosition as TauPosition,
+        tau_positions as tau_positions,
+        tau_warnings_of as tau_warnings_of,
+    )
+    from dormant_tasks.tracking.request import Runner as Runner, TrackRequest as TrackRequest
+    from dormant_tasks.tracking.results import (
+        CheckpointResult as CheckpointResult,
+        common_columns as common_columns,
+        known_commit as known_commit,
+    )
+    from dormant_tasks.tracking.series import (
+        SeriesView as SeriesView,
+        open_views as open_views,
+        stored_files as stored_files,
+        stored_series as stored_series,
+    )
+    from dormant_tasks.tracking.series_taus import (
+        resolve_series_taus as resolve_series_taus,
+        taus_checkpoint as taus_checkpoint,
+    )
+    from dormant_tasks.tracking.tracker import (
+        TrackResult as TrackResult,
+        pending_revisions as pending_revisions,
+        series_state as series_state,
+    )
     from dormant_tasks.tracking.transitions import (
-        apply_decisions,
-        confirm_transitions,
-        derive_transitions,
-        dormant_matrices,
-        head_histories,
-        mark_blips,
-        predecessors,
-        state_decisions,
+        apply_decisions as apply_decisions,
+        confirm_transitions as confirm_transitions,
+        derive_transitions as derive_transitions,
+        dormant_matrices as dormant_matrices,
+        head_histories as head_histories,
+        mark_blips as mark_blips,
+        predecessors as predecessors,
+        state_decisions as state_decisions,
     )
-    from dormant_tasks.tracking.upgrade import upgrade_store
+    from dormant_tasks.tracking.upgrade import upgrade_store as upgrade_store
 
-# the same names for the interpreter: each loaded from its module on first use
-__getattr__, __dir__ = attach(
-    __name__,
-    __all__,
-    {
-        "agreement": ["AGREEMENT_TABLE", "set_agreement", "stored_agreement"],
-        "calibration": [
-            "DEMO_CORPUS",
-            "bundled_set_names",
-            "calibration_kind",
-            "load_calibration",
-            "load_calibration_sets",
-            "texts_calibration",
-        ],
-        "checkpoint_work": [
-            "CheckpointRows",
-            "ScoredCheckpoint",
-            "compute_checkpoint",
-            "reaggregate_from_input_scores",
-            "rows_of",
-            "score_checkpoint",
-            "write_checkpoint",
-        ],
-        "derive": ["SeriesSummary", "derive_series", "fdr_rule", "rederive"],
-        "failures": ["CHECKPOINT_FAILURES", "checkpoint_outcome", "failed_checkpoints", "record_failure"],
-        "masks": ["QUANTILE_DEFAULTS", "pooled_threshold"],
-        "plan": ["SeriesState", "SeriesTaus", "plan_series"],
-        "positions": ["TauPosition", "tau_positions", "tau_warnings_of"],
-        "request": ["Runner", "TrackRequest"],
-        "results": ["CheckpointResult", "common_columns", "known_commit"],
-        "series": ["SeriesView", "open_views", "stored_files", "stored_series"],
-        "series_taus": ["resolve_series_taus", "taus_checkpoint"],
-        "tracker": ["TrackResult", "pending_revisions", "series_state"],
-        "transitions": [
-            "apply_decisions",
-            "confirm_transitions",
-            "derive_transitions",
-            "dormant_matrices",
-            "head_histories",
-            "mark_blips",
-            "predecessors",
-            "state_decisions",
-        ],
-        "upgrade": ["upgrade_store"],
-    },
-)
+__all__, __getattr__, __dir__ = attach(__name__)

@@ -6,8 +6,8 @@ over models and each model's `best` function. Each model is shown at `main` when
 its latest evaluated checkpoint in training order (`--revision` picks one for all). The table goes to
 stdout; notes (a model at another revision, a protocol left out) go to stderr. A value whose run stored its
 items (`dormant evaluate --log-samples`) gets a 95% interval from a paired bootstrap over the items
-(`--resamples`, `--seed`); `--select-on even` chooses the best function on the even items and reports it on
-the odd ones. `docs/SCORES.md` §6 defines the metric; `dormant_tasks/evaluation/leaderboard.py` every rule.
+(`--resamples`, `--seed`); `--select-on even` chooses the best function on the even half of the items and
+reports it on the odd half (halves by cluster: WinoGrande's twins together, other tasks' items by doc_id). `docs/SCORES.md` §6 defines the metric; `dormant_tasks/evaluation/leaderboard.py` every rule.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 
 from .options import add_model_argument, add_resampling_arguments, add_store_argument, add_tasks_argument
 
-# The choices of `dormant_tasks.evaluation.leaderboard.LEADERBOARD_FORMATS` (importing it here would load pyarrow into --help).
+# The choices of `dormant_tasks.evaluation.leaderboard_table.LEADERBOARD_FORMATS` (importing it here would load
+# pyarrow into --help).
 FORMATS = ["markdown", "csv", "latex"]
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 SELECT_ON = ["even", "odd"]  # dormant_tasks.evaluation.intervals.HALVES
@@ -56,9 +57,10 @@ def add_parser(subparsers) -> None:
         "--select-on",
         choices=SELECT_ON,
         metavar="HALF",
-        help="choose the best function ('ours', 'best of all functions') on the items of this doc_id parity "
-        "(even or odd) and report its value on the others (default: chosen and reported on the same items, as "
-        "the authors did); needs the stored items",
+        help="choose the best function ('ours', 'best of all functions') on this half of the items (even or odd "
+        "clusters: WinoGrande's twin pairs kept together, any other task's items by doc_id) and report its value "
+        "on the other half (default: chosen and reported on the same items, as the authors did); needs the "
+        "stored items",
     )
     p.add_argument(
         "--reproduction",

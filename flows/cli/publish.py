@@ -61,9 +61,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from dormant_tasks.publishing import check_dataset_repo, check_license, hub_token
-
     from dormant_tasks.errors import ConfigError
+    from dormant_tasks.publishing import check_dataset_repo, check_license, hub_token
 
     if not (args.repo_id or args.out):
         raise ConfigError("name where to publish: --repo-id ORG/NAME (a Hub dataset repo) or --out DIR (a folder)")
@@ -80,7 +79,7 @@ def run(args) -> int:
     pub = build_publication(
         args.store, model_id, license=license, repo_id=repo_id, with_inputs=args.with_inputs, score_fns=args.scores
     )
-    if args.out:
+    if repo_id is None:  # --out
         note(args, pub.summary())
         folder = write_publication(pub, args.out, args.store)
         print(f"published: {folder} ({len(pub.files)} files)")

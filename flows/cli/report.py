@@ -34,20 +34,16 @@ def run(args) -> int:
 
     if args.scores and len(args.scores) > 1:
         raise ConfigError(f"--scores: the report draws one function, got {len(args.scores)}; name one")
-    from dormant_tasks.reporting import render_report
+    from dormant_tasks.reporting import ReportSettings, render_report
     from dormant_tasks.statistics import Resampling
 
-    score_fn = args.scores[0] if args.scores else None
-    result = render_report(
-        args.store,
-        args.model,
-        out_dir=args.reports_dir,
-        score_fn=score_fn,
-        progress=True,
+    settings = ReportSettings(
+        score_fn=args.scores[0] if args.scores else None,
         hide_blips=args.hide_blips,
         fdr=args.fdr,
-        resampling=Resampling(resamples=args.resamples, seed=args.seed),
         fdr_method=args.fdr_method,
+        resampling=Resampling(resamples=args.resamples, seed=args.seed),
     )
+    result = render_report(args.store, args.model, args.reports_dir, settings, progress=True)
     print(f"report: {result.index_html} ({len(result.figures)} figures, summary {result.summary_md})")
     return 0

@@ -185,7 +185,7 @@ def request_from_args(args: argparse.Namespace):
         dtype=args.dtype,
         device=args.device,
         seed=args.seed,
-        input_scores=args.input_scores or "auto",
+        input_scores=InputScoresPolicy(args.input_scores or "auto"),  # a choice of the option
         cache_dir=args.cache_dir,
         keep_checkpoints=args.keep_checkpoints,
         runner=args.runner,
@@ -325,7 +325,9 @@ def check_reports_dir(request) -> None:
 
 def limit_note(command: str, sets, limit: int | None) -> None:
     """A note when `--limit` asks for more texts than a calibration set has: all of its texts are used."""
-    for s in sets if limit else ():
+    if not limit:
+        return
+    for s in sets:
         if len(s.texts) < limit:
             print(
                 f"dormant {command}: note: --limit {limit:,}: calibration set {s.name} has only "
@@ -369,18 +371,12 @@ def result_from_store(request, state):
     rederive(request.store, request.model_id, request.fdr, request.fdr_method)
     report = None
     if request.report:
-        from dormant_tasks.reporting import render_report
+        from dormant_tasks.reporting import ReportSettings, render_report
         from dormant_tasks.statistics import FDR_METHOD
 
+        settings = ReportSettings(fdr=request.fdr, fdr_method=request.fdr_method or FDR_METHOD)
         report = str(
-            render_report(
-                request.store,
-                request.model_id,
-                request.reports_dir,
-                reuse=True,
-                fdr=request.fdr,
-                fdr_method=request.fdr_method or FDR_METHOD,
-            ).index_html
+            render_report(request.store, request.model_id, request.reports_dir, settings, reuse=True).index_html
         )
     return TrackResult(
         model_id=request.model_id,

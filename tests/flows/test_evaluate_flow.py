@@ -11,7 +11,8 @@ import pytest
 
 from dormant_tasks.evaluation import targets
 from dormant_tasks.evaluation.intervals import ItemResampling
-from dormant_tasks.evaluation.leaderboard import AVERAGE_MODEL, BEST, load_leaderboard
+from dormant_tasks.evaluation.leaderboard import load_leaderboard
+from dormant_tasks.evaluation.leaderboard_rows import AVERAGE_MODEL, BEST
 from dormant_tasks.evaluation.metric import pct_zeroed_within_1pt
 from dormant_tasks.evaluation.request import EvalRequest
 from dormant_tasks.store.io import read_table
@@ -75,10 +76,10 @@ def test_dynamic_sweep_writes_base_and_seven_thresholds_per_function(tiny_model_
     assert not [n for n in board.notes if "items" in n]  # every curve's items found and matching its accuracies
     assert board.interval == "paired bootstrap over items, 200 resamples, seed 0"
     for row in board.rows:
-        if row["score_fn"] in ("ahon_ln", "awft") and row["model"] != AVERAGE_MODEL:
-            assert row["n_items"] == 12 and row["low"] <= row["within_1pt"] <= row["high"]
-    best = [r for r in board.rows if r["score_fn"] == BEST and r["model"] != AVERAGE_MODEL]
-    assert [(r["chosen_on"], r["reported_on"], r["n_items"]) for r in best] == [("even items", "odd items", 6)]
+        if row.score_fn in ("ahon_ln", "awft") and row.model != AVERAGE_MODEL:
+            assert row.n_items == 12 and row.low <= row.within_1pt <= row.high
+    best = [r for r in board.rows if r.score_fn == BEST and r.model != AVERAGE_MODEL]
+    assert [(r.chosen_on, r.reported_on, r.n_items) for r in best] == [("even items", "odd items", 6)]
 
 
 @pytest.mark.slow

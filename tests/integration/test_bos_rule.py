@@ -20,6 +20,7 @@ import pytest
 from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 from dormant_tasks.evaluation.model import encode_context, encode_pair
 from dormant_tasks.evaluation.sweep import prepare
+from tests.builders.evaluation import eval_request
 
 pytestmark = pytest.mark.slow  # the two BOS rules' model and requests take ~30 s to build
 
@@ -56,9 +57,9 @@ def requests_(bos_model):
     _, model, tok = bos_model
     pairs = []
     for task, shots in (("winogrande", 5), ("piqa", 0)):
-        prepared = prepare(model, tok, task, model_id="tiny", shots=shots, limit=6, datasets="bundled")
+        prepared = prepare(model, tok, eval_request(task, model="tiny", shots=shots, limit=6, datasets="bundled"))
         pairs += [tuple(inst.args) for leaf in prepared.instances for inst in prepared.instances[leaf]]
-    gen = prepare(model, tok, "gsm8k", model_id="tiny", shots=2, limit=3, datasets="bundled")
+    gen = prepare(model, tok, eval_request("gsm8k", model="tiny", shots=2, limit=3, datasets="bundled"))
     texts = [inst.args[0] for inst in gen.instances["gsm8k"]]
     texts.append(tok.bos_token + texts[0])  # a text that brings its own BOS
     return pairs, texts

@@ -21,6 +21,7 @@ import pytest
 
 from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 from dormant_tasks.evaluation.sweep import prepare
+from tests.builders.evaluation import eval_request
 
 # one xdist worker runs the module (`--dist loadgroup`): its module fixtures (57 s) are built once, not per worker
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("paper_rendering")]
@@ -120,14 +121,16 @@ def _ours(model, tok, chat: bool, rendering: str = "paper") -> dict:
         prepared = prepare(
             model,
             tok,
-            task,
-            model_id="tiny-olmo2-Instruct",
-            shots=shots,
-            limit=limit,
-            chat_template="on" if chat else "off",
-            datasets="bundled",
-            rendering=rendering,
-            system_instruction=system,
+            eval_request(
+                task,
+                model="tiny-olmo2-Instruct",
+                shots=shots,
+                limit=limit,
+                chat_template="on" if chat else "off",
+                datasets="bundled",
+                rendering=rendering,
+                system_instruction=system,
+            ),
         )
         ((leaf, instances),) = prepared.instances.items()
         lls = [None] * len(instances)
@@ -233,7 +236,9 @@ def test_lm_eval_rendering_is_not_the_papers(chat_model, chat_runs):
     _, model, tok = chat_model
     ours_paper, _ = chat_runs
     prepared = prepare(
-        model, tok, "winogrande", model_id="x-Instruct", shots=5, limit=3, datasets="bundled", rendering="lm-eval"
+        model,
+        tok,
+        eval_request("winogrande", model="x-Instruct", shots=5, limit=3, datasets="bundled", rendering="lm-eval"),
     )
     theirs = [list(inst.args) for inst in prepared.instances["winogrande"]]
     paper = [row[2] for row in ours_paper["winogrande"]["rows"][: len(theirs)]]

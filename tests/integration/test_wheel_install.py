@@ -119,8 +119,8 @@ def test_wheel_runs_pretrain_track_report_evaluate_from_an_empty_folder(tmp_path
 
 def check_users_mypy_strict(venv: Path, work: Path, env) -> None:
     """A user's `mypy --strict` against the installed wheel (`py.typed`) accepts the faces' names: strict mode
-    re-exports a package's name only when its literal `__all__` lists it (a face built at run time failed every
-    import below)."""
+    re-exports a package's name only when it is imported `name as name` or listed in a literal `__all__` (a face
+    built at run time, with neither, failed every import below)."""
     user = work / "analysis.py"
     user.write_text(
         "from dormant_tasks import Store, open_store\n"

@@ -6,8 +6,12 @@
 - No import cycle between modules (function-level and type-checking imports count: a cycle hidden by a lazy
   import is still one).
 - Faces: another folder's names are imported from the folder (`from dormant_tasks.store import read_table`), and
-  only the names its `__init__.py` exports (`__all__`); no part imports another's private (`_`) names.
-- The map: every name `docs/DEVELOPING.md` lists for a face or a module exists there.
+  only the names its `__init__.py` exports (its type-checking imports; `__all__` at run time); no part imports
+  another's private (`_`) names.
+- A face's form: each public name imported once, `name as name`, under `if TYPE_CHECKING:` (`dormant_tasks.face`);
+  the interpreter's reading of it (its compiled code) and the type checker's (its source) agree.
+- The map: every name `docs/DEVELOPING.md` lists for a module exists there.
+- Size: no module of dormant_tasks/ or flows/ is over MAX_LINES lines (a longer one does several things).
 
 The checks read the source with `ast` (no import runs), so a deliberately wrong import is caught before any test
 imports it: `test_a_wrong_import_is_refused` shows it on a copy of the tree.
@@ -173,38 +177,22 @@ def violations(root: Path) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
-class Face:
-    """A face's three lists of its public names, read from its `__init__.py` (see `dormant_tasks.face`)."""
-
-    exported: tuple[str, ...]  # the literal `__all__`
-    typed: dict[str, str]  # {name: module} of the imports under `if TYPE_CHECKING:`
-    attached: dict[str, str]  # {name: module} of the map given to `attach`
-
-
-def read_face(root: Path, package: str) -> Face:
-    """The face of `package` (`dormant_tasks`, `dormant_tasks.store`, ...) in the tree at `root`."""
+def read_face(root: Path, package: str) -> dict[str, str]:
+    """{public name: its module} of the face `package` (`dormant_tasks`, `dormant_tasks.store`, ...) in the tree at
+    `root`: its imports under `if TYPE_CHECKING:` (see `dormant_tasks.face`), read with `ast`."""
     tree = ast.parse((root / package.replace(".", "/") / "__init__.py").read_text(encoding="utf-8"))
-    exported: tuple[str, ...] = ()
-    typed: dict[str, str] = {}
-    attached: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            exported = tuple(ast.literal_eval(node.value))  # a literal, or this fails
-        elif isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            for stmt in node.body:
-                if isinstance(stmt, ast.ImportFrom) and stmt.module:
-                    typed.update({a.asname or a.name: stmt.module for a in stmt.names})
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            call = node.value
-            if isinstance(call.func, ast.Name) and call.func.id == "attach":
-                submodules = ast.literal_eval(call.args[2])
-                attached = {n: f"{package}.{m}" for m, names in submodules.items() for n in names}
-    return Face(exported, typed, attached)
+    return {
+        alias.asname or alias.name: stmt.module or ""
+        for node in tree.body
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for stmt in node.body
+        if isinstance(stmt, ast.ImportFrom)
+        for alias in stmt.names
+    }
 
 
 def face_names(root: Path, folder: str) -> set[str]:
-    return set(read_face(root, f"dormant_tasks.{folder}").exported)
+    return set(read_face(root, f"dormant_tasks.{folder}"))
 
 
 def cycles(root: Path) -> list[list[str]]:
@@ -241,6 +229,24 @@ def cycles(root: Path) -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+MAX_LINES = 600
+
+
+def long_modules(root: Path) -> dict[str, int]:
+    """Every module of dormant_tasks/ and flows/ longer than MAX_LINES lines, with its length."""
+    lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules(root).items()}
+    return {name: n for name, n in lengths.items() if n > MAX_LINES}
+
+
+def test_no_module_is_over_600_lines(tmp_path):
+    assert long_modules(ROOT) == {}
+    for base in ("dormant_tasks", "flows"):
+        (tmp_path / base / "part").mkdir(parents=True)
+    (tmp_path / "dormant_tasks" / "part" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1), encoding="utf-8")
+    (tmp_path / "flows" / "part" / "short.py").write_text("x = 1\n" * MAX_LINES, encoding="utf-8")
+    assert long_modules(tmp_path) == {"dormant_tasks.part.long": MAX_LINES + 1}
 
 
 def test_every_part_has_a_layer_and_imports_point_down_through_faces():
@@ -280,24 +286,92 @@ def test_a_wrong_import_is_refused(tmp_path):
     assert any("dormant_tasks.tracking.masks" in group for group in cycles(tmp_path))
 
 
-def test_each_face_lists_its_names_once_in_each_of_its_three_lists():
-    """`__all__` (a literal), the type-checking imports and the map given to `attach` name the same names, each
-    at the same module: a name added to one list only is caught here (and `attach` refuses the map at import)."""
-    for package in ["dormant_tasks", *(f"dormant_tasks.{f}" for f in FOLDERS)]:
-        face = read_face(ROOT, package)
-        assert face.exported and len(set(face.exported)) == len(face.exported), package
-        assert list(face.exported) == sorted(face.exported), f"{package}: keep __all__ sorted"
-        assert face.typed == face.attached, (package, sorted(set(face.typed.items()) ^ set(face.attached.items())))
-        assert set(face.exported) == set(face.typed), (package, sorted(set(face.exported) ^ set(face.typed)))
+FACES = ["dormant_tasks", *(f"dormant_tasks.{f}" for f in FOLDERS)]
 
 
-def test_a_face_whose_map_differs_from_its_all_does_not_import():
-    from dormant_tasks.face import attach
+def _isort_key(name: str) -> tuple[int, str]:
+    """ruff's isort order of imported names: constants, then classes, then the rest."""
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
 
-    with pytest.raises(ImportError, match=r"only in __all__: \['b'\]; only in the map: \['c'\]"):
-        attach("dormant_tasks.somewhere", ["a", "b"], {"m": ["a", "c"]})
-    with pytest.raises(ImportError, match="1 named twice"):
-        attach("dormant_tasks.somewhere", ["a"], {"m": ["a"], "n": ["a"]})
+
+def face_faults(root: Path, package: str) -> list[str]:
+    """What is wrong with the imports of a face (`dormant_tasks.face`): each public name is imported once under
+    `if TYPE_CHECKING:`, from a module of its own folder, as `name as name` (mypy --strict re-exports no other form),
+    the modules and the names of each import sorted."""
+    tree = ast.parse((root / package.replace(".", "/") / "__init__.py").read_text(encoding="utf-8"))
+    blocks = [
+        n for n in tree.body if isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING"
+    ]
+    if len(blocks) != 1:
+        return [f"{package}: {len(blocks)} `if TYPE_CHECKING:` blocks; its public names go in one"]
+    faults, modules_seen = [], []
+    for stmt in blocks[0].body:
+        if not isinstance(stmt, ast.ImportFrom) or not (stmt.module or "").startswith(f"{package}.") or stmt.level:
+            faults.append(f"{package}, line {stmt.lineno}: only `from {package}.<module> import name as name` here")
+            continue
+        modules_seen.append(stmt.module)
+        names = [a.name for a in stmt.names]
+        unpaired = [f"{a.name} as {a.asname}" if a.asname else a.name for a in stmt.names if a.asname != a.name]
+        if unpaired:
+            faults.append(
+                f"{package}: {', '.join(unpaired)} from {stmt.module}: write each as `name as name` (the re-export "
+                "mypy --strict and ruff read)"
+            )
+        if names != sorted(names, key=_isort_key):
+            faults.append(f"{package}: sort the names imported from {stmt.module}: {sorted(names, key=_isort_key)}")
+    if modules_seen != sorted(set(modules_seen)):
+        faults.append(f"{package}: one import per module, the modules sorted")
+    return faults
+
+
+def test_each_face_imports_each_public_name_once_as_a_re_export():
+    assert [fault for package in FACES for fault in face_faults(ROOT, package)] == []
+
+
+def test_a_face_written_wrong_is_named(tmp_path):
+    shutil.copytree(
+        ROOT / "dormant_tasks", tmp_path / "dormant_tasks", ignore=shutil.ignore_patterns("__pycache__", "data")
+    )
+    face = tmp_path / "dormant_tasks" / "findings" / "__init__.py"
+    text = face.read_text(encoding="utf-8")
+    face.write_text(text.replace("EARLY as EARLY", "EARLY").replace("WELCH as WELCH", "WELCH as W"), encoding="utf-8")
+    assert face_faults(tmp_path, "dormant_tasks.findings") == [
+        "dormant_tasks.findings: EARLY from dormant_tasks.findings.dynamics: write each as `name as name` (the "
+        "re-export mypy --strict and ruff read)",
+        "dormant_tasks.findings: WELCH as W from dormant_tasks.findings.replication: write each as `name as name` "
+        "(the re-export mypy --strict and ruff read)",
+    ]
+
+
+def test_the_interpreter_and_the_type_checker_read_the_same_names_from_each_face():
+    """`attach` reads a face's imports from its compiled code, the type checker (and `read_face`) from its source:
+    both give each name the same module."""
+    for package in FACES:
+        face = importlib.import_module(package)
+        typed = read_face(ROOT, package)
+        assert face.__all__ == sorted(face.__all__) and face.__all__, package
+        only_typed, only_run = sorted(set(typed) - set(face.__all__)), sorted(set(face.__all__) - set(typed))
+        assert not only_typed and not only_run, (
+            f"{package}: only for the type checker: {only_typed}; only at run time: {only_run}"
+        )
+        for name, module in typed.items():
+            assert getattr(face, name) is getattr(importlib.import_module(module), name), f"{package}.{name}"
+
+
+def _run_face(source: str) -> None:
+    """Runs `source` as the `__init__.py` of a face `dormant_tasks.somewhere`."""
+    exec(compile(source, "somewhere/__init__.py", "exec"), {"__name__": "dormant_tasks.somewhere"})
+
+
+def test_a_face_that_names_nothing_or_a_name_twice_does_not_import():
+    head = "from typing import TYPE_CHECKING\nfrom dormant_tasks.face import attach\n"
+    with pytest.raises(ImportError, match="names no name"):
+        _run_face(head + "__all__, __getattr__, __dir__ = attach(__name__)\n")
+    twice = "if TYPE_CHECKING:\n    from dormant_tasks.somewhere.a import x as x\n    from dormant_tasks.somewhere.b import x as x\n"
+    with pytest.raises(ImportError, match="a name from two modules: x"):
+        _run_face(head + twice + "__all__, __getattr__, __dir__ = attach(__name__)\n")
+    with pytest.raises(ImportError, match="top level"):
+        _run_face(head + "attach('dormant_tasks.elsewhere')\n")
 
 
 def test_each_face_exports_what_it_lists_and_loads_nothing_until_asked():
@@ -318,17 +392,6 @@ def _doc_section(title: str) -> str:
     start = text.index(title)
     end = text.find("\n## ", start + len(title))
     return text[start : end if end > 0 else None]
-
-
-def test_the_docs_face_table_names_what_each_face_exports():
-    """`docs/DEVELOPING.md`, "Layers and faces": one row per part with its layer and public names; each listed name
-    exists in that face, and each face's names are listed."""
-    rows = re.findall(r"^\| `dormant_tasks\.(\w+)` \| (\d+) \| (.*) \|$", _doc_section("## Layers and faces"), re.M)
-    assert {r[0] for r in rows} == set(FOLDERS)
-    for folder, rank, names in rows:
-        assert int(rank) == RANKS[f"dormant_tasks.{folder}"], folder
-        listed = set(re.findall(r"`(\w+)`", names))
-        assert listed == face_names(ROOT, folder), (folder, sorted(listed ^ face_names(ROOT, folder)))
 
 
 def test_the_docs_module_table_names_what_each_module_has():

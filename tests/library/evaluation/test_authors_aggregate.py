@@ -22,7 +22,8 @@ from dormant_tasks.evaluation.authors import (
     authors_thresholds,
     seed_values,
 )
-from dormant_tasks.evaluation.leaderboard import AVERAGE_MODEL, BEST, OURS, OURS_VS_AWFT, load_leaderboard
+from dormant_tasks.evaluation.leaderboard import load_leaderboard
+from dormant_tasks.evaluation.leaderboard_rows import AVERAGE_MODEL, BEST, OURS, OURS_VS_AWFT
 from dormant_tasks.evaluation.reproduction import format_seed_comparison, seed_comparison
 from dormant_tasks.evaluation.request import DEFAULT_QUANTILES
 from dormant_tasks.store.io import write_table
@@ -64,7 +65,7 @@ def seed_store(tmp_path_factory):
 
 
 def cell(board, fn, model):
-    (row,) = [r for r in board.rows if (r["score_fn"], r["model"], r["task"]) == (fn, model, TASK)]
+    (row,) = [r for r in board.rows if (r.score_fn, r.model, r.task) == (fn, model, TASK)]
     return row
 
 
@@ -72,20 +73,18 @@ def test_their_aggregate_on_the_published_pairs(seed_store):
     board = load_leaderboard(seed_store)
     ours = cell(board, OURS, AVERAGE_MODEL)
     awft = cell(board, "awft", AVERAGE_MODEL)
-    assert ours["n_models"] == awft["n_models"] == 14
-    assert f"{ours['within_1pt']:.2f}" == "14.45"
-    assert f"{awft['within_1pt']:.2f}" == "6.90"
-    assert cell(board, OURS_VS_AWFT, AVERAGE_MODEL)["within_1pt"] == pytest.approx(
-        ours["within_1pt"] - awft["within_1pt"]
-    )
+    assert ours.n_models == awft.n_models == 14
+    assert f"{ours.within_1pt:.2f}" == "14.45"
+    assert f"{awft.within_1pt:.2f}" == "6.90"
+    assert cell(board, OURS_VS_AWFT, AVERAGE_MODEL).within_1pt == pytest.approx(ours.within_1pt - awft.within_1pt)
     # the best of all functions takes AWFT where it wins (Llama-3.1-8B-Instruct, Qwen2.5-14B): another number
-    assert f"{cell(board, BEST, AVERAGE_MODEL)['within_1pt']:.2f}" == "14.53"
+    assert f"{cell(board, BEST, AVERAGE_MODEL).within_1pt:.2f}" == "14.53"
     (note,) = board.notes  # which rendering the chat-templated numbers used
     assert note.startswith("winogrande: chat-templated prompts rendered as lm-eval 0.4.5 (paper): ")
     assert "allenai/OLMo-2-1124-7B-Instruct" in note and "allenai/OLMo-2-1124-7B," not in note
     llama = cell(board, OURS, "meta-llama/Llama-3.1-8B-Instruct")
-    assert llama["best_fn"] == "ahon_ln" and llama["within_1pt"] == pytest.approx(11.89)
-    assert cell(board, OURS_VS_AWFT, "meta-llama/Llama-3.1-8B-Instruct")["within_1pt"] == pytest.approx(11.89 - 12.44)
+    assert llama.best_fn == "ahon_ln" and llama.within_1pt == pytest.approx(11.89)
+    assert cell(board, OURS_VS_AWFT, "meta-llama/Llama-3.1-8B-Instruct").within_1pt == pytest.approx(11.89 - 12.44)
 
 
 def test_ours_includes_random_and_keeps_their_order_among_ties(tmp_path):
@@ -95,9 +94,9 @@ def test_ours_includes_random_and_keeps_their_order_among_ties(tmp_path):
     board = load_leaderboard(tmp_path)
     ours = cell(board, OURS, "org/m")
     # random and lthon_ln tie at 7: random comes first in their function order; AWFT (9) is no candidate
-    assert ours["within_1pt"] == pytest.approx(7.0) and ours["best_fn"] == "random"
+    assert ours.within_1pt == pytest.approx(7.0) and ours.best_fn == "random"
     assert AGGREGATE_ORDER.index("random") < AGGREGATE_ORDER.index("lthon_ln")
-    assert cell(board, BEST, "org/m")["best_fn"] == "awft"
+    assert cell(board, BEST, "org/m").best_fn == "awft"
 
 
 def test_ours_takes_their_notebooks_list_without_fhon_and_ties_in_its_order(tmp_path):
@@ -110,10 +109,10 @@ def test_ours_takes_their_notebooks_list_without_fhon_and_ties_in_its_order(tmp_
     write_table(tmp_path, "evaluations", rows, file_key="r")
     board = load_leaderboard(tmp_path)
     ours = cell(board, OURS, "org/m")
-    assert ours["within_1pt"] == pytest.approx(8.0) and ours["best_fn"] == "lthon_ln"
-    assert cell(board, OURS_VS_AWFT, "org/m")["within_1pt"] == pytest.approx(5.0)
-    assert cell(board, "fhon", "org/m")["within_1pt"] == pytest.approx(12.0)
-    assert cell(board, BEST, "org/m")["best_fn"] == "fhon"
+    assert ours.within_1pt == pytest.approx(8.0) and ours.best_fn == "lthon_ln"
+    assert cell(board, OURS_VS_AWFT, "org/m").within_1pt == pytest.approx(5.0)
+    assert cell(board, "fhon", "org/m").within_1pt == pytest.approx(12.0)
+    assert cell(board, BEST, "org/m").best_fn == "fhon"
     assert "fhon" not in AGGREGATE_ORDER and "fhon_ln" not in AGGREGATE_ORDER
     assert AGGREGATE_ORDER[-2:] == ("ahon", "ahon_ln")  # UnnormalizedHONOR, HONOR
 

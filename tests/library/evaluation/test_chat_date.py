@@ -23,6 +23,7 @@ from dormant_tasks.evaluation.model import DormantLM, render_chat
 from dormant_tasks.evaluation.request import EvalRequest
 from dormant_tasks.evaluation.sweep import prepare, protocol_line, run_sweep
 from dormant_tasks.store.io import SCHEMAS, read_table, write_table
+from tests.builders.evaluation import eval_request
 
 REPO = Path(__file__).resolve().parents[3]
 LLAMA_STYLE_TEMPLATE = (
@@ -56,12 +57,12 @@ def _contexts(prepared) -> list[str]:
 def test_the_template_sees_the_fixed_date_in_both_renderings(chat_model, rendering):
     """lm-eval 0.4.5's rendering (ours) and lm-eval 0.4.13's own (its build_all_requests) both see the day."""
     model, tok = chat_model
-    common = dict(model_id="x-Instruct", shots=2, limit=3, datasets="bundled", rendering=rendering)
-    prepared = prepare(model, tok, "winogrande", chat_date=DAY, **common)
+    common = dict(model="x-Instruct", shots=2, limit=3, datasets="bundled", rendering=rendering)
+    prepared = prepare(model, tok, eval_request("winogrande", chat_date=DAY.isoformat(), **common))
     contexts = _contexts(prepared)
     assert contexts and all(_stamp(DAY) in c for c in contexts), contexts[0][:200]
     assert prepared.protocol.chat_date == DAY
-    today = prepare(model, tok, "winogrande", **common)  # the default: the day of the run, recorded
+    today = prepare(model, tok, eval_request("winogrande", **common))  # the default: the day of the run, recorded
     assert today.protocol.chat_date == date.today()
     assert all(_stamp(date.today()) in c for c in _contexts(today))
 
@@ -77,7 +78,9 @@ def test_lm_evals_own_chat_call_sees_it_too(chat_model):
 def test_each_row_records_the_date_and_the_store_keeps_it(chat_model, tiny_model_dir, tmp_path):
     model, tok = chat_model
     prepared = prepare(
-        model, tok, "winogrande", model_id="x-Instruct", shots=1, limit=2, datasets="bundled", chat_date=DAY
+        model,
+        tok,
+        eval_request("winogrande", model="x-Instruct", shots=1, limit=2, datasets="bundled", chat_date=DAY.isoformat()),
     )
     result = run_sweep(prepared, ["ahon_ln"], quantiles=(0.0, 0.1), progress=False)
     assert {r["chat_date"] for r in result.rows} == {DAY}
@@ -85,7 +88,7 @@ def test_each_row_records_the_date_and_the_store_keeps_it(chat_model, tiny_model
         {**result.rows[0], "data_source": "bundled"}
     )
     plain, plain_tok = load_model_and_tokenizer(tiny_model_dir, device="cpu")
-    no_chat = prepare(plain, plain_tok, "winogrande", model_id="x", shots=0, limit=2, datasets="bundled")
+    no_chat = prepare(plain, plain_tok, eval_request("winogrande", model="x", shots=0, limit=2, datasets="bundled"))
     assert no_chat.protocol.chat_date is None  # no template saw a date
 
     common = {"model_id": "x-Instruct", "revision": "main", "stage": -1, "step": -1, "tokens": -1}

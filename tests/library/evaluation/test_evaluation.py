@@ -18,6 +18,7 @@ from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing
 from dormant_tasks.errors import ConfigError, DormantError, EvaluationError
 from dormant_tasks.evaluation.metric import normalised_auc, pct_zeroed_within_1pt, task_average_curve
 from dormant_tasks.evaluation.sweep import AVERAGE_TASK, check_tau, evaluate_static, prepare, run_setting, run_sweep
+from tests.builders.evaluation import eval_request
 from tests.builders.lm_oracle import oracle_items, zeroing_hooks
 
 LIMIT = 6
@@ -42,12 +43,14 @@ def prepared(model_and_tokenizer):
         return prepare(
             model,
             tok,
-            "winogrande,mmlu_anatomy",
-            model_id="tiny",
-            limit=LIMIT,
-            batch_size=5,
-            shots=1,
-            score_fns=("ahon_ln", "awft"),
+            eval_request(
+                "winogrande,mmlu_anatomy",
+                model="tiny",
+                limit=LIMIT,
+                batch_size=5,
+                shots=1,
+                score_fns=("ahon_ln", "awft"),
+            ),
         )
 
 
@@ -157,7 +160,7 @@ def test_sweep_rows_summaries_and_the_task_average(prepared):
 
 def test_greedy_generation_matches_a_plain_greedy_loop(model_and_tokenizer):
     model, tok = model_and_tokenizer
-    prepared = prepare(model, tok, "gsm8k", model_id="tiny", limit=2, shots=1, score_fns=("ahon_ln",))
+    prepared = prepare(model, tok, eval_request("gsm8k", model="tiny", limit=2, shots=1, score_fns=("ahon_ln",)))
     task = prepared.loaded.tasks["gsm8k"]
     task.set_config(key="generation_kwargs", value={"max_gen_toks": 12}, update=True)
     for inst in prepared.instances["gsm8k"]:  # the built requests carry their own copy of the kwargs
@@ -184,17 +187,17 @@ def test_greedy_generation_matches_a_plain_greedy_loop(model_and_tokenizer):
 def test_bad_input_is_refused_with_a_named_error(model_and_tokenizer, prepared):
     model, tok = model_and_tokenizer
     with pytest.raises(EvaluationError, match='did you mean "winogrande"'):
-        prepare(model, tok, "winogrand", limit=2)
+        prepare(model, tok, eval_request("winogrand", limit=2))
     with pytest.raises(EvaluationError, match="not bundled"):
-        prepare(model, tok, "arc_challenge", limit=2)  # its test split is not bundled and the Hub is off
+        prepare(model, tok, eval_request("arc_challenge", limit=2))  # its test split is not bundled and the Hub is off
     with pytest.raises(EvaluationError, match="perplexity"):
-        prepare(model, tok, "wikitext", limit=2)
-    with pytest.raises(EvaluationError, match="limit"):
-        prepare(model, tok, "winogrande", limit=0)
+        prepare(model, tok, eval_request("wikitext", limit=2))
+    with pytest.raises(ConfigError, match="--limit must be a positive integer"):  # the request refuses it
+        eval_request("winogrande", limit=0)
     with pytest.raises(EvaluationError, match="no chat template"):
-        prepare(model, tok, "winogrande", limit=2, chat_template="on")
+        prepare(model, tok, eval_request("winogrande", limit=2, chat_template="on"))
     with pytest.raises(EvaluationError, match="tokenizer"):
-        prepare(model, None, "winogrande", limit=2)
+        prepare(model, None, eval_request("winogrande", limit=2))
     with pytest.raises(ConfigError, match="unknown score function"):
         run_sweep(prepared, ["ahon_lm"], progress=False)
     with pytest.raises(EvaluationError, match="quantiles"):

@@ -17,6 +17,7 @@ from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
 from dormant_tasks.evaluation.lm_tasks import DEFAULT_FEWSHOT_SEED, task_manager
 from dormant_tasks.evaluation.request import DataSource
 from dormant_tasks.evaluation.sweep import prepare, run_setting
+from tests.builders.evaluation import eval_request
 
 pytestmark = pytest.mark.slow
 LIMIT = 8
@@ -49,13 +50,9 @@ def _ours(model, tokenizer, task, shots, limit, bos, **kwargs):
     prepared = prepare(
         model,
         tokenizer,
-        task,
-        model_id=kwargs.pop("model_id", "tiny"),
-        shots=shots,
-        limit=limit,
-        bos=bos,
-        datasets="bundled",
-        **kwargs,
+        eval_request(
+            task, model=kwargs.pop("model_id", "tiny"), shots=shots, limit=limit, bos=bos, datasets="bundled", **kwargs
+        ),
     )
     spec = prepared.specs[0]
     return prepared, run_setting(prepared, spec, None, log_samples=True)
@@ -85,7 +82,9 @@ def _compare_items(ours, samples_by_task, metric="acc"):
 def test_multiple_choice_items_match_hflm(model_and_tokenizer, task, shots, leaf_tasks):
     model, tok = model_and_tokenizer
     theirs = _hflm_samples(model, tok, task.split(","), shots, LIMIT)
-    prepared = prepare(model, tok, task, model_id="tiny", shots=shots, limit=LIMIT, bos="tokenizer", datasets="bundled")
+    prepared = prepare(
+        model, tok, eval_request(task, model="tiny", shots=shots, limit=LIMIT, bos="tokenizer", datasets="bundled")
+    )
     for spec in prepared.specs:
         ours = run_setting(prepared, spec, None, log_samples=True)
         assert _compare_items(ours, theirs["samples"]) == LIMIT
@@ -95,7 +94,9 @@ def test_multiple_choice_items_match_hflm(model_and_tokenizer, task, shots, leaf
 def test_the_mmlu_group_accuracy_is_lm_evals(model_and_tokenizer):
     model, tok = model_and_tokenizer
     theirs = _hflm_samples(model, tok, ["mmlu"], 0, 2)
-    prepared = prepare(model, tok, "mmlu", model_id="tiny", shots=0, limit=2, bos="tokenizer", datasets="bundled")
+    prepared = prepare(
+        model, tok, eval_request("mmlu", model="tiny", shots=0, limit=2, bos="tokenizer", datasets="bundled")
+    )
     (spec,) = prepared.specs
     assert spec.is_group and len(spec.leaves) == 57 and spec.metric == "acc,none"
     ours = run_setting(prepared, spec, None, log_samples=True)
@@ -113,7 +114,9 @@ def test_paper_bos_rule_matches_hflm_without_bos(model_and_tokenizer):
 def test_generation_matches_hflm(model_and_tokenizer):
     model, tok = model_and_tokenizer
     theirs = _hflm_samples(model, tok, ["gsm8k"], 1, 3, batch_size=1, gen_kwargs="max_gen_toks=24")
-    prepared = prepare(model, tok, "gsm8k", model_id="tiny", shots=1, limit=3, bos="tokenizer", datasets="bundled")
+    prepared = prepare(
+        model, tok, eval_request("gsm8k", model="tiny", shots=1, limit=3, bos="tokenizer", datasets="bundled")
+    )
     for inst in prepared.instances["gsm8k"]:  # simple_evaluate's gen_kwargs, applied to the built requests
         inst.arguments[1]["max_gen_toks"] = 24
     ours = run_setting(prepared, prepared.specs[0], None, log_samples=True)

@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.evaluation.intervals import ItemResampling, method_text
-from dormant_tasks.evaluation.leaderboard import BEST, OURS, format_leaderboard_table, load_leaderboard
+from dormant_tasks.evaluation.intervals import ItemResampling, method_text, select_half
+from dormant_tasks.evaluation.leaderboard import load_leaderboard
+from dormant_tasks.evaluation.leaderboard_rows import BEST, OURS, LeaderboardRow
+from dormant_tasks.evaluation.leaderboard_table import format_leaderboard_table
 from dormant_tasks.evaluation.metric import (
     NEVER_WITHIN,
     WITHIN_THROUGHOUT,
@@ -26,6 +28,7 @@ from dormant_tasks.evaluation.metric import (
 )
 from dormant_tasks.evaluation.reproduction import format_seed_comparison, seed_comparison
 from dormant_tasks.store.io import write_table
+from dormant_tasks.tracking import winogrande_calibration
 
 REPO = Path(__file__).resolve().parents[3]
 DORMANT = REPO / ".venv" / "bin" / "dormant"
@@ -72,8 +75,8 @@ def _store(root: Path, outcomes: dict, model: str = "org/alpha", request_id: str
     return root
 
 
-def _cell(board, fn, model="org/alpha") -> dict:
-    (row,) = [r for r in board.rows if (r["score_fn"], r["model"], r["task"]) == (fn, model, TASK)]
+def _cell(board, fn, model="org/alpha") -> LeaderboardRow:
+    (row,) = [r for r in board.rows if (r.score_fn, r.model, r.task) == (fn, model, TASK)]
     return row
 
 
@@ -136,10 +139,10 @@ def test_the_interval_is_the_percentiles_of_a_slow_loop_over_redraws(simulated):
             values[fn].append(pct_zeroed_within_1pt(points, base))
     for fn, v in values.items():
         row = _cell(board, fn)
-        assert (row["low"], row["high"]) == pytest.approx(tuple(np.percentile(v, [2.5, 97.5])), abs=1e-9)
-        assert row["n_items"] == 400 and row["interval"] == method_text(300, 7)
+        assert (row.low, row.high) == pytest.approx(tuple(np.percentile(v, [2.5, 97.5])), abs=1e-9)
+        assert row.n_items == 400 and row.interval == method_text(300, 7)
     best = np.percentile(np.maximum(values["ahon_ln"], values["awft"]), [2.5, 97.5])
-    assert (_cell(board, BEST)["low"], _cell(board, BEST)["high"]) == pytest.approx(tuple(best), abs=1e-9)
+    assert (_cell(board, BEST).low, _cell(board, BEST).high) == pytest.approx(tuple(best), abs=1e-9)
     assert board.interval == "paired bootstrap over items, 300 resamples, seed 7"
 
 
@@ -147,10 +150,10 @@ def test_the_interval_is_deterministic_and_moves_with_the_seed(simulated):
     first = load_leaderboard(simulated, resampling=ItemResampling(200, 1))
     again = load_leaderboard(simulated, resampling=ItemResampling(200, 1))
     other = load_leaderboard(simulated, resampling=ItemResampling(200, 2))
-    key = lambda b: [(r["score_fn"], r["model"], r["low"], r["high"]) for r in b.rows]  # noqa: E731
+    key = lambda b: [(r.score_fn, r.model, r.low, r.high) for r in b.rows]  # noqa: E731
     assert key(first) == key(again) and key(first) != key(other)
     row = _cell(first, "ahon_ln")
-    assert row["low"] <= row["within_1pt"] <= row["high"]
+    assert row.low <= row.within_1pt <= row.high
 
 
 def test_the_interval_covers_a_known_value_on_simulated_items():
@@ -192,8 +195,8 @@ def test_a_curve_that_never_crosses_says_why_not_0(tmp_path):
     store = _store(tmp_path / "store", outcomes)
     board = load_leaderboard(store, resampling=ItemResampling(100, 0))
     never, throughout = _cell(board, "lthon_ln"), _cell(board, "awft")
-    assert never["within_1pt"] == 0.0 and never["never_within"] and not never["within_throughout"]
-    assert throughout["within_1pt"] == 0.0 and throughout["within_throughout"] and not throughout["never_within"]
+    assert never.within_1pt == 0.0 and never.never_within and not never.within_throughout
+    assert throughout.within_1pt == 0.0 and throughout.within_throughout and not throughout.never_within
     text = format_leaderboard_table(board.rows, "markdown")
     assert "| lthon_ln | org/alpha | winogrande | never within 1 point |" in text
     assert "| awft | org/alpha | winogrande | within 1 point throughout |" in text
@@ -223,7 +226,8 @@ HALF_ACCURACIES = {  # fn -> (even items', odd items') accuracy at each quantile
     "lthon_ln": ((0.8, 0.8, 0.8, 0.7), (0.8, 0.7, 0.6, 0.5)),
     "ahon_ln": ((0.8, 0.75, 0.7, 0.6), (0.8, 0.8, 0.8, 0.7)),
 }
-EVEN = np.arange(200) % 2 == 0
+# the even half of the first 200 WinoGrande items: their twin clusters' parity (the calibration sets' clusters)
+EVEN = np.array(winogrande_calibration(limit=None).clusters[:200]) % 2 == 0
 
 
 @pytest.fixture(scope="module")
@@ -246,21 +250,39 @@ def _on(outcomes, fn, keep) -> float:
 def test_select_on_chooses_on_one_half_and_reports_on_the_other(halves):
     store, outcomes = halves
     same = load_leaderboard(store)
-    assert "chosen and reported on the same items" in same.selection and _cell(same, OURS)["chosen_on"] is None
+    assert "chosen and reported on the same items" in same.selection and _cell(same, OURS).chosen_on is None
     assert _on(outcomes, "lthon_ln", EVEN) > _on(outcomes, "ahon_ln", EVEN)  # the design holds
     board = load_leaderboard(store, select_on="even", resampling=ItemResampling(100, 0))
     for row in (_cell(board, OURS), _cell(board, BEST)):
-        assert row["best_fn"] == "lthon_ln" and (row["chosen_on"], row["reported_on"]) == ("even items", "odd items")
-        assert row["within_1pt"] == pytest.approx(_on(outcomes, "lthon_ln", ~EVEN)) and row["n_items"] == 100
-        assert row["low"] <= row["within_1pt"] <= row["high"]
-    assert _cell(board, "lthon_ln")["within_1pt"] == pytest.approx(_on(outcomes, "lthon_ln", EVEN | ~EVEN))
+        assert row.best_fn == "lthon_ln" and (row.chosen_on, row.reported_on) == ("even items", "odd items")
+        assert row.within_1pt == pytest.approx(_on(outcomes, "lthon_ln", ~EVEN)) and row.n_items == (~EVEN).sum()
+        assert row.low <= row.within_1pt <= row.high
+    assert _cell(board, "lthon_ln").within_1pt == pytest.approx(_on(outcomes, "lthon_ln", EVEN | ~EVEN))
     assert "select-on even" in board.selection and "odd" in board.selection
     text = format_leaderboard_table(board.rows)
     assert "| ours (lthon_ln, chosen on even items, reported on odd items) | org/alpha |" in text
     shown = format_seed_comparison(seed_comparison(board.rows), board.selection, board.interval)
     assert "chosen on even items, reported on odd items" in shown and board.selection in shown
     odd = _cell(load_leaderboard(store, select_on="odd"), OURS)
-    assert odd["best_fn"] == "ahon_ln" and odd["within_1pt"] == pytest.approx(_on(outcomes, "ahon_ln", EVEN))
+    assert odd.best_fn == "ahon_ln" and odd.within_1pt == pytest.approx(_on(outcomes, "ahon_ln", EVEN))
+
+
+def test_select_on_keeps_winogrande_twins_together():
+    """The halves split whole clusters: every WinoGrande twin pair (284 in the dev set; the calibration sets'
+    clusters) on one side, where doc_id parity put the two of every pair on opposite sides; the halves stay
+    balanced. A task without known clusters is split by doc_id parity (each item its own cluster)."""
+    clusters = np.array(winogrande_calibration(limit=None).clusters)
+    even = select_half([("winogrande", d) for d in range(len(clusters))], "even")
+    odd = select_half([("winogrande", d) for d in range(len(clusters))], "odd")
+    assert (even != odd).all()
+    pairs = [np.flatnonzero(clusters == c) for c in np.unique(clusters)]
+    pairs = [p for p in pairs if len(p) == 2]
+    assert len(pairs) == 284 and all(p[1] == p[0] + 1 for p in pairs)  # twins sit next to each other
+    assert not [p for p in pairs if even[p[0]] != even[p[1]]]  # no pair split
+    assert sum(p[0] % 2 != p[1] % 2 for p in pairs) == 284  # doc_id parity would split every one of them
+    assert abs(int(even.sum()) - len(clusters) / 2) < 0.02 * len(clusters)
+    piqa = select_half([("piqa", d) for d in range(10)], "even")
+    assert piqa.tolist() == [d % 2 == 0 for d in range(10)]
 
 
 def test_select_on_needs_the_items_and_a_half(tmp_path, halves):

@@ -12,6 +12,7 @@ import csv
 import io
 import math
 import subprocess
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,17 +23,10 @@ from scipy import stats
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.evaluation import rank_agreement
 from dormant_tasks.evaluation.intervals import ItemResampling
-from dormant_tasks.evaluation.leaderboard import (
-    AVERAGE_MODEL,
-    AVERAGE_TASK,
-    BEST,
-    CSV_COLUMNS,
-    LEADERBOARD_FORMATS,
-    OURS,
-    OURS_VS_AWFT,
-    format_leaderboard_table,
-    load_leaderboard,
-)
+from dormant_tasks.evaluation.leaderboard import load_leaderboard
+from dormant_tasks.evaluation.leaderboard_rows import AVERAGE_MODEL, BEST, OURS, OURS_VS_AWFT, LeaderboardRow
+from dormant_tasks.evaluation.leaderboard_table import CSV_COLUMNS, LEADERBOARD_FORMATS, format_leaderboard_table
+from dormant_tasks.evaluation.metric import AVERAGE_TASK
 from dormant_tasks.evaluation.rank_agreement import auc_agreement, spearman
 from dormant_tasks.store.io import store_folder, write_table
 
@@ -139,8 +133,8 @@ def store(tmp_path_factory) -> Path:
     return root
 
 
-def cell(board, fn, model, task) -> dict:
-    (row,) = [r for r in board.rows if (r["score_fn"], r["model"], r["task"]) == (fn, model, task)]
+def cell(board, fn, model, task) -> LeaderboardRow:
+    (row,) = [r for r in board.rows if (r.score_fn, r.model, r.task) == (fn, model, task)]
     return row
 
 
@@ -149,15 +143,15 @@ def test_cells_are_the_hand_computed_values(store):
     assert board.revisions == {ALPHA: "main", BETA: "main", GAMMA: "main"} and board.notes == ()
     for (fn, model, task), expected in WITHIN.items():
         row = cell(board, fn, model, task)
-        assert row["within_1pt"] == pytest.approx(expected, abs=1e-9), (fn, model, task)
-        assert row["base_accuracy"] == pytest.approx({A: 80, B: 60, AVERAGE_TASK: 70}[task])
+        assert row.within_1pt == pytest.approx(expected, abs=1e-9), (fn, model, task)
+        assert row.base_accuracy == pytest.approx({A: 80, B: 60, AVERAGE_TASK: 70}[task])
     # AUC = base - mean drop: alpha's winogrande ahon_ln drops (0, .5, 1.5, 4) have the area 2.5 + 10 + 27.5 = 40
-    assert cell(board, "ahon_ln", ALPHA, A)["auc"] == pytest.approx(80 - 40 / 30)
-    assert cell(board, "ahon_ln", BETA, A)["auc"] == pytest.approx(79.5)
+    assert cell(board, "ahon_ln", ALPHA, A).auc == pytest.approx(80 - 40 / 30)
+    assert cell(board, "ahon_ln", BETA, A).auc == pytest.approx(79.5)
     # 3 functions x 3 models x (2 tasks + average), the Average over models of each; per model and task the
     # authors' "ours", its lead over awft and the best of all functions, each with its Average
     assert len(board.rows) == 27 + 9 + (9 + 3) * 3
-    assert cell(board, "ahon_ln", ALPHA, A)["revision"] == "main" and cell(board, "ahon_ln", ALPHA, A)["shots"] == 0
+    assert cell(board, "ahon_ln", ALPHA, A).revision == "main" and cell(board, "ahon_ln", ALPHA, A).shots == 0
 
 
 def test_average_rows_over_models(store):
@@ -166,37 +160,37 @@ def test_average_rows_over_models(store):
         for task in (A, B, AVERAGE_TASK):
             row = cell(board, fn, AVERAGE_MODEL, task)
             expected = np.mean([WITHIN[(fn, m, task)] for m in (ALPHA, BETA, GAMMA)])
-            assert row["within_1pt"] == pytest.approx(expected) and row["n_models"] == 3
-    assert cell(board, "ahon_ln", AVERAGE_MODEL, A)["within_1pt"] == pytest.approx(65 / 3)  # (15 + 25 + 25) / 3
-    assert cell(board, "awft", AVERAGE_MODEL, A)["within_1pt"] == pytest.approx(7.5)  # (5 + 0 + 17.5) / 3
-    assert cell(board, "lthon_ln", AVERAGE_MODEL, B)["within_1pt"] == pytest.approx(39.25 / 3)  # (16.25 + 18 + 5) / 3
-    assert cell(board, "awft", AVERAGE_MODEL, A)["base_accuracy"] == pytest.approx(80)
+            assert row.within_1pt == pytest.approx(expected) and row.n_models == 3
+    assert cell(board, "ahon_ln", AVERAGE_MODEL, A).within_1pt == pytest.approx(65 / 3)  # (15 + 25 + 25) / 3
+    assert cell(board, "awft", AVERAGE_MODEL, A).within_1pt == pytest.approx(7.5)  # (5 + 0 + 17.5) / 3
+    assert cell(board, "lthon_ln", AVERAGE_MODEL, B).within_1pt == pytest.approx(39.25 / 3)  # (16.25 + 18 + 5) / 3
+    assert cell(board, "awft", AVERAGE_MODEL, A).base_accuracy == pytest.approx(80)
 
 
 def test_best_function_per_model(store):
     board = load_leaderboard(store)
     for (model, task), fn in BEST_FN.items():
         row = cell(board, BEST, model, task)
-        assert row["best_fn"] == fn, (model, task)
-        assert row["within_1pt"] == pytest.approx(WITHIN[(fn, model, task)])
-    assert cell(board, BEST, AVERAGE_MODEL, A)["within_1pt"] == pytest.approx(25.0)  # (25 + 25 + 25) / 3
-    assert cell(board, BEST, AVERAGE_MODEL, B)["within_1pt"] == pytest.approx(63.5 / 3)  # (20.5 + 18 + 25) / 3
+        assert row.best_fn == fn, (model, task)
+        assert row.within_1pt == pytest.approx(WITHIN[(fn, model, task)])
+    assert cell(board, BEST, AVERAGE_MODEL, A).within_1pt == pytest.approx(25.0)  # (25 + 25 + 25) / 3
+    assert cell(board, BEST, AVERAGE_MODEL, B).within_1pt == pytest.approx(63.5 / 3)  # (20.5 + 18 + 25) / 3
 
 
 def test_sorted_by_function_then_model(store):
     rows = load_leaderboard(store).rows
-    keys = [(r["score_fn"], r["model"], r["task"]) for r in rows]
+    keys = [(r.score_fn, r.model, r.task) for r in rows]
     assert keys[:4] == [
         ("ahon_ln", GAMMA, B),
         ("ahon_ln", GAMMA, A),
         ("ahon_ln", GAMMA, AVERAGE_TASK),
         ("ahon_ln", ALPHA, B),
     ]
-    fns = list(dict.fromkeys(r["score_fn"] for r in rows))
+    fns = list(dict.fromkeys(r.score_fn for r in rows))
     assert fns == ["ahon_ln", "awft", "lthon_ln", OURS, OURS_VS_AWFT, BEST]
-    models = list(dict.fromkeys(r["model"] for r in rows if r["score_fn"] == "awft"))
+    models = list(dict.fromkeys(r.model for r in rows if r.score_fn == "awft"))
     assert models == [GAMMA, ALPHA, BETA, AVERAGE_MODEL]  # plain string order, Average last
-    tasks = [r["task"] for r in rows if r["score_fn"] == "awft" and r["model"] == BETA]
+    tasks = [r.task for r in rows if r.score_fn == "awft" and r.model == BETA]
     assert tasks == [B, A, AVERAGE_TASK]
 
 
@@ -258,20 +252,20 @@ def test_the_newest_run_wins_per_function(tmp_path):
     old = {"ahon_ln": (0, 0.5, 1.5, 4), "awft": (0, 2, 3, 5)}
     write_run(root, sweep_rows(ALPHA, A, old, request_id="old", at=T0), "old")
     board = load_leaderboard(root)
-    assert cell(board, "ahon_ln", ALPHA, A)["within_1pt"] == pytest.approx(15.0)
+    assert cell(board, "ahon_ln", ALPHA, A).within_1pt == pytest.approx(15.0)
     # a newer run of ahon_ln alone, with its own base accuracy: it replaces ahon_ln's cell, awft's stays
     newer = sweep_rows(
         ALPHA, A, {"ahon_ln": (0, 0.2, 0.6, 1.4)}, request_id="new", at=T0 + timedelta(hours=1), base=0.9
     )
     write_run(root, newer, "new")
     board = load_leaderboard(root)
-    assert cell(board, "ahon_ln", ALPHA, A)["within_1pt"] == pytest.approx(25.0)  # dist (1, .8, .4, -.4)
-    assert cell(board, "ahon_ln", ALPHA, A)["base_accuracy"] == pytest.approx(90.0)
-    assert cell(board, "awft", ALPHA, A)["within_1pt"] == pytest.approx(5.0)
+    assert cell(board, "ahon_ln", ALPHA, A).within_1pt == pytest.approx(25.0)  # dist (1, .8, .4, -.4)
+    assert cell(board, "ahon_ln", ALPHA, A).base_accuracy == pytest.approx(90.0)
+    assert cell(board, "awft", ALPHA, A).within_1pt == pytest.approx(5.0)
     # an older run written later (a file added now, evaluated_at earlier) does not win
     older = sweep_rows(ALPHA, A, {"ahon_ln": (0, 5, 5, 5)}, request_id="older", at=T0 - timedelta(days=1))
     write_run(root, older, "older")
-    assert cell(load_leaderboard(root), "ahon_ln", ALPHA, A)["within_1pt"] == pytest.approx(25.0)
+    assert cell(load_leaderboard(root), "ahon_ln", ALPHA, A).within_1pt == pytest.approx(25.0)
 
 
 def test_a_newer_protocol_of_a_task_is_shown_and_the_other_noted(tmp_path):
@@ -282,7 +276,7 @@ def test_a_newer_protocol_of_a_task_is_shown_and_the_other_noted(tmp_path):
     write_run(root, sweep_rows(BETA, A, {"ahon_ln": (0, 0.5, 1.5, 4)}, request_id="beta", at=T0), "c")
     board = load_leaderboard(root)
     row = cell(board, "ahon_ln", ALPHA, A)
-    assert row["shots"] == 5 and row["within_1pt"] == pytest.approx(5.0)
+    assert row.shots == 5 and row.within_1pt == pytest.approx(5.0)
     assert any(
         "org/alpha winogrande: shown as its newest run (5-shot" in n and "left out: 0-shot" in n for n in board.notes
     )
@@ -316,11 +310,11 @@ def test_revision_main_else_the_latest_checkpoint_in_training_order(tmp_path):
     write_run(root, mid, "a2")
     board = load_leaderboard(root)
     assert board.revisions == {ALPHA: "main", BETA: "stage1-step1000-tokens4B"}
-    assert cell(board, "ahon_ln", BETA, A)["within_1pt"] == pytest.approx(15.0)
+    assert cell(board, "ahon_ln", BETA, A).within_1pt == pytest.approx(15.0)
     assert any(n.startswith("org/beta is shown at stage1-step1000-tokens4B") for n in board.notes)
     board = load_leaderboard(root, revision="stage1-step500-tokens2B")
     assert board.revisions == {ALPHA: "stage1-step500-tokens2B", BETA: "stage1-step500-tokens2B"}
-    assert cell(board, "ahon_ln", ALPHA, A)["within_1pt"] == pytest.approx(5.0)
+    assert cell(board, "ahon_ln", ALPHA, A).within_1pt == pytest.approx(5.0)
     board = load_leaderboard(root, revision="main")  # beta has no main: left out, with a note
     assert list(board.revisions) == [ALPHA] and any(
         "left out, not evaluated at main: org/beta" in n for n in board.notes
@@ -333,9 +327,9 @@ def test_revision_main_else_the_latest_checkpoint_in_training_order(tmp_path):
 
 def test_filters_and_the_average_needs_every_task(store, tmp_path):
     board = load_leaderboard(store, models=[ALPHA, BETA], tasks=[A])
-    assert {r["model"] for r in board.rows} == {ALPHA, BETA, AVERAGE_MODEL}
-    assert {r["task"] for r in board.rows} == {A}  # one task: no across-task average
-    assert cell(board, "ahon_ln", AVERAGE_MODEL, A)["within_1pt"] == pytest.approx(20.0)  # (15 + 25) / 2
+    assert {r.model for r in board.rows} == {ALPHA, BETA, AVERAGE_MODEL}
+    assert {r.task for r in board.rows} == {A}  # one task: no across-task average
+    assert cell(board, "ahon_ln", AVERAGE_MODEL, A).within_1pt == pytest.approx(20.0)  # (15 + 25) / 2
     with pytest.raises(ConfigError, match='--model org/alpa: no evaluations of it \\(did you mean "org/alpha"\\?\\)'):
         load_leaderboard(store, models=["org/alpa"])
     with pytest.raises(ConfigError, match='--tasks winogrand: .*did you mean "winogrande"'):
@@ -346,12 +340,9 @@ def test_filters_and_the_average_needs_every_task(store, tmp_path):
     write_run(root, sweep_rows(ALPHA, B, DROPS[(ALPHA, B)], request_id="b", at=T0), "b")
     write_run(root, sweep_rows(BETA, A, DROPS[(BETA, A)], request_id="c", at=T0), "c")
     board = load_leaderboard(root)
-    assert cell(board, "awft", ALPHA, AVERAGE_TASK)["within_1pt"] == pytest.approx(10 / 3)
-    assert not [r for r in board.rows if r["model"] == BETA and r["task"] == AVERAGE_TASK]
-    assert (
-        cell(board, "awft", AVERAGE_MODEL, A)["n_models"] == 2
-        and cell(board, "awft", AVERAGE_MODEL, B)["n_models"] == 1
-    )
+    assert cell(board, "awft", ALPHA, AVERAGE_TASK).within_1pt == pytest.approx(10 / 3)
+    assert not [r for r in board.rows if r.model == BETA and r.task == AVERAGE_TASK]
+    assert cell(board, "awft", AVERAGE_MODEL, A).n_models == 2 and cell(board, "awft", AVERAGE_MODEL, B).n_models == 1
     assert "org/beta: no across-task average, not evaluated on piqa" in board.notes
     assert "| awft | Average (1 of 2 models) | piqa | 2.50 |" in format_leaderboard_table(board.rows, "markdown")
     board = load_leaderboard(root, models=[ALPHA, BETA], tasks=[B])
@@ -366,7 +357,7 @@ def test_the_average_needs_the_same_quantiles(tmp_path):
     ]
     write_run(root, other, "b")
     board = load_leaderboard(root)
-    assert not [r for r in board.rows if r["task"] == AVERAGE_TASK]
+    assert not [r for r in board.rows if r.task == AVERAGE_TASK]
     assert any("no across-task average for ahon_ln, awft, lthon_ln" in n for n in board.notes)
 
 
@@ -375,13 +366,13 @@ def test_the_random_baseline_is_never_the_best(tmp_path):
     drops = {"random": (0, 0, 0, 0.5), "ahon_ln": (0, 0.5, 1.5, 4)}
     write_run(root, sweep_rows(ALPHA, A, drops, request_id="a", at=T0), "a")
     board = load_leaderboard(root)
-    assert cell(board, "random", ALPHA, A)["within_1pt"] == 0.0  # never crosses ...
-    assert cell(board, BEST, ALPHA, A)["best_fn"] == "ahon_ln"
+    assert cell(board, "random", ALPHA, A).within_1pt == 0.0  # never crosses ...
+    assert cell(board, BEST, ALPHA, A).best_fn == "ahon_ln"
     drops = {"random": (0, 0.5, 0.5, 1.5), "ahon_ln": (0, 0.5, 1.5, 4)}  # ... and now the largest, 25 > 15
     write_run(root, sweep_rows(ALPHA, A, drops, request_id="b", at=T0 + timedelta(hours=1)), "b")
     board = load_leaderboard(root)
-    assert cell(board, "random", ALPHA, A)["within_1pt"] == pytest.approx(25.0)
-    assert cell(board, BEST, ALPHA, A)["best_fn"] == "ahon_ln"
+    assert cell(board, "random", ALPHA, A).within_1pt == pytest.approx(25.0)
+    assert cell(board, BEST, ALPHA, A).best_fn == "ahon_ln"
 
 
 def test_empty_and_static_only_stores_are_refused(tmp_path):
@@ -425,13 +416,13 @@ def test_auc_agreement_against_scipy(store):
     board = load_leaderboard(store)
     models, rho = auc_agreement(board.rows)  # on the across-task average
     assert models == sorted([ALPHA, BETA, GAMMA]) and rho.shape == (3, 3)
-    auc = {m: [cell(board, fn, m, AVERAGE_TASK)["auc"] for fn in ("ahon_ln", "awft", "lthon_ln")] for m in models}
+    auc = {m: [cell(board, fn, m, AVERAGE_TASK).auc for fn in ("ahon_ln", "awft", "lthon_ln")] for m in models}
     for i, a in enumerate(models):
         for j, b in enumerate(models):
             assert rho[i, j] == pytest.approx(stats.spearmanr(auc[a], auc[b]).statistic, abs=1e-12)
     assert np.allclose(np.diag(rho), 1.0) and np.allclose(rho, rho.T)
     models, rho = auc_agreement(board.rows, task=A)
-    auc = {m: [cell(board, fn, m, A)["auc"] for fn in ("ahon_ln", "awft", "lthon_ln")] for m in models}
+    auc = {m: [cell(board, fn, m, A).auc for fn in ("ahon_ln", "awft", "lthon_ln")] for m in models}
     assert rho[0, 1] == pytest.approx(stats.spearmanr(auc[models[0]], auc[models[1]]).statistic, abs=1e-12)
 
 
@@ -518,6 +509,6 @@ def test_cli_formats_mirror_the_library():
 
 def test_markdown_escapes_a_hostile_model_name(store):
     """A model id is the user's: raw HTML in it would be rendered by every Markdown viewer."""
-    rows = [dict(r, model="<img src=x onerror=alert(1)>|x") for r in load_leaderboard(store).rows]
+    rows = [replace(r, model="<img src=x onerror=alert(1)>|x") for r in load_leaderboard(store).rows]
     text = format_leaderboard_table(rows, "markdown")
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;\\|x" in text

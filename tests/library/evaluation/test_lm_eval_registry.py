@@ -17,6 +17,7 @@ from dormant_tasks.errors import EvaluationError
 from dormant_tasks.evaluation.lm_tasks import DEFAULT_FEWSHOT_SEED, task_manager
 from dormant_tasks.evaluation.request import DataSource
 from dormant_tasks.evaluation.sweep import prepare, run_setting
+from tests.builders.evaluation import eval_request
 
 LIMIT = 6
 
@@ -49,7 +50,7 @@ def test_simple_evaluate_runs_an_intervention(tiny_model_dir):
     plain = _lls(_simple(f"pretrained={tiny_model_dir},device=cpu"))
 
     model, tok = load_model_and_tokenizer(tiny_model_dir, device="cpu")
-    prepared = prepare(model, tok, "winogrande", model_id="tiny", shots=0, limit=LIMIT, datasets="bundled")
+    prepared = prepare(model, tok, eval_request("winogrande", model="tiny", shots=0, limit=LIMIT, datasets="bundled"))
     ours = run_setting(prepared, prepared.specs[0], DynamicZeroing("ahon_ln", 0.9), log_samples=True)
     assert 0 < ours.frac_zeroed < 1
     mine = {item["doc_id"]: item["loglikelihoods"] for item in ours.items}

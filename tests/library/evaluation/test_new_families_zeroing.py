@@ -13,6 +13,7 @@ import pytest
 
 from dormant_tasks.engine.scoring import StaticZeroing
 from dormant_tasks.evaluation.sweep import prepare, run_setting
+from tests.builders.evaluation import eval_request
 from tests.builders.families import SHORT_WINDOW, make_model
 from tests.builders.lm_oracle import oracle_items, zeroing_hooks
 
@@ -30,7 +31,9 @@ def offline(monkeypatch):
 def test_static_zeroing_through_lm_eval_matches_the_hook_oracle(kind, tiny_tokenizer):
     model = make_model(kind, tiny_tokenizer, window=SHORT_WINDOW)
     windows = {getattr(layer.self_attn, "sliding_window", None) for layer in model.model.layers}
-    prepared = prepare(model, tiny_tokenizer, "winogrande", model_id=f"tiny-{kind}", limit=3, batch_size=4, shots=1)
+    prepared = prepare(
+        model, tiny_tokenizer, eval_request("winogrande", model=f"tiny-{kind}", limit=3, batch_size=4, shots=1)
+    )
     spec = prepared.loaded.spec("winogrande")
     lengths = [len(sum(prepared.lm._encode_pair(*i.args), [])) for i in prepared.instances["winogrande"]]
     if kind in ("olmo3", "gemma3_text"):  # their windowed layers really cut these requests

@@ -17,6 +17,7 @@ import pytest
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.evaluation.precision import precision_for, precision_label
 from dormant_tasks.evaluation.request import EvalRequest
+from tests.builders.evaluation import eval_request
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -112,7 +113,9 @@ def test_paper_precision_loads_olmo2_in_8_bits(olmo2_named, torch_device):
     model, tok = load_model_and_tokenizer(olmo2_named, None, dtype, device, int8=int8)
     assert model.dtype == torch.float16 and next(model.parameters()).device.type == torch_device.type
     assert isinstance(model.model.layers[0].self_attn.o_proj, bnb.nn.Linear8bitLt)
-    prepared = prepare(model, tok, "winogrande", model_id=olmo2_named.name, shots=0, limit=6, datasets="bundled")
+    prepared = prepare(
+        model, tok, eval_request("winogrande", model=olmo2_named.name, shots=0, limit=6, datasets="bundled")
+    )
     base = run_setting(prepared, prepared.specs[0], None)
     zeroed = run_setting(prepared, prepared.specs[0], DynamicZeroing("ahon_ln", 10.0))  # every head below 10x
     assert 0.0 <= base.accuracy <= 1.0 and base.frac_zeroed == 0.0

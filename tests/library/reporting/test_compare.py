@@ -340,6 +340,7 @@ def test_an_interval_of_few_units_is_marked_with_its_n():
 
 def test_each_caption_names_the_axis_as_drawn(rendered):
     """Issue 43: "(log axis)" was printed under linear axes; the caption now names the scale the figure has."""
+    from dormant_tasks.reporting import compare_figures as cf
     from dormant_tasks.reporting import figures as fg
     from dormant_tasks.reporting.compare_page import comparison_plots
 
@@ -355,8 +356,8 @@ def test_each_caption_names_the_axis_as_drawn(rendered):
     from dormant_tasks.reporting.compare import Curve
 
     curves = [Curve("a", np.array([10, 20, 40]), np.array([0.25, 0.5, 1.0]), np.array([0.0, 5.0, 10.0]))]
-    fig = fg.draw_compare_percent(curves, "ahon_ln", by_fraction=True)
-    assert fig.axes[0].get_xscale() == "linear" == fg.tokens_scale(fg.compare_x(curves, True))
+    fig = cf.draw_compare_percent(curves, "ahon_ln", by_fraction=True)
+    assert fig.axes[0].get_xscale() == "linear" == fg.tokens_scale(cf.compare_x(curves, True))
 
 
 def test_no_input_dependence_test_says_which_case_holds():

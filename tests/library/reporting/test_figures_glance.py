@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting import set_figures as sf
 from dormant_tasks.reporting.report import render_report
 from tests.builders.stores import MODEL, TOKENS, known_picture, with_quantile_ahon, write_series
 
@@ -15,7 +16,7 @@ from tests.builders.stores import MODEL, TOKENS, known_picture, with_quantile_ah
 def test_set_agreement_leaves_gaps_where_agreement_is_undefined():
     tokens = np.array([0, 10, 20, 30, 40])
     jaccard = {("a", "b"): np.array([np.nan, 1.0, np.nan, 0.5, 0.75])}
-    line, floor = fg.draw_set_agreement(tokens, jaccard, "ahon_ln").axes[0].lines
+    line, floor = sf.draw_set_agreement(tokens, jaccard, "ahon_ln").axes[0].lines
     assert floor.get_label() == "noise floor: not measured" and not len(floor.get_xdata())  # said, not drawn
     np.testing.assert_array_equal(line.get_xdata(), tokens)  # every checkpoint, undefined ones as NaN: a gap
     assert np.isnan(line.get_ydata()[[0, 2]]).all() and line.get_marker() == "o"  # a lone point stays visible
@@ -118,7 +119,7 @@ def test_set_agreement_shows_the_head_counts_and_the_noise_floor():
     union = {("a", "b"): np.array([0, 1, 20])}
     est = lambda v: Estimate(v, v - 0.1, v + 0.1, "bootstrap over clusters", "Jaccard", 40)  # noqa: E731
     floor = NoiseFloor("step20", 64, 40, False, est(0.6), est(0.5), est(-0.1), 0.3, 999)
-    fig = fg.draw_set_agreement(tokens, jaccard, "ahon_ln", union, floor)
+    fig = sf.draw_set_agreement(tokens, jaccard, "ahon_ln", union, floor)
     top, below = fig.axes
     (counts,) = below.lines
     np.testing.assert_array_equal(counts.get_ydata(), [0, 1, 20])

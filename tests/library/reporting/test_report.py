@@ -19,7 +19,7 @@ import pytest
 from dormant_tasks.errors import ConfigError, ReportError, StoreError
 from dormant_tasks.findings.dynamics import series_findings
 from dormant_tasks.outputs import OUTPUT_MARKER
-from dormant_tasks.reporting import figures as fg
+from dormant_tasks.reporting import set_figures as sf
 from dormant_tasks.reporting.figure_data import (
     agreement_iou,
     dormant_percent,
@@ -31,7 +31,7 @@ from dormant_tasks.reporting.figure_data import (
     summary_rows,
     transition_counts,
 )
-from dormant_tasks.reporting.report import render_report
+from dormant_tasks.reporting.report import ReportSettings, render_report
 from dormant_tasks.reporting.series_data import load_series
 from dormant_tasks.reporting.sets import LengthDependence
 from dormant_tasks.reporting.texts import report_markdown
@@ -248,7 +248,7 @@ def test_bad_input_raises_and_leaves_no_report(case, tmp_path):
     # head_scores files deleted by hand: the manifest names them, so the store refuses with the repair command
     expected = {"no_store": StoreError, "no_head_scores": StoreError, "unknown_fn": ConfigError}.get(case, ReportError)
     with pytest.raises(expected) as err:
-        render_report(root, model, out_dir=tmp_path / "reports" / "x", score_fn=fn)
+        render_report(root, model, tmp_path / "reports" / "x", ReportSettings(score_fn=fn))
     message = str(err.value)
     if case == "unknown_model":
         assert 'did you mean "test-org/tiny-series"' in message
@@ -323,12 +323,12 @@ def test_length_figure_leaves_undefined_slopes_out_instead_of_drawing_0():
     heads = ["L0.H0", "L0.H1", "L1.H2"]
     slope = np.array([[0.25, np.nan, np.nan], [np.nan, np.nan, -0.5]])  # [set, head]: L0.H1 undefined on both
     ld = LengthDependence("ahon_ln", "main", ["cal-a", "cal-b"], heads, slope, np.zeros((2, 3)))
-    ax = fg.draw_set_length(ld).axes[0]
+    ax = sf.draw_set_length(ld).axes[0]
     assert sorted(p.get_height() for p in ax.patches) == [-0.5, 0.25]  # no 0-height bar for a NaN
     assert [t.get_text() for t in ax.get_xticklabels()] == ["L0.H0", "L1.H2"]
     assert "1 head(s) undefined on every set left out" in ax.get_title()
 
     none = LengthDependence("ahon_ln", "main", ["cal-a", "cal-b"], heads, np.full((2, 3), np.nan), np.zeros((2, 3)))
-    ax = fg.draw_set_length(none).axes[0]
+    ax = sf.draw_set_length(none).axes[0]
     assert not ax.patches
     assert any("undefined (NaN) for all 3 heads" in t.get_text() for t in ax.texts)

@@ -71,7 +71,7 @@ def test_the_page_is_the_template_with_every_value_escaped(tmp_path):
             "heads_ever_changed": 0,
         }
     ]
-    html = page.report_html(series, "ahon_ln", fig, rows, [])
+    html = page.report_html(page.ReportPage(series, "ahon_ln", fig, rows, []))
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
     assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
     assert "A single checkpoint: no transitions yet." in html  # no "transitions" figure given
