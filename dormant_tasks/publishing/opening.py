@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from dormant_tasks.atomic import sweep_dead_temps, temp_path, write_errors
-from dormant_tasks.checkpoints import cache_dir
+from dormant_tasks.checkpoints import cache_dir, is_transient
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.hashing import sha256_file
 from dormant_tasks.offline import hub_offline
@@ -118,7 +118,9 @@ def _head(store, repo_id: str, revision: str, endpoint, token, cached: str | Non
             f"--store {store}: no dataset repo {repo_id} on the Hub (or it is private and no token gives access: "
             "`hf auth login`, or HF_TOKEN)"
         ) from None
-    except (HfHubHTTPError, OSError) as e:
+    except Exception as e:
+        if not (isinstance(e, HfHubHTTPError | OSError) or is_transient(e)):  # httpx's errors: `is_transient`
+            raise
         if cached:
             say(f"note: the Hub does not answer ({type(e).__name__}); reading the cached copy, commit {cached[:12]}")
             return cached
@@ -131,6 +133,7 @@ def _fetch(store, repo_id: str, commit: str, folder: Path, endpoint, token, say)
     """Fetch the files the publication's record lists at `commit` into a folder beside `folder`, check each against
     the record, then swap it in."""
     from huggingface_hub import HfFileSystem
+    from huggingface_hub.errors import HfHubHTTPError
 
     fs = HfFileSystem(endpoint=endpoint, token=token)
     base = f"datasets/{repo_id}@{commit}"
@@ -141,6 +144,18 @@ def _fetch(store, repo_id: str, commit: str, folder: Path, endpoint, token, say)
             f"--store {store}: the dataset repo holds no {PUBLISHED}: it is not a series dormant publish wrote"
         ) from None
     files = _listed(store, raw)
+    try:
+        _fetch_files(store, fs, base, commit, files, raw, folder, say)
+    except StoreError:
+        raise
+    except Exception as e:
+        if not (isinstance(e, HfHubHTTPError | OSError) or is_transient(e)):
+            raise
+        kept = "the cached copy is unchanged" if folder.exists() else "nothing is cached"
+        raise StoreError(f"--store {store}: the fetch failed ({type(e).__name__}: {e}); {kept}: run it again") from None
+
+
+def _fetch_files(store, fs, base: str, commit: str, files: dict[str, str], raw: bytes, folder: Path, say) -> None:
     sizes = {p: fs.info(f"{base}/{p}")["size"] for p in files}
     say(
         f"fetching {store} (commit {commit[:12]}, {len(files)} files, {sum(sizes.values()) / 2**20:.2f} MiB) "

@@ -42,7 +42,6 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         store_root_of as store_root_of,
     )
     from dormant_tasks.store.lock import hold_series as hold_series, series_lock as series_lock
-    from dormant_tasks.store.published import publication_files as publication_files
     from dormant_tasks.store.provenance import (
         check_source as check_source,
         local_sources_named as local_sources_named,
@@ -51,6 +50,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         stored_requests as stored_requests,
         write_request as write_request,
     )
+    from dormant_tasks.store.published import publication_files as publication_files
     from dormant_tasks.store.repair import (
         all_series as all_series,
         damaged_files as damaged_files,

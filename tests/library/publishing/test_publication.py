@@ -183,6 +183,18 @@ def test_a_hub_store_is_refused_by_every_command_that_writes_before_the_hub_is_a
     assert "write hf://datasets/ORG/NAME" in err
 
 
+def test_a_hub_that_does_not_answer_is_one_line(tmp_path, monkeypatch):
+    from dormant_tasks.publishing import open_published
+
+    monkeypatch.setenv("DORMANT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with pytest.raises(StoreError, match="the Hub does not answer .* and no copy is cached"):
+        open_published("hf://datasets/lab/heads", endpoint="http://127.0.0.1:9")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(StoreError, match="HF_HUB_OFFLINE is set and no copy is cached"):
+        open_published("hf://datasets/lab/heads")
+
+
 def test_the_reading_commands_read_a_published_folder(published, capsys, tmp_path):
     assert run_main("status", "--store", published) == 0
     assert "test-org/tiny-series: 4 checkpoints" in capsys.readouterr().out
