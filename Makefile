@@ -36,26 +36,35 @@ olah: .venv-olah/bin/olah-cli
 
 lmeval045: .venv-lmeval045/.installed
 
-# The lower bounds pyproject.toml claims for the task layer and the kernel, tested: a venv over the dev venv's
-# packages (a path file) with lm-eval and triton at the lowest versions its ranges allow, running the tests that
-# exercise their internals (the adapters' drift tests, the task layer, the kernel in Triton's interpreter).
+# The lower bounds pyproject.toml claims for the libraries whose internals the project touches, tested: a venv
+# over the dev venv's packages (a path file) with lm-eval, transformers and triton at the lowest versions its
+# ranges allow, running the tests that exercise their internals (the adapters' drift tests, the engine against
+# its oracle, the task layer, the kernel in Triton's interpreter). transformers 5.4 takes huggingface-hub
+# >=1.5,<2 and tokenizers >=0.22,<=0.23.0, so those come at the lowest it allows, with a datasets that takes a
+# 1.x hub (the dev venv's needs 2.x). torch is not among them: only the CPU build of the Makefile's pin is at
+# hand (PyPI's Linux torch is the CUDA build); its one internal is checked before use, with the public sdpa
+# behind it (dormant_tasks/engine/cpu_attention_adapter.py), and docs/DEVELOPING.md says what is tested.
 LOWEST := $(shell $(PYTHON) -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
 	reqs = p['dependencies'] + p['optional-dependencies']['gpu']; \
-	print(' '.join(re.sub(r'>=([^,]+).*', r'==\1', r) for r in reqs if r.split('>')[0] in ('lm-eval', 'triton')))")
+	print(' '.join(re.sub(r'>=([^,]+).*', r'==\1', r) for r in reqs if r.split('>')[0] in ('lm-eval', 'triton', 'transformers')))")
+LOWEST_WITH := huggingface-hub==1.5.0 tokenizers==0.22.0 datasets==5.0.0
 
 .venv-lowest/.installed: $(VENV)/.installed pyproject.toml
 	rm -rf .venv-lowest
 	$(PYTHON) -m venv --without-pip .venv-lowest
 	$(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
 		"$$(.venv-lowest/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/dev-venv.pth"
-	$(PY) -m pip --python .venv-lowest/bin/python install -q --no-deps $(LOWEST)
+	$(PY) -m pip --python .venv-lowest/bin/python install -q --no-deps $(LOWEST) $(LOWEST_WITH)
 	touch $@
 
 lowest: .venv-lowest/.installed
-	.venv-lowest/bin/python -c "import lm_eval, triton; print('lowest bounds:', lm_eval.__version__, triton.__version__)"
+	.venv-lowest/bin/python -c "import lm_eval, transformers, triton, torch; print('lowest bounds:', lm_eval.__version__, \
+		transformers.__version__, triton.__version__, '(torch', torch.__version__ + ')')"
 	.venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m "not slow" tests/library/evaluation/test_lmeval_adapter_drift.py \
 		tests/library/evaluation/test_lm_eval_registry.py \
-		tests/library/evaluation/test_shots.py tests/library/evaluation/test_chat_date.py tests/library/engine/test_triton_attention.py
+		tests/library/evaluation/test_shots.py tests/library/evaluation/test_chat_date.py tests/library/engine/test_triton_attention.py \
+		tests/library/test_adapters.py tests/library/engine/test_engine_adapters.py \
+		tests/library/evaluation/test_generation_adapter.py tests/library/engine/test_scoring.py
 
 demo: setup
 	$(VENV)/bin/dormant demo

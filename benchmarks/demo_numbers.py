@@ -1,7 +1,7 @@
 """The demo's numbers in the docs, produced by a demo run rather than typed.
 
-README.md and docs/SCORES.md quote the demo (`make demo`: `dormant demo` with its defaults): its output, its
-findings, its share of blips. Each such passage sits between marker comments, `<!-- demo:NAME -->` and
+README.md, docs/DEMO.md and docs/SCORES.md quote the demo (`make demo`: `dormant demo` with its defaults): its
+summary lines, its whole output, its findings, its share of blips. Each such passage sits between marker comments, `<!-- demo:NAME -->` and
 `<!-- /demo:NAME -->` (invisible in the rendered Markdown), and this script rewrites what lies between them
 from one demo run: the terminal output the run printed (its summary lines and warnings, without paths or
 timings) and the findings read from its store. tests/flows/test_demo_numbers.py runs the demo once and fails
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/SCORES.md")
+DOCS = ("README.md", "docs/DEMO.md", "docs/SCORES.md")
 MARKED = re.compile(r"(<!-- demo:(?P<name>[a-z-]+) -->)(?P<body>.*?)(<!-- /demo:(?P=name) -->)", re.S)
 MODEL_ID = "tiny-olmo2"  # the demo series' name: its folder's
 
@@ -71,16 +71,24 @@ def run_demo(folder: Path) -> DemoRun:
     return DemoRun(folder, out.read_text(encoding="utf-8"), err.read_text(encoding="utf-8"))
 
 
-def output_block(run: DemoRun) -> str:
-    """The demo's summary as printed (stdout: the series line and one line per calibration set; stderr: the
-    warnings), as an indented Markdown block. Paths, timings and Prefect's log lines are left out."""
-    summary = [
+def _summary_lines(run: DemoRun) -> list[str]:
+    """The summary the demo printed on stdout: the series line and one line per calibration set."""
+    return [
         line
         for line in run.stdout.splitlines()
         if line.startswith(f"{MODEL_ID}: ") and "checkpoints analysed" not in line or line.startswith("  calibration ")
     ]
+
+
+def _indented(lines: list[str]) -> str:
+    return "\n" + "".join(f"    {line}\n" for line in lines) + "\n"
+
+
+def output_block(run: DemoRun) -> str:
+    """The demo's summary as printed (stdout: the series line and one line per calibration set; stderr: the
+    warnings), as an indented Markdown block. Paths, timings and Prefect's log lines are left out."""
     warnings = [line for line in run.stderr.splitlines() if line.startswith("warning: ")]
-    return "\n" + "".join(f"    {line}\n" for line in summary + warnings) + "\n"
+    return _indented(_summary_lines(run) + warnings)
 
 
 def _step(revision: str) -> int:
@@ -99,11 +107,11 @@ def numbers(run: DemoRun) -> dict[str, str]:
     em, tr, dep = found.emergence, found.transitions, found.input_dependence
     steps, n_ckpt = view.checkpoints[-1]["step"], len(view.checkpoints)
     n_layers = int(view.checkpoints[-1]["n_layers"])
-    # the series line's count, over every function's transitions on the primary set (WinoGrande)
-    found_blips = re.search(r" / (\d+) total \(.*?(\d+) blips\)", run.stdout)
+    # the series line's count: ahon_ln's transitions and blips on the primary set (WinoGrande)
+    found_blips = re.search(r"ahon_ln transitions (\d+) \(.*?(\d+) blips?\)", run.stdout)
     assert found_blips, "the demo printed no series line"
     total, n_blips = map(int, found_blips.groups())
-    blips = f"{n_blips} of the {total} transitions on WinoGrande, {100 * n_blips / total:.0f}%,"
+    blips = f"{n_blips} of the {total} ahon_ln transitions on WinoGrande, {100 * n_blips / max(total, 1):.0f}%,"
     if em.first_dormant_revision is None:
         first = "no head falls dormant"
     else:
@@ -152,6 +160,7 @@ def numbers(run: DemoRun) -> dict[str, str]:
         )
     return {
         "output": output_block(run),
+        "summary": _indented(_summary_lines(run)),  # the README's: the summary lines alone, the warnings in DEMO.md
         "findings": textwrap.fill(findings, width=112, break_on_hyphens=False),
         "length": f"for {steps:,} steps",
         "checkpoints": f"{n_ckpt} checkpoints",

@@ -37,9 +37,9 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def fns() -> list[str]:
-    from dormant_tasks.engine import ALL_IDS
+    from dormant_tasks.engine import ALL_IDS, DEFAULT_FN
 
-    return ["ahon_ln", *[f for f in ALL_IDS if f != "ahon_ln"]][:N_FNS]  # ahon_ln: the function status counts
+    return [DEFAULT_FN, *[f for f in ALL_IDS if f != DEFAULT_FN]][:N_FNS]  # the function status counts
 
 
 class Series:

@@ -157,21 +157,16 @@ class Builder:
     """The store of the growing series, written through the library's stable entry points."""
 
     def __init__(self, series: Path, store: Path, template: Path, limit: int, noise: float, template_model, tokenizer):
-        from dormant_tasks.engine import score_texts
+        from dormant_tasks.engine import ALL_IDS, score_texts
         from dormant_tasks.tracking import TrackRequest
 
         self.series, self.store, self.template = series, store, template
-        self.request = TrackRequest(source=str(series), store=str(store), limit=limit, report=False)
+        self.request = TrackRequest(
+            source=str(series), store=str(store), limit=limit, score_fns=ALL_IDS, report=False
+        )  # 16 functions, as the README's figures
         req = self.request
         t0 = time.perf_counter()
-        self.base = score_texts(
-            template_model,
-            tokenizer,
-            req.calibration.texts,
-            req.score_fn_ids,
-            batch_size=req.batch_size,
-            seed=req.seed,
-        )
+        self.base = score_texts(template_model, tokenizer, req.calibration.texts, req.scoring)
         self.seconds_base = time.perf_counter() - t0
         self.n_layers, self.n_heads = self.base.values.shape[2:]
         self.drift: Drift | None = None

@@ -8,6 +8,13 @@ The vocabulary, through every layer:
 - a series' **slug** is its model_id as a folder name (`series_slug`: the store's partitions and the reports' folders);
 - a series' **identity** is `hub:ORG/NAME` or `local:` and the folder's resolved path, recorded in the store at its
   first write, so one name never stands for two series.
+
+Which one `--model NAME` means, when a folder in the working directory and a stored series share the name:
+- a command that reads the store (report, findings, compare, status) reads the stored series of that name
+  (`names_stored_series`): a folder that happens to be in the working directory does not shadow it;
+- `track` (and `score`, `evaluate`) reads the folder (`is_local_source`): it tracks what is on disk;
+- `./NAME`, `../NAME`, `/abs/NAME`, `~/NAME` or `NAME/` is always the folder, for every command
+  (`spelled_as_path`): the way to name a folder whose name is a stored series'.
 A store path's checks are the store's to know (`store.check_store_path`, stdlib only as well): its marker and folders
 are named in `store/` only.
 """
@@ -31,8 +38,21 @@ def is_local_source(source: str | Path) -> bool:
         or s.endswith("/")
         or s.count("/") >= 2
         or Path(s).expanduser().exists()
+        or Path(s).expanduser().is_symlink()  # a broken link or a loop: a folder meant, which `ls` lists
         or ("/" in s and Path(s.split("/")[0]).is_dir())
     )
+
+
+def spelled_as_path(source: str | Path) -> bool:
+    """`./x`, `../x`, `/x`, `~/x` or `x/`: spelled as a path, so a folder whatever the store keeps."""
+    s = str(source)
+    return s in (".", "..") or s.startswith(("./", "../", "/", "~")) or s.endswith("/")
+
+
+def names_stored_series(value: str, stored: Iterable[str]) -> bool:
+    """For a command that reads the store: `value` is the stored series of that name, not a folder of that name
+    in the working directory (see the module docstring), unless it is spelled as a path."""
+    return not spelled_as_path(value) and value in set(stored)
 
 
 def model_id_for(source: str) -> str:

@@ -118,6 +118,20 @@ def check_positive(value: int | None, name: str) -> None:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
+MIN_MAX_TOKENS = 2  # with one token a head can attend only to it: every score is the same, whatever the head
+
+
+def check_max_tokens(value: int | None) -> None:
+    """ConfigError for a `--max-tokens` no score can be read from (`--max-tokens 1` gave 0% dormant everywhere,
+    and advice to change tau)."""
+    check_positive(value, "--max-tokens")
+    if value is not None and value < MIN_MAX_TOKENS:
+        raise ConfigError(
+            f"--max-tokens {value}: with one token each head can attend only to that token, so its score is the same "
+            f"for every head and says nothing; give at least {MIN_MAX_TOKENS} (leave it out for the model's context)"
+        )
+
+
 def set_field(obj, name: str, value) -> None:
     object.__setattr__(obj, name, value)  # normalising a frozen dataclass's own field in __post_init__
 

@@ -30,6 +30,7 @@ from prefect.futures import as_completed
 
 from dormant_tasks import tracking
 from dormant_tasks.atomic import sweep_dead_temps
+from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.outputs import report_folder
 from dormant_tasks.progress import progress_bar, waiting
 from dormant_tasks.store import check_store, hold_series
@@ -195,10 +196,11 @@ def _write_checkpoint(request: TrackRequest, revision, outcome) -> CheckpointRes
         log.warning("%s: failed, recorded; the run goes on (a rerun retries it): %s", revision.name, result.failed)
     else:
         log.info(
-            "%s: stored (write %.1fs); ahon_ln dormant %s",
+            "%s: stored (write %.1fs); %s dormant %s",
             revision.name,
             result.seconds.get("write", 0),
-            f"{result.pct_dormant['ahon_ln']:.1f}%" if "ahon_ln" in result.pct_dormant else "n/a",
+            DEFAULT_FN,
+            f"{result.pct_dormant[DEFAULT_FN]:.1f}%" if DEFAULT_FN in result.pct_dormant else "n/a",
         )
     return result
 

@@ -1,4 +1,4 @@
-"""A tour of the Python API (README "Python API"): the answers of a tracked store as pandas DataFrames.
+"""A tour of the Python API (docs/USAGE.md, "Python API"): the answers of a tracked store as pandas DataFrames.
 
     python docs/examples/api_tour.py [STORE [SERIES]]      # default: data/store and its first series
 

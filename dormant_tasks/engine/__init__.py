@@ -15,11 +15,14 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         device_batching as device_batching,
         padded_batch as padded_batch,
     )
+    from dormant_tasks.engine.options import ScoringOptions as ScoringOptions
     from dormant_tasks.engine.score_functions import (
         ALL_IDS as ALL_IDS,
+        DEFAULT_FN as DEFAULT_FN,
         DETERMINISTIC_IDS as DETERMINISTIC_IDS,
         SCORE_FUNCTIONS as SCORE_FUNCTIONS,
         SCORING_VERSION as SCORING_VERSION,
+        TRACKED_IDS as TRACKED_IDS,
         get_score_function as get_score_function,
         is_inactive as is_inactive,
         parse_score_functions as parse_score_functions,

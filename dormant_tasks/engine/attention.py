@@ -51,18 +51,31 @@ from typing import Any
 import numpy as np
 import torch
 
-from dormant_tasks.engine import triton_attention as tri
 from dormant_tasks.engine.adapters import FamilyAdapter, float_weight
-from dormant_tasks.engine.score_functions import get_score_function, is_inactive
+from dormant_tasks.engine.cpu_attention_adapter import fused_cpu_attention
+from dormant_tasks.engine.score_functions import (
+    SCORE_FUNCTIONS,
+    Normaliser,
+    get_score_function,
+    is_inactive,
+    raw_statistics,
+)
 from dormant_tasks.errors import ScoringError
 
 ATTENTION_NAME = "dormant_scoring"
 
-# Each "_ln" id -> the raw id that it divides by that raw score's mean over the layer's heads (docs/SCORES.md §2).
-LN_OF = {f"{raw}_ln": raw for raw in ("awft", "aeqd", "ftvvn", "avvn", "ahon", "fhon")}
 DEFAULT_BLOCK = 256  # queries per block on the query-block path (devices without the CPU lse kernel)
 KERNELS = ("auto", "triton", "torch")  # ScoringSession.kernel
-_FUSED_CPU: Any = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)  # None: older torch
+# torch's fused CPU attention that also returns the log-sum-exp; None where this torch's op is missing or its
+# signature changed (the engine then takes the public sdpa and the query-block rows)
+_FUSED_CPU: Any = fused_cpu_attention()
+
+# The raw statistics (score_functions.RAW_IDS) by the per-query quantities they are computed from: a function
+# reads one or two of them (its registry record), and each group is computed when any of its statistics is needed.
+ATTENTION_ROWS = frozenset({"awft", "aeqd"})  # the first-token weight and the entropy of each query's softmax row
+OUTPUT_NORMS = frozenset({"ahon", "lthon"})  # the norm of each query's head output
+VALUE_NORMS = frozenset({"ftvvn", "avvn"})  # the norm of each key's value vector
+FULL_OUTPUT_NORMS = frozenset({"fhon"})  # the norm of each query's head output through W_O[h]
 
 
 @dataclass(frozen=True)
@@ -196,18 +209,19 @@ def layer_scores(
     queries and keys; then the first-token weight needs no second attention call unless entropy is needed.
     `window`: the layer's sliding window where the input is longer than it (None: full causal attention)."""
     needed = session.needed()
+    raws = raw_statistics(needed)  # the raw statistics they read
     batch, n_heads, seq, _ = query.shape
     lengths = session.lengths.to(query.device)  # [batch]
     valid = (torch.arange(seq, device=query.device) < lengths[:, None]).double()  # [batch, seq]
     n_rep = n_heads // key.shape[1]
     raw: dict[str, torch.Tensor] = {}
-    _value_scores(raw, value, n_rep, valid, lengths, needed)
+    _value_scores(raw, value, n_rep, valid, lengths, raws)
 
-    if needed & {"awft", "awft_ln", "aeqd", "aeqd_ln"}:
+    if raws & ATTENTION_ROWS:
         q32 = query.float()  # [batch, head, seq, d]
         k32 = _repeat_kv(key.float(), n_rep)  # [batch, head, seq, d]
         fused = session.query_block is None and query.device.type == "cpu" and _FUSED_CPU is not None
-        if fused and lse is not None and not needed & {"aeqd", "aeqd_ln"}:
+        if fused and lse is not None and "aeqd" not in raws:
             first = _first_weight(q32, k32, scaling, lse, window)  # [batch, head, seq]
             entropy = None
         elif fused:
@@ -223,13 +237,13 @@ def layer_scores(
         raw["awft"] = _masked_mean(first, valid, lengths)
 
     o32 = attn_output.float()  # [batch, head, seq, d]
-    if needed & {"ahon", "ahon_ln", "lthon", "lthon_ln", "lthon_hn"}:
+    if raws & OUTPUT_NORMS:
         o_norm = o32.norm(dim=-1)  # [batch, head, seq]
         raw["ahon"] = _masked_mean(o_norm, valid, lengths)
         last = (lengths - 1)[:, None, None].expand(batch, n_heads, 1)  # [batch, head, 1]
         raw["lthon"] = o_norm.gather(2, last)[..., 0].double()  # [batch, head]
 
-    if needed & {"fhon", "fhon_ln"}:
+    if raws & FULL_OUTPUT_NORMS:
         gram = _layer_gram(module, session, n_heads)  # [head, d, d]
         sq = torch.einsum("bhsd,hde,bhse->bhs", o32, gram, o32)  # [batch, head, seq] = ||o W_O[h]^T||^2
         raw["fhon"] = _masked_mean(sq.clamp_min(0.0).sqrt(), valid, lengths)
@@ -244,16 +258,18 @@ def _layer_gram(module, session: ScoringSession, n_heads: int) -> torch.Tensor:
     return session.gram[module.layer_idx]
 
 
-def _value_scores(raw: dict, value, n_rep: int, valid, lengths, needed: set[str]) -> None:
+def _value_scores(raw: dict, value, n_rep: int, valid, lengths, raws: set[str]) -> None:
     """ftvvn and avvn into `raw`, from the KV heads' value norms (repeated per query head only as [batch, head, seq])."""
-    if needed & {"ftvvn", "ftvvn_ln", "avvn", "avvn_ln"}:
+    if raws & VALUE_NORMS:
         v_norm = _repeat_kv(value.float().norm(dim=-1, keepdim=True), n_rep)[..., 0]  # [batch, head, seq]
         raw["ftvvn"] = v_norm[:, :, 0].double()
         raw["avvn"] = _masked_mean(v_norm, valid, lengths)
 
 
 def _final_scores(raw: dict, needed: set[str], session: ScoringSession, layer: int, device) -> dict[str, torch.Tensor]:
-    """Every needed function [batch, head] float64 from the raw per-head scores (ratios, the random baseline).
+    """Every needed function [batch, head] float64 from the raw per-head scores, as its registry record says
+    (score_functions.SCORE_FUNCTIONS: the raw statistic, divided by its layer mean or its head's own; the random
+    baseline).
     The raw scores' non-finite values are counted (`session.nonfinite`): finite activations give finite raw
     scores, so a NaN there is an overflow or a broken model, never the documented NaN of a ratio's zero
     denominator, and `scoring_pass` refuses the pass rather than count such a head as active."""
@@ -262,16 +278,14 @@ def _final_scores(raw: dict, needed: set[str], session: ScoringSession, layer: i
         session.nonfinite[layer] = (names, torch.stack([(~torch.isfinite(raw[n])).sum() for n in names]))
     out: dict[str, torch.Tensor] = {}
     for fn in needed:
-        if fn == "random":
+        f = SCORE_FUNCTIONS[fn]
+        if f.raw is None:  # the random baseline
             assert session.random_u is not None  # drawn whenever `random` is asked for
             out[fn] = session.random_u[:, layer].to(device, torch.float64)  # [batch, head]
-        elif fn in LN_OF:
-            base = raw[LN_OF[fn]]  # [batch, head]
-            out[fn] = _layer_ratio(base, base.mean(-1, keepdim=True))
-        elif fn == "lthon_ln":
-            out[fn] = _layer_ratio(raw["lthon"], raw["ahon"].mean(-1, keepdim=True))
-        elif fn == "lthon_hn":
-            out[fn] = _layer_ratio(raw["lthon"], raw["ahon"])
+        elif f.normaliser is Normaliser.LAYER:
+            out[fn] = _layer_ratio(raw[f.raw], raw[f.by].mean(-1, keepdim=True))  # [batch, head]
+        elif f.normaliser is Normaliser.HEAD:
+            out[fn] = _layer_ratio(raw[f.raw], raw[f.by])  # [batch, head]
         else:
             out[fn] = raw[fn]
     return out
@@ -283,14 +297,17 @@ def triton_layer_scores(
     """(attn_output [batch, seq, head, d], every needed score [batch, head] float64) from one Triton kernel that
     returns the output with its per-query statistics (engine/triton_attention.py), then one masked mean of them.
     `window`: the layer's sliding window (None: full causal attention)."""
+    from dormant_tasks.engine import triton_attention as tri  # Triton is imported only where its kernel runs
+
     needed = session.needed()
+    raws = raw_statistics(needed)  # the raw statistics they read
     batch, n_heads, seq, _ = query.shape
     lengths = session.lengths.to(query.device)  # [batch]
     valid = (torch.arange(seq, device=query.device) < lengths[:, None]).double()  # [batch, seq]
-    entropy = bool(needed & {"aeqd", "aeqd_ln"})
-    first = bool(needed & {"awft", "awft_ln"})
-    norm = bool(needed & {"ahon", "ahon_ln", "lthon", "lthon_ln", "lthon_hn"})
-    gram = _layer_gram(module, session, n_heads) if needed & {"fhon", "fhon_ln"} else None
+    entropy = "aeqd" in raws
+    first = "awft" in raws
+    norm = bool(raws & OUTPUT_NORMS)
+    gram = _layer_gram(module, session, n_heads) if raws & FULL_OUTPUT_NORMS else None
     out, stats = tri.attention_with_stats(
         query, key, value, scaling, entropy=entropy, first_weight=first, norm=norm, gram=gram, window=window
     )  # [batch, seq, head, d], [batch, head, 4, seq]
@@ -306,15 +323,20 @@ def triton_layer_scores(
         raw["lthon"] = stats[:, :, tri.STAT_NORM].gather(2, last)[..., 0].double()  # [batch, head]
     if gram is not None:
         raw["fhon"] = means[..., tri.STAT_FULL_NORM]
-    _value_scores(raw, value, n_heads // key.shape[1], valid, lengths, needed)
+    _value_scores(raw, value, n_heads // key.shape[1], valid, lengths, raws)
     return out, _final_scores(raw, needed, session, module.layer_idx, query.device)
 
 
 def _use_triton(session: ScoringSession, query: torch.Tensor) -> bool:
     """Whether this layer runs the Triton kernel: `kernel="triton"` always (ScoringError where it cannot), "auto" on
-    CUDA when Triton is installed (compiled, not interpreted) and no query block is forced, "torch" never."""
+    CUDA when Triton is installed (compiled, not interpreted) and no query block is forced, "torch" never. Triton
+    (0.2 s and 70 modules to import) is imported only here, where the kernel may run: never on a CPU run's "auto"."""
     if session.kernel == "torch" or (session.kernel == "auto" and session.query_block is not None):
         return False
+    if session.kernel == "auto" and query.device.type != "cuda":
+        return False
+    from dormant_tasks.engine import triton_attention as tri
+
     reason = tri.unavailable_reason(query)
     if session.kernel == "triton":
         if reason is not None:
@@ -359,7 +381,9 @@ def _refuse_unimplemented(module, kwargs) -> None:
         raise ScoringError(f"{name} uses attention sinks (s_aux), which the score engine does not implement")
 
 
-def scoring_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, dormant_session=None, **kwargs):
+def scoring_attention(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, dormant_session=None, **kwargs
+):
     """AttentionInterface function: (attn_output [batch, query, head, d_head], None) plus the session's scores.
 
     query [batch, head, seq, d]; key, value [batch, kv_head, seq, d] (GQA repeat happens here).
@@ -371,6 +395,11 @@ def scoring_attention(module, query, key, value, attention_mask, scaling, dropou
             "call scoring_pass/score_texts instead of the model directly"
         )
     _refuse_unimplemented(module, kwargs)
+    if scaling is None:  # transformers before 5.4 left it out for GPT-2; the engine does not guess a layer's rule
+        raise ScoringError(
+            f"{type(module).__name__} does not pass its attention scaling to AttentionInterface; upgrade "
+            "transformers (>= 5.4)"
+        )
     if query.shape[2] != key.shape[2]:
         raise ScoringError("the score engine scores whole inputs in one pass; call the model without a KV cache")
     window = _layer_window(module, query.shape[2], kwargs)

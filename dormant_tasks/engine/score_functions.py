@@ -1,10 +1,17 @@
-"""The score functions of docs/SCORES.md §2: public ids, paper names, and the direction that marks a head inactive.
+"""The registry of score functions (docs/SCORES.md §2): one record per function, which every other part reads.
 
-Every other module names functions by these ids (CLI, Parquet `score_fn`, reports).
+A record says what the function is (id, paper name, per-input definition), which raw per-head statistic it
+reads and how it is normalised (the engine's torch and Triton paths compute only the raw statistics and derive
+every function from these records), on which side of tau a head is inactive, its default tau (a fixed value or
+a quantile of the reference checkpoint) and whether `track` scores it by default. Adding a function is one
+record here, plus its raw statistic in `engine/attention.py` when it reads a new one. Every other module names
+functions by these ids (CLI, Parquet `score_fn`, reports); `DEFAULT_FN` is the function a command uses when
+the user names none.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -12,6 +19,8 @@ from dormant_tasks.errors import ConfigError, did_you_mean
 
 # Bump when the score engine's results change: stored results of another version are scored again.
 SCORING_VERSION = "1"
+
+DEFAULT_QUANTILE = 0.15  # the default quantile of a reference-quantile tau (docs/SCORES.md §4)
 
 
 class Direction(StrEnum):
@@ -21,39 +30,155 @@ class Direction(StrEnum):
     ABOVE = ">"  # inactive if score > tau
 
 
+class Normaliser(StrEnum):
+    """How a ratio function divides its raw statistic."""
+
+    LAYER = "layer"  # by the mean of `by` over the layer's heads, for the same input ("_ln")
+    HEAD = "head"  # by the same head's `by` ("_hn")
+
+
+@dataclass(frozen=True)
+class DefaultTau:
+    """A function's default tau: a fixed `value`, or the `quantile` of the reference checkpoint's scores."""
+
+    value: float | None = None
+    quantile: float | None = None
+
+    def __str__(self) -> str:
+        return f"q = {self.quantile:g} of the reference" if self.value is None else f"{self.value:g}"
+
+
+QUANTILE = DefaultTau(quantile=DEFAULT_QUANTILE)
+HALF_LAYER_MEAN = DefaultTau(value=0.5)
+
+
 @dataclass(frozen=True)
 class ScoreFunction:
     id: str
     paper_name: str
     direction: Direction
-    normalised: bool  # an _ln/_hn ratio (unitless) rather than a raw-unit score
+    raw: str | None  # the raw per-head statistic it reads (a raw function's own id); None: the random baseline
+    definition: str  # the per-input definition, as docs/SCORES.md §2 writes it
+    tau: DefaultTau
+    tracked: bool = True  # in `track`'s default set (docs/SCORES.md §4, "The default set")
+    normaliser: Normaliser | None = None  # None: the raw statistic itself
+    by: str | None = None  # the raw statistic of the denominator (with a normaliser)
+    at_most: float = math.inf  # every score lies in [0, at_most] (1: a weight or a probability)
 
+    @property
+    def normalised(self) -> bool:
+        """An _ln/_hn ratio (unitless) rather than a raw-unit score."""
+        return self.normaliser is not None
+
+
+def _raw(fn_id: str, paper_name: str, direction: Direction, definition: str, tau: DefaultTau, **kw) -> ScoreFunction:
+    return ScoreFunction(fn_id, paper_name, direction, fn_id, definition, tau, **kw)
+
+
+def _ln(raw: ScoreFunction, tau: DefaultTau = HALF_LAYER_MEAN, note: str = "", **kw) -> ScoreFunction:
+    """The raw function divided by its own layer mean: `<raw>_ln`, named `<ABBREVIATION> (LN)`."""
+    name = f"{raw.id.upper()} (LN)"
+    return ScoreFunction(
+        f"{raw.id}_ln",
+        name,
+        raw.direction,
+        raw.id,
+        f"`{raw.id}[h] / mean_h' {raw.id}[h']`{note}",
+        tau,
+        normaliser=Normaliser.LAYER,
+        by=raw.id,
+        **kw,
+    )
+
+
+_AWFT = _raw(
+    "awft",
+    "Avg Weight of First Token",
+    Direction.ABOVE,
+    "`(1/S) sum_i A[h, i, 0]`: mean attention that the queries give to token 0",
+    DefaultTau(value=0.8),
+    at_most=1.0,
+    tracked=False,  # a fixed 0.8 marks almost nothing on trained models (docs/SCORES.md §4)
+)
+_AEQD = _raw(
+    "aeqd",
+    "Avg Entropy of Query Distributions",
+    Direction.BELOW,
+    "`(1/S) sum_i ( -sum_{j<=i} A[h,i,j] ln A[h,i,j] )`, with `0 ln 0 = 0` (nats)",
+    QUANTILE,
+)
+_FTVVN = _raw("ftvvn", "First Token Value Vector Norm", Direction.BELOW, "`‖v[h, 0]‖`", QUANTILE)
+_AVVN = _raw("avvn", "Avg Value Vector Norm", Direction.BELOW, "`(1/S) sum_j ‖v[h, j]‖`", QUANTILE)
+_LTHON = _raw("lthon", "Last Token Head Output Norm", Direction.BELOW, "`‖o[h, S-1]‖`", QUANTILE)
+_AHON = _raw("ahon", "Avg Head Output Norm", Direction.BELOW, "`(1/S) sum_i ‖o[h, i]‖`", QUANTILE)
+_FHON = _raw(
+    "fhon",
+    "Full Head Output Norm",
+    Direction.BELOW,
+    "`(1/S) sum_i ‖o[h, i] W_O[h]^T‖`, the norm taken in the model's width (the paper's appendix)",
+    QUANTILE,
+)
 
 SCORE_FUNCTIONS: dict[str, ScoreFunction] = {
     f.id: f
     for f in [
-        ScoreFunction("awft", "Avg Weight of First Token", Direction.ABOVE, False),
-        ScoreFunction("awft_ln", "AWFT (LN)", Direction.ABOVE, True),
-        ScoreFunction("aeqd", "Avg Entropy of Query Distributions", Direction.BELOW, False),
-        ScoreFunction("aeqd_ln", "AEQD (LN)", Direction.BELOW, True),
-        ScoreFunction("ftvvn", "First Token Value Vector Norm", Direction.BELOW, False),
-        ScoreFunction("ftvvn_ln", "FTVVN (LN)", Direction.BELOW, True),
-        ScoreFunction("avvn", "Avg Value Vector Norm", Direction.BELOW, False),
-        ScoreFunction("avvn_ln", "AVVN (LN)", Direction.BELOW, True),
-        ScoreFunction("lthon", "Last Token Head Output Norm", Direction.BELOW, False),
-        ScoreFunction("lthon_ln", "LTHON (LN)", Direction.BELOW, True),
-        ScoreFunction("lthon_hn", "LTHON (HN)", Direction.BELOW, True),
-        ScoreFunction("ahon", "Avg Head Output Norm", Direction.BELOW, False),
-        ScoreFunction("ahon_ln", "AHON (LN)", Direction.BELOW, True),
-        ScoreFunction("fhon", "Full Head Output Norm", Direction.BELOW, False),
-        ScoreFunction("fhon_ln", "FHON (LN)", Direction.BELOW, True),
-        ScoreFunction("random", "Random baseline", Direction.BELOW, False),
+        _AWFT,
+        _ln(_AWFT, DefaultTau(value=2.0), tracked=False),  # > 2 layer means: unreachable where a layer sinks
+        _AEQD,
+        _ln(_AEQD),
+        _FTVVN,
+        _ln(_FTVVN),
+        _AVVN,
+        _ln(_AVVN),
+        _LTHON,
+        ScoreFunction(
+            "lthon_ln",
+            "LTHON (LN)",
+            Direction.BELOW,
+            "lthon",
+            "`‖o[h, S-1]‖ / mean_h' ahon[h']`: the denominator is the layer mean of **AHON**, not of LTHON",
+            HALF_LAYER_MEAN,
+            normaliser=Normaliser.LAYER,
+            by="ahon",
+        ),
+        ScoreFunction(
+            "lthon_hn",
+            "LTHON (HN)",
+            Direction.BELOW,
+            "lthon",
+            "`‖o[h, S-1]‖ / ahon[h]`: normalised by the same head's AHON",
+            HALF_LAYER_MEAN,
+            normaliser=Normaliser.HEAD,
+            by="ahon",
+        ),
+        _AHON,
+        _ln(_AHON, note=': the v1 paper\'s "dormant head" rule, and the default function (`DEFAULT_FN`)'),
+        _FHON,
+        _ln(_FHON),
+        ScoreFunction(
+            "random",
+            "Random baseline",
+            Direction.BELOW,
+            None,
+            "`u ~ U(0, 1)`, one draw per (input, layer, head), seeded",
+            DefaultTau(value=DEFAULT_QUANTILE),  # a probability p
+            at_most=1.0,
+            tracked=False,  # p = 0.15 is a zero baseline by construction (docs/SCORES.md §2)
+        ),
     ]
 }
 
-# The 15 deterministic functions, in the paper's order; `random` is the seeded baseline.
-DETERMINISTIC_IDS: tuple[str, ...] = tuple(k for k in SCORE_FUNCTIONS if k != "random")
+# The function a command uses when the user names none (status's count, the report's per-function figures,
+# the findings): AHON (LN), the v1 paper's "dormant head" rule.
+DEFAULT_FN = "ahon_ln"
+
+# The deterministic functions (the paper's 15, in its order); `random` is the seeded baseline.
+DETERMINISTIC_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.raw is not None)
 ALL_IDS: tuple[str, ...] = tuple(SCORE_FUNCTIONS)
+# `track`'s default set: the functions whose default taus mean something on any model (docs/SCORES.md §4).
+TRACKED_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.tracked)
+# The raw statistics the engine computes, in the registry's order.
+RAW_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.raw == k)
 
 
 def get_score_function(name: str) -> ScoreFunction:
@@ -66,10 +191,19 @@ def get_score_function(name: str) -> ScoreFunction:
         ) from None
 
 
-def parse_score_functions(names) -> list[str]:
-    """Validate a list of ids (or comma-separated strings); None or 'all' means every function."""
+def raw_statistics(score_fns) -> set[str]:
+    """The raw statistics the functions `score_fns` read (numerators and denominators); none for `random`."""
+    out: set[str] = set()
+    for fn in score_fns:
+        f = SCORE_FUNCTIONS[fn]
+        out.update(x for x in (f.raw, f.by) if x is not None)
+    return out
+
+
+def parse_score_functions(names, default: tuple[str, ...] = ALL_IDS) -> list[str]:
+    """Validate a list of ids (or comma-separated strings); None means `default`, 'all' every function."""
     if names is None:
-        return list(ALL_IDS)
+        return list(default)
     out: list[str] = []
     for item in names:
         for name in str(item).split(","):
@@ -83,7 +217,7 @@ def parse_score_functions(names) -> list[str]:
             if name not in out:
                 out.append(name)
     if not out:
-        raise ConfigError("no score function given; use e.g. --scores ahon_ln,lthon_ln or --scores all")
+        raise ConfigError(f"no score function given; use e.g. --scores {DEFAULT_FN},lthon_ln or --scores all")
     return out
 
 

@@ -7,8 +7,8 @@ Public API
   the duration of the call only. Inputs must be RIGHT-padded (`attention_mask` rows are 1s then 0s).
   `zeroing` is a `DynamicZeroing(score_fn, tau)` or `StaticZeroing(heads)` (or None). The `random` baseline of
   input b is seeded by (seed, input_offset + b), so it does not depend on batching.
-- `score_texts(model, tokenizer, texts, score_fns=None, batch_size=None, seed=0, progress=False, max_tokens=None,
-  max_batch_tokens=None) -> InputScores`: tokenises each text as `tokenizer(text)` does, keeps its first
+- `score_texts(model, tokenizer, texts, options=ScoringOptions(score_fns, batch_size, max_tokens, max_batch_tokens,
+  seed), progress=False) -> InputScores`: tokenises each text as `tokenizer(text)` does, keeps its first
   `max_tokens` tokens (default and upper bound: the model's `max_position_embeddings`; one warning line names
   the inputs cut and about how many tokens were left out, `InputScores.n_truncated` counts them), batches
   right-padded inputs in input order, cutting a batch at `batch_size` inputs or where padded length x batch
@@ -40,11 +40,21 @@ from dormant_tasks.engine.attention import (
     random_baseline,
     scoring_attention,
 )
+from dormant_tasks.engine.attention_impl_adapter import attention_implementation, goes_through_attention_interface
 from dormant_tasks.engine.batching import batch_runs, device_batching, padded_batch
+from dormant_tasks.engine.options import ScoringOptions
 from dormant_tasks.engine.score_functions import parse_score_functions
 from dormant_tasks.errors import ConfigError, ScoringError
 
-__all__ = ["DynamicZeroing", "InputScores", "PassResult", "StaticZeroing", "score_texts", "scoring_pass"]
+__all__ = [
+    "DynamicZeroing",
+    "InputScores",
+    "PassResult",
+    "ScoringOptions",
+    "StaticZeroing",
+    "score_texts",
+    "scoring_pass",
+]
 
 log = logging.getLogger(__name__)
 
@@ -98,14 +108,14 @@ def scoring_attention_installed(model):
     Yields the model's family adapter (ScoringError for a model the engine cannot score)."""
     from transformers import AttentionInterface
 
-    if not model._can_set_attn_implementation():
+    if not goes_through_attention_interface(model):
         raise ScoringError(
             f"{type(model).__name__}'s attention does not go through transformers' AttentionInterface, "
             "so its heads cannot be scored; use a model such as OLMo-2, Llama, Qwen2, Mistral, Pythia or GPT-2"
         )
     adapter = adapter_for(model)
     AttentionInterface.register(ATTENTION_NAME, scoring_attention)
-    previous = model.config._attn_implementation
+    previous = attention_implementation(model)
     model.set_attn_implementation(ATTENTION_NAME)
     try:
         yield adapter
@@ -257,37 +267,31 @@ def _warn_truncated(cut: list[int], limit: int, source: str, level: int) -> None
 
 
 def score_texts(
-    model,
-    tokenizer,
-    texts,
-    score_fns=None,
-    batch_size: int | None = None,
-    seed: int = 0,
-    progress: bool = False,
-    query_block: int | None = None,
-    max_tokens: int | None = None,
-    max_batch_tokens: int | None = None,
-    warn_truncated: bool = True,
+    model, tokenizer, texts, options: ScoringOptions | None = None, progress: bool = False, warn_truncated: bool = True
 ) -> InputScores:
-    """Per-input scores of `model` over `texts`, each tokenised as `tokenizer(text)` does and cut to the first
-    `max_tokens` tokens (at most the model's context); batches hold at most `max_batch_tokens` padded tokens.
-    Cut inputs are one WARNING line, or one INFO line with `warn_truncated=False` (the tracker, whose run summary
-    warns once for the whole series instead of once per checkpoint; `InputScores.n_truncated` has the count)."""
-    fns = tuple(parse_score_functions(score_fns))
-    if batch_size is not None and batch_size < 1:
-        raise ConfigError(f"--batch-size must be at least 1, got {batch_size}")
-    if max_tokens is not None and max_tokens < 1:
-        raise ConfigError(f"--max-tokens must be at least 1, got {max_tokens}")
-    device = next(model.parameters()).device
-    batch_size, budget = device_batching(device, batch_size, max_batch_tokens)
-    if budget < 1:
-        raise ConfigError(f"--max-batch-tokens must be at least 1, got {budget}")
-    context = _context_length(model)
-    limits = [x for x in (max_tokens, context) if x is not None]
-    limit = min(limits) if limits else None  # None: a model that states no context length
+    """Per-input scores of `model` over `texts` (`options`: which functions, the inputs' limits and batches; default
+    every function, the device's batching), each tokenised as `tokenizer(text)` does and cut to the first
+    `options.max_tokens` tokens (at most the model's context). Cut inputs are one WARNING line, or one INFO line
+    with `warn_truncated=False` (the tracker, whose run summary warns once for the whole series instead of once per
+    checkpoint; `InputScores.n_truncated` has the count)."""
+    options = options or ScoringOptions()
     texts = list(texts)
     if not texts:
         raise ScoringError("no texts to score; give at least one text")
+    encoded, n_truncated = _encode_texts(model, tokenizer, texts, options.max_tokens, warn_truncated)
+    values = _score_batches(model, tokenizer, encoded, options, progress)
+    boundary = {t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id) if t is not None}
+    first = np.array([ids[0] in boundary for ids in encoded], dtype=bool)  # the sink the scores look at
+    lengths = np.array([len(ids) for ids in encoded], dtype=np.int64)
+    return InputScores(tuple(options.score_fns or ()), values, lengths, n_truncated, first)
+
+
+def _encode_texts(model, tokenizer, texts: list[str], max_tokens: int | None, warn: bool) -> tuple[list, int]:
+    """(each text's token ids, cut to `max_tokens` and the model's context; how many were cut), one log line for
+    the cut ones (WARNING, or INFO when `warn` is False)."""
+    context = _context_length(model)
+    limits = [x for x in (max_tokens, context) if x is not None]
+    limit = min(limits) if limits else None  # None: a model that states no context length
     encoded, cut = zip(*(_encode(tokenizer, text, limit) for text in texts))
     for i, ids in enumerate(encoded):
         if not ids:
@@ -296,9 +300,17 @@ def score_texts(
     if n_truncated:
         source = "--max-tokens" if limit == max_tokens else "the model's max_position_embeddings"
         assert limit is not None  # an input was cut, so there is a limit
-        _warn_truncated(list(cut), limit, source, logging.WARNING if warn_truncated else logging.INFO)
+        _warn_truncated(list(cut), limit, source, logging.WARNING if warn else logging.INFO)
+    return list(encoded), n_truncated
+
+
+def _score_batches(model, tokenizer, encoded: list, options: ScoringOptions, progress: bool) -> np.ndarray:
+    """Scores [input, fn, layer, head] float64 of right-padded batches of `encoded`, in input order."""
+    fns = tuple(options.score_fns or ())
+    device = next(model.parameters()).device
+    batch_size, budget = device_batching(device, options.batch_size, options.max_batch_tokens)
     n_layers, n_heads = _shape(model)
-    values = np.empty((len(texts), len(fns), n_layers, n_heads), dtype=np.float64)
+    values = np.empty((len(encoded), len(fns), n_layers, n_heads), dtype=np.float64)
     batches = batch_runs([len(ids) for ids in encoded], batch_size, budget)
     if progress:
         from dormant_tasks.progress import progress_bar
@@ -311,11 +323,9 @@ def score_texts(
             input_ids.to(device),
             mask.to(device),
             fns,
-            seed=seed,
+            seed=options.seed,
             input_offset=run.start,
-            query_block=query_block,
+            query_block=options.query_block,
         )
         values[run.start : run.stop] = result.scores
-    boundary = {t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id) if t is not None}
-    first = np.array([ids[0] in boundary for ids in encoded], dtype=bool)  # the sink the scores look at
-    return InputScores(fns, values, np.array([len(ids) for ids in encoded], dtype=np.int64), n_truncated, first)
+    return values

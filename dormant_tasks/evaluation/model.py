@@ -8,7 +8,7 @@ does for a causal model: the same context/continuation split, left truncation to
 it is the greedy one; generation is greedy as `HFLM`'s `model.generate` call runs it: until a stop sequence,
 the end-of-text token, any `eos_token_id` of the checkpoint's `generation_config` or `max_gen_toks`, each
 step's logits through that config's non-sampling processors (a repetition penalty, ...) first
-(`GenerationSettings`, built by transformers as `generate` builds them).
+(`GenerationSettings`, built by transformers as `generate` builds them: `generation_adapter`).
 
 What differs from `HFLM`, on purpose:
 - right padding (the score engine's requirement) and no KV cache: generation re-runs the whole sequence at
@@ -40,9 +40,10 @@ import numpy as np
 import torch
 from lm_eval.api.model import TemplateLM
 
-from dormant_tasks.engine import DynamicZeroing, StaticZeroing, batch_runs, padded_batch, scoring_pass
+from dormant_tasks.engine import DEFAULT_FN, DynamicZeroing, StaticZeroing, batch_runs, padded_batch, scoring_pass
 from dormant_tasks.errors import EvaluationError
 from dormant_tasks.evaluation.chat_date_adapter import chat_day
+from dormant_tasks.evaluation.generation_adapter import eos_token_ids, generation_config, logits_processors
 from dormant_tasks.evaluation.request import Bos, parse_chat_date
 
 DEFAULT_MAX_LENGTH = 2048  # HFLM's fallback when the model states no context length
@@ -153,7 +154,7 @@ class DormantLM(TemplateLM):
         self.bos = Bos(bos)
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
-        self.score_fns = tuple(score_fns) or ("ahon_ln",)  # the engine scores at least one function
+        self.score_fns = tuple(score_fns) or (DEFAULT_FN,)  # the engine scores at least one function
         self.seed = seed
         self.zeroing: DynamicZeroing | StaticZeroing | None = None
         config = model.config.get_text_config()
@@ -407,8 +408,7 @@ class GenerationSettings:
         if kwargs.get("do_sample") is False and kwargs["temperature"] == 0.0:
             kwargs.pop("temperature")
         try:
-            config, _ = model._prepare_generation_config(None, **kwargs)
-            model._prepare_special_tokens(config, True, device)
+            config = generation_config(model, kwargs, device)
         except (ValueError, TypeError) as e:
             raise EvaluationError(f"the generation arguments {kwargs} do not make a generation config: {e}") from None
         if config.do_sample or (config.num_beams or 1) > 1:
@@ -416,14 +416,11 @@ class GenerationSettings:
                 "sampling or beam search (do_sample, num_beams in the task or the checkpoint's generation_config) "
                 "is not supported; generation is greedy"
             )
-        eos = config._eos_token_tensor
-        return cls(model, config, device, set() if eos is None else {int(t) for t in eos.tolist()})
+        return cls(model, config, device, eos_token_ids(config))
 
     def processors(self, prompt_length: int):
         """The LogitsProcessorList `generate` builds for a prompt of this many tokens (greedy: no warpers)."""
-        return self.model._get_logits_processor(  # type: ignore[attr-defined]
-            generation_config=self.config, input_ids_seq_length=prompt_length, device=self.device
-        )
+        return logits_processors(self.model, self.config, prompt_length, self.device)
 
 
 def _register() -> None:

@@ -45,16 +45,11 @@ from dormant_tasks.tracking import pooled_threshold
 if TYPE_CHECKING:
     from dormant_tasks.evaluation.model import DormantLM, PassRecord
 
-# Thresholds a function accepts: awft is a mean attention weight and `random` a probability, both in
-# [0, 1]; every other score (norms, entropies, ratios of them) is >= 0, so tau must be too.
-UNIT_INTERVAL_FNS = ("awft", "random")
-
 
 def check_tau(score_fn: str, tau: float) -> float:
     """`tau` as a float if it is a usable threshold for `score_fn`, else EvaluationError."""
-    get_score_function(score_fn)
+    upper = get_score_function(score_fn).at_most  # the registry's range of its scores: [0, 1] or >= 0
     tau = float(tau)
-    upper = 1.0 if score_fn in UNIT_INTERVAL_FNS else math.inf
     if not (0.0 <= tau <= upper) or math.isnan(tau):
         allowed = "[0, 1]" if upper == 1.0 else ">= 0"
         raise EvaluationError(

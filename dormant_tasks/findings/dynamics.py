@@ -17,7 +17,7 @@ independent); fewer than MIN_UNITS layers back no interval. They speak for this 
   heads that settle and the median over all heads (censored: "not reached" when fewer than half settle), each
   with the bootstrap interval over layers; the share settled by EARLY of the tokens.
 - Transitions: changes of the mask, and among them the confident ones: from a confident state to the opposite
-  confident state (`statistics.state_transitions`, BH or BY over heads); per training stage, confident ones per
+  confident state (`statistics.decide_states`: clusters of inputs resampled, the maximum over checkpoints; BH or BY over heads); per training stage, confident ones per
   billion tokens (bootstrap over layers; the exact Poisson interval beside it), the checkpoint spacing, and the
   cadence-free measures: heads that ever change state, more than once, confidently.
 - Input dependence (`findings/dependence.py`).
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.errors import StoreError
 from dormant_tasks.findings.dependence import InputDependence, input_dependence
 from dormant_tasks.statistics import (
@@ -55,7 +56,6 @@ from dormant_tasks.tracking import apply_decisions, state_decisions
 EARLY = 0.10  # "early": by this fraction of the series' tokens
 STABLE = 0.80  # "settled": dormant at >= this fraction of the checkpoints from then to the last
 MIN_RUN = 3  # ... over at least this many checkpoints (one dormant last checkpoint is not "settled")
-DEFAULT_FN = "ahon_ln"  # the v1 "dormant head" rule, as `dormant status` summarises
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class Transitions:
     correction: str  # how "confident" was decided, in words
     n_heads: int  # the family: every head of the function
     n_selected: int  # heads with a confident transition
-    state_level: float  # a state is confident when its one-sided exact binomial p <= this
+    state_level: float  # a state is confident when its p, adjusted over the head's checkpoints, <= this
     undetermined: Share  # (head, checkpoint) cells whose state is undetermined, of all
     n_paired: int  # mask changes with McNemar's p (per-input indicators kept)
     n_raw: int  # ... with McNemar p < 0.05, uncorrected (the rate on these inputs changed between the two)
@@ -300,31 +300,71 @@ def transition_findings(
     decided = state_decisions([s], fdr, fdr_method)
     transitions = apply_decisions(transitions, decided)
     st = decided[(s.model_id, s.score_fn)][1] if decided else None  # None: the rates or inputs are unknown
+    to, head = _transition_rows(s, transitions)
+    confident = np.array([c is True for c in transitions.column("confident").to_pylist()], dtype=bool)
+    fell = np.asarray(transitions.column("to_state").to_pylist(), dtype=object) == "dormant"
+    p = np.array([np.nan if x is None else x for x in transitions.column("confident_p").to_pylist()], np.float64)
+    n_heads = len(s.layer)
+    per_head = np.bincount(head, minlength=n_heads) if head.size else np.zeros(n_heads, np.int64)
+    per_head_sure = np.bincount(head[confident], minlength=n_heads) if head.size else np.zeros(n_heads, np.int64)
+    undetermined = int((st.state == UNDETERMINED).sum()) if st is not None else 0
+    has_pred = np.flatnonzero(s.predecessor >= 0)  # [interval] the later checkpoint of each compared pair
+    span = tokens[has_pred] - tokens[s.predecessor[has_pred]]  # [interval]
+    steps = s.step[has_pred] - s.step[s.predecessor[has_pred]]  # [interval]
+    sure_per, all_per = _per_interval(has_pred, to, confident)
+    name = {"bh": "Benjamini-Hochberg", "by": "Benjamini-Yekutieli"}[fdr_method]
+    return Transitions(
+        int(len(to)),
+        int(fell.sum()),
+        int((~fell).sum()),
+        int(confident.sum()),
+        int(np.array([b is True for b in transitions.column("blip").to_pylist()], dtype=bool).sum()),
+        _confident_blips(transitions, head, confident),
+        fdr,
+        fdr_method,
+        f"confident states (clusters of inputs, max over checkpoints); {name} q <= {fdr:g} over {n_heads} heads",
+        n_heads,
+        st.n_selected if st is not None else 0,
+        st.level if st is not None else float("nan"),
+        Share(undetermined, s.dormant.size if st is not None else 0, float("nan"), float("nan"), "count"),
+        int((~np.isnan(p)).sum()),
+        int((p < 0.05).sum()),
+        _stage_rates(s, has_pred, span, to, head, confident, resampling),
+        share_estimate(per_head > 0, s.layer, resampling, 13),
+        share_estimate(per_head > 1, s.layer, resampling, 14),
+        share_estimate(per_head_sure > 0, s.layer, resampling, 15),
+        int((per_head_sure > 1).sum()),
+        tokens[has_pred].astype(np.int64),
+        span.astype(np.int64),
+        steps.astype(np.int64),
+        sure_per.astype(np.int64),
+        (all_per - sure_per).astype(np.int64),
+    )
+
+
+def _transition_rows(s, transitions) -> tuple[np.ndarray, np.ndarray]:
+    """Per stored transition: the index of its later checkpoint in the series, and of its head (layer-major)."""
     rank = {r: i for i, r in enumerate(s.revision.tolist())}
     to = np.array([rank.get(r, -1) for r in transitions.column("to_revision").to_pylist()], dtype=np.int64)
     if (to < 0).any():
         raise StoreError(f"{s.model_id} {s.score_fn}: a transition names a checkpoint the series lacks")
-    confident = np.array([c is True for c in transitions.column("confident").to_pylist()], dtype=bool)
-    blip = np.array([b is True for b in transitions.column("blip").to_pylist()], dtype=bool)
-    fell = np.asarray(transitions.column("to_state").to_pylist(), dtype=object) == "dormant"
-    p = np.array([np.nan if x is None else x for x in transitions.column("confident_p").to_pylist()], np.float64)
     width = int(s.head_index.max()) + 1 if len(s.head_index) else 1
     head_of = {k: h for h, k in enumerate((s.layer.astype(np.int64) * width + s.head_index).tolist())}
     keys = np.asarray(transitions.column("layer"), np.int64) * width + np.asarray(transitions.column("head_index"))
-    head = np.array([head_of.get(k, -1) for k in keys.tolist()], dtype=np.int64)
-    n_heads = len(s.layer)
-    per_head = np.bincount(head, minlength=n_heads) if head.size else np.zeros(n_heads, np.int64)
-    per_head_sure = np.bincount(head[confident], minlength=n_heads) if head.size else np.zeros(n_heads, np.int64)
-    # a blip whose both legs are confident: the row leaving its checkpoint (same head) is confident too
+    return to, np.array([head_of.get(k, -1) for k in keys.tolist()], dtype=np.int64)
+
+
+def _confident_blips(transitions, head: np.ndarray, confident: np.ndarray) -> int:
+    """Blips whose both legs are confident: the row leaving the blip's checkpoint (same head) is confident too."""
+    blip = np.array([b is True for b in transitions.column("blip").to_pylist()], dtype=bool)
     leaving = {(int(h), r) for h, r, c in zip(head, transitions.column("from_revision").to_pylist(), confident) if c}
     to_rev = transitions.column("to_revision").to_pylist()
-    sure_blips = sum(1 for i in np.flatnonzero(blip & confident) if (int(head[i]), to_rev[i]) in leaving)
+    return sum(1 for i in np.flatnonzero(blip & confident) if (int(head[i]), to_rev[i]) in leaving)
 
-    undetermined = int((st.state == UNDETERMINED).sum()) if st is not None else 0
 
-    has_pred = np.flatnonzero(s.predecessor >= 0)  # [interval] the later checkpoint of each compared pair
-    span = tokens[has_pred] - tokens[s.predecessor[has_pred]]  # [interval]
-    steps = s.step[has_pred] - s.step[s.predecessor[has_pred]]  # [interval]
+def _stage_rates(s, has_pred, span, to, head, confident, resampling: Resampling) -> list[StageRate]:
+    """Per training stage: its mask changes, confident ones, tokens spanned and rates per billion tokens."""
+    n_heads = len(s.layer)
     stages = []
     for stage in sorted(set(s.stage[has_pred].tolist())):
         mine = s.stage[to] == stage  # [transition]
@@ -346,35 +386,13 @@ def transition_findings(
                 Estimate(n_sure * scale, low * scale, high * scale, POISSON, "per billion tokens", n_sure),
             )
         )
+    return stages
+
+
+def _per_interval(has_pred: np.ndarray, to: np.ndarray, confident: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(confident, all) mask changes located in each compared interval."""
     into = np.searchsorted(has_pred, to)  # [transition] its interval
     n_int = len(has_pred)
-    sure_per = np.bincount(into[confident], minlength=n_int) if n_int else np.zeros(0, np.int64)
-    all_per = np.bincount(into, minlength=n_int) if n_int else np.zeros(0, np.int64)
-    name = {"bh": "Benjamini-Hochberg", "by": "Benjamini-Yekutieli"}[fdr_method]
-    return Transitions(
-        int(len(to)),
-        int(fell.sum()),
-        int((~fell).sum()),
-        int(confident.sum()),
-        int(blip.sum()),
-        sure_blips,
-        fdr,
-        fdr_method,
-        f"confident states (exact binomial tests); {name} q <= {fdr:g} over {n_heads} heads",
-        n_heads,
-        st.n_selected if st is not None else 0,
-        st.level if st is not None else float("nan"),
-        Share(undetermined, s.dormant.size if st is not None else 0, float("nan"), float("nan"), "count"),
-        int((~np.isnan(p)).sum()),
-        int((p < 0.05).sum()),
-        stages,
-        share_estimate(per_head > 0, s.layer, resampling, 13),
-        share_estimate(per_head > 1, s.layer, resampling, 14),
-        share_estimate(per_head_sure > 0, s.layer, resampling, 15),
-        int((per_head_sure > 1).sum()),
-        tokens[has_pred].astype(np.int64),
-        span.astype(np.int64),
-        steps.astype(np.int64),
-        sure_per.astype(np.int64),
-        (all_per - sure_per).astype(np.int64),
-    )
+    if not n_int:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.bincount(into[confident], minlength=n_int), np.bincount(into, minlength=n_int)

@@ -34,6 +34,11 @@ class Replicated:
     per_seed: list[Estimate | Share | None]  # [seed] each series' own number with its interval over heads
     over_seeds: Estimate  # the mean over the seeds with its t interval (none with fewer than MIN_UNITS seeds)
     spread: tuple[float, float]  # the smallest and largest seed's value
+    missing: tuple[tuple[str, str], ...] = ()  # (series, why) of each seed without a value: left out of the mean
+
+    @property
+    def n_missing(self) -> int:
+        return len(self.missing)
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,15 @@ HEADLINE = (
         lambda f: f.input_dependence.noise_floor.difference if f.input_dependence.noise_floor else None,
     ),
 )  # fmt: skip
+
+
+def missing_reason(x) -> str:
+    """Why a seed has no value for a headline number (`_value` NaN), in a few words."""
+    if x is None:
+        return "not measured on this series"
+    if isinstance(x, Share) and x.n == 0:
+        return "0 of 0: no heads to count"
+    return "undefined on this series"
 
 
 def over_seeds(values: np.ndarray, unit: str) -> Estimate:
@@ -109,7 +123,8 @@ def seed_group_findings(findings: list[Findings]) -> ReplicatedFindings:
         values = np.array([_value(x) for x in per])
         known = values[~np.isnan(values)]
         spread = (float(known.min()), float(known.max())) if known.size else (math.nan, math.nan)
-        numbers.append(Replicated(name, unit, per, over_seeds(values, unit), spread))
+        missing = tuple((f.model_id, missing_reason(x)) for f, x, v in zip(findings, per, values) if np.isnan(v))
+        numbers.append(Replicated(name, unit, per, over_seeds(values, unit), spread, missing))
     return ReplicatedFindings(
         [f.model_id for f in findings], first.score_fn, first.calibration_id, first.n_checkpoints, numbers, findings
     )

@@ -27,11 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.errors import ConfigError, ReportError
 from dormant_tasks.findings import EARLY, Findings, path_tokens, series_findings
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.figure_data import dormant_percent, layer_counts
-from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, ReportSeries, load_series, resolve_model_id
+from dormant_tasks.reporting.series_data import ReportSeries, load_series, resolve_model_id
 from dormant_tasks.statistics import Z95, Estimate, Share
 from dormant_tasks.tracking import SeriesView, predecessors, stored_series
 
@@ -131,7 +132,7 @@ def _score_fns(series: list[ReportSeries], asked: list[str] | None) -> tuple[str
     if not common:
         tracked = "; ".join(f"{s.model_id}: {', '.join(s.score_fns)}" for s in series)
         raise ReportError(f"the series track no score function in common ({tracked}); track one on both")
-    return (DEFAULT_SCORE_FN,) if DEFAULT_SCORE_FN in common else (common[0],)
+    return (DEFAULT_FN,) if DEFAULT_FN in common else (common[0],)
 
 
 # ------------------------------------------------------------------------------ what limits the comparison

@@ -67,7 +67,8 @@ def write_findings(f: Findings, out_dir, store) -> FindingsResult:
 def findings_record(f) -> dict:
     """The findings as plain JSON-ready data (`dormant findings --format json`): every number with its 95%
     interval, the method that gave it, its unit and the number of units behind it; censored values (+inf) and
-    undefined ones (NaN) as null, with `not_reached` or `undefined` saying which. Works for any findings
+    undefined ones (NaN) as null, with `value_not_reached` / `high_not_reached` or `undefined` saying which
+    (`n_units` only where units were resampled). Works for any findings
     dataclass (a series' `Findings`, a seed group's `ReplicatedFindings`)."""
     import dataclasses
     import math
@@ -87,12 +88,15 @@ def findings_record(f) -> dict:
                 "high": number(x.high),
                 "method": x.method,
                 "unit": x.unit,
-                "n_units": int(x.n_units),
             }
+            if x.n_units:  # a count or a min-max has no units of resampling behind it
+                out["n_units"] = int(x.n_units)
             if isinstance(x, Share):
                 out |= {"k": int(x.k), "n": int(x.n)}
-            if math.isinf(x.value) or math.isinf(x.high):
-                out["not_reached"] = "value" if math.isinf(x.value) else "high"
+            if math.isinf(x.value):  # right-censored: the series ends before it is reached
+                out["value_not_reached"] = True
+            elif math.isinf(x.high):
+                out["high_not_reached"] = True
             if math.isnan(x.value):
                 out["undefined"] = True
             elif math.isnan(x.low):

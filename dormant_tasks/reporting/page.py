@@ -23,6 +23,7 @@ from dormant_tasks.reporting.texts import (
     tau_source,
     windows_note,
 )
+from dormant_tasks.text import plural
 
 if TYPE_CHECKING:
     from dormant_tasks.findings import Findings
@@ -164,7 +165,7 @@ def report_html(p: ReportPage) -> str:
         "score_fn": p.fn,
         "comparisons": list(p.linked),
         "style": STYLE,
-        "intro": f"{len(t)} checkpoint(s), {series.revisions[0]} ({format_tokens(t[0])} tokens) to "
+        "intro": f"{plural(len(t), 'checkpoint')}, {series.revisions[0]} ({format_tokens(t[0])} tokens) to "
         f"{series.revisions[-1]} ({format_tokens(t[-1])} tokens); {series.n_layers} layers × {series.n_heads} heads",
         "provenance": _provenance(series),
         "taus": _taus_table(series, p.positions),
@@ -195,7 +196,7 @@ def _provenance(series: ReportSeries) -> dict:
         ["item", "value"],
         [
             ["calibration set", f"{c0[0]['calibration_id']} ({distinct('n_inputs')} inputs)"],
-            ["taus id", c0[0]["taus_id"]],
+            ["taus id", f"{c0[0]['taus_id']} (a hash of every function's tau: a new tau, a new id)"],
             ["code version", distinct("code_version")],
             ["scoring version", distinct("scoring_version")],
             ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.findings import series_findings
 from dormant_tasks.outputs import Owner, check_folder, report_folder, staged
 from dormant_tasks.reporting import comparisons, page
@@ -36,7 +37,7 @@ from dormant_tasks.reporting.figure_data import (
     transition_counts,
 )
 from dormant_tasks.reporting.findings_report import findings_plots
-from dormant_tasks.reporting.series_data import DEFAULT_SCORE_FN, load_series, resolve_model_id
+from dormant_tasks.reporting.series_data import load_series, resolve_model_id
 from dormant_tasks.reporting.sets import calibration_sets, length_dependence
 from dormant_tasks.reporting.texts import report_markdown
 from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, FDR_METHOD, Resampling
@@ -65,7 +66,7 @@ class ReportResult:
 class ReportSettings:
     """What a report shows of its series beyond the series itself; each is part of its inputs' stamp."""
 
-    score_fn: str | None = None  # the per-function figures' function; None: ahon_ln when tracked, else the first
+    score_fn: str | None = None  # the per-function figures' function; None: DEFAULT_FN when tracked, else the first
     hide_blips: bool = False  # the raster with every blip undone (`figure_data.states_without_blips`)
     fdr: float = FDR  # the false discovery rate of the heads called to change confident state
     fdr_method: str = FDR_METHOD  # its correction
@@ -98,7 +99,7 @@ def render_report(
         return done
     series = load_series(store, model_id, settings.fdr, fdr_method=settings.fdr_method)  # checks that it is a store
     root = Path(store)
-    fn = settings.score_fn or (DEFAULT_SCORE_FN if DEFAULT_SCORE_FN in series.score_fns else series.score_fns[0])
+    fn = settings.score_fn or (DEFAULT_FN if DEFAULT_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = report_folder(series.model_id, out_dir)
     owner = Owner.of("report", store, series.model_id)
@@ -168,18 +169,22 @@ def _series_plots(series: ReportSeries, fn: str, hide_blips: bool) -> list[_Plot
                 lambda: fg.draw_transition_bars(transition_counts(series, fn), t[1:], fn),
             )
         )
-    return plots + [
+    plots.append(
         (
             "scores",
             f"scores_{fn}",
             lambda: fg.draw_score_bands(t, score_bands(series, fn), tau, fn, dormant_traces(series, fn)),
-        ),
-        (
-            "agreement",
-            "agreement",
-            lambda: fg.draw_agreement(agreement_iou(series), series.score_fns, series.revisions[-1]),
-        ),
-    ]
+        )
+    )
+    if len(series.score_fns) > 1:  # agreement between functions: none to measure with one
+        plots.append(
+            (
+                "agreement",
+                "agreement",
+                lambda: fg.draw_agreement(agreement_iou(series), series.score_fns, series.revisions[-1]),
+            )
+        )
+    return plots
 
 
 def _set_plots(sets: CalibrationSets, found: Findings, lengths, fn: str, n_layers: int, n_heads: int) -> list[_Plot]:

@@ -27,8 +27,6 @@ from dormant_tasks.tracking import (
     stored_series,
 )
 
-DEFAULT_SCORE_FN = "ahon_ln"  # the function of the per-function figures when tracked and none is asked
-
 
 @dataclass(frozen=True)
 class ReportSeries:

@@ -7,6 +7,7 @@ texts unescaped (its template escapes them for HTML)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -34,10 +35,11 @@ def report_markdown(
     lines = [
         f"# Dormant heads: {md(series.model_id)}",
         "",
-        f"{len(t)} checkpoint(s) from {md(series.revisions[0])} ({format_tokens(t[0])} tokens) to "
+        f"{plural(len(t), 'checkpoint')} from {md(series.revisions[0])} ({format_tokens(t[0])} tokens) to "
         f"{md(series.revisions[-1])} ({format_tokens(t[-1])} tokens); {series.n_layers} layers x "
-        f"{series.n_heads} heads; calibration set {md(series.checkpoints[0]['calibration_id'])}; "
-        f"taus {md(series.checkpoints[0]['taus_id'])}.",
+        f"{series.n_heads} heads; calibration set {md(series.checkpoints[0]['calibration_id'])} (its name, text "
+        f"count and a hash of its texts); taus {md(series.checkpoints[0]['taus_id'])} (a hash of every function's "
+        "threshold: a change of any tau starts a new one, and `dormant track --retau` rescores under it).",
         "",
         "| score function | tau | first checkpoint with a dormant head | final % dormant | fell dormant | woke "
         "| confident | blips | heads that changed state |",
@@ -290,16 +292,53 @@ def tau_marks_nothing(score_fn: str, direction: str, tau: float, n_checkpoints: 
     )
 
 
+# Findings one checkpoint cannot support: how heads change needs two checkpoints, a rate over intervals three
+MIN_DYNAMICS_CHECKPOINTS, MIN_RATE_CHECKPOINTS = 2, 3
+# A rate "per billion tokens" from a stage shorter than this is an extrapolation, and is marked as one
+MIN_RATE_TOKENS = 10**9
+
+
 def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
     """The three findings as markdown paragraphs (`dormant findings`, summary.md, the report); `esc` escapes the
-    user's strings (`text.md`; `str` for a page or a terminal, which escape nothing or differently)."""
-    e, t, d, r = f.emergence, f.transitions, f.input_dependence, f.resampling
-    out = [
-        f"Findings for {esc(f.model_id)} under {f.score_fn} (dormant if score {f.direction} {f.tau:g}), calibration "
-        f"set {esc(f.calibration_id)}, {f.n_checkpoints} checkpoints to {esc(e.final_revision)} "
-        f"({_tokens(e.final_tokens)} tokens).",
-        "",
+    user's strings (`text.md`; `str` for a page or a terminal, which escape nothing or differently). A caveat
+    repeated within a paragraph is said once (`_said_once`)."""
+    paragraphs = [
+        _emergence_line(f, esc),
+        _transitions_line(f),
+        _dependence_line(f, esc),
     ]
+    out = [_findings_header(f, esc), ""]
+    for paragraph in paragraphs:
+        out += [_said_once(paragraph), ""]
+    return [*out, _intervals_line(f)]
+
+
+def _findings_header(f: Findings, esc: Callable[[str], str]) -> str:
+    e = f.emergence
+    return (
+        f"Findings for {esc(f.model_id)} under {f.score_fn} (dormant if score {f.direction} {f.tau:g}), calibration "
+        f"set {esc(f.calibration_id)}, {plural(f.n_checkpoints, 'checkpoint')} to {esc(e.final_revision)} "
+        f"({_tokens(e.final_tokens)} tokens)."
+    )
+
+
+def _too_few(f: Findings, need: int, what: str) -> str | None:
+    """Why a finding is not stated: the series has fewer checkpoints than it needs (None when it has enough)."""
+    if f.n_checkpoints >= need:
+        return None
+    return (
+        f"Not measured: {what} needs at least {need} checkpoints and the series has {f.n_checkpoints}; track more "
+        f"(`dormant track --model {f.model_id} --max N`)."
+    )
+
+
+def _emergence_line(f: Findings, esc: Callable[[str], str]) -> str:
+    e = f.emergence
+    head = f"1. **Emergence.** Dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}% of {e.n_heads} heads"
+    if too_few := _too_few(f, MIN_DYNAMICS_CHECKPOINTS, "when heads fall dormant"):
+        return (
+            f"1. **Emergence.** Dormant {e.pct_dormant_last:.1f}% of {e.n_heads} heads at the one checkpoint. {too_few}"
+        )
     stable = f"dormant at >= {100 * e.stable:.0f}% of the checkpoints from then on, over {e.min_run} or more"
     if e.heads:
         emerge = (
@@ -318,72 +357,112 @@ def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
         if e.first_dormant_revision
         else tau_marks_nothing(f.score_fn, f.direction, f.tau, f.n_checkpoints)
     )
-    out += [
-        f"1. **Emergence.** Dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}% of {e.n_heads} heads; "
-        f"{first}; {emerge}",
-        "",
-    ]
-    stage_parts = [
-        f"stage {g.stage}: {g.n_transitions} mask changes, {g.n_confident} confident over {_tokens(g.tokens)} tokens "
-        f"= {_ci(g.per_billion)} confident per billion tokens (exact Poisson, as if independent: "
-        f"{_num(g.poisson.low)}-{_num(g.poisson.high)}); checkpoint spacing {_tokens(g.spacing.value)} tokens "
-        f"(median; {_tokens(g.spacing.low)}-{_tokens(g.spacing.high)})"
+    return f"{head}; {first}; {emerge}"
+
+
+def _transitions_line(f: Findings) -> str:
+    t = f.transitions
+    if too_few := _too_few(f, MIN_DYNAMICS_CHECKPOINTS, "a transition"):
+        return f"2. **Transitions.** {too_few}"
+    return (
+        f"2. **Transitions.** {plural(t.n_transitions, 'change')} of the mask ({t.fell_dormant} fell dormant, "
+        f"{t.woke} woke); {plural(t.n_confident, 'confident transition')}, from a confident state to the opposite "
+        f"one ({t.correction}: {plural(t.n_selected, 'head')}; a state is confident when its p over the head's "
+        f"checkpoints (null: its dormant rate never crosses 0.5; whole clusters of inputs resampled) is <= "
+        f"{t.state_level:.2g}, the level that correction sets; "
+        f"{t.undetermined.k} of {t.undetermined.n} "
+        f"head-checkpoints undetermined); {plural(t.n_blips, 'blip')} of the mask, {t.n_confident_blips} with both "
+        "legs confident. McNemar's exact test (null: the same dormant rate on these inputs at both checkpoints) gives "
+        f"p < 0.05 for {t.n_raw} of the {t.n_paired} mask changes it could test, uncorrected. Heads whose mask ever "
+        f"changed: {_pct(t.ever_changed)}; more than once: {_pct(t.more_than_once)}; with a confident transition: "
+        f"{_pct(t.confidently_changed)}; with two or more: {t.confidently_more_than_once}. {_rates(f)} Per interval: "
+        f"{_interval_list(t) or 'none'}."
+    )
+
+
+def _rates(f: Findings) -> str:
+    """Each stage's rate of confident transitions per billion tokens, or why none is stated."""
+    t = f.transitions
+    if too_few := _too_few(f, MIN_RATE_CHECKPOINTS, "a rate of transitions per token"):
+        return f"Rates: {too_few[0].lower()}{too_few[1:]}"
+    parts = [
+        f"stage {g.stage}: {plural(g.n_transitions, 'mask change')}, {g.n_confident} confident over "
+        f"{_tokens(g.tokens)} tokens = {_ci(g.per_billion)} confident per billion tokens{_extrapolated(g.tokens)} "
+        f"(exact Poisson, as if independent: {_num(g.poisson.low)}-{_num(g.poisson.high)}); checkpoint spacing "
+        f"{_tokens(g.spacing.value)} tokens (median; {_tokens(g.spacing.low)}-{_tokens(g.spacing.high)})"
         if g.tokens > 0
-        else f"stage {g.stage}: {g.n_transitions} mask changes, {g.n_confident} confident (no token span)"
+        else f"stage {g.stage}: {plural(g.n_transitions, 'mask change')}, {g.n_confident} confident (no token span)"
         for g in t.stages
     ]
-    out += [
-        f"2. **Transitions.** {plural(t.n_transitions, 'change')} of the mask ({t.fell_dormant} fell dormant, "
-        f"{t.woke} woke); {t.n_confident} confident transitions, from a confident state to the opposite one "
-        f"({t.correction}: {t.n_selected} heads; a state is confident when its exact binomial p <= "
-        f"{t.state_level:.2g}; {t.undetermined.k} of {t.undetermined.n} head-checkpoints undetermined); "
-        f"{plural(t.n_blips, 'blip')} of the mask, {t.n_confident_blips} with both legs confident. McNemar's exact "
-        f"test (null: the same dormant rate on these inputs at both checkpoints) gives p < 0.05 for {t.n_raw} of "
-        f"the {t.n_paired} mask changes it could test, uncorrected. Heads whose mask ever changed: "
-        f"{_pct(t.ever_changed)}; more than once: {_pct(t.more_than_once)}; with a confident transition: "
-        f"{_pct(t.confidently_changed)}; with two or more: {t.confidently_more_than_once}. "
-        f"{'; '.join(stage_parts) or 'A single checkpoint: none yet'}. A rate per token depends on how densely "
-        "the checkpoints are spaced: compare series by the shares of heads. Per interval: "
-        f"{_interval_list(t) or 'none'}.",
-        "",
-    ]
-    if d.measured:
-        first_j = "undefined throughout" if d.first is None else f"{d.first[1]:.2f} at {esc(d.first[0])}"
-        last_j = _ci(d.last, lambda x: f"{x:.2f}") if d.last is not None else "undefined"
-        if d.noise_floor is not None:
-            nf = d.noise_floor
-            two = lambda x: f"{x:+.2f}"  # noqa: E731
-            reference = "the cluster-whole halves of each set" if nf.halves else "disjoint sets of the same kind"
-            kinds = ", ".join(esc(k) for k in dict.fromkeys(nf.kinds))
-            floor = (
-                f"Noise floor at {esc(nf.revision)} ({nf.n_inputs} inputs in {nf.n_clusters} clusters; kinds: {kinds}): "
-                f"agreement within a kind ({reference}) {_ci(nf.within, lambda x: f'{x:.2f}')}, across kinds "
-                f"{_ci(nf.across, lambda x: f'{x:.2f}')}; across minus within {_ci(nf.difference, two)}, "
-                f"permutation p = {nf.p_value:.3g} (two-sided; {nf.permutations} permutations of whole clusters "
-                f"between the sets; the interval inverts the same test, so it excludes 0 exactly when p < 0.05). "
-                f"{'Input dependent' if nf.p_value < 0.05 else 'Not shown input dependent'} at 0.05."
-            )
-        else:
-            floor = f"Noise floor: not measured ({d.noise_floor_note})."
-        out.append(
-            f"3. **Input dependence.** {len(d.calibration_ids)} calibration sets; Jaccard of their masks (pooled "
-            f"over pairs): first defined {first_j}; at the last shared checkpoint {esc(d.revisions[-1])}: {last_j}; "
-            f"heads dormant on every set, of those dormant on any: {_pct(d.all_of_any)}. {floor}"
+    return (
+        f"{'; '.join(parts) or 'A single checkpoint: none yet'}. A rate per token depends on how densely the "
+        "checkpoints are spaced: compare series by the shares of heads."
+    )
+
+
+def _extrapolated(tokens: int) -> str:
+    if tokens >= MIN_RATE_TOKENS:
+        return ""
+    return (
+        f" (extrapolated: the stage spans {_tokens(tokens)} tokens, under the {_tokens(MIN_RATE_TOKENS)} of the unit)"
+    )
+
+
+def _dependence_line(f: Findings, esc: Callable[[str], str]) -> str:
+    d = f.input_dependence
+    if not d.measured:
+        return (
+            f"3. **Input dependence.** Not measured: the series is tracked on "
+            f"{plural(len(d.calibration_ids), 'calibration set')}; add others with `dormant track --model {f.model_id} "
+            "--calibration winogrande:1 --calibration winogrande:2 --calibration wikipedia:1 --retau` (two draws of "
+            "one text are the reference; or any `--calibration FILE`)."
         )
-    else:
-        out.append(
-            f"3. **Input dependence.** Not measured: the series is tracked on {len(d.calibration_ids)} calibration "
-            f"set(s); add others with `dormant track --model {f.model_id} --calibration winogrande:1 --calibration "
-            "winogrande:2 --calibration wikipedia:1 --retau` (two draws of one text are the reference; or any "
-            "`--calibration FILE`)."
-        )
-    out += [
-        "",
-        f"Intervals: 95%. Over heads: {r.method}, the layers as the units (the heads of a layer are not "
-        f"independent); with fewer than {MIN_UNITS} layers a number stands without one. They say how a number varies over heads like these of this one model; a group "
-        "of seeds (`dormant findings --seed-group`) is what speaks for the recipe (docs/SCORES.md §7).",
-    ]
-    return out
+    first_j = "undefined throughout" if d.first is None else f"{d.first[1]:.2f} at {esc(d.first[0])}"
+    last_j = _ci(d.last, lambda x: f"{x:.2f}") if d.last is not None else "undefined"
+    return (
+        f"3. **Input dependence.** {len(d.calibration_ids)} calibration sets; Jaccard of their masks (pooled "
+        f"over pairs): first defined {first_j}; at the last shared checkpoint {esc(d.revisions[-1])}: {last_j}; "
+        f"heads dormant on every set, of those dormant on any: {_pct(d.all_of_any)}. {_noise_floor(d, esc)}"
+    )
+
+
+def _noise_floor(d, esc: Callable[[str], str]) -> str:
+    if d.noise_floor is None:
+        return f"Noise floor: not measured ({d.noise_floor_note})."
+    nf = d.noise_floor
+    two = lambda x: f"{x:+.2f}"  # noqa: E731
+    reference = "the cluster-whole halves of each set" if nf.halves else "disjoint sets of the same kind"
+    kinds = ", ".join(esc(k) for k in dict.fromkeys(nf.kinds))
+    return (
+        f"Noise floor at {esc(nf.revision)} ({nf.n_inputs} inputs in {nf.n_clusters} clusters; kinds: {kinds}): "
+        f"agreement within a kind ({reference}) {_ci(nf.within, lambda x: f'{x:.2f}')}, across kinds "
+        f"{_ci(nf.across, lambda x: f'{x:.2f}')}; across minus within {_ci(nf.difference, two)}, "
+        f"permutation p = {nf.p_value:.3g} (two-sided; {nf.permutations} permutations of whole clusters "
+        f"between the sets; the interval inverts the same test, so it excludes 0 exactly when p < 0.05). "
+        f"{'Input dependent' if nf.p_value < 0.05 else 'Not shown input dependent'} at 0.05."
+    )
+
+
+def _intervals_line(f: Findings) -> str:
+    return (
+        f"Intervals: 95%. Over heads: {f.resampling.method}, the layers as the units (the heads of a layer are not "
+        f"independent); with fewer than {MIN_UNITS} layers a number stands without one. They say how a number varies "
+        "over heads like these of this one model; a group of seeds (`dormant findings --seed-group`) is what speaks "
+        "for the recipe (docs/SCORES.md §7)."
+    )
+
+
+def _said_once(paragraph: str) -> str:
+    """A paragraph with each "no interval: N layers, fewer than 5" after its first shortened to "no interval"."""
+    seen: set[str] = set()
+
+    def once(m: re.Match) -> str:
+        if m.group(0) in seen:
+            return "no interval"
+        seen.add(m.group(0))
+        return m.group(0)
+
+    return re.sub(rf"no interval: \d+ \w+, fewer than {MIN_UNITS}", once, paragraph)
 
 
 def seed_group_lines(r, esc: Callable[[str], str] = md) -> list[str]:
@@ -398,8 +477,17 @@ def seed_group_lines(r, esc: Callable[[str], str] = md) -> list[str]:
     for x in r.numbers:
         per = "; ".join(_seed_value(v) for v in x.per_seed)
         rng = "" if math.isnan(x.spread[0]) else f", range {_num(x.spread[0])} to {_num(x.spread[1])}"
+        left = getattr(x, "missing", ())
+        gone = (
+            f" {len(left)} of {len(x.per_seed)} seeds left out, without a value: "
+            + "; ".join(f"{esc(m)} ({why})" for m, why in left)
+            + "."
+            if left
+            else ""
+        )
         out.append(
-            f"- **{x.name}** ({x.unit}): over seeds {_ci(x.over_seeds)}{rng}. Per seed, interval over layers: {per}."
+            f"- **{x.name}** ({x.unit}): over seeds {_ci(x.over_seeds)}{rng}.{gone} Per seed, interval over layers: "
+            f"{per}."
         )
     out += [
         "",

@@ -1,6 +1,7 @@
 """The statistics of the findings (layer 2, beside engine, checkpoints and store; pure functions of arrays): each
 method named with its null and its unit (docs/SCORES.md): Wilson intervals of a dormant rate, confident states and
-the transitions between them (exact binomial tests, Benjamini-Hochberg or -Yekutieli over heads), McNemar's exact
+the transitions between them (the wild cluster bootstrap with the maximum over checkpoints, Benjamini-Hochberg
+or -Yekutieli over heads), McNemar's exact
 test of one change, the two-stage bootstrap over layers, the order-statistic interval of a median, exact Poisson
 intervals, and their defaults.
 """
@@ -10,6 +11,10 @@ from typing import TYPE_CHECKING
 from dormant_tasks.face import attach
 
 if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
+    from dormant_tasks.statistics.cluster_states import (
+        StateDecision as StateDecision,
+        decide_states as decide_states,
+    )
     from dormant_tasks.statistics.confidence import (
         Z95 as Z95,
         bh_qvalues as bh_qvalues,
@@ -25,6 +30,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         FDR_METHODS as FDR_METHODS,
         RESAMPLES as RESAMPLES,
         SEED as SEED,
+        STATE_SAMPLES as STATE_SAMPLES,
     )
     from dormant_tasks.statistics.estimates import (
         DEFAULT_RESAMPLING as DEFAULT_RESAMPLING,
@@ -48,6 +54,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         DORMANT as DORMANT,
         UNDETERMINED as UNDETERMINED,
         StateTransitions as StateTransitions,
+        between_states as between_states,
         fdr_qvalues as fdr_qvalues,
         state_pvalues as state_pvalues,
         state_transitions as state_transitions,

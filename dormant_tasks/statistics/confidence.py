@@ -9,8 +9,10 @@ A transition compares one head at two checkpoints on the SAME calibration inputs
 so whether it is confident is a paired test on the inputs whose indicator changed (the exact McNemar test,
 `mcnemar_exact_p`), not a comparison of two independent intervals. The store keeps each head's per-input
 indicators packed into bits for it (`pack_inputs`); results stored without them fall back to the intervals.
-A series runs thousands of such tests, so a transition is confident when its Benjamini-Hochberg q-value
-(`bh_qvalues`, over every (head, interval) test of one series, function and calibration set) is below the false discovery rate (`defaults.FDR`, 0.05).
+McNemar's p answers "did the rate move between these two checkpoints" and is stored uncorrected beside each mask
+change; whether a change is confident is decided by confident states (`cluster_states.decide_states`, from the
+per-input indicators and their clusters; `states.state_transitions` where a result keeps no indicators), with
+Benjamini-Hochberg or -Yekutieli q-values over heads (`bh_qvalues`).
 """
 
 from __future__ import annotations
@@ -112,15 +114,19 @@ def mcnemar_exact_p(b, c) -> np.ndarray:
     return out
 
 
-def bh_qvalues(p, m: int | None = None) -> np.ndarray:
+def bh_qvalues(p, m: int | None = None, method: str = "bh") -> np.ndarray:
     """Benjamini-Hochberg q-values of the p-values `p` (float, any shape; NaN: no test, q NaN) in a family of
-    `m` tests (default: the non-NaN p's). m larger than the p's given counts the family's other tests at p = 1:
-    they sort last, so each q is the BH q-value of the whole family with those p's replaced by 1, which is
-    never below the q of their true p's (the rule stays valid, a little conservative).
+    `m` tests (default: the non-NaN p's); `method="by"` gives Benjamini-Yekutieli's (BH's times sum_{i<=m} 1/i).
+    m larger than the p's given counts the family's other tests at p = 1: they sort last, so each q is the
+    q-value of the whole family with those p's replaced by 1, which is never below the q of their true p's (the
+    rule stays valid, a little conservative).
 
     q_(i) = min over j >= i of min(1, m p_(j) / j), p sorted ascending with rank i = 1..: rejecting every test
-    with q < level is the BH step-up procedure at that level.
+    with q <= level is the step-up procedure at that level. The arithmetic is scipy's
+    (`scipy.stats.false_discovery_control`); this wrapper adds the NaNs and the family size.
     """
+    from scipy.stats import false_discovery_control
+
     p = np.asarray(p, dtype=np.float64)
     flat = p.ravel()
     known = np.flatnonzero(~np.isnan(flat))
@@ -130,7 +136,6 @@ def bh_qvalues(p, m: int | None = None) -> np.ndarray:
         raise ValueError(f"a family of {m} tests cannot hold {n} p-values")
     q = np.full(flat.shape, np.nan)
     if n:
-        order = known[np.argsort(flat[known], kind="stable")]  # [test] ascending p
-        ranked = m * flat[order] / np.arange(1, n + 1)  # m p_(i) / i
-        q[order] = np.minimum(1.0, np.minimum.accumulate(ranked[::-1])[::-1])
+        family = np.concatenate([flat[known], np.ones(m - n)])  # the family's untested members at p = 1
+        q[known] = false_discovery_control(family, method=method)[:n]
     return q.reshape(p.shape)

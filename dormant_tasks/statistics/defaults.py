@@ -6,6 +6,7 @@ FDR_METHOD = "bh"  # Benjamini-Hochberg ("by": Benjamini-Yekutieli, for any depe
 RESAMPLES = 2000  # bootstrap resamples of the heads
 PERMUTATIONS = 500  # permutations of the set labels (input dependence)
 SEED = 0  # of every resampling
+STATE_SAMPLES = 128  # importance samples per head of the tail behind confident states (statistics/cluster_states.py)
 FDR_METHODS = {
     "bh": "Benjamini-Hochberg (independent or positively dependent heads)",
     "by": "Benjamini-Yekutieli (any dependence between heads)",

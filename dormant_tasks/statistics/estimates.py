@@ -210,14 +210,17 @@ def median_estimate(values: np.ndarray, layer: np.ndarray, resampling: Resamplin
     (`layered_estimate`): the order-statistic interval assumes exchangeable heads and covers about half the time
     when heads share a layer factor (benchmarks/findings_calibration.py), so it is kept for exchangeable units.
     +inf values are right-censored: the median is +inf ("not reached") when more than half are, and so is an
-    interval end."""
+    interval end. Every resample's median is one of the values, so an end beyond the last observed time can only
+    come from the percentile interpolating between it and a censored median: that end is "not reached" too, never
+    a time past the series' end."""
     values = np.asarray(values, dtype=np.float64)
     finite = values[np.isfinite(values)]
-    big = (float(finite.max()) + 1.0) * 2.0 if finite.size else 1.0  # +inf stand-in: the percentiles interpolate
+    last = float(finite.max()) if finite.size else 0.0
+    big = (last + 1.0) * 2.0  # +inf stand-in for the bootstrap (the percentiles interpolate)
     e = layered_estimate(lower_median, np.where(np.isinf(values), big, values), layer, resampling, stream, unit)
 
     def back(x: float) -> float:
-        return float("inf") if x >= big else x
+        return float("inf") if x > last else x
 
     return Estimate(back(e.value), back(e.low), back(e.high), e.method, unit, e.n_units)
 

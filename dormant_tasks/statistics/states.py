@@ -1,6 +1,8 @@
-"""State first, change second: a head's confident state at each checkpoint, and the confident transitions between
-opposite confident states (docs/SCORES.md, "Confidence").
+"""Confident states from inactive-input counts alone, and the confident transitions between opposite confident
+states however the states were decided (docs/SCORES.md, "Confidence").
 
+`cluster_states.decide_states` decides states from the per-input indicators and their clusters; this module keeps
+the rule for results that store no indicators (rows upgraded from schema version 3), and the benchmark's OLD row.
 At a checkpoint a head was inactive on k of the n calibration inputs. Its state is
 
 - **dormant** when the exact one-sided binomial test rejects "dormant rate <= 0.5" (p_dormant = P(X >= k), X ~
@@ -8,25 +10,17 @@ At a checkpoint a head was inactive on k of the n calibration inputs. Its state 
 - **active** when it rejects "dormant rate >= 0.5" (p_active = P(X <= k)) at `c`,
 - **undetermined** otherwise (its rate is consistent with 0.5 at that level).
 
-A **confident transition** goes from a confident state to the opposite confident state at a later checkpoint on
-the same path (its predecessors), across any undetermined checkpoints between them, so that checkpoints tracked
-more densely never remove power: the evidence is the two states, not the size of one step. The change is
-located at the mask change (rate crossing 0.5) on that stretch where a one-change-point fit puts it (the CUSUM of
+Per head, p_head = min(1, T x the smallest, over ordered pairs i before j on a path, of max(p_side(i),
+p_opposite(j))), T the series' checkpoints: Bonferroni over the checkpoints, right for independent draws and far
+too strict for persistent inputs (benchmarks/findings_calibration.py). Over heads: Benjamini-Hochberg (`bh`) or
+-Yekutieli (`by`) q-values of p_head; states are called at c = fdr x max(R, 1) / (H x T) (BY: divided by
+sum_{i<=H} 1/i as well). Assumption: the n inputs are independent draws given the head; clustered inputs make
+every p too small, which is why `decide_states` replaced this rule where the indicators are stored.
+
+A **confident transition** (`between_states`) goes from a confident state to the opposite confident state at a later
+checkpoint on the same path (its predecessors), across any undetermined checkpoints between them; it is located
+at the mask change (rate crossing 0.5) on that stretch where a one-change-point fit puts it (the CUSUM of
 rate - 0.5 peaks there).
-
-Multiplicity, in two levels (Benjamini & Bogomolov's selective inference, with Bonferroni inside a head):
-
-1. Per head, the p-value of "the head changes confident state somewhere": p_head = min(1, T x the smallest, over
-   ordered pairs i before j on a path, of max(p_side(i), p_opposite(j))), T the series' checkpoints. Valid under
-   the head's null, "its rate never crosses 0.5" (it stays >= 0.5 throughout, or <= 0.5): a claim then needs a
-   false state call at some checkpoint, and each has probability <= its p (the union over T checkpoints).
-2. Over the heads of a series, function and calibration set: Benjamini-Hochberg q-values of p_head (`bh`, which
-   assumes independence or positive dependence between heads), or Benjamini-Yekutieli (`by`, any dependence).
-   R heads have q <= fdr. States are then called at c = fdr x max(R, 1) / (H x T) (BY: divided by
-   sum_{i<=H} 1/i as well), the level at which a head has a confident transition exactly when it is selected.
-
-Assumption: the n inputs are independent draws given the head (inputs in clusters make every p too small; the
-calibration sets' clusters are a matter of input dependence, not of one head's state on one fixed set).
 """
 
 from __future__ import annotations
@@ -58,19 +52,15 @@ def state_pvalues(k, n) -> tuple[np.ndarray, np.ndarray]:
 def fdr_qvalues(p, method: str = "bh", m: int | None = None) -> np.ndarray:
     """q-values of the p-values `p` (NaN: no test) in a family of `m` tests (default: the non-NaN p's; the others
     count at p = 1), by Benjamini-Hochberg (`bh`) or Benjamini-Yekutieli (`by`: BH's q times sum_{i<=m} 1/i).
-    Rejecting q <= level is the step-up procedure at that level."""
+    Rejecting q <= level is the step-up procedure at that level (`confidence.bh_qvalues`)."""
     from dormant_tasks.statistics.confidence import bh_qvalues
 
     if method not in FDR_METHODS:
         raise ValueError(f"unknown false discovery rate method {method!r}: choose one of {', '.join(FDR_METHODS)}")
-    q = bh_qvalues(p, m)
-    if method == "by":
-        size = int(m) if m is not None else int((~np.isnan(np.asarray(p, np.float64))).sum())
-        q = np.minimum(1.0, q * _harmonic(size))
-    return q
+    return bh_qvalues(p, m, method)
 
 
-def _harmonic(m: int) -> float:
+def harmonic(m: int) -> float:
     return float(np.sum(1.0 / np.arange(1, m + 1))) if m > 0 else 1.0
 
 
@@ -126,10 +116,33 @@ def state_transitions(
     selected = int((head_q <= fdr).sum())
     level = fdr * max(selected, 1) / (n_heads * n_ckpt) if n_heads and n_ckpt else 0.0
     if method == "by":
-        level /= _harmonic(n_heads)
+        level /= harmonic(n_heads)
 
     # 2. states at that level, and the changes between consecutive confident states on each path
     state = np.where(p_dormant <= level, DORMANT, np.where(p_active <= level, ACTIVE, UNDETERMINED)).astype(np.int8)
+    rate = k / np.asarray(n, dtype=np.float64)[:, None]
+    state_p = np.minimum(p_dormant, p_active)  # at a confident state, the p of its side (the other is >= 1/2)
+    return between_states(state, state_p, pred, dormant, rate, head_p, head_q, level, method, fdr)
+
+
+def between_states(
+    state: np.ndarray,
+    state_p: np.ndarray,
+    predecessor: np.ndarray,
+    dormant: np.ndarray,
+    rate: np.ndarray,
+    head_p: np.ndarray,
+    head_q: np.ndarray,
+    level: float,
+    method: str,
+    fdr: float,
+) -> StateTransitions:
+    """The confident transitions of confident states, however they were decided (`state_transitions` here,
+    `cluster_states.decide_states` from per-input indicators): from each confident state to the opposite confident
+    state at the nearest later confident checkpoint on its path, located at the mask change (`dormant`, [checkpoint,
+    head]) where the CUSUM of `rate` - 1/2 peaks; its p is the larger of the two states' `state_p`."""
+    pred = np.asarray(predecessor, dtype=np.int64)
+    n_ckpt, n_heads = state.shape
     last = np.full((n_ckpt, n_heads), -1, dtype=np.int64)  # [checkpoint, head] nearest confident ancestor-or-self
     found = []  # (head, start, end)
     for j in range(n_ckpt):
@@ -141,19 +154,17 @@ def state_transitions(
         for h in np.flatnonzero(has & (prior_state == -state[j])):
             found.append((int(h), int(before[h]), j))
     found.sort()
-    rate = k / np.asarray(n, dtype=np.float64)[:, None]
     at = [_locate(pred, s, e, dormant[:, h], rate[:, h]) for h, s, e in found]
     head = np.array([f[0] for f in found], dtype=np.int64)
     start = np.array([f[1] for f in found], dtype=np.int64)
     end = np.array([f[2] for f in found], dtype=np.int64)
     to_dormant = state[end, head] == DORMANT if found else np.zeros(0, bool)
-    from_p = np.where(to_dormant, p_active[start, head], p_dormant[start, head]) if found else np.zeros(0)
-    to_p = np.where(to_dormant, p_dormant[end, head], p_active[end, head]) if found else np.zeros(0)
+    p = np.maximum(state_p[start, head], state_p[end, head]) if found else np.zeros(0)
     return StateTransitions(
-        state,
+        np.asarray(state, dtype=np.int8),
         float(level),
-        head_p,
-        head_q,
+        np.asarray(head_p, dtype=np.float64),
+        np.asarray(head_q, dtype=np.float64),
         method,
         float(fdr),
         head,
@@ -161,7 +172,7 @@ def state_transitions(
         end,
         np.array(at, dtype=np.int64),
         np.asarray(to_dormant, dtype=bool),
-        np.maximum(from_p, to_p),
+        np.asarray(p, dtype=np.float64),
     )
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         comparisons_files as comparisons_files,
         is_store as is_store,
         refuse_published as refuse_published,
+        running_writers as running_writers,
         series_files as series_files,
         store_folder as store_folder,
         store_root_of as store_root_of,

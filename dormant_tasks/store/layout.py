@@ -45,6 +45,11 @@ def store_folder(path, create: bool = False, allow_old: bool = False) -> Path:
     if not marker.is_file():
         if not create:
             what = "does not exist" if not root.exists() else f"has no {MARKER} (not a dormant store)"
+            if pids := running_writers(root):  # a first run holds its lock before its first checkpoint is stored
+                raise StoreError(
+                    f"store {str(root)!r} is being made by a track run (pid {pids[0]}) that has not stored its first "
+                    "checkpoint yet: wait for that checkpoint (or for the run to end), then run this again"
+                )
             raise StoreError(
                 f"store {str(root)!r} {what}: run `dormant track --model ...` to fill it, or pass the right --store"
             )
@@ -96,6 +101,20 @@ def check_store(store, use: str = "any", allow_old: bool = False) -> Path:
     if root.is_dir() and any(p.name != "_locks" for p in root.iterdir()):
         store_folder(root, allow_old=allow_old)  # only `_locks`: a first run holds its lock, nothing stored yet
     return check_store_path(store, use)
+
+
+def running_writers(root: Path) -> list[int]:
+    """The pids of the live runs holding a series lock of the store (`lock.hold_series` writes each holder's pid
+    beside its lock): a reader's message says a run is writing, instead of what the half-made store looks like."""
+    pids = []
+    for path in (Path(root) / "_locks").glob("*.pid"):
+        try:
+            pid = int(path.read_text(encoding="utf-8").strip())
+            os.kill(pid, 0)
+        except (OSError, ValueError):  # gone, unreadable, or another user's (EPERM: alive, but not ours to say)
+            continue
+        pids.append(pid)
+    return sorted(pids)
 
 
 def check_store_path(store, use: str = "any") -> Path:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import stat
 from collections import deque
 from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ WINOGRANDE_TWIN_OVERLAP = 0.5  # word overlap (multiset Jaccard) above which con
 
 
 MAX_TEXT_CHARS = 1_000_000  # a longer line is cut to this (a model reads at most its context: ~30 chars a token)
+# a line longer than this is not one text of a "one text per line" file (a binary file?): the read stops
+MAX_LINE_CHARS = 256 * MAX_TEXT_CHARS
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ def texts_calibration(
     are ignored), or of a JSON Lines file whose objects hold `text` and, named by `cluster_field`, each text's
     cluster. Read lazily: the file is read up to the text after the limit (which sets `more`), and a line
     longer than MAX_TEXT_CHARS is cut to it without being held whole, so neither a file of a million lines nor
-    a line of 100 MB costs memory; on a pipe a slow read prints a progress line every 20 s."""
+    a line of 100 MB costs memory (past MAX_LINE_CHARS, or holding NUL, it is refused); only a regular file."""
     _check_limit(limit)
     path = _texts_path(path)
     texts, keys, more, n_cut = _read_file(path, limit, cluster_field)
@@ -187,11 +190,23 @@ def file_calibration(
 
 
 def _texts_path(path: str | Path) -> Path:
+    """`path` when it is a regular file (through symlinks); ScoringError naming what it is otherwise: a folder, a
+    missing file, a device (`/dev/zero` reads forever), a FIFO or `<(cmd)` (waits on its writer), a socket."""
     path = Path(path)
-    if path.is_dir():
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:  # missing, a symlink loop, a folder that cannot be searched
+        why = "does not exist" if isinstance(e, FileNotFoundError) else f"cannot be read ({e.strerror or e})"
+        raise ScoringError(f"texts file {str(path)!r} {why}; pass a UTF-8 file with one text per line") from None
+    if stat.S_ISDIR(mode):
         raise ScoringError(f"texts file {str(path)!r} is a folder; pass a UTF-8 file with one text per line")
-    if not path.exists():  # a device or a pipe (`--texts <(cmd)`) is read as a file
-        raise ScoringError(f"texts file {str(path)!r} does not exist; pass a UTF-8 file with one text per line")
+    if not stat.S_ISREG(mode):
+        kinds = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a pipe (FIFO)"}
+        what = kinds.get(stat.S_IFMT(mode), "a socket")
+        raise ScoringError(
+            f"texts file {str(path)!r} is {what}, not a regular file (its reads may never end); save the texts to a "
+            "file, one per line, and pass that"
+        )
     return path
 
 
@@ -215,7 +230,7 @@ def _read_file(
             items: Iterator[tuple[str, Hashable, bool]] = (
                 _json_items(f, path, cluster_field)
                 if cluster_field is not None
-                else ((text, i, cut) for i, (text, cut) in enumerate(_lines(f)))  # one line, one cluster
+                else ((text, i, cut) for i, (text, cut) in enumerate(_lines(f, path)))  # one line, one cluster
             )
             for text, key, cut in items:
                 if limit is not None and len(keys) == limit:
@@ -240,6 +255,7 @@ def _json_items(f, path: Path, cluster_field: str) -> Iterator[tuple[str, Hashab
     """(text, cluster, cut) for each non-blank line of a JSON Lines file: an object with a string `text` (its
     whitespace collapsed; an empty one skipped) and a string or integer `cluster_field`."""
     for number, line in enumerate(f, start=1):
+        _check_nul(line, path, number)
         if not line.strip():
             continue
         try:
@@ -260,21 +276,38 @@ def _json_items(f, path: Path, cluster_field: str) -> Iterator[tuple[str, Hashab
             yield text[:MAX_TEXT_CHARS], cluster, len(text) > MAX_TEXT_CHARS
 
 
-def _lines(f) -> Iterator[tuple[str, bool]]:
+def _lines(f, path: Path) -> Iterator[tuple[str, bool]]:
     """(text, cut) for each non-blank line of a text file, as `str.splitlines` splits the whole text (its
-    other line breaks too), each read at most MAX_TEXT_CHARS characters at a time."""
+    other line breaks too), each read at most MAX_TEXT_CHARS characters at a time; ScoringError for a line
+    that holds NUL (a binary file) or runs past MAX_LINE_CHARS without a line break (not one text per line)."""
+    number = 0
     while True:
         line = f.readline(MAX_TEXT_CHARS + 1)
         if not line:
             return
+        number += 1
+        _check_nul(line, path, number)
         cut = False
         if len(line) > MAX_TEXT_CHARS and not line.endswith("\n"):  # a longer line: its rest is skipped
-            line, cut = line[:MAX_TEXT_CHARS], True
+            line, cut, read = line[:MAX_TEXT_CHARS], True, MAX_TEXT_CHARS
             while (rest := f.readline(MAX_TEXT_CHARS)) and not rest.endswith("\n"):
-                pass
+                read += len(rest)
+                if read > MAX_LINE_CHARS:
+                    raise ScoringError(
+                        f"texts file {str(path)!r}: line {number:,} runs past {MAX_LINE_CHARS:,} characters without "
+                        "a line break; pass a text file with one text per line"
+                    )
         for text in line.splitlines():
             if text.strip():
                 yield text, cut
+
+
+def _check_nul(line: str, path: Path, number: int) -> None:
+    if "\0" in line:
+        raise ScoringError(
+            f"texts file {str(path)!r}: line {number:,} holds NUL bytes (a binary file, not text); pass a UTF-8 "
+            "text file with one text per line (tr -d '\\000' removes them)"
+        )
 
 
 def load_calibration(
@@ -517,7 +550,7 @@ def load_calibration_set(
     if isinstance(name_or_path, str) and key in BUNDLED_SETS:
         return bundled_calibration(key, limit, part)
     path = Path(key)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():  # a symlink loop: named by `_texts_path`
         hint = did_you_mean(key, BUNDLED_SETS) if isinstance(name_or_path, str) else ""
         raise ConfigError(
             f"calibration set {str(name_or_path)!r} is neither a bundled set{hint} nor an existing file; "

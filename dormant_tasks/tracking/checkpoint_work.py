@@ -105,12 +105,8 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
                     loaded.model,
                     loaded.tokenizer,
                     cal.texts,
-                    request.score_fn_ids,
-                    batch_size=request.batch_size,
-                    seed=request.seed,
+                    request.scoring,
                     progress=progress,
-                    max_tokens=request.max_tokens,
-                    max_batch_tokens=request.max_batch_tokens,
                     warn_truncated=False,  # the run's summary warns once, with the count
                 )
             except ScoringError as e:

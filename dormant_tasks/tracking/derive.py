@@ -16,6 +16,7 @@ from dormant_tasks.errors import StoreError
 from dormant_tasks.statistics import FDR, FDR_METHOD
 from dormant_tasks.store import derived_file_key, drop_legacy_derived, read_metadata, series_lock, write_table
 from dormant_tasks.tracking.agreement import update_agreement
+from dormant_tasks.tracking.indicators import input_clusters, unpack_rows
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView, open_views, result_id
 from dormant_tasks.tracking.transitions import (
@@ -29,6 +30,7 @@ from dormant_tasks.tracking.transitions import (
     mark_blips,
     mask_changes,
     predecessors,
+    recorded_choice,
     states_from_transitions,
     stored_rule,
 )
@@ -100,7 +102,7 @@ def derive_set(
     stored = _derived_metadata(store, "transitions", model_id, tkey)
     histories = _derived_metadata(store, "head_histories", model_id, hkey)
     recorded = json.dumps(sorted(pairs))
-    rule = stored_rule(stored.get(FDR_KEY))
+    rule = recorded_choice(stored.get(FDR_KEY))  # the level and correction chosen, kept across rules
     fdr = fdr if fdr is not None else rule[0] if rule else FDR
     method = method if method is not None else rule[1] if rule else FDR_METHOD
     same_rule = stored.get(FDR_KEY) == fdr_record(fdr, method)  # else `confident` is decided again
@@ -150,8 +152,8 @@ def derive_set(
     return _summary(view, trans)
 
 
-# the columns confident states need of every checkpoint (`series_rates`): six, of the whole series, on every append
-RATE_COLUMNS = ("score_fn", "revision", "layer", "head_index", "dormant", "dormant_rate")
+# the columns confident states need of every checkpoint (`series_rates`): seven, of the whole series, on every append
+RATE_COLUMNS = ("score_fn", "revision", "layer", "head_index", "dormant", "dormant_rate", "inactive_inputs")
 
 
 def series_rates(view: SeriesView) -> list[DormantMatrix]:
@@ -177,6 +179,8 @@ def series_rates(view: SeriesView) -> list[DormantMatrix]:
     fn_of = fn_codes.indices.to_numpy(zero_copy_only=False)
     dormant_col = t.column("dormant").to_numpy(zero_copy_only=False).astype(bool)
     rate_col = t.column("dormant_rate").to_numpy(zero_copy_only=False).astype(np.float64)
+    same_inputs = n_inputs.size and not np.isnan(n_inputs).any() and (n_inputs == n_inputs[0]).all()
+    clusters = input_clusters(view.checkpoints_table(), view.model_id)
     out = []
     for code, fn in enumerate(fn_codes.dictionary.to_pylist()):
         rows = np.flatnonzero(fn_of == code)
@@ -184,6 +188,13 @@ def series_rates(view: SeriesView) -> list[DormantMatrix]:
         rate = np.full((len(ck), len(keys)), np.nan)
         dormant[col[rows], head[rows]] = dormant_col[rows]
         rate[col[rows], head[rows]] = rate_col[rows]
+        inactive = None  # [checkpoint, head, input], when every row keeps its indicators
+        unpacked = (
+            unpack_rows(t.column("inactive_inputs").take(pa.array(rows)), int(n_inputs[0])) if same_inputs else None
+        )
+        if unpacked is not None and rows.size == dormant.size and (clusters is None or clusters.size == n_inputs[0]):
+            inactive = np.zeros((*dormant.shape, int(n_inputs[0])), dtype=bool)
+            inactive[col[rows], head[rows]] = unpacked
         tau = view.taus[fn].value if fn in view.taus else float("nan")
         out.append(
             DormantMatrix(
@@ -202,6 +213,8 @@ def series_rates(view: SeriesView) -> list[DormantMatrix]:
                 view.taus_id,
                 rate,
                 n_inputs,
+                inactive,
+                clusters if inactive is not None else None,
             )  # fmt: skip
         )
     return out

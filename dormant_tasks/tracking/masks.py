@@ -20,10 +20,9 @@ from dormant_tasks.engine import SCORE_FUNCTIONS, get_score_function, is_inactiv
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.statistics import pack_inputs, wilson_interval
 
-DEFAULT_QUANTILE = 0.15
-# Fixed defaults of docs/SCORES.md §3; every _ln/_hn function not listed is "< 0.5" (below half the layer mean).
-FIXED_DEFAULTS = {"awft": 0.8, "awft_ln": 2.0, "random": DEFAULT_QUANTILE}
-QUANTILE_DEFAULTS = ("ahon", "lthon", "avvn", "ftvvn", "aeqd", "fhon")
+# The functions whose default tau is a quantile of the reference checkpoint (the raw-unit ones; the registry's
+# `tau`, docs/SCORES.md §4)
+QUANTILE_DEFAULTS = tuple(fn for fn, f in SCORE_FUNCTIONS.items() if f.tau.quantile is not None)
 
 
 @dataclass(frozen=True)
@@ -66,11 +65,9 @@ class Tau:
 
 
 def default_tau_spec(score_fn: str) -> TauSpec:
-    if score_fn in FIXED_DEFAULTS:
-        return TauSpec(score_fn, value=FIXED_DEFAULTS[score_fn])
-    if score_fn in QUANTILE_DEFAULTS:
-        return TauSpec(score_fn, quantile=DEFAULT_QUANTILE)
-    return TauSpec(score_fn, value=0.5)
+    """The function's default tau, as its registry record gives it (engine.SCORE_FUNCTIONS)."""
+    tau = get_score_function(score_fn).tau
+    return TauSpec(score_fn, value=tau.value, quantile=tau.quantile)
 
 
 _TAU_RE = re.compile(r"^\s*(?P<fn>[a-z_]+)\s*=\s*(?P<q>q)?(?P<num>[-+0-9.eE]+)\s*$")

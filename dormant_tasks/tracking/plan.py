@@ -50,6 +50,14 @@ def with_stored_sets(request: TrackRequest, stored_sets: tuple[str, ...]) -> Tra
     return request
 
 
+def with_stored_functions(request: TrackRequest, stored_fns) -> TrackRequest:
+    """A run that names no --scores of a stored series tracks the series' own functions (the default set of the
+    release that first tracked it, or what it named then), so a rerun keeps its taus whatever the default is now."""
+    if request.score_fns is not None or not stored_fns:
+        return request
+    return replace(request, score_fns=tuple(stored_fns))
+
+
 @dataclass
 class SeriesState:
     """What one run needs to know of its series, asked once (loads no model): the plan, the calibration sets

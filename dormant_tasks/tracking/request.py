@@ -11,10 +11,19 @@ from typing import Any
 
 from dormant_tasks.checkpoints import Selection
 from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
-from dormant_tasks.engine import parse_score_functions
+from dormant_tasks.engine import TRACKED_IDS, ScoringOptions, parse_score_functions
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
 from dormant_tasks.names import is_local_source, model_id_for, series_slug, source_identity
-from dormant_tasks.requests import MAX_SEED, Request, absolute_path, check_positive, check_types, parse_enum, set_field
+from dormant_tasks.requests import (
+    MAX_SEED,
+    Request,
+    absolute_path,
+    check_max_tokens,
+    check_positive,
+    check_types,
+    parse_enum,
+    set_field,
+)
 from dormant_tasks.statistics import FDR, FDR_METHODS
 from dormant_tasks.store import InputScoresPolicy
 from dormant_tasks.tracking.masks import parse_tau_option
@@ -87,7 +96,7 @@ class TrackRequest(Request):
     selection: Selection = field(default_factory=Selection)
     include_main: bool = False  # also list `main`, ordered after every other checkpoint
     tokens_per_step: int | None = None  # tokens of `step{N}` / `ckpt_{N}` names (default: the series' known value)
-    score_fns: tuple[str, ...] | None = None  # None: all 16
+    score_fns: tuple[str, ...] | None = None  # None: the default set (engine.TRACKED_IDS), or a stored series' own
     taus: tuple[str, ...] = ()  # `--tau FN=VALUE` / `FN=qQ`, on top of the defaults
     reference: str | None = None  # the reference revision of quantile taus (default: the series' last)
     retau: bool = False  # replace the series' stored taus
@@ -150,7 +159,7 @@ class TrackRequest(Request):
             )
         set_field(self, "score_fns", None if self.score_fns is None else tuple(parse_score_functions(self.score_fns)))
         set_field(self, "taus", tuple(self.taus))
-        fns = self.score_fns or parse_score_functions(None)
+        fns = self.score_fn_ids
         for t in self.taus:
             spec = parse_tau_option(t)
             if spec.score_fn not in fns:
@@ -160,6 +169,7 @@ class TrackRequest(Request):
                 )
         for name in ("tokens_per_step", "limit", "sample", "batch_size", "max_tokens", "max_batch_tokens", "workers"):
             check_positive(getattr(self, name), f"--{name.replace('_', '-')}")
+        check_max_tokens(self.max_tokens)
         if not 0 <= self.seed <= MAX_SEED:
             raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {self.seed}")
         set_field(self, "dtype", parse_dtype(self.dtype))
@@ -192,7 +202,12 @@ class TrackRequest(Request):
 
     @property
     def score_fn_ids(self) -> tuple[str, ...]:
-        return tuple(self.score_fns or parse_score_functions(None))
+        return tuple(self.score_fns or TRACKED_IDS)
+
+    @property
+    def scoring(self) -> ScoringOptions:
+        """What the score engine computes on each checkpoint, and how it cuts and batches the inputs."""
+        return ScoringOptions(self.score_fn_ids, self.batch_size, self.max_tokens, self.max_batch_tokens, self.seed)
 
     @cached_property
     def calibration_sets(self) -> tuple:

@@ -19,7 +19,13 @@ from dormant_tasks.checkpoints import Revision
 from dormant_tasks.errors import StoreError
 from dormant_tasks.store import check_source, stored_checkpoint_keys
 from dormant_tasks.tracking.checkpoint_work import is_stored
-from dormant_tasks.tracking.plan import SeriesState, SeriesTaus, plan_series, with_stored_sets
+from dormant_tasks.tracking.plan import (
+    SeriesState,
+    SeriesTaus,
+    plan_series,
+    with_stored_functions,
+    with_stored_sets,
+)
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import CheckpointResult
 from dormant_tasks.tracking.series import SeriesView
@@ -35,6 +41,8 @@ def series_state(request: TrackRequest) -> SeriesState:
     plan = plan_series(request)
     stored_sets = tuple(SeriesView.calibration_ids(request.store, request.model_id))  # () without a store
     request = with_stored_sets(request, stored_sets)
+    if stored_sets:
+        request = with_stored_functions(request, SeriesView.open(request.store, request.model_id, stored_sets[0]).taus)
     if request.retau and stored_sets:
         refuse_damaged(request.store, request.model_id, "--retau")  # all or nothing: it rewrites every checkpoint
     if request.retau or not stored_sets:

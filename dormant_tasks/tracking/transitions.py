@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -28,11 +28,12 @@ from dormant_tasks.statistics import (
     FDR,
     FDR_METHODS,
     StateTransitions,
-    discordant,
-    mcnemar_exact_p,
+    between_states,
+    decide_states,
     state_transitions,
 )
 from dormant_tasks.store import SCHEMAS, conform
+from dormant_tasks.tracking.indicators import cell_indicators, input_clusters, paired_p
 
 
 def _state(dormant: np.ndarray) -> np.ndarray:
@@ -58,6 +59,8 @@ class DormantMatrix:
     taus_id: str
     rate: np.ndarray | None = None  # [checkpoint, head] dormant_rate (None: not read)
     n_inputs: np.ndarray | None = None  # [checkpoint] float, the calibration inputs (NaN: unknown)
+    inactive: np.ndarray | None = None  # bool [checkpoint, head, input] (None: not read, or some row keeps none)
+    clusters: np.ndarray | None = None  # int [input] the inputs' clusters (None: one input per cluster)
 
     def inactive_counts(self) -> np.ndarray | None:
         """[checkpoint, head] inputs on which each head was inactive (rate x inputs), None without both."""
@@ -152,9 +155,17 @@ def _states_and_cells(
         (names["model_id"][m], names["score_fn"][f]): (m, f)
         for m, f in set(zip(cols["model_id"].tolist(), cols["score_fn"].tolist()))
     }
+    bits = head_scores.column("inactive_inputs") if "inactive_inputs" in head_scores.column_names else None
     for (model_id, score_fn), (m, f) in sorted(groups.items()):
         rows = np.flatnonzero((cols["model_id"] == m) & (cols["score_fn"] == f))
         s, cell = _states_of(model_id, score_fn, {k: v[rows] for k, v in cols.items()}, names, known)
+        labels = input_clusters(checkpoints, model_id) if bits is not None else None
+        got = (
+            None
+            if bits is None
+            else cell_indicators(s.n_inputs, s.dormant.shape, bits.take(pa.array(rows)), cell, labels)
+        )
+        s = s if got is None else replace(s, inactive=got, clusters=labels)
         yield s, rows, cell
 
 
@@ -264,9 +275,7 @@ def mask_changes(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> 
         changed = s.dormant[frm] != s.dormant[to]  # [pair, head]
         p, h = np.nonzero(changed)  # one entry per transition, ordered by (pair, head)
         t_i, f_i = to[p], frm[p]
-        p_value = _paired_p(
-            bits, rows, cell, s.dormant.size, f_i * s.dormant.shape[1] + h, t_i * s.dormant.shape[1] + h
-        )
+        p_value = paired_p(bits, rows, cell, s.dormant.size, f_i * s.dormant.shape[1] + h, t_i * s.dormant.shape[1] + h)
         parts.append(
             {
                 "model_id": np.full(len(p), s.model_id, dtype=object),
@@ -298,11 +307,15 @@ def mask_changes(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> 
 FDR_KEY = "dormant.fdr"  # a transitions file's metadata: how its `confident` was decided (`fdr_record`)
 
 
+RULE = "confident states, clusters, max over checkpoints"  # this release's rule (older ones: decided again)
+
+
 def fdr_record(level: float, method: str = "bh") -> str:
     """The FDR_KEY value: the rule of `confident`, its correction, its level and its family."""
     return json.dumps(
         {
-            "rule": "confident states",
+            "rule": RULE,
+            "states": "wild cluster bootstrap with the null imposed, the maximum over the head's checkpoints",
             "correction": {"bh": "benjamini-hochberg", "by": "benjamini-yekutieli"}[method],
             "method": method,
             "level": level,
@@ -316,7 +329,15 @@ def stored_rule(record: str | None) -> tuple[float, str] | None:
     if not record:
         return None
     r = json.loads(record)
-    return (float(r["level"]), str(r["method"])) if r.get("rule") == "confident states" else None
+    return (float(r["level"]), str(r["method"])) if r.get("rule") == RULE else None
+
+
+def recorded_choice(record: str | None) -> tuple[float, str] | None:
+    """(level, method) a stored FDR_KEY value names under any rule (kept when `confident` is decided again)."""
+    if not record:
+        return None
+    r = json.loads(record)
+    return (float(r["level"]), str(r.get("method", "bh"))) if "level" in r else None
 
 
 def confirm_transitions(
@@ -331,16 +352,25 @@ Decisions = dict[tuple[str, str], tuple[DormantMatrix, StateTransitions]]
 
 
 def state_decisions(matrices: Iterable[DormantMatrix], fdr: float = FDR, method: str = "bh") -> Decisions:
-    """Per (model_id, score_fn), its dormant matrix and its confident states and transitions
-    (`statistics.state_transitions`); a matrix without rates or inputs (`inactive_counts` None, an unknown
-    `n_inputs`) is left out."""
+    """Per (model_id, score_fn), its dormant matrix and confident states and transitions, by `decide_states` from the
+    indicators and clusters, or by `state_transitions` from the counts where a result keeps no indicators; a matrix
+    without rates or inputs (`inactive_counts` None, an unknown `n_inputs`) is left out."""
     if method not in FDR_METHODS:
         raise ValueError(f"unknown false discovery rate method {method!r}: choose one of {', '.join(FDR_METHODS)}")
     out: Decisions = {}
     for s in matrices:
         k = s.inactive_counts()
-        if k is not None and s.n_inputs is not None and not np.isnan(s.n_inputs).any():
+        if k is None or s.n_inputs is None or np.isnan(s.n_inputs).any():
+            continue
+        if s.inactive is None:
             out[(s.model_id, s.score_fn)] = (s, state_transitions(k, s.n_inputs, s.predecessor, s.dormant, fdr, method))
+            continue
+        d = decide_states(s.inactive, s.clusters, s.predecessor, fdr=fdr, method=method)
+        rate = k / s.n_inputs[:, None]
+        st = between_states(
+            d.state, d.state_p, s.predecessor, s.dormant, rate, d.head_p, d.head_q, d.level, method, fdr
+        )
+        out[(s.model_id, s.score_fn)] = (s, st)
     return out
 
 
@@ -392,23 +422,6 @@ def apply_decisions(transitions: pa.Table, decisions: Decisions) -> pa.Table:
     for name, column in columns.items():
         kept = kept.append_column(SCHEMAS["transitions"].field(name), column)
     return conform(kept, "transitions")
-
-
-def _paired_p(bits, rows: np.ndarray, cell: np.ndarray, n_cells: int, frm: np.ndarray, to: np.ndarray) -> np.ndarray:
-    """[transition] the exact McNemar p of the head's per-input indicators at its two checkpoints (`frm`, `to`:
-    cells of the [checkpoint, head] matrix); NaN where either row keeps no indicators (or `bits` is None)."""
-    out = np.full(len(frm), np.nan)
-    if bits is None or not len(frm):
-        return out
-    row_of = np.full(n_cells, -1, dtype=np.int64)
-    row_of[cell] = rows
-    before = bits.take(pa.array(row_of[frm])).to_pylist()
-    after = bits.take(pa.array(row_of[to])).to_pylist()
-    known = [i for i, (x, y) in enumerate(zip(before, after)) if x is not None and y is not None and len(x) == len(y)]
-    if known:
-        b, c = np.array([discordant(before[i], after[i]) for i in known]).T  # [known transition] each
-        out[known] = mcnemar_exact_p(b, c)
-    return out
 
 
 # A transition's head within its derivation: transitions of one of these and one head form the head's series.

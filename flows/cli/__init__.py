@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     if argv is None:
+        utf8_everywhere()
         signal.signal(signal.SIGINT, _interrupted_early)  # until `run_command` takes over: nothing has started
         no_stdin()
     verbose = "--verbose" in args
@@ -76,6 +77,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(130)
     return code
+
+
+def utf8_everywhere() -> None:
+    """Under a locale that is not UTF-8 (`LC_ALL=C` with `PYTHONCOERCECLOCALE=0` and `PYTHONUTF8=0`), Python decodes
+    a non-ASCII path into surrogates that pyarrow cannot encode (a traceback from the first store read) and writes
+    messages in ASCII: the program starts again at once in Python's UTF-8 mode, which its children inherit, so paths
+    and messages are the same under every locale. Nothing has run yet."""
+    if sys.getfilesystemencoding().lower().replace("-", "") == "utf8" or os.environ.get("PYTHONUTF8") == "1":
+        return  # a UTF-8 locale, or UTF-8 mode already
+    os.environ["PYTHONUTF8"] = "1"
+    os.execv(sys.executable, sys.orig_argv)
 
 
 def _interrupted_early(signum, frame) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
+from dormant_tasks.engine import DEFAULT_FN
+
 from .options import add_model_argument, add_reports_dir_argument, add_scores_argument, add_store_argument
 
 # The choices of `dormant_tasks.reporting.compare.COMPARISON_FORMATS` (importing it here would load pyarrow into --help).
@@ -38,7 +40,7 @@ def add_parser(subparsers) -> None:
         "each headline number over the seeds and the difference with Welch's t interval",
     )
     add_reports_dir_argument(p, "the comparison's folder (default: <$DORMANT_REPORTS or ./reports>/compare-A-vs-B/)")
-    add_scores_argument(p, "the score functions compared (default: ahon_ln when every series tracks it)")
+    add_scores_argument(p, f"the score functions compared (default: {DEFAULT_FN} when every series tracks it)")
     p.add_argument("--format", default="markdown", choices=FORMATS, help="stdout table format (default: %(default)s)")
     p.set_defaults(func=run)
 

@@ -9,7 +9,7 @@ Tasks are lm-evaluation-harness's (any task, group or tag: --tasks winogrande mm
 The protocol defaults are the paper authors': 5-shot winogrande/mmlu/gsm8k (every task in the mmlu group too, such
 as mmlu_anatomy or mmlu_stem), 0-shot piqa (lm-eval's default otherwise), a chat template for -Instruct/-chat/
 -SFT/-DPO models rendered as lm-eval 0.4.5 did (--rendering), and lm-eval 0.4.5's BOS rule (no BOS added);
---precision paper and --thresholds authors complete the authors' protocol (README, "The paper protocol").
+--precision paper and --thresholds authors complete the authors' protocol (docs/USAGE.md, "The paper protocol").
 Offline (HF_DATASETS_OFFLINE=1, or --datasets bundled) the datasets bundled with dormant-heads are used.
 """
 
@@ -149,7 +149,7 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="evaluate the seed leaderboard's 14 models on WinoGrande under the paper protocol (the authors' "
         "thresholds, precision and rendering), one run per (model, function); runs already stored are skipped, "
-        "so an interrupted reproduction resumes (needs the Hub and a GPU; see README)",
+        "so an interrupted reproduction resumes (needs the Hub and a GPU; see docs/LEADERBOARD.md)",
     )
     parser.add_argument(
         "--dry-run",

@@ -6,6 +6,8 @@ each stated with its number, its 95% interval and a figure, from the store only 
 
 from __future__ import annotations
 
+from dormant_tasks.engine import DEFAULT_FN
+
 from .options import (
     add_reports_dir_argument,
     add_scores_argument,
@@ -23,7 +25,7 @@ def add_parser(subparsers) -> None:
     )
     add_store_argument(p, published=True)
     add_stored_series_argument(p)
-    add_scores_argument(p, "the one score function of the findings (default: ahon_ln when tracked)", one=True)
+    add_scores_argument(p, f"the one score function of the findings (default: {DEFAULT_FN} when tracked)", one=True)
     add_statistics_arguments(p)
     p.add_argument(
         "--seed-group",

@@ -1,6 +1,6 @@
 """The grammar of `dormant`: the options several commands share, defined once, and the parser that enforces it.
 
-One name per concept in every command (README, "Command grammar"):
+One name per concept in every command (docs/USAGE.md, "Command grammar"):
     --model      the thing analysed: a Hub repo id, a local folder, or a stored series' name (its slug)
     --store      the Parquet store folder
     --reports-dir  the report folder

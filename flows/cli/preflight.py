@@ -11,13 +11,15 @@ import os
 import re
 import shutil
 import sys
+import unicodedata
 from pathlib import Path
 
 from dormant_tasks.atomic import cannot_create_in
 from dormant_tasks.devices import check_device_available
 from dormant_tasks.errors import CheckpointError, ConfigError, StoreError, did_you_mean
-from dormant_tasks.names import is_local_source, model_id_for, source_identity
+from dormant_tasks.names import is_local_source, model_id_for, names_stored_series, source_identity
 from dormant_tasks.offline import hub_offline, task_data_offline
+from dormant_tasks.requests import check_max_tokens
 from dormant_tasks.store import check_store_path
 
 from .publish import published_store
@@ -31,6 +33,10 @@ def missing_folder(value: str) -> str:
         nearest = nearest.parent
     if path.exists():
         return f"--model {value} is a file, not a folder"
+    if path.is_symlink():  # `ls` lists it, yet it leads to no folder
+        return (
+            f"--model {value} is a symbolic link that leads to no folder (a loop, or a missing target; ls -l shows it)"
+        )
     missing = path.relative_to(nearest).parts[0] if nearest != path else path.name
     subfolders = sorted(p.name for p in nearest.iterdir() if p.is_dir()) if nearest.is_dir() else []
     close = did_you_mean(missing, subfolders)
@@ -65,10 +71,16 @@ def check_checkpoint_folder(value: str) -> None:
 
 
 def series_name(value: str | None, store=None) -> str | None:
-    """The stored series that `--model` names: a local folder is the series the store records it as the source
-    of (`--series-name`), else its folder name; a Hub id or a series name as is. A folder whose name is a series
-    the store keeps from another folder is refused: its report would be that other folder's, under this name."""
-    if value is None or not Path(value).expanduser().is_dir():
+    """The stored series that `--model` names (the rule: `names.names_stored_series`): a stored series' name as
+    is, even when a folder of that name is in the working directory; else a local folder is the series the store
+    records it as the source of (`--series-name`), else its folder name; a Hub id as is. A folder whose name is a
+    series the store keeps from another folder is refused: its report would be that other folder's, under this
+    name."""
+    if value is None:
+        return value
+    if store is not None and names_stored_series(value, stored_names(store)):
+        return value
+    if not Path(value).expanduser().is_dir():
         return value
     if store is None:
         return model_id_for(value)
@@ -80,10 +92,34 @@ def series_name(value: str | None, store=None) -> str | None:
     except ConfigError:
         raise ConfigError(
             f"--model {value}: the store keeps no series tracked from this folder; its series {name} comes from "
-            f"another folder of that name: pass --model {name} for that one, or track {value} first "
-            "(with --series-name NAME)"
+            f"another folder of that name: pass --model {name} (its name, not a path) for that one, or track "
+            f"{value} first with --series-name NAME"
         ) from None
     return name
+
+
+def check_folder_name(value: str) -> None:
+    """ConfigError when a local series' folder name cannot be its stored name (`names.series_slug`: a non-ASCII
+    name, a leading '-'), naming `--series-name`, which stores it under another one."""
+    from dormant_tasks.names import series_slug
+
+    name = model_id_for(value)
+    try:
+        series_slug(name)
+    except StoreError:
+        ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+        suggestion = re.sub(r"[^A-Za-z0-9._-]+", "-", ascii_name).strip("-.") or "my-series"
+        raise ConfigError(
+            f"--model {value}: its folder name {name!r} cannot name a stored series (letters, digits, '.', '_' and "
+            f"'-' only, starting with a letter, digit or '_'); add --series-name NAME, e.g. --series-name {suggestion}"
+        ) from None
+
+
+def stored_names(store) -> list[str]:
+    """The series a store keeps; none when `store` is not one yet (the command's own check says so)."""
+    from dormant_tasks.store import is_store, list_models
+
+    return list_models(store) if is_store(store) else []
 
 
 def source_for(value: str, store) -> str:
@@ -116,14 +152,16 @@ def preflight(args: argparse.Namespace) -> None:
     exists, the Hub answers. Each raises the error class the library raises for the same input (ConfigError,
     StoreError, CheckpointError), seconds earlier."""
     check_environment(args.command)
+    check_max_tokens(getattr(args, "max_tokens", None))  # `score` as `track` (its request checks it too)
     elsewhere = getattr(args, "address", None) or getattr(args, "device_elsewhere", False)
     if getattr(args, "device", None) is not None and not elsewhere:
         check_device_available(args.device)  # (an existing Dask cluster's or a work pool's GPUs are not here)
     if getattr(args, "store", None) is not None:
         args.store = published_store(args)  # a Hub location: its cached copy, for a command that only reads
-        check_store_path(args.store, getattr(args, "store_use", "reads"))
+        check_store_option(args)
     if getattr(args, "reports_dir", None) is not None:
         args.reports_dir = str(check_reports_dir(args.reports_dir))
+    check_reports_default(args)
     model, role = getattr(args, "model", None), getattr(args, "model_role", None)
     if isinstance(model, str) and not model.strip():
         raise ConfigError(f"--model is empty: name one (`dormant {args.command} --help` says what it takes)")
@@ -138,6 +176,8 @@ def preflight(args: argparse.Namespace) -> None:
                 f"{missing_folder(args.model)}: name a checkpoint folder (or a folder of them), a Hub repo id "
                 "(org/name) or a series the store keeps"
             )
+        if is_local_source(args.model) and getattr(args, "series_name", "") is None:
+            check_folder_name(args.model)
         if role == "checkpoint" and is_local_source(args.model) and not getattr(args, "series", None):
             check_checkpoint_folder(args.model)
         elif not is_local_source(args.model) and not hub_offline() and (silent := hub_silence()):
@@ -155,16 +195,53 @@ def preflight(args: argparse.Namespace) -> None:
 # The commands that run Prefect flows: Prefect keeps its run database in PREFECT_HOME, and its temporary server
 # (SQLite) writes temp files into TMPDIR.
 PREFECT_COMMANDS = frozenset({"track", "demo", "evaluate", "serve", "deploy"})
+# The commands that load checkpoints, tokenizers or task data: Hugging Face's caches (under HOME by default).
+CACHE_COMMANDS = PREFECT_COMMANDS | {"score", "checkpoints", "pretrain-tiny"}
+# Hugging Face's cache folders, in the order its libraries derive one from the other; each is made with its parents.
+CACHE_VARIABLES = ("XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE")
 MIN_FREE = 16 * 2**20  # bytes: less and Prefect's database or the server's temp files fail mid-run (HTTP 500s)
 
 
 def check_environment(command: str) -> None:
-    """ConfigError naming the variable and the fix when Prefect's home or TMPDIR takes no file (missing and not
-    creatable, a file, read-only, full), before Prefect is imported: unchecked, Prefect's temporary server fails
-    to start after minutes of retries with a page of tracebacks, or a full TMPDIR fills the run's console with
-    the server's HTTP 500s."""
-    if command not in PREFECT_COMMANDS:
+    """ConfigError naming the variable and the fix when HOME, Prefect's home, a cache folder or TMPDIR takes no
+    file, before Prefect is imported (a few stat calls and one probe file: well under a second). Unchecked, a
+    missing HOME or PREFECT_HOME made Prefect's temporary server retry for minutes and then print a page of
+    tracebacks (Prefect creates its home folder but not that folder's parents), and a full TMPDIR filled the
+    run's console with the server's HTTP 500s."""
+    if command not in CACHE_COMMANDS:
         return
+    check_home()
+    for variable in CACHE_VARIABLES:
+        if os.environ.get(variable):
+            why = _unwritable(Path(os.environ[variable]).expanduser(), create=True)
+            if why:
+                raise ConfigError(
+                    f"{variable} {os.environ[variable]}: the cache folder takes no file ({why}); set {variable} to a "
+                    "writable folder, or unset it"
+                )
+    if command in PREFECT_COMMANDS:
+        check_prefect_home()
+        tmp = os.environ.get("TMPDIR")
+        why = _unwritable(Path(tmp), create=False) if tmp else None
+        if why:
+            raise ConfigError(f"TMPDIR {tmp} takes no file ({why}): set TMPDIR to a writable folder with free space")
+
+
+def check_home() -> None:
+    """ConfigError when HOME is set to a folder that does not exist (or to a file): Prefect's home and the
+    caches default to folders inside it."""
+    home = os.environ.get("HOME")
+    if home and not Path(home).is_dir():
+        what = "is a file" if Path(home).exists() else "does not exist"
+        raise ConfigError(
+            f"HOME {home} {what}: set HOME to an existing writable folder (Prefect keeps its database in "
+            "~/.prefect, Hugging Face its cache in ~/.cache), or set PREFECT_HOME and HF_HOME to writable folders"
+        )
+
+
+def check_prefect_home() -> None:
+    """ConfigError when Prefect's home (PREFECT_HOME, else ~/.prefect) cannot be used: Prefect creates that folder
+    but not its parents, so its parent must exist and take a file."""
     given = os.environ.get("PREFECT_HOME")
     try:
         home = Path(given or "~/.prefect").expanduser()
@@ -174,13 +251,14 @@ def check_environment(command: str) -> None:
         where, fix = f"PREFECT_HOME {given}", "set PREFECT_HOME to a writable folder"
     else:
         where, fix = f"HOME {home.parent}", "set HOME, or PREFECT_HOME to a writable folder"
+    if not home.exists() and not home.parent.exists() and nearest_existing(home).is_dir():
+        raise ConfigError(
+            f"{where}: Prefect creates its folder {home} but not its parent {home.parent}, which does not exist; "
+            f"create it (mkdir -p {home}), or {fix}"
+        )
     why = _unwritable(home, create=True)
     if why:
         raise ConfigError(f"{where}: Prefect's folder {home} takes no file ({why}); {fix}")
-    tmp = os.environ.get("TMPDIR")
-    why = _unwritable(Path(tmp), create=False) if tmp else None
-    if why:
-        raise ConfigError(f"TMPDIR {tmp} takes no file ({why}): set TMPDIR to a writable folder with free space")
 
 
 def _unwritable(folder: Path, create: bool) -> str | None:
@@ -195,6 +273,47 @@ def _unwritable(folder: Path, create: bool) -> str | None:
         return why
     free = shutil.disk_usage(existing).free
     return f"disk full: {free / 2**20:.1f} MiB free" if free < MIN_FREE else None
+
+
+# The commands that read what a store holds: while a track run writes it, they say so before what they print.
+READERS = frozenset({"status", "report", "findings", "compare", "leaderboard"})
+
+
+def check_store_option(args: argparse.Namespace) -> None:
+    """`--store` checked (`store.check_store_path`); a default taken from $DORMANT_STORE is named as that variable,
+    not as an option the user did not type; a reader of a store a track run is writing says so, on stderr."""
+    use = getattr(args, "store_use", "reads")
+    try:
+        check_store_path(args.store, use)
+    except StoreError as e:
+        env = os.environ.get("DORMANT_STORE")
+        if not env or "store" in getattr(args, "given", {"store"}) or str(e).startswith("--store is empty"):
+            raise
+        message = str(e).replace(f"--store {args.store}", f"DORMANT_STORE={env} (the default of --store)", 1)
+        raise StoreError(f"{message} (or set DORMANT_STORE to a store folder, or unset it)") from None
+    from dormant_tasks.store import is_store, running_writers
+
+    if args.command in READERS and is_store(args.store):  # (a store not made yet: its own error says so)
+        if pids := running_writers(Path(args.store)):
+            print(
+                f"dormant {args.command}: note: a track run (pid {pids[0]}) is writing {args.store} now; what follows "
+                "is what it has stored so far (run this again when it ends)",
+                file=sys.stderr,
+            )
+
+
+def check_reports_default(args: argparse.Namespace) -> None:
+    """$DORMANT_REPORTS, the folder the reports go to when --reports-dir is left out: ConfigError naming the
+    variable when it is a file or lies under one (the report's write failed with "File exists: free space")."""
+    env = os.environ.get("DORMANT_REPORTS")
+    if not env or not hasattr(args, "reports_dir") or args.reports_dir is not None:
+        return
+    folder = nearest_existing(Path(env).expanduser())
+    if not folder.is_dir():
+        raise ConfigError(
+            f"DORMANT_REPORTS={env} (where reports go without --reports-dir): {folder} is a file, not a folder; set "
+            "DORMANT_REPORTS to a folder, or pass --reports-dir DIR"
+        )
 
 
 def check_reports_dir(reports_dir: str) -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dormant_tasks.engine import DEFAULT_FN
+
 from .options import (
     add_reports_dir_argument,
     add_scores_argument,
@@ -18,7 +20,9 @@ def add_parser(subparsers) -> None:
     add_store_argument(p, published=True)
     add_stored_series_argument(p)
     add_reports_dir_argument(p)
-    add_scores_argument(p, "the one function of the per-function figures (default: ahon_ln when tracked)", one=True)
+    add_scores_argument(
+        p, f"the one function of the per-function figures (default: {DEFAULT_FN} when tracked)", one=True
+    )
     p.add_argument(
         "--hide-blips",
         action="store_true",

@@ -84,7 +84,7 @@ def run(args) -> int:
 
     from dormant_tasks.atomic import atomic_file
     from dormant_tasks.checkpoints import load_model_at
-    from dormant_tasks.engine import parse_score_functions, score_texts
+    from dormant_tasks.engine import ScoringOptions, parse_score_functions, score_texts
     from dormant_tasks.tracking import load_calibration
 
     score_fns = parse_score_functions(args.scores)
@@ -99,11 +99,8 @@ def run(args) -> int:
         model,
         tokenizer,
         calibration.texts,
-        score_fns,
-        batch_size=args.batch_size,
-        seed=args.seed,
+        ScoringOptions(tuple(score_fns), batch_size=args.batch_size, seed=args.seed, max_tokens=args.max_tokens),
         progress=True,
-        max_tokens=args.max_tokens,
     )
     table = scores.to_table()
     source, revision = _resolved(args.model, args.revision)

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import sys
 
+from dormant_tasks.engine import DEFAULT_FN
+from dormant_tasks.text import plural
+
 from .options import add_store_argument
 
 # The v1 "dormant head" rule, the function the status line summarises.
-MAIN_FN = "ahon_ln"
+MAIN_FN = DEFAULT_FN
 
 
 def add_parser(subparsers) -> None:
@@ -96,11 +99,17 @@ def _set_parts(view) -> list[str]:
     if not fns and len(view.checkpoints) > 1 and not _derived(view):
         parts.append("transitions not derived yet (an interrupted run: `dormant track` derives them)")
         return parts
-    confident, blips = sum(c is True for c in trans["confident"]), sum(b is True for b in trans["blip"])
-    rule = confidence_rule(fdr_rule(view.store, view.model_id, view))
+    # every number of one function (the other functions' counts mix in quantile-tau artefacts): MAIN_FN's, with
+    # the whole series' count said as such
+    main = [i for i, f in enumerate(fns) if f == MAIN_FN]
+    confident, blips = sum(trans["confident"][i] is True for i in main), sum(trans["blip"][i] is True for i in main)
+    last = view.checkpoints[-1] if view.checkpoints else {}
+    n_heads = int(last.get("n_layers") or 0) * int(last.get("n_heads") or 0)
+    rule = confidence_rule(fdr_rule(view.store, view.model_id, view), n_heads)
+    n_fns = len(view.taus) or len(set(fns))
     parts.append(
-        f"transitions {sum(f == MAIN_FN for f in fns)} {MAIN_FN} / {len(fns)} total "
-        f"({confident} confident at {rule}, {blips} blip{'s' if blips != 1 else ''})"
+        f"{MAIN_FN} transitions {len(main)} ({confident} confident at {rule}, {plural(blips, 'blip')}); "
+        f"{plural(len(fns), 'transition')} over all {plural(n_fns, 'function')}"
     )
     return parts
 
@@ -113,13 +122,18 @@ def _derived(view) -> bool:
     return read_metadata(view.store, "transitions", view.model_id, key) is not None
 
 
-def confidence_rule(rule: tuple[float, str] | None) -> str:
+def confidence_rule(rule: tuple[float, str] | None, n_heads: int | None = None) -> str:
     """Which rule decided the stored `confident` (docs/SCORES.md, "Confidence"): confident states with the
-    recorded correction and level, or an older rule (the next `dormant track` or `store repair` derives again)."""
+    recorded correction, its level and the family it is held over, or a rule not recorded (an older version's, or a
+    run stopped before it recorded its rule: the files themselves are whole, so `store repair --check` finds nothing;
+    the next `dormant track` or `store repair` derives them again)."""
     if rule is None:
-        return "an older rule: `dormant store repair` derives them again"
+        return (
+            "a rule not recorded (an older version's, or a run stopped before recording it; the files are whole): "
+            "`dormant store repair` derives them again"
+        )
     level, method = rule
-    return f"{method.upper()} q <= {level:g} over heads"
+    return f"{method.upper()} q <= {level:g} over {plural(n_heads, 'head') if n_heads else 'heads'}"
 
 
 def run(args) -> int:

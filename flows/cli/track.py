@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dormant_tasks.engine import ALL_IDS, TRACKED_IDS
 from dormant_tasks.store import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
 from dormant_tasks.text import plural
 from dormant_tasks.tracking import bundled_set_names
@@ -53,7 +54,13 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     add_tokens_per_step_argument(parser)
     add_selection_arguments(parser)
     g = parser.add_argument_group("scoring")
-    add_scores_argument(g, "score functions, space- or comma-separated (default: all 16, incl. random)")
+    left_out = [fn for fn in ALL_IDS if fn not in TRACKED_IDS]
+    add_scores_argument(
+        g,
+        f"score functions, space- or comma-separated, or 'all' (default: the {len(TRACKED_IDS)} whose default taus "
+        f"mark heads on any model, all but {', '.join(left_out)}, which --scores all adds; a tracked series: its "
+        "own; docs/SCORES.md §4)",
+    )
     g.add_argument(
         "--tau",
         action="append",

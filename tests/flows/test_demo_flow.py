@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
@@ -39,7 +40,8 @@ def test_short_demo_pretrains_tracks_and_reports(tmp_path):
     assert "dormant_percent.png" in pngs and "raster_ahon_ln.png" in pngs
     assert {"set_agreement.png", "set_raster.png", "set_length.png"} <= set(pngs)  # three calibration sets
     assert "Calibration sets" in html.read_text(encoding="utf-8")
-    heads = read_table(store, "head_scores", filters={"score_fn": "awft"})
+    heads = read_table(store, "head_scores", filters={"score_fn": DEFAULT_FN})
+    assert heads.num_rows
     slopes = heads.column("length_slope").to_numpy(zero_copy_only=False)
     assert np.isfinite(slopes).all()  # every set's texts vary in length: the slope is defined for every head
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from dormant_tasks.engine import TRACKED_IDS
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking.request import TrackRequest
 from flows.track import track
@@ -159,7 +160,7 @@ def test_sigint_stops_within_5_s_and_a_rerun_stores_every_checkpoint_once(moment
     ckpts = read_table(store, "checkpoints", dedupe=False)
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
     assert summary.analysed + summary.skipped == 3
-    assert read_table(store, "head_scores", dedupe=False).num_rows == 3 * 16 * 2 * 4
+    assert read_table(store, "head_scores", dedupe=False).num_rows == 3 * len(TRACKED_IDS) * 2 * 4
     assert not _no_temp_files(store)
 
 

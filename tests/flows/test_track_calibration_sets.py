@@ -138,7 +138,7 @@ def _store_digest(store: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_texts_longer_than_the_context_are_truncated_with_a_warning_as_score_does(random_series, tmp_path):
-    """One truncation rule for `score` and `track` (README): a text past the model's context (even every text of
+    """One truncation rule for `score` and `track` (docs/USAGE.md): a text past the model's context (even every text of
     the set, even one 200,000-character line) is cut to it and counted in one warning, never refused."""
     long = tmp_path / "long.txt"  # the tiny model's context is 512 tokens (tiny_config)
     long.write_text("word " * 40_000 + "\n" + "a short text\n", encoding="utf-8")

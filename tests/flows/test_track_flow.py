@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from dormant_tasks.engine import TRACKED_IDS
 from dormant_tasks.errors import ConfigError, StoreError
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking import checkpoint_work, series_taus, tracker
@@ -64,7 +65,7 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
     ckpts = read_table(store, "checkpoints")
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
     heads = read_table(store, "head_scores")
-    assert heads.num_rows == 3 * 16 * 2 * 4  # checkpoints x functions x layers x heads
+    assert heads.num_rows == 3 * len(TRACKED_IDS) * 2 * 4  # checkpoints x functions x layers x heads
     taus = read_table(store, "taus")
     ahon = [r for r in taus.to_pylist() if r["score_fn"] == "ahon"][0]
     assert ahon["source"] == "quantile" and ahon["reference_revision"] == "stage1-step25-tokens51K"
@@ -201,7 +202,7 @@ def test_sigkill_mid_checkpoint_then_rerun_completes_with_each_checkpoint_once(r
     ckpts = read_table(store, "checkpoints", dedupe=False)
     assert sorted(ckpts.column("revision").to_pylist()) == sorted(p.name for p in random_series.iterdir())
     heads = read_table(store, "head_scores", dedupe=False)
-    assert heads.num_rows == 3 * 16 * 2 * 4
+    assert heads.num_rows == 3 * len(TRACKED_IDS) * 2 * 4
     assert not [p for p in _files(store) if p.name.startswith(".")]
 
 

@@ -2,7 +2,11 @@
 checked here against the installed version, so that an upgrade that moves one fails here, naming the adapter.
 
 - The rule: no module of `dormant_tasks/` or `flows/` outside `ADAPTERS` assigns into (or `setattr`s on) a module
-  or class it imported, stdlib included, nor reads a third-party module's or class's `_private` names.
+  or class it imported, stdlib included, nor reads a third-party module's or class's `_private` names (as an
+  attribute or through a string `getattr`/`hasattr`); nor reads, on any object (a model, its config), a
+  `_private` attribute that transformers or torch define and neither the project nor the stdlib does
+  (`model.config._attn_implementation`): objects are not imported names, so the names are looked up in the
+  installed libraries' source.
 - huggingface_hub: the offline flags read by its own rule (`dormant_tasks.offline`), its offline switch
   (`checkpoints/hub_adapter`), and the Hub probe through its session (a loopback Hub and a loopback proxy).
 - tqdm: `TQDM_DISABLE` is the default of `disable` (`flows/cli/__init__.py` sets it on a pipe).
@@ -15,15 +19,19 @@ and the evaluation tests.
 from __future__ import annotations
 
 import ast
+import functools
 import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from datetime import date, datetime
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -35,8 +43,13 @@ ADAPTERS = {
     "flows/prefect_adapter.py": "Prefect's temporary server, log and event workers, console handlers",
     "dormant_tasks/evaluation/lmeval_adapter.py": "lm-eval's task internals",
     "dormant_tasks/evaluation/chat_date_adapter.py": "transformers' chat-template clock",
+    "dormant_tasks/evaluation/generation_adapter.py": "transformers' generation config and logits processors",
+    "dormant_tasks/engine/attention_impl_adapter.py": "transformers' attention-implementation internals",
+    "dormant_tasks/engine/cpu_attention_adapter.py": "torch's private fused CPU attention op",
     "dormant_tasks/checkpoints/hub_adapter.py": "huggingface_hub's offline switch",
 }
+# The libraries whose private names are refused on any object, not only on what a module imported from them.
+WATCHED = ("transformers", "torch")
 PROJECT = ("dormant_tasks", "flows")
 FIX = (
     "third-party (and stdlib) internals are touched in one adapter module only ({}), scoped, with a drift test "
@@ -97,25 +110,151 @@ def violations(source: str, where: str) -> list[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
             if node.args and (name := root(node.args[0])):
                 found.append(f"{where}:{node.lineno}: {node.func.id} on {ast.unparse(node.args[0])} ({bound[name]})")
-        if (
-            isinstance(node, ast.Attribute)
-            and node.attr.startswith("_")
-            and not node.attr.startswith("__")
-            and (name := root(node))
-            and bound[name].split(".")[0] not in sys.stdlib_module_names
-        ):
+        read = _private_read(node)
+        if read and (name := root(read[0])) and bound[name].split(".")[0] not in sys.stdlib_module_names:
             found.append(f"{where}:{node.lineno}: reads {ast.unparse(node)}, private to {bound[name]}")
     return found
 
 
+def _private_read(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """(object, name) for `obj._name` read, or `getattr(obj, "_name"...)` / `hasattr(obj, "_name")`; dunders aside."""
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+        obj, name = node.value, node.attr
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("getattr", "hasattr")
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        obj, name = node.args[0], node.args[1].value
+    else:
+        return None
+    return (obj, name) if name.startswith("_") and not name.startswith("__") else None
+
+
+def private_reads(source: str) -> list[tuple[int, str, str]]:
+    """(line, the read as written, the name) of every private attribute read of `source`, on any object."""
+    return sorted(
+        (node.lineno, ast.unparse(node), read[1])
+        for node in ast.walk(ast.parse(source))
+        if (read := _private_read(node)) and not (isinstance(read[0], ast.Name) and read[0].id in ("self", "cls"))
+    )
+
+
+def defined_names(source: str) -> set[str]:
+    """The names `source` defines: functions, classes, assigned names and attributes, import aliases."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            out.add(node.attr)
+        elif isinstance(node, ast.alias):
+            out.add(node.asname or node.name.split(".")[-1])
+    return out
+
+
+def _defines(name: str) -> re.Pattern:
+    """`def name`, `class name`, `name = ...`, `obj.name = ...`, `name: T = ...` in source text."""
+    return re.compile(rf"(?:def|class)\s+{name}\b|(?<![\w.]){name}\s*(?::[^=\n]*)?=(?!=)|\.{name}\s*=(?!=)")
+
+
+def _sources(root: Path) -> list[str]:
+    return [p.read_text(encoding="utf-8", errors="replace") for p in root.rglob("*.py")]
+
+
+@functools.cache
+def _library_sources(package: str) -> tuple[str, ...]:
+    root = Path(sysconfig.get_paths()["stdlib"]) if package == "stdlib" else Path(find_spec(package).origin).parent
+    return tuple(_sources(root))
+
+
+def defined_by(names, package: str) -> set[str]:
+    """Those of `names` that the installed `package` (or "stdlib") defines somewhere in its Python source."""
+    out = set()
+    for text in _library_sources(package):
+        for name in set(names) - out:
+            if name in text and _defines(name).search(text):
+                out.add(name)
+    return out
+
+
+def watched_privates(names, project_names=frozenset()) -> dict[str, str]:
+    """{name: the library} for each of `names` that transformers or torch define and the project and the stdlib
+    do not: a read of it on any object reaches into that library."""
+    names = set(names) - set(project_names)
+    names -= defined_by(names, "stdlib")
+    out: dict[str, str] = {}
+    for package in WATCHED:
+        out |= {n: package for n in defined_by(names - set(out), package)}
+    return out
+
+
+def object_violations(source: str, where: str, privates: dict[str, str]) -> list[str]:
+    """Each read in `source` of a name `privates` maps to its library, on whatever object."""
+    return [
+        f"{where}:{line}: reads {text}, private to {privates[name]}"
+        for line, text, name in private_reads(source)
+        if name in privates
+    ]
+
+
+def _project_sources() -> dict[str, str]:
+    return {
+        path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8")
+        for base in PROJECT
+        for path in sorted((ROOT / base).rglob("*.py"))
+    }
+
+
 def test_no_module_outside_the_adapters_patches_or_reads_a_libraries_internals():
     found = []
-    for base in PROJECT:
-        for path in sorted((ROOT / base).rglob("*.py")):
-            where = path.relative_to(ROOT).as_posix()
-            if where not in ADAPTERS:
-                found += violations(path.read_text(encoding="utf-8"), where)
+    for where, source in _project_sources().items():
+        if where not in ADAPTERS:
+            found += violations(source, where)
     assert not found, "\n".join(found) + "\n" + FIX.format(", ".join(ADAPTERS))
+
+
+def test_no_module_outside_the_adapters_reads_a_transformers_or_torch_private_attribute():
+    sources = _project_sources()
+    ours = set().union(*(defined_names(s) for s in sources.values()))
+    outside = {where: s for where, s in sources.items() if where not in ADAPTERS}
+    privates = watched_privates({name for s in outside.values() for _, _, name in private_reads(s)}, ours)
+    found = [v for where, s in outside.items() for v in object_violations(s, where, privates)]
+    assert not found, "\n".join(found) + "\n" + FIX.format(", ".join(ADAPTERS))
+
+
+def test_the_rule_refuses_a_planted_read_of_a_private_transformers_or_torch_name():
+    """The reads this session moved into adapters, planted back in a module: each refused, naming the library; a
+    stdlib private (namedtuple's `_fields`) and the project's own private names pass."""
+    planted = (
+        "def install(model):\n"
+        "    if model._can_set_attn_implementation():\n"
+        "        return model.config._attn_implementation\n"
+        "def eos(config):\n"
+        "    return getattr(config, '_eos_token_tensor', None)\n"
+        "def keys(key, session):\n"
+        "    return key._fields, session._started\n"
+    )
+    names = {name for _, _, name in private_reads(planted)}
+    privates = watched_privates(names, project_names={"_started"})
+    assert privates == {
+        "_can_set_attn_implementation": "transformers",
+        "_attn_implementation": "transformers",
+        "_eos_token_tensor": "transformers",
+    }, privates
+    found = object_violations(planted, "x.py", privates)
+    assert [f.split(": reads ")[1] for f in found] == [
+        "model._can_set_attn_implementation, private to transformers",
+        "model.config._attn_implementation, private to transformers",
+        "getattr(config, '_eos_token_tensor', None), private to transformers",
+    ], found
+    # a torch op is registered from C++, no Python definition: its string getattr is caught on `torch` itself
+    assert violations("import torch\nop = getattr(torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu')", "x")
 
 
 @pytest.mark.parametrize(

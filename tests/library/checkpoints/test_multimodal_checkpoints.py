@@ -51,9 +51,9 @@ def test_a_gemma3_multimodal_checkpoint_loads_as_its_text_model(tmp_path, tiny_t
     with torch.no_grad():
         assert torch.equal(model(**ids).logits, whole(**ids).logits)  # the same language model, the same weights
     assert layer_windows(model.config) == (8, None, 8, None)
-    from dormant_tasks.engine import score_texts
+    from dormant_tasks.engine import ScoringOptions, score_texts
 
-    awft = score_texts(model, tokenizer, [TEXT], ["awft"]).get("awft")  # [input, layer, head]
+    awft = score_texts(model, tokenizer, [TEXT], ScoringOptions(("awft",))).get("awft")  # [input, layer, head]
     assert bool(torch.isfinite(torch.as_tensor(awft)).all())
 
 

@@ -1,4 +1,4 @@
-"""The grammar of `dormant` (README, "Command grammar"), table-driven over every command and option, and the bad
+"""The grammar of `dormant` (docs/USAGE.md, "Command grammar"), table-driven over every command and option, and the bad
 inputs a newcomer tries, run as real `python -m flows.cli` subprocesses.
 
 Speed of the cheap checks, measured two ways so that the test holds on a loaded 2-core machine:
@@ -534,12 +534,12 @@ def test_list_option_refuses_an_empty_list():
     assert isinstance(PARSERS["leaderboard"]._option_string_actions["--tasks"], ListOption)
 
 
-def test_grammar_table_is_in_the_readme():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_grammar_table_is_in_the_usage_page():
+    usage = (REPO / "docs" / "USAGE.md").read_text(encoding="utf-8")
     for option, _ in GRAMMAR.values():
-        assert f"| `{option}` |" in readme
-    for old in OLD_NAMES:  # the retired names, in the README's note on old spellings
-        assert f"{old}` (now" in readme
+        assert f"| `{option}` |" in usage
+    for old in OLD_NAMES:  # the retired names, in the page's note on old spellings
+        assert f"{old}` (now" in usage
 
 
 def test_a_silent_hub_is_asked_once_and_evaluate_reads_the_bundled_task_data(tmp_path, monkeypatch, capsys):

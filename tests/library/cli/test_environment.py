@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,11 @@ CASES = {
     "tmpdir-missing": ({"TMPDIR": "{tmp}/no-such-tmp"}, "TMPDIR {tmp}/no-such-tmp"),
     "tmpdir-full": ({"TMPDIR": "{full}"}, "TMPDIR {full} takes no file (No space left on device)"),
     "prefect-home-full": ({"PREFECT_HOME": "{full}/prefect"}, "PREFECT_HOME {full}/prefect"),
+    # Prefect makes its home folder but not that folder's parents: unchecked, its server retried for minutes
+    "home-missing": ({"PREFECT_HOME": None, "HOME": "{tmp}/no-such-home"}, "HOME {tmp}/no-such-home does not exist"),
+    "prefect-home-parent-missing": ({"PREFECT_HOME": "{tmp}/no-such/x"}, "PREFECT_HOME {tmp}/no-such/x"),
+    "hf-home-under-a-file": ({"HF_HOME": "{file}/hf"}, "HF_HOME {file}/hf"),
+    "xdg-cache-home-under-a-file": ({"XDG_CACHE_HOME": "{file}/cache"}, "XDG_CACHE_HOME {file}/cache"),
 }
 
 
@@ -84,6 +90,27 @@ def test_an_environment_prefect_cannot_run_in_is_one_line_exit_2_within_10_s(cas
     assert "writable folder" in lines[0], lines  # the fix
     assert seconds < 10, f"{seconds:.1f} s"
     assert not (tmp_path / "store").exists(), "the refused run created the store"
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [("HOME", "{tmp}/no-such-home"), ("PREFECT_HOME", "{tmp}/no-such/x"), ("HF_HOME", "{file}/hf")],
+)
+def test_the_environment_check_answers_in_under_a_second_without_prefect(variable, value, tmp_path, monkeypatch):
+    """The check itself (a few stat calls and one probe file), timed in-process: the subprocess test's 10 s
+    allow for the interpreter's start on a loaded machine. Prefect is not imported by it."""
+    from dormant_tasks.errors import ConfigError
+    from flows.cli.preflight import check_environment
+
+    (tmp_path / "a-file").write_text("not a folder\n")
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
+    monkeypatch.setenv(variable, value.format(tmp=tmp_path, file=tmp_path / "a-file"))
+    imported_before = "prefect" in sys.modules
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=variable):
+        check_environment("track")
+    assert time.perf_counter() - start < 1.0
+    assert imported_before or "prefect" not in sys.modules
 
 
 def test_the_same_environment_does_not_block_a_command_without_prefect(tmp_path):
@@ -124,3 +151,19 @@ def test_ctrl_c_while_the_command_line_is_read_is_one_line_exit_130(tmp_path):
     assert r.returncode == 130, r.stderr
     assert lines == ["dormant: interrupted before the command started; nothing was done"], r.stderr
     assert "the interrupt was lost" not in r.stdout
+
+
+def test_a_non_ascii_store_path_under_the_c_locale_reads_and_says_its_path(tmp_path):
+    """`LC_ALL=C PYTHONCOERCECLOCALE=0` (and UTF-8 mode off): Python decoded the path into surrogates, and pyarrow's
+    first read of the store raised UnicodeEncodeError (a traceback). Now the program restarts in UTF-8 mode
+    (`flows.cli.utf8_everywhere`): the store reads, and a message names the path as typed."""
+    from tests.builders.stores import TOKENS, known_picture, write_series
+
+    store = write_series(tmp_path / "störe", {"ahon_ln": known_picture()}, TOKENS)
+    c_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    for command in (["status", "--store", store], ["findings", "--store", store]):
+        r, _ = _run(command, tmp_path, **c_locale)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert "test-org/tiny-series" in r.stdout, r.stdout
+    r, _ = _run(["status", "--store", tmp_path / "nö"], tmp_path, **c_locale)
+    assert r.returncode == 2 and f"--store {tmp_path / 'nö'} does not exist" in r.stderr, r.stderr

@@ -22,10 +22,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def _snapshot(root: Path) -> dict[str, str]:
-    """Every path under `root` with its content's hash (a folder: "dir")."""
+    """Every path under `root` with its content's hash (a folder: "dir", a symbolic link: "link")."""
     out = {}
     for p in sorted(root.rglob("*")):
-        out[str(p.relative_to(root))] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+        kind = "link" if p.is_symlink() else "dir" if p.is_dir() else None
+        out[str(p.relative_to(root))] = kind or hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 
 
@@ -83,7 +84,22 @@ CASES = {
     ),
     "series-name-the-store-cannot-keep": (
         lambda t, s: ["--model", t / "my series", "--store", t / "store"],
-        "cannot name a store series",
+        "its folder name 'my series' cannot name a stored series",
+    ),
+    # before: refused without naming --series-name, which stores it under another name
+    "series-folder-named-in-unicode": (
+        lambda t, s: ["--model", t / "sériés", "--store", t / "store"],
+        "add --series-name NAME, e.g. --series-name series",
+    ),
+    # before: 0% dormant everywhere, with advice to change tau
+    "max-tokens-one": (
+        lambda t, s: ["--model", s, "--store", t / "store", "--max-tokens", "1"],
+        "--max-tokens 1: with one token each head can attend only to that token",
+    ),
+    # before: "no such folder", though `ls` lists it
+    "model-a-symlink-loop": (
+        lambda t, s: ["--model", "loop", "--store", t / "store"],  # a bare name: before, read as a Hub id
+        "--model loop is a symbolic link that leads to no folder (a loop, or a missing target",
     ),
 }
 
@@ -94,6 +110,10 @@ def test_bad_input_is_one_line_exit_2_before_prefect_and_creates_nothing(case, r
         pytest.skip("needs /proc, a folder where no file can be created")
     if case == "series-name-the-store-cannot-keep":  # a folder name with a space (a copy: a link resolves)
         shutil.copytree(random_series, tmp_path / "my series")
+    if case == "series-folder-named-in-unicode":
+        shutil.copytree(random_series, tmp_path / "sériés")
+    if case == "model-a-symlink-loop":
+        (tmp_path / "loop").symlink_to(tmp_path / "loop")
     build, needle = CASES[case]
     argv = ["track", *map(str, build(tmp_path, Path(random_series))), "--device", "cpu"]
     cwd = "/proc" if case.startswith("reports-dir-dot") else tmp_path
@@ -119,3 +139,39 @@ def test_a_series_name_that_is_hidden_an_option_or_a_device_is_refused_in_one_li
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--series-name" in err[0] and "no device name" in err[0]
     assert not store.exists()
+
+
+@pytest.mark.parametrize(
+    "variable, argv, needle",
+    [
+        ("DORMANT_STORE", ["status"], "DORMANT_STORE={file} (the default of --store) is a file"),
+        ("DORMANT_REPORTS", ["report", "--store", "{store}"], "DORMANT_REPORTS={file} (where reports go without"),
+    ],
+)
+def test_a_variable_set_to_a_file_is_named_as_the_variable(variable, argv, needle, tmp_path, capsys, monkeypatch):
+    """Before: DORMANT_STORE set to a file was reported as `--store`, which the user had not typed; DORMANT_REPORTS
+    set to a file got "File exists: free space, fix the permissions"."""
+    from flows.cli import main
+    from tests.builders.stores import TOKENS, known_picture, write_series
+
+    store = write_series(tmp_path / "store", {"ahon_ln": known_picture()}, TOKENS)
+    (tmp_path / "a-file").write_text("not a folder\n")
+    monkeypatch.setenv(variable, str(tmp_path / "a-file"))
+    fill = {"file": tmp_path / "a-file", "store": store}
+    assert main([a.format(**fill) for a in argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle.format(**fill) in err[0] and f"set {variable} to a" in err[0], err
+
+
+def test_a_store_a_first_track_is_making_says_so(tmp_path, capsys):
+    """While a first `track` has taken its lock but stored nothing, the store has no marker: `status` said "not a
+    dormant store". The running writer is this test's own process, named in the lock's pid file as
+    `store.hold_series` names its holder (a real second run would take minutes here)."""
+    from flows.cli import main
+
+    locks = tmp_path / "store" / "_locks"
+    locks.mkdir(parents=True)
+    (locks / "tiny.pid").write_text(f"{os.getpid()}\n")
+    assert main(["status", "--store", str(tmp_path / "store")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"is being made by a track run (pid {os.getpid()})" in err and "not a dormant store" not in err, err

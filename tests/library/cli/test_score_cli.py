@@ -10,7 +10,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import BloomConfig, BloomForCausalLM, Olmo2ForCausalLM, PreTrainedTokenizerFast
 
 from dormant_tasks.checkpoints.loading import load_model_and_tokenizer
-from dormant_tasks.engine.scoring import score_texts
+from dormant_tasks.engine.scoring import ScoringOptions, score_texts
 from dormant_tasks.tiny import tiny_config
 from dormant_tasks.tracking.calibration import load_calibration
 from flows.cli import main
@@ -63,7 +63,9 @@ def test_scores_a_texts_file(tiny_model_dir, tmp_path, capsys):
     assert calibration_id == load_calibration(str(texts)).calibration_id
     # the Python API returns the same data
     model, tokenizer = load_model_and_tokenizer(tiny_model_dir, device="cpu")
-    api = score_texts(model, tokenizer, load_calibration(texts).texts, ["ahon_ln", "awft", "random"]).to_table()
+    api = score_texts(
+        model, tokenizer, load_calibration(texts).texts, ScoringOptions(("ahon_ln", "awft", "random"))
+    ).to_table()
     key = ["input_index", "score_fn", "layer", "head_index"]
     got = table.select(key + ["score"]).sort_by([(k, "ascending") for k in key])
     want = api.sort_by([(k, "ascending") for k in key])

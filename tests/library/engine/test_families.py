@@ -21,7 +21,7 @@ from transformers import (
 
 from dormant_tasks.engine.adapters import FAMILIES, adapter_for
 from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
-from dormant_tasks.engine.scoring import DynamicZeroing, score_texts, scoring_pass
+from dormant_tasks.engine.scoring import DynamicZeroing, ScoringOptions, score_texts, scoring_pass
 from dormant_tasks.errors import ScoringError
 from dormant_tasks.tracking.calibration import DEMO_CORPUS
 from tests.builders.families import NEW_FAMILIES, WINDOW, make_model
@@ -55,7 +55,7 @@ def test_padded_batch_matches_the_oracle_input_by_input(kind, torch_device, tiny
     batch = [text[: 30 + 20 * i] for i, text in enumerate(texts[:5])]  # differently long, within the window
     lengths = [len(tiny_tokenizer(t)["input_ids"]) for t in batch]
     assert len(set(lengths)) > 1 and max(lengths) <= WINDOW, "inputs must differ in length and fit the window"
-    together = score_texts(model, tiny_tokenizer, batch, DETERMINISTIC_IDS, batch_size=5)
+    together = score_texts(model, tiny_tokenizer, batch, ScoringOptions(DETERMINISTIC_IDS, batch_size=5))
     for i, text in enumerate(batch):
         want = oracle_run(model, ids_of(tiny_tokenizer, text, torch_device)[0]).scores
         assert_scores_close({fn: together.get(fn)[i] for fn in DETERMINISTIC_IDS}, want)

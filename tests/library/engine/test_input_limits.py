@@ -18,7 +18,7 @@ from dormant_tasks.engine.batching import (
     padded_batch,
 )
 from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
-from dormant_tasks.engine.scoring import score_texts, scoring_pass
+from dormant_tasks.engine.scoring import ScoringOptions, score_texts, scoring_pass
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.tracking.calibration import DEMO_CORPUS
 
@@ -56,7 +56,7 @@ def test_long_text_is_cut_to_the_context_with_one_warning(model, tiny_tokenizer,
     ids = tiny_tokenizer(long_text)["input_ids"]
     assert len(ids) >= 80_000
     with caplog.at_level(logging.WARNING, logger="dormant_tasks.engine.scoring"):
-        got = score_texts(model, tiny_tokenizer, [long_text], None)
+        got = score_texts(model, tiny_tokenizer, [long_text])
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "dormant_tasks.engine.scoring"]
     assert len(warnings) == 1
     message = warnings[0].getMessage()
@@ -75,7 +75,7 @@ def test_max_tokens_below_the_context(model, tiny_tokenizer, lines, sentences, c
     ids = tiny_tokenizer(text)["input_ids"]
     assert len(ids) > 100
     with caplog.at_level(logging.WARNING, logger="dormant_tasks.engine.scoring"):
-        got = score_texts(model, tiny_tokenizer, [text, min(sentences, key=len)], None, max_tokens=50)
+        got = score_texts(model, tiny_tokenizer, [text, min(sentences, key=len)], ScoringOptions(max_tokens=50))
     assert got.n_truncated == 1
     assert "--max-tokens" in caplog.text and "50" in caplog.text
     first = torch.tensor([ids[:50]])
@@ -86,7 +86,7 @@ def test_max_tokens_below_the_context(model, tiny_tokenizer, lines, sentences, c
 
 def test_short_texts_are_not_cut_and_do_not_warn(model, tiny_tokenizer, sentences, caplog):
     with caplog.at_level(logging.WARNING, logger="dormant_tasks.engine.scoring"):
-        got = score_texts(model, tiny_tokenizer, sentences[:3], None)
+        got = score_texts(model, tiny_tokenizer, sentences[:3])
     assert got.n_truncated == 0
     assert not [r for r in caplog.records if r.name == "dormant_tasks.engine.scoring"]
 
@@ -94,11 +94,11 @@ def test_short_texts_are_not_cut_and_do_not_warn(model, tiny_tokenizer, sentence
 def test_long_text_runs_in_under_10x_the_time_of_a_context_sized_text(model, tiny_tokenizer, long_text):
     ids = tiny_tokenizer(long_text)["input_ids"]
     short_text = tiny_tokenizer.decode(ids[:CONTEXT])
-    score_texts(model, tiny_tokenizer, [short_text], None)  # warm-up
+    score_texts(model, tiny_tokenizer, [short_text])  # warm-up
 
     def seconds(text) -> float:
         t0 = time.perf_counter()
-        score_texts(model, tiny_tokenizer, [text], None)
+        score_texts(model, tiny_tokenizer, [text])
         return time.perf_counter() - t0
 
     # Interleaved, best of 5 each: a busy shared CPU slows both sides alike.
@@ -114,8 +114,8 @@ def test_token_budget_batching_equals_one_at_a_time_in_input_order(model, tiny_t
     texts = [s[0], long_a, s[1], s[2], long_b, s[3], s[4], s[5]]
     lengths = [min(len(tiny_tokenizer(t)["input_ids"]), CONTEXT) for t in texts]
     assert max(lengths) > 4 * min(lengths)
-    alone = score_texts(model, tiny_tokenizer, texts, None, batch_size=1, seed=5)
-    budgeted = score_texts(model, tiny_tokenizer, texts, None, batch_size=8, seed=5, max_batch_tokens=300)
+    alone = score_texts(model, tiny_tokenizer, texts, ScoringOptions(batch_size=1, seed=5))
+    budgeted = score_texts(model, tiny_tokenizer, texts, ScoringOptions(batch_size=8, seed=5, max_batch_tokens=300))
     runs = batch_runs(lengths, 8, 300)
     assert len(runs) > 2 and all(len(r) * max(lengths[i] for i in r) <= 300 or len(r) == 1 for r in runs)
     np.testing.assert_array_equal(budgeted.n_tokens, lengths)
@@ -128,7 +128,9 @@ def test_token_budget_batching_equals_one_at_a_time_in_input_order(model, tiny_t
                 budgeted.values[run.start], alone.values[run.start], rtol=1e-12, atol=0, equal_nan=True
             )
         # each batch, put back in input order, equals the same inputs scored as one batch_size batch
-        same = score_texts(model, tiny_tokenizer, texts[run.start : run.stop], DETERMINISTIC_IDS, batch_size=len(run))
+        same = score_texts(
+            model, tiny_tokenizer, texts[run.start : run.stop], ScoringOptions(DETERMINISTIC_IDS, batch_size=len(run))
+        )
         got = budgeted.values[run.start : run.stop, : len(DETERMINISTIC_IDS)]
         assert budgeted.score_fns[: len(DETERMINISTIC_IDS)] == DETERMINISTIC_IDS
         np.testing.assert_allclose(got, same.values, rtol=1e-12, atol=0, equal_nan=True)
@@ -155,7 +157,7 @@ def test_gpu_default_batches_by_tokens_alone():
 @pytest.mark.parametrize("kwargs", [dict(max_tokens=0), dict(max_tokens=-3), dict(max_batch_tokens=0)])
 def test_non_positive_limits_are_config_errors(model, tiny_tokenizer, sentences, kwargs):
     with pytest.raises(ConfigError):
-        score_texts(model, tiny_tokenizer, sentences[:2], None, **kwargs)
+        score_texts(model, tiny_tokenizer, sentences[:2], ScoringOptions(**kwargs))
 
 
 def test_padded_batch_pads_on_the_right_with_the_pad_id():

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
-from dormant_tasks.engine.scoring import score_texts, scoring_pass
+from dormant_tasks.engine.scoring import ScoringOptions, score_texts, scoring_pass
 from dormant_tasks.errors import ScoringError
 
 TEXTS = ["The cat sat on the mat.", "A second, somewhat longer sentence about dormant attention heads."]
@@ -28,14 +28,16 @@ def test_a_non_finite_activation_refuses_the_pass_naming_layer_and_score(model, 
     with torch.no_grad():
         model.model.layers[1].self_attn.v_proj.weight[0, 0] = bad  # value head 0 of layer 1, every token
     with pytest.raises(ScoringError) as e:
-        score_texts(model, tiny_tokenizer, TEXTS, fns)
+        score_texts(model, tiny_tokenizer, TEXTS, ScoringOptions(fns))
     message = str(e.value)
     assert "at layer 1" in message and "NaN or infinite" in message and "--dtype float32" in message, message
     assert "\n" not in message
 
 
 def test_finite_activations_score_and_a_ratio_is_nan_only_where_its_denominator_is_0(model, tiny_tokenizer):
-    scores = score_texts(model, tiny_tokenizer, [*TEXTS, "A"], DETERMINISTIC_IDS)  # "A": a very short input too
+    scores = score_texts(
+        model, tiny_tokenizer, [*TEXTS, "A"], ScoringOptions(DETERMINISTIC_IDS)
+    )  # "A": a very short input too
     values = scores.values  # [input, fn, layer, head]
     fns = list(scores.score_fns)
     for f, fn in enumerate(fns):

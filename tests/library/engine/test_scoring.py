@@ -20,7 +20,7 @@ from transformers import (
 )
 
 from dormant_tasks.engine.score_functions import DETERMINISTIC_IDS
-from dormant_tasks.engine.scoring import DynamicZeroing, StaticZeroing, score_texts, scoring_pass
+from dormant_tasks.engine.scoring import DynamicZeroing, ScoringOptions, StaticZeroing, score_texts, scoring_pass
 from dormant_tasks.errors import ConfigError, ScoringError
 from dormant_tasks.tracking.calibration import DEMO_CORPUS
 from tests.builders.families import make_model
@@ -72,8 +72,8 @@ def test_batched_with_padding_equals_one_at_a_time(torch_device, tiny_tokenizer,
     model = make_model("llama", tiny_tokenizer, device=torch_device)
     batch = texts[:7]
     assert len({len(tiny_tokenizer(t)["input_ids"]) for t in batch}) > 1, "inputs must differ in length"
-    together = score_texts(model, tiny_tokenizer, batch, batch_size=4)
-    alone = score_texts(model, tiny_tokenizer, batch, batch_size=1)
+    together = score_texts(model, tiny_tokenizer, batch, ScoringOptions(batch_size=4))
+    alone = score_texts(model, tiny_tokenizer, batch, ScoringOptions(batch_size=1))
     np.testing.assert_allclose(together.values, alone.values, rtol=1e-6, atol=0)
     np.testing.assert_array_equal(together.n_tokens, [len(tiny_tokenizer(t)["input_ids"]) for t in batch])
     # and one padded input equals the oracle on that input alone
@@ -83,9 +83,9 @@ def test_batched_with_padding_equals_one_at_a_time(torch_device, tiny_tokenizer,
 
 
 def test_random_baseline_is_seeded_per_input(olmo2, tiny_tokenizer, texts):
-    a = score_texts(olmo2, tiny_tokenizer, texts[:5], ["random"], batch_size=2, seed=3).get("random")
-    b = score_texts(olmo2, tiny_tokenizer, texts[:5], ["random"], batch_size=5, seed=3).get("random")
-    c = score_texts(olmo2, tiny_tokenizer, texts[:5], ["random"], batch_size=5, seed=4).get("random")
+    a = score_texts(olmo2, tiny_tokenizer, texts[:5], ScoringOptions(("random",), batch_size=2, seed=3)).get("random")
+    b = score_texts(olmo2, tiny_tokenizer, texts[:5], ScoringOptions(("random",), batch_size=5, seed=3)).get("random")
+    c = score_texts(olmo2, tiny_tokenizer, texts[:5], ScoringOptions(("random",), batch_size=5, seed=4)).get("random")
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert ((a >= 0) & (a < 1)).all()
@@ -94,8 +94,10 @@ def test_random_baseline_is_seeded_per_input(olmo2, tiny_tokenizer, texts):
 
 def test_bf16_model_gives_float32_scores_close_to_the_float32_model(torch_device, tiny_tokenizer, texts):
     model = make_model("olmo2", tiny_tokenizer, device=torch_device)
-    f32 = score_texts(model, tiny_tokenizer, texts[:4], DETERMINISTIC_IDS, batch_size=2)
-    bf16 = score_texts(model.to(torch.bfloat16), tiny_tokenizer, texts[:4], DETERMINISTIC_IDS, batch_size=2)
+    f32 = score_texts(model, tiny_tokenizer, texts[:4], ScoringOptions(DETERMINISTIC_IDS, batch_size=2))
+    bf16 = score_texts(
+        model.to(torch.bfloat16), tiny_tokenizer, texts[:4], ScoringOptions(DETERMINISTIC_IDS, batch_size=2)
+    )
     assert bf16.values.dtype == np.float64
     # the only non-finite values are the NaN ftvvn_ln of layer 0 (the zero-embedding boundary token)
     np.testing.assert_array_equal(np.isfinite(bf16.values), np.isfinite(f32.values))
@@ -249,7 +251,7 @@ def test_bad_inputs_are_refused(olmo2, tiny_tokenizer):
 
 
 def test_input_scores_table_layout(olmo2, tiny_tokenizer, texts):
-    scores = score_texts(olmo2, tiny_tokenizer, texts[:3], ["ahon_ln", "random"], batch_size=2)
+    scores = score_texts(olmo2, tiny_tokenizer, texts[:3], ScoringOptions(("ahon_ln", "random"), batch_size=2))
     table = scores.to_table()
     assert table.column_names == ["input_index", "score_fn", "layer", "head_index", "score"]
     assert table.num_rows == 3 * 2 * 2 * 4

@@ -131,7 +131,7 @@ def tracked(random_series, tmp_path_factory):
     difference). A tiny OLMo-2 pretrained for 30 steps tells code from Wikipedia too weakly to show one."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from dormant_tasks.engine.scoring import score_texts
+    from dormant_tasks.engine.scoring import ScoringOptions, score_texts
     from dormant_tasks.tracking import TrackRequest, load_calibration_sets
     from dormant_tasks.tracking.calibration import DEMO_CORPUS
     from tests.builders.track import track_steps
@@ -143,7 +143,9 @@ def tracked(random_series, tmp_path_factory):
     last = sorted(p for p in random_series.iterdir() if p.is_dir())[-1]
     model, tok = AutoModelForCausalLM.from_pretrained(last).eval(), AutoTokenizer.from_pretrained(last)
     pooled = [
-        score_texts(model, tok, c.texts, ["ahon"], max_tokens=32, warn_truncated=False).get("ahon").ravel()
+        score_texts(model, tok, c.texts, ScoringOptions(("ahon",), max_tokens=32), warn_truncated=False)
+        .get("ahon")
+        .ravel()
         for c in load_calibration_sets(sets, 64)
     ]
     tau = float(np.quantile(np.concatenate(pooled), 0.3))

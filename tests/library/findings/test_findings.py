@@ -162,8 +162,14 @@ def test_findings_agree_with_status_and_the_report(tmp_path):
     line = series_line(root, MODEL).splitlines()[0]
     e, t = f.emergence, f.transitions
     assert f"ahon_ln dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}%" in line
-    assert f"transitions {t.n_transitions} ahon_ln / {t.n_transitions} total" in line  # one function
-    assert f"({t.n_confident} confident at BH q <= 0.05 over heads, {t.n_blips} blips)" in line
+    # every number of the line is ahon_ln's; the whole series' count is said as such (before: "transitions 10
+    # ahon_ln / 162 total (136 confident ...)", the confident count over every function beside ahon_ln's)
+    blips = f"{t.n_blips} blip" + ("s" if t.n_blips != 1 else "")
+    assert (
+        f"ahon_ln transitions {t.n_transitions} ({t.n_confident} confident at BH q <= 0.05 over 4 heads, {blips})"
+        in line
+    )
+    assert f"{t.n_transitions} transitions over all 1 function," in line
 
     report = render_report(root, MODEL, out_dir=tmp_path / "report")
     (row,) = [r for r in summary_rows_of(root) if r["score_fn"] == "ahon_ln"]
@@ -207,7 +213,8 @@ def test_cli_findings(tmp_path, capsys):
     out = capsys.readouterr().out
     # plain text by default (no raw Markdown on a terminal); `--format markdown` gives findings.md's text
     assert "1. Emergence." in out and "2. Transitions." in out and "3. Input dependence." in out and "**" not in out
-    assert "2 of 2 settled heads (100.0%, no interval: 1 layer, fewer than 5)" in out  # and why no interval
+    assert "2 of 2 settled heads (100.0%, no interval" in out  # and why no interval, once in its paragraph:
+    assert "no interval: 1 layer, fewer than 5" in out
     assert "per head: L0.H0 at 50K, L0.H1 at 50K." in out  # each head's token count
     assert "Benjamini-Hochberg q <= 0.05 over 4 heads" in out and "2 had not by the end (right-censored)" in out
     assert "depends on how densely the checkpoints are spaced" in out
@@ -223,6 +230,11 @@ def test_cli_findings(tmp_path, capsys):
     assert (early["k"], early["n"], early["low"], early["n_units"]) == (2, 2, None, 1)
     assert early["interval"].startswith("none") and "layers" in early["method"]
     assert record["transitions"]["n_confident"] == 4 and record["transitions"]["method"] == "bh"
+    # no placeholder strings: a censored value says so in a boolean, a count has no resampling units
+    text = json.dumps(record)
+    assert '"not_reached": "value"' not in text and '"not_reached": "high"' not in text
+    assert record["emergence"]["settled_median_all"].get("value_not_reached") in (None, True)
+    assert "n_units" not in record["transitions"]["undetermined"]  # a count: before, "n_units": 0
     assert main(["findings", "--store", str(root), "--scores", "ahon_lnn"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ahon_ln" in err[0]
@@ -295,4 +307,38 @@ def test_status_says_not_derived_yet_where_an_interrupted_run_left_no_transition
     line = series_line(root, MODEL)
     assert "transitions not derived yet" in line and "0 total" not in line
     derived = series_line(hand_store(tmp_path / "h", second_set=False), MODEL)
-    assert "not derived yet" not in derived and "transitions 6 ahon_ln / 6 total" in derived
+    assert "not derived yet" not in derived and "ahon_ln transitions 6 (" in derived
+
+
+def test_findings_one_or_two_checkpoints_cannot_support_are_not_stated(tmp_path):
+    """`--max 1` gave "first dormant head at ..." and a rate from one checkpoint. Dynamics need two checkpoints,
+    a rate per token three: the paragraphs say so instead, with the command that adds checkpoints."""
+    from dormant_tasks.findings import series_findings
+    from tests.builders.stores import TOKENS as TOKENS_6
+    from tests.builders.stores import known_picture
+
+    texts = {}
+    for n in (1, 2, 6):
+        store = write_series(tmp_path / f"store-{n}", {"ahon_ln": known_picture()[:n]}, TOKENS_6[:n])
+        texts[n] = "\n".join(findings_lines(series_findings(store, MODEL, "ahon_ln"), esc=str))
+    one, two, six = texts[1], texts[2], texts[6]
+    assert ", 1 checkpoint to " in one and "first dormant head" not in one and "confident per billion" not in one
+    assert one.count("needs at least 2 checkpoints and the series has 1") == 2, one
+    assert "Rates: not measured: a rate of transitions per token needs at least 3 checkpoints" in two, two
+    assert "first dormant head" in two and "confident per billion" not in two
+    assert "confident per billion tokens (extrapolated: the stage spans 4M tokens, under the 1B" in six, six
+    assert "needs at least" not in six
+
+
+def test_findings_say_a_repeated_caveat_once_and_explain_the_state_level(tmp_path):
+    """Before: "no interval: 4 layers, fewer than 5" a dozen times in one paragraph; the p <= level unexplained."""
+    from dormant_tasks.findings import series_findings
+
+    lines = findings_lines(series_findings(hand_store(tmp_path), MODEL, "ahon_ln"), esc=str)
+    for paragraph in lines:
+        assert paragraph.count("fewer than 5") <= 1, paragraph
+    text = "\n".join(lines)
+    assert (
+        "p over the head's checkpoints (null: its dormant rate never crosses 0.5; whole clusters of inputs resampled) is <="
+        in text
+    )

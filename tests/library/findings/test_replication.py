@@ -110,3 +110,20 @@ def test_cli_compare_two_seed_groups(tmp_path, capsys):
     assert "Welch's t interval of the difference" in out
     assert main(["compare", "--store", str(root), "--seed-group", ",".join(a)]) == 2
     assert "give it twice" in capsys.readouterr().err
+
+
+def test_a_seed_without_a_value_is_named_with_its_reason_and_counted(tmp_path):
+    """A seed where a number is undefined (no head settled: no median settling time) or not measured (one
+    calibration set: no input dependence) is left out of the mean, and named with why, never dropped silently."""
+    from dormant_tasks.reporting.texts import seed_group_lines
+
+    root = tmp_path / "store"
+    names = seed_store(root, 4, 0.5) + seed_store(root, 1, 0.0, seed=1, prefix="none-s")
+    group = seed_group_findings([series_findings(root, n) for n in names])
+    settling = next(x for x in group.numbers if x.name.startswith("settling time"))
+    assert settling.n_missing == 1 and settling.missing[0][0] == "none-s0"
+    assert settling.over_seeds.n_units == 4
+    dependence = group.numbers[-1]
+    assert dependence.n_missing == 5 and {why for _, why in dependence.missing} == {"not measured on this series"}
+    text = "\n".join(seed_group_lines(group))
+    assert f"1 of 5 seeds left out, without a value: none-s0 ({settling.missing[0][1]})" in text

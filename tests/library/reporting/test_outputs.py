@@ -291,6 +291,37 @@ def test_report_of_a_folder_the_store_does_not_track_is_refused(tmp_path, capsys
     assert (tmp_path / "r" / "summary.md").read_text().startswith("# Dormant heads: tiny\n")
 
 
+def test_a_folder_in_the_working_directory_does_not_shadow_the_stored_series(tmp_path, monkeypatch, capsys):
+    """From a folder that holds another `tiny/`, `--model tiny` of a command that reads the store is the stored
+    series (before: refused, with the advice "pass --model tiny", the command that had just failed); `./tiny`
+    forces the folder, and its refusal's advice is the bare name, which works (`names.names_stored_series`)."""
+    from dormant_tasks.store.provenance import record_source
+
+    tracked, work = tmp_path / "a" / "tiny", tmp_path / "work"
+    tracked.mkdir(parents=True)
+    (work / "tiny").mkdir(parents=True)
+    store = write_series(tmp_path / "store", {"ahon_ln": known_picture()}, TOKENS, model_id="tiny")
+    record_source(store, "tiny", f"local:{tracked.resolve()}")
+    monkeypatch.chdir(work)
+    out = tmp_path / "r"
+    assert main(["report", "--store", str(store), "--model", "tiny", "--reports-dir", str(out)]) == 0
+    assert (out / "summary.md").read_text().startswith("# Dormant heads: tiny\n")
+    assert main(["findings", "--store", str(store), "--model", "tiny"]) == 0
+    capsys.readouterr()
+    err = one_line_refusal(capsys, ["findings", "--store", str(store), "--model", "./tiny"], "pass --model tiny ")
+    assert "--model ./tiny" not in err.split("pass")[1], err  # the advice is not the failing command
+
+
+def test_the_model_rule_names_a_stored_series_unless_spelled_as_a_path():
+    from dormant_tasks.names import names_stored_series, spelled_as_path
+
+    stored = ["tiny", "org/model"]
+    assert names_stored_series("tiny", stored) and names_stored_series("org/model", stored)
+    for forced in ("./tiny", "/abs/tiny", "~/tiny", "tiny/", "../tiny"):
+        assert spelled_as_path(forced) and not names_stored_series(forced, stored)
+    assert not names_stored_series("other", stored) and not spelled_as_path("org/model")
+
+
 def test_a_full_disk_is_one_line_and_the_old_report_stays(store, tmp_path):
     """A real `dormant report` process whose file size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes its figure writes
     fail with EFBIG, as a full disk fails them with ENOSPC: one line naming the folder and the fix, exit 2, the
@@ -319,3 +350,14 @@ def test_a_full_disk_is_one_line_and_the_old_report_stays(store, tmp_path):
     assert "free space" in line and "another --reports-dir" in line and "intact" in line, line
     assert tree(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r", "store"], "no staging folder left"
+
+
+def test_a_report_of_one_function_draws_no_agreement_and_explains_its_ids(tmp_path):
+    """Agreement between score functions is no measurement with one function: no figure (before: drawn). The
+    summary's first line says what its ids are and counts in words ("1 checkpoint", not "checkpoint(s)")."""
+    store = write_series(tmp_path / "store", {"ahon_ln": known_picture()}, TOKENS)
+    report = render_report(store, MODEL, out_dir=tmp_path / "r")
+    assert not (tmp_path / "r" / "figures" / "agreement.svg").exists()
+    first = (tmp_path / "r" / "summary.md").read_text().splitlines()[2]
+    assert first.startswith("6 checkpoints from ") and "(a hash of every function's threshold" in first, first
+    assert report is not None

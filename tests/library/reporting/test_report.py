@@ -115,8 +115,8 @@ def test_render_report_writes_an_offline_report(known_store, tmp_path):
         "layers_ahon_ln",
         "transitions_ahon_ln",
         "scores_ahon_ln",
-        "agreement",
-        "findings_emergence",  # the findings' figures (docs/SCORES.md §7); set_agreement needs two sets
+        "findings_emergence",  # the findings' figures (docs/SCORES.md §7); set_agreement needs two sets, and
+        # agreement between functions two functions (one here: no figure of a measurement not made)
         "findings_transitions",
     }
     for png, svg in result.figures.values():

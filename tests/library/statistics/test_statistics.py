@@ -192,3 +192,20 @@ def test_the_censored_median_is_kaplan_meiers_and_not_reached_past_half():
     assert half.value == 5.0 and math.isinf(half.high) and half.n_units == 5  # S(5) = 1/2
     most = median_estimate(np.array([1.0, 2, 3, 4] + [np.inf] * 6), layer, r, 0, "tokens")
     assert math.isinf(most.value)  # not reached
+
+
+def test_a_censored_median_interval_never_ends_past_the_last_observed_time():
+    """Heads settling at random times of a 1e9-token series, some censored (+inf): an interval end is an observed
+    time or "not reached", never a time the percentile interpolated between the last one and the censoring."""
+    from dormant_tasks.statistics import median_estimate
+
+    rng = np.random.default_rng(0)
+    for case in range(300):
+        n = int(rng.integers(10, 40))
+        values = rng.uniform(0, 1e9, n)
+        values[rng.random(n) < rng.uniform(0.2, 0.7)] = np.inf
+        layer = np.arange(n) % 5
+        e = median_estimate(values, layer, Resampling(resamples=40, seed=case), 0, "tokens")
+        last = values[np.isfinite(values)].max(initial=0.0)
+        for end in (e.low, e.high):
+            assert math.isinf(end) or math.isnan(end) or end <= last, (case, end, last)

@@ -593,11 +593,12 @@ def test_status_cli(two_series_store, capsys):
     S.write_table(two_series_store, "transitions", rows, file_key="transitions")
     assert cli_main(["status", "--store", str(two_series_store)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    # the row of older taus is not current: 3 transitions, not 4; counts over every function
+    # the row of older taus is not current: 3 transitions, not 4; ahon_ln's counts, then the count over every function
     assert lines[0] == (
-        f"{MODEL}: 2 checkpoints, steps 10..20, ahon_ln dormant 16.7% -> 0.0%, transitions 1 ahon_ln / 3 total "
-        "(2 confident at an older rule: `dormant store repair` derives them again, 1 blip), per-input scores kept "
-        "for 0/2"
+        f"{MODEL}: 2 checkpoints, steps 10..20, ahon_ln dormant 16.7% -> 0.0%, ahon_ln transitions 1 (1 confident at "
+        "a rule not recorded (an older version's, or a run stopped before recording it; the files are whole): "
+        "`dormant store repair` derives them again, 0 blips); 3 transitions over all 2 functions, per-input scores "
+        "kept for 0/2"
     )
     assert lines[1] == "tiny: not tracked (0 evaluation rows)"
 

@@ -137,14 +137,20 @@ def test_a_close_typo_suggests_the_bundled_name():
 
 @pytest.mark.parametrize(
     ("content", "needle"),
-    [(b"", "holds no text"), (b"\n  \n\t\n", "holds no text"), (b"caf\xe9 au lait\n", "not UTF-8")],
-    ids=["empty", "blank-lines", "latin-1"],
+    [
+        (b"", "holds no text"),
+        (b"\n  \n\t\n", "holds no text"),
+        (b"caf\xe9 au lait\n", "not UTF-8"),
+        (b"one text\ntwo\x00texts\n", "line 2 holds NUL bytes"),  # before: scored silently
+        (b'{"text": "a\x00b", "id": 1}\n', "line 1 holds NUL bytes"),
+    ],
+    ids=["empty", "blank-lines", "latin-1", "nul", "nul-json"],
 )
 def test_a_bad_texts_file_is_refused_in_one_line(tmp_path, content, needle):
     path = tmp_path / "texts.txt"
     path.write_bytes(content)
     with pytest.raises(ScoringError) as excinfo:
-        load_calibration_set(str(path))
+        load_calibration_set(str(path), cluster_field="id" if content.startswith(b"{") else None)
     message = _one_line_error(excinfo)
     assert needle in message and str(path) in message
 
@@ -153,6 +159,45 @@ def test_a_folder_is_refused(tmp_path):
     with pytest.raises(DormantError) as excinfo:
         load_calibration_set(str(tmp_path))
     assert "is a folder" in _one_line_error(excinfo)
+
+
+def test_a_device_a_fifo_and_a_socket_are_refused_before_any_read(tmp_path):
+    """Only a regular file is read: `/dev/zero` read forever (a progress line every 20 s), a FIFO without a writer
+    waited forever, before. Each is refused in one line naming what it is; none is opened."""
+    import os
+    import socket
+
+    fifo, sock = tmp_path / "texts.fifo", tmp_path / "texts.sock"
+    os.mkfifo(fifo)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(sock))
+    try:
+        for path, what in [("/dev/zero", "a character device"), (fifo, "a pipe (FIFO)"), (sock, "a socket")]:
+            with pytest.raises(ScoringError) as excinfo:
+                load_calibration_set(str(path))
+            message = _one_line_error(excinfo)
+            assert f"is {what}, not a regular file" in message and "save the texts to a file" in message, message
+    finally:
+        server.close()
+
+
+def test_a_symlink_loop_is_refused_in_one_line(tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    with pytest.raises(ScoringError) as excinfo:
+        load_calibration_set(str(tmp_path / "loop"))
+    assert "cannot be read (Too many levels of symbolic links)" in _one_line_error(excinfo)
+
+
+def test_bytes_read_without_a_line_break_are_bounded(tmp_path, monkeypatch):
+    """A line past MAX_LINE_CHARS is no text of a one-text-per-line file: refused, not read to its end (lowered
+    here so the test writes 100 KB, not 256 MB)."""
+    monkeypatch.setattr(cal, "MAX_TEXT_CHARS", 1000)
+    monkeypatch.setattr(cal, "MAX_LINE_CHARS", 20_000)
+    path = tmp_path / "one-line.txt"
+    path.write_text("first\n" + "x" * 100_000, encoding="utf-8")
+    with pytest.raises(ScoringError) as excinfo:
+        load_calibration_set(str(path))
+    assert "line 2 runs past 20,000 characters without a line break" in _one_line_error(excinfo)
 
 
 def test_a_bad_limit_is_refused():

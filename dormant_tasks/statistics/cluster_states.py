@@ -1,0 +1,249 @@
+"""Confident states of a series' heads, with the calibration inputs' clusters as the unit and the multiplicity over
+checkpoints taken from the series' own joint distribution (docs/SCORES.md §5, "Confidence"): `decide_states`.
+
+The data of one head: the same n inputs, in C clusters (WinoGrande twins, 8 lines of one file, a document; one input
+per cluster when unknown), scored at T checkpoints. Cluster c at checkpoint t has k_tc of its m_c inputs inactive,
+and its deviation from a dormant rate of one half is d_tc = k_tc - m_c / 2.
+
+- **Statistic.** z_t = (|S_t| - delta_t)+ sign(S_t) / sqrt(sum_c d_tc²), S_t = sum_c d_tc: the self-normalised
+  cluster sum, i.e. the score statistic of "rate = 1/2" with the cluster-robust variance computed under that null
+  (delta_t: half the sum's lattice step, the smallest non-zero |d_tc|, a continuity correction; with one input
+  per cluster z_t is the binomial test's normal approximation with its continuity correction).
+- **Null and what is resampled.** A head whose rate never crosses one half (it stays <= 1/2 at every checkpoint,
+  or >= 1/2). At the boundary the clusters' deviations are independent across clusters with mean 0, however the
+  inputs of one cluster agree with each other and however persistent each cluster is from one checkpoint to the
+  next. The wild cluster bootstrap with the null imposed resamples exactly that: each cluster's whole series of
+  deviations (d_1c .. d_Tc) is multiplied by one draw g_c, jointly at every checkpoint, so the resampled z* keep
+  the clusters' correlation across checkpoints (Gaussian multipliers: z* = a_t . g with a_t = d_t / |d_t|).
+- **Multiplicity over checkpoints** (Westfall-Young single step, the max statistic): a state is called dormant
+  at t when G(z_t) <= c, active when G(-z_t) <= c, with G(x) = P(max_t z*_t >= x) the tail of the maximum over
+  the head's whole series (symmetric: the minimum's tail is the same). A head whose rate never exceeds 1/2 is
+  called dormant somewhere with probability G(x_c) = c, whatever its persistence: 200 nearly identical
+  checkpoints cost about what one does, 200 independent ones what Bonferroni charges.
+- **The tail** G(x) is far below what a plain resampling can reach (BH over 1,024 heads needs p ~ 1e-5), so it is
+  computed by importance sampling of the union (ALOE, Owen, Maximov & Chertkov 2019): G(x) = T' Phi(-x)
+  E[1 / N], the expectation over a checkpoint t drawn uniformly among the head's T' and g drawn given a_t . g >=
+  x, N the checkpoints whose z* reach x; it has bounded relative error in the tail and lies between Phi(-x) and
+  T' Phi(-x) (Bonferroni) by construction. It is estimated at the nodes x = 1, 1.5, ..., 8 (`NODES`) as r(x) = G(x) / Phi(-x), the
+  head's effective number of checkpoints, interpolated linearly between them and raised where needed so that G
+  is non-increasing (conservative), so that every decision below is one comparison.
+- **Per head**, p_head = G(M), M = the largest x at which the head is confidently in one state at a checkpoint
+  and in the other at a later one on the same path (intersection-union: under either half of the null a claim
+  needs a false call on that half's side). **Over heads**: Benjamini-Hochberg (or -Yekutieli) q-values of
+  p_head; R heads have q <= fdr, and states are called at c = fdr x max(R, 1) / H (BY: / sum_{i<=H} 1/i), the
+  level at which a head has a confident change exactly when it is one of the R.
+
+Cost: counting clusters is O(T H n); the tail O(H x samples x T x (C + grid points up to the head's largest
+|z|)), in chunks of heads. 1,024 heads x 200 checkpoints x 128 inputs: 3.7 s of CPU
+(independent inputs), 8.9 s (twins) on a shared 2-core machine (benchmarks/findings_calibration.py --timing). Deterministic: every draw comes from `seed` and is shared by all heads (a head's result does not depend
+on the others, nor on the chunking).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, SEED, STATE_SAMPLES
+
+NODE_STEP = 0.5
+NODES = np.arange(1.0, 8.0 + NODE_STEP / 2, NODE_STEP)  # where the tail is estimated, then interpolated between
+HEADS_PER_CHUNK = 32
+
+
+@dataclass(frozen=True)
+class StateDecision:
+    """`decide_states`: the confident states of one function's heads over one series, and how they were decided."""
+
+    state: np.ndarray  # int8 [checkpoint, head]: +1 dormant, -1 active, 0 undetermined
+    z: np.ndarray  # [checkpoint, head] the cluster-robust statistic (> 0: towards dormant)
+    state_p: np.ndarray  # [checkpoint, head] G(|z|): the state's p-value adjusted over the head's checkpoints
+    head_p: np.ndarray  # [head] p of "changes confident state somewhere"
+    head_q: np.ndarray  # [head] its q-value over the heads (`method`)
+    level: float  # c: a state is confident when its state_p <= c
+    method: str  # "bh" or "by"
+    fdr: float
+    n_clusters: int  # the units behind every test
+
+    @property
+    def n_selected(self) -> int:
+        return int((self.head_q <= self.fdr).sum())
+
+
+def decide_states(
+    inactive: np.ndarray,
+    clusters: np.ndarray | None,
+    predecessor: np.ndarray,
+    *,
+    fdr: float = FDR,
+    method: str = FDR_METHOD,
+    samples: int = STATE_SAMPLES,
+    seed: int = SEED,
+) -> StateDecision:
+    """Confident states from per-input indicators (docs/SCORES.md §5, "Confidence"; the method in this module's
+    docstring).
+
+    inactive: bool [checkpoint, head, input] (the stored `inactive_inputs`, unpacked); clusters: int [input] (the
+    stored `input_clusters`; None: one input per cluster); predecessor: int [checkpoint] the checkpoint each is
+    compared with (-1: none), checkpoints in series order. `samples` importance samples per head and `seed` fix
+    the tail's Monte Carlo; the same arguments give the same decision.
+    """
+    from dormant_tasks.statistics.states import fdr_qvalues, harmonic
+
+    x = np.asarray(inactive, dtype=bool)
+    if x.ndim != 3:
+        raise ValueError(f"inactive: [checkpoint, head, input], got shape {x.shape}")
+    n_ckpt, n_heads, n_inputs = x.shape
+    labels = np.arange(n_inputs) if clusters is None else np.asarray(clusters)
+    if labels.shape != (n_inputs,):
+        raise ValueError(f"clusters: one per input ({n_inputs}), got shape {labels.shape}")
+    pred = np.asarray(predecessor, dtype=np.int64)
+    d = cluster_deviations(x, labels)  # [checkpoint, head, cluster]
+    z, norm = standardise(d)
+    # no level can be below fdr / (H x BY's harmonic sum): where Bonferroni's bound is under that, G needs no finer
+    floor = 0.1 * fdr / (max(n_heads, 1) * harmonic(max(n_heads, 1)))
+    tails = TailGrid.fit(d, norm, np.abs(z).max(axis=0, initial=0.0), samples, seed, floor)
+    state_p = tails.p(np.abs(z))  # [checkpoint, head]
+
+    # the largest x at which the head is confidently on one side at i and on the other at a later j
+    reach = _reach(z, pred)  # [head]
+    head_p = tails.p(reach[None, :])[0]
+    head_q = fdr_qvalues(head_p, method)
+    selected = int((head_q <= fdr).sum())
+    level = fdr * max(selected, 1) / n_heads if n_heads else 0.0
+    if method == "by":
+        level /= harmonic(n_heads)
+    sure = state_p <= level
+    state = np.where(sure & (z > 0), 1, np.where(sure & (z < 0), -1, 0)).astype(np.int8)
+    return StateDecision(
+        state, z, state_p, head_p, head_q, float(level), method, float(fdr), int(np.unique(labels).size)
+    )
+
+
+def cluster_deviations(inactive: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """float32 [checkpoint, head, cluster]: k_tc - m_c / 2, the clusters in the order of their labels."""
+    _, cl = np.unique(labels, return_inverse=True)
+    if cl.max(initial=-1) + 1 == labels.size:  # one input per cluster: no sums to make
+        order = np.argsort(cl, kind="stable")
+        return inactive[..., order].astype(np.float32) - np.float32(0.5)
+    order = np.argsort(cl, kind="stable")
+    sizes = np.bincount(cl)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    counts = np.add.reduceat(inactive[..., order].astype(np.int16), starts, axis=-1)
+    return counts.astype(np.float32) - (sizes / 2).astype(np.float32)
+
+
+def standardise(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(z, norm), each [checkpoint, head]: the continuity-corrected self-normalised sums and |d_t| (0 where every
+    cluster sits exactly at one half; its z is 0 and it never counts as a test)."""
+    total = d.sum(axis=-1, dtype=np.float64)
+    norm = np.sqrt(np.einsum("thc,thc->th", d, d, dtype=np.float64))
+    nonzero = np.where(d != 0, np.abs(d), np.float32(np.inf)).min(axis=-1)  # the sum's lattice: its half step
+    delta = np.where(np.isfinite(nonzero), nonzero, 0.0)
+    safe = np.where(norm > 0, norm, 1.0)
+    z = np.where(norm > 0, np.sign(total) * np.maximum(np.abs(total) - delta, 0.0) / safe, 0.0)
+    return z, norm
+
+
+def _reach(z: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """[head] max over ordered pairs i before j on a path of max(min(z_i, -z_j), min(-z_i, z_j)): both states of
+    a change are confident at any level whose critical value is at most this (0 without a pair)."""
+    n_ckpt, n_heads = z.shape
+    hi, lo = np.full_like(z, -np.inf), np.full_like(z, -np.inf)  # [checkpoint, head] max z, max -z on the path
+    out = np.zeros(n_heads)
+    for j in range(n_ckpt):
+        if pred[j] >= 0:
+            before_hi, before_lo = hi[pred[j]], lo[pred[j]]
+            out = np.maximum(out, np.maximum(np.minimum(before_hi, -z[j]), np.minimum(before_lo, z[j])))
+            hi[j], lo[j] = np.maximum(before_hi, z[j]), np.maximum(before_lo, -z[j])
+        else:
+            hi[j], lo[j] = z[j], -z[j]
+    return out
+
+
+@dataclass(frozen=True)
+class TailGrid:
+    """Per head, G(x) = P(max_t z*_t >= x) as the ratio r(x) = G(x) / Phi(-x) (between 1 and T', the head's
+    "effective number of checkpoints") at the nodes x = NODES (`fit`), and its monotone interpolation (`p`)."""
+
+    log_r: np.ndarray  # [head, node] log r, made so that G is non-increasing in x
+    n_tests: np.ndarray  # [head] T': checkpoints whose z* is not identically 0
+
+    @classmethod
+    def fit(cls, d: np.ndarray, norm: np.ndarray, reach: np.ndarray, samples: int, seed: int, floor: float) -> TailGrid:
+        """d: float32 [checkpoint, head, cluster] deviations and norm [checkpoint, head] their lengths; reach: [head]
+        the largest x queried; where Bonferroni's bound T' Phi(-x) is below `floor` (no decision turns on G there)
+        it stands for G."""
+        n_ckpt, n_heads, n_clusters = d.shape
+        alive = (norm > 0).T  # [head, checkpoint]
+        n_tests = alive.sum(axis=1)
+        log_t = np.log(np.maximum(n_tests, 1)).astype(np.float64)
+        log_r = np.repeat(log_t[:, None], NODES.size, axis=1)  # Bonferroni where not evaluated
+        # the nodes each head needs: up to the first at or beyond its reach, short of where Bonferroni is below floor
+        need = (NODES[None, :] <= np.maximum(reach, NODES[0])[:, None] + NODE_STEP) & (
+            log_t[:, None] + special.log_ndtr(-NODES)[None, :] > np.log(floor)
+        )
+        rng = np.random.default_rng([seed, 50])
+        w = rng.standard_normal((samples, n_clusters)).astype(np.float32)  # shared by every head
+        u = rng.random(samples)
+        pick = rng.random(samples)
+        for start in range(0, n_heads, HEADS_PER_CHUNK):
+            heads = np.arange(start, min(start + HEADS_PER_CHUNK, n_heads))
+            heads = heads[n_tests[heads] > 1]  # one checkpoint (or none): G is Phi(-x) exactly, r = 1 = T'
+            if heads.size:
+                # the chunk's unit vectors a_t = d_t / |d_t|, [head, checkpoint, cluster]
+                inv = np.where(norm[:, heads] > 0, 1.0 / np.where(norm[:, heads] > 0, norm[:, heads], 1.0), 0.0)
+                unit = np.ascontiguousarray((d[:, heads, :] * inv[..., None].astype(np.float32)).transpose(1, 0, 2))
+                got = _aloe(unit, alive[heads], w, u, pick, need[heads])
+                log_r[heads] = np.where(need[heads], got, log_r[heads])
+        # G non-increasing between and at the nodes: sweeping from the right, a node's log r is raised (never
+        # lowered: conservative) to at least the next one's minus the hazard of Phi(-x) over the step
+        hazard = np.exp(special.log_ndtr(-NODES) * -1.0 + _log_pdf(NODES))  # phi / Phi(-x) at each node
+        for k in range(NODES.size - 2, -1, -1):
+            log_r[:, k] = np.maximum(log_r[:, k], log_r[:, k + 1] - hazard[k] * NODE_STEP)
+        return cls(log_r, n_tests)
+
+    def p(self, x: np.ndarray) -> np.ndarray:
+        """G_h(x) for x [..., head] >= 0: Phi(-x) r(x), r interpolated linearly between the nodes (constant below
+        the first), Bonferroni's T' beyond the last."""
+        x = np.asarray(x, dtype=np.float64)
+        k = np.clip(np.searchsorted(NODES, x, side="right") - 1, 0, NODES.size - 2)  # [..., head] left node
+        heads = np.broadcast_to(np.arange(self.log_r.shape[0]), x.shape)
+        left, right = self.log_r[heads, k], self.log_r[heads, k + 1]
+        frac = np.clip((x - NODES[k]) / NODE_STEP, 0.0, 1.0)
+        log_r = np.where(x > NODES[-1], np.log(np.maximum(self.n_tests, 1))[heads], left + frac * (right - left))
+        return np.minimum(1.0, np.exp(special.log_ndtr(-x) + log_r))
+
+
+def _log_pdf(x: np.ndarray) -> np.ndarray:
+    return -0.5 * x * x - 0.5 * np.log(2 * np.pi)
+
+
+def _aloe(
+    unit: np.ndarray, alive: np.ndarray, w: np.ndarray, u: np.ndarray, pick: np.ndarray, need: np.ndarray
+) -> np.ndarray:
+    """log r [head, node] of a chunk of heads by ALOE (r = T' E[1 / N]) at the nodes it `need`s (others: 0)."""
+    out = np.zeros(need.shape)
+    zw = np.matmul(unit, w.T).transpose(0, 2, 1)  # [head, sample, checkpoint]: a_s . w
+    # each sample's conditioning checkpoint, uniform among the head's live ones
+    live = [np.flatnonzero(a) for a in alive]
+    t = np.stack([idx[np.minimum((pick * idx.size).astype(np.int64), idx.size - 1)] for idx in live])  # [head, sample]
+    rows = np.arange(unit.shape[0])[:, None]
+    rho = np.matmul(unit[rows, t], unit.transpose(0, 2, 1))  # [head, sample, checkpoint]: a_s . a_t
+    # z*_s = a_s . g with g = a_t y + (I - a_t a_t') w: rho_s y plus the part of a_s . w orthogonal to a_t
+    base = zw - rho * zw[rows, np.arange(t.shape[1])[None, :], t][..., None]
+    base = np.where(alive[:, None, :], base, -np.inf).astype(np.float32)
+    rho = rho.astype(np.float32)
+    n_tests = alive.sum(axis=1)
+    for k, x in enumerate(NODES):
+        sel = np.flatnonzero(need[:, k])
+        if not sel.size:
+            continue
+        # a_t . g given a_t . g >= x: the truncated normal's quantile, computed in the upper tail for precision
+        y = (-special.ndtri(u * special.ndtr(-x))).astype(np.float32)
+        z = base[sel] + rho[sel] * y[None, :, None]
+        n = np.maximum((z >= np.float32(x) * np.float32(1 - 1e-6)).sum(axis=-1), 1)  # [head, sample]; t counts
+        out[sel, k] = np.log(n_tests[sel]) + np.log(np.mean(1.0 / n, axis=1))
+    return out
