@@ -59,8 +59,11 @@ class Store:
 
 
 def open_store(path) -> Store:
-    """Open the store at `path` (a StoreError, with the fix, when it is not one)."""
-    return Store(store.store_folder(path))
+    """Open the store at `path` (a StoreError, with the fix, when it is not one): a folder, or a series published on
+    the Hub, `hf://datasets/ORG/NAME` (fetched once into a cached, read-only copy: docs/PUBLISHING.md)."""
+    from dormant_tasks.publishing import open_published
+
+    return Store(store.store_folder(open_published(path)))
 
 
 @dataclass(frozen=True)

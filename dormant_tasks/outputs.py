@@ -33,7 +33,7 @@ from typing import NoReturn
 from dormant_tasks.atomic import atomic_file, sweep_dead_temps, temp_path, write_errors
 from dormant_tasks.errors import USER_ERRNOS, ConfigError
 from dormant_tasks.paths import default_reports_dir
-from dormant_tasks.store import comparisons_files, store_folder
+from dormant_tasks.store import comparisons_files, refuse_published, store_folder
 from dormant_tasks.version import __version__
 
 OUTPUT_MARKER = ".dormant-report.json"  # in every folder the tool publishes: what it is, from which store and series
@@ -273,6 +273,7 @@ def record_comparison(store, folder, models: list[str]) -> Path:
     from filelock import FileLock
 
     index, lock = comparisons_files(store_folder(store))
+    refuse_published(store)  # a published series is read, never written
     key = str(Path(folder).resolve())
     with write_errors(lock.parent):
         lock.parent.mkdir(exist_ok=True)

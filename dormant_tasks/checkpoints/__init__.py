@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         file_sha256 as file_sha256,
         hub_endpoint as hub_endpoint,
         hub_silence as hub_silence,
+        is_transient as is_transient,
         local_content_hash as local_content_hash,
     )
     from dormant_tasks.checkpoints.hub_adapter import go_offline as go_offline

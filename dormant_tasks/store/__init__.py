@@ -30,11 +30,13 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.store.layout import (
         MARKER as MARKER,
+        PUBLISHED as PUBLISHED,
         SCHEMA_VERSION as SCHEMA_VERSION,
         check_store as check_store,
         check_store_path as check_store_path,
         comparisons_files as comparisons_files,
         is_store as is_store,
+        refuse_published as refuse_published,
         running_writers as running_writers,
         series_files as series_files,
         store_folder as store_folder,
@@ -49,6 +51,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         stored_requests as stored_requests,
         write_request as write_request,
     )
+    from dormant_tasks.store.published import publication_files as publication_files
     from dormant_tasks.store.repair import (
         all_series as all_series,
         damaged_files as damaged_files,

@@ -8,6 +8,7 @@
                                                          take no lock and ignore "_" and "." names)
     <store>/comparisons.json                             the `dormant compare` folders made from this store
     <store>/_locks/@comparisons.lock                     its writers' lock ("@" is in no slug)
+    <store>/_published.json                              a published series (`store.published`): read, never written
 
 The partition key is `series`, a filesystem-safe form of model_id (`series_slug`). `check_store_path` is the
 one check of a --store path (its kind, whether it exists where it must, whether a file can be created in it),
@@ -31,6 +32,7 @@ MARKER = "_store.json"
 REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the request of every run
 SOURCES = "sources"  # <store>/sources/series=<slug>.json: the source a series is tracked from (its identity)
 COMPARISONS = "comparisons.json"  # <store>/comparisons.json: the comparison folders made from the store
+PUBLISHED = "_published.json"  # <store>/_published.json: a series laid out by `dormant publish`, opened read-only
 
 
 def store_folder(path, create: bool = False, allow_old: bool = False) -> Path:
@@ -38,6 +40,8 @@ def store_folder(path, create: bool = False, allow_old: bool = False) -> Path:
     `allow_old` is for `store_upgrade` alone: it opens a store of an older schema version."""
     root = Path(path)
     marker = root / MARKER
+    if create and marker.is_file():
+        refuse_published(root)
     if not marker.is_file():
         if not create:
             what = "does not exist" if not root.exists() else f"has no {MARKER} (not a dormant store)"
@@ -79,9 +83,14 @@ def store_version(path) -> int:
 
 
 def write_marker(root: Path) -> None:
-    content = {"schema_version": SCHEMA_VERSION, "created_by": f"dormant-heads {__version__}"}
     with atomic_file(root / MARKER) as f:
-        f.write((json.dumps(content, indent=1) + "\n").encode())
+        f.write(marker_json())
+
+
+def marker_json() -> bytes:
+    """The marker's bytes, the same for every store this release writes."""
+    content = {"schema_version": SCHEMA_VERSION, "created_by": f"dormant-heads {__version__}"}
+    return (json.dumps(content, indent=1) + "\n").encode()
 
 
 def check_store(store, use: str = "any", allow_old: bool = False) -> Path:
@@ -124,6 +133,8 @@ def check_store_path(store, use: str = "any") -> Path:
         raise StoreError(
             f"--store {shown} does not exist: pass the right --store, or fill one with `dormant track --model ... --store {shown}`"
         )
+    if use in ("writes", "updates") and root.is_dir():
+        refuse_published(root, shown)
     if use == "updates" and root.is_dir() or use not in ("writes", "updates"):
         return root
     folder = root
@@ -141,6 +152,16 @@ def check_store_path(store, use: str = "any") -> Path:
     if why:
         raise StoreError(f"--store {shown}: no file can be created in {folder} ({why}); choose another --store")
     return root
+
+
+def refuse_published(root, shown=None) -> None:
+    """StoreError when the store at `root` is a published series (its `PUBLISHED` record): a copy of what another
+    store holds, read by the commands that only read (findings, report, status, compare), never written to."""
+    if (Path(root) / PUBLISHED).is_file():
+        raise StoreError(
+            f"--store {shown or root} is a published series (written by dormant publish): it is read-only; findings, "
+            "report, status and compare read it, and a command that writes needs a store of its own (another --store)"
+        )
 
 
 def comparisons_files(store) -> tuple[Path, Path]:

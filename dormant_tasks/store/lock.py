@@ -15,7 +15,7 @@ from pathlib import Path
 from dormant_tasks.atomic import atomic_file, sweep_dead_temps
 from dormant_tasks.errors import StoreError
 from dormant_tasks.names import series_slug
-from dormant_tasks.store.layout import MARKER, check_store, store_folder
+from dormant_tasks.store.layout import MARKER, check_store, refuse_published, store_folder
 
 
 @contextlib.contextmanager
@@ -79,6 +79,7 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
     first removes the temp files that killed writers left in the store (`sweep_killed_writers`).
     """
     root = Path(store)
+    refuse_published(root)  # a published series is read, never written (not even its lock folder)
     path = _lock_path(root, model_id)
     with _RUNS_LOCK:
         run = _RUNS.get(path)

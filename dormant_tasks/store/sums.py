@@ -72,7 +72,12 @@ def _write_sums(root: Path, model_id: str, files: dict[str, Entry]) -> None:
     with write_errors(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path) as f:
-        f.write((json.dumps({"files": dict(sorted(files.items()))}, indent=0) + "\n").encode())
+        f.write(sums_json(files))
+
+
+def sums_json(files: dict[str, Entry]) -> bytes:
+    """The record's bytes: the same files give the same bytes (a published series' record, `store.published`)."""
+    return (json.dumps({"files": dict(sorted(files.items()))}, indent=0) + "\n").encode()
 
 
 def record_sums(root: Path, model_id: str, sums: dict[Path, tuple[str, int]], *, keep_old: bool = False) -> None:

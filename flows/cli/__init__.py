@@ -26,6 +26,7 @@ COMMANDS = [
     "report",
     "findings",
     "compare",
+    "publish",
     "evaluate",
     "leaderboard",
     "checkpoints",

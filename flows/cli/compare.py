@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
         help="compare tracked series side by side: dormancy across model sizes and families",
         description=__doc__.split("\n\n")[0],
     )
-    add_store_argument(p)
+    add_store_argument(p, published=True)
     add_model_argument(
         p,
         "the series to compare, two or more: Hub ids, local folders or their names, as `dormant status` lists "

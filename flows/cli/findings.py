@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
         help="state the paper's three training-dynamics findings as measured on a tracked series",
         description=__doc__.split("\n\n")[0],
     )
-    add_store_argument(p)
+    add_store_argument(p, published=True)
     add_stored_series_argument(p)
     add_scores_argument(p, f"the one score function of the findings (default: {DEFAULT_FN} when tracked)", one=True)
     add_statistics_arguments(p)

@@ -4,7 +4,7 @@ One name per concept in every command (docs/USAGE.md, "Command grammar"):
     --model      the thing analysed: a Hub repo id, a local folder, or a stored series' name (its slug)
     --store      the Parquet store folder
     --reports-dir  the report folder
-    --out        the one file a command writes (`score`)
+    --out        what a command writes outside the store: a file (`score`), a folder (`publish`)
     --tasks      lm-eval tasks, space- or comma-separated, repeatable
     --scores     score functions, space- or comma-separated, repeatable
     --device / --dtype  from `dormant_tasks.devices`, the one vocabulary of the library
@@ -162,18 +162,25 @@ def add_stored_series_argument(parser) -> None:
     )
 
 
-def add_store_argument(parser, use: str = "reads") -> None:
+def add_store_argument(parser, use: str = "reads", published: bool = False) -> None:
     """The one `--store` option of every command that reads or writes a store. `use`: `reads` (it must exist),
     `writes` (it, or the folder it is created in, must take a file), `updates` (as `writes` for a store yet to be
     created; an existing one may be read-only until the command has something to write) or `optional` (a stored
-    series' name). Checked by `store.layout.check_store_path` (`preflight`), as the library checks it."""
+    series' name). Checked by `store.layout.check_store_path` (`preflight`), as the library checks it. `published`:
+    the command also reads a series published on the Hub (`hf://datasets/ORG/NAME`, fetched by `preflight`)."""
     parser.add_argument(
         "--store",
         default=str(default_store()),
         metavar="DIR",
-        help="Parquet store folder (default: $DORMANT_STORE or ./data/store)",
+        help="Parquet store folder (default: $DORMANT_STORE or ./data/store)"
+        + ("; or a published series, hf://datasets/ORG/NAME or a folder `dormant publish` wrote" if published else ""),
     )
-    parser.set_defaults(store_use=use)
+    parser.set_defaults(store_use=use, store_published=published)
+
+
+def add_out_argument(parser, help: str, metavar: str = "FILE", required: bool = False) -> None:
+    """`--out`: what a command writes outside the store, a file (`score`) or a folder (`publish`)."""
+    parser.add_argument("--out", required=required, metavar=metavar, help=help)
 
 
 def add_series_name_argument(parser) -> None:

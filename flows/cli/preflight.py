@@ -22,6 +22,8 @@ from dormant_tasks.offline import hub_offline, task_data_offline
 from dormant_tasks.requests import check_max_tokens
 from dormant_tasks.store import check_store_path
 
+from .publish import published_store
+
 
 def missing_folder(value: str) -> str:
     """Why a `--model` path does not exist: the nearest folder that does, and the closest of its subfolders."""
@@ -155,6 +157,7 @@ def preflight(args: argparse.Namespace) -> None:
     if getattr(args, "device", None) is not None and not elsewhere:
         check_device_available(args.device)  # (an existing Dask cluster's or a work pool's GPUs are not here)
     if getattr(args, "store", None) is not None:
+        args.store = published_store(args)  # a Hub location: its cached copy, for a command that only reads
         check_store_option(args)
     if getattr(args, "reports_dir", None) is not None:
         args.reports_dir = str(check_reports_dir(args.reports_dir))

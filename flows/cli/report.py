@@ -17,7 +17,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "report", help="render the evolution report of a tracked model series", description=__doc__.splitlines()[0]
     )
-    add_store_argument(p)
+    add_store_argument(p, published=True)
     add_stored_series_argument(p)
     add_reports_dir_argument(p)
     add_scores_argument(

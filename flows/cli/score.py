@@ -21,6 +21,7 @@ from .options import (
     add_dtype_argument,
     add_max_tokens_argument,
     add_model_argument,
+    add_out_argument,
     add_scores_argument,
 )
 
@@ -45,11 +46,10 @@ def add_parser(subparsers) -> None:
         "--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
     )
     add_max_tokens_argument(p)
-    p.add_argument(
-        "--out",
+    add_out_argument(
+        p,
+        "output file, .parquet or .csv: its suffix names the format (required; new, or a Parquet file `dormant score` wrote: nothing else is replaced)",
         required=True,
-        metavar="FILE",
-        help="output file, .parquet or .csv: its suffix names the format (required; new, or a Parquet file `dormant score` wrote: nothing else is replaced)",
     )
     p.set_defaults(func=run)
 

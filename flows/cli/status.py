@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "status", help="summarise the model series stored in a Parquet store", description=__doc__.split("\n\n")[0]
     )
-    add_store_argument(p)
+    add_store_argument(p, published=True)
     p.add_argument(
         "--verify",
         action="store_true",

@@ -53,6 +53,7 @@ ADVICE: dict[str, str | None] = {
     "dormant findings --seed-group": None,
     "dormant leaderboard --tasks T": "dormant leaderboard --tasks winogrande",
     "dormant pretrain-tiny": "dormant pretrain-tiny --model data/series/other --steps 2",
+    "dormant publish": "dormant publish --model tiny-olmo2 --out published --license cc-by-4.0",
     "dormant pretrain-tiny --seed N": "dormant pretrain-tiny --model data/series/seed1 --seed 1 --steps 2",
     "dormant report": "dormant report",
     "dormant score": "dormant score --model data/series/tiny-olmo2/{last} --out scores.parquet --limit 4",
@@ -182,6 +183,9 @@ RUN_AS = {
     "dormant store repair --check --store DIR": "dormant store repair --check --store data/store",
     "dormant store gc --store DIR": "dormant store gc --store data/store",
     "dormant store upgrade --store PATH": "dormant store upgrade --store data/store",
+    # docs/PUBLISHING.md's "Share your results" (also in the README): the folder the line before it writes
+    "dormant findings --store published/tiny-olmo2": "dormant publish --model tiny-olmo2 --out published/tiny-olmo2 "
+    "--license cc-by-4.0 && dormant findings --store published/tiny-olmo2",
 }
 FIXTURE_EVALUATE = next(k for k in RUN_AS if "dormant evaluate" in k)
 MARKED = {
@@ -209,6 +213,9 @@ MARKED = {
     "tcp://flowhost:8786": GPU + ", and a Dask cluster (docs/CLUSTER.md)",
     "dormant track --model allenai/OLMo-2-1124-7B --every 10 --runner dask --address tcp://flowhost:8786": HUB
     + ", a Dask cluster and a Prefect server on another host (docs/CLUSTER.md)",
+    "dormant findings --store hf://datasets/my-lab/tiny-olmo2-heads": HUB + ": a published dataset repo",
+    "dormant report --store hf://datasets/my-lab/tiny-olmo2-heads@v1.0 --reports-dir reports/theirs": HUB
+    + ": a published dataset repo",
     'dormant deploy --model allenai/OLMo-2-1124-7B --every 10 --device cuda --pool gpu --cron "0 3 * * *"': GPU
     + ", and a Prefect server and work pool (tests/flows/test_deploy.py deploys a local series)",
 }
@@ -216,6 +223,8 @@ PYTHON_MARKED = {  # the first line of the block that the mark is for
     "from huggingface_hub import list_repo_refs": HUB,
     "from dask_kubernetes.operator import KubeCluster": "needs a Kubernetes cluster with GPUs",
     "import subprocess": "needs a SLURM cluster with GPUs",
+    "# a series published on the Hub, read without scoring anything": HUB + ": a published dataset repo",
+    "from datasets import load_dataset": HUB + ": a published dataset repo",
 }
 
 

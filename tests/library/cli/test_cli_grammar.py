@@ -66,6 +66,7 @@ GRAMMAR = {
             "report",
             "findings",
             "compare",
+            "publish",
             "store repair",
             "store gc",
             "leaderboard",
@@ -84,6 +85,7 @@ GRAMMAR = {
             "report",
             "findings",
             "compare",
+            "publish",
             "status",
             "store upgrade",
             "store repair",
@@ -93,9 +95,12 @@ GRAMMAR = {
         },
     ),
     "the report folder": ("--reports-dir", {"track", "serve", "deploy", "demo", "report", "findings", "compare"}),
-    "the output file": ("--out", {"score"}),
+    "what is written outside the store": ("--out", {"score", "publish"}),
     "lm-eval tasks": ("--tasks", {"evaluate", "leaderboard"}),
-    "score functions": ("--scores", {"track", "serve", "deploy", "evaluate", "score", "report", "findings", "compare"}),
+    "score functions": (
+        "--scores",
+        {"track", "serve", "deploy", "evaluate", "score", "report", "findings", "compare", "publish"},
+    ),
     "device": ("--device", {"track", "serve", "deploy", "evaluate", "score"}),
     "dtype": ("--dtype", {"track", "serve", "deploy", "evaluate", "score"}),
 }
@@ -137,6 +142,9 @@ def test_the_same_option_is_the_same_definition_everywhere(option, commands):
         action = PARSERS[command]._option_string_actions[option]
         if (command, option) in (("leaderboard", "--model"), ("compare", "--model")):  # several series: the list form
             assert isinstance(action, ListOption) and action.metavar == "MODEL"
+            continue
+        if (command, option) == ("publish", "--out"):  # a folder, where `score` writes a file
+            assert action.metavar == "DIR" and action.type is None and action.nargs is None
             continue
         if (command, option) in (("report", "--scores"), ("findings", "--scores")):  # one function: one value
             assert isinstance(action, ListOption) and action.metavar == "FN" and action.nargs is None

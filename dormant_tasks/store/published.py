@@ -1,0 +1,106 @@
+"""A series as `dormant publish` lays it out: a store of that one series, holding its current results only.
+
+The publication is a store folder (`docs/PUBLISHING.md`), so whatever reads a store reads it: the marker, each
+table's `series=<slug>` folder, the checksum record. What it holds:
+- the result files (`head_scores`, with `with_inputs` also `input_scores`) of the manifest rows the caller names
+  (the series' current checkpoints), byte for byte;
+- the manifest, rewritten with those rows only (an input_scores file left out is no longer named);
+- the derived tables (`transitions`, `head_histories`) of the (taus, calibration set) pairs the caller names, and
+  the series' `taus`, `calibration_agreement`, `failed_checkpoints` and `evaluations` files, byte for byte (with
+  `with_inputs` also `evaluation_items`);
+- further tables of the caller's (the findings), one file each in a folder of their own;
+- the marker and the checksum record of every file that no manifest row names.
+Every file it writes is a function of the store's bytes alone (no clock, no host, rows in a fixed order), so the
+same store gives byte-identical files and a second publication uploads nothing. The `PUBLISHED` record beside
+them, written by the publisher, makes the folder read-only to every writer (`layout.refuse_published`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dormant_tasks.errors import StoreError
+from dormant_tasks.hashing import sha256_file
+from dormant_tasks.store.io import conform, parquet_options
+from dormant_tasks.store.layout import MARKER, data_files, marker_json, safe_file_key, series_dir, store_folder
+from dormant_tasks.store.schema import MANIFEST_KEY, TABLES, derived_file_key
+from dormant_tasks.store.sums import sums_json, sums_path
+from dormant_tasks.store.upgrade import DERIVED
+
+# Tables published whole (every file of the series); per-input tables only when asked for.
+WHOLE = ("taus", "calibration_agreement", "failed_checkpoints", "evaluations")
+PER_INPUT = ("input_scores", "evaluation_items")
+
+
+def parquet_bytes(t: pa.Table) -> bytes:
+    """`t` as the store writes a file (`parquet_options`): the same table gives the same bytes."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink, **parquet_options(t))
+    return sink.getvalue().to_pybytes()
+
+
+def publication_files(
+    store,
+    model_id: str,
+    results: Sequence[Mapping],
+    current: Collection[tuple[str, str]],
+    *,
+    with_inputs: bool = False,
+    tables: Mapping[str, pa.Table] | None = None,
+) -> dict[str, Path | bytes]:
+    """The files of `model_id`'s publication, by path in it (POSIX, relative), in path order: a store file to copy
+    (its path) or the bytes of one written for it.
+
+    `results`: the manifest rows to publish (the series' current checkpoints, of every calibration set);
+    `current`: the (taus_id, calibration_id) pairs whose derived tables to publish; `tables`: further tables by
+    folder name (the findings), each one Parquet file. StoreError when a file the rows name is missing."""
+    root = store_folder(store)
+    files: dict[str, Path | bytes] = {}
+
+    def rel(path: Path) -> str:
+        return path.relative_to(root).as_posix()
+
+    rows = sorted({r["file_key"]: dict(r) for r in results}.values(), key=lambda r: r["file_key"])
+    for r in rows:
+        keep_inputs = with_inputs and bool(r["input_scores_kept"])
+        if not keep_inputs:
+            r |= {"input_scores_kept": False, "input_scores_sha256": None, "input_scores_bytes": None}
+        for table in ("head_scores", "input_scores") if keep_inputs else ("head_scores",):
+            path = series_dir(root, table, model_id) / f"{r['file_key']}.parquet"
+            if not path.is_file():
+                raise StoreError(
+                    f"store {str(root)!r}: the {table} file of {model_id}@{r['revision']} is missing; run `dormant "
+                    f"store repair --store {root}`, then publish again"
+                )
+            files[rel(path)] = path
+    manifest = series_dir(root, "checkpoints", model_id) / f"{MANIFEST_KEY}.parquet"
+    files[rel(manifest)] = parquet_bytes(conform(rows, "checkpoints"))
+    for taus_id, calibration_id in sorted(current):
+        for table in DERIVED:
+            key = safe_file_key(derived_file_key(table, taus_id, calibration_id))
+            path = series_dir(root, table, model_id) / f"{key}.parquet"
+            if path.is_file() and not path.is_symlink():
+                files[rel(path)] = path
+    for table in WHOLE + (PER_INPUT[1:] if with_inputs else ()):
+        files |= {rel(p): p for p in data_files(root, table, model_id)}
+    for name, t in sorted((tables or {}).items()):
+        if name in TABLES:
+            raise StoreError(f"a published table may not be named like a store table: {name!r}")
+        files[rel(series_dir(root, name, model_id) / f"{name}.parquet")] = parquet_bytes(t)
+    named = {rel(series_dir(root, t, model_id) / f"{r['file_key']}.parquet") for r in rows for t in PER_INPUT[:1]}
+    named |= {rel(series_dir(root, "head_scores", model_id) / f"{r['file_key']}.parquet") for r in rows}
+    sums = {path: [list(_digest(content))] for path, content in files.items() if path not in named}
+    files[rel(sums_path(root, model_id))] = sums_json(sums)
+    files[rel(root / MARKER)] = marker_json()
+    return dict(sorted(files.items()))
+
+
+def _digest(content: Path | bytes) -> tuple[str, int]:
+    if isinstance(content, bytes):
+        return hashlib.sha256(content).hexdigest(), len(content)
+    return sha256_file(content), content.stat().st_size
