@@ -4,10 +4,13 @@ A loopback Hub mirror (olah, as the integration tests run it: `tests/integration
 --branches step branches plus `main`, each holding a config, a tokenizer file, a shard index and --shards
 safetensors shards (LFS, small random bytes: only the listing is read). A fresh process times
 `checkpoints.audit_series` on the first N branches for each N of --sizes (one tree listing per branch,
-`hub.LISTING_WORKERS` at a time, and one config read per distinct config), and prints seconds, seconds per
+`hub.LISTING_WORKERS` at a time, one config read per distinct config and one shard-index read per distinct index:
+one for the whole series, as a series' branches usually share it, or one per branch with --distinct-indexes, the
+worst case), and prints seconds, seconds per
 branch and the growth from the smallest size to the largest (linear: the listings are independent).
 
 Usage: .venv/bin/python benchmarks/audit_listing.py [--branches 1000] [--sizes 100,1000] [--shards 3]
+    [--distinct-indexes]
 """
 
 from __future__ import annotations
@@ -37,14 +40,15 @@ print(json.dumps({"seconds": time.monotonic() - start, "branches": len(audit.bra
 """
 
 
-def branch_files(step: int, shards: int) -> dict[str, bytes]:
+def branch_files(step: int, shards: int, distinct_index: bool = False) -> dict[str, bytes]:
     config = json.dumps({"model_type": "olmo2", "num_hidden_layers": 2, "num_attention_heads": 4}).encode()
     files = {"config.json": config, "tokenizer.json": b'{"version": "1.0"}'}
     names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
     for name in names:
         files[name] = os.urandom(256) + f"{step}/{name}".encode()  # unique per branch and shard
+    metadata = {"step": step} if distinct_index else {}  # another blob per branch: one index read each
     files["model.safetensors.index.json"] = json.dumps(
-        {"weight_map": {f"w{i}": n for i, n in enumerate(names)}}
+        {"metadata": metadata, "weight_map": {f"w{i}": n for i, n in enumerate(names)}}
     ).encode()
     return files
 
@@ -54,6 +58,7 @@ def main() -> None:
     parser.add_argument("--branches", type=int, default=1000)
     parser.add_argument("--sizes", default="100,1000")
     parser.add_argument("--shards", type=int, default=3)
+    parser.add_argument("--distinct-indexes", action="store_true", help="a shard index of its own per branch")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="audit-bench-") as tmp:
@@ -61,8 +66,12 @@ def main() -> None:
         results = {}
         start = time.monotonic()
         for n in sizes:
-            steps = {f"step{10 * i}-tokens{10 * i}K": branch_files(i, args.shards) for i in range(n)}
-            steps["main"] = branch_files(n - 1, args.shards)  # the final model, as the Hub serves it
+            steps = {
+                f"step{10 * i}-tokens{10 * i}K": branch_files(i, args.shards, args.distinct_indexes) for i in range(n)
+            }
+            steps["main"] = branch_files(
+                n - 1, args.shards, args.distinct_indexes
+            )  # the final model, as the Hub serves it
             hub_server.build_repo_fast(root / "mirrors", f"bench/audit-{n}", steps)
         built = time.monotonic() - start
         with hub_server.OlahServer(root / "mirrors", root / "olah") as server:
@@ -74,7 +83,10 @@ def main() -> None:
                 if out.returncode != 0:
                     raise SystemExit(out.stderr[-2000:])
                 results[n] = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"mirror built in {built:.1f} s (git fast-import); audit over a loopback olah mirror, {args.shards} shards:")
+    print(
+        f"mirror built in {built:.1f} s (git fast-import); audit over a loopback olah mirror, {args.shards} shards, "
+        f"{'one index per branch' if args.distinct_indexes else 'one index shared by the branches'}:"
+    )
     for n, r in results.items():
         print(
             f"  {n:>5} branches + main: {r['seconds']:.1f} s ({1000 * r['seconds'] / (n + 1):.1f} ms per branch), "

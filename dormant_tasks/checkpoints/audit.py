@@ -13,7 +13,8 @@ sha256 (the shared hash cache). Compared across the series:
 - partial duplicate: a weight file identical to one of a branch at another step (the shard and the branch are
   named); of the two, the one that is not genuine by the rule above is flagged (recorded as failed);
 - incomplete: no weight file, no config.json, a file of 0 bytes, or a shard missing that the shard names
-  (`-00002-of-00003`) or a local index list;
+  (`-00002-of-00003`) or the branch's shard index (`model.safetensors.index.json`) list: a Hub branch's index is
+  read once per distinct index (by its blob id, pinned to a commit; a small JSON, never a weight);
 - tokens: a name whose token count disagrees with the series' tokens per step (`tokens.token_axis`);
 - config: an architecture other than the series' (layers, heads, width, family);
 - main: which step `main` is (expected, said, never a warning).
@@ -148,7 +149,7 @@ def audit_series(
         commits = {r.name: r.commit for r in revisions if r.commit}
         listed = list_branch_files(str(source), commits, workers)
         files = {name: [BranchFile(*f) for f in entries] for name, entries in listed.items()}
-        configs, indexes = _hub_configs(str(source), revisions, files), {}
+        configs, indexes = _hub_configs(str(source), revisions, files), _hub_indexes(str(source), revisions, files)
     axis = listing.tokens
     branches = compare_branches(revisions, files, configs, indexes, axis.disagreements if axis else {})
     return SeriesAudit(
@@ -168,7 +169,7 @@ def compare_branches(
     indexes: dict[str, set[str]],
     token_disagreements: dict[str, str],
 ) -> tuple[BranchAudit, ...]:
-    """The audit's verdicts (module docstring) from each branch's files, config and (local) shard index."""
+    """The audit's verdicts (module docstring) from each branch's files, config and shard index."""
     flags: dict[str, list[Flag]] = defaultdict(list)
     by_name = {r.name: r for r in revisions}
     weights = {
@@ -391,6 +392,35 @@ def _hub_configs(repo: str, revisions: list[Revision], files: dict[str, list[Bra
         for b in branches:
             configs[b.name] = data if isinstance(data, dict) else None
     return configs
+
+
+def _hub_indexes(repo: str, revisions: list[Revision], files: dict[str, list[BranchFile]]) -> dict[str, set[str]]:
+    """The files each branch's shard indexes (`*.index.json`) list, read once per distinct index (by its blob
+    id: a series' branches usually share one), `LISTING_WORKERS` at a time; paths relative to the repo root."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    holders: dict[str, list[tuple[Revision, str]]] = defaultdict(list)
+    for r in revisions:
+        for f in files.get(r.name, []):
+            if f.path.endswith(".index.json") and r.commit:
+                holders[f.digest].append((r, f.path))
+
+    def listed(held: list[tuple[Revision, str]]) -> set[str]:
+        first, path = held[0]
+        try:
+            data = json.loads(read_small_file(repo, first.name, first.commit or "", path))
+        except ValueError:  # not JSON: it lists nothing that can be checked
+            return set()
+        weight_map = (data.get("weight_map") if isinstance(data, dict) else None) or {}
+        folder = path.rpartition("/")[0]
+        return {f"{folder}/{v}" if folder else str(v) for v in weight_map.values()}
+
+    indexes: dict[str, set[str]] = defaultdict(set)
+    with ThreadPoolExecutor(max_workers=LISTING_WORKERS, thread_name_prefix="hub-index") as pool:
+        for held, names in zip(holders.values(), pool.map(listed, holders.values())):
+            for r, _ in held:
+                indexes[r.name] |= names
+    return dict(indexes)
 
 
 def format_audit(audit: SeriesAudit) -> list[str]:

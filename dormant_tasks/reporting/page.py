@@ -24,6 +24,7 @@ from dormant_tasks.reporting.texts import (
     windows_note,
 )
 from dormant_tasks.text import plural
+from dormant_tasks.tracking import set_aside_label
 
 if TYPE_CHECKING:
     from dormant_tasks.findings import Findings
@@ -219,7 +220,7 @@ def _provenance(series: ReportSeries) -> dict:
 def set_aside_note(series) -> str:
     """The branches the integrity audit set aside, each with the branch kept in its place; '' when none."""
     return "; ".join(
-        f"{d['revision']}: {d['kind']} of {d['duplicate_of']}" + (" (kept, marked)" if d["kept"] else "")
+        f"{d['revision']}: {set_aside_label(d)}" + (" (kept, marked)" if d["kept"] else "")
         for d in getattr(series, "set_aside", ())
     )
 

@@ -20,7 +20,7 @@ from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.reporting.sets import CalibrationSets
 from dormant_tasks.statistics import MIN_UNITS, Estimate, Share
 from dormant_tasks.text import md, plural
-from dormant_tasks.tracking import QUANTILE_DEFAULTS
+from dormant_tasks.tracking import QUANTILE_DEFAULTS, set_aside_label
 
 # ---------------------------------------------------------------- summary.md
 
@@ -196,8 +196,7 @@ def integrity_lines(series) -> list[str]:
     if getattr(series, "set_aside", ()):
         lines += ["", "Set aside by the integrity audit (`dormant checkpoints --audit`), not points of training:", ""]
         lines += [
-            f"- {md(d['revision'])}: {md(d['kind'])} of {md(d['duplicate_of'] or '?')}"
-            + (" (kept anyway, marked)" if d["kept"] else "")
+            f"- {md(d['revision'])}: {md(set_aside_label(d))}" + (" (kept anyway, marked)" if d["kept"] else "")
             for d in series.set_aside
         ]
     for group in getattr(series, "identical", ()):

@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     from dormant_tasks.tracking.integrity import (
         record_audit as record_audit,
         set_aside_checkpoints as set_aside_checkpoints,
+        set_aside_label as set_aside_label,
         set_aside_stored_duplicates as set_aside_stored_duplicates,
         shared_weights as shared_weights,
     )

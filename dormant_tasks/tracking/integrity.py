@@ -55,13 +55,16 @@ def write_set_aside(store, model_id: str, rows: list[dict], request: TrackReques
 def record_audit(request: TrackRequest, plan) -> list[CheckpointResult]:
     """Record what the run's audit set aside (`plan.set_aside`: full duplicates and duplicate steps) and what it
     refused (`plan.refused`: partial duplicates, incomplete branches, as failed with the reason); returns the
-    refused ones as failed results of this run. Nothing is written when the records say so already."""
+    refused ones as failed results of this run. With `keep_duplicates` both are tracked, and recorded here as
+    kept (marked, with their reason): a refused branch so kept is set aside again by a later run without it.
+    Nothing is written when the records say so already."""
     listed = {r.name: r for r in plan.listed_all}
     stored = {r["revision"]: r for r in set_aside_checkpoints(request.store, request.model_id)}
     keep = bool(request.keep_duplicates)
+    marked = {**plan.set_aside, **{n: f for n, f in plan.refused.items() if keep or n in stored}}
     rows = [
         _row(request.model_id, listed[name], flag.kind, flag.other, flag.text, keep, request.request_id)
-        for name, flag in plan.set_aside.items()
+        for name, flag in marked.items()
         if name in listed
         and (name not in stored or (stored[name]["reason"], stored[name]["kept"]) != (flag.text, keep))
     ]
@@ -80,6 +83,12 @@ def record_audit(request: TrackRequest, plan) -> list[CheckpointResult]:
         else:
             results.append(record_failure(request, listed[name], reason))
     return results
+
+
+def set_aside_label(row: dict) -> str:
+    """What a `set_aside_checkpoints` row says, short: 'duplicate of X', 'partial duplicate of X', or
+    'incomplete: <the missing or empty file>' (a row that names no other branch gives its reason)."""
+    return f"{row['kind']} of {row['duplicate_of']}" if row["duplicate_of"] else f"{row['kind']}: {row['reason']}"
 
 
 def set_aside_stored_duplicates(store, model_id: str) -> list[str]:

@@ -75,9 +75,11 @@ def set_aside_lines(view) -> str:
         return ""
     n = len(view.duplicates)
     out = f"\n  {n} branch{'es' if n != 1 else ''} set aside by the integrity audit (`dormant checkpoints --audit`):"
+    from dormant_tasks.tracking import set_aside_label
+
     for d in view.duplicates:
         mark = "kept anyway (--keep-duplicates), marked" if d["kept"] else "not a point of training"
-        out += f"\n    {d['revision']}: {d['kind']} of {d['duplicate_of'] or '?'}, {mark}"
+        out += f"\n    {d['revision']}: {set_aside_label(d)}, {mark}"
     return out
 
 

@@ -9,7 +9,10 @@ The branches (Pythia-style names, 1,024 tokens per step), weights as LFS objects
 - step6: its second shard missing: incomplete;
 - step8, step11 (plain git blobs), step12 and `main` = step12: their own weights.
 The audit names each of these and flags nothing else, downloads no weight file (the client's cache holds none,
-and the server's access log shows no file request), and answers in the three output forms.
+and the server's access log shows no request for one: the shard index, a small JSON, is read), and answers in
+the three output forms. A second repo (STALE) has a branch whose shards are complete by their names
+(`-of-00002`) but whose shard index lists six others (re-sharded, the index left behind): only the index
+shows it incomplete.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -25,6 +29,7 @@ from hub_server import REPO_ROOT, OlahServer, build_repo_fast, client_env
 
 pytestmark = pytest.mark.slow
 REPO = "test-org/audited"
+STALE = "test-org/stale-index"
 DORMANT = REPO_ROOT / ".venv" / "bin" / "dormant"
 PLAIN = frozenset({"step0", "step1", "step11"})
 EXPECTED = {
@@ -37,6 +42,11 @@ EXPECTED = {
     "step10": ("duplicate", "step4"),
     "main": ("main", "step12"),
 }
+
+
+def weight_requests(requests: str) -> list[str]:
+    """The weight files (not the shard index) that the server's access log shows requested."""
+    return re.findall(r"/resolve/\S+?\.(?:safetensors|bin|pt|pth)(?=[\s\"?]|$)", requests)
 
 
 def checkpoint_files(folder: Path) -> dict[str, bytes]:
@@ -80,14 +90,23 @@ def audited_hub(tmp_path_factory, tiny_tokenizer, olah):
         "main": weights[12],
     }
     commits = build_repo_fast(root / "mirrors", REPO, branches, plain=PLAIN)
+    torch.manual_seed(9)  # STALE: step1's shards re-saved in two, its index of six left behind
+    model = Olmo2ForCausalLM(tiny_config(tiny_tokenizer, n_layers=2, n_heads=4, hidden_size=64))
+    model.save_pretrained(root / "six", max_shard_size="150KB")
+    model.save_pretrained(root / "two", max_shard_size="400KB")
+    six, two = checkpoint_files(root / "six"), checkpoint_files(root / "two")
+    assert sum(n.endswith(".safetensors") for n in two) == 2 and "of-00006" in "".join(six), sorted(six)
+    index = "model.safetensors.index.json"
+    stale = {"step0": weights[0], "step1": two | {index: six[index]}, "main": two}
+    build_repo_fast(root / "mirrors", STALE, stale)
     (root / "commits.json").write_text(json.dumps(commits))
     with OlahServer(root / "mirrors", root / "olah") as server:
         yield server, root
 
 
-def audit(server, hf_home: Path, fmt: str) -> str:
+def audit(server, hf_home: Path, fmt: str, repo: str = REPO) -> str:
     out = subprocess.run(
-        [str(DORMANT), "checkpoints", "--model", REPO, "--audit", "--tokens-per-step", "1024", "--format", fmt],
+        [str(DORMANT), "checkpoints", "--model", repo, "--audit", "--tokens-per-step", "1024", "--format", fmt],
         capture_output=True,
         text=True,
         env=client_env(server.endpoint, hf_home) | {"PYTHONPATH": str(REPO_ROOT)},
@@ -113,7 +132,22 @@ def test_audit_names_each_public_pattern_and_nothing_else(audited_hub, tmp_path)
     assert not [p for p in (tmp_path / "hf").rglob("*") if p.suffix in (".safetensors", ".bin")]
     requests = log.read_text(errors="replace")[len(before) :]
     assert "/tree/" in requests  # the listings went through this server
-    assert ".safetensors" not in requests and "/resolve/" not in requests
+    assert "/resolve/" in requests and "model.safetensors.index.json" in requests  # the shard index was read
+    assert weight_requests(requests) == []
+
+
+def test_a_shard_that_only_the_index_lists_is_incomplete(audited_hub, tmp_path):
+    """Before the Hub branches' shard index was read, step1 passed: both its `-of-00002` shards are there."""
+    server, root = audited_hub
+    log = root / "olah" / "olah.out"
+    before = log.read_text(errors="replace")
+    rows = json.loads(audit(server, tmp_path / "hf", "json", STALE))["branches"]
+    found = {r["revision"]: (r["verdict"], r["file"]) for r in rows if r["verdict"] != "ok"}
+    assert found.pop("main")[0] == "main"
+    assert found == {"step1": ("incomplete", "model-00001-of-00006.safetensors")}
+    assert "6 shard(s) missing" in next(r["note"] for r in rows if r["revision"] == "step1")
+    assert not [p for p in (tmp_path / "hf").rglob("*") if p.suffix in (".safetensors", ".bin")]
+    assert weight_requests(log.read_text(errors="replace")[len(before) :]) == []
 
 
 def test_audit_text_and_csv_forms(audited_hub, tmp_path):
@@ -164,6 +198,7 @@ def test_track_sets_duplicates_aside_and_refuses_partial_and_incomplete_branches
     stored = set(pq.read_table(next((store / "checkpoints").rglob("*.parquet"))).column("revision").to_pylist())
     assert stored == {"step0", "step4", "step8", "step11", "step12"}
     requests = log.read_text(errors="replace")[len(before) :]
-    for name in ("step1", "step2", "step3", "step5", "step6", "step7", "step10"):  # never downloaded
-        assert f"/resolve/{commits[name]}/" not in requests, name
+    fetched = weight_requests(requests)
+    for name in ("step1", "step2", "step3", "step5", "step6", "step7", "step10"):  # no weight ever downloaded
+        assert not [r for r in fetched if f"/resolve/{commits[name]}/" in r], name
     assert f"/resolve/{commits['step4']}/" in requests  # a scored branch was fetched through this server

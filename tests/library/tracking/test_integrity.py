@@ -141,3 +141,64 @@ def test_two_branches_at_one_step_are_a_duplicate_step_not_a_refused_series(
     )
     assert "its token count agrees with the series" in row["reason"]
     assert transitions(store, "same-step") == clean_transitions
+
+
+PARTIAL = "stage1-step50-tokens102K"  # its own weights, but for step 40's first shard (pythia-12b's case)
+
+
+def save_sharded(folder, tokenizer, seed: int) -> list[str]:
+    """A random tiny checkpoint (`save_random_series`'s model of `seed`) saved in shards; its shard files."""
+    import torch
+    from transformers import Olmo2ForCausalLM
+
+    from dormant_tasks.tiny import tiny_config
+
+    torch.manual_seed(seed)
+    model = Olmo2ForCausalLM(tiny_config(tokenizer, n_layers=2, n_heads=4, hidden_size=64))
+    shutil.rmtree(folder, ignore_errors=True)
+    model.save_pretrained(folder, max_shard_size="150KB")
+    tokenizer.save_pretrained(folder)
+    return sorted(p.name for p in folder.glob("*.safetensors"))
+
+
+def test_a_partial_duplicate_kept_by_keep_duplicates_is_marked_with_its_reason(
+    series_pair, tmp_path, tiny_tokenizer, capsys
+):
+    """`--keep-duplicates` tracks a partial duplicate anyway, marked as a full duplicate is: stored with its reason,
+    shown by `status`, the report and `findings --format json`; a later run without the flag sets it aside."""
+    import json
+
+    from flows.cli import main
+
+    clean, _ = series_pair
+    series = tmp_path / "partial"
+    shutil.copytree(clean, series)
+    shards = save_sharded(series / NAMES[3], tiny_tokenizer, seed=3)  # the series' step 40 again, sharded
+    assert save_sharded(series / PARTIAL, tiny_tokenizer, seed=7) == shards
+    shutil.copyfile(series / NAMES[3] / shards[0], series / PARTIAL / shards[0])
+    store = tmp_path / "store"
+    result = track_steps(request(series, store, keep_duplicates=True))
+    assert not result.failed and PARTIAL in SeriesView.open(store, "partial").revisions
+    [row] = tracker.set_aside_checkpoints(store, "partial")
+    assert (row["revision"], row["kind"], row["duplicate_of"], row["kept"]) == (
+        PARTIAL,
+        "partial duplicate",
+        NAMES[3],
+        True,
+    )
+    assert shards[0] in row["reason"]
+    capsys.readouterr()
+    assert main(["status", "--store", str(store)]) == 0
+    assert f"{PARTIAL}: partial duplicate of {NAMES[3]}, kept anyway (--keep-duplicates), marked" in (
+        capsys.readouterr().out
+    )
+    report = render_report(store, "partial", tmp_path / "reports", reuse=False)
+    assert f"- {PARTIAL}: partial duplicate of {NAMES[3]} (kept anyway, marked)" in report.markdown
+    assert main(["findings", "--store", str(store), "--model", "partial", "--format", "json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)["set_aside"]
+    assert (record["revision"], record["kind"], record["kept"]) == (PARTIAL, "partial duplicate", True)
+    # without the flag: refused as failed, and its stored results are set aside (no longer a point of training)
+    result = track_steps(request(series, store))
+    assert [name for name, _ in result.failed] == [PARTIAL]
+    assert [r["kept"] for r in tracker.set_aside_checkpoints(store, "partial")] == [False]
+    assert PARTIAL not in SeriesView.open(store, "partial").revisions
