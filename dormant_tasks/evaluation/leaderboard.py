@@ -41,7 +41,8 @@ half and report its value on the others (`chosen_on`, `reported_on`); the halves
 (`intervals.select_half`: WinoGrande's twins together, any other task's items by `doc_id`); by default they
 choose and report on the same items, as the authors did, and a note says so.
 
-The parts: this module loads the evaluations and selects models, tasks and revisions; `leaderboard_curves` makes
+The parts: this module loads the evaluations and selects models, tasks and revisions (never one the integrity
+audit set aside: `set_aside_checkpoints`); `leaderboard_curves` makes
 each cell's curve and its rows, `leaderboard_aggregates` the rows around the cells, `intervals` the items behind
 them, `leaderboard_table` the text; a row is a `leaderboard_rows.LeaderboardRow`.
 
@@ -131,7 +132,25 @@ def load_leaderboard(
         items=items,
         resampling=resampling,
         select_on=select_on,
+        set_aside=set_aside_revisions(store),
     )
+
+
+def set_aside_revisions(store) -> dict[tuple[str, str], str]:
+    """{(model, revision): why} of every checkpoint the integrity audit set aside (and no run kept): a copy of
+    another step is no checkpoint of its own, so its evaluations (a store may hold some from before the audit)
+    are not ranked."""
+    from dormant_tasks.tracking import set_aside_label
+
+    rows = read_table(store, "set_aside_checkpoints").to_pylist()
+    return {(r["model_id"], r["revision"]): set_aside_label(r) for r in rows if not r["kept"]}
+
+
+def _without_set_aside(rows: list[dict], set_aside: dict[tuple[str, str], str], notes: list[str]) -> list[dict]:
+    """`rows` less those of a set-aside checkpoint, each such checkpoint named in one note."""
+    dropped = sorted({(r["model_id"], r["revision"]) for r in rows} & set(set_aside))
+    notes += [f"{m}@{rev} left out: {set_aside[(m, rev)]} (set aside by the integrity audit)" for m, rev in dropped]
+    return [r for r in rows if (r["model_id"], r["revision"]) not in set_aside]
 
 
 def _rows(evaluations: pa.Table) -> list[dict]:
@@ -177,18 +196,20 @@ def build_leaderboard(
     items: list[dict] | None = None,
     resampling: ItemResampling | None = None,
     select_on: str | None = None,
+    set_aside: dict[tuple[str, str], str] | None = None,
 ) -> Leaderboard:
     """The leaderboard of an `evaluations` table (its schema: `store.SCHEMAS["evaluations"]`); `items`, the
-    `evaluation_items` rows behind it, for the intervals (`resampling`) and `select_on`."""
+    `evaluation_items` rows behind it, for the intervals (`resampling`) and `select_on`; the rows of a
+    `set_aside` checkpoint ({(model, revision): why}, `set_aside_revisions`) are left out, with a note."""
     if select_on is not None and select_on not in HALVES:
         raise ConfigError(f"--select-on {select_on}: choose {' or '.join(HALVES)} (the halves of the items)")
-    rows = _selected_rows(evaluations, models, tasks)
     notes: list[str] = []
+    rows = _without_set_aside(_selected_rows(evaluations, models, tasks), set_aside or {}, notes)
     by_model: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_model[r["model_id"]].append(r)
     for m in dict.fromkeys(models or ()):
-        if m not in by_model:  # swept, but not on these tasks
+        if m not in by_model and tasks:  # swept, but not on these tasks (else: only at set-aside checkpoints)
             notes.append(f"{m} left out: no dynamic sweep of {', '.join(tasks)}")
     revisions = _choose_revisions(by_model, revision, explicit=bool(models), notes=notes)
     curves = newest_curves({m: [r for r in by_model[m] if r["revision"] == rev] for m, rev in revisions.items()}, notes)

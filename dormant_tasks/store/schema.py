@@ -233,7 +233,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         COMMON
         + [
             _f("commit", pa.string(), nullable=True),  # its commit (a local folder's content hash)
-            _f("kind", pa.string()),  # "duplicate" or "duplicate step"
+            # the audit's verdict: "duplicate", "duplicate step"; kept by --keep-duplicates, also "partial duplicate",
+            # "incomplete"
+            _f("kind", pa.string()),
             _f("duplicate_of", pa.string(), nullable=True),  # the branch kept in its place
             _f("reason", pa.string()),  # the audit's line
             _f("kept", pa.bool_()),  # tracked anyway (`track --keep-duplicates`), marked; else never read as current

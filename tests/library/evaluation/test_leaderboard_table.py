@@ -325,6 +325,35 @@ def test_revision_main_else_the_latest_checkpoint_in_training_order(tmp_path):
         load_leaderboard(root, revision="mian")
 
 
+def test_a_checkpoint_set_aside_as_a_duplicate_is_not_ranked(tmp_path):
+    """A store from before the integrity audit may hold evaluations of a branch the audit later set aside (a copy
+    of another step): they are left out, with a note, and the model is shown at its latest own checkpoint. A
+    branch kept by `track --keep-duplicates` is ranked as before."""
+    root = tmp_path / "store"
+    drops = {"ahon_ln": (0, 0.5, 1.5, 4)}
+    copy, own = "stage1-step1000-tokens4B", "stage1-step500-tokens2B"
+    write_run(root, sweep_rows(BETA, A, drops, request_id="b1", at=T0, revision=copy), "b1")
+    write_run(root, sweep_rows(BETA, A, {"ahon_ln": (0, 2, 3, 5)}, request_id="b2", at=T0, revision=own), "b2")
+    write_run(root, sweep_rows(ALPHA, A, drops, request_id="a1", at=T0), "a1")
+    assert load_leaderboard(root).revisions == {ALPHA: "main", BETA: copy}  # nothing set aside yet
+
+    def set_aside(kept: bool) -> None:
+        row = {"model_id": BETA, "revision": copy, "stage": 1, "step": 1000, "tokens": 4_000_000_000}
+        row |= {"commit": None, "kind": "duplicate", "duplicate_of": own, "reason": f"the weights of {own}"}
+        row |= {"kept": kept, "set_aside_at": T0, "request_id": None}
+        write_table(root, "set_aside_checkpoints", [row], file_key="set_aside", model_id=BETA)
+
+    set_aside(kept=False)
+    board = load_leaderboard(root)
+    assert board.revisions == {ALPHA: "main", BETA: own}
+    assert cell(board, "ahon_ln", BETA, A).within_1pt == pytest.approx(5.0)  # the own checkpoint's curve
+    assert f"{BETA}@{copy} left out: duplicate of {own} (set aside by the integrity audit)" in board.notes
+    with pytest.raises(ConfigError, match="has no dynamic sweep of it"):
+        load_leaderboard(root, models=[BETA], revision=copy)
+    set_aside(kept=True)  # tracked anyway, marked: ranked as any checkpoint
+    assert load_leaderboard(root).revisions == {ALPHA: "main", BETA: copy}
+
+
 def test_filters_and_the_average_needs_every_task(store, tmp_path):
     board = load_leaderboard(store, models=[ALPHA, BETA], tasks=[A])
     assert {r.model for r in board.rows} == {ALPHA, BETA, AVERAGE_MODEL}
