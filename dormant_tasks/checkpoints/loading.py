@@ -8,7 +8,11 @@ whose download, verification and eviction belong to `hub` (this module only asks
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import math
+import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +33,7 @@ from dormant_tasks.devices import Device, DType, check_device_available, is_cuda
 from dormant_tasks.errors import CheckpointError, ConfigError
 from dormant_tasks.names import is_local_source
 
+log = logging.getLogger(__name__)
 TORCH_DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
 
 
@@ -60,7 +65,7 @@ def load_model_and_tokenizer(
 ):
     """(model in eval mode, tokenizer) from a local folder or a Hub repo at `revision`; `int8`: linear weights
     in 8 bits (bitsandbytes LLM.int8, the authors' OLMo-2 loading), placed on `device` as they load."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     torch_dtype = resolve_dtype(dtype)
     device = resolve_device(device)
@@ -70,7 +75,8 @@ def load_model_and_tokenizer(
         _refuse_custom_config(config, where)
         _refuse_impossible_shape(config, where)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(source), revision=revision, trust_remote_code=False)
+        with _quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(str(source), revision=revision, trust_remote_code=False)
     except Exception as e:  # transformers raises OSError/ValueError/... for a folder with no tokenizer
         _refuse_custom_code(where, e)
         raise CheckpointError(
@@ -81,18 +87,16 @@ def load_model_and_tokenizer(
         if int8:  # a quantized model cannot be moved after loading: it is placed while it loads
             from transformers import BitsAndBytesConfig
 
-            model = AutoModelForCausalLM.from_pretrained(
-                str(source),
+            model = _from_pretrained(
+                source,
+                where,
                 revision=revision,
-                trust_remote_code=False,
                 dtype=torch_dtype,
                 quantization_config=BitsAndBytesConfig(load_in_8bit=True),
                 device_map=device,
             )
             return text_model(model, where).eval(), tokenizer
-        model = AutoModelForCausalLM.from_pretrained(
-            str(source), revision=revision, trust_remote_code=False, dtype=torch_dtype
-        )
+        model = _from_pretrained(source, where, revision=revision, dtype=torch_dtype)
         model = text_model(model, where).to(device)  # type: ignore[arg-type]  # transformers' stub wraps `to`
     except (MemoryError, torch.OutOfMemoryError) as e:
         raise CheckpointError(
@@ -103,10 +107,13 @@ def load_model_and_tokenizer(
         raise
     except Exception as e:
         _refuse_custom_code(where, e)
+        if config is not None:
+            _refuse_damaged_weights(Path(source), where)
+            _refuse_other_model(Path(source), config, where)
         _refuse_multimodal(config, where, e)
         raise CheckpointError(
             f"{where} is not a loadable causal LM ({type(e).__name__}: {_first_line(e)}); "
-            "a checkpoint needs config.json and whole safetensors files (a download or copy cut short leaves a truncated one)"
+            "a checkpoint needs a config.json and the weight files of that one model"
         ) from None
     _refuse_non_finite(model, where)  # on the device: one fast pass over the weights on a GPU
     return model.eval(), tokenizer
@@ -199,6 +206,131 @@ def _refuse_non_finite(model, where: str) -> None:
             raise CheckpointError(
                 f"{where}: weight {name} holds NaN or Inf values; the checkpoint is damaged or diverged: "
                 "re-download or re-save it, or drop it from the selection"
+            )
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers' own warnings off stderr while it loads (its coloured load report table among them): what they
+    say that matters is either refused in one line here or noted through `_note_missing`. Set through its
+    documented verbosity switch, and put back afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _from_pretrained(source: str | Path, where: str, **kwargs: Any) -> Any:
+    """AutoModelForCausalLM.from_pretrained, never running the checkpoint's code, its warnings kept off stderr and
+    weights it had to initialise at random said in one line."""
+    from transformers import AutoModelForCausalLM
+
+    with _quiet_transformers():
+        loaded: Any = AutoModelForCausalLM.from_pretrained(
+            str(source), trust_remote_code=False, output_loading_info=True, **kwargs
+        )
+    model, info = loaded
+    _note_missing(info, where)
+    return model
+
+
+def _note_missing(info: dict, where: str) -> None:
+    """Weights the model has and its files lack were initialised at random: one line (transformers' table is
+    kept off stderr), since the heads they feed score noise."""
+    missing = list(info.get("missing_keys") or [])
+    if missing:
+        log.warning(
+            "%s: %s missing from its files initialised at random (%s%s); its scores are not the checkpoint's: "
+            "re-download it or drop it",
+            where,
+            f"{len(missing)} weight was" if len(missing) == 1 else f"{len(missing)} weights were",
+            ", ".join(sorted(missing)[:3]),
+            ", ..." if len(missing) > 3 else "",
+        )
+
+
+# Bytes per element of each safetensors dtype (the format's own names).
+_DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2}
+_DTYPE_BYTES |= {"I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+def _safetensors_header(file: Path, where: str) -> dict:
+    """`file`'s header (the format: 8 bytes of little-endian header length, a JSON header, then the data), refusing
+    in one line a file cut short (shorter than its header, or than the data its header places) or a header whose
+    shape and data span disagree. Only the header is read."""
+    cut = f"the file is cut short (a download or copy that did not finish): re-download or re-copy {file.name}"
+    size = file.stat().st_size
+    with file.open("rb") as f:
+        head = f.read(8)
+        length = struct.unpack("<Q", head)[0] if len(head) == 8 else None
+        if length is None or 8 + length > size:
+            raise CheckpointError(f"{where}: {file.name} ({size} bytes) ends inside its own header; {cut}")
+        try:
+            header = json.loads(f.read(length))
+            spans = {k: v for k, v in header.items() if k != "__metadata__"}
+            end = max((v["data_offsets"][1] for v in spans.values()), default=0)
+        except (ValueError, TypeError, KeyError, IndexError):
+            raise CheckpointError(
+                f"{where}: {file.name}'s header is not a safetensors header (the file is damaged, not cut short); "
+                "re-download or re-save it"
+            ) from None
+    if 8 + length + end > size:
+        raise CheckpointError(
+            f"{where}: {file.name}'s header places {end} bytes of tensor data but the file holds "
+            f"{size - 8 - length}; {cut}"
+        )
+    for key, v in spans.items():
+        start, stop = v["data_offsets"]
+        width = _DTYPE_BYTES.get(v.get("dtype"))
+        if width is not None and math.prod(v["shape"]) * width != stop - start:
+            raise CheckpointError(
+                f"{where}: {file.name}'s header gives {key} the shape {v['shape']} ({v['dtype']}) but "
+                f"{stop - start} bytes of data, which do not hold it: the header is wrong (the file was altered, not "
+                "cut short); re-download or re-save the checkpoint"
+            )
+    return spans
+
+
+def _refuse_damaged_weights(folder: Path, where: str) -> None:
+    """After a failed load: a safetensors file of the folder that is cut short or whose header is inconsistent,
+    named (the truncated-copy advice only where a file really is short)."""
+    for file in sorted(folder.glob("*.safetensors")) if folder.is_dir() else []:
+        _safetensors_header(file, where)
+
+
+def _refuse_other_model(folder: Path, config: dict, where: str) -> None:
+    """After a failed load: a tensor whose shape in the folder's safetensors files is not the one config.json
+    makes (a config of another model, or a header that lies about a shape), named from both files. The config's
+    shapes come from the model built on the meta device (no memory); keys the model names otherwise are skipped."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        with _quiet_transformers():
+            model_config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(model_config, trust_remote_code=False)
+        expected = {k: list(t.shape) for k, t in model.state_dict().items()}
+    except Exception:  # a config transformers cannot build: its own error, in the generic line, says so
+        return
+    text = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+    vocab = text.get("vocab_size")
+    for file in sorted(folder.glob("*.safetensors")):
+        for key, v in _safetensors_header(file, where).items():
+            want, held = expected.get(key), list(v["shape"])
+            if want is None or want == held:
+                continue
+            says = (
+                f"config.json says vocab_size {vocab}"
+                if vocab in want[:1] and held[:1] != [vocab]
+                else f"config.json makes {key} {want}"
+            )
+            raise CheckpointError(
+                f"{where}: {says} but {file.name} holds {key} {held}: the config and the weights are of different "
+                "models (or the file's header was altered); fix config.json or re-download the checkpoint"
             )
 
 
