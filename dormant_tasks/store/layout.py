@@ -131,7 +131,8 @@ def check_store_path(store, use: str = "any") -> Path:
         raise StoreError(f"--store {shown} is a file, not a folder: pass a store folder")
     if use == "reads" and not root.exists():
         raise StoreError(
-            f"--store {shown} does not exist: pass the right --store, or fill one with `dormant track --model ... --store {shown}`"
+            f"--store {shown} does not exist: pass the right --store, or fill one with `dormant track --model ... --store "
+            f"{store}`"
         )
     if use in ("writes", "updates") and root.is_dir():
         refuse_published(root, shown)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -467,6 +468,8 @@ def test_a_bad_input_is_one_line_exit_2_cheap_and_leaves_the_store(case, places,
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("dormant") and ": error: " in lines[0] and needle in lines[0], lines[0]
+    advice = re.findall(r"`([^`]*)`", lines[0])  # a command the error suggests runs as typed
+    assert not [a for a in advice if "(in the working folder" in a], lines[0]
     heavy = HEAVY - {"huggingface_hub"} if name in ASKS_THE_HUB else HEAVY
     assert not imported & heavy, f"answered after importing {sorted(imported & heavy)}"
     assert seconds < CLI_WALL_S
