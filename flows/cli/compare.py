@@ -51,7 +51,7 @@ def run(args) -> int:
     if args.seed_group:
         return seed_groups(args)
     if not args.model:
-        raise ConfigError("dormant compare: name two series or more with --model (or two --seed-group)")
+        raise ConfigError("name two series or more with --model (or two --seed-group)")
     from dormant_tasks.reporting import comparison_table, render_comparison
 
     result = render_comparison(args.store, args.model, out_dir=args.reports_dir, score_fns=args.scores)
