@@ -130,7 +130,9 @@ def test_partial_retau_then_every_reader_agrees_and_a_full_retau_converges(rando
     assert all_rows.num_rows >= current.num_rows  # the first run's rows stay, under their own taus_id
     assert series_line(store, "random-olmo2").startswith("random-olmo2: 2 checkpoints, steps 0..10, ahon_ln dormant")
     line = series_line(store, "random-olmo2")
-    assert f"/ {part.n_transitions} total (" in line and "confident" in line and "(1 more checkpoint" in line
+    assert (
+        f"; {part.n_transitions} transitions over all " in line and "confident" in line and "(1 more checkpoint" in line
+    )
     assert [t.revision.name for t in series_targets(store, str(random_series))] == view.revisions
     from dormant_tasks.reporting.series_data import load_series
 

@@ -371,6 +371,7 @@ def test_pythia_branches_download_load_and_score(pythia_hub, tmp_path):
         import json, sys, torch
         from dormant_tasks.checkpoints.naming import list_revisions
         from dormant_tasks.checkpoints.loading import load_checkpoint
+        from dormant_tasks.engine.options import ScoringOptions
         from dormant_tasks.engine.scoring import score_texts
         listing = list_revisions(sys.argv[1], include_main=True)
         out = {}
@@ -378,7 +379,7 @@ def test_pythia_branches_download_load_and_score(pythia_hub, tmp_path):
             loaded = load_checkpoint(sys.argv[1], rev, device="cpu", cache_dir=sys.argv[2], keep=False)
             with torch.no_grad():
                 logits = loaded.model(**loaded.tokenizer(sys.argv[3], return_tensors="pt")).logits[0, -1, :16]
-            fhon = score_texts(loaded.model, loaded.tokenizer, [sys.argv[3]], ["fhon"]).get("fhon")
+            fhon = score_texts(loaded.model, loaded.tokenizer, [sys.argv[3]], ScoringOptions(("fhon",))).get("fhon")
             out[rev.name] = {"commit": loaded.commit, "tokens": rev.tokens, "logits": logits.tolist(),
                              "fhon_finite": bool((fhon == fhon).all())}
         print(json.dumps(out))

@@ -387,6 +387,7 @@ def test_the_recipes_give_the_tools_dormant_fractions_on_the_primary_set(demo, m
     import pandas as pd
 
     import dormant_tasks
+    from dormant_tasks.engine import TRACKED_IDS
 
     monkeypatch.chdir(demo.folder)
     s = dormant_tasks.open_store("data/store")["tiny-olmo2"]
@@ -394,7 +395,7 @@ def test_the_recipes_give_the_tools_dormant_fractions_on_the_primary_set(demo, m
     sql = _recipe("sql", "fraction of heads dormant under ahon_ln")
     pandas_recipe = _recipe("python", "import pandas as pd")
     polars_recipe = _recipe("python", "import polars as pl")
-    assert len(s.score_fns) >= 15
+    assert set(s.score_fns) == set(TRACKED_IDS)  # the default set: every function whose default tau marks heads
     differ = 0
     for fn in s.score_fns:
         tool = {int(steps[r]): float(v) for r, v in s.masks(fn).mean(axis=1).items()}
