@@ -222,7 +222,7 @@ def series_findings(
         )
     s = states[0]
     tokens = path_tokens(s.tokens, s.stage, s.predecessor)  # [checkpoint]
-    transitions = view.transitions([fn])
+    transitions = view.stored_transitions([fn])  # the mask changes: confident ones are decided below, afresh
     return Findings(
         model_id,
         fn,

@@ -16,13 +16,13 @@ from dormant_tasks.errors import StoreError
 from dormant_tasks.statistics import FDR, FDR_METHOD
 from dormant_tasks.store import derived_file_key, drop_legacy_derived, read_metadata, series_lock, write_table
 from dormant_tasks.tracking.agreement import update_agreement
-from dormant_tasks.tracking.indicators import input_clusters, unpack_rows
+from dormant_tasks.tracking.decision import DECISION_KEY, PAIRS_KEY, PENDING
 from dormant_tasks.tracking.request import TrackRequest
-from dormant_tasks.tracking.series import SeriesView, open_views, result_id
+from dormant_tasks.tracking.results import result_id
+from dormant_tasks.tracking.series import SeriesView, open_views
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
-    DormantMatrix,
-    confirm_transitions,
+    apply_decisions,
     derive_transitions,
     fdr_record,
     head_histories,
@@ -47,7 +47,6 @@ class SeriesSummary:
 
 # Above this many new checkpoint pairs, derivation reads the whole series once instead of pair by pair.
 INCREMENTAL_MAX_PAIRS = 16
-PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoint pairs they were derived from
 DERIVED_BY_KEY = "dormant.derived_by"  # ... and the code version that derived them (another: derived again)
 
 
@@ -93,8 +92,9 @@ def derive_set(
     store, model_id: str, view: SeriesView, fdr: float | None = None, method: str | None = None
 ) -> SeriesSummary:
     """`derive_series` for one calibration set (`view`). The mask changes are derived pair by pair; whether each
-    is confident is decided over the whole series (`confirm_transitions`: confident states need every
-    checkpoint's dormant rates, a light read of six columns, `series_rates`)."""
+    is confident is decided over the whole series, so an append leaves that decision pending (`decision`: the
+    first read of the transitions takes it), while a whole derivation, which reads every checkpoint anyway,
+    decides at once."""
     ckpts = view.checkpoints_table()
     ids, pairs = series_pairs(view)
     tkey = derived_file_key("transitions", view.taus_id, view.calibration_id)
@@ -108,7 +108,7 @@ def derive_set(
     same_rule = stored.get(FDR_KEY) == fdr_record(fdr, method)  # else `confident` is decided again
     if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded and same_rule:
         try:
-            return _summary(view, view.transitions())
+            return _summary(view, view.stored_transitions())
         except StoreError:  # metadata readable, pages damaged: derived again below
             stored = {}
     old_pairs = set(json.loads(stored[PAIRS_KEY])) if PAIRS_KEY in stored else None
@@ -116,7 +116,7 @@ def derive_set(
     old = None
     if old_pairs is not None and len(new_pairs) <= INCREMENTAL_MAX_PAIRS:
         try:
-            old = view.transitions()
+            old = view.stored_transitions()
         except StoreError:  # damaged: the whole series is derived again
             old = None
     if old is None:
@@ -135,9 +135,10 @@ def derive_set(
         trans = _in_series_order(pa.concat_tables(parts), view.revisions)
         first = view.head_scores(revisions=view.revisions[:1])
         hist = histories_of(states_from_transitions(first, trans, ckpts))
-        trans = confirm_transitions(trans, series_rates(view), fdr, method)  # over the whole series
+        trans = apply_decisions(trans, {})  # undecided: the kept rows' decisions were over fewer checkpoints
     trans = mark_blips(trans)
     meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
+    pending = {} if old is None else {DECISION_KEY: PENDING}  # decided when first read (`decision.decide_pending`)
     with series_lock(store, model_id):
         write_table(
             store,
@@ -145,79 +146,11 @@ def derive_set(
             trans,
             file_key=tkey,
             model_id=model_id,
-            metadata=meta | {FDR_KEY: fdr_record(fdr, method)},
+            metadata=meta | {FDR_KEY: fdr_record(fdr, method)} | pending,
         )
         write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
         drop_legacy_derived(store, model_id, view.taus_id)
     return _summary(view, trans)
-
-
-# the columns confident states need of every checkpoint (`series_rates`): seven, of the whole series, on every append
-RATE_COLUMNS = ("score_fn", "revision", "layer", "head_index", "dormant", "dormant_rate", "inactive_inputs")
-
-
-def series_rates(view: SeriesView) -> list[DormantMatrix]:
-    """Per tracked function, the series' masks and dormant rates over its current checkpoints, in series order,
-    with each checkpoint's inputs: what `confirm_transitions` reads. A lean `dormant_matrices` (RATE_COLUMNS
-    only, none of its checks: each pair was checked when its mask changes were derived), since it runs on every
-    append (benchmarks/confident_states.py: linear in checkpoints x heads x functions)."""
-    t = view.head_scores(columns=list(RATE_COLUMNS))
-    ck = view.checkpoints  # series order
-    revision = np.array([c["revision"] for c in ck], dtype=object)
-    stage = np.array([c["stage"] for c in ck], dtype=np.int64)
-    pred = predecessors(stage, np.array([c["ingredient"] or 0 for c in ck], dtype=np.int64))
-    per = {c: np.array([r[c] for r in ck], dtype=np.int64) for c in ("step", "tokens")}
-    n_inputs = np.array([c["n_inputs"] for c in ck], dtype=np.float64)
-    col = pc.index_in(t.column("revision"), value_set=pa.array(revision.tolist(), pa.string())).to_numpy(
-        zero_copy_only=False
-    )  # [row]
-    layer = t.column("layer").to_numpy().astype(np.int64)
-    head_index = t.column("head_index").to_numpy().astype(np.int64)
-    width = int(head_index.max()) + 1 if len(head_index) else 1
-    keys, head = np.unique(layer * width + head_index, return_inverse=True)  # [head], [row]
-    fn_codes = t.column("score_fn").combine_chunks().dictionary_encode()
-    fn_of = fn_codes.indices.to_numpy(zero_copy_only=False)
-    dormant_col = t.column("dormant").to_numpy(zero_copy_only=False).astype(bool)
-    rate_col = t.column("dormant_rate").to_numpy(zero_copy_only=False).astype(np.float64)
-    same_inputs = n_inputs.size and not np.isnan(n_inputs).any() and (n_inputs == n_inputs[0]).all()
-    clusters = input_clusters(view.checkpoints_table(), view.model_id)
-    out = []
-    for code, fn in enumerate(fn_codes.dictionary.to_pylist()):
-        rows = np.flatnonzero(fn_of == code)
-        dormant = np.zeros((len(ck), len(keys)), dtype=bool)  # [checkpoint, head]
-        rate = np.full((len(ck), len(keys)), np.nan)
-        dormant[col[rows], head[rows]] = dormant_col[rows]
-        rate[col[rows], head[rows]] = rate_col[rows]
-        inactive = None  # [checkpoint, head, input], when every row keeps its indicators
-        unpacked = (
-            unpack_rows(t.column("inactive_inputs").take(pa.array(rows)), int(n_inputs[0])) if same_inputs else None
-        )
-        if unpacked is not None and rows.size == dormant.size and (clusters is None or clusters.size == n_inputs[0]):
-            inactive = np.zeros((*dormant.shape, int(n_inputs[0])), dtype=bool)
-            inactive[col[rows], head[rows]] = unpacked
-        tau = view.taus[fn].value if fn in view.taus else float("nan")
-        out.append(
-            DormantMatrix(
-                view.model_id,
-                fn,
-                revision,
-                stage,
-                per["step"],
-                per["tokens"],
-                pred,
-                keys // width,
-                keys % width,
-                float(tau),
-                dormant,
-                view.calibration_id,
-                view.taus_id,
-                rate,
-                n_inputs,
-                inactive,
-                clusters if inactive is not None else None,
-            )  # fmt: skip
-        )
-    return out
 
 
 def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:

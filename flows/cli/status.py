@@ -110,6 +110,9 @@ def failed_lines(store, model_id: str) -> str:
     return out
 
 
+PENDING_NOTE = "which are confident not decided since the last append: `dormant report` decides and stores it"
+
+
 def _set_parts(view) -> list[str]:
     """% dormant at the first and last checkpoint (two files, at any series length) and the transitions."""
     parts = []
@@ -121,7 +124,7 @@ def _set_parts(view) -> list[str]:
         parts.append(f"{MAIN_FN} dormant {first:.1f}% -> {last:.1f}%")
     from dormant_tasks.tracking import fdr_rule
 
-    trans = view.transitions().to_pydict()
+    trans = view.stored_transitions().to_pydict()  # the counts, never the decision: status stays flat in the series
     fns = trans["score_fn"]
     if not fns and len(view.checkpoints) > 1 and not _derived(view):
         parts.append("transitions not derived yet (an interrupted run: `dormant track` derives them)")
@@ -134,8 +137,10 @@ def _set_parts(view) -> list[str]:
     n_heads = int(last.get("n_layers") or 0) * int(last.get("n_heads") or 0)
     rule = confidence_rule(fdr_rule(view.store, view.model_id, view), n_heads)
     n_fns = len(view.taus) or len(set(fns))
+    # an append leaves the decision over the whole series pending; the next read of the transitions takes it
+    sure = PENDING_NOTE if view.decision_pending() else f"{confident} confident at {rule}"
     parts.append(
-        f"{MAIN_FN} transitions {len(main)} ({confident} confident at {rule}, {plural(blips, 'blip')}); "
+        f"{MAIN_FN} transitions {len(main)} ({sure}, {plural(blips, 'blip')}); "
         f"{plural(len(fns), 'transition')} over all {plural(n_fns, 'function')}"
     )
     return parts
