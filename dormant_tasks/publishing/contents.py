@@ -132,6 +132,8 @@ def build_publication(
         from dormant_tasks.tracking import SeriesView
 
         SeriesView.open(store, model_id)  # the StoreError that names what the store holds
+    for view in views:  # a confident-state decision an append left pending: taken (and stored) before the copy
+        view.transitions()
     results = [row for view in views for row in view.checkpoints]
     current = {(view.taus_id, view.calibration_id) for view in views}
     functions: list[str | None] = [*(score_fns or [])] or [None]  # None: the function `dormant findings` states

@@ -97,6 +97,11 @@ def store_checkpoint(store, c: dict, rng: random.Random, when: datetime) -> None
 
 @pytest.fixture
 def series_store(tmp_path):
+    return taus_store(tmp_path)
+
+
+def taus_store(tmp_path):
+    """A store holding the series' taus alone (fixed: no checkpoint needed)."""
     store = tmp_path / "store"
     taus = [
         dict(
