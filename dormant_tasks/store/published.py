@@ -52,13 +52,16 @@ def publication_files(
     *,
     with_inputs: bool = False,
     tables: Mapping[str, pa.Table] | None = None,
+    derived: Mapping[tuple[str, str, str], pa.Table] | None = None,
 ) -> dict[str, Path | bytes]:
     """The files of `model_id`'s publication, by path in it (POSIX, relative), in path order: a store file to copy
     (its path) or the bytes of one written for it.
 
     `results`: the manifest rows to publish (the series' current checkpoints, of every calibration set);
     `current`: the (taus_id, calibration_id) pairs whose derived tables to publish; `tables`: further tables by
-    folder name (the findings), each one Parquet file. StoreError when a file the rows name is missing."""
+    folder name (the findings), each one Parquet file; `derived`: {(table, taus_id, calibration_id): contents} to
+    publish in place of a stored derived file (transitions whose confident-state decision is pending, decided).
+    StoreError when a file the rows name is missing."""
     root = store_folder(store)
     files: dict[str, Path | bytes] = {}
 
@@ -84,7 +87,9 @@ def publication_files(
         for table in DERIVED:
             key = safe_file_key(derived_file_key(table, taus_id, calibration_id))
             path = series_dir(root, table, model_id) / f"{key}.parquet"
-            if path.is_file() and not path.is_symlink():
+            if (table, taus_id, calibration_id) in (derived or {}):
+                files[rel(path)] = parquet_bytes((derived or {})[(table, taus_id, calibration_id)])
+            elif path.is_file() and not path.is_symlink():
                 files[rel(path)] = path
     for table in WHOLE + (PER_INPUT[1:] if with_inputs else ()):
         files |= {rel(p): p for p in data_files(root, table, model_id)}

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         score_checkpoint as score_checkpoint,
         write_checkpoint as write_checkpoint,
     )
+    from dormant_tasks.tracking.decision import decided_file as decided_file
     from dormant_tasks.tracking.derive import (
         SeriesSummary as SeriesSummary,
         derive_series as derive_series,

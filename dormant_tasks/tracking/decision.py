@@ -6,10 +6,11 @@ the maximum over every checkpoint of a head, Benjamini-Hochberg over every head)
 checkpoint and costs checkpoints x heads x functions. An append (`derive_series` adding a few checkpoint pairs)
 therefore derives only the new mask changes and leaves the decision pending: it writes the transitions with
 `confident` and its columns null and DECISION_KEY = PENDING in the file's metadata (the rule chosen stays in
-FDR_KEY). The decision is taken once, when something reads it: `SeriesView.transitions` calls `decide_pending`,
-which decides over the checkpoints the file was derived from and stores the result where the series can be
-written at once (a read-only or published store, or a series another run holds, keeps it in memory). The result
-is the one a whole derivation of the same checkpoints gives (tests/library/tracking/test_derive_incremental.py).
+FDR_KEY). The decision is taken when something reads it: `SeriesView.transitions` calls `decide_pending`, which
+decides over the checkpoints the file was derived from. A run that holds the series stores it (a track run's
+report, `store repair`), so it is paid once; a plain reader (`dormant report`, `findings`, `publish`, the Python
+API) takes no lock and writes nothing, so it decides in memory on each read. The result is the one a whole
+derivation of the same checkpoints gives (tests/library/tracking/test_decision.py).
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dormant_tasks.errors import StoreError
 from dormant_tasks.statistics import FDR, FDR_METHOD
-from dormant_tasks.store import derived_file_key, hold_series, read_metadata, series_lock, write_table
+from dormant_tasks.store import derived_file_key, holds_series, read_metadata, series_lock, write_table
 from dormant_tasks.tracking.indicators import input_clusters, unpack_rows
 from dormant_tasks.tracking.results import result_id
 from dormant_tasks.tracking.transitions import (
@@ -66,6 +66,20 @@ def decide_pending(view, transitions: pa.Table, meta: dict[str, str]) -> pa.Tabl
     return decided
 
 
+def decided_file(view) -> pa.Table | None:
+    """The view's transitions file as a whole derivation would have written it (its rows decided, its metadata
+    without DECISION_KEY), for a copy of the store (`publish`); None when its decision is not pending."""
+    meta = transitions_metadata(view)
+    if not is_pending(meta):
+        return None
+    decided = decide_pending(view, view._current("transitions"), meta)
+    return decided.replace_schema_metadata(_decided_metadata(meta))
+
+
+def _decided_metadata(meta: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in meta.items() if k.startswith("dormant.") and k != DECISION_KEY}
+
+
 def derived_revisions(view, meta: dict[str, str]) -> list[str]:
     """The current revisions (series order) of the checkpoints a derived file's pairs name: the view's own, unless
     a checkpoint was stored after the file was derived (a run stopped before its derivation)."""
@@ -76,23 +90,18 @@ def derived_revisions(view, meta: dict[str, str]) -> list[str]:
 
 
 def _store_decision(view, decided: pa.Table, meta: dict[str, str]) -> None:
-    """Write the decided file in place of the pending one, when nothing else holds the series and the file is still
-    the one decided; a store that cannot be written now keeps the decision in memory (the next read takes it again)."""
-    kept = {k: v for k, v in meta.items() if k.startswith("dormant.") and k != DECISION_KEY}
-    try:
-        with hold_series(view.store, view.model_id, wait=False), series_lock(view.store, view.model_id):
-            if transitions_metadata(view).get(PAIRS_KEY) != meta.get(PAIRS_KEY):
-                return  # derived again meanwhile: its own decision is pending
-            write_table(
-                view.store,
-                "transitions",
-                decided,
-                file_key=transitions_key(view),
-                model_id=view.model_id,
-                metadata=kept,
-            )
-    except (StoreError, OSError):
-        return  # read-only, published, or held by another run
+    """Write the decided file in place of the pending one when this process holds the series for a run (a track
+    run's report, `store repair`) and the file is still the one decided. A plain read takes no lock and writes
+    nothing (`store.lock`): it keeps the decision in memory."""
+    if not holds_series(view.store, view.model_id):
+        return
+    kept = _decided_metadata(meta)
+    with series_lock(view.store, view.model_id):
+        if transitions_metadata(view).get(PAIRS_KEY) != meta.get(PAIRS_KEY):
+            return  # derived again meanwhile: its own decision is pending
+        write_table(
+            view.store, "transitions", decided, file_key=transitions_key(view), model_id=view.model_id, metadata=kept
+        )
 
 
 def series_rates(view, revisions: list[str] | None = None) -> list[DormantMatrix]:

@@ -110,7 +110,7 @@ def failed_lines(store, model_id: str) -> str:
     return out
 
 
-PENDING_NOTE = "which are confident not decided since the last append: `dormant report` decides and stores it"
+PENDING_NOTE = "confident ones not decided yet: an append leaves that to the report; `dormant store repair` stores it"
 
 
 def _set_parts(view) -> list[str]:

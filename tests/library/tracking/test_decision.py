@@ -1,23 +1,21 @@
 """The confident-state decision out of the append (`tracking.decision`): appends leave it pending, and what any
 reader gets is what a whole derivation of the same store stores (the oracle: `rederive` on a copy whose derived
-files are gone), whether the read stores the decision, cannot (a published store, a series another process
-holds), or `store repair` takes it; status never shows a pending decision as a count."""
+files are gone), whether a plain read decides it in memory or a run holding the series stores it (`store repair`);
+a publication holds it decided; status never shows a pending decision as a count."""
 
 from __future__ import annotations
 
 import random
 import shutil
-import subprocess
-import sys
-import textwrap
 from datetime import timedelta
 
+import pyarrow.compute as pc
 import pytest
 
 import dormant_tasks.tracking.decision as decision
 from dormant_tasks import tracking as tracker
 from dormant_tasks.findings import series_findings
-from dormant_tasks.store import read_metadata
+from dormant_tasks.store import hold_series, read_metadata
 from dormant_tasks.store.layout import PUBLISHED
 from dormant_tasks.tracking.decision import transitions_metadata
 from dormant_tasks.tracking.request import TrackRequest
@@ -66,37 +64,39 @@ def test_appends_leave_the_decision_pending_and_the_first_read_gives_the_whole_d
     assert got.equals(want_t) and view.histories().equals(want_h)
     assert got.equals(oracle(series_store)[0])  # and what `derive_transitions` of every checkpoint gives
     assert 0 < sum(got.column("confident").to_pylist()) < got.num_rows
-    assert not view.decision_pending() and view.stored_transitions().equals(want_t)  # stored: decided once
+    assert view.decision_pending()  # a plain read wrote nothing
+    with hold_series(series_store, MODEL):
+        assert view.transitions().equals(want_t)
+    assert not view.decision_pending() and view.stored_transitions().equals(want_t)  # stored by the run
     assert set(transitions_metadata(view)) == set(read_metadata(tmp_path / "whole", "transitions", MODEL, KEY))
 
 
-def test_a_read_that_cannot_store_the_decision_decides_in_memory(series_store, tmp_path):
+def test_a_plain_read_decides_in_memory_and_a_run_holding_the_series_stores_the_decision(series_store, tmp_path):
     appended(series_store, 7)
     want = whole(series_store, tmp_path)[0]
-    (series_store / PUBLISHED).write_text("{}")  # a published series: read-only
+    files = {p: p.stat().st_mtime_ns for p in series_store.rglob("*") if p.is_file()}
     view = SeriesView.open(series_store, MODEL)
-    assert view.transitions().equals(want) and view.transitions(["awft"]).equals(
-        want.filter(want.column("score_fn").to_numpy(zero_copy_only=False) == "awft")
-    )
-    assert view.decision_pending()  # nothing written
+    awft = want.filter(pc.equal(want.column("score_fn"), "awft"))
+    assert view.transitions().equals(want) and view.transitions(["awft"]).equals(awft)
+    assert view.decision_pending()  # a read takes no lock and writes nothing: decided again on the next read
+    assert {p: p.stat().st_mtime_ns for p in series_store.rglob("*") if p.is_file()} == files
+    (series_store / PUBLISHED).write_text("{}")  # a published series: the same
+    assert view.transitions().equals(want) and view.decision_pending()
     (series_store / PUBLISHED).unlink()
-    holder = textwrap.dedent(
-        f"""
-        import sys, time
-        from dormant_tasks.store import hold_series
-        with hold_series({str(series_store)!r}, {MODEL!r}):
-            print("held", flush=True)
-            sys.stdin.read()
-        """
-    )
-    other = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert other.stdout.readline().strip() == "held"
-        assert view.transitions().equals(want)  # another run holds the series: no wait, nothing written
-        assert view.decision_pending()
-    finally:
-        other.communicate("", timeout=30)
-    assert view.transitions().equals(want) and not view.decision_pending()  # free again: stored
+    with hold_series(series_store, MODEL):  # a run (a track run's report, store repair) stores it: paid once
+        assert view.transitions().equals(want)
+    assert not view.decision_pending() and view.stored_transitions().equals(want)
+
+
+def test_a_publication_of_a_pending_series_holds_the_decided_transitions(series_store, tmp_path):
+    from dormant_tasks.publishing import build_publication, write_publication
+
+    appended(series_store, 7)
+    want = whole(series_store, tmp_path)[0]
+    out = write_publication(build_publication(series_store, MODEL, license="cc-by-4.0"), tmp_path / "pub", series_store)
+    published = SeriesView.open(out, MODEL)
+    assert not published.decision_pending() and published.stored_transitions().equals(want)
+    assert SeriesView.open(series_store, MODEL).decision_pending()  # the source store as it was
 
 
 def test_store_repair_takes_a_pending_decision(series_store, tmp_path):
@@ -126,10 +126,14 @@ def test_status_counts_without_deciding_and_findings_decide_alike(series_store, 
     real = decision.confirm_transitions
     monkeypatch.setattr(decision, "confirm_transitions", lambda *a, **k: pytest.fail("status decided"))
     line = series_line(series_store, MODEL)
-    assert "which are confident not decided since the last append: `dormant report` decides and stores it" in line
+    assert (
+        "(confident ones not decided yet: an append leaves that to the report; `dormant store repair` stores it,"
+        in line
+    )
     assert " confident at " not in line
     monkeypatch.setattr(decision, "confirm_transitions", real)
-    SeriesView.open(series_store, MODEL).transitions()  # decided and stored
+    with hold_series(series_store, MODEL):  # a run's read: decided and stored
+        SeriesView.open(series_store, MODEL).transitions()
     line = series_line(series_store, MODEL)
     want = whole(series_store, tmp_path, "whole-after")[0]
     n = sum(
