@@ -61,7 +61,10 @@ def decide_pending(view, transitions: pa.Table, meta: dict[str, str]) -> pa.Tabl
     if not is_pending(meta):
         return transitions
     level, method = recorded_choice(meta.get(FDR_KEY)) or (FDR, FDR_METHOD)
-    decided = confirm_transitions(transitions, series_rates(view, derived_revisions(view, meta)), level, method)
+    if transitions.num_rows:
+        decided = confirm_transitions(transitions, series_rates(view, derived_revisions(view, meta)), level, method)
+    else:  # no mask change: nothing to decide, nothing to read
+        decided = transitions
     _store_decision(view, decided, meta)
     return decided
 

@@ -23,9 +23,7 @@ from dormant_tasks.tracking.series import SeriesView, open_views
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
     apply_decisions,
-    derive_transitions,
     fdr_record,
-    head_histories,
     histories_of,
     mark_blips,
     mask_changes,
@@ -65,7 +63,9 @@ def derive_series(request: TrackRequest) -> SeriesSummary:
     checkpoint: manifest `file_key` and `analyzed_at`) they were derived from. Nothing is read or written
     when the pairs are unchanged; a new pair reads the head_scores of its two checkpoints only, and the
     histories are rebuilt from the first checkpoint's head_scores and the transitions. Without that record
-    (or with more than INCREMENTAL_MAX_PAIRS new pairs) the whole series is derived again.
+    (or with more than INCREMENTAL_MAX_PAIRS new pairs) the whole series is derived again. Either way the
+    confident-state decision is left pending for the first read (`decision`): a run's cost stays flat in the
+    series (benchmarks/store_scale.py).
     """
     return rederive(request.store, request.model_id, request.fdr, request.fdr_method)
 
@@ -75,7 +75,8 @@ def rederive(
 ) -> SeriesSummary:
     """`derive_series` of a series by name (`dormant track`, also a finished rerun; `dormant store repair`).
     `fdr`/`method` None keep each set's stored rule of the confident transitions (the defaults where none is).
-    `decide`: a decision an append left pending is taken and stored too (`store repair`)."""
+    `decide`: the pending confident-state decision is taken and stored too (`store repair`: the caller holds the
+    series, `store.hold_series`)."""
     views = open_views(store, model_id)
     summaries = [derive_set(store, model_id, view, fdr, method) for view in views]
     for view in views if decide else ():
@@ -97,9 +98,8 @@ def derive_set(
     store, model_id: str, view: SeriesView, fdr: float | None = None, method: str | None = None
 ) -> SeriesSummary:
     """`derive_series` for one calibration set (`view`). The mask changes are derived pair by pair; whether each
-    is confident is decided over the whole series, so an append leaves that decision pending (`decision`: the
-    first read of the transitions takes it), while a whole derivation, which reads every checkpoint anyway,
-    decides at once."""
+    is confident is decided over the whole series (minutes at 1,000 checkpoints of 1,024 heads x 15 functions), so
+    a derivation leaves that decision pending (`decision`: the first read of the transitions takes it)."""
     ckpts = view.checkpoints_table()
     ids, pairs = series_pairs(view)
     tkey = derived_file_key("transitions", view.taus_id, view.calibration_id)
@@ -125,8 +125,8 @@ def derive_set(
         except StoreError:  # damaged: the whole series is derived again
             old = None
     if old is None:
-        heads = view.head_scores()
-        trans, hist = derive_transitions(heads, ckpts, fdr, method), head_histories(heads, ckpts)
+        trans, matrices = mask_changes(view.head_scores(), ckpts)
+        hist = histories_of(matrices)
     else:
         assert old_pairs is not None
         revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
@@ -140,10 +140,9 @@ def derive_set(
         trans = _in_series_order(pa.concat_tables(parts), view.revisions)
         first = view.head_scores(revisions=view.revisions[:1])
         hist = histories_of(states_from_transitions(first, trans, ckpts))
-        trans = apply_decisions(trans, {})  # undecided: the kept rows' decisions were over fewer checkpoints
-    trans = mark_blips(trans)
+    trans = mark_blips(apply_decisions(trans, {}))  # undecided: kept rows were decided over fewer checkpoints
     meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
-    pending = {} if old is None else {DECISION_KEY: PENDING}  # decided when first read (`decision.decide_pending`)
+    pending = {DECISION_KEY: PENDING}  # decided when first read (`decision.decide_pending`)
     with series_lock(store, model_id):
         write_table(
             store,

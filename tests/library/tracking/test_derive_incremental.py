@@ -228,7 +228,8 @@ def test_track_fdr_sets_the_stored_rule_and_a_new_rule_decides_again_without_der
     for i, c in enumerate(revisions()[:6]):
         store_checkpoint(series_store, c, rng, T0 + timedelta(minutes=i))
     tracker.derive_series(TrackRequest(source=MODEL, store=str(series_store), report=False, fdr=0.5))
-    loose = stored(series_store)[0]
+    with S.hold_series(series_store, MODEL):  # a run's read (its report): decided and stored
+        loose = stored(series_store)[0]
     assert re.search(r"confident at BH q <= 0\.5 over \d+ heads,", series_line(series_store, MODEL))
     read: list = []
     real = SeriesView.head_scores
