@@ -130,16 +130,26 @@ def derive_set(
     else:
         assert old_pairs is not None
         revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
-        kept = {(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)}
-        keep = [k in kept for k in zip(old.column("from_revision").to_pylist(), old.column("to_revision").to_pylist())]
-        parts = [old.filter(pa.array(keep, pa.bool_()))]
+        if old_pairs <= set(pairs):  # nothing replaced (an append): every stored row stays
+            parts = [old]
+        else:
+            kept = {(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)}
+            froms, tos = old.column("from_revision").to_pylist(), old.column("to_revision").to_pylist()
+            parts = [old.filter(pa.array([k in kept for k in zip(froms, tos)], pa.bool_()))]
+        stepped = []  # (the later checkpoint's id, the pair's dormant matrices), per new pair
         for a, b in (p.split(">") for p in sorted(new_pairs)):
             two = [revision_of[a], revision_of[b]]
             sub = ckpts.filter(pc.is_in(ckpts.column("revision"), value_set=pa.array(two)))
-            parts.append(mask_changes(view.head_scores(revisions=two), sub)[0])
+            rows, matrices = mask_changes(view.head_scores(revisions=two), sub)
+            parts.append(rows)
+            stepped.append((b, matrices))
         trans = _in_series_order(pa.concat_tables(parts), view.revisions)
-        first = view.head_scores(revisions=view.revisions[:1])
-        hist = histories_of(states_from_transitions(first, trans, ckpts))
+        hist = None
+        if histories.get(PAIRS_KEY) == stored.get(PAIRS_KEY):  # the stored histories are of the stored pairs
+            hist = appended_histories(view, ids, old_pairs, stepped)
+        if hist is None:  # not an append at the end: rebuilt from the first checkpoint and the transitions
+            first = view.head_scores(revisions=view.revisions[:1])
+            hist = histories_of(states_from_transitions(first, trans, ckpts))
     trans = mark_blips(apply_decisions(trans, {}))  # undecided: kept rows were decided over fewer checkpoints
     meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
     pending = {DECISION_KEY: PENDING}  # decided when first read (`decision.decide_pending`)
@@ -166,10 +176,69 @@ def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:
     return ids, [f"{ids[p]}>{ids[i]}" for i, p in enumerate(pred.tolist()) if p >= 0]
 
 
+def appended_histories(view: SeriesView, ids: list[str], old_pairs: set[str], stepped: list) -> pa.Table | None:
+    """The head histories after an append at the end of the series, from the stored ones and the new pairs' own
+    dormant matrices alone (O(heads) per new checkpoint, whatever the series' length); None when the new
+    checkpoints are not all after every stored one in series order, or the stored histories do not line up (then
+    they are rebuilt). `stepped`: (the new checkpoint's id, the dormant matrices of its pair), per new pair."""
+    position = {i: k for k, i in enumerate(ids)}
+    named = {i for pair in old_pairs for i in pair.split(">")}
+    if not named or not stepped or any(i not in position for i in named):
+        return None
+    new = sorted((position[b], matrices) for b, matrices in stepped)
+    if new[0][0] <= max(position[i] for i in named) or len(new) + len(named) != len(ids):
+        return None
+    try:
+        old = view.histories()
+    except StoreError:
+        return None
+    fns = old.column("score_fn").to_numpy(zero_copy_only=False)
+    layer, head = (old.column(c).to_numpy() for c in ("layer", "head_index"))
+    n_changes = old.column("n_changes").to_numpy().astype(np.int64)
+    first = {
+        c: np.array(old.column(f"first_dormant_{c}").to_pylist(), dtype=object) for c in ("step", "tokens", "revision")
+    }
+    final = None
+    for k, matrices in new:
+        cells = [(m.score_fn, m.layer, m.head_index) for m in matrices]
+        if sum(len(c[1]) for c in cells) != old.num_rows:
+            return None
+        at = np.concatenate([np.full(len(c[1]), c[0], dtype=object) for c in cells])
+        if not ((at == fns).all() and (np.concatenate([c[1] for c in cells]) == layer).all()):
+            return None
+        if not (np.concatenate([c[2] for c in cells]) == head).all():
+            return None
+        before = np.concatenate([m.dormant[0] for m in matrices])  # [row] the pair's earlier checkpoint
+        after = np.concatenate([m.dormant[-1] for m in matrices])  # [row] the new one
+        n_changes += before != after
+        c = view.checkpoints[k]
+        fresh = after & np.array([r is None for r in first["revision"]])
+        for name in ("step", "tokens", "revision"):
+            first[name][fresh] = c[name]
+        final = (c, after)
+    assert final is not None
+    c, after = final
+    columns = {
+        "revision": np.full(old.num_rows, c["revision"], dtype=object),
+        "stage": np.full(old.num_rows, c["stage"]),
+        "step": np.full(old.num_rows, c["step"]),
+        "tokens": np.full(old.num_rows, c["tokens"]),
+        "first_dormant_step": first["step"],
+        "first_dormant_tokens": first["tokens"],
+        "first_dormant_revision": first["revision"],
+        "n_changes": n_changes,
+        "final_state": np.where(after, "dormant", "active").astype(object),
+    }
+    out = old
+    for name, values in columns.items():
+        field = out.schema.field(name)
+        out = out.set_column(out.column_names.index(name), field, pa.array(values.tolist(), field.type))
+    return out
+
+
 def _in_series_order(trans: pa.Table, revisions: list[str]) -> pa.Table:
     """The row order of `derive_transitions` over the whole series: score_fn, then checkpoint, then head."""
-    rank = {r: i for i, r in enumerate(revisions)}
-    to_rank = pa.array([rank[r] for r in trans.column("to_revision").to_pylist()], pa.int64())
+    to_rank = pc.index_in(trans.column("to_revision"), value_set=pa.array(revisions, pa.string()))
     keyed = trans.append_column("_rank", to_rank)
     keyed = keyed.sort_by(
         [("score_fn", "ascending"), ("_rank", "ascending"), ("layer", "ascending"), ("head_index", "ascending")]

@@ -149,3 +149,24 @@ def test_status_counts_without_deciding_and_findings_decide_alike(series_store, 
 
 DECIDED = ["confident", "confident_q", "head_p", "state_p", "from_confident_revision", "to_confident_revision"]
 KEY = "transitions-taus-cal"
+
+
+def test_appends_at_the_end_update_the_histories_without_rebuilding_them(series_store, monkeypatch):
+    """Checkpoints arriving in series order (stage 1, then each stage-2 branch from stage 1's end): every append
+    updates the stored histories from the new pair alone (never `states_from_transitions` over the series), and
+    they equal the whole-series oracle each time."""
+    import dormant_tasks.tracking.derive as derive
+
+    request = TrackRequest(source=MODEL, store=str(series_store), report=False)
+    rebuilt: list[int] = []
+    real = derive.states_from_transitions
+    monkeypatch.setattr(derive, "states_from_transitions", lambda *a: rebuilt.append(1) or real(*a))
+    rng = random.Random(21)
+    for i, c in enumerate(revisions()):
+        store_checkpoint(series_store, c, rng, T0 + timedelta(minutes=i))
+        tracker.derive_series(request)
+        view = SeriesView.open(series_store, MODEL)
+        want_t, want_h = oracle(series_store)
+        assert view.histories().equals(want_h), c["revision"]
+        assert view.transitions().equals(want_t), c["revision"]
+    assert rebuilt == [1]  # the second checkpoint only (the first's histories record no pair)
