@@ -114,7 +114,7 @@ class Series:
                 "direction": ["<"] * n,
                 "dormant_rate": k / N_INPUTS,
                 "dormant": k / N_INPUTS >= 0.5,
-                "inactive_inputs": pa.array(pack_inputs(inactive), pa.binary()),
+                "inactive_inputs": packed(inactive),
                 "calibration_id": [CAL] * n,
                 "taus_id": [TAUS] * n,
             }
@@ -139,6 +139,16 @@ class Series:
             scoring_version=SCORING_VERSION,
         )
         return row, table
+
+
+def packed(inactive: np.ndarray) -> pa.Array:
+    """`statistics.pack_inputs` of bool [input, head] as one binary column, built from one buffer (no list)."""
+    data = np.ascontiguousarray(np.packbits(inactive, axis=0, bitorder="little").T)  # [head, byte]
+    width = data.shape[1]
+    offsets = np.arange(data.shape[0] + 1, dtype=np.int32) * width
+    out = pa.Array.from_buffers(pa.binary(), data.shape[0], [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    assert out[0].as_py() == pack_inputs(inactive[:, :1])[0]
+    return out
 
 
 def new_store(root: Path, series: Series) -> None:

@@ -387,7 +387,7 @@ def apply_decisions(transitions: pa.Table, decisions: Decisions) -> pa.Table:
     known = np.zeros(n, dtype=bool)
     head_p, head_q, state_p = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     from_rev, to_rev = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
-    if n:
+    if n and decisions:  # (none: every column null, no pass over the rows: an append's pending table)
         rows_of: dict[tuple[str, str], list[int]] = {}
         groups = zip(transitions.column("model_id").to_pylist(), transitions.column("score_fn").to_pylist())
         for i, g in enumerate(groups):
