@@ -7,8 +7,8 @@ checkpoint and costs checkpoints x heads x functions. An append (`derive_series`
 therefore derives only the new mask changes and leaves the decision pending: it writes the transitions with
 `confident` and its columns null and DECISION_KEY = PENDING in the file's metadata (the rule chosen stays in
 FDR_KEY). The decision is taken when something reads it: `SeriesView.transitions` calls `decide_pending`, which
-decides over the checkpoints the file was derived from. A run that holds the series stores it (a track run's
-report, `store repair`), so it is paid once; a plain reader (`dormant report`, `findings`, `publish`, the Python
+decides over the checkpoints the file was derived from. A run that holds the series stores it (the report of a
+`dormant track` run), so it is paid once; a plain reader (`dormant report`, `findings`, `publish`, the Python
 API) takes no lock and writes nothing, so it decides in memory on each read. The result is the one a whole
 derivation of the same checkpoints gives (tests/library/tracking/test_decision.py).
 """
@@ -94,7 +94,7 @@ def derived_revisions(view, meta: dict[str, str]) -> list[str]:
 
 def _store_decision(view, decided: pa.Table, meta: dict[str, str]) -> None:
     """Write the decided file in place of the pending one when this process holds the series for a run (a track
-    run's report, `store repair`) and the file is still the one decided. A plain read takes no lock and writes
+    run's report) and the file is still the one decided. A plain read takes no lock and writes
     nothing (`store.lock`): it keeps the decision in memory."""
     if not holds_series(view.store, view.model_id):
         return

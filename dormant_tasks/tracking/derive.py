@@ -70,17 +70,11 @@ def derive_series(request: TrackRequest) -> SeriesSummary:
     return rederive(request.store, request.model_id, request.fdr, request.fdr_method)
 
 
-def rederive(
-    store, model_id: str, fdr: float | None = None, method: str | None = None, *, decide: bool = False
-) -> SeriesSummary:
+def rederive(store, model_id: str, fdr: float | None = None, method: str | None = None) -> SeriesSummary:
     """`derive_series` of a series by name (`dormant track`, also a finished rerun; `dormant store repair`).
-    `fdr`/`method` None keep each set's stored rule of the confident transitions (the defaults where none is).
-    `decide`: the pending confident-state decision is taken and stored too (`store repair`: the caller holds the
-    series, `store.hold_series`)."""
+    `fdr`/`method` None keep each set's stored rule of the confident transitions (the defaults where none is)."""
     views = open_views(store, model_id)
     summaries = [derive_set(store, model_id, view, fdr, method) for view in views]
-    for view in views if decide else ():
-        view.transitions()  # decides a pending decision and stores it (the caller holds the series)
     update_agreement(store, model_id, views)  # >= 2 sets: their masks compared (1 set: nothing)
     return summaries[0]
 

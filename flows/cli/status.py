@@ -110,7 +110,7 @@ def failed_lines(store, model_id: str) -> str:
     return out
 
 
-PENDING_NOTE = "confident ones not decided yet: an append leaves that to the report; `dormant store repair` stores it"
+PENDING_NOTE = "confident ones not decided yet: the report decides them"
 
 
 def _set_parts(view) -> list[str]:

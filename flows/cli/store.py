@@ -147,7 +147,7 @@ def run_repair(args: argparse.Namespace) -> int:
         for series in every:  # derived tables: missing, damaged or stale ones derived again
             if SeriesView.exists(root, series):
                 duplicates[series] = set_aside_stored_duplicates(root, series)  # tracked before the audit
-                rederive(root, series, decide=True)  # and a confident-state decision left pending
+                rederive(root, series)
     for link in r.links:
         print(_link_note(link))
     for series, names in duplicates.items():

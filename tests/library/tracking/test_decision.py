@@ -1,7 +1,8 @@
 """The confident-state decision out of the append (`tracking.decision`): appends leave it pending, and what any
 reader gets is what a whole derivation of the same store stores (the oracle: `rederive` on a copy whose derived
-files are gone), whether a plain read decides it in memory or a run holding the series stores it (`store repair`);
-a publication holds it decided; status never shows a pending decision as a count."""
+files are gone), whether a plain read decides it in memory or a run holding the series stores it (a track run's
+report); `store repair` keeps it pending and whole; a publication holds it decided; status never shows a pending
+decision as a count."""
 
 from __future__ import annotations
 
@@ -46,8 +47,9 @@ def whole(store, tmp_path, name: str = "whole"):
     shutil.copytree(store, copy)
     for table in ("transitions", "head_histories"):
         shutil.rmtree(copy / table)
-    with hold_series(copy, MODEL):  # as `store repair` does
-        tracker.rederive(copy, MODEL, decide=True)
+    tracker.rederive(copy, MODEL)
+    with hold_series(copy, MODEL):  # a run's read (a track run's report) decides and stores it
+        SeriesView.open(copy, MODEL).transitions()
     view = SeriesView.open(copy, MODEL)
     assert not view.decision_pending()
     return view.stored_transitions(), view.histories()
@@ -84,7 +86,7 @@ def test_a_plain_read_decides_in_memory_and_a_run_holding_the_series_stores_the_
     (series_store / PUBLISHED).write_text("{}")  # a published series: the same
     assert view.transitions().equals(want) and view.decision_pending()
     (series_store / PUBLISHED).unlink()
-    with hold_series(series_store, MODEL):  # a run (a track run's report, store repair) stores it: paid once
+    with hold_series(series_store, MODEL):  # a run (a track run's report) stores it: paid once
         assert view.transitions().equals(want)
     assert not view.decision_pending() and view.stored_transitions().equals(want)
 
@@ -100,15 +102,15 @@ def test_a_publication_of_a_pending_series_holds_the_decided_transitions(series_
     assert SeriesView.open(series_store, MODEL).decision_pending()  # the source store as it was
 
 
-def test_store_repair_takes_a_pending_decision(series_store, tmp_path):
+def test_store_repair_keeps_a_pending_decision_and_reads_give_the_whole_derivation(series_store, tmp_path):
     from flows.cli import main
 
     appended(series_store, 6)
     want_t, want_h = whole(series_store, tmp_path)
     assert main(["store", "repair", "--store", str(series_store)]) == 0
     view = SeriesView.open(series_store, MODEL)
-    assert not view.decision_pending()
-    assert view.stored_transitions().equals(want_t) and view.histories().equals(want_h)
+    assert view.decision_pending()  # the store as a clean run leaves it
+    assert view.transitions().equals(want_t) and view.histories().equals(want_h)
     # a damaged transitions file: repair derives it again in one piece, the same tables
     appended(series_store, 9, seed=3, start=T0 + timedelta(days=1))  # re-analysed: new results, new pairs
     path = series_store / "transitions" / next(p.name for p in (series_store / "transitions").iterdir())
@@ -116,7 +118,7 @@ def test_store_repair_takes_a_pending_decision(series_store, tmp_path):
     assert main(["store", "repair", "--store", str(series_store)]) == 0
     want_t, want_h = whole(series_store, tmp_path, "whole-again")
     view = SeriesView.open(series_store, MODEL)
-    assert view.stored_transitions().equals(want_t) and view.histories().equals(want_h)
+    assert view.transitions().equals(want_t) and view.histories().equals(want_h)
 
 
 def test_status_counts_without_deciding_and_findings_decide_alike(series_store, tmp_path, monkeypatch):
@@ -127,10 +129,7 @@ def test_status_counts_without_deciding_and_findings_decide_alike(series_store, 
     real = decision.confirm_transitions
     monkeypatch.setattr(decision, "confirm_transitions", lambda *a, **k: pytest.fail("status decided"))
     line = series_line(series_store, MODEL)
-    assert (
-        "(confident ones not decided yet: an append leaves that to the report; `dormant store repair` stores it,"
-        in line
-    )
+    assert "(confident ones not decided yet: the report decides them," in line
     assert " confident at " not in line
     monkeypatch.setattr(decision, "confirm_transitions", real)
     with hold_series(series_store, MODEL):  # a run's read: decided and stored

@@ -237,10 +237,7 @@ def test_track_fdr_sets_the_stored_rule_and_a_new_rule_decides_again_without_der
     request = TrackRequest(source=MODEL, store=str(series_store), report=False, fdr_method="by")
     tracker.derive_series(request)  # the default level 0.05, by Benjamini-Yekutieli
     assert [k.get("columns") is None for k in read] == [True]  # the first checkpoint; the decision waits for a read
-    assert (
-        "(confident ones not decided yet: an append leaves that to the report; `dormant store repair` stores it,"
-        in (series_line(series_store, MODEL))
-    )
+    assert "(confident ones not decided yet: the report decides them," in series_line(series_store, MODEL)
     read.clear()  # (status read two checkpoints and one column)
     with S.hold_series(series_store, MODEL):  # a run's read (its report): decided and stored
         strict = stored(series_store)[0]
