@@ -158,15 +158,22 @@ def resample_heads(n_heads: int, resampling: Resampling, stream: int) -> np.ndar
 
 def cluster_bootstrap(layer: np.ndarray, resampling: Resampling, stream: int) -> list[np.ndarray]:
     """Per bootstrap resample, int64 indices into the heads: the layers drawn with replacement (as many as there
-    are), then within each drawn layer its heads drawn with replacement. layer: [head] each head's layer."""
+    are), then within each drawn layer its heads drawn with replacement. layer: [head] each head's layer.
+    Drawn for all resamples at once (a position j of a drawn layer of m heads takes its floor(u_j m)-th head)."""
     layer = np.asarray(layer)
-    groups = [np.flatnonzero(layer == g) for g in np.unique(layer)]
+    _, group = np.unique(layer, return_inverse=True)
+    order = np.argsort(group, kind="stable")  # the heads layer by layer
+    sizes = np.bincount(group)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     rng = resampling.rng(stream)
-    out = []
-    for _ in range(resampling.resamples):
-        picked = rng.integers(0, len(groups), size=len(groups))
-        out.append(np.concatenate([groups[g][rng.integers(0, groups[g].size, size=groups[g].size)] for g in picked]))
-    return out
+    picked = rng.integers(0, sizes.size, size=(resampling.resamples, sizes.size))  # [resample, drawn layer]
+    m = sizes[picked][..., None]
+    u = rng.random((*picked.shape, int(sizes.max(initial=0))))  # [resample, drawn layer, position]
+    idx = order[starts[picked][..., None] + np.minimum((u * m).astype(np.int64), m - 1)]
+    if (sizes == sizes[0]).all():  # every layer as large: no position to drop
+        return list(idx.reshape(resampling.resamples, -1))
+    keep = np.arange(u.shape[-1]) < m
+    return [idx[r][keep[r]] for r in range(resampling.resamples)]
 
 
 def n_layers(layer: np.ndarray) -> int:

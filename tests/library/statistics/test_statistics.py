@@ -258,3 +258,31 @@ def test_the_layered_interval_covers_the_population_mean_and_share_at_16_layers(
         mean_hits += e.low <= 0.0 <= e.high
         share_hits += s.low <= stats.norm.sf(1.0) <= s.high
     assert mean_hits / 200 >= 0.92 and share_hits / 200 >= 0.92
+
+
+def test_the_cluster_bootstrap_draws_whole_layers_then_heads_within_them():
+    """Brute-force check of the vectorised draws on unequal layers: each resample is a sequence of blocks, one per
+    drawn layer, each block as long as its layer and made of that layer's heads only; as many blocks as layers;
+    and over many resamples each layer is drawn 1 time per resample on average and each head within it equally."""
+    from dormant_tasks.statistics.estimates import cluster_bootstrap
+
+    layer = np.array([3, 3, 3, 0, 7, 7, 1, 1, 1, 1, 0, 5])  # 5 layers of 1-4 heads, unsorted
+    sizes = {g: int((layer == g).sum()) for g in np.unique(layer)}
+    draws = cluster_bootstrap(layer, Resampling(resamples=4000, seed=3), 0)
+    drawn = {g: 0 for g in sizes}
+    for idx in draws:
+        pos, blocks = 0, 0
+        while pos < idx.size:
+            g = layer[idx[pos]]
+            block = idx[pos : pos + sizes[g]]
+            assert block.size == sizes[g] and (layer[block] == g).all()
+            drawn[g] += 1
+            pos, blocks = pos + sizes[g], blocks + 1
+        assert blocks == len(sizes)
+    assert all(abs(n / 4000 - 1) < 0.1 for n in drawn.values())
+    heads = np.bincount(np.concatenate(draws), minlength=layer.size)
+    for g in sizes:  # within a layer, its heads alike
+        own = heads[layer == g]
+        assert own.max() - own.min() < 0.15 * own.mean()
+    same = cluster_bootstrap(layer, Resampling(resamples=4000, seed=3), 0)
+    assert all((a == b).all() for a, b in zip(draws, same, strict=True))  # seeded
