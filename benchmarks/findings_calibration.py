@@ -552,7 +552,7 @@ def timing(seed: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--small", action="store_true", help="CI sizes (< 60 s on one core)")
+    parser.add_argument("--small", action="store_true", help="CI sizes (< 100 s)")
     parser.add_argument("--seed", type=int, default=0, help="of every simulation and resampling")
     parser.add_argument(
         "--write-docs", action="store_true", help="rewrite docs/SCORES.md's table and the saved result from this run"
