@@ -4,7 +4,8 @@ gave it, the number of units behind it) or a `Share` (k of n heads), and the res
 
 Heads come in layers and share each layer's inputs and weights, so heads are not independent: an interval over
 heads resamples the layers, and the heads within each drawn layer (`cluster_bootstrap`, the two-stage bootstrap,
-conservative when the layer factor is weak). Fewer than MIN_UNITS layers back no interval: the number is printed
+conservative when the layer factor is weak), its interval the expanded percentile one (`expanded_tail`: Student's
+t over the layers, not the normal). Fewer than MIN_UNITS layers back no interval: the number is printed
 with the reason instead. The median of per-head times gets the exact order-statistic interval
 (`median_order_interval`: distribution-free, assumes exchangeable heads)."""
 
