@@ -41,6 +41,7 @@ RATE_COLUMNS = ("score_fn", "revision", "layer", "head_index", "dormant", "dorma
 
 
 def transitions_key(view) -> str:
+    """The file key of a view's transitions (one file per taus and calibration set)."""
     return derived_file_key("transitions", view.taus_id, view.calibration_id)
 
 
@@ -56,8 +57,8 @@ def is_pending(meta: dict[str, str]) -> bool:
 
 def decide_pending(view, transitions: pa.Table, meta: dict[str, str]) -> pa.Table:
     """`transitions` (the view's whole stored file, `meta` its metadata) with `confident` decided when its decision
-    is pending, by the rule it records, over the checkpoints its pairs name; stored where the series can be written
-    now. Unchanged when decided already."""
+    is pending, by the rule it records, over the checkpoints its pairs name; stored when this process holds the
+    series (`_store_decision`). Unchanged when decided already."""
     if not is_pending(meta):
         return transitions
     level, method = recorded_choice(meta.get(FDR_KEY)) or (FDR, FDR_METHOD)
@@ -75,7 +76,7 @@ def decided_file(view) -> pa.Table | None:
     meta = transitions_metadata(view)
     if not is_pending(meta):
         return None
-    decided = decide_pending(view, view._current("transitions"), meta)
+    decided = decide_pending(view, view.stored_transitions(), meta)
     return decided.replace_schema_metadata(_decided_metadata(meta))
 
 
