@@ -50,6 +50,12 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         set_aside_stored_duplicates as set_aside_stored_duplicates,
         shared_weights as shared_weights,
     )
+    from dormant_tasks.tracking.listing import (
+        Resolution as Resolution,
+        listed_checkpoints as listed_checkpoints,
+        record_listing as record_listing,
+        series_resolution as series_resolution,
+    )
     from dormant_tasks.tracking.masks import (
         QUANTILE_DEFAULTS as QUANTILE_DEFAULTS,
         pooled_threshold as pooled_threshold,
