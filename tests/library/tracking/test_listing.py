@@ -22,6 +22,7 @@ from dormant_tasks.statistics import (
 from dormant_tasks.store import read_table
 from dormant_tasks.tracking import Resolution, listed_checkpoints, record_listing, series_resolution
 from dormant_tasks.tracking.plan import SeriesPlan
+from flows.cli.status import series_line
 from tests.builders.stores import MODEL, write_series
 
 TOKENS = [0, 50_000, 100_000, 200_000, 500_000, 1_000_000]  # the scored checkpoints c: step 10 c
@@ -112,6 +113,7 @@ def test_findings_say_which_confident_transitions_are_resolved_and_which_are_not
     text = "\n".join(findings_lines(full))
     assert "All 4 confident transitions resolved to adjacent checkpoints." in text
     assert full.emergence.n_interval == 0
+    assert "listed:" not in series_line(root, MODEL)  # every listed checkpoint scored: status as before
     assert text.replace(" All 4 confident transitions resolved to adjacent checkpoints.", "") == before.replace(
         " Resolution of the 4 confident transitions: unknown (the store keeps no listing of the series' "
         "checkpoints; the next `dormant track` of the series records it).",
@@ -134,6 +136,7 @@ def test_findings_say_which_confident_transitions_are_resolved_and_which_are_not
     assert e.n_interval == 2 and e.settled_low.tolist() == [0.0, 0.0]  # both settle in (0, 50K]
     assert e.settled_median.value == 25_000 and "interval-censored" in e.settled_median.method
     assert "2 of these 2 settling times lie between a scored checkpoint" in text
+    assert "\n  listed: 10 checkpoints a run may score, 4 not scored" in series_line(root, MODEL)
 
 
 def oracle_medians(low, high, grid) -> list[float]:
