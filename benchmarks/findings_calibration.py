@@ -31,6 +31,8 @@ power and interval coverage of the methods of this round (NEW) side by side with
    resampling)` (branch `sets`: whole clusters permuted, two-sided), given the two sets as two kinds; when the
    installed `noise_floor` takes no `clusters` its column reads "not available". Measured: FPR at 0.05.
    Target (NEW): <= 0.06.
+4. Checkpoints chosen by the data: FDR of `decide_states` on checkpoints a budgeted run's refinement picks from the
+   observed masks (benchmarks/adaptive_design.py, its rows named ADAPTIVE, FIXED, EXHAUSTIVE). Target: <= 0.06.
 
 Values are printed with their Monte Carlo standard error (+- se); a target is met ("pass") when the value meets it,
 "pass (within 2 se)" when it misses by less than two se (a level-0.05 test, say, has an FPR of 0.05 exactly, and
@@ -457,7 +459,15 @@ TITLES = {
     "1": "1. Transitions: confident changes of state (FDR, power; clusters, persistence, boundary nulls)",
     "2": "2. Intervals over heads with a layer factor (coverage of the population value)",
     "3": "3. Input dependence under a clustered null (false-positive rate)",
+    "4": "4. Checkpoints chosen by the data (`track --budget`): FDR under the adaptive design",
 }
+
+
+def section_adaptive(sizes: Sizes, seed: int) -> list[Row]:
+    """Section 4 lives in benchmarks/adaptive_design.py (beside this script: its folder is on sys.path)."""
+    from adaptive_design import section_adaptive as adaptive
+
+    return adaptive(sizes, seed)
 
 
 def table(rows: list[Row]) -> str:
@@ -507,7 +517,12 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     total = time.perf_counter()
     sections = []
-    for key, section in (("1", section_transitions), ("2", section_intervals), ("3", section_dependence)):
+    for key, section in (
+        ("1", section_transitions),
+        ("2", section_intervals),
+        ("3", section_dependence),
+        ("4", section_adaptive),
+    ):
         start = time.perf_counter()
         rows = section(sizes, args.seed)
         sections.append((f"**{TITLES[key]}**", table(rows)))
