@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from dormant_tasks.checkpoints import log_spread
+from dormant_tasks.checkpoints import Revision, log_spread, step_tokens, training_positions
 
 
 def coarse_pass(tokens: list[int] | list[float], n: int, one_step: float | None = None) -> list[int]:
@@ -28,6 +28,13 @@ def coarse_pass(tokens: list[int] | list[float], n: int, one_step: float | None 
         gaps = [b - a for a, b in zip(tokens, tokens[1:]) if b > a]
         one_step = min(gaps, default=1)
     return log_spread(list(tokens), n, max(float(one_step), 1e-12))
+
+
+def available_positions(revisions: list[Revision]) -> tuple[list[int], float]:
+    """The training positions (tokens seen) of a selection's checkpoints in series order, never decreasing (`main`,
+    whose tokens are unknown, at its predecessor's), and one step's tokens: the axis of `coarse_pass`."""
+    positions = np.maximum.accumulate(np.asarray(training_positions(revisions) or [0], dtype=np.int64))
+    return positions.tolist()[: len(revisions)], step_tokens(revisions)
 
 
 # The share of a budget that the coarse pass takes: enough points that a change early in training (where they
@@ -60,7 +67,7 @@ def interval_need(rates_a: np.ndarray, rates_b: np.ndarray) -> float:
     a, b = np.asarray(rates_a, dtype=float), np.asarray(rates_b, dtype=float)
     move = np.abs(b - a)
     flipped = (a >= 0.5) != (b >= 0.5)
-    return float(np.sum(np.where(flipped, move, np.maximum(move - MOVED, 0.0))))
+    return float(np.nansum(np.where(flipped, move, np.maximum(move - MOVED, 0.0))))  # nan: a head one end lacks
 
 
 def _middle(lo: int, hi: int, blocked) -> int | None:
@@ -97,6 +104,20 @@ def next_refinements(
         if middle is not None:
             candidates.append((-need * math.sqrt(hi - lo), lo, middle))
     return [middle for _, _, middle in sorted(candidates)[: max(0, k)]]
+
+
+def search_done(
+    tokens: list[int] | list[float],
+    budget: int,
+    rates: Mapping[int, np.ndarray],
+    resolution: float | None = None,
+    one_step: float | None = None,
+) -> bool:
+    """Whether `budgeted_search` from these scored checkpoints would score nothing more: the coarse pass is
+    scored and the budget is spent or every change located."""
+    if first_pass(tokens, budget, rates, one_step):
+        return False
+    return len(rates) >= budget or not next_refinements(tokens, rates, 1, resolution)
 
 
 def budgeted_search(
