@@ -6,11 +6,11 @@ constant heads, nulls hovering at 0.5 then moving away on their own side, 10% th
 0.3 <-> 0.7 or 0.4 <-> 0.6; `indicators`: clusters of inputs, inputs persistent across checkpoints), observed on a
 dense grid of DENSE checkpoints: what an exhaustive run would score. Three designs score BUDGET of them:
 
-- ADAPTIVE: a coarse log-spaced pass (half the budget, the first and last checkpoint included), then refinement
-  as `track --budget` does it: the interval between scored neighbours whose observed masks (dormant rate >= 0.5)
-  differ in the most heads is split at its midpoint (ties: the widest, then the earliest; no pair differs: the
-  widest), until the budget is spent. Which checkpoints are scored depends on every head's observed indicators,
-  the tested head's own included.
+- ADAPTIVE: what `track --budget` scores (`tracking.budgeted_search`, one at a time): a coarse pass log-spaced in
+  tokens, the first and last checkpoint included, then refinement: between scored neighbours whose observed
+  dormant rates say a mask changed (`tracking.budget.interval_need`), the middle checkpoint, the neediest interval
+  first, until every change lies between adjacent checkpoints or the budget is spent. Which checkpoints are scored
+  depends on every head's observed indicators, the tested head's own included.
 - FIXED: BUDGET checkpoints evenly spaced, chosen before any data (the reference a fixed design gives).
 - EXHAUSTIVE: every one of the DENSE checkpoints.
 
@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the calibration benc
 import findings_calibration as fc  # noqa: E402
 
 from dormant_tasks.statistics import decide_states  # noqa: E402
+from dormant_tasks.tracking import budgeted_search  # noqa: E402
 
 DENSE = 65  # checkpoints an exhaustive run scores
 BUDGET = 17  # checkpoints the budgeted designs score
@@ -47,23 +48,15 @@ SETTINGS = (fc.SETTINGS[0], fc.SETTINGS[1], fc.SETTINGS[3], fc.SETTINGS[7])
 TITLE = "4. Checkpoints chosen by the data (`track --budget`): FDR under the adaptive design"
 
 
-def coarse(dense: int, n: int) -> list[int]:
-    """About n log-spaced checkpoint indices of a dense grid of `dense`, the first and the last included."""
-    picks = {0, dense - 1} | {int(round(x)) - 1 for x in np.geomspace(1, dense, n)}
-    return sorted(picks)
+TOKENS_PER_CHECKPOINT = 1_000_000  # the dense grid's spacing (the search reads positions in tokens)
 
 
-def adaptive(masks: np.ndarray, budget: int) -> list[int]:
-    """The checkpoints an adaptive run scores: `coarse`, then the interval between scored neighbours whose
-    observed masks differ in the most heads split at its midpoint, until `budget`. masks: bool [checkpoint, head],
-    read only where scored (what the run has seen)."""
-    dense = masks.shape[0]
-    chosen = coarse(dense, budget // 2)
-    while len(chosen) < min(budget, dense):
-        pairs = [(a, b) for a, b in zip(chosen, chosen[1:]) if b - a > 1]
-        a, b = max(pairs, key=lambda p: (int((masks[p[0]] != masks[p[1]]).sum()), p[1] - p[0], -p[0]))
-        chosen = sorted(chosen + [(a + b) // 2])
-    return chosen
+def adaptive(rates: np.ndarray, budget: int) -> list[int]:
+    """The checkpoints a `track --budget` run scores (`tracking.budgeted_search`), sorted. rates: float [checkpoint,
+    head] the observed dormant rates, read only where the search scores (what the run has seen)."""
+    tokens = [(i + 1) * TOKENS_PER_CHECKPOINT for i in range(rates.shape[0])]
+    scored = budgeted_search(tokens, budget, lambda indices: {i: rates[i] for i in indices})
+    return sorted(scored)
 
 
 def fixed(dense: int, budget: int) -> list[int]:
@@ -113,9 +106,9 @@ def run(sizes, seed: int) -> dict:
             kind, rate = fc.trajectories(rng, sizes.heads)
             rates = np.stack([rate(t) for t in np.linspace(0, 1, DENSE)])  # [checkpoint, head]
             x, clusters = fc.indicators(np.random.default_rng([seed, 43, si, rep]), rates, setting)
-            masks = x.mean(axis=2) >= 0.5  # [checkpoint, head] the observed masks
+            observed = x.mean(axis=2)  # [checkpoint, head] the observed dormant rates
             designs = {
-                "ADAPTIVE": adaptive(masks, BUDGET),
+                "ADAPTIVE": adaptive(observed, BUDGET),
                 "FIXED": fixed(DENSE, BUDGET),
                 "EXHAUSTIVE": list(range(DENSE)),
             }
@@ -140,7 +133,8 @@ def section_adaptive(sizes, seed: int) -> list:
     rows, pooled = [], []
     for si, setting in enumerate(settings_of(sizes)):
         for name in ("ADAPTIVE", "FIXED", "EXHAUSTIVE"):
-            label = f"{name} decide_states bh, {BUDGET if name != 'EXHAUSTIVE' else DENSE} of {DENSE} checkpoints"
+            size = {"ADAPTIVE": f"<= {BUDGET}", "FIXED": str(BUDGET), "EXHAUSTIVE": str(DENSE)}[name]
+            label = f"{name} decide_states bh, {size} of {DENSE} checkpoints"
             fdp = out[si, name, "fdp"]
             v, se = fc.mean_se(fdp)
             ok, exact = fc.at_most(0.06, v, se) if name == "ADAPTIVE" else (None, True)

@@ -19,15 +19,13 @@ def benchmark():
     return module
 
 
-def test_the_refinement_splits_the_intervals_whose_masks_differ():
+def test_the_search_scores_where_the_masks_change():
     ad = benchmark()
-    masks = np.zeros((65, 3), bool)
-    masks[40:, 0] = True  # one head changes between checkpoints 39 and 40
-    chosen = ad.adaptive(masks, 17)
-    assert len(chosen) == 17 and chosen[0] == 0 and chosen[-1] == 64
+    rates = np.full((65, 3), 0.1)
+    rates[40:, 0] = 0.9  # one head falls dormant between checkpoints 39 and 40
+    chosen = ad.adaptive(rates, 17)
+    assert len(chosen) <= 17 and chosen[0] == 0 and chosen[-1] == 64
     assert {39, 40} <= set(chosen)  # the change is resolved to adjacent checkpoints
-    assert ad.coarse(65, 8) == sorted(set(ad.coarse(65, 8)))  # log-spaced, dense at the start
-    assert ad.coarse(65, 8)[:3] == [0, 1, 2]
 
 
 def test_the_confident_transitions_are_read_between_opposite_confident_states():
