@@ -41,5 +41,5 @@ def test_fdr_under_the_adaptive_design_small():
     sizes = replace(ad.fc.SMALL, heads=96, reps=1)
     rows = ad.section_adaptive(sizes, 0)
     fdr = [r for r in rows if r.method.startswith("ADAPTIVE decide_states") and r.measured == "FDR"]
-    assert len(fdr) == 3 and all(r.passed for r in fdr)  # two settings, then pooled
+    assert len(fdr) == 4 and all(r.passed for r in fdr)  # two settings, the stress case, then pooled
     assert all(r.value <= 0.06 for r in fdr)
