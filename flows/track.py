@@ -64,7 +64,6 @@ def _track(request: TrackRequest, progress: bool, state: SeriesState | None) -> 
         state = tasks.series_state(request)
     request, plan = state.request, state.plan  # naming no calibration set: the stored series' own sets
     refused = tracking.record_audit(request, plan)  # before any download: what the audit set aside, and why
-    tracking.record_listing(request.store, request.model_id, plan, request.request_id)  # what scored pairs lie between
     for name, flag in ({} if request.keep_duplicates else plan.set_aside).items():
         log.info("%s: set aside, not a point of training: %s", name, flag.text)
     log.info(
@@ -79,6 +78,8 @@ def _track(request: TrackRequest, progress: bool, state: SeriesState | None) -> 
     ahead = _prefetch_past_reference(request, state)
     with _fixing_taus(request, state, progress):
         series = tasks.series_taus(request, state, _score_on_runner(request), _write_checkpoint)
+    # the listing, once the series holds its taus (a run refused before then leaves nothing): what lies between pairs
+    tracking.record_listing(request.store, request.model_id, plan, request.request_id)
     log.info(
         "taus %s: %s",
         series.taus_id,

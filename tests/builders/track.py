@@ -13,8 +13,8 @@ def track_steps(request):
 
     state = tracker.series_state(request)
     refused = tracker.record_audit(state.request, state.plan)  # what the integrity audit set aside, before any work
-    tracker.record_listing(request.store, state.request.model_id, state.plan, state.request.request_id)
     series = tracker.resolve_series_taus(request, state)
+    tracker.record_listing(request.store, state.request.model_id, state.plan, state.request.request_id)
     results = refused + ([series.reference] if series.reference is not None else [])
     pending = tracker.pending_revisions(request, state, series)
     if request.budget is None:
