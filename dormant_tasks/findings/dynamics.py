@@ -21,6 +21,10 @@ independent); fewer than MIN_UNITS layers back no interval. They speak for this 
   billion tokens (bootstrap over layers; the exact Poisson interval beside it), the checkpoint spacing, and the
   cadence-free measures: heads that ever change state, more than once, confidently.
 - Input dependence (`findings/dependence.py`).
+- Resolution (`findings/resolution.py`): where a run left listed checkpoints unscored (`--budget`, `--max`,
+  `--every`), a time seen at a scored checkpoint is an interval back to the scored one before it (the medians carry
+  both ends: `statistics.interval_median_estimate`), and the confident transitions not resolved to adjacent
+  checkpoints are named with their pair and the checkpoints unscored between.
 
 Token counts along a series: a checkpoint's tokens, plus, after a stage boundary whose names restart the
 count (OLMo-2's stage-2 ingredients count their own tokens), the tokens of the branch point (`path_tokens`).
