@@ -46,7 +46,12 @@ DENSE = 65  # checkpoints an exhaustive run scores
 BUDGET = 17  # checkpoints the budgeted designs score
 # fresh noise at every checkpoint (the nulls' masks flicker most: refinement chases them), twins, independent and
 # blocks of 8 with persistent inputs (a null's error the same at every checkpoint the refinement adds)
-SETTINGS = (fc.SETTINGS[0], fc.SETTINGS[1], fc.SETTINGS[3], fc.SETTINGS[7])
+SETTINGS = (
+    fc.Setting(128, 1, 0.0, 0.25),
+    fc.Setting(128, 2, 0.9, 0.9),
+    fc.Setting(128, 1, 0.0, 0.99),
+    fc.Setting(64, 8, 0.5, 0.99),
+)
 TITLE = "4. Checkpoints chosen by the data (`track --budget`): FDR under the adaptive design"
 
 

@@ -5,7 +5,8 @@ Each time t_h lies in [low_h, high_h] (low = high: resolved to a checkpoint; +in
 end, right-censored). The median is monotone in every value, so whatever the times inside the intervals are, their
 median lies between the median of the lower ends and the median of the upper ends; the same holds in every
 bootstrap resample drawn from the same heads. `interval_median_estimate` states the midpoint median with the
-interval from the 2.5% percentile of the lower ends' bootstrap medians to the 97.5% percentile of the upper ends':
+interval from the lower percentile of the lower ends' bootstrap medians to the upper percentile of the upper ends'
+(the expanded percentile interval of `layered_estimate`):
 it covers the median of the true times at least as often as the bootstrap of the true times would (docs/SCORES.md
 §7, "Interval-censored times"). With every interval a point it is `median_estimate`, number for number.
 """
@@ -38,8 +39,8 @@ def interval_median_estimate(
 ) -> Estimate:
     """The (lower) median of per-head times known to lie in [low, high] ([head] each; +inf at both ends: right-
     censored), with the two-stage bootstrap over layers carried through both ends (the same resamples): value the
-    median of the midpoints, low the 2.5% percentile of the lower ends' medians, high the 97.5% percentile of the
-    upper ends'. Every interval a point: `median_estimate` itself."""
+    median of the midpoints, low the lower percentile of the lower ends' medians, high the upper percentile of the
+    upper ends' (the expanded percentile interval of `layered_estimate`). Every interval a point: `median_estimate` itself."""
     low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
     if np.array_equal(low, high):
         return median_estimate(high, layer, resampling, stream, unit)
@@ -62,6 +63,6 @@ def interval_median_estimate(
     if units < MIN_UNITS:
         return Estimate(value, float("nan"), float("nan"), method, unit, units)
     picks = cluster_bootstrap(layer, resampling, stream)
-    low_end = bootstrap_interval(np.array([lower_median(lo[i]) for i in picks]))[0]
-    high_end = bootstrap_interval(np.array([lower_median(hi[i]) for i in picks]))[1]
+    low_end = bootstrap_interval(np.array([lower_median(lo[i]) for i in picks]), units)[0]  # as `median_estimate`
+    high_end = bootstrap_interval(np.array([lower_median(hi[i]) for i in picks]), units)[1]
     return Estimate(value, back(low_end), back(high_end), method, unit, units)
