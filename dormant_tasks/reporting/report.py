@@ -258,6 +258,7 @@ def inputs_stamp(root: Path, model_id: str, settings: ReportSettings, out: Path 
         "calibration_agreement",
         "failed_checkpoints",
         "set_aside_checkpoints",
+        "listed_checkpoints",  # which confident transitions are resolved to adjacent checkpoints
     ):
         for p in stored_files(root, table, model_id):
             st = p.stat()

@@ -6,8 +6,8 @@ table's `series=<slug>` folder, the checksum record. What it holds:
   (the series' current checkpoints), byte for byte;
 - the manifest, rewritten with those rows only (an input_scores file left out is no longer named);
 - the derived tables (`transitions`, `head_histories`) of the (taus, calibration set) pairs the caller names, and
-  the series' `taus`, `calibration_agreement`, `failed_checkpoints` and `evaluations` files, byte for byte (with
-  `with_inputs` also `evaluation_items`);
+  the series' `taus`, `calibration_agreement`, `failed_checkpoints`, `listed_checkpoints` and `evaluations` files,
+  byte for byte (with `with_inputs` also `evaluation_items`);
 - further tables of the caller's (the findings), one file each in a folder of their own;
 - the marker and the checksum record of every file that no manifest row names.
 Every file it writes is a function of the store's bytes alone (no clock, no host, rows in a fixed order), so the
@@ -33,7 +33,7 @@ from dormant_tasks.store.sums import sums_json, sums_path
 from dormant_tasks.store.upgrade import DERIVED
 
 # Tables published whole (every file of the series); per-input tables only when asked for.
-WHOLE = ("taus", "calibration_agreement", "failed_checkpoints", "evaluations")
+WHOLE = ("taus", "calibration_agreement", "failed_checkpoints", "listed_checkpoints", "evaluations")
 PER_INPUT = ("input_scores", "evaluation_items")
 
 

@@ -65,7 +65,24 @@ def series_line(store, model_id: str) -> str:
             m = len(other.checkpoints)
             line += f"\n  calibration {other.calibration_id}: {m} checkpoint{'s' if m != 1 else ''}, "
             line += ", ".join(_set_parts(other))
-    return line + set_aside_lines(view) + identical_lines(view) + failed_lines(store, model_id)
+    return line + listing_line(view) + set_aside_lines(view) + identical_lines(view) + failed_lines(store, model_id)
+
+
+def listing_line(view) -> str:
+    """How much of the series' listing is scored, when a run left listed checkpoints unscored (a --budget search,
+    a --max or --every grid); '' when every available one is scored or no listing is recorded."""
+    from dormant_tasks.tracking import listed_checkpoints
+
+    rows = listed_checkpoints(view.store, view.model_id) or []
+    available = [r for r in rows if r["available"]]
+    scored = set(view.revisions)
+    open_ = [r for r in available if r["revision"] not in scored]
+    if not open_:
+        return ""
+    return (
+        f"\n  listed: {plural(len(available), 'checkpoint')} a run may score, {len(open_)} not scored (changes between "
+        "scored checkpoints are located to intervals: `dormant findings` says which)"
+    )
 
 
 def set_aside_lines(view) -> str:

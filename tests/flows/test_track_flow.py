@@ -80,17 +80,23 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
     assert transitions.column("confident").null_count == transitions.num_rows  # as stored: pending
     decided = tracker.SeriesView.open(store, summary.model_id).transitions()
     assert decided.column("confident").null_count == 0 and decided.column("blip").null_count == 0
+    # the series' listing, kept for how finely changes are located (every listed checkpoint scored here)
+    listed = read_table(store, "listed_checkpoints").to_pylist()
+    assert sorted(r["revision"] for r in listed) == sorted(p.name for p in random_series.iterdir())
+    assert all(r["available"] for r in listed) and {r["request_id"] for r in listed} == {summary.request_id}
 
     def no_loading(*a, **k):  # fault injection: the rerun must not load any model
         raise AssertionError("a stored checkpoint was loaded again")
 
     monkeypatch.setattr(checkpoint_work, "lazy_load_checkpoint", no_loading)
-    before = {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts}
+    before = {p: p.stat().st_mtime_ns for p in _files(store) if {"checkpoints", "listed_checkpoints"} & set(p.parts)}
     calls.clear()
     again = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
     assert again.analysed == 0 and again.skipped == 3
     assert calls == ["series_state", "plan_series", "stored_taus"]  # once, and the taus are the stored ones
-    assert {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts} == before
+    assert {
+        p: p.stat().st_mtime_ns for p in _files(store) if {"checkpoints", "listed_checkpoints"} & set(p.parts)
+    } == before
     assert again.n_transitions == summary.n_transitions
 
 
