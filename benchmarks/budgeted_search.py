@@ -188,7 +188,7 @@ def track_library(request) -> None:
     tracking.derive_series(request)
 
 
-def tiny_section(anchors: str | None, per_segment: int, limit: int, real: bool) -> None:
+def tiny_section(anchors: str | None, per_segment: int, limit: int, real: bool, work_dir: str | None = None) -> None:
     """The exhaustive run is real; the budgeted runs' choices are the search replayed on its stored rates (the
     taus are the series', so a checkpoint's rates are the same in any run of it: tests/library/tracking/
     test_budget_series.py checks that a real budgeted run makes exactly these choices). `real`: also the 50%
@@ -203,13 +203,19 @@ def tiny_section(anchors: str | None, per_segment: int, limit: int, real: bool) 
     from dormant_tasks.tracking.budget import available_positions
     from dormant_tasks.tracking.tracker import stored_rates
 
-    work = Path(tempfile.mkdtemp(prefix="budgeted-search-"))
-    if anchors is None:
-        from dormant_tasks.tiny import pretrain_tiny
-
-        anchors = str(pretrain_tiny(work / "anchors", progress=False).out)
+    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="budgeted-search-"))
     folder = work / "dense-tiny"
-    names = dense_series(Path(anchors), folder, per_segment)
+    if folder.exists():  # an earlier run's series (and its stores: the exhaustive run then scores nothing)
+        from dormant_tasks.checkpoints import list_revisions
+
+        names = [r.name for r in list_revisions(str(folder), False).revisions]
+    else:
+        if anchors is None:
+            from dormant_tasks.tiny import pretrain_tiny
+
+            anchors = str(pretrain_tiny(work / "anchors", progress=False).out)
+        names = dense_series(Path(anchors), folder, per_segment)
+    print(f"work folder: {work}")
     order = {n: i for i, n in enumerate(names)}
 
     def request(store: str, budget=None):
@@ -311,6 +317,7 @@ def main() -> None:
     parser.add_argument("--per-segment", type=int, default=9, help="intervals between two anchors (default: 9)")
     parser.add_argument("--limit", type=int, default=64, help="calibration texts (default: 64)")
     parser.add_argument("--real", action="store_true", help="also run the 50%% budget for real (slower)")
+    parser.add_argument("--work", metavar="DIR", help="the work folder: an earlier --tiny run's is reused")
     args = parser.parse_args()
     sizes = tuple(int(s) for s in args.sizes.split(","))
     print_table(
@@ -318,7 +325,7 @@ def main() -> None:
         synthetic_table(sizes, args.seeds),
     )
     if args.tiny:
-        tiny_section(args.anchors, args.per_segment, args.limit, args.real)
+        tiny_section(args.anchors, args.per_segment, args.limit, args.real, args.work)
 
 
 if __name__ == "__main__":

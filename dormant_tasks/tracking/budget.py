@@ -38,12 +38,14 @@ def available_positions(revisions: list[Revision]) -> tuple[list[int], float]:
 
 
 # The share of a budget that the coarse pass takes: enough points that a change early in training (where they
-# are dense) has a scored neighbour on each side, the rest left to follow the changes the pass finds.
-# benchmarks/budgeted_search.py compares shares.
-COARSE_SHARE = 0.4
+# are dense) has a scored neighbour on each side, the rest left to follow the changes the pass finds. Chosen
+# among 0.25 to 0.6 on benchmarks/budgeted_search.py's synthetic truth and dense tiny series.
+COARSE_SHARE = 0.3
 # A head whose state is the same at both ends of an interval still asks for refinement when its dormant rate
-# moved by more than this: a rate on its way across 0.5, or one that went and came back inside.
-MOVED = 0.25
+# moved by more than this: a rate on its way across 0.5, or one that went and came back inside (0.15 to 0.5
+# compared on the same benchmark: lower values located fewer of the dense tiny series' changes to adjacent
+# checkpoints).
+MOVED = 0.4
 
 
 def coarse_size(budget: int, n_available: int) -> int:
@@ -96,7 +98,8 @@ def next_refinements(
     choose (they failed this run). An interval between two neighbouring scored checkpoints is refined when it
     holds an unscored one and `interval_need` > 0; its priority is that need times the square root of its width
     in available checkpoints: a change in a wide interval leaves a wide gap, and one in a narrow interval is
-    nearly located (benchmarks/budgeted_search.py compared width, its square root and its log). Ties go to the
+    nearly located (on the benchmark's synthetic truth the square root located more changes to adjacent
+    checkpoints than the width or its log did). Ties go to the
     earlier interval, so the choice is a function of its arguments alone. Empty: every change is located."""
     done = sorted(rates)
     if len(done) < 2 or k < 1:
