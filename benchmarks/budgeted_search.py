@@ -280,11 +280,12 @@ def tiny_section(anchors: str | None, per_segment: int, limit: int, real: bool, 
 
 def _agreeing(reported: list[dict], truth: list[dict], order: dict) -> tuple[int, int]:
     """How many of the budgeted run's confident transitions the exhaustive run has (same head, function and
-    direction, its location inside the reported pair), of how many."""
+    direction, its confident location inside the confident checkpoints the budgeted one goes between), of how
+    many."""
     confident = [t for t in reported if t["confident"]]
     ok = 0
     for t in confident:
-        lo, hi = order[t["from_revision"]], order[t["to_revision"]]
+        lo, hi = order[t["from_confident_revision"]], order[t["to_confident_revision"]]  # what it claims
         key = (t["score_fn"], t["layer"], t["head_index"], t["from_state"], t["to_state"])
         ok += any(
             (e["score_fn"], e["layer"], e["head_index"], e["from_state"], e["to_state"]) == key
