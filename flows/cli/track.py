@@ -53,7 +53,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_tokens_per_step_argument(parser)
     add_selection_arguments(parser)
-    g = parser.add_argument_group("budgeted search (docs/USAGE.md, \"Budgeted search\")")
+    g = parser.add_argument_group('budgeted search (docs/USAGE.md, "Budgeted search")')
     g.add_argument(
         "--budget",
         type=int,
@@ -416,11 +416,17 @@ def result_from_store(request, state):
         report = str(
             render_report(request.store, request.model_id, request.reports_dir, settings, reuse=True).index_html
         )
+    skipped = len(state.plan.selected)
+    if request.budget is not None:  # a spent budget: the selected checkpoints it stored, not every one
+        from dormant_tasks.store import stored_checkpoint_keys
+
+        names = {key.revision for key in stored_checkpoint_keys(request.store, request.model_id)}
+        skipped = sum(r.name in names for r in state.plan.selected)
     return TrackResult(
         model_id=request.model_id,
         store=request.store,
         analysed=0,
-        skipped=len(state.plan.selected),
+        skipped=skipped,
         request_id=request.request_id,
         report=report,
     )

@@ -11,7 +11,7 @@ import pytest
 
 from dormant_tasks.checkpoints import Revision, Selection
 from dormant_tasks.tracking import budgeted_search, coarse_pass, first_pass, next_refinements
-from dormant_tasks.tracking.budget import COARSE_SHARE, coarse_size, interval_need
+from dormant_tasks.tracking.budget import COARSE_SHARE, MOVED, coarse_size, interval_need
 
 
 def truth(n: int, changes: dict[int, list[int]], heads: int = 6, seed: int = 0) -> np.ndarray:
@@ -78,7 +78,7 @@ def test_interval_need_weights_moves_that_flip_the_mask():
     assert interval_need(a, np.array([0.9, 0.45, 0.9, 0.1])) == pytest.approx(0.8)
     assert interval_need(a, np.array([0.1, 0.55, 0.9, 0.1])) == pytest.approx(0.1)  # near 0.5: little
     assert interval_need(a, np.array([0.1, 0.45, 0.9, 0.3])) == 0  # moved, under MOVED
-    assert interval_need(a, np.array([0.1, 0.45, 0.9, 0.45])) == pytest.approx(0.35 - 0.25)
+    assert interval_need(np.array([0.5]), np.array([1.0])) == pytest.approx(0.5 - MOVED)  # dormant throughout
 
 
 def test_next_refinements_matches_brute_force_priority():
