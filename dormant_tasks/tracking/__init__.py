@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         set_agreement as set_agreement,
         stored_agreement as stored_agreement,
     )
+    from dormant_tasks.tracking.budget import coarse_pass as coarse_pass
     from dormant_tasks.tracking.calibration import (
         DEMO_CORPUS as DEMO_CORPUS,
         bundled_set_names as bundled_set_names,
