@@ -160,7 +160,9 @@ class DryRun:
         }
 
 
-def dry_run(state: SeriesState, bandwidth: Bandwidth, budget: int | None = None, workers: int | None = None) -> DryRun:
+def plan_dry_run(
+    state: SeriesState, bandwidth: Bandwidth, budget: int | None = None, workers: int | None = None
+) -> DryRun:
     """The dry run of a track run whose state is `state` (asked with `series_state(request, cache=False)`).
     `workers`: the Dask workers that download at once (None with `--address`: the cluster's, not known here)."""
     request, plan = state.request, state.plan

@@ -373,8 +373,7 @@ def run_dry(args: argparse.Namespace) -> int:
     from dormant_tasks.errors import ConfigError
     from dormant_tasks.names import series_slug
     from dormant_tasks.progress import early
-    from dormant_tasks.tracking import series_state
-    from dormant_tasks.tracking.dry_run import dry_run, format_dry_run, parse_bandwidth
+    from dormant_tasks.tracking import format_dry_run, parse_bandwidth, plan_dry_run, series_state
 
     if not args.dry_run:
         flag = "--bandwidth" if args.bandwidth else "--format"
@@ -390,7 +389,7 @@ def run_dry(args: argparse.Namespace) -> int:
         from flows.runners import local_cluster_spec
 
         workers = local_cluster_spec(state.request)[1]["n_workers"]
-    dry = dry_run(state, bandwidth, getattr(state.request, "budget", None), workers)
+    dry = plan_dry_run(state, bandwidth, getattr(state.request, "budget", None), workers)
     if args.format == "json":
         print(json.dumps(dry.as_json(), indent=2))
     else:
