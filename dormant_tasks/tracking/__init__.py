@@ -41,9 +41,9 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.tracking.dry_run import (
         DryRun as DryRun,
-        plan_dry_run as plan_dry_run,
         format_dry_run as format_dry_run,
         parse_bandwidth as parse_bandwidth,
+        plan_dry_run as plan_dry_run,
     )
     from dormant_tasks.tracking.failures import (
         checkpoint_outcome as checkpoint_outcome,
