@@ -38,10 +38,11 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         Selection as Selection,
         format_tokens as format_tokens,
         list_revisions as list_revisions,
-        log_grid as log_grid,
         log_spread as log_spread,
         parse_revision_name as parse_revision_name,
         series_sort_key as series_sort_key,
+        step_tokens as step_tokens,
+        training_positions as training_positions,
     )
 
 __all__, __getattr__, __dir__ = attach(__name__)

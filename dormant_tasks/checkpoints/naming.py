@@ -371,13 +371,7 @@ def training_positions(revisions: list[Revision]) -> list[int]:
 def _spread_in_log_tokens(revisions: list[Revision], n: int) -> list[Revision]:
     """`n` revisions whose log(tokens + one step's tokens) are closest to n evenly spaced targets, first and
     last included (see `Selection`: log1p spent most targets on the first few steps)."""
-    return [revisions[i] for i in log_grid(revisions, n)]
-
-
-def log_grid(revisions: list[Revision], n: int) -> list[int]:
-    """The indices (sorted) of `--max n` among ordered `revisions`: `log_spread` of their training positions,
-    shifted by one step's tokens."""
-    return log_spread(training_positions(revisions), n, _tokens_per_step(revisions))
+    return [revisions[i] for i in log_spread(training_positions(revisions), n, step_tokens(revisions))]
 
 
 def log_spread(positions: list[int] | list[float], n: int, shift: float) -> list[int]:
@@ -398,7 +392,7 @@ def log_spread(positions: list[int] | list[float], n: int, shift: float) -> list
     return sorted(chosen)
 
 
-def _tokens_per_step(revisions: list[Revision]) -> float:
+def step_tokens(revisions: list[Revision]) -> float:
     """One step's tokens: the smallest tokens/step among revisions past step 0 (names round their token
     counts, so the ratios differ a little); 1 token when no revision has both."""
     return min((r.tokens / r.step for r in revisions if r.step > 0 and r.tokens > 0), default=1.0)

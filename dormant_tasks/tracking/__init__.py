@@ -14,7 +14,14 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         set_agreement as set_agreement,
         stored_agreement as stored_agreement,
     )
-    from dormant_tasks.tracking.budget import coarse_pass as coarse_pass
+    from dormant_tasks.tracking.budget import (
+        available_positions as available_positions,
+        budgeted_search as budgeted_search,
+        coarse_pass as coarse_pass,
+        first_pass as first_pass,
+        next_refinements as next_refinements,
+    )
+    from dormant_tasks.tracking.budget_run import run_budgeted as run_budgeted
     from dormant_tasks.tracking.calibration import (
         DEMO_CORPUS as DEMO_CORPUS,
         bundled_set_names as bundled_set_names,
@@ -91,6 +98,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         TrackResult as TrackResult,
         pending_revisions as pending_revisions,
         series_state as series_state,
+        stored_rates as stored_rates,
     )
     from dormant_tasks.tracking.transitions import (
         apply_decisions as apply_decisions,

@@ -53,6 +53,22 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_tokens_per_step_argument(parser)
     add_selection_arguments(parser)
+    g = parser.add_argument_group("budgeted search (docs/USAGE.md, \"Budgeted search\")")
+    g.add_argument(
+        "--budget",
+        type=int,
+        metavar="N",
+        help="score at most N checkpoints of the selection in all (those stored count): a coarse pass log-spaced "
+        "in tokens, then the middle checkpoint of the intervals where dormancy changed, until every change lies "
+        "between adjacent checkpoints or N are scored; a rerun continues (default: score every one)",
+    )
+    g.add_argument(
+        "--resolution",
+        type=float,
+        metavar="R",
+        help="with --budget: stop refining an interval once its end has at most (1+R) times its start's tokens "
+        "(e.g. 0.1: within 10%%; default: down to adjacent checkpoints)",
+    )
     g = parser.add_argument_group("scoring")
     left_out = [fn for fn in ALL_IDS if fn not in TRACKED_IDS]
     add_scores_argument(
@@ -210,6 +226,8 @@ def request_from_args(args: argparse.Namespace):
         fail_fast=args.fail_fast,
         series_name=args.series_name,
         keep_duplicates=True if args.keep_duplicates else None,  # unset: not saved, the request id as before
+        budget=args.budget,
+        resolution=args.resolution,
         **({} if args.fdr is None else {"fdr": args.fdr}),
         **({} if args.fdr_method is None else {"fdr_method": args.fdr_method}),
     )
