@@ -179,23 +179,28 @@ def plan_dry_run(
                 "is the most it downloads"
             )
     n_stored = len(selected) - len(todo)
-    planned = [PlannedCheckpoint(r, size.get(r.name), why) for r in todo]
-    candidates = planned  # what the run may download: with a budget, the refinement picks among them
+    candidates = [PlannedCheckpoint(r, size.get(r.name), why) for r in todo]
+    first = taus_checkpoint(request, plan) if state.pending is None and selected else None  # scored before the rest
+    planned, most = candidates, None
     if budget is not None:
-        planned, most, most_bytes = _budgeted(selected, planned, budget, n_stored, size)
-    else:
-        most = most_bytes = None
-    if state.pending is None and selected:
-        first = taus_checkpoint(request, plan)
-        rest = [c for c in planned if c.revision != first]
+        planned, most = _coarse(selected, candidates, budget, n_stored, first, size)
+    if first is not None:
         label = "the taus' checkpoint" + ("" if first in selected else " (scored for the taus, not stored)")
-        planned = [PlannedCheckpoint(first, size.get(first.name), label), *rest]
-    if most is not None and most > len(planned):  # the refinement's picks are not known: the largest it could be
-        rest = [c for c in candidates if c not in planned]
-        largest = sorted(rest, key=lambda c: (c.download is None, c.download or 0), reverse=True)  # unknown first
-        disk, rule = _disk_at_once(request, planned + largest[: most - len(planned)], workers, in_order=False)
-    else:
-        disk, rule = _disk_at_once(request, planned, workers)
+        planned = [PlannedCheckpoint(first, size.get(first.name), label), *(c for c in planned if c.revision != first)]
+    disk, rule = _disk_at_once(request, planned, workers)
+    most_bytes = None
+    if most is not None:  # the refinement picks the rest among the candidates: the largest they could be
+        chosen = {c.revision for c in planned}
+        extra = max(0, most - sum(r in chosen for r in selected))
+        rest = [c for c in candidates if c.revision not in chosen]
+        largest = sorted(rest, key=lambda c: (c.download is None, c.download or 0), reverse=True)[:extra]
+        sizes = [c.download for c in planned + largest]
+        most_bytes = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+        if extra:
+            more, how = _refinement_disk(request, largest, workers)
+            keep = request.keep_checkpoints
+            disk = None if disk is None or more is None else disk + more if keep else max(disk, more)
+            rule += f"; the refinement: {how}"
     unknown = sum(c.download is None for c in planned)
     if unknown:
         notes.append(
@@ -222,29 +227,42 @@ def plan_dry_run(
     )
 
 
-def _budgeted(selected, planned, budget, n_stored, size):
-    """(the coarse pass's checkpoints still to score, the most this run scores, the most bytes they download)."""
-    from dormant_tasks.tracking.budget import first_pass  # the budgeted search's coarse pass (`--budget`)
+def _coarse(selected, candidates, budget, n_stored, first, size) -> tuple[list[PlannedCheckpoint], int]:
+    """`--budget`: (the coarse pass's checkpoints still to score, the most this run scores of the selection). The
+    stored checkpoints count, and so does a new series' taus' checkpoint, stored before the search starts."""
+    from dormant_tasks.tracking.budget import available_positions, first_pass  # the budgeted search (`--budget`)
 
-    pending = {c.revision for c in planned}
-    stored = [i for i, r in enumerate(selected) if r not in pending]
-    coarse = [selected[i] for i in first_pass([r.tokens for r in selected], budget, stored)]
-    certain = [PlannedCheckpoint(r, size.get(r.name), "coarse pass") for r in coarse]
-    most = min(len(planned), max(0, budget - n_stored))
-    others = [c.download for c in planned if c.revision not in set(coarse)]
-    extra = max(0, most - len(certain))
-    known = [c.download for c in certain]
-    if any(s is None for s in known) or (extra and any(s is None for s in others)):
-        return certain, most, None
-    largest = sorted((s for s in others if s is not None), reverse=True)[:extra]
-    return certain, most, sum(s for s in known if s is not None) + sum(largest)
+    pending = {c.revision for c in candidates}
+    positions, one_step = available_positions(list(selected))
+    before = [i for i, r in enumerate(selected) if r not in pending or r == first]
+    coarse = [selected[i] for i in first_pass(positions, budget, before, one_step)]
+    return [PlannedCheckpoint(r, size.get(r.name), "coarse pass") for r in coarse], min(
+        len(candidates), max(0, budget - n_stored)
+    )
 
 
-def _disk_at_once(
-    request, planned: list[PlannedCheckpoint], workers: int | None, in_order: bool = True
-) -> tuple[int | None, str]:
-    """What the flow keeps on disk at the same time, and the rule, in words (module docstring). `in_order`: the
-    run downloads `planned` in this order (else in an order not known yet: the two largest count)."""
+def _refinement_disk(request, largest: list[PlannedCheckpoint], workers: int | None) -> tuple[int | None, str]:
+    """The most the budgeted search's refinement keeps on disk at once when it picks the `largest` candidates
+    (which ones it picks is not known in advance), and how: one a round on the local runner, one per worker a
+    round on Dask (`flows/track.py`, `_run_budgeted`); with --keep-checkpoints, what it adds to the coarse pass's."""
+    sizes = [c.download for c in largest if c.revision.path is None]
+    if not sizes:
+        return 0, "nothing to download"
+    if any(s is None for s in sizes):
+        return None, "a size is not listed"
+    known = [s for s in sizes if s is not None]
+    if request.keep_checkpoints:
+        return sum(known), "every one kept"
+    if request.runner is Runner.DASK:
+        if workers is None:
+            return None, "one a worker, each round"
+        return sum(known[:workers]), f"one a worker ({plural(workers, 'worker')}), each round"
+    return known[0], "one checkpoint a round"
+
+
+def _disk_at_once(request, planned: list[PlannedCheckpoint], workers: int | None) -> tuple[int | None, str]:
+    """What the flow keeps on disk at the same time, downloading `planned` in this order, and the rule, in words
+    (module docstring)."""
     downloads = [c.download for c in planned if c.revision.path is None]
     if not downloads:
         return 0, "nothing is downloaded: local checkpoint folders are read in place"
@@ -259,8 +277,6 @@ def _disk_at_once(
         return sum(sorted(sizes, reverse=True)[:workers]), (
             f"one checkpoint per Dask worker ({plural(workers, 'worker')}), evicted once loaded"
         )
-    if not in_order:
-        sizes = sorted(sizes, reverse=True)[:2]
     pairs = [a + b for a, b in zip(sizes, sizes[1:])] or sizes
     return max(pairs), "two at most: one loading while the next downloads; each is evicted once loaded"
 
@@ -290,8 +306,9 @@ def format_dry_run(dry: DryRun, shown: int = SHOWN) -> list[str]:
     ]
     if dry.budget is not None:
         lines.append(
-            f"--budget {dry.budget}: the coarse pass scores {plural(len(dry.scored), 'checkpoint')} (below); the "
-            f"refinement then adds some, {dry.most} in all at most (the budget less the {dry.n_stored} stored)"
+            f"--budget {dry.budget}: certain, the coarse pass below; then the refinement, which picks from the scores: "
+            f"{plural(dry.most or 0, 'checkpoint')} of the selection in all at most (the budget less the {dry.n_stored} "
+            "stored)"
         )
     rows = [("checkpoint", "step", "tokens", "size", "")]
     picked = list(dry.scored)
@@ -305,7 +322,7 @@ def format_dry_run(dry: DryRun, shown: int = SHOWN) -> list[str]:
     text = ["  ".join([*(cell.ljust(w) for cell, w in zip(row[:4], widths)), row[4]]).rstrip() for row in rows]
     if cut:
         text.insert(1 + half + 1, f"... {len(picked) - 2 * half} more ...")
-    lines += ["  " + t for t in text] if picked else ["  nothing to score: every selected checkpoint is stored"]
+    lines += ["  " + t for t in text] if picked else ["  nothing to score: the store holds what this run would score"]
     total = dry.download_bytes
     known = sum(c.download or 0 for c in dry.scored)
     if total is None:
@@ -315,7 +332,8 @@ def format_dry_run(dry: DryRun, shown: int = SHOWN) -> list[str]:
         said = f"nothing to download (local folders, read in place: {byte_size(on_disk)} on disk)"
     else:
         said = f"to download: {byte_size(total)}"
-    lines.append(f"to score: {plural(len(picked), 'checkpoint')}; {said}")
+    certain = " for certain" if dry.budget is not None else ""
+    lines.append(f"to score{certain}: {plural(len(picked), 'checkpoint')}; {said}")
     if dry.most is not None:
         lines.append(f"at most (the whole budget): {plural(dry.most, 'checkpoint')}, {byte_size(dry.most_bytes)}")
     lines.append(f"disk at once: {byte_size(dry.disk_at_once)} ({dry.disk_rule})")

@@ -53,7 +53,7 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_tokens_per_step_argument(parser)
     add_selection_arguments(parser)
-    g = parser.add_argument_group("budgeted search (docs/USAGE.md, \"Budgeted search\")")
+    g = parser.add_argument_group('budgeted search (docs/USAGE.md, "Budgeted search")')
     g.add_argument(
         "--budget",
         type=int,
@@ -407,7 +407,7 @@ def run_dry(args: argparse.Namespace) -> int:
         from flows.runners import local_cluster_spec
 
         workers = local_cluster_spec(state.request)[1]["n_workers"]
-    dry = plan_dry_run(state, bandwidth, getattr(state.request, "budget", None), workers)
+    dry = plan_dry_run(state, bandwidth, state.request.budget, workers)
     if args.format == "json":
         print(json.dumps(dry.as_json(), indent=2))
     else:

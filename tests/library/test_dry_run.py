@@ -269,3 +269,47 @@ def test_cli_errors_are_one_line_exit_2(random_series, tmp_path, args, said):
     assert r.returncode == 2
     assert r.stderr.strip().startswith(f"dormant track: error: {said}") and len(r.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- --budget: the coarse pass for certain, the rest at most ----
+
+
+def brute_most_bytes(planned: list[int], rest: list[int], extra: int) -> int:
+    """The most bytes a refinement of `extra` picks among `rest` adds to `planned`: every choice tried."""
+    from itertools import combinations
+
+    return sum(planned) + max((sum(c) for c in combinations(rest, min(extra, len(rest)))), default=0)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_budget_lists_the_coarse_pass_and_the_most_it_may_download(tmp_path, seed):
+    from dormant_tasks.tracking.budget import available_positions, coarse_pass, coarse_size
+
+    rng = random.Random(seed)
+    n = rng.randrange(6, 11)
+    sizes = [rng.randrange(1, 1000) for _ in range(n)]
+    budget = rng.randrange(2, n + 2)
+    stored = sorted(rng.sample(range(n), rng.randrange(0, 3))) if seed % 2 else []
+    pending = [i for i in range(n) if i not in stored] if stored else None
+    state = hub_state(tmp_path, sizes, pending=pending, budget=budget)
+    dry = plan_dry_run(state, GBIT, budget=budget)
+    positions, one_step = available_positions(list(state.plan.selected))
+    coarse = coarse_pass(positions, coarse_size(budget, n), one_step)
+    before = stored or [n - 1]  # a new series stores its taus' checkpoint (the last) before the search
+    room = budget - len(before)
+    expected = ([] if stored else [n - 1]) + [i for i in coarse if i not in before][: max(0, room)]
+    assert [c.revision.name for c in dry.scored] == [f"step{10 * i}" for i in expected]
+    assert dry.most == min(n - len(stored), max(0, budget - len(stored)))
+    rest = [sizes[i] for i in range(n) if i not in stored and i not in expected]
+    assert dry.most_bytes == brute_most_bytes([sizes[i] for i in expected], rest, dry.most - len(expected))
+    extra = dry.most - len(expected)
+    order = [sizes[i] for i in expected]
+    assert dry.disk_at_once == max(replay_local_runner(order), max(rest) if extra and rest else 0)
+    text = "\n".join(format_dry_run(dry))
+    assert f"--budget {budget}: certain, the coarse pass below" in text and "to score for certain:" in text
+
+
+def test_a_spent_budget_has_nothing_to_score(tmp_path):
+    dry = plan_dry_run(hub_state(tmp_path, [10, 20, 30], pending=[], budget=2), GBIT, budget=2)
+    assert dry.scored == () and dry.most == 0 and dry.most_bytes == 0
+    assert "nothing to score: the store holds what this run would score" in "\n".join(format_dry_run(dry))
