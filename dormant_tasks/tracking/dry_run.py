@@ -196,7 +196,7 @@ def plan_dry_run(
         largest = sorted(rest, key=lambda c: (c.download is None, c.download or 0), reverse=True)[:extra]
         sizes = [c.download for c in planned + largest]
         most_bytes = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
-        if extra:
+        if extra and any(c.revision.path is None for c in largest):
             more, how = _refinement_disk(request, largest, workers)
             keep = request.keep_checkpoints
             disk = None if disk is None or more is None else disk + more if keep else max(disk, more)
@@ -246,8 +246,6 @@ def _refinement_disk(request, largest: list[PlannedCheckpoint], workers: int | N
     (which ones it picks is not known in advance), and how: one a round on the local runner, one per worker a
     round on Dask (`flows/track.py`, `_run_budgeted`); with --keep-checkpoints, what it adds to the coarse pass's."""
     sizes = [c.download for c in largest if c.revision.path is None]
-    if not sizes:
-        return 0, "nothing to download"
     if any(s is None for s in sizes):
         return None, "a size is not listed"
     known = [s for s in sizes if s is not None]
@@ -335,7 +333,8 @@ def format_dry_run(dry: DryRun, shown: int = SHOWN) -> list[str]:
     certain = " for certain" if dry.budget is not None else ""
     lines.append(f"to score{certain}: {plural(len(picked), 'checkpoint')}; {said}")
     if dry.most is not None:
-        lines.append(f"at most (the whole budget): {plural(dry.most, 'checkpoint')}, {byte_size(dry.most_bytes)}")
+        most_said = "" if dry.is_local else f", {byte_size(dry.most_bytes)} to download"
+        lines.append(f"at most (the whole budget): {plural(dry.most, 'checkpoint')}{most_said}")
     lines.append(f"disk at once: {byte_size(dry.disk_at_once)} ({dry.disk_rule})")
     if known:
         t = duration(dry.bandwidth.seconds(known))
