@@ -367,6 +367,13 @@ def _free_bytes(folder: Path) -> int:
     return shutil.disk_usage(existing).free
 
 
+def cache_free_bytes(repo: str, cache_dir: str | Path | None = None) -> tuple[Path, int]:
+    """(the folder a download of `repo` goes to, the bytes free on its disk): what `check_free_disk` compares a
+    download with. Creates nothing."""
+    folder = repo_cache_dir(repo, cache_dir)
+    return folder, _free_bytes(folder)
+
+
 def check_free_disk(where: str, missing: list, snapshot: Path) -> None:
     """Refuse a download whose missing files (RepoFile entries with sizes) do not fit on the cache's disk:
     better a clear error up front than a disk filled half-way through a 29 GB revision."""

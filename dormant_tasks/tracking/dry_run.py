@@ -112,6 +112,8 @@ class DryRun:
     most: int | None = None  # with a budget: the most checkpoints this run scores (budget less stored)
     most_bytes: int | None = None  # ... and the most bytes they download (the largest candidates)
     store_growth: int | None = None  # bytes the store grows by, from its stored checkpoints' files
+    cache: str | None = None  # the Hub cache folder the downloads go to (None: nothing downloaded)
+    cache_free: int | None = None  # bytes free on its disk now
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -155,6 +157,8 @@ class DryRun:
             "bandwidth_bytes_per_s": self.bandwidth.bytes_per_s,
             "download_seconds": None if known is None else round(self.bandwidth.seconds(known), 1),
             "store_growth_bytes": self.store_growth,
+            "cache": self.cache,
+            "cache_free_bytes": self.cache_free,
             "notes": list(self.notes),
             "writes": "nothing",
         }
@@ -201,6 +205,17 @@ def plan_dry_run(
             keep = request.keep_checkpoints
             disk = None if disk is None or more is None else disk + more if keep else max(disk, more)
             rule += f"; the refinement: {how}"
+    cache, free = None, None
+    if any(c.revision.path is None for c in planned):
+        from dormant_tasks.checkpoints.hub import cache_free_bytes
+
+        folder, free = cache_free_bytes(str(request.source), request.cache_dir)
+        cache = str(folder)
+        if disk is not None and disk > free:
+            notes.append(
+                f"the disk of {folder} has {byte_size(free)} free, less than the {byte_size(disk)} needed at once: "
+                "pass --cache-dir on a larger disk, or free space (the run refuses a download that does not fit)"
+            )
     unknown = sum(c.download is None for c in planned)
     if unknown:
         notes.append(
@@ -223,6 +238,8 @@ def plan_dry_run(
         most,
         most_bytes,
         _store_growth(request, len(planned) if most is None else most),
+        cache,
+        free,
         tuple(notes),
     )
 
@@ -336,6 +353,8 @@ def format_dry_run(dry: DryRun, shown: int = SHOWN) -> list[str]:
         most_said = "" if dry.is_local else f", {byte_size(dry.most_bytes)} to download"
         lines.append(f"at most (the whole budget): {plural(dry.most, 'checkpoint')}{most_said}")
     lines.append(f"disk at once: {byte_size(dry.disk_at_once)} ({dry.disk_rule})")
+    if dry.cache is not None:
+        lines.append(f"free now where the downloads go ({dry.cache}): {byte_size(dry.cache_free)}")
     if known:
         t = duration(dry.bandwidth.seconds(known))
         most = dry.most_bytes

@@ -313,3 +313,15 @@ def test_a_spent_budget_has_nothing_to_score(tmp_path):
     dry = plan_dry_run(hub_state(tmp_path, [10, 20, 30], pending=[], budget=2), GBIT, budget=2)
     assert dry.scored == () and dry.most == 0 and dry.most_bytes == 0
     assert "nothing to score: the store holds what this run would score" in "\n".join(format_dry_run(dry))
+
+
+def test_free_space_where_the_downloads_go_and_a_disk_too_small(tmp_path):
+    import shutil
+
+    cache = tmp_path / "cache"
+    dry = plan_dry_run(hub_state(tmp_path, [10, 20], cache_dir=str(cache)), GBIT)
+    assert dry.cache == str(cache / "models--test-org--hub-series") and not cache.exists()
+    assert abs(dry.cache_free - shutil.disk_usage(tmp_path).free) < 2**30 and not dry.notes
+    huge = plan_dry_run(hub_state(tmp_path, [10**18, 10**18], cache_dir=str(cache)), GBIT)
+    assert any("pass --cache-dir on a larger disk" in n for n in huge.notes)
+    assert "free now where the downloads go" in "\n".join(format_dry_run(huge)) and not cache.exists()
