@@ -207,7 +207,7 @@ def plan_dry_run(
             rule += f"; the refinement: {how}"
     cache, free = None, None
     if any(c.revision.path is None for c in planned):
-        from dormant_tasks.checkpoints.hub import cache_free_bytes
+        from dormant_tasks.checkpoints import cache_free_bytes
 
         folder, free = cache_free_bytes(str(request.source), request.cache_dir)
         cache = str(folder)
@@ -219,7 +219,7 @@ def plan_dry_run(
     unknown = sum(c.download is None for c in planned)
     if unknown:
         notes.append(
-            f"the listing gives no size for {plural(unknown, 'checkpoint')}: the bytes, disk and time below count "
+            f"the listing gives no size for {plural(unknown, 'checkpoint')}: the bytes, disk and time count "
             "only the others"
         )
     return DryRun(
