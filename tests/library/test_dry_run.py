@@ -214,6 +214,12 @@ def test_a_stored_series_plans_only_what_is_missing_and_writes_nothing(random_se
     )
     assert dry.store_growth == round(per_checkpoint / 2)
     assert isinstance(dry, DryRun) and dry.as_json()["writes"] == "nothing"
+    work = tmp_path / "work"
+    work.mkdir()
+    r = dormant(["track", "--model", random_series, "--store", store, "--limit", "4", "--dry-run"], work)
+    assert r.returncode == 0, r.stderr
+    assert "3 of 3 checkpoints selected, 2 already stored" in r.stdout and "the store grows by about" in r.stdout
+    assert tree(store) == before and list(work.iterdir()) == []  # the command takes no lock, writes nothing
 
 
 # ---- the command ----
