@@ -479,11 +479,17 @@ def result_from_store(request, state):
         report = str(
             render_report(request.store, request.model_id, request.reports_dir, settings, reuse=True).index_html
         )
+    skipped = len(state.plan.selected)
+    if request.budget is not None:  # a spent budget: the selected checkpoints it stored, not every one
+        from dormant_tasks.store import stored_checkpoint_keys
+
+        names = {key.revision for key in stored_checkpoint_keys(request.store, request.model_id)}
+        skipped = sum(r.name in names for r in state.plan.selected)
     return TrackResult(
         model_id=request.model_id,
         store=request.store,
         analysed=0,
-        skipped=len(state.plan.selected),
+        skipped=skipped,
         request_id=request.request_id,
         report=report,
     )
