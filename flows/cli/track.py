@@ -391,7 +391,7 @@ def run_dry(args: argparse.Namespace) -> int:
     from dormant_tasks.errors import ConfigError
     from dormant_tasks.names import series_slug
     from dormant_tasks.progress import early
-    from dormant_tasks.tracking import format_dry_run, parse_bandwidth, plan_dry_run, series_state
+    from dormant_tasks.tracking import Runner, format_dry_run, parse_bandwidth, plan_dry_run, series_state
 
     if not args.dry_run:
         flag = "--bandwidth" if args.bandwidth else "--format"
@@ -403,7 +403,7 @@ def run_dry(args: argparse.Namespace) -> int:
     with early(f"dormant track: {request.model_id}: listing its checkpoints and the stored results"):
         state = series_state(request, cache=False)
     workers = None
-    if request.runner.value == "dask" and not request.address:
+    if request.runner is Runner.DASK and not request.address:  # a local cluster: its workers are known here
         from flows.runners import local_cluster_spec
 
         workers = local_cluster_spec(state.request)[1]["n_workers"]
