@@ -64,16 +64,21 @@ def interval_need(rates_a: np.ndarray, rates_b: np.ndarray) -> float:
     function), the rate's move |b - a| where the dormancy mask (rate >= 0.5) differs, plus its move past `MOVED`
     where it does not. A head near 0.5 that flips adds little; a head that went from awake to dormant adds
     nearly 1. 0: nothing to locate in it."""
-    a, b = np.asarray(rates_a, dtype=float), np.asarray(rates_b, dtype=float)
+    a, b = np.asarray(rates_a, dtype=float).ravel(), np.asarray(rates_b, dtype=float).ravel()
+    return float(_needs(a[None], b[None])[0])
+
+
+def _needs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`interval_need` of each row pair: a, b [interval, head]; nan (a head one end lacks) adds nothing."""
     move = np.abs(b - a)
     flipped = (a >= 0.5) != (b >= 0.5)
-    return float(np.nansum(np.where(flipped, move, np.maximum(move - MOVED, 0.0))))  # nan: a head one end lacks
+    return np.nansum(np.where(flipped, move, np.maximum(move - MOVED, 0.0)), axis=1)
 
 
 def _middle(lo: int, hi: int, blocked) -> int | None:
     """The available checkpoint nearest the middle of (lo, hi), not `blocked` (ties: the earlier), or None."""
-    inside = [i for i in range(lo + 1, hi) if i not in blocked]
-    return min(inside, key=lambda i: (abs(2 * i - lo - hi), i)) if inside else None
+    inside = (i for i in range(lo + 1, hi) if i not in blocked)
+    return min(inside, key=lambda i: (abs(2 * i - lo - hi), i), default=None)
 
 
 def next_refinements(
@@ -91,19 +96,27 @@ def next_refinements(
     choose (they failed this run). An interval between two neighbouring scored checkpoints is refined when it
     holds an unscored one and `interval_need` > 0; its priority is that need times the square root of its width
     in available checkpoints: a change in a wide interval leaves a wide gap, and one in a narrow interval is
-    nearly located (benchmarks/budgeted_search.py compared width, its square root and its log). Ties go to the earlier interval, so the
-    choice is a function of its arguments alone. Empty: every change is located."""
+    nearly located (benchmarks/budgeted_search.py compared width, its square root and its log). Ties go to the
+    earlier interval, so the choice is a function of its arguments alone. Empty: every change is located."""
     done = sorted(rates)
-    blocked = set(done) | set(skip)
-    candidates = []
-    for lo, hi in zip(done, done[1:]):
-        if hi - lo < 2 or (resolution is not None and tokens[hi] <= (1 + resolution) * tokens[lo]):
-            continue
-        need = interval_need(rates[lo], rates[hi])
-        middle = _middle(lo, hi, blocked) if need > 0 else None
+    if len(done) < 2 or k < 1:
+        return []
+    lo, hi = np.array(done[:-1]), np.array(done[1:])
+    stack = np.stack([np.asarray(rates[i], dtype=float).ravel() for i in done])  # [scored, head]
+    need = _needs(stack[:-1], stack[1:])  # [interval]
+    open_ = (hi - lo >= 2) & (need > 0)
+    if resolution is not None:
+        at = np.asarray(tokens, dtype=float)
+        open_ &= at[hi] > (1 + resolution) * at[lo]
+    priority = need * np.sqrt(hi - lo)
+    picks: list[int] = []
+    for j in sorted(np.flatnonzero(open_), key=lambda j: (-priority[j], lo[j])):
+        middle = _middle(int(lo[j]), int(hi[j]), set(skip))
         if middle is not None:
-            candidates.append((-need * math.sqrt(hi - lo), lo, middle))
-    return [middle for _, _, middle in sorted(candidates)[: max(0, k)]]
+            picks.append(middle)
+        if len(picks) == k:
+            break
+    return picks
 
 
 def search_done(
