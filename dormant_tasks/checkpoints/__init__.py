@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.checkpoints.hash_cache import cache_dir as cache_dir
     from dormant_tasks.checkpoints.hub import (
+        cache_free_bytes as cache_free_bytes,
         check_repo_id as check_repo_id,
         download_revision as download_revision,
         file_sha256 as file_sha256,

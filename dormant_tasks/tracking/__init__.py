@@ -47,6 +47,12 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         fdr_rule as fdr_rule,
         rederive as rederive,
     )
+    from dormant_tasks.tracking.dry_run import (
+        DryRun as DryRun,
+        format_dry_run as format_dry_run,
+        parse_bandwidth as parse_bandwidth,
+        plan_dry_run as plan_dry_run,
+    )
     from dormant_tasks.tracking.failures import (
         checkpoint_outcome as checkpoint_outcome,
         failed_checkpoints as failed_checkpoints,

@@ -35,13 +35,13 @@ from dormant_tasks.tracking.series import SeriesView
 from dormant_tasks.tracking.series_taus import stored_taus
 
 
-def series_state(request: TrackRequest) -> SeriesState:
+def series_state(request: TrackRequest, cache: bool = True) -> SeriesState:
     """The series as this run finds it (docs/SCORES.md §3), asked once per run: `state.request` is the run's
     request (naming no calibration set, with the series' own sets: `with_stored_sets`). Refuses --tau,
     --scores, --reference or calibration sets that differ from a stored series' (unless --retau) before
-    anything is loaded or written."""
+    anything is loaded or written. `cache=False` (a dry run): the audit keeps nothing in the Hub cache."""
     check_source(request.store, request.model_id, request.source_identity)  # two sources are never one series
-    plan = plan_series(request)
+    plan = plan_series(request, cache)
     stored_sets = tuple(SeriesView.calibration_ids(request.store, request.model_id))  # () without a store
     request = with_stored_sets(request, stored_sets)
     if stored_sets:
