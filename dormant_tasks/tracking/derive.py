@@ -231,17 +231,37 @@ def appended_histories(view: SeriesView, ids: list[str], old_pairs: set[str], st
 
 
 def _in_series_order(trans: pa.Table, revisions: list[str]) -> pa.Table:
-    """The row order of `derive_transitions` over the whole series: score_fn, then checkpoint, then head."""
+    """The row order of `derive_transitions` over the whole series: score_fn, then checkpoint, then head.
+
+    Sorted on one int64 key per row (no string comparisons), and assembled from the runs of rows already in
+    order where there are few (an append: per function its stored rows, then the new ones) instead of moving every
+    row: the same table, at the cost of a copy rather than a gather of each column."""
     to_rank = pc.index_in(trans.column("to_revision"), value_set=pa.array(revisions, pa.string()))
-    keyed = trans.append_column("_rank", to_rank)
-    keyed = keyed.sort_by(
-        [("score_fn", "ascending"), ("_rank", "ascending"), ("layer", "ascending"), ("head_index", "ascending")]
-    )
-    return keyed.drop_columns(["_rank"])
+    fn = trans.column("score_fn").combine_chunks().dictionary_encode()
+    names = fn.dictionary.to_pylist()
+    fn_rank = np.empty(len(names), dtype=np.int64)  # a function's code -> its name's place in sorted order
+    fn_rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    layer, head = (np.asarray(trans.column(c), dtype=np.int64) for c in ("layer", "head_index"))
+    radix = [len(names), len(revisions), int(layer.max(initial=0)) + 1, int(head.max(initial=0)) + 1]
+    if to_rank.null_count or min(layer.min(initial=0), head.min(initial=0)) < 0 or np.prod(radix, dtype=float) >= 2**62:
+        keyed = trans.append_column("_rank", to_rank)  # a revision outside the series, or keys too wide: Arrow's sort
+        keyed = keyed.sort_by(
+            [("score_fn", "ascending"), ("_rank", "ascending"), ("layer", "ascending"), ("head_index", "ascending")]
+        )
+        return keyed.drop_columns(["_rank"])
+    codes = fn.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    key = ((fn_rank[codes] * radix[1] + np.asarray(to_rank, np.int64)) * radix[2] + layer) * radix[3] + head
+    order = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.diff(order, prepend=-2) != 1)  # where a run of consecutive stored rows begins
+    if len(starts) > 64 + trans.num_rows // 1024:
+        return trans.take(order)
+    ends = np.append(starts[1:], len(order))
+    return pa.concat_tables([trans.slice(int(order[a]), int(b - a)) for a, b in zip(starts, ends)] or [trans])
 
 
 def _summary(view: SeriesView, trans: pa.Table) -> SeriesSummary:
     by_fn: dict[str, int] = {}
-    for fn in trans.column("score_fn").to_pylist():
-        by_fn[fn] = by_fn.get(fn, 0) + 1
+    if trans.num_rows:  # counted in Arrow: no Python object per row (an append's cost stays flat in the series)
+        counts = pc.value_counts(trans.column("score_fn"))
+        by_fn = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
     return SeriesSummary(len(view.checkpoints), trans.num_rows, by_fn, view.n_stale)
