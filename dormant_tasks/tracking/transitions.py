@@ -447,23 +447,17 @@ def mark_blips(transitions: pa.Table) -> pa.Table:
         revision = _codes(both)[0]  # [2 * row]: the checkpoint each row leaves, then the one it enters
         one = _joint_key(head)  # [row] the head (of its group): keyed once, not once per half
         key = _joint_key([np.concatenate([one, one]), revision])  # [2 * row]
-        blip = _member(key[n:], key[:n])  # enters a checkpoint that the same head leaves
+        if key.max() < max(2**25, 8 * n):  # keys are >= 0: a lookup table (<= 32 MiB), no sort of the rows
+            seen = np.zeros(int(key.max()) + 1, dtype=bool)
+            seen[key[:n]] = True
+            blip = seen[key[n:]]  # enters a checkpoint that the same head leaves
+        else:
+            blip = np.isin(key[n:], key[:n])
     field = SCHEMAS["transitions"].field("blip")
     column = pa.array(blip, type=pa.bool_())
     if "blip" in transitions.column_names:
         return transitions.set_column(transitions.column_names.index("blip"), field, column)
     return transitions.append_column(field, column)
-
-
-def _member(values: np.ndarray, of: np.ndarray) -> np.ndarray:
-    """np.isin(values, of) for non-negative int keys: a lookup table of at most 32 MiB when their range fits (the
-    mixed-radix keys of one series: no sort, linear in the rows and the range), np.isin otherwise."""
-    top = int(max(values.max(initial=0), of.max(initial=0)))
-    if min(values.min(initial=0), of.min(initial=0)) < 0 or top >= max(2**25, 8 * (len(values) + len(of))):
-        return np.isin(values, of)
-    seen = np.zeros(top + 1, dtype=bool)
-    seen[of] = True
-    return seen[values]
 
 
 def _joint_key(columns: list[np.ndarray]) -> np.ndarray:
