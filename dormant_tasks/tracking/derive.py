@@ -127,9 +127,8 @@ def derive_set(
         if old_pairs <= set(pairs):  # nothing replaced (an append): every stored row stays
             parts = [old]
         else:
-            kept = {(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)}
-            froms, tos = old.column("from_revision").to_pylist(), old.column("to_revision").to_pylist()
-            parts = [old.filter(pa.array([k in kept for k in zip(froms, tos)], pa.bool_()))]
+            kept = [(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)]
+            parts = [old.filter(_of_pairs(old, view.revisions, kept))]
         stepped = []  # (the later checkpoint's id, the pair's dormant matrices), per new pair
         for a, b in (p.split(">") for p in sorted(new_pairs)):
             two = [revision_of[a], revision_of[b]]
@@ -228,6 +227,19 @@ def appended_histories(view: SeriesView, ids: list[str], old_pairs: set[str], st
         field = out.schema.field(name)
         out = out.set_column(out.column_names.index(name), field, pa.array(values.tolist(), field.type))
     return out
+
+
+def _of_pairs(trans: pa.Table, revisions: list[str], kept: list[tuple[str, str]]) -> np.ndarray:
+    """[row] whether a row goes between one of the `kept` (from, to) pairs, compared as revision indices: no Python
+    object per row (a row naming a revision outside `revisions` is of no kept pair)."""
+    at = {r: k for k, r in enumerate(revisions)}
+    ends = [
+        pc.fill_null(pc.index_in(trans.column(c), value_set=pa.array(revisions, pa.string())), -1).to_numpy()
+        for c in ("from_revision", "to_revision")
+    ]
+    a, b = (np.asarray(e, dtype=np.int64) for e in ends)
+    want = np.array([at[x] * len(revisions) + at[y] for x, y in kept], dtype=np.int64)
+    return np.isin(a * len(revisions) + b, want) & (a >= 0) & (b >= 0)
 
 
 def _in_series_order(trans: pa.Table, revisions: list[str]) -> pa.Table:
