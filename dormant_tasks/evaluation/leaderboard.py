@@ -140,9 +140,9 @@ def set_aside_revisions(store) -> dict[tuple[str, str], str]:
     """{(model, revision): why} of every checkpoint the integrity audit set aside (and no run kept): a copy of
     another step is no checkpoint of its own, so its evaluations (a store may hold some from before the audit)
     are not ranked."""
-    from dormant_tasks.tracking import set_aside_label
+    from dormant_tasks.tracking import SET_ASIDE_TABLE, set_aside_label
 
-    rows = read_table(store, "set_aside_checkpoints").to_pylist()
+    rows = read_table(store, SET_ASIDE_TABLE).to_pylist()
     return {(r["model_id"], r["revision"]): set_aside_label(r) for r in rows if not r["kept"]}
 
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         record_failure as record_failure,
     )
     from dormant_tasks.tracking.integrity import (
+        SET_ASIDE_TABLE as SET_ASIDE_TABLE,
         record_audit as record_audit,
         set_aside_checkpoints as set_aside_checkpoints,
         set_aside_label as set_aside_label,

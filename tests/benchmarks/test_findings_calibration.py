@@ -107,3 +107,32 @@ def test_the_docs_table_is_the_full_runs():
     assert result["fingerprint"] == fc.fingerprint(sizes), "run benchmarks/findings_calibration.py --write-docs"
     body = fc.MARKED.search(fc.DOCS.read_text()).group("body")
     assert body == fc.docs_passage(result), "run benchmarks/findings_calibration.py --write-docs"
+
+
+def test_the_oracle_is_the_exact_sign_test_on_each_side_of_the_change():
+    """`oracle_p` against a plain-Python oracle (scipy's binomtest per side and direction, the larger p of a
+    direction's two sides, twice the smaller direction), and its level under a null at the boundary."""
+    from scipy import stats
+
+    fc = benchmark()
+    rng = np.random.default_rng(4)
+    x = rng.random((7, 5, 12)) < rng.random((1, 5, 1))  # [checkpoint, head, input]
+    clusters = np.arange(12) // 3
+    before = np.linspace(0, 1, 7) < fc.CHANGE
+    want = []
+    for h in range(5):
+        sides = []
+        for side in (before, ~before):
+            dev = [x[side][:, h, clusters == c].sum() - side.sum() * 3 / 2 for c in range(4)]
+            up, down = sum(d > 0 for d in dev), sum(d < 0 for d in dev)
+
+            def p(k, n=up + down):
+                return stats.binomtest(k, n, 0.5, alternative="greater").pvalue if n else 1.0
+
+            sides.append((p(up), p(down)))
+        (db, ab), (da, aa) = sides
+        want.append(min(1.0, 2 * min(max(db, aa), max(ab, da))))
+    assert fc.oracle_p(x, clusters) == pytest.approx(want)
+    # level: 2,000 heads at a rate of exactly one half, 64 independent inputs, 9 checkpoints
+    null = rng.random((9, 2000, 64)) < 0.5
+    assert (fc.oracle_p(null, np.arange(64)) <= 0.05).mean() <= 0.05
