@@ -1,81 +1,320 @@
-"""What deciding confident transitions over the whole series costs when one checkpoint is appended.
+"""Appending one checkpoint to a long series, and deciding its confident states, side by side per series length.
 
-Confident states need every checkpoint's dormant rates (docs/SCORES.md §5, "Confidence"), so `derive_set`
-reads six columns of the whole series' head_scores (`series_rates`) and runs `confirm_transitions` on
-every append, beside the pair-by-pair derivation of the new mask changes, which reads two checkpoints. This
-prints, side by side in one run and at each series length: the pair's derivation, the light read of the rates,
-the confirmation, and their ratio, so that how each grows with the series is visible (the read and the
-confirmation grow linearly in checkpoints x heads x functions; the pair's derivation stays flat).
+An append (`write_checkpoint`'s commit + `derive_series`) derives the new pair's mask changes and leaves the
+confident-state decision pending (docs/DATA_CONTRACT.md, "Derived tables"); the decision is taken when the
+transitions are read (`SeriesView.transitions`), once per read, over the whole series. This prints, at each
+series length N, in one run:
 
-The store is `report_render.build_store`'s synthetic series (random-walk dormancy, real Parquet): N checkpoints x
-32 x 32 heads x 15 functions, 128 inputs each.
+- `append`: committing checkpoint N + 1 (its head_scores file and manifest row) and `derive_series`, the median
+  of `--repeats` appends (each one more checkpoint); target: append at 1,000 <= 1.5 x append at 100;
+- `decision`: what the first read of the transitions after that append pays (`SeriesView.transitions`): every
+  checkpoint's rates read once (`series_rates`), then `decide_states` per function, timed on `--decide-fns` of
+  the functions and scaled to all of them (each costs about the same; the line says so), at sizes up to
+  `--decide-max`;
+- the transitions' rows, and each figure's growth against the smallest N.
 
-    .venv/bin/python benchmarks/confident_states.py [--sizes 100,300] [--layers 32] [--heads 32]
+The store is synthetic (real Parquet through `dormant_tasks.store`): N checkpoints of LAYERS x HEADS heads x 15
+functions with 128 calibration inputs each (per-input indicators stored, so the decision is `decide_states`), each
+head's dormant rate a random walk around one half (some heads cross it now and then). It grows in place, 100 ->
+300 -> ...; the checkpoints are committed one by one as a track run commits them, but the transitions of the
+growth are derived in chunks (`mask_changes` of 64 checkpoints at a time, the library's own rows, ordered and
+marked as `derive_series` orders and marks them), since a whole derivation of 3,000 checkpoints would hold every
+head_scores row at once. At the smallest size the chunked files are checked against `derive_series`' own.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/confident_states.py [--sizes 100,300,1000,3000] [--heads 32x32]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import shutil
+import statistics
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
-sys.path.insert(0, str(Path(__file__).parent))
+from dormant_tasks.engine import DETERMINISTIC_IDS, SCORING_VERSION
+from dormant_tasks.statistics.confidence import pack_inputs
+from dormant_tasks.store import commit_checkpoint, derived_file_key, write_table
+from dormant_tasks.tracking import SeriesView, TrackRequest, derive_series, mark_blips
+from dormant_tasks.tracking.decision import (
+    DECISION_KEY,
+    PAIRS_KEY,
+    PENDING,
+    derived_revisions,
+    is_pending,
+    series_rates,
+    transitions_metadata,
+)
+from dormant_tasks.tracking.derive import DERIVED_BY_KEY, _in_series_order, series_pairs
+from dormant_tasks.tracking.transitions import (
+    FDR_KEY,
+    apply_decisions,
+    confirm_transitions,
+    fdr_record,
+    histories_of,
+    mask_changes,
+    states_from_transitions,
+)
+from dormant_tasks.version import __version__
 
-from report_render import MODEL, build_store  # noqa: E402
+MODEL = "bench/append-series"
+CAL, TAUS = "bench-cal-128", "bench-taus"
+N_INPUTS = 128
+CHUNK = 64
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
-from dormant_tasks.tracking import SeriesView, confirm_transitions, derive_transitions  # noqa: E402
-from dormant_tasks.tracking.derive import series_rates  # noqa: E402
+
+class Series:
+    """The synthetic series: per (function, head) a dormant rate that walks around one half; checkpoint i's
+    indicators drawn from it (`--seed`), so checkpoint i is the same whenever it is written."""
+
+    def __init__(self, n_layers: int, n_heads: int, seed: int, spread: float = 8.0):
+        self.L, self.H, self.fns = n_layers, n_heads, list(DETERMINISTIC_IDS)
+        self.seed = seed
+        rng = np.random.default_rng([seed, 0])
+        cells = len(self.fns) * n_layers * n_heads
+        self.start = rng.uniform(-spread, spread, cells)  # [cell] logit of the rate at checkpoint 0
+        self.step = rng.choice([0.02, 0.15], cells, p=[0.8, 0.2])  # most heads steady, a fifth wander
+
+    def rate(self, i: int) -> np.ndarray:
+        """[cell] dormant rate at checkpoint i (a reproducible walk: increments seeded by i)."""
+        logit = self.start.copy()
+        if i:
+            walk = np.random.default_rng([self.seed, 1]).standard_normal((i, self.start.size))
+            logit += self.step * walk.sum(axis=0)
+        return 1 / (1 + np.exp(-logit))
+
+    def rows(self, i: int, rate: np.ndarray) -> tuple[dict, pa.Table]:
+        step = 1000 * (i + 1)
+        revision = f"stage1-step{step}-tokens{step * 4}M"
+        rng = np.random.default_rng([self.seed, 2, i])
+        inactive = rng.random((N_INPUTS, rate.size)) < rate[None, :]  # [input, cell]
+        k = inactive.sum(axis=0)
+        n = rate.size
+        per_fn = self.L * self.H
+        table = pa.table(
+            {
+                "model_id": [MODEL] * n,
+                "revision": [revision] * n,
+                "stage": np.full(n, 1, np.int32),
+                "step": np.full(n, step, np.int64),
+                "tokens": np.full(n, step * 4_000_000, np.int64),
+                "score_fn": np.repeat(np.array(self.fns, dtype=object), per_fn),
+                "layer": np.tile(np.repeat(np.arange(self.L, dtype=np.int32), self.H), len(self.fns)),
+                "head_index": np.tile(np.arange(self.H, dtype=np.int32), self.L * len(self.fns)),
+                "score": rate,
+                "score_std": np.zeros(n),
+                "tau": np.full(n, 0.5),
+                "direction": ["<"] * n,
+                "dormant_rate": k / N_INPUTS,
+                "dormant": k / N_INPUTS >= 0.5,
+                "inactive_inputs": packed(inactive),
+                "calibration_id": [CAL] * n,
+                "taus_id": [TAUS] * n,
+            }
+        )
+        row = dict(
+            model_id=MODEL,
+            revision=revision,
+            stage=1,
+            step=step,
+            tokens=step * 4_000_000,
+            commit=f"sha-{i}",
+            n_layers=self.L,
+            n_heads=self.H,
+            calibration_id=CAL,
+            n_inputs=N_INPUTS,
+            dtype="float32",
+            device="cpu",
+            seconds=1.0,
+            analyzed_at=T0 + timedelta(minutes=i),
+            code_version="bench",
+            taus_id=TAUS,
+            scoring_version=SCORING_VERSION,
+        )
+        return row, table
 
 
-def measure(root: Path) -> dict[str, float]:
+def packed(inactive: np.ndarray) -> pa.Array:
+    """`statistics.pack_inputs` of bool [input, head] as one binary column, built from one buffer (no list)."""
+    data = np.ascontiguousarray(np.packbits(inactive, axis=0, bitorder="little").T)  # [head, byte]
+    width = data.shape[1]
+    offsets = np.arange(data.shape[0] + 1, dtype=np.int32) * width
+    out = pa.Array.from_buffers(pa.binary(), data.shape[0], [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    assert out[0].as_py() == pack_inputs(inactive[:, :1])[0]
+    return out
+
+
+def new_store(root: Path, series: Series) -> None:
+    taus = [
+        dict(
+            model_id=MODEL,
+            revision="main",
+            stage=-1,
+            step=-1,
+            tokens=-1,
+            score_fn=fn,
+            tau=0.5,
+            direction="<",
+            source="fixed",
+            calibration_id=CAL,
+            taus_id=TAUS,
+        )
+        for fn in series.fns
+    ]
+    write_table(root, "taus", taus, file_key="taus")
+
+
+def commit(root: Path, series: Series, start: int, stop: int) -> None:
+    """Checkpoints start..stop-1 committed one by one, their rates walked incrementally."""
+    rate = series.rate(start)
+    walk = np.random.default_rng([series.seed, 1]).standard_normal((stop, series.start.size))
+    logit = np.log(rate / (1 - rate))
+    for i in range(start, stop):
+        if i > start:
+            logit = logit + series.step * walk[i - 1]
+        commit_checkpoint(root, *series.rows(i, 1 / (1 + np.exp(-logit))))
+
+
+def derive_in_chunks(root: Path) -> None:
+    """The series' transitions and histories as `derive_series` writes them (decision pending), from mask changes
+    of CHUNK checkpoints at a time (a plain chain: consecutive chunks share one checkpoint)."""
     view = SeriesView.open(root, MODEL)
     ckpts = view.checkpoints_table()
-    out = {}
-    t0 = time.perf_counter()
-    two = view.revisions[-2:]
-    sub = ckpts.filter(
-        pc.is_in(ckpts.column("revision"), value_set=ckpts.column("revision").take([len(ckpts) - 2, len(ckpts) - 1]))
+    revs = view.revisions
+    parts = []
+    for a in range(0, len(revs) - 1, CHUNK):
+        some = revs[a : a + CHUNK + 1]
+        sub = ckpts.filter(pc.is_in(ckpts.column("revision"), value_set=pa.array(some)))
+        parts.append(mask_changes(view.head_scores(revisions=some), sub)[0])
+    trans = _in_series_order(pa.concat_tables(parts), revs)
+    hist = histories_of(states_from_transitions(view.head_scores(revisions=revs[:1]), trans, ckpts))
+    trans = mark_blips(apply_decisions(trans, {}))
+    meta = {PAIRS_KEY: __import__("json").dumps(sorted(series_pairs(view)[1])), DERIVED_BY_KEY: __version__}
+    write_table(
+        root,
+        "transitions",
+        trans,
+        file_key=derived_file_key("transitions", TAUS, CAL),
+        model_id=MODEL,
+        metadata=meta | {FDR_KEY: fdr_record(0.05, "bh"), DECISION_KEY: PENDING},
     )
-    derive_transitions(view.head_scores(revisions=two), sub)
-    out["pair"] = time.perf_counter() - t0
+    write_table(
+        root,
+        "head_histories",
+        hist,
+        file_key=derived_file_key("head_histories", TAUS, CAL),
+        model_id=MODEL,
+        metadata=meta,
+    )
+
+
+def check_chunks(root: Path, n: int) -> None:
+    """The chunked files equal `derive_series`' own on a copy (its whole-series path)."""
+    copy = root.parent / "check"
+    shutil.copytree(root, copy)
+    for table in ("transitions", "head_histories"):
+        shutil.rmtree(copy / table)
+    derive_series(TrackRequest(source=MODEL, store=str(copy), report=False))
+    a, b = SeriesView.open(root, MODEL), SeriesView.open(copy, MODEL)
+    if not (a.stored_transitions().equals(b.stored_transitions()) and a.histories().equals(b.histories())):
+        raise SystemExit(f"the chunked derivation differs from derive_series at {n} checkpoints")
+    shutil.rmtree(copy)
+    print(f"  check: the chunked files equal derive_series' at {n} checkpoints", flush=True)
+
+
+def append(root: Path, series: Series, i: int, request: TrackRequest) -> float:
+    """Commit checkpoint i (its rows built first, untimed: scoring is not the append) and derive: seconds."""
+    rate = series.rate(i)
+    row, table = series.rows(i, rate)
     t0 = time.perf_counter()
-    matrices = series_rates(view)
-    out["read rates"] = time.perf_counter() - t0
-    trans = view.transitions()
+    commit_checkpoint(root, row, table)
+    derive_series(request)
+    return time.perf_counter() - t0
+
+
+def decide(root: Path, k: int) -> tuple[float, float]:
+    """The first read of the transitions after an append decides the whole series: (seconds reading every
+    checkpoint's rates, seconds deciding all functions), the latter timed on the first `k` functions and scaled."""
+    view = SeriesView.open(root, MODEL)
+    meta = transitions_metadata(view)
+    assert is_pending(meta)
     t0 = time.perf_counter()
-    confirm_transitions(trans, matrices)
-    out["confirm"] = time.perf_counter() - t0
-    out["transitions"] = trans.num_rows
-    return out
+    matrices = series_rates(view, derived_revisions(view, meta))
+    read = time.perf_counter() - t0
+    some = [m.score_fn for m in matrices[:k]]
+    trans = view.stored_transitions(some)
+    t0 = time.perf_counter()
+    confirm_transitions(trans, matrices[:k])
+    return read, (time.perf_counter() - t0) * len(matrices) / k
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,300")
-    parser.add_argument("--layers", type=int, default=32)
-    parser.add_argument("--heads", type=int, default=32)
+    parser.add_argument("--sizes", default="100,300,1000,3000")
+    parser.add_argument("--heads", default="32x32", help="LAYERSxHEADS (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=3, help="appends timed per size (median)")
+    parser.add_argument("--decide-fns", type=int, default=1, help="functions decided per size (scaled to all)")
+    parser.add_argument("--decide-max", type=int, default=1000, help="largest size whose decision is timed")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--spread", type=float, default=8.0, help="heads' starting logit rates in +-spread: less, more mask changes"
+    )
     args = parser.parse_args()
+    sizes = sorted(int(x) for x in args.sizes.split(","))
+    n_layers, n_heads = (int(x) for x in args.heads.lower().split("x"))
+    series = Series(n_layers, n_heads, args.seed, args.spread)
+    t_all = time.perf_counter()
     rows = []
-    for n in (int(x) for x in args.sizes.split(",")):
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp) / "store"
-            build_store(root, n, args.layers, args.heads)
-            m = measure(root)
-        rows.append((n, m))
-        print(
-            f"{n:>5} checkpoints: pair {m['pair']:.2f} s, read rates {m['read rates']:.2f} s, confirm "
-            f"{m['confirm']:.2f} s ({int(m['transitions']):,} mask changes); whole-series part / pair = "
-            f"{(m['read rates'] + m['confirm']) / m['pair']:.1f}x",
-            flush=True,
-        )
-    if len(rows) > 1:
-        (a, x), (b, y) = rows[0], rows[-1]
-        grow = ((y["read rates"] + y["confirm"]) / (x["read rates"] + x["confirm"])) / (b / a)
-        print(f"growth of the whole-series part from {a} to {b} checkpoints, per checkpoint: {grow:.2f}x (1.0: linear)")
+    with tempfile.TemporaryDirectory(prefix="bench-appends-") as tmp:
+        root = Path(tmp) / "store"
+        request = TrackRequest(source=MODEL, store=str(root), report=False)
+        new_store(root, series)
+        have = 0
+        for n in sizes:
+            t0 = time.perf_counter()
+            commit(root, series, have, n)
+            derive_in_chunks(root)
+            print(f"N={n}: built in {time.perf_counter() - t0:.0f} s", flush=True)
+            if n == sizes[0]:
+                check_chunks(root, n)
+            have = n
+            times = []
+            for _ in range(args.repeats):
+                times.append(append(root, series, have, request))
+                have += 1
+            k = min(args.decide_fns, len(series.fns))
+            read, decided = decide(root, k) if n <= args.decide_max else (float("nan"), float("nan"))
+            n_rows = SeriesView.open(root, MODEL).stored_transitions().num_rows
+            rows.append((n, statistics.median(times), read + decided, n_rows))
+            scaled = f" (timed on {k}, x {len(series.fns) / k:g})" if k < len(series.fns) else ""
+            print(
+                f"  append {statistics.median(times):.2f} s (median of {', '.join(f'{t:.2f}' for t in times)}); "
+                f"decision {read + decided:.1f} s (read the rates {read:.1f} s, decide {len(series.fns)} functions "
+                f"{decided:.1f} s{scaled}); {n_rows:,} mask changes",
+                flush=True,
+            )
+    base = rows[0]
+    print()
+    print(
+        f"appends: {n_layers}x{n_heads} heads x {len(series.fns)} functions x {N_INPUTS} inputs; per-input "
+        f"indicators stored; wall {time.perf_counter() - t_all:.0f} s"
+    )
+    print(
+        f"{'N':>6}  {'append':>8}  {'x N=' + str(base[0]):>8}  {'decide':>9}  {'x N=' + str(base[0]):>8}  mask changes"
+    )
+    for n, a, d, r in rows:
+        print(f"{n:>6}  {a:>7.2f}s  {a / base[1]:>7.2f}x  {d:>8.1f}s  {d / base[2]:>7.2f}x  {r:>12,}")
+    by = {n: a for n, a, _, _ in rows}
+    if 100 in by and 1000 in by:
+        ratio = by[1000] / by[100]
+        print(f"append at 1,000 / append at 100: {ratio:.2f}x (target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
 
 
 if __name__ == "__main__":

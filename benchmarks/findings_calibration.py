@@ -36,6 +36,8 @@ an ORACLE that bounds what the data hold.
    floor (one-sided, set labels permuted input by input; `_old_noise_floor_p`). NEW:
    `findings.dependence.noise_floor` (whole clusters permuted, two-sided). Measured: FPR at 0.05. Target (NEW):
    <= 0.06.
+4. Checkpoints chosen by the data: FDR of `decide_states` on checkpoints a budgeted run's refinement picks from the
+   observed masks (benchmarks/adaptive_design.py, its rows named ADAPTIVE, FIXED, EXHAUSTIVE). Target: <= 0.06.
 
 Values are printed with their Monte Carlo standard error (+- se); a target is met ("pass") when the value meets it,
 "pass (within 2 se)" when it misses by less than two se, "FAIL" otherwise; exit status 1 on a FAIL. `--small` (the
@@ -525,7 +527,15 @@ TITLES = {
     "1": "1. Transitions: confident changes of state (FDR, power; clusters, persistence, boundary nulls)",
     "2": "2. Intervals over heads with a layer factor (coverage of the population value)",
     "3": "3. Input dependence under a clustered null (false-positive rate)",
+    "4": "4. Checkpoints chosen by the data (`track --budget`): FDR under the adaptive design",
 }
+
+
+def section_adaptive(sizes: Sizes, seed: int) -> list[Row]:
+    """Section 4 lives in benchmarks/adaptive_design.py (beside this script: its folder is on sys.path)."""
+    from adaptive_design import section_adaptive as adaptive
+
+    return adaptive(sizes, seed)
 
 
 def table(rows: list[Row]) -> str:
@@ -575,7 +585,12 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     total = time.perf_counter()
     sections = []
-    for key, section in (("1", section_transitions), ("2", section_intervals), ("3", section_dependence)):
+    for key, section in (
+        ("1", section_transitions),
+        ("2", section_intervals),
+        ("3", section_dependence),
+        ("4", section_adaptive),
+    ):
         start = time.perf_counter()
         rows = section(sizes, args.seed)
         sections.append((f"**{TITLES[key]}**", table(rows)))

@@ -148,6 +148,11 @@ class SeriesResults:
             _row("emergence", "settled heads settled early", e.early),
             _row("transitions", "mask changes", t.n_transitions),
             _row("transitions", "confident transitions", t.n_confident),
+            _row(  # NaN: the store keeps no listing of the series (unknown)
+                "transitions",
+                "confident transitions resolved to adjacent checkpoints",
+                t.resolution.n_resolved if t.resolution is not None and t.resolution.known else float("nan"),
+            ),
             _row("transitions", "blips", t.n_blips),
             _row("transitions", "blips with both legs confident", t.n_confident_blips),
             *(_row("transitions", f"confident per billion tokens, stage {r.stage}", r.per_billion) for r in t.stages),

@@ -254,6 +254,17 @@ def gpu_resources(device):
 SCHEDULER_TIMEOUT_S = 10
 
 
+def dask_workers(request: TrackRequest) -> int:
+    """How many checkpoints a Dask run scores at once (a `--budget` round): the workers of the cluster at
+    `--address` as its scheduler counts them now, else those of the local cluster it starts."""
+    if not request.address:
+        return local_cluster_spec(request)[1]["n_workers"]
+    from distributed import Client
+
+    with Client(request.address, timeout=SCHEDULER_TIMEOUT_S, set_as_default=False) as client:
+        return max(1, len(client.scheduler_info().get("workers", {})))
+
+
 def check_scheduler(address: str, timeout_s: float = SCHEDULER_TIMEOUT_S) -> None:
     """ConfigError (one line, exit 2) when no Dask scheduler answers at `address` within `timeout_s`, or when its
     workers could not reach the flow's Prefect API (`check_api_reachable`)."""

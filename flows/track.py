@@ -78,6 +78,8 @@ def _track(request: TrackRequest, progress: bool, state: SeriesState | None) -> 
     ahead = _prefetch_past_reference(request, state)
     with _fixing_taus(request, state, progress):
         series = tasks.series_taus(request, state, _score_on_runner(request), _write_checkpoint)
+    # the listing, once the series holds its taus (a run refused before then leaves nothing): what lies between pairs
+    tracking.record_listing(request.store, request.model_id, plan, request.request_id)
     log.info(
         "taus %s: %s",
         series.taus_id,
@@ -135,8 +137,8 @@ def _prefetch_past_reference(request: TrackRequest, state: SeriesState) -> dict:
     for `_run_checkpoints`. Only for a new series: there every selected checkpoint will be analysed, so no
     prefetch is wasted."""
     plan = state.plan
-    if request.runner is not Runner.LOCAL or not state.is_new:
-        return {}
+    if request.runner is not Runner.LOCAL or not state.is_new or request.budget is not None:
+        return {}  # (a budgeted run chooses its checkpoints as it goes)
     reference = tracking.taus_checkpoint(request, plan)
     first = next((r for r in plan.selected if r != reference), None)
     if reference.path is not None or first is None or first.path is not None:
@@ -159,12 +161,13 @@ def _run_checkpoints(
         if r not in todo and r not in [d.revision for d in done]
     ]
     results = done + skipped
+    total = len(selected) if request.budget is None else max(len(results), min(len(selected), request.budget))
     artifact = create_progress_artifact(
-        100.0 * len(results) / len(selected), description=f"checkpoints of {request.model_id} analysed"
+        100.0 * len(results) / total, description=f"checkpoints of {request.model_id} analysed"
     )
     # A bar on a terminal; on a pipe or file a plain line at least every 20 s, even while one checkpoint downloads.
     bar = progress_bar(
-        total=len(selected), initial=len(results), desc="checkpoints", unit="ckpt", enabled=progress and bool(todo)
+        total=total, initial=len(results), desc="checkpoints", unit="ckpt", enabled=progress and bool(todo)
     )
 
     last_update = [time.monotonic()]
@@ -173,20 +176,54 @@ def _run_checkpoints(
         results.append(result)
         bar.update(1)
         # An artifact update is an API round trip: at most one every few seconds, and the final one.
-        if len(results) == len(selected) or time.monotonic() - last_update[0] > PROGRESS_EVERY_S:
-            update_progress_artifact(artifact, 100.0 * len(results) / len(selected))
+        if len(results) == total or time.monotonic() - last_update[0] > PROGRESS_EVERY_S:
+            update_progress_artifact(artifact, 100.0 * min(1.0, len(results) / total))
             last_update[0] = time.monotonic()
 
     try:
         if request.retau:  # checkpoints with kept per-input scores are re-aggregated here, without a model
             todo = [r for r in todo if not _reaggregated(request, r, series, advance)]
-        if request.runner is Runner.DASK:
+        if request.budget is not None:
+            _run_budgeted(request, state, todo, series, advance)
+        elif request.runner is Runner.DASK:
             _run_on_dask(request, todo, series, advance)
         else:
             _run_locally(request, todo, series, advance, dict(ahead or {}))
     finally:
         bar.close()
     return results
+
+
+def _run_budgeted(request: TrackRequest, state: SeriesState, todo: list, series, advance) -> None:
+    """`--budget`: the budgeted search over the selection (`tracking.run_budgeted`), the checkpoints stored
+    already counted: its coarse pass, then rounds of refinement, one checkpoint a round locally, as many as the
+    Dask cluster has workers on Dask; each round computed and written as any run's checkpoints are."""
+    from flows.runners import dask_workers
+
+    log = get_run_logger()
+
+    def run(revisions: list) -> list[CheckpointResult]:
+        log.info("budget: scoring %s", ", ".join(r.name for r in revisions))
+        outcomes: list[CheckpointResult] = []
+
+        def keep(result: CheckpointResult) -> None:
+            outcomes.append(result)
+            advance(result)
+
+        if request.runner is Runner.DASK:
+            _run_on_dask(request, revisions, series, keep)
+        else:
+            _run_locally(request, revisions, series, keep, {})
+        return outcomes
+
+    at_once = dask_workers(request) if request.runner is Runner.DASK else 1
+    scored = tracking.run_budgeted(request, state.plan.selected, todo, run, at_once)
+    log.info(
+        "budget: %d of %d selected checkpoints scored (budget %d)",
+        len(scored),
+        len(state.plan.selected),
+        request.budget,
+    )
 
 
 def _write_checkpoint(request: TrackRequest, revision, outcome) -> CheckpointResult:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.checkpoints.hash_cache import cache_dir as cache_dir
     from dormant_tasks.checkpoints.hub import (
+        cache_free_bytes as cache_free_bytes,
         check_repo_id as check_repo_id,
         download_revision as download_revision,
         file_sha256 as file_sha256,
@@ -38,8 +39,11 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         Selection as Selection,
         format_tokens as format_tokens,
         list_revisions as list_revisions,
+        log_spread as log_spread,
         parse_revision_name as parse_revision_name,
         series_sort_key as series_sort_key,
+        step_tokens as step_tokens,
+        training_positions as training_positions,
     )
 
 __all__, __getattr__, __dir__ = attach(__name__)

@@ -80,6 +80,9 @@ class BranchAudit:
     n_files: int
     weight_bytes: int | None
     flags: tuple[Flag, ...] = ()
+    # the bytes of the files loading needs (what `dormant track` downloads: `hub.ALLOW_PATTERNS`), from the
+    # listing's sizes (a folder: on disk); None when a size is not known
+    loading_bytes: int | None = None
 
     @property
     def verdict(self) -> str:
@@ -137,9 +140,11 @@ def audit_series(
     tokens_per_step: int | None = None,
     workers: int = LISTING_WORKERS,
     listing: Listing | None = None,
+    cache: bool = True,
 ) -> SeriesAudit:
     """The audit of every branch of `source` (`main` included): one listing per Hub branch (`workers` at a
-    time) or the hashes of each local folder's files; no weight file is downloaded."""
+    time) or the hashes of each local folder's files; no weight file is downloaded. `cache=False` (a dry run):
+    the small files it reads (configs, shard indexes) are not kept in the Hub cache (`hub.read_small_file`)."""
     start = time.monotonic()
     listing = listing or list_revisions(source, include_main=True, tokens_per_step=tokens_per_step)
     revisions = listing.revisions
@@ -149,7 +154,8 @@ def audit_series(
         commits = {r.name: r.commit for r in revisions if r.commit}
         listed = list_branch_files(str(source), commits, workers)
         files = {name: [BranchFile(*f) for f in entries] for name, entries in listed.items()}
-        configs, indexes = _hub_configs(str(source), revisions, files), _hub_indexes(str(source), revisions, files)
+        configs = _hub_configs(str(source), revisions, files, cache)
+        indexes = _hub_indexes(str(source), revisions, files, cache)
     axis = listing.tokens
     branches = compare_branches(revisions, files, configs, indexes, axis.disagreements if axis else {})
     return SeriesAudit(
@@ -231,9 +237,15 @@ def compare_branches(
             len(files.get(r.name, [])),
             sum(f.size or 0 for f in files.get(r.name, []) if _WEIGHTS.fullmatch(f.path)) or None,
             tuple(flags.get(r.name, [])),
+            _loading_bytes(files.get(r.name, [])),
         )
         for r in revisions
     )
+
+
+def _loading_bytes(files: list[BranchFile]) -> int | None:
+    sizes = [f.size for f in files if is_loading_file(f.path)]
+    return None if not sizes or any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
 
 
 def _incomplete(files: list[BranchFile], weights: dict[str, str], index: set[str] | None) -> Flag | None:
@@ -373,7 +385,9 @@ def _read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _hub_configs(repo: str, revisions: list[Revision], files: dict[str, list[BranchFile]]) -> dict[str, dict | None]:
+def _hub_configs(
+    repo: str, revisions: list[Revision], files: dict[str, list[BranchFile]], cache: bool = True
+) -> dict[str, dict | None]:
     """Each branch's config, read once per distinct config.json (by its blob id): usually one small read."""
     by_digest: dict[str, list[Revision]] = defaultdict(list)
     for r in revisions:
@@ -386,7 +400,7 @@ def _hub_configs(repo: str, revisions: list[Revision], files: dict[str, list[Bra
     for branches in by_digest.values():
         first = branches[0]
         try:
-            data = json.loads(read_small_file(repo, first.name, first.commit or "", "config.json"))
+            data = json.loads(read_small_file(repo, first.name, first.commit or "", "config.json", cache=cache))
         except ValueError:
             data = None
         for b in branches:
@@ -394,7 +408,9 @@ def _hub_configs(repo: str, revisions: list[Revision], files: dict[str, list[Bra
     return configs
 
 
-def _hub_indexes(repo: str, revisions: list[Revision], files: dict[str, list[BranchFile]]) -> dict[str, set[str]]:
+def _hub_indexes(
+    repo: str, revisions: list[Revision], files: dict[str, list[BranchFile]], cache: bool = True
+) -> dict[str, set[str]]:
     """The files each branch's shard indexes (`*.index.json`) list, read once per distinct index (by its blob
     id: a series' branches usually share one), `LISTING_WORKERS` at a time; paths relative to the repo root."""
     from concurrent.futures import ThreadPoolExecutor
@@ -408,7 +424,7 @@ def _hub_indexes(repo: str, revisions: list[Revision], files: dict[str, list[Bra
     def listed(held: list[tuple[Revision, str]]) -> set[str]:
         first, path = held[0]
         try:
-            data = json.loads(read_small_file(repo, first.name, first.commit or "", path))
+            data = json.loads(read_small_file(repo, first.name, first.commit or "", path, cache=cache))
         except ValueError:  # not JSON: it lists nothing that can be checked
             return set()
         weight_map = (data.get("weight_map") if isinstance(data, dict) else None) or {}

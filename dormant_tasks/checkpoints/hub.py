@@ -278,14 +278,29 @@ def list_branch_files(
         return dict(pool.map(listing, commits.items()))
 
 
-def read_small_file(repo: str, name: str, commit: str, path: str, retries: int = 3, backoff_s: float = 2.0) -> bytes:
-    """The bytes of one small file (a config) of a branch, pinned to its commit, through the Hub cache."""
-    from huggingface_hub import hf_hub_download
+def read_small_file(
+    repo: str, name: str, commit: str, path: str, retries: int = 3, backoff_s: float = 2.0, cache: bool = True
+) -> bytes:
+    """The bytes of one small file (a config, a shard index) of a branch, pinned to its commit, through the Hub
+    cache. `cache=False` (a dry run, which writes nothing): read from the Hub cache when it holds the file, else
+    fetched into a temporary folder that is removed at once, so the Hub cache is left as it was."""
+    import tempfile
 
-    local = with_hub_retries(
-        lambda: hf_hub_download(repo, path, revision=commit), f"reading {path} of {repo}@{name}", retries, backoff_s
-    )
-    return Path(local).read_bytes()
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+    what = f"reading {path} of {repo}@{name}"
+    if cache:
+        return Path(
+            with_hub_retries(lambda: hf_hub_download(repo, path, revision=commit), what, retries, backoff_s)
+        ).read_bytes()
+    cached = try_to_load_from_cache(repo, path, revision=commit)  # a lookup: creates nothing
+    if isinstance(cached, str):
+        return Path(cached).read_bytes()
+    with tempfile.TemporaryDirectory(prefix="dormant-small-file-") as folder:
+        local = with_hub_retries(
+            lambda: hf_hub_download(repo, path, revision=commit, cache_dir=folder), what, retries, backoff_s
+        )
+        return Path(local).read_bytes()
 
 
 # ---- pinned, disk-checked, hash-checked download ----
@@ -350,6 +365,13 @@ def _free_bytes(folder: Path) -> int:
     while not existing.exists():  # the snapshot folder does not exist before its first download
         existing = existing.parent
     return shutil.disk_usage(existing).free
+
+
+def cache_free_bytes(repo: str, cache_dir: str | Path | None = None) -> tuple[Path, int]:
+    """(the folder a download of `repo` goes to, the bytes free on its disk): what `check_free_disk` compares a
+    download with. Creates nothing."""
+    folder = repo_cache_dir(repo, cache_dir)
+    return folder, _free_bytes(folder)
 
 
 def check_free_disk(where: str, missing: list, snapshot: Path) -> None:

@@ -371,19 +371,28 @@ def training_positions(revisions: list[Revision]) -> list[int]:
 def _spread_in_log_tokens(revisions: list[Revision], n: int) -> list[Revision]:
     """`n` revisions whose log(tokens + one step's tokens) are closest to n evenly spaced targets, first and
     last included (see `Selection`: log1p spent most targets on the first few steps)."""
+    return [revisions[i] for i in log_spread(training_positions(revisions), n, step_tokens(revisions))]
+
+
+def log_spread(positions: list[int] | list[float], n: int, shift: float) -> list[int]:
+    """The indices (sorted) of `n` of the increasing `positions` whose log(position + shift) are closest to n
+    evenly spaced targets, first and last included; ties to the earlier index. Positions that do not increase
+    (no token counts) are spread by index instead. Every index once, so n >= len(positions) takes them all."""
+    count = len(positions)
+    if n >= count:
+        return list(range(count))
     if n == 1:
-        return [revisions[-1]]
-    one_step = _tokens_per_step(revisions)
-    x = [math.log(p + one_step) for p in training_positions(revisions)]
+        return [count - 1]
+    x = [math.log(p + shift) for p in positions] if positions[-1] > positions[0] else [float(i) for i in range(count)]
     targets = [x[0] + (x[-1] - x[0]) * i / (n - 1) for i in range(n)]
-    chosen = {0, len(revisions) - 1}
+    chosen = {0, count - 1}
     for t in targets[1:-1]:
-        free = [i for i in range(len(revisions)) if i not in chosen]
+        free = [i for i in range(count) if i not in chosen]
         chosen.add(min(free, key=lambda i: (abs(x[i] - t), i)))
-    return [revisions[i] for i in sorted(chosen)]
+    return sorted(chosen)
 
 
-def _tokens_per_step(revisions: list[Revision]) -> float:
+def step_tokens(revisions: list[Revision]) -> float:
     """One step's tokens: the smallest tokens/step among revisions past step 0 (names round their token
     counts, so the ratios differ a little); 1 token when no revision has both."""
     return min((r.tokens / r.step for r in revisions if r.step > 0 and r.tokens > 0), default=1.0)

@@ -21,6 +21,10 @@ independent); fewer than MIN_UNITS layers back no interval. They speak for this 
   billion tokens (bootstrap over layers; the exact Poisson interval beside it), the checkpoint spacing, and the
   cadence-free measures: heads that ever change state, more than once, confidently.
 - Input dependence (`findings/dependence.py`).
+- Resolution (`findings/resolution.py`): where a run left listed checkpoints unscored (`--budget`, `--max`,
+  `--every`), a time seen at a scored checkpoint is an interval back to the scored one before it (the medians carry
+  both ends: `statistics.interval_median_estimate`), and the confident transitions not resolved to adjacent
+  checkpoints are named with their pair and the checkpoints unscored between.
 
 Token counts along a series: a checkpoint's tokens, plus, after a stage boundary whose names restart the
 count (OLMo-2's stage-2 ingredients count their own tokens), the tokens of the branch point (`path_tokens`).
@@ -35,6 +39,7 @@ import numpy as np
 from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.errors import StoreError
 from dormant_tasks.findings.dependence import InputDependence, input_dependence
+from dormant_tasks.findings.resolution import ChangeResolution, change_resolution, lower_ends
 from dormant_tasks.statistics import (
     DEFAULT_RESAMPLING,
     FDR,
@@ -45,13 +50,13 @@ from dormant_tasks.statistics import (
     Estimate,
     Resampling,
     Share,
-    median_estimate,
+    interval_median_estimate,
     poisson_interval,
     rate_estimate,
     scaled,
     share_estimate,
 )
-from dormant_tasks.tracking import apply_decisions, state_decisions
+from dormant_tasks.tracking import Resolution, apply_decisions, series_resolution, state_decisions
 
 EARLY = 0.10  # "early": by this fraction of the series' tokens
 STABLE = 0.80  # "settled": dormant at >= this fraction of the checkpoints from then to the last
@@ -81,6 +86,10 @@ class Emergence:
     settled_fraction: Estimate
     early_tokens: float  # EARLY x final_tokens
     early: Share  # of the emerged heads, those settled by early_tokens (bootstrap over layers)
+    # [emerged head] the lower end of its settling time: the scored checkpoint before, where listed checkpoints lie
+    # unscored between (interval-censored, `findings/resolution.py`); else settled_tokens. None: not computed
+    settled_low: np.ndarray | None = None
+    n_interval: int | None = None  # emerged heads whose settling time is an interval; None: the listing is unknown
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,7 @@ class Transitions:
     interval_steps: np.ndarray  # int64 [interval]: steps between them
     interval_confident: np.ndarray  # int64 [interval]: confident transitions located in it
     interval_other: np.ndarray  # int64 [interval]: the other mask changes
+    resolution: ChangeResolution | None = None  # which confident transitions are resolved to adjacent checkpoints
 
 
 @dataclass(frozen=True)
@@ -222,7 +232,8 @@ def series_findings(
         )
     s = states[0]
     tokens = path_tokens(s.tokens, s.stage, s.predecessor)  # [checkpoint]
-    transitions = view.transitions([fn])
+    transitions = view.stored_transitions([fn])  # the mask changes: confident ones are decided below, afresh
+    resolution = series_resolution(store, model_id, s.revision.tolist())
     return Findings(
         model_id,
         fn,
@@ -230,24 +241,31 @@ def series_findings(
         view.taus[fn].value,
         view.taus[fn].direction,
         len(s.revision),
-        emergence(s, tokens, resampling),
-        transition_findings(s, tokens, transitions, fdr, resampling, fdr_method),
+        emergence(s, tokens, resampling, resolution=resolution),
+        transition_findings(s, tokens, transitions, fdr, resampling, fdr_method, resolution),
         input_dependence(views, fn, s, tokens, resampling),
         resampling,
     )
 
 
 def emergence(
-    s, tokens: np.ndarray, resampling: Resampling = DEFAULT_RESAMPLING, stable: float = STABLE, min_run: int = MIN_RUN
+    s,
+    tokens: np.ndarray,
+    resampling: Resampling = DEFAULT_RESAMPLING,
+    stable: float = STABLE,
+    min_run: int = MIN_RUN,
+    resolution: Resolution | None = None,
 ) -> Emergence:
-    """Finding 1 from a `DormantMatrix` and its `path_tokens`."""
+    """Finding 1 from a `DormantMatrix` and its `path_tokens`; `resolution` (the series' listing against its scored
+    checkpoints): a time seen after unscored listed checkpoints is interval-censored (None: every time a point)."""
     n_ckpt, n_heads = s.dormant.shape
     last = n_ckpt - 1
     path = path_to(last, s.predecessor)  # [position]
     on_path = s.dormant[path]  # [position, head]
     settled = stable_index(on_path, stable, min_run)  # [head]
     emerged = np.flatnonzero(settled >= 0)  # [emerged head]
-    first_at = path[on_path[:, emerged].argmax(axis=0)] if emerged.size else np.zeros(0, np.int64)  # [emerged]
+    first_pos = on_path[:, emerged].argmax(axis=0) if emerged.size else np.zeros(0, np.int64)  # [emerged]
+    first_at = path[first_pos]  # [emerged head] checkpoint index
     at = path[settled[emerged]]  # [emerged head] checkpoint index
     first_tokens, settled_tokens = tokens[first_at].astype(np.int64), tokens[at].astype(np.int64)
     total = float(tokens[last])
@@ -255,10 +273,15 @@ def emergence(
     any_dormant = np.flatnonzero(s.dormant.any(axis=1))  # [checkpoint]
     first = int(any_dormant[0]) if any_dormant.size else None
     labels = [f"L{s.layer[h]}.H{s.head_index[h]}" for h in emerged]
-    first_median = median_estimate(first_tokens, s.layer[emerged], resampling, 10, "tokens")
-    settled_median = median_estimate(settled_tokens, s.layer[emerged], resampling, 11, "tokens")
+    listing = resolution if resolution is not None else Resolution(False)
+    first_low, _ = lower_ends(first_pos, path, s.revision, tokens, listing)  # [emerged head]
+    settled_low, n_interval = lower_ends(settled[emerged], path, s.revision, tokens, listing)
+    first_median = interval_median_estimate(first_low, first_tokens, s.layer[emerged], resampling, 10, "tokens")
+    settled_median = interval_median_estimate(settled_low, settled_tokens, s.layer[emerged], resampling, 11, "tokens")
     every = np.full(n_heads, np.inf)  # [head] censored heads at +inf: later than any checkpoint
     every[emerged] = settled_tokens
+    every_low = every.copy()
+    every_low[emerged] = settled_low
     per_total = 1.0 / total if total > 0 else float("nan")
     return Emergence(
         n_heads,
@@ -277,11 +300,13 @@ def emergence(
         min_run,
         first_median,
         settled_median,
-        median_estimate(every, s.layer, resampling, 16, "tokens"),
+        interval_median_estimate(every_low, every, s.layer, resampling, 16, "tokens"),
         scaled(first_median, per_total, "fraction of the series' tokens"),
         scaled(settled_median, per_total, "fraction of the series' tokens"),
         early_tokens,
         share_estimate(settled_tokens <= early_tokens, s.layer[emerged], resampling, 12),
+        settled_low,
+        n_interval,
     )
 
 
@@ -292,9 +317,11 @@ def transition_findings(
     fdr: float = FDR,
     resampling: Resampling = DEFAULT_RESAMPLING,
     fdr_method: str = FDR_METHOD,
+    resolution: Resolution | None = None,
 ) -> Transitions:
     """Finding 2 from a `DormantMatrix` (with its rates and inputs), its `path_tokens` and the function's stored
-    transitions (the mask changes), confident ones decided at `fdr` by `fdr_method`."""
+    transitions (the mask changes), confident ones decided at `fdr` by `fdr_method`; with the series' `resolution`,
+    which of them are resolved to adjacent checkpoints."""
     from dormant_tasks.statistics import UNDETERMINED
 
     decided = state_decisions([s], fdr, fdr_method)
@@ -339,6 +366,7 @@ def transition_findings(
         steps.astype(np.int64),
         sure_per.astype(np.int64),
         (all_per - sure_per).astype(np.int64),
+        None if resolution is None else change_resolution(transitions, confident, resolution),
     )
 
 

@@ -47,6 +47,8 @@ CONFIGS = {
     "calibration_agreement": "one pair of calibration sets at one checkpoint: how far their dormancy masks agree",
     "evaluations": "one point of an intervention sweep: heads zeroed and the task accuracy kept",
     "failed_checkpoints": "one checkpoint that could not be scored, with the reason",
+    "listed_checkpoints": "one checkpoint the series' source listed, scored or not: how many lie unscored between "
+    "two scored ones",
     "input_scores": "one (input, score function, layer, head) score of a checkpoint (per-input, with --with-inputs)",
     "evaluation_items": "one item of an evaluation sweep setting (per-item, with --with-inputs)",
 }

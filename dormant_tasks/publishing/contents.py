@@ -31,7 +31,7 @@ from dormant_tasks.store import (
     read_table,
     series_files,
 )
-from dormant_tasks.tracking import open_views
+from dormant_tasks.tracking import decided_file, open_views
 from dormant_tasks.version import __version__
 
 CARD = "README.md"
@@ -136,8 +136,15 @@ def build_publication(
     current = {(view.taus_id, view.calibration_id) for view in views}
     functions: list[str | None] = [*(score_fns or [])] or [None]  # None: the function `dormant findings` states
     found = [series_findings(store, model_id, fn, FDR, fdr_method=FDR_METHOD) for fn in functions]
+    pending = {("transitions", v.taus_id, v.calibration_id): decided_file(v) for v in views}  # an append's decision
     files = publication_files(
-        store, model_id, results, current, with_inputs=with_inputs, tables={FINDINGS: findings_table(found, views)}
+        store,
+        model_id,
+        results,
+        current,
+        with_inputs=with_inputs,
+        tables={FINDINGS: findings_table(found, views)},
+        derived={k: t for k, t in pending.items() if t is not None},
     )
     kept = {r["file_key"] for r in results if r["input_scores_kept"]}
     per_input = [p for p in series_files(store, "input_scores", model_id) if p.stem in kept]

@@ -104,9 +104,10 @@ def render_report(
     out = report_folder(series.model_id, out_dir)
     owner = Owner.of("report", store, series.model_id)
     check_folder(out, owner, default=out_dir is None)  # before the figures are drawn
-    stamp = inputs_stamp(root, series.model_id, settings, out)
     views = open_views(root, series.model_id)  # every calibration set, read once for the section
     sets = calibration_sets(views, series, fn)
+    # after every set's transitions were read: a pending decision a run stores is in the files the stamp hashes
+    stamp = inputs_stamp(root, series.model_id, settings, out)
     found = series_findings(store, series.model_id, fn, settings.fdr, settings.resampling, settings.fdr_method)
     groups = evaluation_groups(series)
     plots = _series_plots(series, fn, settings.hide_blips)
@@ -257,6 +258,7 @@ def inputs_stamp(root: Path, model_id: str, settings: ReportSettings, out: Path 
         "calibration_agreement",
         "failed_checkpoints",
         "set_aside_checkpoints",
+        "listed_checkpoints",  # which confident transitions are resolved to adjacent checkpoints
     ):
         for p in stored_files(root, table, model_id):
             st = p.stat()

@@ -369,6 +369,7 @@ def _emergence_line(f: Findings, esc: Callable[[str], str]) -> str:
             f"and settled at {_ci(e.settled_median, _tokens, ' tokens')}, "
             f"{_ci(e.settled_fraction, _frac, ' of the series')}; {_pct(e.early, 'settled heads')} had settled by "
             f"{int(100 * EARLY)}% of the tokens ({_tokens(e.early_tokens)}); per head: {_settled_list(e)}."
+            f"{_censored_note(e)}"
         )
     else:
         emerge = f"no head has settled dormant ({stable}): all {e.n_heads} are right-censored at the end."
@@ -396,8 +397,50 @@ def _transitions_line(f: Findings) -> str:
         f"p < 0.05 for {t.n_raw} of the {t.n_paired} mask changes it could test, uncorrected. Heads whose mask ever "
         f"changed: {_pct(t.ever_changed)}; more than once: {_pct(t.more_than_once)}; with a confident transition: "
         f"{_pct(t.confidently_changed)}; with two or more: {t.confidently_more_than_once}. {_rates(f)} Per interval: "
-        f"{_interval_list(t) or 'none'}."
+        f"{_interval_list(t) or 'none'}.{_resolution_note(t.resolution)}"
     )
+
+
+def _censored_note(e) -> str:
+    """Where checkpoints were left unscored before a head's settling checkpoint, its time is an interval."""
+    if not e.n_interval:
+        return ""
+    return (
+        f" {e.n_interval} of these {len(e.heads)} settling times lie between a scored checkpoint and the scored one "
+        "before it with listed checkpoints unscored in between: interval-censored, the medians' intervals span both "
+        "ends (docs/SCORES.md §7)."
+    )
+
+
+def resolution_text(r, most: int = 8) -> str:
+    """Which confident transitions are resolved to adjacent checkpoints, and the pairs that are not: "between 117B
+    and 264B tokens: 3 checkpoints unscored"; "" without confident transitions."""
+    if r is None or not r.n_confident:
+        return ""
+    if not r.known:
+        return (
+            f"Resolution of the {plural(r.n_confident, 'confident transition')}: unknown (the store keeps no listing "
+            "of the series' checkpoints: it was tracked before they were recorded; a `dormant track` run that scores a "
+            "checkpoint records it)."
+        )
+    if not r.unresolved and not r.n_unknown:
+        return f"All {plural(r.n_confident, 'confident transition')} resolved to adjacent checkpoints."
+    pairs = [
+        f"between {_tokens(u.from_tokens)} and {_tokens(u.to_tokens)} tokens: {plural(u.unscored, 'checkpoint')} unscored"
+        + (f" ({u.n_confident} transitions)" if u.n_confident > 1 else "")
+        for u in r.unresolved[:most]
+    ]
+    more = f"; {len(r.unresolved) - most} more pairs" if len(r.unresolved) > most else ""
+    unknown = f"; {r.n_unknown} the listing cannot place" if r.n_unknown else ""
+    return (
+        f"Of the {plural(r.n_confident, 'confident transition')}, {r.n_resolved} resolved to adjacent checkpoints, "
+        f"{r.n_confident - r.n_resolved - r.n_unknown} not: {'; '.join(pairs)}{more}{unknown}."
+    )
+
+
+def _resolution_note(r) -> str:
+    text = resolution_text(r)
+    return f" {text}" if text else ""
 
 
 def _rates(f: Findings) -> str:

@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING
 from dormant_tasks.face import attach
 
 if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
+    from dormant_tasks.statistics.censoring import (
+        INTERVAL_CENSORED as INTERVAL_CENSORED,
+        interval_median_estimate as interval_median_estimate,
+        median_bounds as median_bounds,
+    )
     from dormant_tasks.statistics.cluster_states import (
         StateDecision as StateDecision,
         decide_states as decide_states,

@@ -42,7 +42,11 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         store_folder as store_folder,
         store_root_of as store_root_of,
     )
-    from dormant_tasks.store.lock import hold_series as hold_series, series_lock as series_lock
+    from dormant_tasks.store.lock import (
+        hold_series as hold_series,
+        holds_series as holds_series,
+        series_lock as series_lock,
+    )
     from dormant_tasks.store.provenance import (
         check_source as check_source,
         local_sources_named as local_sources_named,

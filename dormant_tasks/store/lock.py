@@ -123,6 +123,14 @@ def hold_series(store, model_id: str, *, wait: bool = True) -> Iterator[None]:
         lock.__exit__(None, None, None)
 
 
+def holds_series(store, model_id: str) -> bool:
+    """Whether this process holds the series for a run (`hold_series`): a reader that may store what it derived
+    (a pending decision) does so only then; a plain read takes no lock and writes nothing."""
+    path = _lock_path(Path(store), model_id)
+    with _RUNS_LOCK:
+        return path in _RUNS
+
+
 class _CannotLock(Exception):
     """The lock file cannot be made: a read-only store, a path that is no folder."""
 

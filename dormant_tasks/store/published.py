@@ -6,8 +6,8 @@ table's `series=<slug>` folder, the checksum record. What it holds:
   (the series' current checkpoints), byte for byte;
 - the manifest, rewritten with those rows only (an input_scores file left out is no longer named);
 - the derived tables (`transitions`, `head_histories`) of the (taus, calibration set) pairs the caller names, and
-  the series' `taus`, `calibration_agreement`, `failed_checkpoints` and `evaluations` files, byte for byte (with
-  `with_inputs` also `evaluation_items`);
+  the series' `taus`, `calibration_agreement`, `failed_checkpoints`, `listed_checkpoints` and `evaluations` files,
+  byte for byte (with `with_inputs` also `evaluation_items`);
 - further tables of the caller's (the findings), one file each in a folder of their own;
 - the marker and the checksum record of every file that no manifest row names.
 Every file it writes is a function of the store's bytes alone (no clock, no host, rows in a fixed order), so the
@@ -33,7 +33,7 @@ from dormant_tasks.store.sums import sums_json, sums_path
 from dormant_tasks.store.upgrade import DERIVED
 
 # Tables published whole (every file of the series); per-input tables only when asked for.
-WHOLE = ("taus", "calibration_agreement", "failed_checkpoints", "evaluations")
+WHOLE = ("taus", "calibration_agreement", "failed_checkpoints", "listed_checkpoints", "evaluations")
 PER_INPUT = ("input_scores", "evaluation_items")
 
 
@@ -52,13 +52,16 @@ def publication_files(
     *,
     with_inputs: bool = False,
     tables: Mapping[str, pa.Table] | None = None,
+    derived: Mapping[tuple[str, str, str], pa.Table] | None = None,
 ) -> dict[str, Path | bytes]:
     """The files of `model_id`'s publication, by path in it (POSIX, relative), in path order: a store file to copy
     (its path) or the bytes of one written for it.
 
     `results`: the manifest rows to publish (the series' current checkpoints, of every calibration set);
     `current`: the (taus_id, calibration_id) pairs whose derived tables to publish; `tables`: further tables by
-    folder name (the findings), each one Parquet file. StoreError when a file the rows name is missing."""
+    folder name (the findings), each one Parquet file; `derived`: {(table, taus_id, calibration_id): contents} to
+    publish in place of a stored derived file (transitions whose confident-state decision is pending, decided).
+    StoreError when a file the rows name is missing."""
     root = store_folder(store)
     files: dict[str, Path | bytes] = {}
 
@@ -84,7 +87,9 @@ def publication_files(
         for table in DERIVED:
             key = safe_file_key(derived_file_key(table, taus_id, calibration_id))
             path = series_dir(root, table, model_id) / f"{key}.parquet"
-            if path.is_file() and not path.is_symlink():
+            if (table, taus_id, calibration_id) in (derived or {}):
+                files[rel(path)] = parquet_bytes((derived or {})[(table, taus_id, calibration_id)])
+            elif path.is_file() and not path.is_symlink():
                 files[rel(path)] = path
     for table in WHOLE + (PER_INPUT[1:] if with_inputs else ()):
         files |= {rel(p): p for p in data_files(root, table, model_id)}

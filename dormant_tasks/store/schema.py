@@ -243,6 +243,18 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("request_id", pa.string(), nullable=True),
         ]
     ),
+    # One row per checkpoint the series' source listed when a track run planned, scored or not (one file per series,
+    # rewritten when the listing changes): how many checkpoints lie unscored between two scored ones
+    # (tracking/listing.py). Added in schema version 4 without a bump: a store without it does not know.
+    "listed_checkpoints": pa.schema(
+        COMMON
+        + [
+            _f("ingredient", pa.int32(), nullable=True),  # the stage-2 ingredient (null: none)
+            _f("available", pa.bool_()),  # a point of training a run may score; false: the integrity audit set it aside
+            _f("listed_at", pa.timestamp("us", tz="UTC")),
+            _f("request_id", pa.string(), nullable=True),
+        ]
+    ),
     # One row per (item, setting) of an evaluation run with --log-samples (lm-eval's --log_samples).
     "evaluation_items": pa.schema(
         COMMON

@@ -14,6 +14,14 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         set_agreement as set_agreement,
         stored_agreement as stored_agreement,
     )
+    from dormant_tasks.tracking.budget import (
+        available_positions as available_positions,
+        budgeted_search as budgeted_search,
+        coarse_pass as coarse_pass,
+        first_pass as first_pass,
+        next_refinements as next_refinements,
+    )
+    from dormant_tasks.tracking.budget_run import run_budgeted as run_budgeted
     from dormant_tasks.tracking.calibration import (
         DEMO_CORPUS as DEMO_CORPUS,
         bundled_set_names as bundled_set_names,
@@ -32,11 +40,18 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         score_checkpoint as score_checkpoint,
         write_checkpoint as write_checkpoint,
     )
+    from dormant_tasks.tracking.decision import decided_file as decided_file
     from dormant_tasks.tracking.derive import (
         SeriesSummary as SeriesSummary,
         derive_series as derive_series,
         fdr_rule as fdr_rule,
         rederive as rederive,
+    )
+    from dormant_tasks.tracking.dry_run import (
+        DryRun as DryRun,
+        format_dry_run as format_dry_run,
+        parse_bandwidth as parse_bandwidth,
+        plan_dry_run as plan_dry_run,
     )
     from dormant_tasks.tracking.failures import (
         checkpoint_outcome as checkpoint_outcome,
@@ -50,6 +65,12 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         set_aside_label as set_aside_label,
         set_aside_stored_duplicates as set_aside_stored_duplicates,
         shared_weights as shared_weights,
+    )
+    from dormant_tasks.tracking.listing import (
+        Resolution as Resolution,
+        listed_checkpoints as listed_checkpoints,
+        record_listing as record_listing,
+        series_resolution as series_resolution,
     )
     from dormant_tasks.tracking.masks import (
         QUANTILE_DEFAULTS as QUANTILE_DEFAULTS,
@@ -85,6 +106,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         TrackResult as TrackResult,
         pending_revisions as pending_revisions,
         series_state as series_state,
+        stored_rates as stored_rates,
     )
     from dormant_tasks.tracking.transitions import (
         apply_decisions as apply_decisions,

@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 from dormant_tasks.engine import ALL_IDS
 from dormant_tasks.errors import StoreError
 from dormant_tasks.store import SCHEMAS, conform, read_metadata, read_table, series_lock, write_table
-from dormant_tasks.tracking.series import SeriesView, checkpoint_sort_key, open_views, result_id
+from dormant_tasks.tracking.results import result_id
+from dormant_tasks.tracking.series import SeriesView, checkpoint_sort_key, open_views
 
 AGREEMENT_TABLE = "calibration_agreement"
 AGREEMENT_FILE = "calibration_agreement"  # the one file of the table per series

@@ -16,16 +16,14 @@ from dormant_tasks.errors import StoreError
 from dormant_tasks.statistics import FDR, FDR_METHOD
 from dormant_tasks.store import derived_file_key, drop_legacy_derived, read_metadata, series_lock, write_table
 from dormant_tasks.tracking.agreement import update_agreement
-from dormant_tasks.tracking.indicators import input_clusters, unpack_rows
+from dormant_tasks.tracking.decision import DECISION_KEY, PAIRS_KEY, PENDING
 from dormant_tasks.tracking.request import TrackRequest
-from dormant_tasks.tracking.series import SeriesView, open_views, result_id
+from dormant_tasks.tracking.results import result_id
+from dormant_tasks.tracking.series import SeriesView, open_views
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
-    DormantMatrix,
-    confirm_transitions,
-    derive_transitions,
+    apply_decisions,
     fdr_record,
-    head_histories,
     histories_of,
     mark_blips,
     mask_changes,
@@ -47,7 +45,6 @@ class SeriesSummary:
 
 # Above this many new checkpoint pairs, derivation reads the whole series once instead of pair by pair.
 INCREMENTAL_MAX_PAIRS = 16
-PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoint pairs they were derived from
 DERIVED_BY_KEY = "dormant.derived_by"  # ... and the code version that derived them (another: derived again)
 
 
@@ -66,7 +63,9 @@ def derive_series(request: TrackRequest) -> SeriesSummary:
     checkpoint: manifest `file_key` and `analyzed_at`) they were derived from. Nothing is read or written
     when the pairs are unchanged; a new pair reads the head_scores of its two checkpoints only, and the
     histories are rebuilt from the first checkpoint's head_scores and the transitions. Without that record
-    (or with more than INCREMENTAL_MAX_PAIRS new pairs) the whole series is derived again.
+    (or with more than INCREMENTAL_MAX_PAIRS new pairs) the whole series is derived again. Either way the
+    confident-state decision is left pending for the first read (`decision`): a run's cost stays flat in the
+    series (benchmarks/store_scale.py).
     """
     return rederive(request.store, request.model_id, request.fdr, request.fdr_method)
 
@@ -93,8 +92,8 @@ def derive_set(
     store, model_id: str, view: SeriesView, fdr: float | None = None, method: str | None = None
 ) -> SeriesSummary:
     """`derive_series` for one calibration set (`view`). The mask changes are derived pair by pair; whether each
-    is confident is decided over the whole series (`confirm_transitions`: confident states need every
-    checkpoint's dormant rates, a light read of six columns, `series_rates`)."""
+    is confident is decided over the whole series (minutes at 1,000 checkpoints of 1,024 heads x 15 functions), so
+    a derivation leaves that decision pending (`decision`: the first read of the transitions takes it)."""
     ckpts = view.checkpoints_table()
     ids, pairs = series_pairs(view)
     tkey = derived_file_key("transitions", view.taus_id, view.calibration_id)
@@ -108,7 +107,7 @@ def derive_set(
     same_rule = stored.get(FDR_KEY) == fdr_record(fdr, method)  # else `confident` is decided again
     if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded and same_rule:
         try:
-            return _summary(view, view.transitions())
+            return _summary(view, view.stored_transitions())
         except StoreError:  # metadata readable, pages damaged: derived again below
             stored = {}
     old_pairs = set(json.loads(stored[PAIRS_KEY])) if PAIRS_KEY in stored else None
@@ -116,28 +115,38 @@ def derive_set(
     old = None
     if old_pairs is not None and len(new_pairs) <= INCREMENTAL_MAX_PAIRS:
         try:
-            old = view.transitions()
+            old = view.stored_transitions()
         except StoreError:  # damaged: the whole series is derived again
             old = None
     if old is None:
-        heads = view.head_scores()
-        trans, hist = derive_transitions(heads, ckpts, fdr, method), head_histories(heads, ckpts)
+        trans, matrices = mask_changes(view.head_scores(), ckpts)
+        hist = histories_of(matrices)
     else:
         assert old_pairs is not None
         revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
-        kept = {(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)}
-        keep = [k in kept for k in zip(old.column("from_revision").to_pylist(), old.column("to_revision").to_pylist())]
-        parts = [old.filter(pa.array(keep, pa.bool_()))]
+        if old_pairs <= set(pairs):  # nothing replaced (an append): every stored row stays
+            parts = [old]
+        else:
+            kept = {(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)}
+            froms, tos = old.column("from_revision").to_pylist(), old.column("to_revision").to_pylist()
+            parts = [old.filter(pa.array([k in kept for k in zip(froms, tos)], pa.bool_()))]
+        stepped = []  # (the later checkpoint's id, the pair's dormant matrices), per new pair
         for a, b in (p.split(">") for p in sorted(new_pairs)):
             two = [revision_of[a], revision_of[b]]
             sub = ckpts.filter(pc.is_in(ckpts.column("revision"), value_set=pa.array(two)))
-            parts.append(mask_changes(view.head_scores(revisions=two), sub)[0])
+            rows, matrices = mask_changes(view.head_scores(revisions=two), sub)
+            parts.append(rows)
+            stepped.append((b, matrices))
         trans = _in_series_order(pa.concat_tables(parts), view.revisions)
-        first = view.head_scores(revisions=view.revisions[:1])
-        hist = histories_of(states_from_transitions(first, trans, ckpts))
-        trans = confirm_transitions(trans, series_rates(view), fdr, method)  # over the whole series
-    trans = mark_blips(trans)
+        hist = None
+        if histories.get(PAIRS_KEY) == stored.get(PAIRS_KEY):  # the stored histories are of the stored pairs
+            hist = appended_histories(view, ids, old_pairs, stepped)
+        if hist is None:  # not an append at the end: rebuilt from the first checkpoint and the transitions
+            first = view.head_scores(revisions=view.revisions[:1])
+            hist = histories_of(states_from_transitions(first, trans, ckpts))
+    trans = mark_blips(apply_decisions(trans, {}))  # undecided: kept rows were decided over fewer checkpoints
     meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
+    pending = {DECISION_KEY: PENDING}  # decided when first read (`decision.decide_pending`)
     with series_lock(store, model_id):
         write_table(
             store,
@@ -145,79 +154,11 @@ def derive_set(
             trans,
             file_key=tkey,
             model_id=model_id,
-            metadata=meta | {FDR_KEY: fdr_record(fdr, method)},
+            metadata=meta | {FDR_KEY: fdr_record(fdr, method)} | pending,
         )
         write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
         drop_legacy_derived(store, model_id, view.taus_id)
     return _summary(view, trans)
-
-
-# the columns confident states need of every checkpoint (`series_rates`): seven, of the whole series, on every append
-RATE_COLUMNS = ("score_fn", "revision", "layer", "head_index", "dormant", "dormant_rate", "inactive_inputs")
-
-
-def series_rates(view: SeriesView) -> list[DormantMatrix]:
-    """Per tracked function, the series' masks and dormant rates over its current checkpoints, in series order,
-    with each checkpoint's inputs: what `confirm_transitions` reads. A lean `dormant_matrices` (RATE_COLUMNS
-    only, none of its checks: each pair was checked when its mask changes were derived), since it runs on every
-    append (benchmarks/confident_states.py: linear in checkpoints x heads x functions)."""
-    t = view.head_scores(columns=list(RATE_COLUMNS))
-    ck = view.checkpoints  # series order
-    revision = np.array([c["revision"] for c in ck], dtype=object)
-    stage = np.array([c["stage"] for c in ck], dtype=np.int64)
-    pred = predecessors(stage, np.array([c["ingredient"] or 0 for c in ck], dtype=np.int64))
-    per = {c: np.array([r[c] for r in ck], dtype=np.int64) for c in ("step", "tokens")}
-    n_inputs = np.array([c["n_inputs"] for c in ck], dtype=np.float64)
-    col = pc.index_in(t.column("revision"), value_set=pa.array(revision.tolist(), pa.string())).to_numpy(
-        zero_copy_only=False
-    )  # [row]
-    layer = t.column("layer").to_numpy().astype(np.int64)
-    head_index = t.column("head_index").to_numpy().astype(np.int64)
-    width = int(head_index.max()) + 1 if len(head_index) else 1
-    keys, head = np.unique(layer * width + head_index, return_inverse=True)  # [head], [row]
-    fn_codes = t.column("score_fn").combine_chunks().dictionary_encode()
-    fn_of = fn_codes.indices.to_numpy(zero_copy_only=False)
-    dormant_col = t.column("dormant").to_numpy(zero_copy_only=False).astype(bool)
-    rate_col = t.column("dormant_rate").to_numpy(zero_copy_only=False).astype(np.float64)
-    same_inputs = n_inputs.size and not np.isnan(n_inputs).any() and (n_inputs == n_inputs[0]).all()
-    clusters = input_clusters(view.checkpoints_table(), view.model_id)
-    out = []
-    for code, fn in enumerate(fn_codes.dictionary.to_pylist()):
-        rows = np.flatnonzero(fn_of == code)
-        dormant = np.zeros((len(ck), len(keys)), dtype=bool)  # [checkpoint, head]
-        rate = np.full((len(ck), len(keys)), np.nan)
-        dormant[col[rows], head[rows]] = dormant_col[rows]
-        rate[col[rows], head[rows]] = rate_col[rows]
-        inactive = None  # [checkpoint, head, input], when every row keeps its indicators
-        unpacked = (
-            unpack_rows(t.column("inactive_inputs").take(pa.array(rows)), int(n_inputs[0])) if same_inputs else None
-        )
-        if unpacked is not None and rows.size == dormant.size and (clusters is None or clusters.size == n_inputs[0]):
-            inactive = np.zeros((*dormant.shape, int(n_inputs[0])), dtype=bool)
-            inactive[col[rows], head[rows]] = unpacked
-        tau = view.taus[fn].value if fn in view.taus else float("nan")
-        out.append(
-            DormantMatrix(
-                view.model_id,
-                fn,
-                revision,
-                stage,
-                per["step"],
-                per["tokens"],
-                pred,
-                keys // width,
-                keys % width,
-                float(tau),
-                dormant,
-                view.calibration_id,
-                view.taus_id,
-                rate,
-                n_inputs,
-                inactive,
-                clusters if inactive is not None else None,
-            )  # fmt: skip
-        )
-    return out
 
 
 def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:
@@ -229,10 +170,69 @@ def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:
     return ids, [f"{ids[p]}>{ids[i]}" for i, p in enumerate(pred.tolist()) if p >= 0]
 
 
+def appended_histories(view: SeriesView, ids: list[str], old_pairs: set[str], stepped: list) -> pa.Table | None:
+    """The head histories after an append at the end of the series, from the stored ones and the new pairs' own
+    dormant matrices alone (O(heads) per new checkpoint, whatever the series' length); None when the new
+    checkpoints are not all after every stored one in series order, or the stored histories do not line up (then
+    they are rebuilt). `stepped`: (the new checkpoint's id, the dormant matrices of its pair), per new pair."""
+    position = {i: k for k, i in enumerate(ids)}
+    named = {i for pair in old_pairs for i in pair.split(">")}
+    if not named or not stepped or any(i not in position for i in named):
+        return None
+    new = sorted((position[b], matrices) for b, matrices in stepped)
+    if new[0][0] <= max(position[i] for i in named) or len(new) + len(named) != len(ids):
+        return None
+    try:
+        old = view.histories()
+    except StoreError:
+        return None
+    fns = old.column("score_fn").to_numpy(zero_copy_only=False)
+    layer, head = (old.column(c).to_numpy() for c in ("layer", "head_index"))
+    n_changes = old.column("n_changes").to_numpy().astype(np.int64)
+    first = {
+        c: np.array(old.column(f"first_dormant_{c}").to_pylist(), dtype=object) for c in ("step", "tokens", "revision")
+    }
+    final = None
+    for k, matrices in new:
+        cells = [(m.score_fn, m.layer, m.head_index) for m in matrices]
+        if sum(len(c[1]) for c in cells) != old.num_rows:
+            return None
+        at = np.concatenate([np.full(len(c[1]), c[0], dtype=object) for c in cells])
+        if not ((at == fns).all() and (np.concatenate([c[1] for c in cells]) == layer).all()):
+            return None
+        if not (np.concatenate([c[2] for c in cells]) == head).all():
+            return None
+        before = np.concatenate([m.dormant[0] for m in matrices])  # [row] the pair's earlier checkpoint
+        after = np.concatenate([m.dormant[-1] for m in matrices])  # [row] the new one
+        n_changes += before != after
+        c = view.checkpoints[k]
+        fresh = after & np.array([r is None for r in first["revision"]])
+        for name in ("step", "tokens", "revision"):
+            first[name][fresh] = c[name]
+        final = (c, after)
+    assert final is not None
+    c, after = final
+    columns = {
+        "revision": np.full(old.num_rows, c["revision"], dtype=object),
+        "stage": np.full(old.num_rows, c["stage"]),
+        "step": np.full(old.num_rows, c["step"]),
+        "tokens": np.full(old.num_rows, c["tokens"]),
+        "first_dormant_step": first["step"],
+        "first_dormant_tokens": first["tokens"],
+        "first_dormant_revision": first["revision"],
+        "n_changes": n_changes,
+        "final_state": np.where(after, "dormant", "active").astype(object),
+    }
+    out = old
+    for name, values in columns.items():
+        field = out.schema.field(name)
+        out = out.set_column(out.column_names.index(name), field, pa.array(values.tolist(), field.type))
+    return out
+
+
 def _in_series_order(trans: pa.Table, revisions: list[str]) -> pa.Table:
     """The row order of `derive_transitions` over the whole series: score_fn, then checkpoint, then head."""
-    rank = {r: i for i, r in enumerate(revisions)}
-    to_rank = pa.array([rank[r] for r in trans.column("to_revision").to_pylist()], pa.int64())
+    to_rank = pc.index_in(trans.column("to_revision"), value_set=pa.array(revisions, pa.string()))
     keyed = trans.append_column("_rank", to_rank)
     keyed = keyed.sort_by(
         [("score_fn", "ascending"), ("_rank", "ascending"), ("layer", "ascending"), ("head_index", "ascending")]

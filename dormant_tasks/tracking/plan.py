@@ -27,11 +27,13 @@ class SeriesPlan:
     set_aside: dict[str, Flag] = field(default_factory=dict)
     refused: dict[str, Flag] = field(default_factory=dict)
     listed_all: tuple[Revision, ...] = ()  # main included: what the audit compared
+    loading_bytes: dict[str, int | None] = field(default_factory=dict)  # branch -> what a download fetches
 
 
-def plan_series(request: TrackRequest) -> SeriesPlan:
+def plan_series(request: TrackRequest, cache: bool = True) -> SeriesPlan:
+    """`cache=False` (a dry run): the audit keeps no small file it reads in the Hub cache."""
     listing = list_revisions(request.source, True, request.tokens_per_step)  # the audit sees main
-    audit = audit_series(request.source, listing=listing)
+    audit = audit_series(request.source, listing=listing, cache=cache)
     set_aside, refused = audit.set_aside(), audit.failed()
     listed = [r for r in listing.revisions if request.include_main or not r.is_main]
     if not listed:  # only `main`: said as the listing says it (pass --include-main)
@@ -39,7 +41,13 @@ def plan_series(request: TrackRequest) -> SeriesPlan:
     dropped = set() if request.keep_duplicates else set(set_aside) | set(refused)
     selected = request.selection.apply([r for r in listed if r.name not in dropped])
     return SeriesPlan(
-        tuple(listed), tuple(selected), tuple(listing.skipped), set_aside, refused, tuple(listing.revisions)
+        tuple(listed),
+        tuple(selected),
+        tuple(listing.skipped),
+        set_aside,
+        refused,
+        tuple(listing.revisions),
+        {b.revision.name: b.loading_bytes for b in audit.branches},
     )
 
 

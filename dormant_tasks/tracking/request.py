@@ -129,6 +129,10 @@ class TrackRequest(Request):
     fdr: float = FDR  # the false discovery rate of the heads called to change confident state
     # its correction over heads: "bh" (Benjamini-Hochberg), "by" (Benjamini-Yekutieli); None: the stored one, else bh
     fdr_method: str | None = field(default=None, metadata={"omit_unset": True})
+    # `--budget N`: at most N checkpoints of the selection scored in all, chosen by the budgeted search
+    # (tracking.budget); `--resolution R`: an interval located enough once its end has <= (1+R)x its start's tokens
+    budget: int | None = field(default=None, metadata={"omit_unset": True})
+    resolution: float | None = field(default=None, metadata={"omit_unset": True})
 
     @classmethod
     def read_fields(cls, data: dict[str, Any]) -> dict[str, Any]:
@@ -191,8 +195,27 @@ class TrackRequest(Request):
                 f"--fdr-method {self.fdr_method!r}: choose one of {', '.join(FDR_METHODS)}"
                 f"{did_you_mean(str(self.fdr_method), FDR_METHODS)}"
             )
+        self._check_budget()
         if self.reports_dir and not self.report:
             raise ConfigError("--reports-dir with --no-report: drop one of them")
+
+    def _check_budget(self) -> None:
+        if self.budget is not None and (isinstance(self.budget, bool) or self.budget < 2):
+            raise ConfigError(
+                f"--budget {self.budget}: the search scores at least the first and the last checkpoint; give 2 or "
+                "more (e.g. --budget 32)"
+            )
+        if self.resolution is not None:
+            if self.budget is None:
+                raise ConfigError("--resolution stops the refinement of a --budget run: add --budget N, or drop it")
+            if isinstance(self.resolution, bool) or not self.resolution > 0:
+                raise ConfigError(f"--resolution {self.resolution}: a ratio above 0 (0.1: stop within 10% in tokens)")
+            set_field(self, "resolution", float(self.resolution))
+        if self.budget is not None and self.retau:
+            raise ConfigError(
+                "--budget with --retau: --retau rewrites every stored checkpoint under new taus; run it alone, "
+                "then --budget"
+            )
 
     @property
     def model_id(self) -> str:

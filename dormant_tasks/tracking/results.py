@@ -1,5 +1,6 @@
 """A checkpoint's key columns in every row it writes (`common_columns`), its commit where it is known without a
-download (`known_commit`), and what its work did (`CheckpointResult`, which the flow counts and the CLI prints)."""
+download (`known_commit`), what its work did (`CheckpointResult`, which the flow counts and the CLI prints), and a
+stored result's id in the records of derived files (`result_id`)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,9 @@ def known_commit(revision: Revision) -> str | None:
 
         return local_content_hash(Path(revision.path))
     return None
+
+
+def result_id(checkpoint: dict) -> str:
+    """A stored result's id in the records of derived files (transitions, histories, agreement): the manifest
+    row's file_key@analyzed_at, which changes when the checkpoint is analysed again."""
+    return f"{checkpoint['file_key']}@{checkpoint['analyzed_at'].isoformat()}"

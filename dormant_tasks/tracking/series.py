@@ -25,6 +25,7 @@ from dormant_tasks.checkpoints import Revision, series_sort_key
 from dormant_tasks.engine import SCORING_VERSION
 from dormant_tasks.errors import StoreError, did_you_mean
 from dormant_tasks.store import check_result_files, is_store, list_models, read_table, series_files, store_folder
+from dormant_tasks.tracking.decision import decide_pending, is_pending, transitions_metadata
 from dormant_tasks.tracking.masks import Tau
 from dormant_tasks.tracking.transitions import DormantMatrix, dormant_matrices
 
@@ -167,9 +168,26 @@ class SeriesView:
         return self._current("head_scores", score_fns, revisions, columns)
 
     def transitions(self, score_fns=None) -> pa.Table:
-        """The stored transitions derived under the current taus and calibration set."""
+        """The transitions derived under the current taus and calibration set, with `confident` decided: an append
+        leaves the decision pending, and this read takes it (`decision.decide_pending`, over the whole series: it
+        costs checkpoints x heads x functions once) and stores it where the store can be written."""
+        meta = transitions_metadata(self)
+        if not is_pending(meta):
+            return self.stored_transitions(score_fns)
+        t = decide_pending(self, self._current("transitions"), meta)
+        if score_fns is not None:
+            t = t.filter(pc.is_in(t.column("score_fn"), value_set=pa.array(list(score_fns), pa.string())))
+        return t.filter(pc.is_in(t.column("to_revision"), value_set=pa.array(self.revisions, pa.string())))
+
+    def stored_transitions(self, score_fns=None) -> pa.Table:
+        """The transitions as stored: while their decision is pending (`decision_pending`) `confident` and the
+        columns of its decision are null. For what needs only the mask changes (derivation, counts)."""
         t = self._current("transitions", score_fns)
         return t.filter(pc.is_in(t.column("to_revision"), value_set=pa.array(self.revisions, pa.string())))
+
+    def decision_pending(self) -> bool:
+        """Whether the stored transitions wait for their confident-state decision (the next `transitions` takes it)."""
+        return is_pending(transitions_metadata(self))
 
     def histories(self, score_fns=None) -> pa.Table:
         return self._current("head_histories", score_fns)
@@ -266,12 +284,6 @@ def stored_files(store, table: str, model_id: str) -> list[Path]:
     """Every data file of a series in one table, stale results included: to fingerprint the series' state (a
     report's reuse stamp), never to read rows (the view reads through the manifest)."""
     return series_files(store, table, model_id)
-
-
-def result_id(checkpoint: dict) -> str:
-    """A stored result's id in the records of derived files (transitions, histories, agreement): the manifest
-    row's file_key@analyzed_at, which changes when the checkpoint is analysed again."""
-    return f"{checkpoint['file_key']}@{checkpoint['analyzed_at'].isoformat()}"
 
 
 def checkpoint_sort_key(row: dict) -> tuple:

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from dormant_tasks.checkpoints import Revision
 from dormant_tasks.errors import StoreError
 from dormant_tasks.store import check_source, stored_checkpoint_keys
+from dormant_tasks.tracking.budget import available_positions, search_done
 from dormant_tasks.tracking.checkpoint_work import is_stored
 from dormant_tasks.tracking.plan import (
     SeriesState,
@@ -32,13 +35,13 @@ from dormant_tasks.tracking.series import SeriesView
 from dormant_tasks.tracking.series_taus import stored_taus
 
 
-def series_state(request: TrackRequest) -> SeriesState:
+def series_state(request: TrackRequest, cache: bool = True) -> SeriesState:
     """The series as this run finds it (docs/SCORES.md §3), asked once per run: `state.request` is the run's
     request (naming no calibration set, with the series' own sets: `with_stored_sets`). Refuses --tau,
     --scores, --reference or calibration sets that differ from a stored series' (unless --retau) before
-    anything is loaded or written."""
+    anything is loaded or written. `cache=False` (a dry run): the audit keeps nothing in the Hub cache."""
     check_source(request.store, request.model_id, request.source_identity)  # two sources are never one series
-    plan = plan_series(request)
+    plan = plan_series(request, cache)
     stored_sets = tuple(SeriesView.calibration_ids(request.store, request.model_id))  # () without a store
     request = with_stored_sets(request, stored_sets)
     if stored_sets:
@@ -50,7 +53,42 @@ def series_state(request: TrackRequest) -> SeriesState:
     taus = stored_taus(request, stored_sets)
     stored = stored_checkpoint_keys(request.store, request.model_id)
     pending = tuple(r for r in plan.selected if not is_stored(request, r, taus, stored))
+    if request.budget is not None and pending and budget_spent(request, plan.selected, pending):
+        pending = ()  # the budgeted search has nothing left to score: answered from the store
     return SeriesState(request, plan, stored_sets, taus, pending)
+
+
+def budget_spent(request: TrackRequest, selected, pending) -> bool:
+    """`--budget`: whether the search, from the checkpoints stored of the selection, would score nothing more."""
+    available = list(selected)
+    positions, one_step = available_positions(available)
+    rates = stored_rates(request, [r for r in available if r not in set(pending)])
+    at = {r.name: i for i, r in enumerate(available)}
+    return search_done(
+        positions, request.budget or 0, {at[n]: v for n, v in rates.items()}, request.resolution, one_step
+    )
+
+
+def stored_rates(request: TrackRequest, revisions) -> dict[str, np.ndarray]:
+    """{revision name: its dormant rates, one per (score function, layer, head) in that order} of the stored
+    checkpoints among `revisions`, under the series' current taus on its primary calibration set: what the
+    budgeted search reads between its rounds. A head that one checkpoint lacks is nan there."""
+    names = [r.name for r in revisions]
+    if not names:
+        return {}
+    view = SeriesView.open(request.store, request.model_id)
+    names = [n for n in names if n in set(view.revisions)]
+    if not names:
+        return {}
+    keys = ["score_fn", "layer", "head_index"]
+    t = view.head_scores(revisions=names, columns=["revision", *keys, "dormant_rate"])
+    rows = t.to_pydict()
+    heads = sorted(set(zip(*(rows[k] for k in keys))))
+    where = {h: i for i, h in enumerate(heads)}
+    out = {n: np.full(len(heads), np.nan) for n in names}
+    for name, fn, layer, head, rate in zip(rows["revision"], *(rows[k] for k in keys), rows["dormant_rate"]):
+        out[name][where[(fn, layer, head)]] = rate
+    return out
 
 
 def refuse_damaged(store, model_id: str, what: str) -> None:

@@ -387,7 +387,7 @@ def apply_decisions(transitions: pa.Table, decisions: Decisions) -> pa.Table:
     known = np.zeros(n, dtype=bool)
     head_p, head_q, state_p = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     from_rev, to_rev = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
-    if n:
+    if n and decisions:  # (none: every column null, no pass over the rows: an append's pending table)
         rows_of: dict[tuple[str, str], list[int]] = {}
         groups = zip(transitions.column("model_id").to_pylist(), transitions.column("score_fn").to_pylist())
         for i, g in enumerate(groups):
@@ -456,6 +456,14 @@ def mark_blips(transitions: pa.Table) -> pa.Table:
 
 def _joint_key(columns: list[np.ndarray]) -> np.ndarray:
     """[row] one int64 per distinct combination of the columns' values (equal rows, equal keys)."""
+    ints = [np.asarray(c, dtype=np.int64) for c in columns]
+    low = [c.min(initial=0) for c in ints]
+    radix = [int(c.max(initial=0)) - int(m) + 1 for c, m in zip(ints, low)]
+    if all(m >= 0 for m in low) and float(np.prod(np.array(radix, dtype=np.float64))) < 2.0**62:
+        key = np.zeros(len(columns[0]), dtype=np.int64)  # small non-negative codes: a mixed-radix number, no sort
+        for c, m, r in zip(ints, low, radix):
+            key = key * r + (c - m)
+        return key
     key = np.zeros(len(columns[0]), dtype=np.int64)
     for col in columns:
         values, col = np.unique(np.asarray(col, dtype=np.int64), return_inverse=True)

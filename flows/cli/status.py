@@ -65,7 +65,24 @@ def series_line(store, model_id: str) -> str:
             m = len(other.checkpoints)
             line += f"\n  calibration {other.calibration_id}: {m} checkpoint{'s' if m != 1 else ''}, "
             line += ", ".join(_set_parts(other))
-    return line + set_aside_lines(view) + identical_lines(view) + failed_lines(store, model_id)
+    return line + listing_line(view) + set_aside_lines(view) + identical_lines(view) + failed_lines(store, model_id)
+
+
+def listing_line(view) -> str:
+    """How much of the series' listing is scored, when a run left listed checkpoints unscored (a --budget search,
+    a --max or --every grid); '' when every available one is scored or no listing is recorded."""
+    from dormant_tasks.tracking import listed_checkpoints
+
+    rows = listed_checkpoints(view.store, view.model_id) or []
+    available = [r for r in rows if r["available"]]
+    scored = set(view.revisions)
+    open_ = [r for r in available if r["revision"] not in scored]
+    if not open_:
+        return ""
+    return (
+        f"\n  listed: {plural(len(available), 'checkpoint')} a run may score, {len(open_)} not scored (changes between "
+        "scored checkpoints are located to intervals: `dormant findings` says which)"
+    )
 
 
 def set_aside_lines(view) -> str:
@@ -110,6 +127,9 @@ def failed_lines(store, model_id: str) -> str:
     return out
 
 
+PENDING_NOTE = "confident ones not decided yet: the report decides them"
+
+
 def _set_parts(view) -> list[str]:
     """% dormant at the first and last checkpoint (two files, at any series length) and the transitions."""
     parts = []
@@ -121,7 +141,7 @@ def _set_parts(view) -> list[str]:
         parts.append(f"{MAIN_FN} dormant {first:.1f}% -> {last:.1f}%")
     from dormant_tasks.tracking import fdr_rule
 
-    trans = view.transitions().to_pydict()
+    trans = view.stored_transitions().to_pydict()  # the counts, never the decision: status stays flat in the series
     fns = trans["score_fn"]
     if not fns and len(view.checkpoints) > 1 and not _derived(view):
         parts.append("transitions not derived yet (an interrupted run: `dormant track` derives them)")
@@ -134,8 +154,10 @@ def _set_parts(view) -> list[str]:
     n_heads = int(last.get("n_layers") or 0) * int(last.get("n_heads") or 0)
     rule = confidence_rule(fdr_rule(view.store, view.model_id, view), n_heads)
     n_fns = len(view.taus) or len(set(fns))
+    # an append leaves the decision over the whole series pending; the next read of the transitions takes it
+    sure = PENDING_NOTE if view.decision_pending() else f"{confident} confident at {rule}"
     parts.append(
-        f"{MAIN_FN} transitions {len(main)} ({confident} confident at {rule}, {plural(blips, 'blip')}); "
+        f"{MAIN_FN} transitions {len(main)} ({sure}, {plural(blips, 'blip')}); "
         f"{plural(len(fns), 'transition')} over all {plural(n_fns, 'function')}"
     )
     return parts

@@ -53,6 +53,22 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_tokens_per_step_argument(parser)
     add_selection_arguments(parser)
+    g = parser.add_argument_group('budgeted search (docs/USAGE.md, "Budgeted search")')
+    g.add_argument(
+        "--budget",
+        type=int,
+        metavar="N",
+        help="score at most N checkpoints of the selection in all (those stored count): a coarse pass log-spaced "
+        "in tokens, then the middle checkpoint of the intervals where dormancy changed, until every change lies "
+        "between adjacent checkpoints or N are scored; a rerun continues (default: score every one)",
+    )
+    g.add_argument(
+        "--resolution",
+        type=float,
+        metavar="R",
+        help="with --budget: stop refining an interval once its end has at most (1+R) times its start's tokens "
+        "(e.g. 0.1: within 10%%; default: down to adjacent checkpoints)",
+    )
     g = parser.add_argument_group("scoring")
     left_out = [fn for fn in ALL_IDS if fn not in TRACKED_IDS]
     add_scores_argument(
@@ -210,6 +226,8 @@ def request_from_args(args: argparse.Namespace):
         fail_fast=args.fail_fast,
         series_name=args.series_name,
         keep_duplicates=True if args.keep_duplicates else None,  # unset: not saved, the request id as before
+        budget=args.budget,
+        resolution=args.resolution,
         **({} if args.fdr is None else {"fdr": args.fdr}),
         **({} if args.fdr_method is None else {"fdr_method": args.fdr_method}),
     )
@@ -278,7 +296,36 @@ def add_parser(subparsers) -> None:
         "track", help="track dormant heads through a series of checkpoints", description=__doc__.split("\n\n")[0]
     )
     add_track_arguments(parser)
+    add_dry_run_arguments(parser)
     parser.set_defaults(func=run)
+
+
+class _DryRun(argparse.Action):
+    """`--dry-run` reads the store, never writes it: a store that is read-only or not made yet is fine."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.dry_run, namespace.store_use = True, "optional"
+
+
+DEFAULT_BANDWIDTH = "1Gbit/s"  # --dry-run's download rate when none is given
+
+
+def add_dry_run_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("before you download")
+    g.add_argument(
+        "--dry-run",
+        nargs=0,
+        action=_DryRun,
+        default=False,
+        help="list what the run would score and download (the Hub listing's sizes), the disk it needs at once "
+        "and the download time, then stop: nothing downloaded, nothing written",
+    )
+    g.add_argument(
+        "--bandwidth",
+        metavar="RATE",
+        help=f"--dry-run's download rate, e.g. 100MB/s or 1Gbit/s (default: {DEFAULT_BANDWIDTH})",
+    )
+    g.add_argument("--format", choices=("text", "json"), help="--dry-run's output (default: text)")
 
 
 # Exit codes of `dormant track` (and `dormant demo`): 0 every selected checkpoint is stored; 2 bad input (the
@@ -295,6 +342,8 @@ def run(args: argparse.Namespace) -> int:
     from dormant_tasks.store import check_store, check_store_path, hold_series
     from dormant_tasks.tracking import record_audit, series_state
 
+    if getattr(args, "dry_run", False) or getattr(args, "bandwidth", None) or getattr(args, "format", None):
+        return run_dry(args)
     request = request_from_args(args)
     series_slug(request.model_id)  # a name the store cannot keep is refused before anything is created
     if args.request:  # the file's store and device: checked as the options' are (`preflight`)
@@ -332,6 +381,38 @@ def run(args: argparse.Namespace) -> int:
             result = run_track(request, state)
     print_summary(result)
     return exit_code(result)
+
+
+def run_dry(args: argparse.Namespace) -> int:
+    """`--dry-run`: the series' state as the run would ask it, less every write (no lock taken, no small file kept
+    in the Hub cache, no Prefect), then what it would score and download (`tracking.dry_run`)."""
+    import json
+
+    from dormant_tasks.errors import ConfigError
+    from dormant_tasks.names import series_slug
+    from dormant_tasks.progress import early
+    from dormant_tasks.tracking import Runner, format_dry_run, parse_bandwidth, plan_dry_run, series_state
+
+    if not args.dry_run:
+        flag = "--bandwidth" if args.bandwidth else "--format"
+        raise ConfigError(f"{flag} is an option of --dry-run: add --dry-run, or drop {flag}")
+    bandwidth = parse_bandwidth(args.bandwidth or DEFAULT_BANDWIDTH)
+    request = request_from_args(args)
+    series_slug(request.model_id)
+    request.calibration_sets  # noqa: B018 (the run's checks of its sets, which read the texts only)
+    with early(f"dormant track: {request.model_id}: listing its checkpoints and the stored results"):
+        state = series_state(request, cache=False)
+    workers = None
+    if request.runner is Runner.DASK and not request.address:  # a local cluster: its workers are known here
+        from flows.runners import local_cluster_spec
+
+        workers = local_cluster_spec(state.request)[1]["n_workers"]
+    dry = plan_dry_run(state, bandwidth, state.request.budget, workers)
+    if args.format == "json":
+        print(json.dumps(dry.as_json(), indent=2))
+    else:
+        print("\n".join(format_dry_run(dry)))
+    return 0
 
 
 def check_reports_dir(request) -> None:
@@ -398,11 +479,17 @@ def result_from_store(request, state):
         report = str(
             render_report(request.store, request.model_id, request.reports_dir, settings, reuse=True).index_html
         )
+    skipped = len(state.plan.selected)
+    if request.budget is not None:  # a spent budget: the selected checkpoints it stored, not every one
+        from dormant_tasks.store import stored_checkpoint_keys
+
+        names = {key.revision for key in stored_checkpoint_keys(request.store, request.model_id)}
+        skipped = sum(r.name in names for r in state.plan.selected)
     return TrackResult(
         model_id=request.model_id,
         store=request.store,
         analysed=0,
-        skipped=len(state.plan.selected),
+        skipped=skipped,
         request_id=request.request_id,
         report=report,
     )

@@ -29,3 +29,29 @@ def save_model_series(folder, tokenizer, names, build):
         build().save_pretrained(folder / name)
         tokenizer.save_pretrained(folder / name)
     return folder
+
+
+def save_interpolated_series(folder, tokenizer, seeds, per_segment, n_layers=2, n_heads=4, hidden_size=64):
+    """A dense local series: random-init tiny OLMo-2 anchors (one per seed) and, between each two, `per_segment`
+    checkpoints whose weights lie on the straight line between them (the anchors included once each): real
+    checkpoints whose heads change state along the way, as between pretraining checkpoints. Branch names
+    `stage1-step{10 i}-tokens{20 i}K`. Returns (folder, names in series order)."""
+    import torch
+    from transformers import Olmo2ForCausalLM
+
+    anchors = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = Olmo2ForCausalLM(tiny_config(tokenizer, n_layers=n_layers, n_heads=n_heads, hidden_size=hidden_size))
+        anchors.append({k: v.clone() for k, v in model.state_dict().items()})
+    names = []
+    points = [(a, t / per_segment) for a in range(len(anchors) - 1) for t in range(per_segment)]
+    points.append((len(anchors) - 2, 1.0))
+    for i, (a, t) in enumerate(points):
+        state = {k: (1 - t) * anchors[a][k] + t * anchors[a + 1][k] for k in anchors[a]}
+        model.load_state_dict(state)
+        name = f"stage1-step{10 * i}-tokens{20 * i}K"
+        model.save_pretrained(folder / name)
+        tokenizer.save_pretrained(folder / name)
+        names.append(name)
+    return folder, names

@@ -14,10 +14,32 @@ def track_steps(request):
     state = tracker.series_state(request)
     refused = tracker.record_audit(state.request, state.plan)  # what the integrity audit set aside, before any work
     series = tracker.resolve_series_taus(request, state)
+    tracker.record_listing(request.store, state.request.model_id, state.plan, state.request.request_id)
     results = refused + ([series.reference] if series.reference is not None else [])
-    results += [store_checkpoint(request, r, series) for r in tracker.pending_revisions(request, state, series)]
+    pending = tracker.pending_revisions(request, state, series)
+    if request.budget is None:
+        results += [store_checkpoint(request, r, series) for r in pending]
+    else:  # the budgeted search, as the flow's local runner runs it: one checkpoint a round after the coarse pass
+        results += budget_results(request, state, series, pending)
     summary = tracker.derive_series(request)
     return TrackResult.of(request, results, n_checkpoints=summary.n_checkpoints)
+
+
+def budget_results(request, state, series, pending, run_one=None) -> list:
+    """`--budget`: the checkpoints `tracking.run_budgeted` chooses, each stored by `run_one` (default:
+    `store_checkpoint`); their results."""
+    from dormant_tasks import tracking as tracker
+
+    results: list = []
+    one = run_one or (lambda r: store_checkpoint(request, r, series))
+
+    def run(revisions):
+        done = [one(r) for r in revisions]
+        results.extend(done)
+        return done
+
+    tracker.run_budgeted(request, state.plan.selected, pending, run)
+    return results
 
 
 def store_checkpoint(request, revision, series):

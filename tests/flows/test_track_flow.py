@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,21 +74,44 @@ def test_track_stores_every_checkpoint_once_and_reruns_load_nothing(random_serie
     # every transition is a real change of state between consecutive checkpoints
     for row in transitions.to_pylist():
         assert row["from_state"] != row["to_state"]
-    # a freshly tracked series knows every rate's interval, hence every transition's confidence
+    # a freshly tracked series knows every rate's interval, hence every transition's confidence: decided when the
+    # transitions are read (a run without its report leaves the decision pending)
     assert heads.column("dormant_rate_low").null_count == heads.column("dormant_rate_high").null_count == 0
-    assert transitions.column("confident").null_count == 0 and transitions.column("blip").null_count == 0
+    assert transitions.column("confident").null_count == transitions.num_rows  # as stored: pending
+    decided = tracker.SeriesView.open(store, summary.model_id).transitions()
+    assert decided.column("confident").null_count == 0 and decided.column("blip").null_count == 0
+    # the series' listing, kept for how finely changes are located (every listed checkpoint scored here)
+    listed = read_table(store, "listed_checkpoints").to_pylist()
+    assert sorted(r["revision"] for r in listed) == sorted(p.name for p in random_series.iterdir())
+    assert all(r["available"] for r in listed) and {r["request_id"] for r in listed} == {summary.request_id}
 
     def no_loading(*a, **k):  # fault injection: the rerun must not load any model
         raise AssertionError("a stored checkpoint was loaded again")
 
     monkeypatch.setattr(checkpoint_work, "lazy_load_checkpoint", no_loading)
-    before = {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts}
+    before = {p: p.stat().st_mtime_ns for p in _files(store) if {"checkpoints", "listed_checkpoints"} & set(p.parts)}
     calls.clear()
     again = track(TrackRequest(source=str(random_series), store=str(store), limit=6, report=False))
     assert again.analysed == 0 and again.skipped == 3
     assert calls == ["series_state", "plan_series", "stored_taus"]  # once, and the taus are the stored ones
-    assert {p: p.stat().st_mtime_ns for p in _files(store) if "checkpoints" in p.parts} == before
+    assert {
+        p: p.stat().st_mtime_ns for p in _files(store) if {"checkpoints", "listed_checkpoints"} & set(p.parts)
+    } == before
     assert again.n_transitions == summary.n_transitions
+
+
+def test_a_run_with_its_report_stores_the_confident_state_decision_and_its_summary_counts_it(random_series, tmp_path):
+    """The run derives with the decision pending; its report reads the transitions (deciding them) while the run
+    holds the series, so the decision is stored and the summary line counts the confident changes."""
+    from flows.cli.status import series_line
+
+    store = tmp_path / "store"
+    reports = str(tmp_path / "reports")
+    result = track(TrackRequest(source=str(random_series), store=str(store), limit=6, reports_dir=reports))
+    view = tracker.SeriesView.open(store, result.model_id)
+    assert not view.decision_pending()
+    assert view.stored_transitions().equals(view.transitions())
+    assert re.search(r" \(\d+ confident at BH q <= 0\.05 over 8 heads, ", series_line(store, result.model_id))
 
 
 def test_taus_that_differ_from_the_stored_series_are_refused(random_series, tmp_path):

@@ -202,3 +202,56 @@ def test_track_sets_duplicates_aside_and_refuses_partial_and_incomplete_branches
     for name in ("step1", "step2", "step3", "step5", "step6", "step7", "step10"):  # no weight ever downloaded
         assert not [r for r in fetched if f"/resolve/{commits[name]}/" in r], name
     assert f"/resolve/{commits['step4']}/" in requests  # a scored branch was fetched through this server
+
+
+def test_track_dry_run_sums_the_listing_and_writes_nothing(audited_hub, tmp_path):
+    """`dormant track --dry-run` on the mirror: the branches the audit keeps, the taus' checkpoint first, each with
+    the bytes of the files a download would fetch (the listing's LFS sizes), their sum and the time; no weight
+    requested, the shard index read without entering the Hub cache, no store, nothing in the working folder."""
+    from dormant_tasks.checkpoints.hub import is_loading_file
+    from dormant_tasks.tracking.dry_run import byte_size
+
+    server, root = audited_hub
+    log = root / "olah" / "olah.out"
+    before = log.read_text(errors="replace")
+    work, hf = tmp_path / "work", tmp_path / "hf"
+    work.mkdir()
+    out = subprocess.run(
+        [str(DORMANT), "track", "--model", REPO, "--tokens-per-step", "1024", "--store", str(tmp_path / "store")]
+        + ["--dry-run", "--format", "json", "--bandwidth", "8Mbit/s"],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=client_env(server.endpoint, hf) | {"PYTHONPATH": str(REPO_ROOT)},
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    seeds = {"step12": 12, "step0": 0, "step4": 4, "step8": 8, "step11": 11}  # the genuine branches' weights
+    assert [c["revision"] for c in plan["checkpoints"]] == list(seeds)  # the taus' checkpoint (the last) first
+    on_disk = {
+        name: sum(p.stat().st_size for p in (root / f"w{seed}").iterdir() if is_loading_file(p.name))
+        for name, seed in seeds.items()
+    }
+    assert {c["revision"]: c["download_bytes"] for c in plan["checkpoints"]} == on_disk
+    assert plan["download_bytes"] == sum(on_disk.values()) and plan["set_aside_or_refused"] == 7
+    sizes = list(on_disk.values())
+    assert plan["disk_at_once_bytes"] == max(a + b for a, b in zip(sizes, sizes[1:]))
+    assert plan["download_seconds"] == round(sum(sizes) / 1e6, 1)
+    requests = log.read_text(errors="replace")[len(before) :]
+    assert "/tree/" in requests and "model.safetensors.index.json" in requests  # listed, the index read
+    assert weight_requests(requests) == []
+    assert not [p for p in hf.rglob("*") if p.is_file()]  # the Hub cache untouched
+    assert not (tmp_path / "store").exists() and list(work.iterdir()) == []
+    text = subprocess.run(
+        [str(DORMANT), "track", "--model", REPO, "--tokens-per-step", "1024", "--dry-run", "--bandwidth", "8Mbit/s"],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=client_env(server.endpoint, hf) | {"PYTHONPATH": str(REPO_ROOT)},
+        timeout=300,
+    ).stdout
+    assert "5 of 12 checkpoints selected, 0 already stored, 7 set aside by the audit" in text
+    assert f"to score: 5 checkpoints; to download: {byte_size(sum(sizes))}" in text
+    assert "download time at 8Mbit/s: " in text and "nothing was downloaded or written" in text
+    assert not [p for p in hf.rglob("*") if p.is_file()] and list(work.iterdir()) == []

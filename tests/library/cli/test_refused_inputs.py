@@ -92,6 +92,18 @@ CASES = {
         "add --series-name NAME, e.g. --series-name series",
     ),
     # before: 0% dormant everywhere, with advice to change tau
+    "budget-one": (
+        lambda t, s: ["--model", s, "--store", t / "store", "--budget", "1"],
+        "--budget 1: the search scores at least the first and the last checkpoint",
+    ),
+    "resolution-without-budget": (
+        lambda t, s: ["--model", s, "--store", t / "store", "--resolution", "0.1"],
+        "--resolution stops the refinement of a --budget run: add --budget N",
+    ),
+    "budget-with-retau": (
+        lambda t, s: ["--model", s, "--store", t / "store", "--budget", "4", "--retau"],
+        "--budget with --retau",
+    ),
     "max-tokens-one": (
         lambda t, s: ["--model", s, "--store", t / "store", "--max-tokens", "1"],
         "--max-tokens 1: with one token each head can attend only to that token",

@@ -18,7 +18,7 @@ from dormant_tasks.engine.score_functions import SCORING_VERSION
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.names import series_slug
 from dormant_tasks.statistics.confidence import pack_inputs
-from dormant_tasks.tracking.derive import RATE_COLUMNS
+from dormant_tasks.tracking.decision import RATE_COLUMNS
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
 from dormant_tasks.tracking.transitions import (
@@ -97,6 +97,11 @@ def store_checkpoint(store, c: dict, rng: random.Random, when: datetime) -> None
 
 @pytest.fixture
 def series_store(tmp_path):
+    return taus_store(tmp_path)
+
+
+def taus_store(tmp_path):
+    """A store holding the series' taus alone (fixed: no checkpoint needed)."""
     store = tmp_path / "store"
     taus = [
         dict(
@@ -160,11 +165,15 @@ def test_derivation_pair_by_pair_equals_the_whole_series(series_store, monkeypat
         store_checkpoint(series_store, c, rng, when)
         read.clear()
         summary = tracker.derive_series(request)
-        if i:  # incremental: whole rows of at most the new pairs' checkpoints (and the first one)
+        if i:  # incremental: whole rows of at most the new pairs' checkpoints (and the first one), none of the rest
             assert sum(len(r) for r in read) <= 2 * 2 + 1, read
-            assert light == [RATE_COLUMNS]  # and four columns' worth of the rest
+            assert light == [] and SeriesView.open(series_store, MODEL).decision_pending()
+        with S.hold_series(series_store, MODEL):  # as a track run's report: the read decides and stores it, once
+            got, want = stored(series_store), oracle(series_store)
+        assert light == ([RATE_COLUMNS] if i else [])
         light.clear()
-        got, want = stored(series_store), oracle(series_store)
+        assert not SeriesView.open(series_store, MODEL).decision_pending()
+        assert stored(series_store)[0].equals(got[0]) and light == []
         assert got[0].equals(want[0]), f"transitions after adding {c['revision']}"
         assert got[1].equals(want[1]), f"histories after adding {c['revision']}"
         assert summary.n_transitions == want[0].num_rows
@@ -219,15 +228,20 @@ def test_track_fdr_sets_the_stored_rule_and_a_new_rule_decides_again_without_der
     for i, c in enumerate(revisions()[:6]):
         store_checkpoint(series_store, c, rng, T0 + timedelta(minutes=i))
     tracker.derive_series(TrackRequest(source=MODEL, store=str(series_store), report=False, fdr=0.5))
-    loose = stored(series_store)[0]
+    with S.hold_series(series_store, MODEL):  # a run's read (its report): decided and stored
+        loose = stored(series_store)[0]
     assert re.search(r"confident at BH q <= 0\.5 over \d+ heads,", series_line(series_store, MODEL))
     read: list = []
     real = SeriesView.head_scores
     monkeypatch.setattr(SeriesView, "head_scores", lambda self, *a, **k: read.append(k) or real(self, *a, **k))
     request = TrackRequest(source=MODEL, store=str(series_store), report=False, fdr_method="by")
     tracker.derive_series(request)  # the default level 0.05, by Benjamini-Yekutieli
-    assert [k.get("columns") is None for k in read] == [True, False]  # the first checkpoint, then the rates
-    strict = stored(series_store)[0]
+    assert [k.get("columns") is None for k in read] == [True]  # the first checkpoint; the decision waits for a read
+    assert "(confident ones not decided yet: the report decides them," in series_line(series_store, MODEL)
+    read.clear()  # (status read two checkpoints and one column)
+    with S.hold_series(series_store, MODEL):  # a run's read (its report): decided and stored
+        strict = stored(series_store)[0]
+    assert [k.get("columns") for k in read] == [list(RATE_COLUMNS)]  # the rates, once
     assert strict.drop_columns(DECIDED).equals(loose.drop_columns(DECIDED))  # the same mask changes ...
     assert sum(strict.column("confident").to_pylist()) <= sum(loose.column("confident").to_pylist())  # BY: fewer
     want = confirm_transitions(oracle(series_store)[0], matrices(series_store), 0.05, "by")
