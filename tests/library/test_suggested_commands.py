@@ -198,6 +198,8 @@ MARKED = {
     "dormant track --model EleutherAI/pythia-160m --max 20": HUB,
     "dormant track --model allenai/OLMo-2-0425-1B --max 20": HUB,
     "dormant track --model allenai/OLMo-2-0425-1B --max 20 --dry-run --bandwidth 100MB/s": HUB,
+    "dormant track --model allenai/OLMo-2-0425-1B --budget 40 --dry-run --bandwidth 1Gbit/s": HUB,
+    "dormant track --model allenai/OLMo-2-0425-1B --budget 40 --device cuda": GPU,
     "dormant track --model allenai/OLMo-2-1124-7B --max 20": HUB,
     "dormant compare --model EleutherAI/pythia-70m,EleutherAI/pythia-160m,EleutherAI/pythia-410m --model "
     "EleutherAI/pythia-1b,EleutherAI/pythia-1.4b,EleutherAI/pythia-2.8b --format csv > pythia.csv": HUB
