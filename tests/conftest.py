@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
+from dataclasses import dataclass
+from pathlib import Path
 
 # Before prefect is imported anywhere: a private PREFECT_HOME and no telemetry (there is no network here). One per
 # process, not inherited: each pytest-xdist worker (`make test-fast`) runs its own test server and keeps its own files.
@@ -80,6 +83,58 @@ def prefect_harness():
 
 
 @pytest.fixture(scope="session")
+def prefect_api_url(prefect_harness) -> str:
+    """The session's Prefect test server as a PREFECT_API_URL, for `dormant` subprocesses that should run their
+    flows on it instead of starting a server of their own (one server start per worker, not one more per module)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value()
+
+
+@dataclass(frozen=True)
+class ShortDemo:
+    """One short demo run, laid out as `dormant demo` lays it out under a working folder. Shared by several tests:
+    they read it, or copy its store before running a command that may change it."""
+
+    folder: Path  # holds data/series/tiny-olmo2, data/store, reports/tiny-olmo2
+    result: object  # what the demo flow returned (its TrackResult)
+    steps: int
+    limit: int
+
+    @property
+    def series(self) -> Path:
+        return self.folder / "data" / "series" / "tiny-olmo2"
+
+    @property
+    def store(self) -> Path:
+        return self.folder / "data" / "store"
+
+    @property
+    def reports(self) -> Path:
+        return self.folder / "reports" / "tiny-olmo2"
+
+
+@pytest.fixture(scope="session")
+def short_demo(tmp_path_factory, prefect_harness) -> ShortDemo:
+    """`dormant demo --steps 30 --limit 8` (the real demo, shorter: 4 checkpoints, the three calibration sets) run
+    once per session through the demo flow in this process. Its users (tests/flows/test_demo_flow.py and
+    tests/library/test_suggested_commands.py) share the xdist group `short_demo`, so one worker runs it once."""
+    from dormant_tasks.tracking import TrackRequest
+    from flows.cli.demo import DEMO_CALIBRATION
+    from flows.demo import demo
+
+    run = ShortDemo(tmp_path_factory.mktemp("short-demo"), None, steps=30, limit=8)
+    request = TrackRequest(
+        source=str(run.series),
+        store=str(run.store),
+        limit=run.limit,
+        calibrations=DEMO_CALIBRATION,
+        reports_dir=str(run.reports),
+    )
+    return dataclasses.replace(run, result=demo(request, steps=run.steps))
+
+
+@pytest.fixture(scope="session")
 def random_series(tmp_path_factory, tiny_tokenizer):
     """A local series of three random tiny OLMo-2 checkpoints (not trained: real files, arbitrary weights)."""
     folder = tmp_path_factory.mktemp("series") / "random-olmo2"
@@ -99,3 +154,16 @@ def _hub_offline_switch_undone(monkeypatch):
     import huggingface_hub.constants as constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", constants.HF_HUB_OFFLINE)
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` deselected: `make test-fast` (no slow test left) keeps the files' order
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker (`make test`: `-n 2 --dist loadgroup`), the test files that hold a test marked slow first,
+    each file's tests together and in their order, then the other files: the scheduler hands out work in this order
+    (the `xdist_group` groups first, largest first), so the long tests start early and the short ones fill the end,
+    and the two workers finish together instead of one waiting on a slow test drawn last. A file stays in one piece,
+    so its module fixtures are built no more often than before. Every worker sorts alike (xdist checks that they
+    collected one order); in one process (`-n 0`) the order stays the files' own."""
+    if hasattr(config, "workerinput"):
+        slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+        items.sort(key=lambda item: item.path not in slow_files)

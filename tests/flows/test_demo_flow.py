@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,29 +12,28 @@ import pytest
 
 from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.store.io import read_table
-from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
 from flows.cli.demo import DEMO_CALIBRATION
-from flows.demo import demo
+from tests.builders.processes import cli_env
 
-pytestmark = pytest.mark.usefixtures("prefect_harness")
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_short_demo_pretrains_tracks_and_reports(tmp_path):
-    series, store, reports = tmp_path / "tiny-demo", tmp_path / "store", tmp_path / "reports"
-    request = TrackRequest(
-        source=str(series), store=str(store), limit=8, calibrations=DEMO_CALIBRATION, reports_dir=str(reports)
-    )
-    summary = demo(request, steps=60)
+@pytest.mark.xdist_group("short_demo")  # the worker that builds `short_demo` for the suggested commands' tests
+def test_short_demo_pretrains_tracks_and_reports(short_demo, tmp_path):
+    """The demo flow (`short_demo`: 30 steps, 8 texts per set, the three sets), then `dormant demo` again on a copy
+    of its store, answered from the store."""
+    series, summary, reports = short_demo.series, short_demo.result, short_demo.reports
+    store = tmp_path / "store"  # a copy: the run is shared
+    shutil.copytree(short_demo.store, store)
     names = sorted(p.name for p in series.iterdir() if p.is_dir())
-    assert summary.analysed == len(names) == 5  # steps 0, 10, 25, 50 and 60 (the last)
+    assert summary.analysed == len(names) == 4  # steps 0, 10, 25 and 30 (the last, off the checkpoint schedule)
     ckpts = read_table(store, "checkpoints")
     assert sorted(set(ckpts.column("revision").to_pylist())) == names
     assert ckpts.num_rows == 3 * len(names)  # one result per checkpoint and calibration set
-    assert len(SeriesView.calibration_ids(store, "tiny-demo")) == len(DEMO_CALIBRATION) == 3
-    assert set(ckpts.column("model_id").to_pylist()) == {"tiny-demo"}
+    assert len(SeriesView.calibration_ids(store, "tiny-olmo2")) == len(DEMO_CALIBRATION) == 3
+    assert set(ckpts.column("model_id").to_pylist()) == {"tiny-olmo2"}
     html = Path(summary.report)
     assert html == reports / "index.html" and html.is_file()
     pngs = sorted(p.name for p in (reports / "figures").glob("*.png"))
@@ -57,11 +57,11 @@ def test_short_demo_pretrains_tracks_and_reports(tmp_path):
             "--store",
             str(store),
             "--steps",
-            "60",
+            str(short_demo.steps),
             "--limit",
-            "8",
+            str(short_demo.limit),
             "--reports-dir",
-            str(reports),
+            str(tmp_path / "reports"),  # the run's own belongs to the run's store, not to this copy
         ],
         cwd=REPO,
         capture_output=True,
@@ -70,19 +70,20 @@ def test_short_demo_pretrains_tracks_and_reports(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "the series and its store are complete" in r.stdout
-    assert "0 checkpoints analysed, 5 already stored" in r.stdout
+    assert "0 checkpoints analysed, 4 already stored" in r.stdout
     assert "Flow run" not in r.stderr and "pretrain-tiny" not in r.stderr
 
 
 @pytest.mark.slow
 def test_demo_seeds_pretrains_one_series_per_seed_and_states_the_findings_over_them(tmp_path):
     """`dormant demo --seeds 2`: seeds 0 and 1 in `tiny` and `tiny-seed1`, each tracked alike, then the findings
-    over the seeds (two seeds: the mean and range, no interval)."""
+    over the seeds (two seeds: the mean and range, no interval). 10 steps: two checkpoints a seed (0 and 10)."""
     series, store = tmp_path / "tiny", tmp_path / "store"
     r = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "demo", "--model", str(series), "--store", str(store), "--steps", "30"]
+        [sys.executable, "-m", "flows.cli", "demo", "--model", str(series), "--store", str(store), "--steps", "10"]
         + ["--limit", "8", "--calibration", "winogrande", "--seeds", "2", "--reports-dir", str(tmp_path / "r")],
-        cwd=REPO,
+        cwd=tmp_path,  # the second seed's report goes to the default folder, ./reports/tiny-seed1
+        env=cli_env(),
         capture_output=True,
         text=True,
         timeout=600,

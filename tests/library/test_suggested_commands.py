@@ -8,10 +8,10 @@ Collected, not listed by hand:
 - every code block of README.md and docs/*.md: each `dormant` line of a shell block (`$ ` lines of a text block),
   each Python block, each SQL (DuckDB) block.
 
-They run against one demo store per module: `dormant demo --steps 30 --limit 8` (the real demo, shorter), one
-`dormant evaluate` sweep on its last checkpoint (the README's, smaller), and a copy of its checkpoints as a folder
-of `step{N}` checkpoints (`runs/my-run`), all with one real `prefect server` (one server start instead of one per
-command). Each command runs on its own copy of the store (series folders linked, so their sources stay the same),
+They run against one demo store: a copy of the session's short demo (`short_demo` in tests/conftest.py: the demo
+flow as `dormant demo --steps 30 --limit 8` runs it, the real demo, shorter), one `dormant evaluate` sweep on its
+last checkpoint (the README's, smaller), and a copy of its checkpoints as a folder of `step{N}` checkpoints
+(`runs/my-run`), all on the session's Prefect test server (one server start instead of one per command). Each command runs on its own copy of the store (series folders linked, so their sources stay the same),
 through a `dormant` on PATH, as a user types it, and must exit 0. The few that need the Hub, a GPU, a cluster or
 a second series are in `MARKED` with the reason; a command run with other values (a 2,000-step demo's checkpoint
 name, a smaller --limit) is in `RUN_AS`. The recipes of docs/DATA_CONTRACT.md must also give the tool's numbers.
@@ -30,7 +30,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders.prefect_server import prefect_server
 from tests.builders.processes import cli_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -199,6 +198,8 @@ MARKED = {
     "dormant track --model EleutherAI/pythia-160m --max 20": HUB,
     "dormant track --model allenai/OLMo-2-0425-1B --max 20": HUB,
     "dormant track --model allenai/OLMo-2-0425-1B --max 20 --dry-run --bandwidth 100MB/s": HUB,
+    "dormant track --model allenai/OLMo-2-0425-1B --budget 40 --dry-run --bandwidth 1Gbit/s": HUB,
+    "dormant track --model allenai/OLMo-2-0425-1B --budget 40 --device cuda": GPU,
     "dormant track --model allenai/OLMo-2-1124-7B --max 20": HUB,
     "dormant compare --model EleutherAI/pythia-70m,EleutherAI/pythia-160m,EleutherAI/pythia-410m --model "
     "EleutherAI/pythia-1b,EleutherAI/pythia-1.4b,EleutherAI/pythia-2.8b --format csv > pythia.csv": HUB
@@ -244,8 +245,9 @@ def _python_blocks() -> list[Block]:
     return [b for b in code_blocks() if b.lang == "python" and b.text.splitlines()[0] not in PYTHON_MARKED]
 
 
-# one xdist worker runs the module (`--dist loadgroup`): the demo store it builds is built once, not per worker
-pytestmark = pytest.mark.xdist_group("suggested_commands")
+# one xdist worker runs the module (`--dist loadgroup`) with the demo flow's test: the session's short demo is built
+# once, on that worker, not once per worker
+pytestmark = pytest.mark.xdist_group("short_demo")
 
 # ---- the demo store ----
 
@@ -274,7 +276,7 @@ def _ok(r: subprocess.CompletedProcess, line: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def demo(short_demo, prefect_api_url, tmp_path_factory):
     home = tmp_path_factory.mktemp("advice")
     bin_dir = home / "bin"
     bin_dir.mkdir()
@@ -283,23 +285,22 @@ def demo(tmp_path_factory):
     shim.chmod(0o755)
     env = cli_env(PREFECT_HOME=str(home / "prefect-home"), HF_DATASETS_OFFLINE="1")
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    env["PREFECT_API_URL"] = prefect_api_url  # the session's test server: flows of every command run on it
     for name in ("DORMANT_STORE", "DORMANT_REPORTS"):
         env.pop(name, None)
     folder = home / "demo"
-    folder.mkdir()
-    with prefect_server(env, home / "server.log") as api:
-        env["PREFECT_API_URL"] = api
-        first = Demo(folder, env, "")
-        r = _run("dormant demo --steps 30 --limit 8", first, folder)
-        _ok(r, "dormant demo")
-        series = folder / "data" / "series" / "tiny-olmo2"
-        names = sorted((p.name for p in series.iterdir() if p.is_dir()), key=lambda n: int(n.split("-")[1][4:]))
-        runs = folder / "runs" / "my-run"  # the same checkpoints as a run's step{N} folders (hard links)
-        for name in names:
-            shutil.copytree(series / name, runs / name.split("-")[1], copy_function=os.link)
-        made = Demo(folder, env, names[-1])
-        _ok(_run(RUN_AS[FIXTURE_EVALUATE], made, folder), FIXTURE_EVALUATE)
-        yield made
+    # the session's short demo (`dormant demo --steps 30 --limit 8` in a working folder): its store copied (the
+    # evaluate below writes to it), its series folders linked
+    shutil.copytree(short_demo.store, folder / "data" / "store")
+    (folder / "data" / "series").symlink_to(short_demo.series.parent)
+    series = folder / "data" / "series" / "tiny-olmo2"
+    names = sorted((p.name for p in series.iterdir() if p.is_dir()), key=lambda n: int(n.split("-")[1][4:]))
+    runs = folder / "runs" / "my-run"  # the same checkpoints as a run's step{N} folders (hard links)
+    for name in names:
+        shutil.copytree(series / name, runs / name.split("-")[1], copy_function=os.link)
+    made = Demo(folder, env, names[-1])
+    _ok(_run(RUN_AS[FIXTURE_EVALUATE], made, folder), FIXTURE_EVALUATE)
+    return made
 
 
 @pytest.fixture
@@ -333,20 +334,22 @@ def test_every_marked_or_rewritten_doc_command_is_in_the_docs():
 # ---- they run ----
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("advice", sorted(k for k, v in ADVICE.items() if v is not None))
-def test_the_tools_advice_runs(advice, demo, work):
-    line = ADVICE[advice]
-    assert line is not None
-    _ok(_run(line, demo, work), line)
+def _lines_to_run() -> list[tuple[str, list[str]]]:
+    """Each line to run once, with what suggests it (the tool's advice, a doc's file:line): several suggest the
+    same line (`dormant status`, `dormant track --model tiny-olmo2`), and one line on a fresh copy of one store
+    gives one exit whoever suggests it."""
+    lines: dict[str, list[str]] = {}
+    for advice in sorted(k for k, v in ADVICE.items() if v is not None):
+        lines.setdefault(ADVICE[advice], []).append(f"the advice `{advice}`")  # type: ignore[index]
+    for where, _, line in _commands_to_run():
+        lines.setdefault(line, []).append(where)
+    return list(lines.items())
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("written", "line"), [(w, r) for _, w, r in _commands_to_run()], ids=[i for i, _, _ in _commands_to_run()]
-)
-def test_the_docs_command_runs(written, line, demo, work):
-    _ok(_run(line, demo, work), line)
+@pytest.mark.parametrize(("line", "suggested_by"), _lines_to_run(), ids=[line for line, _ in _lines_to_run()])
+def test_the_suggested_command_runs(line, suggested_by, demo, work):
+    _ok(_run(line, demo, work), f"{line}\nsuggested by: {'; '.join(suggested_by)}")
 
 
 @pytest.mark.slow
