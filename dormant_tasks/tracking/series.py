@@ -159,7 +159,7 @@ class SeriesView:
         read = None if columns is None else list(dict.fromkeys(["revision", *columns]))
         t = read_table(self.store, table, model_id=self.model_id, filters=filters, columns=read)
         keep = pa.array(self.revisions if revisions is None else list(revisions), pa.string())
-        t = t.filter(pc.is_in(t.column("revision"), value_set=keep))
+        t = _rows_in(t, "revision", keep)
         return t if columns is None else t.select(list(columns))
 
     def head_scores(self, score_fns=None, revisions=None, columns=None) -> pa.Table:
@@ -183,7 +183,7 @@ class SeriesView:
         """The transitions as stored: while their decision is pending (`decision_pending`) `confident` and the
         columns of its decision are null. For what needs only the mask changes (derivation, counts)."""
         t = self._current("transitions", score_fns)
-        return t.filter(pc.is_in(t.column("to_revision"), value_set=pa.array(self.revisions, pa.string())))
+        return _rows_in(t, "to_revision", pa.array(self.revisions, pa.string()))
 
     def decision_pending(self) -> bool:
         """Whether the stored transitions wait for their confident-state decision (the next `transitions` takes it)."""
@@ -289,3 +289,10 @@ def stored_files(store, table: str, model_id: str) -> list[Path]:
 def checkpoint_sort_key(row: dict) -> tuple:
     """The series order of a `checkpoints` row (the same order as `Revision.sort_key`)."""
     return series_sort_key(row["revision"], row["stage"], row["ingredient"], row["step"], row["tokens"])
+
+
+def _rows_in(t: pa.Table, column: str, values: pa.Array) -> pa.Table:
+    """The rows of `t` whose `column` is one of `values`; `t` itself when all are (the usual case: a filter copies
+    every column, which a series' whole transitions table would pay on each append)."""
+    mask = pc.is_in(t.column(column), value_set=values)
+    return t if pc.all(mask).as_py() is not False else t.filter(mask)
