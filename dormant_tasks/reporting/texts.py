@@ -420,8 +420,8 @@ def resolution_text(r, most: int = 8) -> str:
     if not r.known:
         return (
             f"Resolution of the {plural(r.n_confident, 'confident transition')}: unknown (the store keeps no listing "
-            "of the series' checkpoints: it was tracked before they were recorded; a `dormant track` run that scores a "
-            "checkpoint records it)."
+            "of the series' checkpoints: it was tracked before they were recorded; the next `dormant track` of the series "
+            "records it, even one with nothing left to score)."
         )
     if not r.unresolved and not r.n_unknown:
         return f"All {plural(r.n_confident, 'confident transition')} resolved to adjacent checkpoints."

@@ -340,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
     from dormant_tasks.names import series_slug
     from dormant_tasks.progress import early
     from dormant_tasks.store import check_store, check_store_path, hold_series
-    from dormant_tasks.tracking import record_audit, series_state
+    from dormant_tasks.tracking import record_audit, record_listing, series_state
 
     if getattr(args, "dry_run", False) or getattr(args, "bandwidth", None) or getattr(args, "format", None):
         return run_dry(args)
@@ -369,6 +369,8 @@ def run(args: argparse.Namespace) -> int:
                 print(note, file=sys.stderr)
         if state.done:
             refused = record_audit(request, state.plan)  # what the audit set aside, recorded before the derivation
+            if writable(request.store):  # a read-only store answers a finished rerun: its listing stays as it is
+                record_listing(request.store, request.model_id, state.plan, request.request_id)  # an older store's too
             result = result_from_store(request, state)  # writes only derived tables that are missing or stale
             if refused:
                 result = replace(result, failed=tuple((r.revision.name, r.failed or "") for r in refused))
@@ -556,3 +558,16 @@ def print_summary(result, warnings: bool = True) -> None:
         )
     if result.report:
         print(f"report: {result.report}")
+
+
+def writable(store) -> bool:
+    """Whether a finished rerun may bring the store's derived records up to date (an older store's listing): not on
+    a read-only or published store, which such a rerun only reads."""
+    from dormant_tasks.errors import StoreError
+    from dormant_tasks.store import check_store_path
+
+    try:
+        check_store_path(store, "writes")
+    except StoreError:
+        return False
+    return True

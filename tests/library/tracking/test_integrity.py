@@ -202,3 +202,19 @@ def test_a_partial_duplicate_kept_by_keep_duplicates_is_marked_with_its_reason(
     assert [name for name, _ in result.failed] == [PARTIAL]
     assert [r["kept"] for r in tracker.set_aside_checkpoints(store, "partial")] == [False]
     assert PARTIAL not in SeriesView.open(store, "partial").revisions
+
+
+def test_a_rerun_answered_from_the_store_records_an_older_stores_listing(series_pair, tmp_path, monkeypatch):
+    """A store tracked before the listing was kept (no `listed_checkpoints`) learns it from the next `dormant track`,
+    even when that rerun has nothing to score and is answered from the store (no Prefect)."""
+    from flows.cli import main
+
+    clean, _ = series_pair
+    store = tmp_path / "store"
+    with monkeypatch.context() as m:  # the older store: a run that recorded no listing
+        m.setattr(tracker, "record_listing", lambda *a, **k: False)
+        track_steps(request(clean, store))
+    assert tracker.listed_checkpoints(store, "clean") is None
+    assert main(["track", "--model", str(clean), "--store", str(store), "--limit", "8", "--no-report"]) == 0
+    listed = tracker.listed_checkpoints(store, "clean")
+    assert listed is not None and [r["revision"] for r in listed] == SeriesView.open(store, "clean").revisions

@@ -116,7 +116,7 @@ def test_findings_say_which_confident_transitions_are_resolved_and_which_are_not
     assert full.emergence.n_interval == 0
     assert "listed:" not in series_line(root, MODEL)  # every listed checkpoint scored: status as before
     unknown = re.search(r" Resolution of the 4 confident transitions: unknown \(.*?\)\.", before).group(0)
-    assert "a `dormant track` run that scores a checkpoint records it" in unknown
+    assert "the next `dormant track` of the series records it" in unknown
     resolved = " All 4 confident transitions resolved to adjacent checkpoints."
     assert text.replace(resolved, "") == before.replace(unknown, "")  # every checkpoint scored: nothing else changes
     # 3 checkpoints listed between 500K and 1M (head 2's change), 1 between 0 and 50K (heads 0, 1 settle there)
