@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -62,6 +63,10 @@ from dormant_tasks.tracking.transitions import (
     states_from_transitions,
 )
 from dormant_tasks.version import __version__
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from report_render import fixed_taus  # noqa: E402
 
 MODEL = "bench/append-series"
 CAL, TAUS = "bench-cal-128", "bench-taus"
@@ -152,23 +157,8 @@ def packed(inactive: np.ndarray) -> pa.Array:
 
 
 def new_store(root: Path, series: Series) -> None:
-    taus = [
-        dict(
-            model_id=MODEL,
-            revision="main",
-            stage=-1,
-            step=-1,
-            tokens=-1,
-            score_fn=fn,
-            tau=0.5,
-            direction="<",
-            source="fixed",
-            calibration_id=CAL,
-            taus_id=TAUS,
-        )
-        for fn in series.fns
-    ]
-    write_table(root, "taus", taus, file_key="taus")
+    n = len(series.fns)
+    write_table(root, "taus", fixed_taus(MODEL, series.fns, [0.5] * n, ["<"] * n, CAL, TAUS), file_key="taus")
 
 
 def commit(root: Path, series: Series, start: int, stop: int) -> None:

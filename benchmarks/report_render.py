@@ -38,6 +38,26 @@ def random_walk_scores(rng, n_ckpt: int, n_heads_total: int, n_fns: int) -> np.n
     return np.exp(shared[None] + own + rng.normal(0, 0.05, (n_fns, n_heads_total, 1)))
 
 
+def fixed_taus(model_id: str, fns, taus, directions, calibration_id: str, taus_id: str) -> list[dict]:
+    """The `taus` rows of a synthetic series: one fixed tau per function (what marks a series as tracked)."""
+    return [
+        dict(
+            model_id=model_id,
+            revision="main",
+            stage=-1,
+            step=-1,
+            tokens=-1,
+            score_fn=fn,
+            tau=float(tau),
+            direction=d,
+            source="fixed",
+            calibration_id=calibration_id,
+            taus_id=taus_id,
+        )
+        for fn, tau, d in zip(fns, taus, directions)
+    ]
+
+
 def build_store(root: Path, n_ckpt: int, n_layers: int, n_heads: int, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     fns = DETERMINISTIC_IDS
@@ -53,25 +73,7 @@ def build_store(root: Path, n_ckpt: int, n_layers: int, n_heads: int, seed: int 
     )  # [fn, head, checkpoint]
     store_folder(root, create=True)
     write_table(  # the series' taus: what marks it as tracked
-        root,
-        "taus",
-        [
-            dict(
-                model_id=MODEL,
-                revision="main",
-                stage=-1,
-                step=-1,
-                tokens=-1,
-                score_fn=fn,
-                tau=float(tau),
-                direction=d,
-                source="fixed",
-                calibration_id=CALIBRATION_ID,
-                taus_id=TAUS_ID,
-            )
-            for fn, tau, d in zip(fns, taus, directions)
-        ],
-        file_key="taus",
+        root, "taus", fixed_taus(MODEL, fns, taus, directions, CALIBRATION_ID, TAUS_ID), file_key="taus"
     )
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
     steps = np.concatenate([[0], np.linspace(10_000, 1_900_000, n_ckpt - 1).astype(np.int64)])
