@@ -5,8 +5,11 @@ confident-state decision pending (docs/DATA_CONTRACT.md, "Derived tables"); the 
 transitions are read (`SeriesView.transitions`), once per read, over the whole series. This prints, at each
 series length N, in one run:
 
-- `append`: committing checkpoint N + 1 (its head_scores file and manifest row) and `derive_series`, the median
-  of `--repeats` appends (each one more checkpoint); target: append at 1,000 <= 1.5 x append at 100;
+- `append`: committing checkpoint N + 1 (its head_scores file and manifest row) and `derive_series`, over
+  `--repeats` appends (each one more checkpoint; default PARTS_MAX + 1, one whole cycle of the transitions' parts):
+  the median (an append that writes its rows as a part), the fold (the append that finds PARTS_MAX parts and
+  writes the transitions whole) and the mean (what an append costs over a cycle); target: append at 1,000 <= 1.5 x
+  append at 100, for the median and the mean;
 - `decision`: what the first read of the transitions after that append pays (`SeriesView.transitions`): every
   checkpoint's rates read once (`series_rates`), then `decide_states` per function, timed on `--decide-fns` of
   the functions and scaled to all of them (each costs about the same; the line says so), at sizes up to
@@ -43,16 +46,17 @@ from dormant_tasks.engine import DETERMINISTIC_IDS, SCORING_VERSION
 from dormant_tasks.statistics.confidence import pack_inputs
 from dormant_tasks.store import commit_checkpoint, derived_file_key, write_table
 from dormant_tasks.tracking import SeriesView, TrackRequest, derive_series, mark_blips
-from dormant_tasks.tracking.decision import (
+from dormant_tasks.tracking.decision import derived_revisions, is_pending, series_rates
+from dormant_tasks.tracking.derive import DERIVED_BY_KEY, series_pairs
+from dormant_tasks.tracking.transition_files import (
     DECISION_KEY,
     PAIRS_KEY,
+    PARTS_MAX,
     PENDING,
-    derived_revisions,
-    is_pending,
-    series_rates,
+    in_series_order,
     transitions_metadata,
+    write_whole,
 )
-from dormant_tasks.tracking.derive import DERIVED_BY_KEY, _in_series_order, series_pairs
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
     apply_decisions,
@@ -183,18 +187,11 @@ def derive_in_chunks(root: Path) -> None:
         some = revs[a : a + CHUNK + 1]
         sub = ckpts.filter(pc.is_in(ckpts.column("revision"), value_set=pa.array(some)))
         parts.append(mask_changes(view.head_scores(revisions=some), sub)[0])
-    trans = _in_series_order(pa.concat_tables(parts), revs)
+    trans = in_series_order(pa.concat_tables(parts), revs)
     hist = histories_of(states_from_transitions(view.head_scores(revisions=revs[:1]), trans, ckpts))
     trans = mark_blips(apply_decisions(trans, {}))
     meta = {PAIRS_KEY: __import__("json").dumps(sorted(series_pairs(view)[1])), DERIVED_BY_KEY: __version__}
-    write_table(
-        root,
-        "transitions",
-        trans,
-        file_key=derived_file_key("transitions", TAUS, CAL),
-        model_id=MODEL,
-        metadata=meta | {FDR_KEY: fdr_record(0.05, "bh"), DECISION_KEY: PENDING},
-    )
+    write_whole(view, trans, meta | {FDR_KEY: fdr_record(0.05, "bh"), DECISION_KEY: PENDING})
     write_table(
         root,
         "head_histories",
@@ -249,7 +246,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,300,1000,3000")
     parser.add_argument("--heads", default="32x32", help="LAYERSxHEADS (default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=3, help="appends timed per size (median)")
+    parser.add_argument(
+        "--repeats", type=int, default=PARTS_MAX + 1, help="appends timed per size (default: one cycle of parts)"
+    )
     parser.add_argument("--decide-fns", type=int, default=1, help="functions decided per size (scaled to all)")
     parser.add_argument("--decide-max", type=int, default=1000, help="largest size whose decision is timed")
     parser.add_argument("--seed", type=int, default=0)
@@ -282,29 +281,34 @@ def main() -> None:
             k = min(args.decide_fns, len(series.fns))
             read, decided = decide(root, k) if n <= args.decide_max else (float("nan"), float("nan"))
             n_rows = SeriesView.open(root, MODEL).stored_transitions().num_rows
-            rows.append((n, statistics.median(times), read + decided, n_rows))
+            typical, mean = statistics.median(times), statistics.fmean(times)
+            rows.append((n, typical, max(times), mean, read + decided, n_rows))
             scaled = f" (timed on {k}, x {len(series.fns) / k:g})" if k < len(series.fns) else ""
             print(
-                f"  append {statistics.median(times):.2f} s (median of {', '.join(f'{t:.2f}' for t in times)}); "
-                f"decision {read + decided:.1f} s (read the rates {read:.1f} s, decide {len(series.fns)} functions "
-                f"{decided:.1f} s{scaled}); {n_rows:,} mask changes",
+                f"  append {typical:.3f} s (median of {len(times)}; the fold {max(times):.3f} s, the mean "
+                f"{mean:.3f} s); decision {read + decided:.1f} s (read the rates {read:.1f} s, decide "
+                f"{len(series.fns)} functions {decided:.1f} s{scaled}); {n_rows:,} mask changes",
                 flush=True,
             )
     base = rows[0]
     print()
     print(
         f"appends: {n_layers}x{n_heads} heads x {len(series.fns)} functions x {N_INPUTS} inputs; per-input "
-        f"indicators stored; wall {time.perf_counter() - t_all:.0f} s"
+        f"indicators stored; {args.repeats} appends per size (a part each, the transitions written whole every "
+        f"{PARTS_MAX + 1}); wall {time.perf_counter() - t_all:.0f} s"
     )
-    print(
-        f"{'N':>6}  {'append':>8}  {'x N=' + str(base[0]):>8}  {'decide':>9}  {'x N=' + str(base[0]):>8}  mask changes"
-    )
-    for n, a, d, r in rows:
-        print(f"{n:>6}  {a:>7.2f}s  {a / base[1]:>7.2f}x  {d:>8.1f}s  {d / base[2]:>7.2f}x  {r:>12,}")
-    by = {n: a for n, a, _, _ in rows}
-    if 100 in by and 1000 in by:
-        ratio = by[1000] / by[100]
-        print(f"append at 1,000 / append at 100: {ratio:.2f}x (target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
+    b = f"x N={base[0]}"
+    print(f"{'N':>6}  {'append':>8}  {b:>8}  {'fold':>7}  {'mean':>8}  {b:>8}  {'decide':>8}  {b:>8}  mask changes")
+    for n, a, f, m, d, r in rows:
+        print(
+            f"{n:>6}  {a:>7.3f}s  {a / base[1]:>7.2f}x  {f:>6.2f}s  {m:>7.3f}s  {m / base[3]:>7.2f}x  {d:>7.1f}s  "
+            f"{d / base[4]:>7.2f}x  {r:>12,}"
+        )
+    for label, col in (("append", 1), ("mean append", 3)):
+        by = {r[0]: r[col] for r in rows}
+        if 100 in by and 1000 in by:
+            ratio = by[1000] / by[100]
+            print(f"{label} at 1,000 / at 100: {ratio:.2f}x (target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,18 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         holds_series as holds_series,
         series_lock as series_lock,
     )
+    from dormant_tasks.store.parts import (
+        GENERATION_KEY as GENERATION_KEY,
+        all_parts as all_parts,
+        delete_parts as delete_parts,
+        drop_parts as drop_parts,
+        new_generation as new_generation,
+        part_files as part_files,
+        part_metadata as part_metadata,
+        read_parts as read_parts,
+        stale_parts as stale_parts,
+        write_part as write_part,
+    )
     from dormant_tasks.store.provenance import (
         check_source as check_source,
         local_sources_named as local_sources_named,

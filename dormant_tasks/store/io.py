@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -444,25 +445,36 @@ def result_files(root: Path, table: str, model_id: str, filters=None, *, dedupe:
     return sorted(set(check_result_files(root, model_id, rows, table)))
 
 
-def check_result_files(root: Path, model_id: str, rows, table: str = "head_scores") -> list[Path]:
-    """The `table` files of manifest `rows`; StoreError naming `dormant store repair` when one is missing, or
-    when there are no rows and the manifest names none of the series' files (`check_manifest`)."""
+def check_result_files(
+    root: Path, model_id: str, rows, table: str = "head_scores", *, listed: bool = True
+) -> list[Path]:
+    """The `table` files of manifest `rows` (none with `listed=False`: the checks alone); StoreError naming `dormant
+    store repair` when one is missing, or when there are no rows and the manifest names none of the series' files
+    (`check_manifest`)."""
     if not rows:
         check_manifest(root, model_id)
     folder = series_dir(root, table, model_id)
+    base = os.fspath(folder)
     files = []
-    for r in rows:
-        path = folder / f"{r['file_key']}.parquet"
-        if not path.is_file():
+    for r in rows:  # one stat per file (a series' open checks every file the manifest names)
+        name = f"{r['file_key']}.parquet"
+        try:
+            st = os.stat(os.path.join(base, name))
+        except FileNotFoundError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
+            path = folder / name
             raise StoreError(
                 f"store {str(root)!r}: the {table} file of {model_id}@{r['revision']} ({path.name}) is missing "
                 f"(deleted by hand?); run `dormant store repair --store {root}`: it drops such checkpoints from "
                 "the manifest, and the next `dormant track` scores them again"
             )
         size = r.get(f"{table}_bytes")
-        if size is not None and path.stat().st_size != size:  # the cheap check of every read: the checksum is status's
-            raise damaged_error(path, f"{path.stat().st_size} bytes, the manifest recorded {size}")
-        files.append(path)
+        if size is not None and st.st_size != size:  # the cheap check of every read: the checksum is status's
+            path = folder / name
+            raise damaged_error(path, f"{st.st_size} bytes, the manifest recorded {size}")
+        if listed:
+            files.append(folder / name)
     return files
 
 

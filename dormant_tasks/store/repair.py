@@ -44,8 +44,9 @@ from dormant_tasks.store.io import (
     series_ids,
     write_manifest,
 )
-from dormant_tasks.store.layout import data_files, linked_entries, store_folder
+from dormant_tasks.store.layout import data_files, linked_entries, series_dir, store_folder
 from dormant_tasks.store.lock import hold_series
+from dormant_tasks.store.parts import GENERATION_KEY, PARTS, all_parts, delete_parts, stale_parts
 from dormant_tasks.store.schema import MANIFEST_ROW_KEY, RESULT_TABLES, TABLES
 from dormant_tasks.store.sums import (
     SUMS,
@@ -57,6 +58,7 @@ from dormant_tasks.store.sums import (
     sums_path,
 )
 
+PARTED = ("transitions",)  # derived tables that appends add parts to (`store.parts`)
 QUARANTINE = "_quarantine"  # <store>/_quarantine/<UTC time>/<table>/series=<slug>/<file>: damaged files, kept
 
 
@@ -135,6 +137,26 @@ def _damage(root: Path, series: str, verify: bool) -> list[Damage]:
                 reason = sum_mismatch(path, recorded_entry(root, sums, path)) or damage_of(path)
             if reason is not None:
                 out.append(Damage(path, reason, series, table))
+    for table in PARTED:  # the parts appends added to a derived file (`store.parts`): checked as the file is
+        for path in all_parts(root, table, series):
+            reason = sum_mismatch(path, recorded_entry(root, sums, path)) or damage_of(path)
+            if reason is not None:
+                out.append(Damage(path, reason, series, table))
+    return out
+
+
+def _stale_parts(root: Path, series: str) -> list[Path]:
+    """The parts folders no base names (folded into a base since, left by a writer killed before it deleted them;
+    or of a base that is gone or damaged): deleted by repair, never read."""
+    out = []
+    for table in PARTED:
+        top = series_dir(root, table, series) / PARTS
+        for folder in sorted(top.iterdir()) if top.is_dir() and not top.is_symlink() else ():
+            try:
+                meta = read_metadata(root, table, series, folder.name) or {}
+            except StoreError:
+                meta = {}
+            out += stale_parts(root, table, series, folder.name, meta.get(GENERATION_KEY))
     return out
 
 
@@ -270,6 +292,10 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
             named_inputs = set(k for k, ok, nk in zip(keys, present, now_kept) if ok and nk)
             _delete([p for k, p in heads.items() if k not in named], result)
             _delete([p for k, p in inputs.items() if k not in named_inputs], result)
+            stale = _stale_parts(root, series)  # parts no base names: left by a killed writer
+            result.orphans += [p for folder in stale for p in sorted(folder.glob("*.parquet"))]
+            result.bytes_freed += sum(p.stat().st_size for folder in stale for p in folder.glob("*.parquet"))
+            delete_parts(root, series, stale)
             _record_missing_sums(root, series, result)  # a damaged record was moved aside: every file's again
             result.links += store_links(root, series)
     return result

@@ -96,6 +96,17 @@ def record_sums(root: Path, model_id: str, sums: dict[Path, tuple[str, int]], *,
         _write_sums(root, model_id, files)
 
 
+def forget_sums(root: Path, model_id: str, paths: list[Path]) -> None:
+    """Drop the recorded checksums of files deleted by the store (a derived file's folded parts)."""
+    root = Path(root)
+    with _record_lock(root, model_id):
+        files, damage = _load(root, model_id)
+        if damage is None:
+            for path in paths:
+                files.pop(Path(path).relative_to(root).as_posix(), None)
+            _write_sums(root, model_id, files)
+
+
 @contextlib.contextmanager
 def _record_lock(root: Path, model_id: str) -> Iterator[None]:
     """The record's own lock, held for one read-modify-write (milliseconds): writers that do not hold the series

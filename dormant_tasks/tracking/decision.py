@@ -4,11 +4,11 @@
 Which mask changes are confident is decided over the whole series at once (`statistics.decide_states`: the tail of
 the maximum over every checkpoint of a head, Benjamini-Hochberg over every head), so it changes with each new
 checkpoint and costs checkpoints x heads x functions. An append (`derive_series` adding a few checkpoint pairs)
-therefore derives only the new mask changes and leaves the decision pending: it writes the transitions with
-`confident` and its columns null and DECISION_KEY = PENDING in the file's metadata (the rule chosen stays in
-FDR_KEY). The decision is taken when something reads it: `SeriesView.transitions` calls `decide_pending`, which
+therefore derives only the new mask changes and leaves the decision pending: it writes them with `confident` and
+its columns null, as a part of the stored transitions (`transition_files`: pending while there are parts) or, when
+it writes them whole, with DECISION_KEY = PENDING in the file's metadata (the rule chosen stays in FDR_KEY). The decision is taken when something reads it: `SeriesView.transitions` calls `decide_pending`, which
 decides over the checkpoints the file was derived from. A run that holds the series stores it (the report of a
-`dormant track` run), so it is paid once; a plain reader (`dormant report`, `findings`, `publish`, the Python
+`dormant track` run), folding the parts into the decided file, so it is paid once; a plain reader (`dormant report`, `findings`, `publish`, the Python
 API) takes no lock and writes nothing, so it decides in memory on each read. The result is the one a whole
 derivation of the same checkpoints gives (tests/library/tracking/test_decision.py).
 """
@@ -22,9 +22,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dormant_tasks.statistics import FDR, FDR_METHOD
-from dormant_tasks.store import derived_file_key, holds_series, read_metadata, series_lock, write_table
+from dormant_tasks.store import holds_series, series_lock
 from dormant_tasks.tracking.indicators import input_clusters, unpack_rows
 from dormant_tasks.tracking.results import result_id
+from dormant_tasks.tracking.transition_files import (
+    DECISION_KEY,
+    PAIRS_KEY,
+    PENDING,
+    RECORD_ONLY,
+    read_transitions,
+    transitions_metadata,
+    write_whole,
+)
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
     DormantMatrix,
@@ -33,21 +42,8 @@ from dormant_tasks.tracking.transitions import (
     recorded_choice,
 )
 
-PAIRS_KEY = "dormant.pairs"  # transitions/head_histories metadata: the checkpoint pairs they were derived from
-DECISION_KEY = "dormant.decision"  # transitions metadata: PENDING while `confident` is not decided (absent: decided)
-PENDING = "pending"
 # the columns confident states need of every checkpoint (`series_rates`), read once per decision
 RATE_COLUMNS = ("score_fn", "revision", "layer", "head_index", "dormant", "dormant_rate", "inactive_inputs")
-
-
-def transitions_key(view) -> str:
-    """The file key of a view's transitions (one file per taus and calibration set)."""
-    return derived_file_key("transitions", view.taus_id, view.calibration_id)
-
-
-def transitions_metadata(view) -> dict[str, str]:
-    """The metadata of a view's transitions file ({} when there is none)."""
-    return read_metadata(view.store, "transitions", view.model_id, transitions_key(view)) or {}
 
 
 def is_pending(meta: dict[str, str]) -> bool:
@@ -76,8 +72,9 @@ def decided_file(view) -> pa.Table | None:
     meta = transitions_metadata(view)
     if not is_pending(meta):
         return None
-    decided = decide_pending(view, view.stored_transitions(), meta)
-    return decided.replace_schema_metadata(_decided_metadata(meta))
+    decided = decide_pending(view, read_transitions(view), meta)
+    kept = {k: v for k, v in _decided_metadata(meta).items() if k not in RECORD_ONLY}  # one file, no parts
+    return decided.replace_schema_metadata(kept)
 
 
 def _decided_metadata(meta: dict[str, str]) -> dict[str, str]:
@@ -101,11 +98,9 @@ def _store_decision(view, decided: pa.Table, meta: dict[str, str]) -> None:
         return
     kept = _decided_metadata(meta)
     with series_lock(view.store, view.model_id):
-        if transitions_metadata(view).get(PAIRS_KEY) != meta.get(PAIRS_KEY):
-            return  # derived again meanwhile: its own decision is pending
-        write_table(
-            view.store, "transitions", decided, file_key=transitions_key(view), model_id=view.model_id, metadata=kept
-        )
+        if transitions_metadata(view) != meta:
+            return  # derived again, or appended to, meanwhile: its own decision is pending
+        write_whole(view, decided, kept)  # the parts folded into the decided base
 
 
 def series_rates(view, revisions: list[str] | None = None) -> list[DormantMatrix]:

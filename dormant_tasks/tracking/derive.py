@@ -14,12 +14,30 @@ import pyarrow.compute as pc
 
 from dormant_tasks.errors import StoreError
 from dormant_tasks.statistics import FDR, FDR_METHOD
-from dormant_tasks.store import derived_file_key, drop_legacy_derived, read_metadata, series_lock, write_table
+from dormant_tasks.store import (
+    SCHEMAS,
+    derived_file_key,
+    drop_legacy_derived,
+    read_metadata,
+    series_lock,
+    write_table,
+)
 from dormant_tasks.tracking.agreement import update_agreement
-from dormant_tasks.tracking.decision import DECISION_KEY, PAIRS_KEY, PENDING
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import result_id
 from dormant_tasks.tracking.series import SeriesView, open_views
+from dormant_tasks.tracking.transition_files import (
+    DECISION_KEY,
+    PAIRS_KEY,
+    PENDING,
+    append_part,
+    can_append,
+    counts_of,
+    in_series_order,
+    stored_counts,
+    transitions_metadata,
+    write_whole,
+)
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
     apply_decisions,
@@ -93,12 +111,16 @@ def derive_set(
 ) -> SeriesSummary:
     """`derive_series` for one calibration set (`view`). The mask changes are derived pair by pair; whether each
     is confident is decided over the whole series (minutes at 1,000 checkpoints of 1,024 heads x 15 functions), so
-    a derivation leaves that decision pending (`decision`: the first read of the transitions takes it)."""
+    a derivation leaves that decision pending (`decision`: the first read of the transitions takes it).
+
+    An append at the end of the series writes only its new pairs' rows, as a part of the stored transitions
+    (`transition_files`), and the head histories from the stored ones: its cost does not grow with the series.
+    Anything else (a checkpoint replaced or inserted, another rule, the PARTS_MAX-th part, a file missing or
+    damaged) writes the transitions whole, parts folded in."""
     ckpts = view.checkpoints_table()
     ids, pairs = series_pairs(view)
-    tkey = derived_file_key("transitions", view.taus_id, view.calibration_id)
     hkey = derived_file_key("head_histories", view.taus_id, view.calibration_id)
-    stored = _derived_metadata(store, "transitions", model_id, tkey)
+    stored = _transitions_record(view)
     histories = _derived_metadata(store, "head_histories", model_id, hkey)
     recorded = json.dumps(sorted(pairs))
     rule = recorded_choice(stored.get(FDR_KEY))  # the level and correction chosen, kept across rules
@@ -106,14 +128,32 @@ def derive_set(
     method = method if method is not None else rule[1] if rule else FDR_METHOD
     same_rule = stored.get(FDR_KEY) == fdr_record(fdr, method)  # else `confident` is decided again
     if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded and same_rule:
+        counts = stored_counts(stored)
+        if counts is not None:
+            return SeriesSummary(len(view.checkpoints), sum(counts.values()), counts, view.n_stale)
         try:
             return _summary(view, view.stored_transitions())
         except StoreError:  # metadata readable, pages damaged: derived again below
             stored = {}
     old_pairs = set(json.loads(stored[PAIRS_KEY])) if PAIRS_KEY in stored else None
     new_pairs = set(pairs) if old_pairs is None else set(pairs) - old_pairs
-    old = None
+    meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
+    old = hist = None
     if old_pairs is not None and len(new_pairs) <= INCREMENTAL_MAX_PAIRS:
+        new_rows, stepped = _pair_rows(view, ckpts, ids, new_pairs)
+        if old_pairs <= set(pairs) and histories.get(PAIRS_KEY) == stored.get(PAIRS_KEY):
+            hist = appended_histories(view, ids, old_pairs, stepped)  # the stored histories are of the stored pairs
+        if hist is not None and same_rule and can_append(stored):  # an append at the end: a part
+            rows = mark_blips(apply_decisions(in_series_order(new_rows, view.revisions), {}))
+            with series_lock(store, model_id):
+                append_part(view, rows, sorted(new_pairs), {DERIVED_BY_KEY: __version__, FDR_KEY: stored[FDR_KEY]})
+                write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
+            counts = stored_counts(stored)
+            if counts is None:
+                return _summary(view, view.stored_transitions())
+            added = counts_of(rows)
+            counts = {f: counts.get(f, 0) + added.get(f, 0) for f in counts | added}
+            return SeriesSummary(len(view.checkpoints), sum(counts.values()), counts, view.n_stale)
         try:
             old = view.stored_transitions()
         except StoreError:  # damaged: the whole series is derived again
@@ -123,41 +163,47 @@ def derive_set(
         hist = histories_of(matrices)
     else:
         assert old_pairs is not None
-        revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
         if old_pairs <= set(pairs):  # nothing replaced (an append): every stored row stays
             parts = [old]
         else:
+            revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
             kept = [(revision_of[a], revision_of[b]) for a, b in (p.split(">") for p in set(pairs) & old_pairs)]
             parts = [old.filter(_of_pairs(old, view.revisions, kept))]
-        stepped = []  # (the later checkpoint's id, the pair's dormant matrices), per new pair
-        for a, b in (p.split(">") for p in sorted(new_pairs)):
-            two = [revision_of[a], revision_of[b]]
-            sub = ckpts.filter(pc.is_in(ckpts.column("revision"), value_set=pa.array(two)))
-            rows, matrices = mask_changes(view.head_scores(revisions=two), sub)
-            parts.append(rows)
-            stepped.append((b, matrices))
-        trans = _in_series_order(pa.concat_tables(parts), view.revisions)
-        hist = None
-        if histories.get(PAIRS_KEY) == stored.get(PAIRS_KEY):  # the stored histories are of the stored pairs
-            hist = appended_histories(view, ids, old_pairs, stepped)
+        trans = in_series_order(pa.concat_tables([*parts, new_rows]), view.revisions)
         if hist is None:  # not an append at the end: rebuilt from the first checkpoint and the transitions
             first = view.head_scores(revisions=view.revisions[:1])
             hist = histories_of(states_from_transitions(first, trans, ckpts))
     trans = mark_blips(apply_decisions(trans, {}))  # undecided: kept rows were decided over fewer checkpoints
-    meta = {PAIRS_KEY: recorded, DERIVED_BY_KEY: __version__}
     pending = {DECISION_KEY: PENDING}  # decided when first read (`decision.decide_pending`)
     with series_lock(store, model_id):
-        write_table(
-            store,
-            "transitions",
-            trans,
-            file_key=tkey,
-            model_id=model_id,
-            metadata=meta | {FDR_KEY: fdr_record(fdr, method)} | pending,
-        )
+        write_whole(view, trans, meta | {FDR_KEY: fdr_record(fdr, method)} | pending)
         write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
         drop_legacy_derived(store, model_id, view.taus_id)
     return _summary(view, trans)
+
+
+def _transitions_record(view: SeriesView) -> dict[str, str]:
+    """The stored transitions' record (`transitions_metadata`: the base's and its parts'); {} when a file is
+    missing, damaged or of another code version: derived again, whole."""
+    try:
+        meta = transitions_metadata(view)
+    except StoreError:
+        return {}
+    return meta if meta.get(DERIVED_BY_KEY) == __version__ else {}
+
+
+def _pair_rows(view: SeriesView, ckpts: pa.Table, ids: list[str], new_pairs: set[str]) -> tuple[pa.Table, list]:
+    """The mask changes of some checkpoint pairs ("pred_id>id"), each from its two checkpoints' head_scores alone;
+    and per pair (the later checkpoint's id, the pair's dormant matrices)."""
+    revision_of = {i: c["revision"] for i, c in zip(ids, view.checkpoints)}
+    rows, stepped = [], []
+    for a, b in (p.split(">") for p in sorted(new_pairs)):
+        two = [revision_of[a], revision_of[b]]
+        sub = ckpts.filter(pc.is_in(ckpts.column("revision"), value_set=pa.array(two)))
+        changes, matrices = mask_changes(view.head_scores(revisions=two), sub)
+        rows.append(changes)
+        stepped.append((b, matrices))
+    return (pa.concat_tables(rows) if rows else SCHEMAS["transitions"].empty_table()), stepped
 
 
 def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:
@@ -242,38 +288,5 @@ def _of_pairs(trans: pa.Table, revisions: list[str], kept: list[tuple[str, str]]
     return np.isin(a * len(revisions) + b, want) & (a >= 0) & (b >= 0)
 
 
-def _in_series_order(trans: pa.Table, revisions: list[str]) -> pa.Table:
-    """The row order of `derive_transitions` over the whole series: score_fn, then checkpoint, then head.
-
-    Sorted on one int64 key per row (no string comparisons), and assembled from the runs of rows already in
-    order where there are few (an append: per function its stored rows, then the new ones) instead of moving every
-    row: the same table, at the cost of a copy rather than a gather of each column."""
-    to_rank = pc.index_in(trans.column("to_revision"), value_set=pa.array(revisions, pa.string()))
-    fn = trans.column("score_fn").combine_chunks().dictionary_encode()
-    names = fn.dictionary.to_pylist()
-    fn_rank = np.empty(len(names), dtype=np.int64)  # a function's code -> its name's place in sorted order
-    fn_rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
-    layer, head = (np.asarray(trans.column(c), dtype=np.int64) for c in ("layer", "head_index"))
-    radix = [len(names), len(revisions), int(layer.max(initial=0)) + 1, int(head.max(initial=0)) + 1]
-    if to_rank.null_count or min(layer.min(initial=0), head.min(initial=0)) < 0 or np.prod(radix, dtype=float) >= 2**62:
-        keyed = trans.append_column("_rank", to_rank)  # a revision outside the series, or keys too wide: Arrow's sort
-        keyed = keyed.sort_by(
-            [("score_fn", "ascending"), ("_rank", "ascending"), ("layer", "ascending"), ("head_index", "ascending")]
-        )
-        return keyed.drop_columns(["_rank"])
-    codes = fn.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    key = ((fn_rank[codes] * radix[1] + np.asarray(to_rank, np.int64)) * radix[2] + layer) * radix[3] + head
-    order = np.argsort(key, kind="stable")
-    starts = np.flatnonzero(np.diff(order, prepend=-2) != 1)  # where a run of consecutive stored rows begins
-    if len(starts) > 64 + trans.num_rows // 1024:
-        return trans.take(order)
-    ends = np.append(starts[1:], len(order))
-    return pa.concat_tables([trans.slice(int(order[a]), int(b - a)) for a, b in zip(starts, ends)] or [trans])
-
-
 def _summary(view: SeriesView, trans: pa.Table) -> SeriesSummary:
-    by_fn: dict[str, int] = {}
-    if trans.num_rows:  # counted in Arrow: no Python object per row (an append's cost stays flat in the series)
-        counts = pc.value_counts(trans.column("score_fn"))
-        by_fn = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
-    return SeriesSummary(len(view.checkpoints), trans.num_rows, by_fn, view.n_stale)
+    return SeriesSummary(len(view.checkpoints), trans.num_rows, counts_of(trans), view.n_stale)

@@ -25,8 +25,9 @@ from dormant_tasks.checkpoints import Revision, series_sort_key
 from dormant_tasks.engine import SCORING_VERSION
 from dormant_tasks.errors import StoreError, did_you_mean
 from dormant_tasks.store import check_result_files, is_store, list_models, read_table, series_files, store_folder
-from dormant_tasks.tracking.decision import decide_pending, is_pending, transitions_metadata
+from dormant_tasks.tracking.decision import decide_pending, is_pending
 from dormant_tasks.tracking.masks import Tau
+from dormant_tasks.tracking.transition_files import read_transitions, transitions_metadata
 from dormant_tasks.tracking.transitions import DormantMatrix, dormant_matrices
 
 
@@ -93,7 +94,7 @@ class SeriesView:
         in_order = [r for r in in_order if r["revision"] not in not_points]
         ordered = tuple(r for r in in_order if architecture(r) == shape)
         aside = tuple(r["revision"] for r in in_order if architecture(r) != shape)
-        check_result_files(root, model_id, ordered)  # a file deleted by hand: refused here, with the fix
+        check_result_files(root, model_id, ordered, listed=False)  # a file deleted by hand: refused here, with the fix
         stale = {r["revision"] for r in rows} - set(latest)
         return cls(
             root,
@@ -174,15 +175,16 @@ class SeriesView:
         meta = transitions_metadata(self)
         if not is_pending(meta):
             return self.stored_transitions(score_fns)
-        t = decide_pending(self, self._current("transitions"), meta)
+        t = decide_pending(self, read_transitions(self), meta)
         if score_fns is not None:
             t = t.filter(pc.is_in(t.column("score_fn"), value_set=pa.array(list(score_fns), pa.string())))
         return t.filter(pc.is_in(t.column("to_revision"), value_set=pa.array(self.revisions, pa.string())))
 
     def stored_transitions(self, score_fns=None) -> pa.Table:
         """The transitions as stored: while their decision is pending (`decision_pending`) `confident` and the
-        columns of its decision are null. For what needs only the mask changes (derivation, counts)."""
-        t = self._current("transitions", score_fns)
+        columns of its decision are null. For what needs only the mask changes (derivation, counts). The rows of
+        the base file and of the parts appends added to it (`transition_files`), as one table."""
+        t = read_transitions(self, score_fns)
         return _rows_in(t, "to_revision", pa.array(self.revisions, pa.string()))
 
     def decision_pending(self) -> bool:
