@@ -214,9 +214,14 @@ def is_store(path) -> bool:
     return (Path(path) / MARKER).is_file()
 
 
+PARTS = "_parts"  # <table>/series=<slug>/_parts/: the parts appends add to a derived file (`store.parts`)
+
+
 def store_root_of(path: Path) -> Path:
-    """The store folder of a data file (<store>/<table>/series=<slug>/<file>)."""
-    return Path(path).parents[2]
+    """The store folder of a data file (<store>/<table>/series=<slug>/<file>, or a part of a derived file:
+    <store>/<table>/series=<slug>/_parts/<key>/<generation>/<file>)."""
+    parents = Path(path).parents
+    return parents[5] if len(parents) > 5 and parents[2].name == PARTS else parents[2]
 
 
 def safe_file_key(file_key: str) -> str:

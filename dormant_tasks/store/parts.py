@@ -31,12 +31,11 @@ from dormant_tasks.store.io import (
     read_files,
     refuse_links,
 )
-from dormant_tasks.store.layout import _is_data_file, safe_file_key, series_dir, store_folder
+from dormant_tasks.store.layout import PARTS, _is_data_file, safe_file_key, series_dir, store_folder
 from dormant_tasks.store.schema import table_schema
 from dormant_tasks.store.sums import forget_sums, read_sums, recorded_entry, sum_mismatch, write_parquet
 
 GENERATION_KEY = "dormant.generation"  # a base's metadata: the token its parts name (absent: it has none)
-PARTS = "_parts"
 
 
 def new_generation() -> str:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     from dormant_tasks.tracking.derive import (
         SeriesSummary as SeriesSummary,
         derive_series as derive_series,
+        derived_lag as derived_lag,
         fdr_rule as fdr_rule,
         rederive as rederive,
     )

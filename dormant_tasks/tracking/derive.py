@@ -23,6 +23,7 @@ from dormant_tasks.store import (
     write_table,
 )
 from dormant_tasks.tracking.agreement import update_agreement
+from dormant_tasks.tracking.decision import derived_revisions
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import result_id
 from dormant_tasks.tracking.series import SeriesView, open_views
@@ -180,6 +181,21 @@ def derive_set(
         write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
         drop_legacy_derived(store, model_id, view.taus_id)
     return _summary(view, trans)
+
+
+def derived_lag(view: SeriesView) -> tuple[int, int] | None:
+    """(checkpoints the stored transitions were derived over, the view's current checkpoints) when the stored
+    pairs are not the current ones (a run stopped between storing checkpoints and deriving: the next `dormant
+    track` derives the rest); None when they are current, or there are none to compare. Reads metadata only."""
+    try:
+        meta = transitions_metadata(view)
+    except StoreError:  # damaged: status names it through its checks
+        return None
+    if not meta or len(view.checkpoints) < 2:
+        return None
+    if set(json.loads(meta.get(PAIRS_KEY, "[]"))) == set(series_pairs(view)[1]):
+        return None
+    return len(derived_revisions(view, meta)), len(view.checkpoints)
 
 
 def _transitions_record(view: SeriesView) -> dict[str, str]:

@@ -146,6 +146,14 @@ def _set_parts(view) -> list[str]:
     if not fns and len(view.checkpoints) > 1 and not _derived(view):
         parts.append("transitions not derived yet (an interrupted run: `dormant track` derives them)")
         return parts
+    from dormant_tasks.tracking import derived_lag
+
+    lag = derived_lag(view)
+    if lag is not None:
+        parts.append(
+            f"transitions derived over {lag[0]} of {lag[1]} checkpoints (a run stopped before deriving the rest: "
+            "the next `dormant track` derives them)"
+        )
     # every number of one function (the other functions' counts mix in quantile-tau artefacts): MAIN_FN's, with
     # the whole series' count said as such
     main = [i for i, f in enumerate(fns) if f == MAIN_FN]

@@ -120,8 +120,11 @@ def test_a_damaged_part_names_repair_which_derives_the_transitions_again(series_
     data = bytearray(parts[1].read_bytes())
     data[len(data) // 2] ^= 0xFF
     parts[1].write_bytes(bytes(data))
-    with pytest.raises(StoreError, match=r"is damaged .*dormant store repair"):
+    with pytest.raises(StoreError) as e:
         SeriesView.open(series_store, MODEL).stored_transitions()
+    assert "store file 'transitions/series=" in str(e.value) and "/_parts/" in str(e.value)
+    assert "is damaged (its content checksum differs" in str(e.value)
+    assert f"run `dormant store repair --store {series_store}`: it moves" in str(e.value)
     assert main(["store", "repair", "--store", str(series_store)]) == 0
     assert "_parts" in capsys.readouterr().out  # the quarantined part, by name
     want_t, want_h = whole(series_store, tmp_path)
@@ -152,3 +155,18 @@ def test_a_run_killed_between_the_part_and_the_histories_is_whole_after_the_reru
     want_t, want_h = whole(series_store, tmp_path)
     view = SeriesView.open(series_store, MODEL)
     assert view.transitions().equals(want_t) and view.histories().equals(want_h)
+
+
+def test_status_says_when_the_transitions_lag_the_stored_checkpoints(series_store):
+    """A run stopped between storing a checkpoint and deriving: status names the lag (it reads metadata only) and
+    the next derivation closes it."""
+    from flows.cli.status import series_line
+
+    for _ in append_in_order(series_store, 5):
+        pass
+    assert "transitions derived over" not in series_line(series_store, MODEL)
+    store_checkpoint(series_store, revisions()[5], random.Random(3), T0 + timedelta(hours=2))
+    line = series_line(series_store, MODEL)
+    assert "transitions derived over 5 of 6 checkpoints" in line and "`dormant track` derives them" in line
+    tracker.derive_series(TrackRequest(source=MODEL, store=str(series_store), report=False))
+    assert "transitions derived over" not in series_line(series_store, MODEL)
