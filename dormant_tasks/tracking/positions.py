@@ -28,15 +28,15 @@ class TauWarning:
     score_fn: str
     tau: str  # the tau as the warning names it, "tau (score < 0.5, fixed)" ("": the random baseline's)
     marks: str  # what it marks at the reference, "0.00%" ("": nothing set-specific to say)
-    reference: str
+    reference: str  # where it was measured: "the reference checkpoint REV", or the last tracked one when that is not
     advice: str  # what that means and what to do
 
     def detail(self, marks: str | None = None) -> str:
         if not self.tau:
             return ""
         return (
-            f"{self.tau} marks {self.marks if marks is None else marks} of the (input, head) pairs inactive at the "
-            f"reference checkpoint {self.reference}"
+            f"{self.tau} marks {self.marks if marks is None else marks} of the (input, head) pairs inactive at "
+            f"{self.reference}"
         )
 
     def __str__(self) -> str:
@@ -64,11 +64,23 @@ class TauPosition:
 def reference_of(view: SeriesView) -> str:
     """The series' reference checkpoint: the one its quantile taus came from, else the one its taus were fixed
     at; the last checkpoint when that is not tracked."""
+    return next((r for r in _named_references(view) if r in view.revisions), view.revisions[-1])
+
+
+def _named_references(view: SeriesView) -> list[str]:
     rows = read_table(view.store, "taus", model_id=view.model_id).to_pylist()
     rows = [r for r in rows if (r["taus_id"], r["calibration_id"]) == (view.taus_id, view.calibration_id)]
     refs = [r["reference_revision"] for r in rows if r.get("reference_revision")]
-    fixed_at = sorted({r["revision"] for r in rows if r.get("revision")})
-    return next((r for r in [*refs, *fixed_at] if r in view.revisions), view.revisions[-1])
+    return [*refs, *sorted({r["revision"] for r in rows if r.get("revision")})]
+
+
+def measured_at(view: SeriesView, ref: str) -> str:
+    """Where the taus' positions were measured, in words: the reference checkpoint, or the last tracked one when the
+    reference is not among the tracked checkpoints (a run of part of the series: `--steps`, `--max`)."""
+    named = _named_references(view)
+    if not named or ref in named:
+        return f"the reference checkpoint {ref}"
+    return f"the last tracked checkpoint {ref} (the reference, {named[0]}, is not tracked)"
 
 
 def tau_positions(view: SeriesView) -> list[TauPosition]:
@@ -77,6 +89,7 @@ def tau_positions(view: SeriesView) -> list[TauPosition]:
     if not view.revisions:
         return []
     ref = reference_of(view)
+    where = measured_at(view, ref)
     heads = view.head_scores(revisions=[ref], columns=["score_fn", "dormant_rate"]).to_pydict()
     rates: dict[str, list[float]] = {}
     for fn, rate in zip(heads["score_fn"], heads["dormant_rate"]):
@@ -86,7 +99,7 @@ def tau_positions(view: SeriesView) -> list[TauPosition]:
         values = rates.get(fn)
         share = float(np.mean(values)) if values else None
         quantile = None if share is None else share if tau.direction == "<" else 1.0 - share
-        out.append(TauPosition(fn, tau.value, tau.direction, ref, share, quantile, _warning(tau, ref, share)))
+        out.append(TauPosition(fn, tau.value, tau.direction, ref, share, quantile, _warning(tau, where, share)))
     return out
 
 

@@ -40,6 +40,7 @@ def test_tau_positions_are_the_mean_rate_at_the_reference_with_warnings(tmp_path
     assert got["aeqd_ln"].share == pytest.approx(0.9975)
     assert got["lthon_ln"].warning is None
     assert "marks almost nothing" in got["ahon_ln"].warning and "0.00%" in got["ahon_ln"].warning
+    assert f"inactive at the reference checkpoint {last}:" in got["ahon_ln"].warning
     assert "marks almost everything" in got["aeqd_ln"].warning
 
 
@@ -123,3 +124,24 @@ def test_tau_warnings_are_one_line_per_function_across_calibration_sets(tmp_path
     assert ahon.count("ahon_ln marks almost nothing") == 1 and ahon.count("tau (") == 1
     assert aeqd.startswith(f"calibration sets {first} and cal-b: aeqd_ln: tau (score < 0.5, fixed) marks 99.75%")
     assert aeqd.count("marks 99.75%") == 1 and aeqd.count("aeqd_ln marks almost everything") == 1
+
+
+def test_a_reference_that_is_not_tracked_is_named_as_such(tmp_path):
+    """A run of part of a series (`--steps :50`) fixes its quantile taus at the series' last checkpoint, which it
+    does not track: the positions are measured at the last tracked one, and the warning says so rather than
+    calling that one the reference."""
+    from dormant_tasks.store import read_table, write_table
+
+    root = store_with_rates(tmp_path)
+    taus = read_table(root, "taus", model_id=MODEL)
+    far = "stage1-step600-tokens307K"
+    column = taus.schema.get_field_index("reference_revision")
+    taus = taus.set_column(column, taus.schema.field(column), [[far] * taus.num_rows])
+    write_table(root, "taus", taus, file_key=next((root / "taus").rglob("*.parquet")).stem, model_id=MODEL)
+    series = load_series(root, MODEL)
+    got = {p.score_fn: p for p in series_tau_positions(root, series)}
+    last = series.revisions[-1]
+    assert got["lthon_ln"].reference_revision == last and got["lthon_ln"].share == pytest.approx(0.3)
+    assert f"inactive at the last tracked checkpoint {last} (the reference, {far}, is not tracked)" in (
+        got["ahon_ln"].warning
+    )
