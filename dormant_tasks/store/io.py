@@ -50,6 +50,7 @@ from dormant_tasks.store.schema import (
     TABLES,
     CheckpointKey,
     checkpoint_file_key,
+    scores_digest,
     table_schema,
 )
 from dormant_tasks.store.sums import read_sums, recorded_entry, sum_mismatch, write_parquet
@@ -238,8 +239,10 @@ def commit_checkpoint(store, row: dict, head_scores: pa.Table, input_scores: pa.
     key = CheckpointKey(*(row[c] for c in CheckpointKey._fields))
     file_key = checkpoint_file_key(key)
     model_id = row["model_id"]
+    digest = scores_digest(head_scores)
     manifest_row = conform(
-        [{**row, "file_key": file_key, "input_scores_kept": input_scores is not None}], "checkpoints"
+        [{**row, "file_key": file_key, "input_scores_kept": input_scores is not None, "scores_sha256": digest}],
+        "checkpoints",
     )
     row = manifest_row.to_pylist()[0]
     meta = {MANIFEST_ROW_KEY: json.dumps({**row, "analyzed_at": row["analyzed_at"].isoformat()})}

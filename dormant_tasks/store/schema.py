@@ -52,6 +52,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("head_scores_bytes", pa.int64(), nullable=True),
             _f("input_scores_sha256", pa.string(), nullable=True),
             _f("input_scores_bytes", pa.int64(), nullable=True),
+            # sha256 of the result's scores (`head_scores.score` in score_fn, layer, head_index order): two results
+            # with one digest scored identically everywhere (`dormant status`'s second net after the integrity
+            # audit); added within version 4, null: written before (the scores are then read to compare)
+            _f("scores_sha256", pa.string(), nullable=True),
             # per input of the calibration set, its cluster (0, 1, ...: WinoGrande twins, a document, a block of
             # one source file): the input-dependence test permutes whole clusters (findings/dependence.py).
             # Null: every input its own cluster (a user file's lines, MMLU questions, rows written before it)
@@ -317,3 +321,13 @@ NOISY_FLOATS = frozenset({"score", "score_std", "length_slope", "boundary_gap"})
 def derived_file_key(table: str, taus_id: str, calibration_id: str) -> str:
     """The one file of a derived table (transitions, head_histories) per taus and calibration set."""
     return f"{table}-{taus_id}-{calibration_id}"
+
+
+def scores_digest(head_scores: pa.Table) -> str:
+    """The manifest's `scores_sha256` of one result's head_scores rows: sha256 of the `score` column's float64 bytes in
+    (score_fn, layer, head_index) order; the same scores give the same digest whatever the row order."""
+    import hashlib
+
+    t = head_scores.select(["score_fn", "layer", "head_index", "score"])
+    t = t.sort_by([("score_fn", "ascending"), ("layer", "ascending"), ("head_index", "ascending")])
+    return hashlib.sha256(t.column("score").to_numpy().astype("<f8").tobytes()).hexdigest()

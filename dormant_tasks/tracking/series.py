@@ -200,20 +200,16 @@ class SeriesView:
 
     def identical_scores(self) -> list[list[str]]:
         """Groups (series order) of current checkpoints whose stored scores are bit-identical for every head and
-        function: the second net after the audit (a copy it could not see). Reads one column of each result."""
-        t = self.head_scores(columns=["revision", "score_fn", "layer", "head_index", "score"])
-        t = t.sort_by([(c, "ascending") for c in ("revision", "score_fn", "layer", "head_index")])
-        digests: dict[bytes, list[str]] = {}
-        revisions = t.column("revision").to_numpy(zero_copy_only=False)
-        scores = t.column("score").to_numpy()
-        if len(revisions) == 0:
-            return []
-        cuts = [0, *(np.flatnonzero(revisions[1:] != revisions[:-1]) + 1).tolist(), len(revisions)]
-        for a, b in zip(cuts, cuts[1:]):
-            key = hashlib.sha256(scores[a:b].tobytes()).digest()
-            digests.setdefault(key, []).append(str(revisions[a]))
-        order = {r: i for i, r in enumerate(self.revisions)}
-        return [sorted(g, key=order.__getitem__) for g in digests.values() if len(g) > 1]
+        function: the second net after the audit (a copy it could not see). From each manifest row's
+        `scores_sha256`; a row written before it has its result's scores read and hashed the same way."""
+        digests: dict[str, list[str]] = {}
+        older = [c["revision"] for c in self.checkpoints if not c.get("scores_sha256")]
+        computed = _older_digests(self, older) if older else {}
+        for c in self.checkpoints:
+            digest = c.get("scores_sha256") or computed.get(c["revision"])
+            if digest:
+                digests.setdefault(digest, []).append(c["revision"])
+        return [g for g in digests.values() if len(g) > 1]  # self.checkpoints are in series order
 
     def mask(self, revision: str, score_fn: str) -> tuple[frozenset[tuple[int, int]], float]:
         """The dormant (layer, head_index) set and tau of `score_fn` at a current checkpoint."""
@@ -232,6 +228,28 @@ class SeriesView:
         dormant = heads.filter(heads.column("dormant"))
         pairs = zip(dormant.column("layer").to_pylist(), dormant.column("head_index").to_pylist())
         return frozenset(pairs), self.taus[score_fn].value
+
+
+def _older_digests(view: SeriesView, older: list[str]) -> dict[str, str]:
+    """`store.scores_digest` of each of `older` (revisions whose manifest rows predate `scores_sha256`), from one
+    read of their scores, sorted once on integer keys (the scores of 1,000 results: seconds, not a sort per result)."""
+    t = view.head_scores(revisions=older, columns=["revision", "score_fn", "layer", "head_index", "score"])
+    if not t.num_rows:
+        return {}
+    rev = np.asarray(pc.index_in(t.column("revision"), value_set=pa.array(older, pa.string())), np.int64)
+    fn = t.column("score_fn").combine_chunks().dictionary_encode()
+    names = fn.dictionary.to_pylist()
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    codes = rank[fn.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
+    layer, head = (np.asarray(t.column(c), np.int64) for c in ("layer", "head_index"))
+    order = np.lexsort((head, layer, codes, rev))
+    rev, score = rev[order], t.column("score").to_numpy()[order].astype("<f8")
+    cuts = np.flatnonzero(np.diff(rev)) + 1
+    out = {}
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(rev)]):
+        out[older[int(rev[a])]] = hashlib.sha256(score[a:b].tobytes()).hexdigest()
+    return out
 
 
 def architecture(checkpoint: dict) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 
+import pyarrow as pa
 import pytest
 
 from dormant_tasks import tracking as tracker
@@ -81,7 +82,23 @@ def test_a_store_that_scored_the_copy_sets_it_aside_and_derives_the_transitions_
     view = SeriesView.open(store, "copied")
     assert COPY in view.revisions  # kept, marked
     assert [r["kept"] for r in tracker.set_aside_checkpoints(store, "copied")] == [True]
-    # the second net: its scores are bit-identical to step 10's
+    # the second net: its scores are bit-identical to step 10's, from the manifest's digests alone
+    def unread(*a, **k):
+        raise AssertionError("the scores were read")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SeriesView, "head_scores", unread)
+        assert view.identical_scores() == [[NAMES[1], COPY]]
+    # rows written before the digest: the scores read and hashed alike
+    from dormant_tasks.store import manifest_path, read_table, write_manifest
+
+    manifest = read_table(store, "checkpoints", model_id="copied", dedupe=False)
+    i = manifest.schema.get_field_index("scores_sha256")
+    older = manifest.set_column(i, manifest.schema.field(i), pa.nulls(manifest.num_rows, pa.string()))
+    write_manifest(store, "copied", older)
+    assert manifest_path(store, "copied").is_file()
+    view = SeriesView.open(store, "copied")
+    assert all(c["scores_sha256"] is None for c in view.checkpoints)
     assert view.identical_scores() == [[NAMES[1], COPY]]
     assert any(COPY in (t[3], t[4]) for t in transitions(store, "copied"))
     # as before the audit: the store holds the copy and no record of it
