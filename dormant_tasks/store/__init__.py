@@ -81,8 +81,8 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         SCHEMAS as SCHEMAS,
         CheckpointKey as CheckpointKey,
         checkpoint_file_key as checkpoint_file_key,
-        scores_digest as scores_digest,
         derived_file_key as derived_file_key,
+        scores_digest as scores_digest,
     )
     from dormant_tasks.store.upgrade import (
         DERIVED as DERIVED,
