@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         derived_lag as derived_lag,
         fdr_rule as fdr_rule,
         rederive as rederive,
+        transition_counts as transition_counts,
     )
     from dormant_tasks.tracking.dry_run import (
         DryRun as DryRun,

@@ -183,6 +183,19 @@ def derive_set(
     return _summary(view, trans)
 
 
+def transition_counts(view: SeriesView) -> dict[str, int]:
+    """The stored mask changes per function of a view's current checkpoints ({} when none are stored): from the
+    files' metadata (`dormant.counts`) when they keep it and every row is of a current checkpoint, else counted."""
+    try:
+        meta = transitions_metadata(view)
+    except StoreError:
+        meta = {}
+    counts = stored_counts(meta)
+    if counts is not None and set(json.loads(meta.get(PAIRS_KEY, "[]"))) == set(series_pairs(view)[1]):
+        return {f: n for f, n in counts.items() if n}
+    return counts_of(view.stored_transitions())
+
+
 def derived_lag(view: SeriesView) -> tuple[int, int] | None:
     """(checkpoints the stored transitions were derived over, the view's current checkpoints) when the stored
     pairs are not the current ones (a run stopped between storing checkpoints and deriving: the next `dormant

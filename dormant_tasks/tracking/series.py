@@ -246,7 +246,9 @@ def _older_digests(view: SeriesView, older: list[str]) -> dict[str, str]:
     rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
     codes = rank[fn.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
     layer, head = (np.asarray(t.column(c), np.int64) for c in ("layer", "head_index"))
-    order = np.lexsort((head, layer, codes, rev))
+    width = [len(names), int(layer.max()) + 1, int(head.max()) + 1]
+    key = ((rev * width[0] + codes) * width[1] + layer) * width[2] + head  # one int64 key: a single sort
+    order = np.argsort(key, kind="stable")
     rev, score = rev[order], t.column("score").to_numpy()[order].astype("<f8")
     cuts = np.flatnonzero(np.diff(rev)) + 1
     out = {}

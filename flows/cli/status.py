@@ -139,11 +139,13 @@ def _set_parts(view) -> list[str]:
         pct = {r: [d for rr, d in zip(heads["revision"], heads["dormant"]) if rr == r] for r in ends}
         first, last = (100 * sum(pct[r]) / max(len(pct[r]), 1) for r in ends)
         parts.append(f"{MAIN_FN} dormant {first:.1f}% -> {last:.1f}%")
-    from dormant_tasks.tracking import fdr_rule
+    import pyarrow.compute as pc
 
-    trans = view.stored_transitions().to_pydict()  # the counts, never the decision: status stays flat in the series
-    fns = trans["score_fn"]
-    if not fns and len(view.checkpoints) > 1 and not _derived(view):
+    from dormant_tasks.tracking import fdr_rule, transition_counts
+
+    # the counts, never the decision: the functions' counts from the files' metadata, MAIN_FN's rows counted in Arrow
+    by_fn = transition_counts(view)
+    if not by_fn and len(view.checkpoints) > 1 and not _derived(view):
         parts.append("transitions not derived yet (an interrupted run: `dormant track` derives them)")
         return parts
     from dormant_tasks.tracking import derived_lag
@@ -156,17 +158,17 @@ def _set_parts(view) -> list[str]:
         )
     # every number of one function (the other functions' counts mix in quantile-tau artefacts): MAIN_FN's, with
     # the whole series' count said as such
-    main = [i for i, f in enumerate(fns) if f == MAIN_FN]
-    confident, blips = sum(trans["confident"][i] is True for i in main), sum(trans["blip"][i] is True for i in main)
+    main = view.stored_transitions([MAIN_FN])
+    confident, blips = (int(pc.sum(pc.fill_null(main.column(c), False)).as_py() or 0) for c in ("confident", "blip"))
     last = view.checkpoints[-1] if view.checkpoints else {}
     n_heads = int(last.get("n_layers") or 0) * int(last.get("n_heads") or 0)
     rule = confidence_rule(fdr_rule(view.store, view.model_id, view), n_heads)
-    n_fns = len(view.taus) or len(set(fns))
+    n_fns = len(view.taus) or len(by_fn)
     # an append leaves the decision over the whole series pending; the next read of the transitions takes it
     sure = PENDING_NOTE if view.decision_pending() else f"{confident} confident at {rule}"
     parts.append(
-        f"{MAIN_FN} transitions {len(main)} ({sure}, {plural(blips, 'blip')}); "
-        f"{plural(len(fns), 'transition')} over all {plural(n_fns, 'function')}"
+        f"{MAIN_FN} transitions {main.num_rows} ({sure}, {plural(blips, 'blip')}); "
+        f"{plural(sum(by_fn.values()), 'transition')} over all {plural(n_fns, 'function')}"
     )
     return parts
 
