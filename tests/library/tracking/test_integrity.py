@@ -82,6 +82,7 @@ def test_a_store_that_scored_the_copy_sets_it_aside_and_derives_the_transitions_
     view = SeriesView.open(store, "copied")
     assert COPY in view.revisions  # kept, marked
     assert [r["kept"] for r in tracker.set_aside_checkpoints(store, "copied")] == [True]
+
     # the second net: its scores are bit-identical to step 10's, from the manifest's digests alone
     def unread(*a, **k):
         raise AssertionError("the scores were read")
