@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from dormant_tasks.errors import StoreError
 from dormant_tasks.hashing import sha256_file
@@ -47,7 +48,7 @@ from dormant_tasks.store.io import (
 from dormant_tasks.store.layout import data_files, linked_entries, series_dir, store_folder
 from dormant_tasks.store.lock import hold_series
 from dormant_tasks.store.parts import GENERATION_KEY, PARTS, all_parts, delete_parts, stale_parts
-from dormant_tasks.store.schema import MANIFEST_ROW_KEY, RESULT_TABLES, TABLES
+from dormant_tasks.store.schema import MANIFEST_ROW_KEY, RESULT_TABLES, TABLES, scores_digest
 from dormant_tasks.store.sums import (
     SUMS,
     read_sums,
@@ -79,6 +80,7 @@ class RepairResult:
     quarantined: list[tuple[Damage, Path]] = field(default_factory=list)  # damaged files and where they went
     bytes_freed: int = 0
     summed: int = 0  # whole files whose checksum was recorded (written before the store kept them)
+    digested: int = 0  # results whose scores digest was recorded (`scores_sha256`: rows written before it)
     links: list[Path] = field(default_factory=list)  # symbolic links found there, left alone (never followed)
 
 
@@ -215,6 +217,23 @@ def _record_missing_sums(root: Path, series: str, result: RepairResult) -> None:
         write_manifest(root, series, manifest)
 
 
+def _record_missing_digests(root: Path, series: str, result: RepairResult) -> None:
+    """`scores_sha256` for the manifest rows written before it, from their head_scores files (found whole just
+    before): status's second net then reads the manifest alone."""
+    manifest = read_manifest(root, series)
+    digests = manifest.column("scores_sha256").to_pylist()
+    if all(digests):
+        return
+    folder = root / "head_scores" / f"series={series_slug(series)}"
+    for i, key in enumerate(manifest.column("file_key").to_pylist()):
+        path = folder / f"{key}.parquet"
+        if digests[i] is None and path.is_file():
+            digests[i] = scores_digest(pq.read_table(path, columns=["score_fn", "layer", "head_index", "score"]))
+            result.digested += 1
+    i = manifest.schema.get_field_index("scores_sha256")
+    write_manifest(root, series, manifest.set_column(i, manifest.schema.field(i), pa.array(digests, pa.string())))
+
+
 def _quarantine(root: Path, damage: list[Damage], result: RepairResult) -> None:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     for d in damage:
@@ -296,6 +315,7 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
             result.orphans += [p for folder in stale for p in sorted(folder.glob("*.parquet"))]
             result.bytes_freed += sum(p.stat().st_size for folder in stale for p in folder.glob("*.parquet"))
             delete_parts(root, series, stale)
+            _record_missing_digests(root, series, result)
             _record_missing_sums(root, series, result)  # a damaged record was moved aside: every file's again
             result.links += store_links(root, series)
     return result

@@ -156,6 +156,8 @@ def run_repair(args: argparse.Namespace) -> int:
                 f"{series}: set aside {len(names)} stored duplicate{'s' if len(names) != 1 else ''} of another step "
                 f"({', '.join(names)}): transitions derived again without them"
             )
+    if r.digested:
+        print(f"recorded the scores digest of {r.digested} results stored before it (`dormant status` compares them)")
     if r.summed:
         print(f"recorded the checksums of {r.summed} whole files that had none (written before the store kept them)")
     if not (r.rebuilt or r.dropped or r.unkept or r.orphans or r.quarantined or any(duplicates.values())):

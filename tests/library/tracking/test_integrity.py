@@ -101,6 +101,13 @@ def test_a_store_that_scored_the_copy_sets_it_aside_and_derives_the_transitions_
     view = SeriesView.open(store, "copied")
     assert all(c["scores_sha256"] is None for c in view.checkpoints)
     assert view.identical_scores() == [[NAMES[1], COPY]]
+    # `store repair` records them, the same digests a commit writes
+    from dormant_tasks.store import repair_store
+
+    assert repair_store(store, "copied").digested == manifest.num_rows
+    again = read_table(store, "checkpoints", model_id="copied", dedupe=False)
+    assert again.column("scores_sha256").to_pylist() == manifest.column("scores_sha256").to_pylist()
+    assert repair_store(store, "copied").digested == 0
     assert any(COPY in (t[3], t[4]) for t in transitions(store, "copied"))
     # as before the audit: the store holds the copy and no record of it
     from dormant_tasks.store import write_table
