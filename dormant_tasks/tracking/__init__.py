@@ -46,8 +46,8 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         derive_series as derive_series,
         derived_lag as derived_lag,
         fdr_rule as fdr_rule,
+        mask_change_counts as mask_change_counts,
         rederive as rederive,
-        transition_counts as transition_counts,
     )
     from dormant_tasks.tracking.dry_run import (
         DryRun as DryRun,

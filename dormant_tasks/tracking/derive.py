@@ -183,7 +183,7 @@ def derive_set(
     return _summary(view, trans)
 
 
-def transition_counts(view: SeriesView) -> dict[str, int]:
+def mask_change_counts(view: SeriesView) -> dict[str, int]:
     """The stored mask changes per function of a view's current checkpoints ({} when none are stored): from the
     files' metadata (`dormant.counts`) when they keep it and every row is of a current checkpoint, else counted."""
     try:
