@@ -382,7 +382,7 @@ def check_sums(root: Path, files: list[Path]) -> None:
     whole): a damaged_error when one differs from the checksum its write recorded (`store.sums`)."""
     recorded: dict[str, dict] = {}
     for path in files:
-        slug = path.parent.name
+        slug = Path(path).relative_to(root).parts[1]  # <table>/series=<slug>/...: a file or a derived file's part
         if slug not in recorded:
             recorded[slug] = read_sums(root, model_id_of_slug(slug.removeprefix("series=")))
         reason = sum_mismatch(path, recorded_entry(root, recorded[slug], path))

@@ -25,15 +25,15 @@ from dormant_tasks.store.io import (
     _filter_expression,
     _read_failure,
     _series_of,
+    check_sums,
     conform,
-    damaged_error,
     parquet_options,
     read_files,
     refuse_links,
 )
 from dormant_tasks.store.layout import PARTS, _is_data_file, safe_file_key, series_dir, store_folder
 from dormant_tasks.store.schema import table_schema
-from dormant_tasks.store.sums import forget_sums, read_sums, recorded_entry, sum_mismatch, write_parquet
+from dormant_tasks.store.sums import forget_sums, write_parquet
 
 GENERATION_KEY = "dormant.generation"  # a base's metadata: the token its parts name (absent: it has none)
 
@@ -101,26 +101,16 @@ def write_part(
     return final
 
 
-def check_parts(store, model_id: str, paths: list[Path]) -> None:
-    """A damaged_error when a part differs from the checksum its write recorded (`store.sums`)."""
-    root = store_folder(store)
-    sums = read_sums(root, model_id)
-    for path in paths:
-        reason = sum_mismatch(path, recorded_entry(root, sums, path))
-        if reason is not None:
-            raise damaged_error(path, reason)
-
-
-def read_parts(store, table: str, model_id: str, paths: list[Path], filters=None, columns=None) -> pa.Table:
+def read_parts(store, table: str, paths: list[Path], filters=None, columns=None) -> pa.Table:
     """The rows of some parts (checked), as `read_table` reads the table's files."""
-    check_parts(store, model_id, paths)
+    check_sums(store_folder(store), paths)
     schema = table_schema(table)
     return read_files(paths, schema, _filter_expression(filters, schema), columns)
 
 
-def part_metadata(store, model_id: str, path: Path) -> dict[str, str]:
+def part_metadata(store, path: Path) -> dict[str, str]:
     """A part's own metadata (its pairs, its counts): read from its footer, checked against its recorded sum."""
-    check_parts(store, model_id, [path])
+    check_sums(store_folder(store), [path])
     try:
         meta = pq.read_schema(path).metadata or {}
     except (OSError, pa.ArrowException) as e:

@@ -224,7 +224,7 @@ def _record_missing_digests(root: Path, series: str, result: RepairResult) -> No
     digests = manifest.column("scores_sha256").to_pylist()
     if all(digests):
         return
-    folder = root / "head_scores" / f"series={series_slug(series)}"
+    folder = series_dir(root, "head_scores", series)
     for i, key in enumerate(manifest.column("file_key").to_pylist()):
         path = folder / f"{key}.parquet"
         if digests[i] is None and path.is_file():
@@ -312,8 +312,9 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
             _delete([p for k, p in heads.items() if k not in named], result)
             _delete([p for k, p in inputs.items() if k not in named_inputs], result)
             stale = _stale_parts(root, series)  # parts no base names: left by a killed writer
-            result.orphans += [p for folder in stale for p in sorted(folder.glob("*.parquet"))]
-            result.bytes_freed += sum(p.stat().st_size for folder in stale for p in folder.glob("*.parquet"))
+            files = [p for folder in stale for p in sorted(folder.glob("*.parquet"))]
+            result.orphans += files
+            result.bytes_freed += sum(p.stat().st_size for p in files)
             delete_parts(root, series, stale)
             _record_missing_digests(root, series, result)
             _record_missing_sums(root, series, result)  # a damaged record was moved aside: every file's again

@@ -31,6 +31,7 @@ from dormant_tasks.tracking.transition_files import (
     DECISION_KEY,
     PAIRS_KEY,
     PENDING,
+    added_counts,
     append_part,
     can_append,
     counts_of,
@@ -130,10 +131,8 @@ def derive_set(
     same_rule = stored.get(FDR_KEY) == fdr_record(fdr, method)  # else `confident` is decided again
     if stored.get(PAIRS_KEY) == recorded and histories.get(PAIRS_KEY) == recorded and same_rule:
         counts = stored_counts(stored)
-        if counts is not None:
-            return SeriesSummary(len(view.checkpoints), sum(counts.values()), counts, view.n_stale)
         try:
-            return _summary(view, view.stored_transitions())
+            return _summary(view, counts if counts is not None else counts_of(view.stored_transitions()))
         except StoreError:  # metadata readable, pages damaged: derived again below
             stored = {}
     old_pairs = set(json.loads(stored[PAIRS_KEY])) if PAIRS_KEY in stored else None
@@ -150,11 +149,9 @@ def derive_set(
                 append_part(view, rows, sorted(new_pairs), {DERIVED_BY_KEY: __version__, FDR_KEY: stored[FDR_KEY]})
                 write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
             counts = stored_counts(stored)
-            if counts is None:
-                return _summary(view, view.stored_transitions())
-            added = counts_of(rows)
-            counts = {f: counts.get(f, 0) + added.get(f, 0) for f in counts | added}
-            return SeriesSummary(len(view.checkpoints), sum(counts.values()), counts, view.n_stale)
+            if counts is None:  # a base that keeps no counts: counted, with the part just written
+                return _summary(view, counts_of(view.stored_transitions()))
+            return _summary(view, added_counts(counts, counts_of(rows)))
         try:
             old = view.stored_transitions()
         except StoreError:  # damaged: the whole series is derived again
@@ -180,18 +177,15 @@ def derive_set(
         write_whole(view, trans, meta | {FDR_KEY: fdr_record(fdr, method)} | pending)
         write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
         drop_legacy_derived(store, model_id, view.taus_id)
-    return _summary(view, trans)
+    return _summary(view, counts_of(trans))
 
 
 def mask_change_counts(view: SeriesView) -> dict[str, int]:
     """The stored mask changes per function of a view's current checkpoints ({} when none are stored): from the
     files' metadata (`dormant.counts`) when they keep it and every row is of a current checkpoint, else counted."""
-    try:
-        meta = transitions_metadata(view)
-    except StoreError:
-        meta = {}
+    meta, current = _stored_record(view)
     counts = stored_counts(meta)
-    if counts is not None and set(json.loads(meta.get(PAIRS_KEY, "[]"))) == set(series_pairs(view)[1]):
+    if counts is not None and current:
         return {f: n for f, n in counts.items() if n}
     return counts_of(view.stored_transitions())
 
@@ -200,15 +194,20 @@ def derived_lag(view: SeriesView) -> tuple[int, int] | None:
     """(checkpoints the stored transitions were derived over, the view's current checkpoints) when the stored
     pairs are not the current ones (a run stopped between storing checkpoints and deriving: the next `dormant
     track` derives the rest); None when they are current, or there are none to compare. Reads metadata only."""
-    try:
-        meta = transitions_metadata(view)
-    except StoreError:  # damaged: status names it through its checks
-        return None
-    if not meta or len(view.checkpoints) < 2:
-        return None
-    if set(json.loads(meta.get(PAIRS_KEY, "[]"))) == set(series_pairs(view)[1]):
+    meta, current = _stored_record(view)
+    if not meta or current or len(view.checkpoints) < 2:
         return None
     return len(derived_revisions(view, meta)), len(view.checkpoints)
+
+
+def _stored_record(view: SeriesView) -> tuple[dict[str, str], bool]:
+    """The stored transitions' record ({} when unreadable: status names damage through its checks) and whether its
+    pairs are the view's current ones."""
+    try:
+        meta = transitions_metadata(view)
+    except StoreError:
+        return {}, False
+    return meta, set(json.loads(meta.get(PAIRS_KEY, "[]"))) == set(series_pairs(view)[1])
 
 
 def _transitions_record(view: SeriesView) -> dict[str, str]:
@@ -317,5 +316,5 @@ def _of_pairs(trans: pa.Table, revisions: list[str], kept: list[tuple[str, str]]
     return np.isin(a * len(revisions) + b, want) & (a >= 0) & (b >= 0)
 
 
-def _summary(view: SeriesView, trans: pa.Table) -> SeriesSummary:
-    return SeriesSummary(len(view.checkpoints), trans.num_rows, counts_of(trans), view.n_stale)
+def _summary(view: SeriesView, counts: dict[str, int]) -> SeriesSummary:
+    return SeriesSummary(len(view.checkpoints), sum(counts.values()), counts, view.n_stale)

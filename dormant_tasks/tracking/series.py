@@ -27,7 +27,7 @@ from dormant_tasks.errors import StoreError, did_you_mean
 from dormant_tasks.store import check_result_files, is_store, list_models, read_table, series_files, store_folder
 from dormant_tasks.tracking.decision import decide_pending, is_pending
 from dormant_tasks.tracking.masks import Tau
-from dormant_tasks.tracking.transition_files import read_transitions, transitions_metadata
+from dormant_tasks.tracking.transition_files import read_transitions, sorted_codes, transitions_metadata
 from dormant_tasks.tracking.transitions import DormantMatrix, dormant_matrices
 
 
@@ -240,13 +240,9 @@ def _older_digests(view: SeriesView, older: list[str]) -> dict[str, str]:
     if not t.num_rows:
         return {}
     rev = np.asarray(pc.index_in(t.column("revision"), value_set=pa.array(older, pa.string())), np.int64)
-    fn = t.column("score_fn").combine_chunks().dictionary_encode()
-    names = fn.dictionary.to_pylist()
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
-    codes = rank[fn.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
+    codes, n_fns = sorted_codes(t.column("score_fn"))
     layer, head = (np.asarray(t.column(c), np.int64) for c in ("layer", "head_index"))
-    width = [len(names), int(layer.max()) + 1, int(head.max()) + 1]
+    width = [n_fns, int(layer.max()) + 1, int(head.max()) + 1]
     key = ((rev * width[0] + codes) * width[1] + layer) * width[2] + head  # one int64 key: a single sort
     order = np.argsort(key, kind="stable")
     rev, score = rev[order], t.column("score").to_numpy()[order].astype("<f8")

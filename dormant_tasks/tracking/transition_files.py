@@ -66,12 +66,10 @@ def transitions_metadata(view) -> dict[str, str]:
     pairs = set(json.loads(base.get(PAIRS_KEY, "[]")))
     counts = stored_counts(base)
     for path in parts:
-        meta = part_metadata(view.store, view.model_id, path)
+        meta = part_metadata(view.store, path)
         pairs |= set(json.loads(meta.get(PAIRS_KEY, "[]")))
         more = stored_counts(meta)
-        counts = (
-            None if counts is None or more is None else {f: counts.get(f, 0) + more.get(f, 0) for f in counts | more}
-        )
+        counts = None if counts is None or more is None else added_counts(counts, more)
     record = base | {PAIRS_KEY: json.dumps(sorted(pairs)), DECISION_KEY: PENDING, PARTS_KEY: str(len(parts))}
     if counts is None:
         record.pop(COUNTS_KEY, None)
@@ -94,7 +92,7 @@ def read_transitions(view, score_fns=None) -> pa.Table:
         if not parts:
             return t
         try:
-            rows = read_parts(view.store, "transitions", view.model_id, parts, filters)
+            rows = read_parts(view.store, "transitions", parts, filters)
         except StoreError:
             if all(p.is_file() for p in parts):
                 raise
@@ -115,6 +113,11 @@ def counts_of(trans: pa.Table) -> dict[str, int]:
         return {}
     counts = pc.value_counts(trans.column("score_fn"))
     return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
+
+
+def added_counts(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """Rows per function of two files together."""
+    return {f: a.get(f, 0) + b.get(f, 0) for f in a | b}
 
 
 def counts_json(counts: dict[str, int]) -> str:
@@ -170,23 +173,29 @@ def in_series_order(trans: pa.Table, revisions: list[str]) -> pa.Table:
     order where there are few (an append: per function its stored rows, then the new ones) instead of moving every
     row: the same table, at the cost of a copy rather than a gather of each column."""
     to_rank = pc.index_in(trans.column("to_revision"), value_set=pa.array(revisions, pa.string()))
-    fn = trans.column("score_fn").combine_chunks().dictionary_encode()
-    names = fn.dictionary.to_pylist()
-    fn_rank = np.empty(len(names), dtype=np.int64)  # a function's code -> its name's place in sorted order
-    fn_rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    fn_code, n_fns = sorted_codes(trans.column("score_fn"))  # [row] its function's place in sorted order
     layer, head = (np.asarray(trans.column(c), dtype=np.int64) for c in ("layer", "head_index"))
-    radix = [len(names), len(revisions), int(layer.max(initial=0)) + 1, int(head.max(initial=0)) + 1]
+    radix = [n_fns, len(revisions), int(layer.max(initial=0)) + 1, int(head.max(initial=0)) + 1]
     if to_rank.null_count or min(layer.min(initial=0), head.min(initial=0)) < 0 or np.prod(radix, dtype=float) >= 2**62:
         keyed = trans.append_column("_rank", to_rank)  # a revision outside the series, or keys too wide: Arrow's sort
         keyed = keyed.sort_by(
             [("score_fn", "ascending"), ("_rank", "ascending"), ("layer", "ascending"), ("head_index", "ascending")]
         )
         return keyed.drop_columns(["_rank"])
-    codes = fn.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    key = ((fn_rank[codes] * radix[1] + np.asarray(to_rank, np.int64)) * radix[2] + layer) * radix[3] + head
+    key = ((fn_code * radix[1] + np.asarray(to_rank, np.int64)) * radix[2] + layer) * radix[3] + head
     order = np.argsort(key, kind="stable")
     starts = np.flatnonzero(np.diff(order, prepend=-2) != 1)  # where a run of consecutive stored rows begins
     if len(starts) > 64 + trans.num_rows // 1024:
         return trans.take(order)
     ends = np.append(starts[1:], len(order))
     return pa.concat_tables([trans.slice(int(order[a]), int(b - a)) for a, b in zip(starts, ends)] or [trans])
+
+
+def sorted_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """[row] int64 codes ranked as the strings sort (code k: the k-th distinct value in sorted order), and how many
+    distinct values: a string column as an integer sort key."""
+    encoded = column.combine_chunks().dictionary_encode()
+    names = encoded.dictionary.to_pylist()
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    return rank[encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)], len(names)

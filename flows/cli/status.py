@@ -141,15 +141,13 @@ def _set_parts(view) -> list[str]:
         parts.append(f"{MAIN_FN} dormant {first:.1f}% -> {last:.1f}%")
     import pyarrow.compute as pc
 
-    from dormant_tasks.tracking import fdr_rule, mask_change_counts
+    from dormant_tasks.tracking import derived_lag, fdr_rule, mask_change_counts
 
     # the counts, never the decision: the functions' counts from the files' metadata, MAIN_FN's rows counted in Arrow
     by_fn = mask_change_counts(view)
     if not by_fn and len(view.checkpoints) > 1 and not _derived(view):
         parts.append("transitions not derived yet (an interrupted run: `dormant track` derives them)")
         return parts
-    from dormant_tasks.tracking import derived_lag
-
     lag = derived_lag(view)
     if lag is not None:
         parts.append(
