@@ -47,6 +47,7 @@ from dormant_tasks.statistics import (
     FDR_METHODS,
     POISSON,
     RESAMPLES,
+    ClusterReach,
     Estimate,
     Resampling,
     Share,
@@ -131,6 +132,9 @@ class Transitions:
     interval_confident: np.ndarray  # int64 [interval]: confident transitions located in it
     interval_other: np.ndarray  # int64 [interval]: the other mask changes
     resolution: ChangeResolution | None = None  # which confident transitions are resolved to adjacent checkpoints
+    # whether the inputs' clusters let any state be confident at these heads (`statistics.cluster_reach`); its
+    # `message()` goes beside every confident count. None: not decided from clusters (counts only)
+    reach: ClusterReach | None = None
 
 
 @dataclass(frozen=True)
@@ -367,6 +371,7 @@ def transition_findings(
         sure_per.astype(np.int64),
         (all_per - sure_per).astype(np.int64),
         None if resolution is None else change_resolution(transitions, confident, resolution),
+        st.reach if st is not None else None,
     )
 
 

@@ -387,7 +387,8 @@ def _transitions_line(f: Findings) -> str:
         return f"2. **Transitions.** {too_few}"
     return (
         f"2. **Transitions.** {plural(t.n_transitions, 'change')} of the mask ({t.fell_dormant} fell dormant, "
-        f"{t.woke} woke); {plural(t.n_confident, 'confident transition')}, from a confident state to the opposite "
+        f"{t.woke} woke); {plural(t.n_confident, 'confident transition')}{_reach_note(t)}, from a confident state to "
+        "the opposite "
         f"one ({t.correction}: {plural(t.n_selected, 'head')}; a state is confident when its p over the head's "
         f"checkpoints (null: its dormant rate never crosses 0.5; whole clusters of inputs resampled) is <= "
         f"{t.state_level:.2g}, the level that correction sets; "
@@ -399,6 +400,13 @@ def _transitions_line(f: Findings) -> str:
         f"{_pct(t.confidently_changed)}; with two or more: {t.confidently_more_than_once}. {_rates(f)} Per interval: "
         f"{_interval_list(t) or 'none'}.{_resolution_note(t.resolution)}"
     )
+
+
+def _reach_note(t) -> str:
+    """Beside a count of confident transitions: when the inputs' clusters cannot carry a confident state (or only
+    once enough heads change), say so, so that 0 reads as what the design allows (`statistics.cluster_reach`)."""
+    note = t.reach.message() if t.reach is not None else None
+    return f" ({note})" if note else ""
 
 
 def _censored_note(e) -> str:

@@ -54,6 +54,12 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         scaled as scaled,
         share_estimate as share_estimate,
     )
+    from dormant_tasks.statistics.reachable import (
+        ClusterReach as ClusterReach,
+        cluster_reach as cluster_reach,
+        cluster_sizes as cluster_sizes,
+        largest_z as largest_z,
+    )
     from dormant_tasks.statistics.states import (
         ACTIVE as ACTIVE,
         DORMANT as DORMANT,

@@ -47,6 +47,7 @@ import numpy as np
 from scipy import special
 
 from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, SEED, STATE_SAMPLES
+from dormant_tasks.statistics.reachable import ClusterReach, cluster_reach, cluster_sizes, harmonic
 
 NODE_STEP = 0.5
 NODES = np.arange(1.0, 8.0 + NODE_STEP / 2, NODE_STEP)  # where the tail is estimated, then interpolated between
@@ -66,6 +67,7 @@ class StateDecision:
     method: str  # "bh" or "by"
     fdr: float
     n_clusters: int  # the units behind every test
+    reach: ClusterReach  # whether the clusters let any state be confident at these heads (`cluster_reach`)
 
     @property
     def n_selected(self) -> int:
@@ -90,7 +92,7 @@ def decide_states(
     compared with (-1: none), checkpoints in series order. `samples` importance samples per head and `seed` fix
     the tail's Monte Carlo; the same arguments give the same decision.
     """
-    from dormant_tasks.statistics.states import fdr_qvalues, harmonic
+    from dormant_tasks.statistics.states import fdr_qvalues
 
     x = np.asarray(inactive, dtype=bool)
     if x.ndim != 3:
@@ -117,9 +119,11 @@ def decide_states(
         level /= harmonic(n_heads)
     sure = state_p <= level
     state = np.where(sure & (z > 0), 1, np.where(sure & (z < 0), -1, 0)).astype(np.int8)
+    sizes = cluster_sizes(labels)
     return StateDecision(
-        state, z, state_p, head_p, head_q, float(level), method, float(fdr), int(np.unique(labels).size)
-    )
+        state, z, state_p, head_p, head_q, float(level), method, float(fdr), int(sizes.size),
+        cluster_reach(sizes, n_heads, fdr, method),
+    )  # fmt: skip
 
 
 def cluster_deviations(inactive: np.ndarray, labels: np.ndarray) -> np.ndarray:

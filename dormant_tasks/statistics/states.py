@@ -31,6 +31,7 @@ import numpy as np
 from scipy import stats
 
 from dormant_tasks.statistics.defaults import FDR_METHODS
+from dormant_tasks.statistics.reachable import ClusterReach, harmonic
 
 DORMANT, UNDETERMINED, ACTIVE = 1, 0, -1
 
@@ -60,10 +61,6 @@ def fdr_qvalues(p, method: str = "bh", m: int | None = None) -> np.ndarray:
     return bh_qvalues(p, m, method)
 
 
-def harmonic(m: int) -> float:
-    return float(np.sum(1.0 / np.arange(1, m + 1))) if m > 0 else 1.0
-
-
 @dataclass(frozen=True)
 class StateTransitions:
     """The confident states and transitions of one function's heads over one series (`state_transitions`)."""
@@ -81,6 +78,8 @@ class StateTransitions:
     at: np.ndarray  # int64 [transition] where it is located: the checkpoint the mask changes into
     to_dormant: np.ndarray  # bool [transition]
     p: np.ndarray  # [transition] max of the two states' p-values (the intersection-union test of both states)
+    reach: ClusterReach | None = None  # whether the inputs' clusters let any state be confident (None: not decided
+    # from clusters: `state_transitions` on counts)
 
     @property
     def n_selected(self) -> int:

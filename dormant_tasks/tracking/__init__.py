@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         failed_checkpoints as failed_checkpoints,
         record_failure as record_failure,
     )
+    from dormant_tasks.tracking.indicators import input_clusters as input_clusters
     from dormant_tasks.tracking.integrity import (
         SET_ASIDE_TABLE as SET_ASIDE_TABLE,
         record_audit as record_audit,

@@ -163,12 +163,26 @@ def _set_parts(view) -> list[str]:
     rule = confidence_rule(fdr_rule(view.store, view.model_id, view), n_heads)
     n_fns = len(view.taus) or len(by_fn)
     # an append leaves the decision over the whole series pending; the next read of the transitions takes it
-    sure = PENDING_NOTE if view.decision_pending() else f"{confident} confident at {rule}"
+    sure = PENDING_NOTE if view.decision_pending() else f"{confident} confident at {rule}{reach_note(view, n_heads)}"
     parts.append(
         f"{MAIN_FN} transitions {main.num_rows} ({sure}, {plural(blips, 'blip')}); "
         f"{plural(sum(by_fn.values()), 'transition')} over all {plural(n_fns, 'function')}"
     )
     return parts
+
+
+def reach_note(view, n_heads: int) -> str:
+    """ "; no state can be confident with these clusters at N heads ..." when the stored clusters of the inputs cannot
+    carry a confident state (or only once several heads change): `statistics.cluster_reach`, from their sizes."""
+    from dormant_tasks.statistics import FDR, FDR_METHOD, cluster_reach, cluster_sizes
+    from dormant_tasks.tracking import fdr_rule, input_clusters
+
+    labels = input_clusters(view.checkpoints_table(), view.model_id)
+    if labels is None or not n_heads:
+        return ""
+    fdr, method = fdr_rule(view.store, view.model_id, view) or (FDR, FDR_METHOD)
+    note = cluster_reach(cluster_sizes(labels), n_heads, fdr, method).message()
+    return f"; {note}" if note else ""
 
 
 def _derived(view) -> bool:
