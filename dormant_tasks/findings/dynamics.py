@@ -49,9 +49,12 @@ from dormant_tasks.statistics import (
     RESAMPLES,
     ClusterReach,
     Estimate,
+    InferredClusters,
+    PairedChanges,
     Resampling,
     Share,
     interval_median_estimate,
+    paired_changes,
     poisson_interval,
     rate_estimate,
     scaled,
@@ -135,6 +138,10 @@ class Transitions:
     # whether the inputs' clusters let any state be confident at these heads (`statistics.cluster_reach`); its
     # `message()` goes beside every confident count. None: not decided from clusters (counts only)
     reach: ClusterReach | None = None
+    clusters: InferredClusters | None = None  # the clusters used: given, inferred (blocks) or absent
+    # heads that changed on these inputs between adjacent checkpoints (`statistics.paired_changes`: McNemar's exact
+    # test, clustered, BH or BY over the heads of each pair); None without per-input indicators
+    paired: PairedChanges | None = None
 
 
 @dataclass(frozen=True)
@@ -353,7 +360,7 @@ def transition_findings(
         _confident_blips(transitions, head, confident),
         fdr,
         fdr_method,
-        f"confident states (clusters of inputs, max over checkpoints); {name} q <= {fdr:g} over {n_heads} heads",
+        f"confident states ({_clusters_words(st)}, max over checkpoints); {name} q <= {fdr:g} over {n_heads} heads",
         n_heads,
         st.n_selected if st is not None else 0,
         st.level if st is not None else float("nan"),
@@ -372,7 +379,23 @@ def transition_findings(
         (all_per - sure_per).astype(np.int64),
         None if resolution is None else change_resolution(transitions, confident, resolution),
         st.reach if st is not None else None,
+        st.clusters if st is not None else None,
+        _paired(s, st, fdr, fdr_method),
     )
+
+
+def _paired(s, st, fdr: float, method: str) -> PairedChanges | None:
+    """The paired-changes finding on the clusters the decision used (None: no indicators kept)."""
+    if s.inactive is None or st is None or st.clusters is None:
+        return None
+    return paired_changes(s.inactive, st.clusters.labels, s.predecessor, fdr=fdr, method=method)
+
+
+def _clusters_words(st) -> str:
+    """How the inputs' clusters behind the confident counts were made: given, inferred (blocks) or absent."""
+    if st is None or st.clusters is None:
+        return "inputs as independent: counts only"
+    return st.clusters.describe()
 
 
 def _transition_rows(s, transitions) -> tuple[np.ndarray, np.ndarray]:

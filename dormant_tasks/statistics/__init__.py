@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING
 from dormant_tasks.face import attach
 
 if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
+    from dormant_tasks.statistics.blocks import (
+        InferredClusters as InferredClusters,
+        infer_clusters as infer_clusters,
+        politis_white_block as politis_white_block,
+    )
     from dormant_tasks.statistics.censoring import (
         INTERVAL_CENSORED as INTERVAL_CENSORED,
         interval_median_estimate as interval_median_estimate,
@@ -53,6 +58,12 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         resample_heads as resample_heads,
         scaled as scaled,
         share_estimate as share_estimate,
+    )
+    from dormant_tasks.statistics.paired import (
+        PairedChanges as PairedChanges,
+        paired_changes as paired_changes,
+        pooled_qvalues as pooled_qvalues,
+        sign_flip_p as sign_flip_p,
     )
     from dormant_tasks.statistics.reachable import (
         ClusterReach as ClusterReach,

@@ -1,8 +1,9 @@
 """Confident states of a series' heads, with the calibration inputs' clusters as the unit and the multiplicity over
 checkpoints taken from the series' own joint distribution (docs/SCORES.md §5, "Confidence"): `decide_states`.
 
-The data of one head: the same n inputs, in C clusters (WinoGrande twins, 8 lines of one file, a document; one input
-per cluster when unknown), scored at T checkpoints. Cluster c at checkpoint t has k_tc of its m_c inputs inactive,
+The data of one head: the same n inputs, in C clusters (WinoGrande twins, a file, a document; when unknown, or when
+neighbouring clusters are alike, contiguous blocks inferred from the inputs' order: `blocks.infer_clusters`), scored
+at T checkpoints. Cluster c at checkpoint t has k_tc of its m_c inputs inactive,
 and its deviation from a dormant rate of one half is d_tc = k_tc - m_c / 2.
 
 - **Statistic.** z_t = (|S_t| - delta_t)+ sign(S_t) / sqrt(sum_c d_tc²), S_t = sum_c d_tc: the self-normalised
@@ -46,7 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, SEED, STATE_SAMPLES
+from dormant_tasks.statistics.blocks import ABSENT, GIVEN, InferredClusters, infer_clusters, unit_order
+from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, FEW_CLUSTERS, SEED, STATE_SAMPLES
 from dormant_tasks.statistics.reachable import ClusterReach, cluster_reach, cluster_sizes, harmonic
 
 NODE_STEP = 0.5
@@ -59,7 +61,8 @@ class StateDecision:
     """`decide_states`: the confident states of one function's heads over one series, and how they were decided."""
 
     state: np.ndarray  # int8 [checkpoint, head]: +1 dormant, -1 active, 0 undetermined
-    z: np.ndarray  # [checkpoint, head] the cluster-robust statistic (> 0: towards dormant)
+    z: np.ndarray  # [checkpoint, head] the cluster-robust statistic (> 0: towards dormant), on the normal scale
+    # (below FEW_CLUSTERS clusters its t(C - 1) tail mapped to the normal's: `t_to_normal`)
     state_p: np.ndarray  # [checkpoint, head] G(|z|): the state's p-value adjusted over the head's checkpoints
     head_p: np.ndarray  # [head] p of "changes confident state somewhere"
     head_q: np.ndarray  # [head] its q-value over the heads (`method`)
@@ -68,6 +71,7 @@ class StateDecision:
     fdr: float
     n_clusters: int  # the units behind every test
     reach: ClusterReach  # whether the clusters let any state be confident at these heads (`cluster_reach`)
+    clusters: InferredClusters  # the clusters used and how they came about: given, inferred (blocks) or absent
 
     @property
     def n_selected(self) -> int:
@@ -83,14 +87,20 @@ def decide_states(
     method: str = FDR_METHOD,
     samples: int = STATE_SAMPLES,
     seed: int = SEED,
+    neighbours: bool = True,
+    small_sample: bool = True,
 ) -> StateDecision:
     """Confident states from per-input indicators (docs/SCORES.md §5, "Confidence"; the method in this module's
     docstring).
 
     inactive: bool [checkpoint, head, input] (the stored `inactive_inputs`, unpacked); clusters: int [input] (the
-    stored `input_clusters`; None: one input per cluster); predecessor: int [checkpoint] the checkpoint each is
+    stored `input_clusters`; None: unknown); predecessor: int [checkpoint] the checkpoint each is
     compared with (-1: none), checkpoints in series order. `samples` importance samples per head and `seed` fix
-    the tail's Monte Carlo; the same arguments give the same decision.
+    the tail's Monte Carlo; the same arguments give the same decision. `neighbours`: test the dependence between
+    neighbouring clusters (or inputs, when `clusters` is None) in their given order and form contiguous blocks where
+    it is present (`blocks.infer_clusters`); False takes the clusters (or single inputs) as they are.
+    `small_sample`: with fewer than FEW_CLUSTERS clusters, read z's tail as Student's t with C - 1 degrees of freedom
+    (`t_to_normal`); False: the normal at any number.
     """
     from dormant_tasks.statistics.states import fdr_qvalues
 
@@ -102,8 +112,15 @@ def decide_states(
     if labels.shape != (n_inputs,):
         raise ValueError(f"clusters: one per input ({n_inputs}), got shape {labels.shape}")
     pred = np.asarray(predecessor, dtype=np.int64)
-    d = cluster_deviations(x, labels)  # [checkpoint, head, cluster]
+    units, _ = unit_order(labels)  # the given clusters (or inputs) in order of their first input
+    d = cluster_deviations(x, units)  # [checkpoint, head, unit]
+    made = infer_clusters(d, None if clusters is None else units, seed) if neighbours else None
+    if made is not None and made.block > 1:
+        labels = made.labels
+        d = cluster_deviations(x, labels)  # [checkpoint, head, cluster]
     z, norm = standardise(d)
+    if small_sample and d.shape[-1] < FEW_CLUSTERS:
+        z = t_to_normal(z, d.shape[-1] - 1)
     # no level can be below fdr / (H x BY's harmonic sum): where Bonferroni's bound is under that, G needs no finer
     floor = 0.1 * fdr / (max(n_heads, 1) * harmonic(max(n_heads, 1)))
     tails = TailGrid.fit(d, norm, np.abs(z).max(axis=0, initial=0.0), samples, seed, floor)
@@ -120,9 +137,11 @@ def decide_states(
     sure = state_p <= level
     state = np.where(sure & (z > 0), 1, np.where(sure & (z < 0), -1, 0)).astype(np.int8)
     sizes = cluster_sizes(labels)
+    if made is None:
+        made = InferredClusters(units, ABSENT if clusters is None else GIVEN, 1, float("nan"), clusters is not None)
     return StateDecision(
         state, z, state_p, head_p, head_q, float(level), method, float(fdr), int(sizes.size),
-        cluster_reach(sizes, n_heads, fdr, method),
+        cluster_reach(sizes, n_heads, fdr, method, small_sample), made,
     )  # fmt: skip
 
 
@@ -149,6 +168,15 @@ def standardise(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     safe = np.where(norm > 0, norm, 1.0)
     z = np.where(norm > 0, np.sign(total) * np.maximum(np.abs(total) - delta, 0.0) / safe, 0.0)
     return z, norm
+
+
+def t_to_normal(z: np.ndarray, df: int) -> np.ndarray:
+    """z with its tail read as Student's t with `df` degrees of freedom, on the normal scale: sign(z) x
+    Phi^-1(1 - F_t(|z|)) (the small-sample correction of cluster-robust tests, Cameron, Gelbach and Miller 2008: t
+    with C - 1 degrees of freedom for C clusters). Unchanged for df < 1 (one cluster: z is 0 anyway)."""
+    if df < 1:
+        return z
+    return np.sign(z) * -special.ndtri(special.stdtr(df, -np.abs(z)))
 
 
 def _reach(z: np.ndarray, pred: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ RESAMPLES = 2000  # bootstrap resamples of the heads
 PERMUTATIONS = 500  # permutations of the set labels (input dependence)
 SEED = 0  # of every resampling
 STATE_SAMPLES = 128  # importance samples per head of the tail behind confident states (statistics/cluster_states.py)
+FEW_CLUSTERS = 30  # below this many clusters a state's statistic is read as t(C - 1) (statistics/cluster_states.py)
 FDR_METHODS = {
     "bh": "Benjamini-Hochberg (independent or positively dependent heads)",
     "by": "Benjamini-Yekutieli (any dependence between heads)",

@@ -25,9 +25,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
-from dormant_tasks.statistics.defaults import FDR, FDR_METHOD
+from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, FEW_CLUSTERS
 
 
 def harmonic(m: int) -> float:
@@ -88,10 +88,17 @@ class ClusterReach:
         return None
 
 
-def cluster_reach(sizes, n_heads: int, fdr: float = FDR, method: str = FDR_METHOD) -> ClusterReach:
-    """`ClusterReach` of clusters of these `sizes` (int [cluster]) at `n_heads` heads, BH (or BY) at `fdr`."""
+def cluster_reach(
+    sizes, n_heads: int, fdr: float = FDR, method: str = FDR_METHOD, small_sample: bool = True
+) -> ClusterReach:
+    """`ClusterReach` of clusters of these `sizes` (int [cluster]) at `n_heads` heads, BH (or BY) at `fdr`; with
+    `small_sample`, below FEW_CLUSTERS clusters the largest |z| on the normal scale of `decide_states`' t(C - 1)
+    reading."""
     sizes = np.asarray(sizes)
     largest = largest_z(sizes)
+    df = int((sizes > 0).sum()) - 1
+    if small_sample and 1 <= df < FEW_CLUSTERS - 1:
+        largest = float(-special.ndtri(special.stdtr(df, -largest)))
     h = max(int(n_heads), 1)
     scale = fdr / (harmonic(h) if method == "by" else 1.0)  # the level is scale x max(R, 1) / H
     needed = float(stats.norm.isf(scale / h))

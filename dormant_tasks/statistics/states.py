@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from dormant_tasks.statistics.blocks import InferredClusters
 from dormant_tasks.statistics.defaults import FDR_METHODS
 from dormant_tasks.statistics.reachable import ClusterReach, harmonic
 
@@ -80,6 +81,7 @@ class StateTransitions:
     p: np.ndarray  # [transition] max of the two states' p-values (the intersection-union test of both states)
     reach: ClusterReach | None = None  # whether the inputs' clusters let any state be confident (None: not decided
     # from clusters: `state_transitions` on counts)
+    clusters: InferredClusters | None = None  # the clusters used: given, inferred (blocks) or absent (None: counts)
 
     @property
     def n_selected(self) -> int:

@@ -36,14 +36,27 @@ from dormant_tasks.tracking.transition_files import (
 )
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
+    Decisions,
     DormantMatrix,
-    confirm_transitions,
+    apply_decisions,
     predecessors,
     recorded_choice,
+    state_decisions,
 )
 
 # the columns confident states need of every checkpoint (`series_rates`), read once per decision
 RATE_COLUMNS = ("score_fn", "revision", "layer", "head_index", "dormant", "dormant_rate", "inactive_inputs")
+
+
+CLUSTERS_KEY = "dormant.clusters"  # a decided transitions file's metadata: how each function's clusters were made
+
+
+def clusters_record(decisions: Decisions) -> str | None:
+    """The CLUSTERS_KEY value: per function, whether the inputs' clusters were given, inferred (with the block
+    length, `statistics.infer_clusters`) or absent, and the clusters used; None when no function was decided from
+    per-input indicators."""
+    made = {fn: st.clusters.record() for (_, fn), (_, st) in sorted(decisions.items()) if st.clusters is not None}
+    return json.dumps(made, sort_keys=True) if made else None
 
 
 def is_pending(meta: dict[str, str]) -> bool:
@@ -58,11 +71,13 @@ def decide_pending(view, transitions: pa.Table, meta: dict[str, str]) -> pa.Tabl
     if not is_pending(meta):
         return transitions
     level, method = recorded_choice(meta.get(FDR_KEY)) or (FDR, FDR_METHOD)
+    record = None
     if transitions.num_rows:
-        decided = confirm_transitions(transitions, series_rates(view, derived_revisions(view, meta)), level, method)
+        decisions = state_decisions(series_rates(view, derived_revisions(view, meta)), level, method)
+        decided, record = apply_decisions(transitions, decisions), clusters_record(decisions)
     else:  # no mask change: nothing to decide, nothing to read
         decided = transitions
-    _store_decision(view, decided, meta)
+    _store_decision(view, decided, meta, record)
     return decided
 
 
@@ -90,13 +105,13 @@ def derived_revisions(view, meta: dict[str, str]) -> list[str]:
     return [c["revision"] for c in view.checkpoints if result_id(c) in named]
 
 
-def _store_decision(view, decided: pa.Table, meta: dict[str, str]) -> None:
+def _store_decision(view, decided: pa.Table, meta: dict[str, str], record: str | None = None) -> None:
     """Write the decided file in place of the pending one when this process holds the series for a run (a track
     run's report) and the file is still the one decided. A plain read takes no lock and writes
     nothing (`store.lock`): it keeps the decision in memory."""
     if not holds_series(view.store, view.model_id):
         return
-    kept = _decided_metadata(meta)
+    kept = _decided_metadata(meta) | ({CLUSTERS_KEY: record} if record else {})  # how the clusters were made
     with series_lock(view.store, view.model_id):
         if transitions_metadata(view) != meta:
             return  # derived again, or appended to, meanwhile: its own decision is pending

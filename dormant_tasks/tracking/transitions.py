@@ -372,7 +372,7 @@ def state_decisions(matrices: Iterable[DormantMatrix], fdr: float = FDR, method:
         st = between_states(
             d.state, d.state_p, s.predecessor, s.dormant, rate, d.head_p, d.head_q, d.level, method, fdr
         )
-        out[(s.model_id, s.score_fn)] = (s, replace(st, reach=d.reach))
+        out[(s.model_id, s.score_fn)] = (s, replace(st, reach=d.reach, clusters=d.clusters))
     return out
 
 

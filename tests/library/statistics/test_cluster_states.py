@@ -121,8 +121,12 @@ def test_twins_that_agree_count_once():
     np.testing.assert_allclose(paired.z, once.z, rtol=1e-6)
     np.testing.assert_allclose(paired.head_q, once.head_q, rtol=1e-6)
     assert (paired.state == once.state).all()
-    naive = decide_states(twice, None, np.arange(12) - 1, fdr=0.1)
+    naive = decide_states(twice, None, np.arange(12) - 1, fdr=0.1, neighbours=False)
     assert (np.abs(naive.z) >= np.abs(once.z) - 1e-9).all() and naive.n_selected > once.n_selected
+    # labels unknown: the copies sit side by side, so neighbours are alike and blocks of them are the clusters
+    unknown = decide_states(twice, None, np.arange(12) - 1, fdr=0.1)
+    assert unknown.clusters.source == "inferred" and unknown.clusters.block % 2 == 0
+    assert unknown.n_selected <= once.n_selected
 
 
 # ------------------------------------------------------------------------------------------ the tail
@@ -177,7 +181,7 @@ def test_decide_states_matches_the_oracle(seed, method):
     # a chain, and a tree: checkpoint 5 branches off 3 (a stage-2 ingredient after the end of stage 1)
     pred = np.array([-1, 0, 1, 2, 3, 3, 5, 6]) if seed % 2 else np.arange(8) - 1
     x, clusters, _, _ = series(rng, 8, 16, 40, cluster=2, icc=0.3)
-    got = decide_states(x, clusters, pred, fdr=0.1, method=method)
+    got = decide_states(x, clusters, pred, fdr=0.1, method=method, neighbours=False, small_sample=False)
     z = z_oracle(x, clusters.tolist())
     np.testing.assert_allclose(got.z, z, rtol=1e-6, atol=1e-7)
     d = cluster_deviations(x, clusters)

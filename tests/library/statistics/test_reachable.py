@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from dormant_tasks.statistics import cluster_reach, decide_states, largest_z
 
@@ -56,7 +57,9 @@ def test_a_dominant_cluster_says_no_state_can_be_confident():
     d = decide_states(x, clusters, np.arange(4) - 1)
     assert not (d.state != 0).any()
     assert not d.reach.possible and d.reach.n_clusters == 3
-    assert d.reach.largest == pytest.approx(largest_z([126, 1, 1])) and d.reach.largest < 1.645
+    # 3 clusters: the statistic is read as t with 2 degrees of freedom, so its largest value on the normal scale
+    assert d.reach.largest == pytest.approx(-stats.norm.ppf(stats.t.sf(largest_z([126, 1, 1]), 2)))
+    assert d.reach.largest < largest_z([126, 1, 1]) < 1.645
     message = d.reach.message()
     assert message.startswith("no state can be confident with these clusters at 32 heads")
     assert "3 clusters" in message
@@ -66,9 +69,15 @@ def test_a_dominant_cluster_says_no_state_can_be_confident():
 
 def test_between_the_two_it_names_how_many_heads_must_change():
     """16 blocks of 8 at 1,024 heads: |z| <= 3.86, the first confident state needs 3.90 (BH at 0.05), so a state
-    can be confident only when at least 2 heads change; BY needs more."""
-    r = cluster_reach([8] * 16, 1024)
+    can be confident only when at least 2 heads change (read as normal); read as t(15), as `decide_states` does
+    below 30 clusters, at least 16; BY needs more."""
+    r = cluster_reach([8] * 16, 1024, small_sample=False)
     assert r.possible and r.min_selected == 2 and r.needed == pytest.approx(3.896, abs=1e-3)
     assert "only when at least 2 heads change" in r.message()
-    assert cluster_reach([8] * 16, 1024, method="by").min_selected > 2
-    assert cluster_reach([8] * 16, 32).message() is None
+    assert cluster_reach([8] * 16, 1024, method="by", small_sample=False).min_selected > 2
+    assert cluster_reach([8] * 16, 32, small_sample=False).message() is None
+    t = cluster_reach([8] * 16, 1024)
+    assert t.largest == pytest.approx(-stats.norm.ppf(stats.t.sf(r.largest, 15)))
+    assert t.min_selected == int(np.ceil(stats.norm.sf(t.largest) * 1024 / 0.05))
+    # 30 clusters or more: the normal reading
+    assert cluster_reach([2] * 64, 1024).largest == pytest.approx(largest_z([2] * 64))

@@ -61,9 +61,15 @@ def test_derived_transitions_carry_mcnemar_p_and_the_heads_state_decision():
     Confident states: head 2 goes from 10/128 inactive (confidently active) to 80/128 (p_dormant = P(X >= 80) =
     0.0029 for X ~ Bin(128, 1/2)), head 0 from 60 to 70: neither end is confident at the Bonferroni level."""
     a, b, c = ckpt("m", 1, 1), ckpt("m", 1, 2), ckpt("m", 1, 3)
-    rows = rows_with_inactive_inputs(a, [set(range(60)), set(range(63)), set(range(10))])
-    rows += rows_with_inactive_inputs(b, [set(range(70)), set(range(1, 65)), set(range(10))])
-    rows += rows_with_inactive_inputs(c, [set(range(70)), set(range(1, 59)), set(range(120))])
+    # the inputs scattered in a fixed order (no labels are stored: runs of alike neighbours would make blocks)
+    at = np.random.default_rng(0).permutation(128)
+
+    def inputs(*ranges):
+        return [{int(at[i]) for i in r} for r in ranges]
+
+    rows = rows_with_inactive_inputs(a, inputs(range(60), range(63), range(10)))
+    rows += rows_with_inactive_inputs(b, inputs(range(70), range(1, 65), range(10)))
+    rows += rows_with_inactive_inputs(c, inputs(range(70), range(1, 59), range(120)))
     ckpts = checkpoints_table([a, b, c], n_inputs=128)
     tr = {(r["head_index"], r["to_step"]): r for r in derive_transitions(table(rows), ckpts).to_pylist()}
     assert sorted(tr) == [(0, 2), (1, 2), (1, 3), (2, 3)]

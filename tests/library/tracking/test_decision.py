@@ -6,6 +6,7 @@ decision as a count."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from datetime import timedelta
@@ -16,6 +17,7 @@ import pytest
 import dormant_tasks.tracking.decision as decision
 from dormant_tasks import tracking as tracker
 from dormant_tasks.findings import series_findings
+from dormant_tasks.statistics import paired_changes
 from dormant_tasks.store import hold_series, read_metadata
 from dormant_tasks.store.layout import PUBLISHED
 from dormant_tasks.tracking.decision import transitions_metadata
@@ -126,12 +128,12 @@ def test_status_counts_without_deciding_and_findings_decide_alike(series_store, 
 
     appended(series_store, 8)
     found_pending = series_findings(series_store, MODEL, "ahon_ln").transitions
-    real = decision.confirm_transitions
-    monkeypatch.setattr(decision, "confirm_transitions", lambda *a, **k: pytest.fail("status decided"))
+    real = decision.state_decisions
+    monkeypatch.setattr(decision, "state_decisions", lambda *a, **k: pytest.fail("status decided"))
     line = series_line(series_store, MODEL)
     assert "(confident ones not decided yet: the report decides them," in line
     assert " confident at " not in line
-    monkeypatch.setattr(decision, "confirm_transitions", real)
+    monkeypatch.setattr(decision, "state_decisions", real)
     with hold_series(series_store, MODEL):  # a run's read: decided and stored
         SeriesView.open(series_store, MODEL).transitions()
     line = series_line(series_store, MODEL)
@@ -144,6 +146,13 @@ def test_status_counts_without_deciding_and_findings_decide_alike(series_store, 
     fields = ("n_transitions", "n_confident", "n_blips", "n_confident_blips", "n_selected", "state_level")
     assert [getattr(found, f) for f in fields] == [getattr(found_pending, f) for f in fields]
     assert found.n_confident == n
+    # the decided file records how the clusters were made; the findings carry them, the reach and the paired changes
+    made = json.loads(read_metadata(series_store, "transitions", MODEL, KEY)["dormant.clusters"])["ahon_ln"]
+    assert made["source"] in ("given", "inferred", "absent") and made["clusters"] == found.clusters.record()["clusters"]
+    assert found.reach is not None and found.reach.n_clusters == made["clusters"]
+    (s,) = SeriesView.open(series_store, MODEL).states(["ahon_ln"])
+    want_p = paired_changes(s.inactive, found.clusters.labels, s.predecessor)
+    assert found.paired is not None and (found.paired.p == want_p.p).all() and found.paired.n_clusters > 1
 
 
 DECIDED = ["confident", "confident_q", "head_p", "state_p", "from_confident_revision", "to_confident_revision"]
