@@ -272,3 +272,14 @@ def test_bh_and_by_match_the_hand_written_ones_on_random_inputs(seed):
     harmonic = sum(1 / i for i in range(1, (m if m is not None else n) + 1))
     by = np.minimum(1.0, bh_by_hand(p, m) * harmonic)
     np.testing.assert_allclose(bh_qvalues(p, m, "by"), by, rtol=1e-12, equal_nan=True)
+
+
+def test_the_chunking_of_heads_does_not_change_the_decision(monkeypatch):
+    """Chunks sized to T (CHUNK_CELLS) keep the tail's cost linear in T; every head's p is the same at any size."""
+    import dormant_tasks.statistics.cluster_states as cs
+
+    rng = np.random.default_rng(8)
+    x, clusters, _, _ = series(rng, 20, 24, 32, cluster=2, icc=0.3)
+    whole = decide_states(x, clusters, np.arange(20) - 1, fdr=0.2)
+    monkeypatch.setattr(cs, "CHUNK_CELLS", 20 * 5)  # 5 heads a chunk
+    np.testing.assert_array_equal(decide_states(x, clusters, np.arange(20) - 1, fdr=0.2).head_p, whole.head_p)
