@@ -22,11 +22,13 @@ in order of their first input (one input per unit when no labels are given); a u
   far less noisy, and with 1/sqrt(N) blocks of 8 inputs (icc 0.5) were cut into blocks of 3 that leave most of
   their dependence between the blocks.
 - **Blocks.** Contiguous blocks of b' units become the clusters (a remainder under b'/2 joins the block before
-  it), b' the length among b .. 2b whose blocks give the largest variance of the sum, sum_blocks (sum e)^2 /
-  sum e^2 averaged over the cells (e: the deviations less the cell's mean): Politis-White's b is the length of least mean squared error for estimating that
-  variance, which for a test is too short (blocks that cut dependent neighbours apart leave their covariance out
-  and make z too large): twins whose copies sit side by side gave b = 3, which splits a third of the pairs; the
-  largest variance over b .. 2b is the conservative choice and finds 4.
+  it), b' the shortest length among b/2 .. 2b whose blocks give a variance of the sum within BLOCK_TOLERANCE
+  (5%) of the largest there, the variance being sum_blocks (sum e)^2 / sum e^2 averaged over the cells (e: the
+  deviations less the cell's mean), so that blocks keep the covariance between neighbours (the largest) without
+  merging more units than that needs (every merge halves the clusters: twins in blocks of 4 where 2 hold it).
+  Politis-White's b alone is the length of least mean squared error for estimating that variance, which for a
+  test can be too short (blocks that cut dependent neighbours apart leave their covariance out and make z too
+  large): twins whose copies sit side by side gave b = 3, which splits a third of the pairs; the rule finds 2.
 - **What it cannot do.** Shuffled texts whose dependence is unknown cannot be rescued: neighbours are then no more
   alike than any two inputs, the test finds nothing, and the inputs are taken as independent. Only the order can
   show dependence; a cluster label is the remedy there (`--cluster-field`).
@@ -46,6 +48,7 @@ GIVEN, INFERRED, ABSENT = "given", "inferred", "absent"
 NEIGHBOUR_LEVEL = 0.01  # the neighbour test's level: a false rejection only merges units (costs power, not validity)
 NEIGHBOUR_PERMUTATIONS = 999
 MAX_CELLS = 4096
+BLOCK_TOLERANCE = 0.05  # the shortest block length whose variance is within this share of the largest
 
 
 @dataclass(frozen=True)
@@ -174,8 +177,10 @@ def infer_clusters(d: np.ndarray, labels: np.ndarray | None, seed: int = 0) -> I
     cells = cells[(cells != 0).any(axis=1)]
     if cells.shape[0] > MAX_CELLS:
         cells = cells[np.random.default_rng([seed, 62]).choice(cells.shape[0], MAX_CELLS, replace=False)]
-    lengths = range(shortest, max(min(2 * shortest, n_units // 2), shortest) + 1)
-    block = max(lengths, key=lambda b: (block_variance(cells, b), -b))
+    lengths = range(max(2, -(-shortest // 2)), max(min(2 * shortest, n_units // 2), 2) + 1)
+    variance = {b: block_variance(cells, b) for b in lengths}
+    top = max(variance.values())
+    block = min(b for b, v in variance.items() if v >= (1 - BLOCK_TOLERANCE) * top)
     return InferredClusters(blocks(n_units, block)[unit], INFERRED, block, p, given)
 
 

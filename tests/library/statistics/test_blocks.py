@@ -41,7 +41,7 @@ def test_unlabelled_blocks_are_found_with_their_length_and_recorded():
     rng = np.random.default_rng(2)
     x, _, _, _ = series(rng, 12, 64, 128, cluster=8, icc=0.5)
     d = decide_states(x, None, np.arange(12) - 1)
-    assert d.clusters.source == "inferred" and d.clusters.block % 8 == 0 and not d.clusters.labelled
+    assert d.clusters.source == "inferred" and d.clusters.block == 8 and not d.clusters.labelled
     assert d.n_clusters == 128 // d.clusters.block
     assert "blocks of" in d.clusters.describe() and d.clusters.record()["block"] == d.clusters.block
     shuffled = x[..., rng.permutation(128)]
