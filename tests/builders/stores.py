@@ -34,6 +34,7 @@ def write_series(
     n_inputs: int = 4,
     calibration_id: str = CAL,
     inactive=None,
+    input_clusters=None,
 ) -> Path:
     """A store of one series. dormant: score_fn -> bool [checkpoint, layer, head]; tokens: [checkpoint].
 
@@ -45,7 +46,7 @@ def write_series(
     transitions are derived and their blips marked, as `dormant track` does. Another `calibration_id` adds that
     set to a store written with the default (primary) one: its own files, taus rows and transitions. With
     `inactive` (score_fn -> bool [checkpoint, input, layer, head]) the rows keep those per-input indicators
-    (`inactive_inputs`), and `rates` must be their means.
+    (`inactive_inputs`), and `rates` must be their means; `input_clusters` (int [input]) are the inputs' clusters.
     """
     store_folder(root, create=True)
     n_ckpt, n_layers, n_heads = next(iter(dormant.values())).shape
@@ -107,6 +108,7 @@ def write_series(
                     "taus_id": taus_id,
                     "scoring_version": "1",
                 }
+                | ({} if input_clusters is None else {"input_clusters": [int(c) for c in input_clusters]})
             ],
             file_key=key,
         )

@@ -81,3 +81,24 @@ def test_between_the_two_it_names_how_many_heads_must_change():
     assert t.min_selected == int(np.ceil(stats.norm.sf(t.largest) * 1024 / 0.05))
     # 30 clusters or more: the normal reading
     assert cluster_reach([2] * 64, 1024).largest == pytest.approx(largest_z([2] * 64))
+
+
+def test_status_says_no_state_can_be_confident_with_a_dominant_cluster(tmp_path):
+    """A stored series whose 128 inputs sit in one cluster of 126 and 2 singletons: `dormant status` names the
+    design instead of a bare count, and the findings carry the same reach."""
+    from dormant_tasks.findings import series_findings
+    from flows.cli.status import series_line
+    from tests.builders.stores import MODEL, write_series
+
+    rng = np.random.default_rng(5)
+    rates = np.stack([np.full((2, 4), r) for r in (0.1, 0.1, 0.9, 0.9)])  # [checkpoint, layer, head]
+    inactive = rng.random((4, 128, 2, 4)) < rates[:, None]  # [checkpoint, input, layer, head]
+    got = inactive.mean(axis=1)
+    root = write_series(
+        tmp_path / "store", {"ahon_ln": got >= 0.5}, [0, 10, 20, 30], rates={"ahon_ln": got}, n_inputs=128,
+        inactive={"ahon_ln": inactive}, input_clusters=[0] * 126 + [1, 2],
+    )  # fmt: skip
+    line = series_line(root, MODEL)
+    assert "no state can be confident with these clusters at 8 heads" in line
+    t = series_findings(root, MODEL, "ahon_ln").transitions
+    assert t.n_confident == 0 and not t.reach.possible and t.reach.n_clusters == 3
