@@ -7,7 +7,7 @@ store holds. From it: the checkpoints the run scores (those stored already cost 
 download (the files loading needs, `hub.ALLOW_PATTERNS`), the disk the run needs at once and the download time
 at a stated bandwidth. A size the listing does not give is said to be unknown, never guessed.
 
-What "at once" means is what the flow does (`flows/track.py`): on the local runner one checkpoint downloads
+What "at once" means is what a run does (`dormant_tasks/run.py`): on the local runner one checkpoint downloads
 while the one before it loads, and a loaded checkpoint is evicted before it is scored (`load_checkpoint(...,
 keep=False)`), so two consecutive downloads are on disk at most; `--keep-checkpoints` keeps every one; on Dask
 each worker holds the one it scores. A new series scores its taus' checkpoint first (the reference of quantile
@@ -261,7 +261,7 @@ def _coarse(selected, candidates, budget, n_stored, first, size) -> tuple[list[P
 def _refinement_disk(request, largest: list[PlannedCheckpoint], workers: int | None) -> tuple[int | None, str]:
     """The most the budgeted search's refinement keeps on disk at once when it picks the `largest` candidates
     (which ones it picks is not known in advance), and how: one a round on the local runner, one per worker a
-    round on Dask (`flows/track.py`, `_run_budgeted`); with --keep-checkpoints, what it adds to the coarse pass's."""
+    round on Dask (`dormant_tasks/run.py`, `_run_budgeted`); with --keep-checkpoints, what it adds to the coarse pass's."""
     sizes = [c.download for c in largest if c.revision.path is None]
     if any(s is None for s in sizes):
         return None, "a size is not listed"

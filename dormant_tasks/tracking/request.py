@@ -85,6 +85,18 @@ def _selection_of(value) -> Selection:
     )
 
 
+# `dormant track`'s options (named as the long options, dashes as underscores) that set a request field of another
+# name; a selection option sets a field of `selection`. Every other option is the field of its name.
+OPTION_FIELDS = {"model": "source", "scores": "score_fns", "tau": "taus", "calibration": "calibrations"}
+SELECTION_OPTIONS = {
+    "revisions": "revisions_glob",
+    "steps": "steps",
+    "every": "every",
+    "max": "max_n",
+    "max_n": "max_n",
+}
+
+
 @dataclass(frozen=True)
 class TrackRequest(Request):
     """Everything that fixes a `track` run: the series, the selection, what is scored and how, where it runs."""
@@ -133,6 +145,39 @@ class TrackRequest(Request):
     # (tracking.budget); `--resolution R`: an interval located enough once its end has <= (1+R)x its start's tokens
     budget: int | None = field(default=None, metadata={"omit_unset": True})
     resolution: float | None = field(default=None, metadata={"omit_unset": True})
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        """The names `from_options` takes: `dormant track`'s request options, dashes as underscores."""
+        fields = {f.name for f in dataclasses.fields(cls)} - {"selection", "report", *OPTION_FIELDS.values()}
+        return frozenset({*fields, *OPTION_FIELDS, *SELECTION_OPTIONS, "taus", "no_report"})
+
+    @classmethod
+    def from_options(cls, **options) -> TrackRequest:
+        """The request of `dormant track`'s options, as `dormant_tasks.track` takes them: `--max-batch-tokens N`
+        is `max_batch_tokens=N`, `--no-report` is `no_report=True`, a repeatable option a list; an option left out
+        or None takes its default, as on the command line. ConfigError for an option `track` does not have."""
+        known = cls.option_names()
+        fields: dict[str, Any] = {}
+        selection: dict[str, Any] = {}
+        for name, value in options.items():
+            if name not in known:
+                raise ConfigError(f"track has no option {name!r}{did_you_mean(name, sorted(known - {'max_n'}))}")
+            value = tuple(value) if isinstance(value, list) else value
+            if name in SELECTION_OPTIONS:
+                if value is not None:
+                    selection[SELECTION_OPTIONS[name]] = value
+            elif name == "no_report":
+                fields["report"] = not value
+            elif name == "keep_duplicates":
+                fields[name] = True if value else None  # unset: not saved, the request id as before the option
+            elif value is not None:
+                fields[OPTION_FIELDS.get(name, name)] = value
+        if selection:
+            fields["selection"] = Selection(**selection)
+        if fields.get("source") is None:
+            raise ConfigError("--model is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder")
+        return cls(**fields)
 
     @classmethod
     def read_fields(cls, data: dict[str, Any]) -> dict[str, Any]:
