@@ -2,7 +2,7 @@
 heads emerge, how often they switch, and whether they depend on the input text (against a noise floor), each
 number with its interval, its method and its unit (`series_findings`, `Findings`); and over a group of seeds of
 one recipe, with an interval over the seeds (`seed_group_findings`, `compare_seed_groups`); all of it as one tidy
-table, its quantities named once (`findings_table`, `QUANTITIES`).
+table, each quantity named once (`findings_table`, `QUANTITIES`).
 """
 
 from typing import TYPE_CHECKING
@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         findings_json as findings_json,
         findings_record as findings_record,
         findings_table as findings_table,
-        label as label,
         quantity as quantity,
     )
 

@@ -19,7 +19,7 @@ from scipy import stats
 
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.findings.dynamics import Findings
-from dormant_tasks.findings.table import label, quantity
+from dormant_tasks.findings.table import QUANTITIES, quantity
 from dormant_tasks.statistics import MIN_UNITS, Estimate, Share
 
 T_SEEDS = "Student's t interval over seeds (independent training runs of one recipe)"
@@ -128,7 +128,7 @@ def seed_group_findings(findings: list[Findings]) -> ReplicatedFindings:
         known = values[~np.isnan(values)]
         spread = (float(known.min()), float(known.max())) if known.size else (math.nan, math.nan)
         missing = tuple((f.model_id, missing_reason(x)) for f, x, v in zip(findings, per, values) if np.isnan(v))
-        numbers.append(Replicated(label(id), unit, per, over_seeds(values, unit), spread, missing))
+        numbers.append(Replicated(QUANTITIES[id], unit, per, over_seeds(values, unit), spread, missing))
     return ReplicatedFindings(
         [f.model_id for f in findings], first.score_fn, first.calibration_id, first.n_checkpoints, numbers, findings
     )

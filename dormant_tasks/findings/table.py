@@ -5,7 +5,7 @@ and `dormant findings --format json` are this table; `compare` and the seed grou
 A quantity's id is its path in the findings record: the finding (`emergence`, `transitions`, `input_dependence`;
 `series` for the run's settings) and the field within it, list items as `name.0`, `name.1`, ... Every field of the
 findings' dataclasses is a row, so a new statistic is a field of its finding's dataclass (the table and the JSON
-carry it from there) and, to be named in English, one record in QUANTITIES.
+carry it from there) and, to be named in English, one entry in QUANTITIES.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -21,66 +20,39 @@ import pyarrow as pa
 from dormant_tasks.findings.dynamics import EARLY
 from dormant_tasks.statistics import Estimate, Share
 
-
-@dataclass(frozen=True)
-class Quantity:
-    id: str  # "finding.path", `*` for any list item
-    label: str  # English, as the API, `compare` and the seed groups name it; `{field}`: a sibling field's value
-
-
-QUANTITIES = (
-    Quantity("emergence.pct_dormant_first", "% dormant at the first checkpoint"),
-    Quantity("emergence.pct_dormant_last", "% dormant at the last checkpoint"),
-    Quantity("emergence.n_settled", "heads settled dormant"),
-    Quantity("emergence.n_censored", "heads right-censored (not settled by the end)"),
-    Quantity("emergence.settled_median_all", "settling time, median over every head (tokens)"),
-    Quantity("emergence.first_fraction", "first dormant, median (fraction of tokens)"),
-    Quantity("emergence.settled_fraction", "settled dormant, median (fraction of tokens)"),
-    Quantity("emergence.early", f"dormant for good by {int(100 * EARLY)}% of tokens"),
-    Quantity("transitions.n_transitions", "mask changes"),
-    Quantity("transitions.n_confident", "confident transitions"),
-    Quantity("transitions.n_blips", "blips"),
-    Quantity("transitions.n_confident_blips", "blips with both legs confident"),
-    Quantity("transitions.stages.*.per_billion", "confident transitions per billion tokens, stage {stage}"),
-    Quantity("transitions.ever_changed", "heads whose mask changed at least once"),
-    Quantity("transitions.more_than_once", "heads whose mask changed more than once"),
-    Quantity("transitions.confidently_changed", "heads with a confident transition"),
-    Quantity("transitions.resolution.n_resolved", "confident transitions resolved to adjacent checkpoints"),
-    Quantity("input_dependence.last", "input dependence: Jaccard index at the last shared checkpoint"),
-    Quantity("input_dependence.all_of_any", "dormant on every set, of those on any"),
-    Quantity(
-        "input_dependence.noise_floor.difference",
-        "input dependence: Jaccard across kinds minus within a kind (noise floor)",
-    ),
-)
-_LABELS = {q.id: q.label for q in QUANTITIES}
+# Each quantity's English label (the API, `compare`, the seed groups), by its id: `*` for any list item, `{field}`
+# a sibling field's value. A quantity without one is in the table all the same, its label null.
+QUANTITIES = {
+    "emergence.pct_dormant_first": "% dormant at the first checkpoint",
+    "emergence.pct_dormant_last": "% dormant at the last checkpoint",
+    "emergence.n_settled": "heads settled dormant",
+    "emergence.n_censored": "heads right-censored (not settled by the end)",
+    "emergence.settled_median_all": "settling time, median over every head (tokens)",
+    "emergence.first_fraction": "first dormant, median (fraction of tokens)",
+    "emergence.settled_fraction": "settled dormant, median (fraction of tokens)",
+    "emergence.early": f"dormant for good by {int(100 * EARLY)}% of tokens",
+    "transitions.n_transitions": "mask changes",
+    "transitions.n_confident": "confident transitions",
+    "transitions.n_blips": "blips",
+    "transitions.n_confident_blips": "blips with both legs confident",
+    "transitions.stages.*.per_billion": "confident transitions per billion tokens, stage {stage}",
+    "transitions.ever_changed": "heads whose mask changed at least once",
+    "transitions.more_than_once": "heads whose mask changed more than once",
+    "transitions.confidently_changed": "heads with a confident transition",
+    "transitions.resolution.n_resolved": "confident transitions resolved to adjacent checkpoints",
+    "input_dependence.last": "input dependence: Jaccard index at the last shared checkpoint",
+    "input_dependence.all_of_any": "dormant on every set, of those on any",
+    "input_dependence.noise_floor.difference": "input dependence: Jaccard across kinds minus within a kind (noise floor)",
+}
 SERIES_FIELDS = ("model_id", "score_fn", "calibration_id", "taus_id", "tau", "direction")
-
+_S, _F, _I = pa.string(), pa.float64(), pa.int64()
+# The published `findings` table (docs/PUBLISHING.md says what each column holds); `label` added last
 FINDINGS_SCHEMA = pa.schema(
-    [
-        *(pa.field(name, pa.string(), nullable=False) for name in SERIES_FIELDS[:4]),
-        pa.field("tau", pa.float64(), nullable=False),
-        pa.field("direction", pa.string(), nullable=False),
-        pa.field("finding", pa.string(), nullable=False),  # emergence, transitions, input_dependence, series
-        pa.field("quantity", pa.string(), nullable=False),  # its path in the finding (the JSON's)
-        pa.field("value", pa.float64()),  # a number (null: censored, undefined, or a text quantity)
-        pa.field("low", pa.float64()),  # its 95% interval, where the method gives one
-        pa.field("high", pa.float64()),
-        pa.field("method", pa.string()),
-        pa.field("unit", pa.string()),
-        pa.field("n_units", pa.int64()),
-        pa.field("k", pa.int64()),  # a share's count and total
-        pa.field("n", pa.int64()),
-        pa.field("note", pa.string()),  # why a value or interval is missing (not reached, undefined, too few units)
-        pa.field("text", pa.string()),  # a quantity that is a name (a revision, a head, the correction)
-        pa.field("label", pa.string()),  # its English name (QUANTITIES; null: a quantity without one)
-    ]
+    [pa.field(c, _F if c == "tau" else _S, nullable=False) for c in (*SERIES_FIELDS, "finding", "quantity")]
+    + [pa.field(c, t) for c, t in zip(("value", "low", "high", "method", "unit"), (_F, _F, _F, _S, _S))]
+    + [pa.field(c, t) for c, t in zip(("n_units", "k", "n", "note", "text", "label"), (_I, _I, _I, _S, _S, _S))]
 )
-
-
-def label(id: str) -> str:
-    """The English label of a quantity id ("transitions.n_confident")."""
-    return _LABELS[id]
+_ROW = FINDINGS_SCHEMA.names[len(SERIES_FIELDS) :]  # a quantity's columns
 
 
 def quantity(f, id: str):
@@ -135,17 +107,15 @@ def findings_record(f) -> dict:
 
 
 def table_rows(f) -> list[dict]:
-    """The table's rows of one series' `Findings`: each quantity of its record, with its label."""
+    """The table's rows of one series' `Findings`: each quantity of its record, with its label, every column named."""
     record = findings_record(f)
     rows: list[dict] = []
     for section, value in record.items():
-        if section in SERIES_FIELDS:
-            continue
         if isinstance(value, dict) and section != "resampling":
             rows += [{"finding": section} | row for row in _flat(value, "", section, value)]
-        else:
+        elif section not in SERIES_FIELDS:
             rows += [{"finding": "series"} | row for row in _flat(value, section, "series", record)]
-    return rows
+    return [{c: row.get(c) for c in _ROW} for row in rows]
 
 
 def findings_json(f, **extra) -> dict:
@@ -178,5 +148,5 @@ def _flat(value, name: str, finding: str, parent: dict) -> list[dict]:
 
 
 def _labelled(finding: str, name: str, parent: dict, row: dict) -> dict:
-    template = _LABELS.get(re.sub(r"\.\d+(?=\.|$)", ".*", f"{finding}.{name}"))
+    template = QUANTITIES.get(re.sub(r"\.\d+(?=\.|$)", ".*", f"{finding}.{name}"))
     return {"quantity": name, "label": template and template.format_map(parent)} | row

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.findings import Findings, label, quantity
+from dormant_tasks.findings import QUANTITIES, Findings, quantity
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.compare import COMPARISON_FORMATS, POINTS, Comparison, differences, series_tau_source
 from dormant_tasks.reporting.texts import few_units, no_interval
@@ -31,7 +31,7 @@ def _measured(f: Findings, id: str, otherwise: str) -> Any:
 
 def _by_id(id: str, get: Callable[[Findings], Any] | None = None) -> tuple[str, Callable[[Findings], Any]]:
     """A column of one findings quantity: its label and its value (`findings/table.py`)."""
-    return label(id), get or (lambda f: quantity(f, id))
+    return QUANTITIES[id], get or (lambda f: quantity(f, id))
 
 
 # The findings columns: (header, the value from a series' Findings), one quantity of the findings table by its id or

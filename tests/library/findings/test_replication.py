@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.findings import compare_seed_groups, label, seed_group_findings, series_findings
+from dormant_tasks.findings import QUANTITIES, compare_seed_groups, seed_group_findings, series_findings
 from dormant_tasks.findings.replication import over_seeds
 from flows.cli import main
 from tests.builders.stores import write_series
@@ -120,7 +120,7 @@ def test_a_seed_without_a_value_is_named_with_its_reason_and_counted(tmp_path):
     root = tmp_path / "store"
     names = seed_store(root, 4, 0.5) + seed_store(root, 1, 0.0, seed=1, prefix="none-s")
     group = seed_group_findings([series_findings(root, n) for n in names])
-    settling = next(x for x in group.numbers if x.name == label("emergence.settled_fraction"))
+    settling = next(x for x in group.numbers if x.name == QUANTITIES["emergence.settled_fraction"])
     assert settling.n_missing == 1 and settling.missing[0][0] == "none-s0"
     assert settling.over_seeds.n_units == 4
     dependence = group.numbers[-1]
