@@ -112,10 +112,10 @@ def table_rows(f) -> list[dict]:
     rows: list[dict] = []
     for section, value in record.items():
         if isinstance(value, dict) and section != "resampling":
-            rows += [{"finding": section} | row for row in _flat(value, "", section, value)]
+            rows += _flat(value, "", section, value)
         elif section not in SERIES_FIELDS:
-            rows += [{"finding": "series"} | row for row in _flat(value, section, "series", record)]
-    return [{c: row.get(c) for c in _ROW} for row in rows]
+            rows += _flat(value, section, "series", record)
+    return rows
 
 
 def findings_json(f, **extra) -> dict:
@@ -143,10 +143,11 @@ def _flat(value, name: str, finding: str, parent: dict) -> list[dict]:
     if isinstance(value, list):
         return [row for i, v in enumerate(value) for row in _flat(v, f"{name}.{i}", finding, parent)]
     if isinstance(value, bool | int | float):
-        return [_labelled(finding, name, parent, {"value": None if value is None else float(value)})]
+        return [_labelled(finding, name, parent, {"value": float(value)})]
     return [_labelled(finding, name, parent, {"text": None if value is None else str(value)})]
 
 
 def _labelled(finding: str, name: str, parent: dict, row: dict) -> dict:
     template = QUANTITIES.get(re.sub(r"\.\d+(?=\.|$)", ".*", f"{finding}.{name}"))
-    return {"quantity": name, "label": template and template.format_map(parent)} | row
+    row |= {"finding": finding, "quantity": name, "label": template and template.format_map(parent)}
+    return {c: row.get(c) for c in _ROW}
