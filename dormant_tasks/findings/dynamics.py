@@ -32,7 +32,7 @@ count (OLMo-2's stage-2 ingredients count their own tokens), the tokens of the b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -73,6 +73,7 @@ class Emergence:
     first_dormant_revision: str | None  # the first checkpoint with any dormant head
     first_dormant_tokens: int | None
     heads: list[str]  # "L{layer}.H{head}" of the heads that settle dormant (emerged)
+    n_settled: int = field(init=False)  # len(heads): a count of its own in the findings table
     first_tokens: np.ndarray  # int64 [emerged head]: tokens at its first dormant checkpoint on the path
     settled_tokens: np.ndarray  # int64 [emerged head]: tokens from which it is dormant at >= STABLE
     settled_revisions: list[str]  # [emerged head]
@@ -90,6 +91,9 @@ class Emergence:
     # unscored between (interval-censored, `findings/resolution.py`); else settled_tokens. None: not computed
     settled_low: np.ndarray | None = None
     n_interval: int | None = None  # emerged heads whose settling time is an interval; None: the listing is unknown
+
+    def __post_init__(self):
+        object.__setattr__(self, "n_settled", len(self.heads))
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,7 @@ class Findings:
     transitions: Transitions
     input_dependence: InputDependence
     resampling: Resampling = DEFAULT_RESAMPLING
+    taus_id: str = ""  # the taus the states were decided under (a row of the findings table names them)
 
 
 # ------------------------------------------------------------------------------------------ pieces
@@ -245,6 +250,7 @@ def series_findings(
         transition_findings(s, tokens, transitions, fdr, resampling, fdr_method, resolution),
         input_dependence(views, fn, s, tokens, resampling),
         resampling,
+        view.taus_id,
     )
 
 

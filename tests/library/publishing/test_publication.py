@@ -19,9 +19,8 @@ import pytest
 import yaml
 
 from dormant_tasks.errors import ConfigError, StoreError
-from dormant_tasks.findings import series_findings
+from dormant_tasks.findings import findings_record, series_findings
 from dormant_tasks.publishing import build_publication, check_dataset_repo, check_license, write_publication
-from dormant_tasks.reporting import findings_record
 from dormant_tasks.store import PUBLISHED, check_store_path, damaged_files, read_table, store_folder, write_table
 from dormant_tasks.tracking import open_views
 from flows.cli import main
