@@ -207,10 +207,13 @@ def series_findings(
     fdr: float = FDR,
     resampling: Resampling = DEFAULT_RESAMPLING,
     fdr_method: str = FDR_METHOD,
+    *,
+    views: list | None = None,
 ) -> Findings:
     """The three findings of `model_id` on its primary calibration set under `score_fn` (default ahon_ln when
     tracked, else the first tracked function); confident transitions at false discovery rate `fdr` by
-    `fdr_method` ("bh" or "by"), decided afresh from the stored dormant rates; reads the store only."""
+    `fdr_method` ("bh" or "by"), decided afresh from the stored dormant rates; reads the store only (`views`: the
+    series' views when the caller opened them already, the primary set first)."""
     from dormant_tasks.errors import ConfigError
     from dormant_tasks.tracking import SeriesView, open_views
 
@@ -220,7 +223,7 @@ def series_findings(
         raise ConfigError(f"--fdr-method {fdr_method!r}: choose one of {', '.join(FDR_METHODS)}")
     if resampling.resamples < 1 or resampling.permutations < 1:
         raise ConfigError(f"--resamples {resampling.resamples}: give a positive number (e.g. {RESAMPLES})")
-    views = open_views(store, model_id)
+    views = views or open_views(store, model_id)
     if not views:
         SeriesView.open(store, model_id)  # the StoreError that names what the store holds
     view = views[0]
