@@ -3,7 +3,7 @@
 `track(model, store=..., **options)` is the public call (a notebook's, a script's): the options are `dormant
 track`'s long options, dashes as underscores, with the same defaults; it runs in this process with no Prefect.
 `run_track(request, executor)` is the run itself, for the CLI and the flow: `dormant track` runs it with
-`flows.track.PrefectTasks` as its executor (its `run` starts the Prefect flow, whose body is this function again,
+`flows.executor.PrefectTasks` as its executor (its `run` starts the Prefect flow, whose body is this function again,
 inside the flow run), so the run's sequence is written once, here, and only where the work runs differs.
 
 The executor seam (`Executor`): where a checkpoint is scored (`score`: the taus' checkpoint; `compute`: every

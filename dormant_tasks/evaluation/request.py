@@ -91,6 +91,7 @@ class EvalRequest(Request):
     """Everything that fixes an `evaluate` run: which checkpoint(s), task, functions, mode, thresholds."""
 
     KIND = "evaluate"
+    OPTION_FIELDS = {"scores": "score_fns"}  # `dormant evaluate`'s options of another name than their field
 
     model: str  # checkpoint folder or Hub repo; with series=True the tracked repo or series folder
     store: str

@@ -102,6 +102,7 @@ class TrackRequest(Request):
     """Everything that fixes a `track` run: the series, the selection, what is scored and how, where it runs."""
 
     KIND = "track"
+    OPTION_FIELDS = OPTION_FIELDS
 
     source: str  # Hub repo id, or a folder of checkpoint folders (stored absolute)
     store: str  # Parquet store folder (stored absolute)
@@ -148,36 +149,24 @@ class TrackRequest(Request):
 
     @classmethod
     def option_names(cls) -> frozenset[str]:
-        """The names `from_options` takes: `dormant track`'s request options, dashes as underscores."""
-        fields = {f.name for f in dataclasses.fields(cls)} - {"selection", "report", *OPTION_FIELDS.values()}
-        return frozenset({*fields, *OPTION_FIELDS, *SELECTION_OPTIONS, "taus", "no_report"})
+        return (super().option_names() - {"selection", "report"}) | {*SELECTION_OPTIONS, "taus", "no_report"}
 
     @classmethod
-    def from_options(cls, **options) -> TrackRequest:
-        """The request of `dormant track`'s options, as `dormant_tasks.track` takes them: `--max-batch-tokens N`
-        is `max_batch_tokens=N`, `--no-report` is `no_report=True`, a repeatable option a list; an option left out
-        or None takes its default, as on the command line. ConfigError for an option `track` does not have."""
-        known = cls.option_names()
-        fields: dict[str, Any] = {}
-        selection: dict[str, Any] = {}
-        for name, value in options.items():
-            if name not in known:
-                raise ConfigError(f"track has no option {name!r}{did_you_mean(name, sorted(known - {'max_n'}))}")
-            value = tuple(value) if isinstance(value, list) else value
-            if name in SELECTION_OPTIONS:
-                if value is not None:
-                    selection[SELECTION_OPTIONS[name]] = value
-            elif name == "no_report":
-                fields["report"] = not value
-            elif name == "keep_duplicates":
-                fields[name] = True if value else None  # unset: not saved, the request id as before the option
-            elif value is not None:
-                fields[OPTION_FIELDS.get(name, name)] = value
-        if selection:
-            fields["selection"] = Selection(**selection)
+    def fields_of_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """`dormant track`'s options as `dormant_tasks.track` takes them: `--max-batch-tokens N` is
+        `max_batch_tokens=N`, `--no-report` is `no_report=True`, a selection option sets a field of `selection`."""
+        selection = {SELECTION_OPTIONS[k]: options.pop(k) for k in list(options) if k in SELECTION_OPTIONS}
+        report = options.pop("no_report", None)
+        fields = super().fields_of_options(options)
+        if options.get("keep_duplicates") is False:
+            fields.pop("keep_duplicates")  # unset: not saved, the request id as before the option
+        if report is not None:
+            fields["report"] = not report
+        if any(v is not None for v in selection.values()):
+            fields["selection"] = Selection(**{k: v for k, v in selection.items() if v is not None})
         if fields.get("source") is None:
             raise ConfigError("--model is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder")
-        return cls(**fields)
+        return fields
 
     @classmethod
     def read_fields(cls, data: dict[str, Any]) -> dict[str, Any]:

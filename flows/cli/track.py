@@ -12,7 +12,7 @@ import sys
 from dormant_tasks.engine import ALL_IDS, TRACKED_IDS
 from dormant_tasks.store import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
 from dormant_tasks.text import plural
-from dormant_tasks.tracking import OPTION_FIELDS, SELECTION_OPTIONS, bundled_set_names
+from dormant_tasks.tracking import bundled_set_names
 
 from .checkpoints import add_selection_arguments, add_tokens_per_step_argument
 from .options import (
@@ -180,10 +180,6 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     add_reports_dir_argument(g)
 
 
-# The request field each option sets, where the names differ (`--request` compares the given options with it).
-_FIELD_OF = {**OPTION_FIELDS, "no_report": "report"}
-
-
 def request_from_args(args: argparse.Namespace):
     """The run's `TrackRequest` from parsed options (ConfigError for a bad or conflicting option)."""
     from dormant_tasks.tracking import TrackRequest
@@ -202,7 +198,7 @@ def replayed_request(args: argparse.Namespace):
     import dataclasses
 
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.tracking import TrackRequest
+    from dormant_tasks.tracking import SELECTION_OPTIONS, TrackRequest
 
     saved = TrackRequest.from_file(args.request)
     names = {f.name for f in dataclasses.fields(TrackRequest)}
@@ -238,11 +234,16 @@ def replayed_request(args: argparse.Namespace):
 
 
 def _field(dest: str) -> str:
-    return _FIELD_OF.get(dest, dest)
+    """The request field the option `dest` sets."""
+    from dormant_tasks.tracking import OPTION_FIELDS
+
+    return {**OPTION_FIELDS, "no_report": "report"}.get(dest, dest)
 
 
 def _value(request, dest: str):
     """The request's value of the option `dest` (a selection option reads the selection)."""
+    from dormant_tasks.tracking import SELECTION_OPTIONS
+
     if dest in SELECTION_OPTIONS:
         return getattr(request.selection, SELECTION_OPTIONS[dest])
     return getattr(request, _field(dest))
@@ -297,9 +298,7 @@ EXIT_CHECKPOINTS_FAILED = 3
 
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.names import series_slug
-    from dormant_tasks.run import run_track
     from dormant_tasks.store import check_store_path
-    from flows.track import PrefectTasks
 
     if getattr(args, "dry_run", False) or getattr(args, "bandwidth", None) or getattr(args, "format", None):
         return run_dry(args)
@@ -313,6 +312,9 @@ def run(args: argparse.Namespace) -> int:
             check_device_available(request.device)
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
     limit_note("track", request.calibration_sets, args.limit)
+    from dormant_tasks.run import run_track
+    from flows.executor import PrefectTasks
+
     # The run (`dormant_tasks.run.run_track`) holds the series, asks its state, answers a finished rerun from the
     # store, and otherwise starts the track flow, whose task runner computes the checkpoints.
     result = run_track(
