@@ -455,25 +455,27 @@ class LocalFolder(CheckpointSource):
     kind = "local folder"
     listed_as = "subfolders with a config.json"
 
-    def __init__(self, location: str):
-        super().__init__(absolute_path(location) or location)
-        self.given = location  # as spelled, for the lines that name it
-
     @classmethod
     def claims(cls, spec: str) -> bool:
         return is_local_source(spec)
 
     @property
     def spec(self) -> str:
-        return self.location
+        """Absolute, links resolved (a link loop raises: the command line's check says so first)."""
+        return absolute_path(self.location) or self.location
+
+    @property
+    def identity(self) -> str:
+        return f"local:{self.spec}"
 
     @property
     def name(self) -> str:
-        return Path(self.location).name
+        return Path(self.spec).name
 
     @property
     def folder(self) -> Path:
-        return Path(self.location)
+        """As spelled (`location`), `~` expanded: the lines that name it say what the user typed."""
+        return Path(self.location).expanduser()
 
     def listing(self) -> ListedNames:
         folder = self.folder
@@ -524,16 +526,16 @@ class LocalFolder(CheckpointSource):
     def checkpoint(self, revision: str | None = None) -> Revision:
         """The folder itself when it is one checkpoint (named by its folder name), else its subfolder `revision`;
         as spelled (the lines that name it say what the user typed)."""
-        given = Path(self.given)
+        given = Path(self.location)
         folder = given if revision is None or (self.folder / "config.json").is_file() else given / revision
-        name = self.folder.name if folder is given else revision or ""
+        name = self.name if folder is given else revision or ""
         rev = parse_revision_name(name) or Revision(name, UNKNOWN, UNKNOWN, UNKNOWN)
         return Revision(rev.name, rev.stage, rev.step, rev.tokens, rev.ingredient, path=folder)
 
     def check_available(self) -> None:
         if not self.folder.is_dir():
             raise CheckpointError(  # the class `list_revisions` raises for a missing series folder
-                f"{missing_folder(self.given)}: name a checkpoint folder (or a folder of them), a Hub repo id "
+                f"{missing_folder(self.location)}: name a checkpoint folder (or a folder of them), a Hub repo id "
                 "(org/name) or a series the store keeps"
             )
 

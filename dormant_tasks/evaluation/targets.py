@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from dormant_tasks.checkpoints import (
     UNKNOWN,
@@ -63,8 +64,9 @@ class Target:
 def single_target(model: str, revision: str | None = None) -> Target:
     """`--model PATH_OR_REPO [--revision R]`. A local checkpoint folder named like a branch (inside a series
     folder) is labelled with its series, so its rows join the tracker's in reports."""
-    folder = source_for(model).folder
-    if folder is not None:  # one checkpoint folder, read in place
+    source = source_for(model)
+    if source.folder is not None:  # one checkpoint folder, read in place
+        folder = Path(source.spec)
         if not (folder / "config.json").is_file():
             what = "does not exist" if not folder.exists() else "has no config.json"
             raise CheckpointError(
