@@ -84,6 +84,7 @@ class SeriesAudit:
     tokens_source: str = ""  # where the tokens per step came from (`tokens.TokenAxis.source`)
     tokens_per_step: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
+    how: str = ""  # how its source listed the files, in words (`CheckpointSource.audited_by`)
 
     def flagged(self, kinds: tuple[str, ...]) -> dict[str, Flag]:
         """{branch: its first flag of one of `kinds`}, in series order."""
@@ -134,7 +135,8 @@ def audit_series(
     start = time.monotonic()
     listing = listing or list_revisions(source, include_main=True, tokens_per_step=tokens_per_step)
     revisions = listing.revisions
-    held = source_for(source).audit_listing(revisions, workers, cache)  # a Hub branch's tree, a folder's hashes
+    origin = source_for(source)
+    held = origin.audit_listing(revisions, workers, cache)  # a Hub branch's tree, a folder's hashes
     axis = listing.tokens
     branches = compare_branches(revisions, held.files, held.configs, held.indexes, axis.disagreements if axis else {})
     return SeriesAudit(
@@ -144,6 +146,7 @@ def audit_series(
         axis.source if axis else "",
         dict(axis.tokens_per_step) if axis else {},
         time.monotonic() - start,
+        origin.audited_by,
     )
 
 
@@ -348,7 +351,7 @@ def format_audit(audit: SeriesAudit) -> list[str]:
     said = ", ".join(f"{n} {kind}" for kind, n in counts.items() if kind not in ("ok", MAIN_IS)) or "nothing flagged"
     lines.append(
         f"{len(audit.branches)} branches of {audit.source} audited in {audit.seconds:.1f} s "
-        f"({'file hashes' if audit.is_local else 'one tree listing per branch, no weights downloaded'}): {said}; "
+        f"({audit.how}): {said}; "
         f"{len(audit.set_aside())} set aside, {len(audit.failed())} not downloaded by `dormant track`"
     )
     return lines

@@ -12,7 +12,8 @@ command line's cheap checks), what would otherwise be decided "Hub or folder?" a
 - `fetch(...)` (the folder that holds a checkpoint's files: downloaded or in place), `evict(...)` (the fetched
   copy removed), `commit(...)` (a fetched checkpoint's commit in the store);
 - `checkpoint(name)`: one checkpoint named by itself (`score`, `evaluate --model`);
-- `check_available()`: the cheap check before a run (the folder exists; the Hub answers).
+- `check_available()`: the cheap check before a run (the folder exists; the Hub answers);
+- `kind`, `listed_as`, `audited_by`: words for the lines that name it.
 
 Two are built in: the Hugging Face Hub (`hub://ORG/NAME`, or a bare `ORG/NAME`) and a local folder (`local://PATH`,
 or a bare path). A bare `--model` is the first built-in source that claims it (a folder when it is spelled as a
@@ -96,6 +97,7 @@ class CheckpointSource(ABC):
     is_remote: ClassVar[bool] = False  # fetching downloads (bytes, disk, eviction); False: read in place
     kind: ClassVar[str] = "checkpoint source"  # in a line: "dry run: NAME (Hub repo ORG/NAME)"
     listed_as: ClassVar[str] = "checkpoints"  # what its checkpoints are, in a line that finds none
+    audited_by: ClassVar[str] = "its files listed"  # how `audit_listing` reads them, in the audit's summary line
 
     def __init__(self, location: str):
         self.location = location
@@ -127,12 +129,6 @@ class CheckpointSource(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CheckpointSource) and other.identity == self.identity
-
-    def __hash__(self) -> int:
-        return hash(self.identity)
 
     @abstractmethod
     def listing(self) -> ListedNames:
@@ -206,10 +202,6 @@ def unregister_source(scheme: str) -> None:
     if scheme in ("hub", "local"):
         raise ValueError(f"the built-in checkpoint source {scheme!r} cannot be unregistered")
     _SOURCES.pop(scheme.lower(), None)
-
-
-def registered_schemes() -> tuple[str, ...]:
-    return tuple(_SOURCES)
 
 
 def source_for(spec: str | Path | CheckpointSource) -> CheckpointSource:
@@ -297,6 +289,7 @@ class HubRepo(CheckpointSource):
     is_remote = True
     kind = "Hub repo"
     listed_as = "branches"
+    audited_by = "one tree listing per branch, no weights downloaded"
 
     @property
     def spec(self) -> str:
@@ -454,6 +447,7 @@ class LocalFolder(CheckpointSource):
 
     kind = "local folder"
     listed_as = "subfolders with a config.json"
+    audited_by = "file hashes"
 
     @classmethod
     def claims(cls, spec: str) -> bool:

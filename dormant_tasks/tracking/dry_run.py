@@ -214,7 +214,7 @@ def plan_dry_run(
             disk = None if disk is None or more is None else disk + more if keep else max(disk, more)
             rule += f"; the refinement: {how}"
     cache, free = None, None
-    where = source.cache_free(request.cache_dir) if planned and remote else None
+    where = source.cache_free(request.cache_dir) if planned else None  # (None: nothing is downloaded)
     if where is not None:
         folder, free = where
         cache = str(folder)
