@@ -1,25 +1,13 @@
-"""Where a series' checkpoints come from: one protocol, `CheckpointSource`, and a registry of its implementations
-by scheme (as lm-eval registers its models by name; docs/CHECKPOINTS.md, "Checkpoint sources").
+"""Where a series' checkpoints come from: one protocol, `CheckpointSource`, that every part asks instead of testing
+"Hub or folder?" (the listing, the integrity audit's file listing and sizes, the dry run, prefetch, loading,
+eviction, the command line's cheap checks), and a registry of its implementations by scheme, as lm-eval registers
+its models by name (docs/CHECKPOINTS.md §10: each member, and how to add a source).
 
-A source answers, for every part that asks (listing, the integrity audit, the dry run, prefetch, loading, the
-command line's cheap checks), what would otherwise be decided "Hub or folder?" at each of them:
-- what it is: `spec` (how a request saves it), `identity` (what the store records: two sources are never one
-  series), `name` (the series' default name), `is_remote` (its checkpoints are downloaded, cost bytes and are
-  evicted; else read in place), `folder` (where they lie when read in place);
-- `listing()`: its checkpoint names in its own order, with each one's commit and folder where known;
-- `audit_listing(...)`: each checkpoint's files (path, size, digest) and the small files the audit reads
-  (config, shard index), without fetching a weight; the sizes of what a fetch takes come from it;
-- `fetch(...)` (the folder that holds a checkpoint's files: downloaded or in place), `evict(...)` (the fetched
-  copy removed), `commit(...)` (a fetched checkpoint's commit in the store);
-- `checkpoint(name)`: one checkpoint named by itself (`score`, `evaluate --model`);
-- `check_available()`: the cheap check before a run (the folder exists; the Hub answers);
-- `kind`, `listed_as`, `audited_by`: words for the lines that name it.
-
-Two are built in: the Hugging Face Hub (`hub://ORG/NAME`, or a bare `ORG/NAME`) and a local folder (`local://PATH`,
-or a bare path). A bare `--model` is the first built-in source that claims it (a folder when it is spelled as a
-path or exists: `LocalFolder.claims`), else a Hub repo id. Another source is a subclass registered under its
-scheme (`@register_source("s3")`) and named `s3://...`; `source_for` resolves a spec, with "did you mean" for a
-scheme nobody registered.
+Two are built in: the Hugging Face Hub (`HubRepo`: `hub://ORG/NAME`, or a bare `ORG/NAME`) and a local folder
+(`LocalFolder`: `local://PATH`, or a bare path). A bare `--model` is a folder when `LocalFolder.claims` it (spelled
+as a path, or existing), else a Hub repo id; another source is a subclass registered under its scheme
+(`@register_source("s3")`) and named `s3://...`; `source_for` resolves a spec, with "did you mean" for a scheme
+nobody registered.
 
 Stdlib only when imported (the command line's cheap checks ask it before any heavy import): the Hub client is
 imported by the methods that talk to the Hub.
@@ -230,6 +218,7 @@ def list_revisions(
     in training order. `tokens_per_step` (default: the series' known value) gives the tokens of names that carry
     none; when such names are found and neither is known, CheckpointError asks for --tokens-per-step."""
     origin = source_for(source)
+    source = source.spec if isinstance(source, CheckpointSource) else str(source)  # as given, in its lines
     per_step: TokensPerStep | None = check_tokens_per_step(tokens_per_step) or known_tokens_per_step(origin.name)
     listed = origin.listing()
     revisions, skipped = [], []
@@ -268,7 +257,7 @@ def list_revisions(
         )
     if skipped:
         log.info("%s: skipped %d names that are not checkpoints: %s", source, len(skipped), ", ".join(skipped))
-    return Listing(str(source), not origin.is_remote, revisions, sorted(skipped), axis, origin.kind)
+    return Listing(source, not origin.is_remote, revisions, sorted(skipped), axis, origin.kind)
 
 
 def unit_hint(names: list[str]) -> str:

@@ -1,8 +1,9 @@
 """The command line's cheap checks, run before any heavy import (`boundary.run_command`): the forms of `--model`
-(a checkpoint folder, a series folder, a Hub id, a stored series' name), the device, the store and reports
-folders, and one brief question to the Hub. Each raises the error class the library raises for the same input,
-seconds earlier; what they decide (a folder, a series name) comes from the library's own stdlib-only resolvers
-(`dormant_tasks.names`, `dormant_tasks.store.layout.check_store_path`)."""
+(a checkpoint folder, a series folder, a Hub id, a registered source's `scheme://`, a stored series' name), the
+device, the store and reports folders, and the source's own cheap check (a folder there, one brief question to the
+Hub). Each raises the error class the library raises for the same input, seconds earlier; what they decide (a
+folder, a series name) comes from the library's own stdlib-only resolvers (`dormant_tasks.names`,
+`dormant_tasks.checkpoints.source_for`, `dormant_tasks.store.layout.check_store_path`)."""
 
 from __future__ import annotations
 
