@@ -2,17 +2,19 @@
 library give the same answer before and after the heavy imports).
 
 The vocabulary, through every layer:
-- a **source** is what `--model` names: a Hub repo id (`org/name`) or a local folder (one checkpoint, or a
-  series' folder of checkpoint folders);
-- a **model_id** is a series' name in the store: the Hub id, or the folder's name (`--series-name` overrides it);
+- a **source** is what `--model` names: a Hub repo id (`org/name`), a local folder (one checkpoint, or a
+  series' folder of checkpoint folders), or `scheme://...` of a registered source (`checkpoints.source_for`
+  resolves it: a `CheckpointSource`);
+- a **model_id** is a series' name in the store: its source's `name` (the Hub id, the folder's name;
+  `--series-name` overrides it);
 - a series' **slug** is its model_id as a folder name (`series_slug`: the store's partitions and the reports' folders);
-- a series' **identity** is `hub:ORG/NAME` or `local:` and the folder's resolved path, recorded in the store at its
-  first write, so one name never stands for two series.
+- a series' **identity** is its source's `identity` (`hub:ORG/NAME`, or `local:` and the folder's resolved path),
+  recorded in the store at its first write, so one name never stands for two series.
 
 Which one `--model NAME` means, when a folder in the working directory and a stored series share the name:
 - a command that reads the store (report, findings, compare, status) reads the stored series of that name
   (`names_stored_series`): a folder that happens to be in the working directory does not shadow it;
-- `track` (and `score`, `evaluate`) reads the folder (`is_local_source`): it tracks what is on disk;
+- `track` (and `score`, `evaluate`) reads the folder (`checkpoints.source_for`): it tracks what is on disk;
 - `./NAME`, `../NAME`, `/abs/NAME`, `~/NAME` or `NAME/` is always the folder, for every command
   (`spelled_as_path`): the way to name a folder whose name is a stored series'.
 A store path's checks are the store's to know (`store.check_store_path`, stdlib only as well): its marker and folders
@@ -28,21 +30,6 @@ from pathlib import Path
 from dormant_tasks.errors import StoreError
 
 
-def is_local_source(source: str | Path) -> bool:
-    """A source is a local folder, never a Hub id, when it is spelled as a path (./x, /x, ~/x, x/, a/b/c: a Hub id is
-    org/name, one slash), exists on disk, or lies inside an existing folder (data/x where ./data is one: a mistyped
-    local path, not the Hub org "data")."""
-    s = str(source)
-    return (
-        s.startswith((".", "/", "~"))
-        or s.endswith("/")
-        or s.count("/") >= 2
-        or Path(s).expanduser().exists()
-        or Path(s).expanduser().is_symlink()  # a broken link or a loop: a folder meant, which `ls` lists
-        or ("/" in s and Path(s.split("/")[0]).is_dir())
-    )
-
-
 def spelled_as_path(source: str | Path) -> bool:
     """`./x`, `../x`, `/x`, `~/x` or `x/`: spelled as a path, so a folder whatever the store keeps."""
     s = str(source)
@@ -53,17 +40,6 @@ def names_stored_series(value: str, stored: Iterable[str]) -> bool:
     """For a command that reads the store: `value` is the stored series of that name, not a folder of that name
     in the working directory (see the module docstring), unless it is spelled as a path."""
     return not spelled_as_path(value) and value in set(stored)
-
-
-def model_id_for(source: str) -> str:
-    """A source's series name: a Hub repo id as is; a local series by its folder name (e.g. `tiny-olmo2`)."""
-    return Path(source).expanduser().resolve().name if is_local_source(source) else str(source)
-
-
-def source_identity(source: str) -> str:
-    """What a series is, whatever its name: "hub:ORG/NAME", or "local:" and the folder's resolved path (recorded
-    in the store at the series' first write: `store.provenance.record_source`)."""
-    return f"local:{Path(source).expanduser().resolve()}" if is_local_source(source) else f"hub:{source}"
 
 
 def split_names(values: str | Iterable) -> tuple[str, ...]:

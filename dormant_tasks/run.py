@@ -29,7 +29,7 @@ from functools import partial
 
 from dormant_tasks import tracking
 from dormant_tasks.atomic import sweep_dead_temps
-from dormant_tasks.checkpoints import fetch_revision
+from dormant_tasks.checkpoints import fetch_revision, source_for
 from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.errors import StoreError
 from dormant_tasks.outputs import report_folder
@@ -287,11 +287,11 @@ def _prefetch_past_reference(state: SeriesState, executor: Executor) -> dict:
     the loop analyses, so that one overlaps that scoring too. Returns {revision: download future}. Only for a new
     series: there every selected checkpoint will be analysed, so no download is wasted."""
     request, plan = state.request, state.plan
-    if not executor.prefetch or not state.is_new or request.budget is not None:
+    if not _downloads_ahead(request, executor) or not state.is_new or request.budget is not None:
         return {}  # (a budgeted run chooses its checkpoints as it goes)
     reference = tracking.taus_checkpoint(request, plan)
     first = next((r for r in plan.selected if r != reference), None)
-    if reference.path is not None or first is None or first.path is not None:
+    if first is None:
         return {}
     with contextlib.suppress(Exception):  # a failure is the taus' scoring's to report, as any download's
         executor.fetch(request, reference).result()
@@ -337,10 +337,17 @@ def _run_checkpoints(
     return results
 
 
+def _downloads_ahead(request: TrackRequest, executor: Executor) -> bool:
+    """Whether the next checkpoint downloads while one is scored: the executor's disk is the scoring's, and the
+    source downloads (a local folder is read in place)."""
+    return executor.prefetch and source_for(request.source).is_remote
+
+
 def _computed(request: TrackRequest, todo: list, series, executor: Executor, write, ahead: dict) -> Iterator:
     """Each checkpoint of `todo` computed by the executor (at most `window` at once; with `prefetch`, the next one
     downloading meanwhile, one download at a time) and written here as it comes back; their results."""
     window = executor.window or max(1, len(todo))
+    ahead_too = _downloads_ahead(request, executor)
     queue: list = list(todo)
     running: dict = {}  # future -> its revision
     while queue or running:
@@ -350,7 +357,7 @@ def _computed(request: TrackRequest, todo: list, series, executor: Executor, wri
                 with contextlib.suppress(Exception):  # and the computing retries it), else they share the bandwidth
                     ahead.pop(current).result()
             nxt = queue[0] if queue else None
-            if executor.prefetch and nxt is not None and nxt.path is None and nxt not in ahead:
+            if ahead_too and nxt is not None and nxt not in ahead:
                 ahead[nxt] = executor.fetch(request, nxt)  # overlaps this scoring
             running[executor.compute(request, current, series)] = current
         future = next(iter(running)) if len(running) == 1 else next(iter(executor.as_completed(list(running))))

@@ -89,7 +89,7 @@ def token_axis(
 ) -> TokenAxis:
     """The checkpoints' token counts, checked (module docstring). `units`: {name: the rounding unit of the count
     its name carries} (names without a count are absent); `given`: --tokens-per-step or the known value."""
-    records = {r.name: read_record(r.path) for r in revisions if r.path is not None}
+    records = {r.name: read_record(r.path) for r in revisions}  # a checkpoint not on disk has none
     per_stage: dict[int, int] = {}
     source = ""
     recorded = [

@@ -9,11 +9,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from dormant_tasks.checkpoints import Selection
+from dormant_tasks.checkpoints import Selection, source_for
 from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
 from dormant_tasks.engine import TRACKED_IDS, ScoringOptions, parse_score_functions
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
-from dormant_tasks.names import is_local_source, model_id_for, series_slug, source_identity
+from dormant_tasks.names import series_slug
 from dormant_tasks.requests import (
     MAX_SEED,
     Request,
@@ -180,8 +180,7 @@ class TrackRequest(Request):
             raise ConfigError("--model is empty: name a Hub repo id (org/name) or a folder of checkpoint folders")
         if self.series_name is not None:
             _check_series_name(self.series_name)
-        if is_local_source(self.source):
-            set_field(self, "source", absolute_path(self.source))
+        set_field(self, "source", source_for(self.source).spec)  # a folder: absolute; a Hub id as is
         for name in ("store", "texts", "cache_dir", "reports_dir"):
             set_field(self, name, absolute_path(getattr(self, name)))
         names = (self.calibrations,) if isinstance(self.calibrations, str) else tuple(self.calibrations or ())
@@ -253,11 +252,11 @@ class TrackRequest(Request):
 
     @property
     def model_id(self) -> str:
-        return self.series_name or model_id_for(self.source)
+        return self.series_name or source_for(self.source).name
 
     @property
     def source_identity(self) -> str:
-        return source_identity(self.source)
+        return source_for(self.source).identity
 
     @property
     def score_fn_ids(self) -> tuple[str, ...]:

@@ -10,10 +10,9 @@ then rename: never a partial file).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from dormant_tasks.atomic import cannot_create_in
-from dormant_tasks.names import is_local_source
+from dormant_tasks.checkpoints import source_for
 
 from .options import (
     add_calibration_arguments,
@@ -62,7 +61,7 @@ def run(args) -> int:
         raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
     if not args.out.strip():
         raise ConfigError("--out is empty: name a .parquet or .csv file, e.g. --out scores.parquet")
-    if args.revision and is_local_source(args.model):
+    if args.revision and source_for(args.model).folder is not None:
         raise ConfigError(f"--revision names a Hub branch; --model {args.model} is a folder: drop --revision")
     out = check_file(args.out)  # before the heavy imports below: a wrong --out answers at once
     if out.suffix.lower() not in OUT_FORMATS:
@@ -125,11 +124,8 @@ def run(args) -> int:
 
 
 def _resolved(model: str, revision: str | None) -> tuple[str, str]:
-    """(model_id, revision) as a reader can find the model again: a local checkpoint as its absolute folder and
-    the folder's name (a branch name, as `track` stores it), a Hub repo as its id and the revision asked
-    (default `main`)."""
-
-    if is_local_source(model):
-        folder = Path(model).expanduser().resolve()
-        return str(folder), folder.name
-    return model, revision or "main"
+    """(model_id, revision) as a reader can find the model again (`CheckpointSource.spec` and the checkpoint's
+    name): a local checkpoint as its absolute folder and the folder's name (a branch name, as `track` stores it), a
+    Hub repo as its id and the revision asked (default `main`)."""
+    source = source_for(model)
+    return source.spec, source.checkpoint(revision).name

@@ -18,7 +18,8 @@ from dormant_tasks.checkpoints.audit import (
     audit_series,
     compare_branches,
 )
-from dormant_tasks.checkpoints.naming import list_revisions, parse_revision_name
+from dormant_tasks.checkpoints.naming import parse_revision_name
+from dormant_tasks.checkpoints.sources import list_revisions
 from dormant_tasks.checkpoints.tokens import Checkpoint, token_axis
 from tests.builders.series import save_random_series
 
