@@ -35,7 +35,7 @@ class ScratchBucket(CheckpointSource):
     is_remote = True
     kind = "scratch bucket"
     listed_as = "entries of index.json"
-    fetched: list[str] = []  # every fetch, in order (the test reads it)
+    fetched: list[str] = []  # every copy a fetch made, in order (the test reads it)
 
     @property
     def bucket(self) -> Path:
@@ -58,9 +58,9 @@ class ScratchBucket(CheckpointSource):
 
     def fetch(self, revision, cache_dir=None, retries=3, backoff_s=2.0) -> Path:
         copy = Path(cache_dir) / revision.name
-        if not copy.is_dir():
+        if not copy.is_dir():  # (fetched ahead of its scoring, it is in the cache when the scoring asks)
             shutil.copytree(self.bucket / self._index()[revision.name], copy)
-        self.fetched.append(revision.name)
+            self.fetched.append(revision.name)
         return copy
 
     def evict(self, revision, path, cache_dir=None) -> int:
@@ -136,7 +136,7 @@ def test_a_series_tracked_through_a_registered_source_is_the_folder_series(tmp_p
     result = track_steps(request)
     assert not result.failed
     store = tmp_path / "store"
-    assert sorted(ScratchBucket.fetched) == sorted(NAMES)  # each fetched once
+    assert sorted(ScratchBucket.fetched) == sorted(NAMES)  # each copied once (the next one while one is scored)
     assert list((tmp_path / "cache").iterdir()) == []  # and evicted once loaded
     manifest = read_table(store, "checkpoints").to_pylist()
     assert [r["revision"] for r in sorted(manifest, key=lambda r: r["step"])] == NAMES
