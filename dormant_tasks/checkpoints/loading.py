@@ -176,9 +176,17 @@ def _refuse_custom_config(config: dict, where: str) -> None:
 
 
 def _refuse_impossible_shape(config: dict, where: str) -> None:
-    """A config that cannot be a model (more key/value heads than heads, heads not a multiple of them, a width
-    not divisible by the heads): one line before loading, where torch would die of a floating-point exception."""
+    """A config that cannot be a model (no layers, more key/value heads than heads, heads not a multiple of them, a
+    width not divisible by the heads): one line before loading, where torch would die of a floating-point exception
+    or the engine find no head to score."""
     config = config["text_config"] if isinstance(config.get("text_config"), dict) else config  # a multimodal one's
+    layers = config.get("num_hidden_layers")
+    if isinstance(layers, int) and not isinstance(layers, bool) and layers < 1:
+        # transformers builds a model of no layers, which has no heads to score
+        raise CheckpointError(
+            f"{where}: its config.json cannot be a model: num_hidden_layers {layers} (a model has at least one "
+            "layer, and a head is scored in one); fix the config or drop this checkpoint"
+        )
     values = [config.get("num_attention_heads"), config.get("num_key_value_heads"), config.get("hidden_size")]
     values[1] = values[1] or values[0]
     ints = [x for x in values if isinstance(x, int) and not isinstance(x, bool)]
