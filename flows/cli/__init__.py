@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").add_parser(sub)
+    from dormant_tasks.engine import DORMANT_RULE
+
+    sub.choices["track"].epilog = DORMANT_RULE  # the rule of the masks it stores, in its --help's one sentence
     add_global_flags(parser)  # anywhere on the line: before the command, after it, or in between
     return parser
 
