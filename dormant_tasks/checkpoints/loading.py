@@ -70,7 +70,7 @@ def load_model_and_tokenizer(
     torch_dtype = resolve_dtype(dtype)
     device = resolve_device(device)
     where = f"{source}" + (f"@{revision}" if revision else "")
-    config = _local_config(Path(source) / "config.json")
+    config = _local_config(Path(source) / "config.json", where)
     if config is not None:
         _refuse_custom_config(config, where)
         _refuse_impossible_shape(config, where)
@@ -156,14 +156,26 @@ def _refuse_multimodal(config: dict | None, where: str, e: BaseException) -> Non
         ) from None
 
 
-def _local_config(config_file: Path) -> dict | None:
+def _local_config(config_file: Path, where: str) -> dict | None:
     """A local folder's config.json as a dict; None when there is none readable (transformers' own error says
-    so) or the source is a Hub id."""
+    so) or the source is a Hub id. One that is there but is no JSON object is named as such (transformers, reading
+    the tokenizer first, would say that no tokenizer could be loaded)."""
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = config_file.read_bytes()
+    except OSError:
         return None
-    return config if isinstance(config, dict) else None
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError is one
+        raise CheckpointError(
+            f"{where}: its config.json is not valid JSON ({_first_line(e)}); fix it or re-download the checkpoint"
+        ) from None
+    if not isinstance(config, dict):
+        raise CheckpointError(
+            f"{where}: its config.json is not a JSON object ({type(config).__name__}); fix it or re-download the "
+            "checkpoint"
+        )
+    return config
 
 
 def _refuse_custom_config(config: dict, where: str) -> None:

@@ -299,7 +299,7 @@ def test_cli_refusals_are_one_line_and_write_nothing(store, tmp_path, capsys, mo
     monkeypatch.delenv("HF_TOKEN", raising=False)
     out = tmp_path / "out"
     cases = {
-        ("--out", out): "--license is required",
+        ("--out", out): "the following arguments are required: --license",
         ("--out", out, "--license", "cc-by-4.0", "--model", "other/series"): "not in the store",
         ("--repo-id", "not a repo", "--license", "mit"): "not a dataset repo id",
         ("--repo-id", "lab/name", "--license", "mit"): "no Hugging Face token",
