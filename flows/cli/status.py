@@ -243,8 +243,10 @@ def run(args) -> int:
         elif unchecked:
             print(
                 f"verified: {len(unchecked)} file{'s' if len(unchecked) != 1 else ''} of the store have no recorded "
-                f"checksum yet (written before the store kept them; e.g. {unchecked[0].relative_to(root)}): their "
-                f"footers and page checksums are whole; `dormant store repair --store {args.store}` records them"
+                f"checksum yet (written before the store kept them, or a result left by a write that did not finish, "
+                f"which no manifest row names and no read sees; e.g. {unchecked[0].relative_to(root)}): their footers "
+                f"and page checksums are whole; `dormant store repair --store {args.store}` records the first and "
+                "deletes the second"
             )
         else:
             print("verified: every file matches its recorded checksum")
