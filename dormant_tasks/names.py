@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from dormant_tasks.errors import StoreError
+from dormant_tasks.errors import ConfigError, StoreError
 
 
 def spelled_as_path(source: str | Path) -> bool:
@@ -51,6 +51,8 @@ def split_names(values: str | Iterable) -> tuple[str, ...]:
 
 _SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # no leading "." or "-": hidden files, options
 # names Windows reserves for devices, with or without an extension: a lock or folder named so cannot be created there
+# A slug's longest file name is `series=<slug>.json` (`_sums`, `sources`): 12 bytes more, within the 255 of a name
+MAX_SLUG_BYTES = 243
 _RESERVED = re.compile(r"(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(\..*)?", re.IGNORECASE)
 
 
@@ -62,6 +64,13 @@ def series_slug(model_id: str) -> str:
     Hugging Face Hub), so the slug maps back to exactly one model_id (`model_id_of_slug`).
     """
     parts = model_id.split("/") if isinstance(model_id, str) else [""]
+    slug = "--".join(parts)
+    if len(slug.encode()) > MAX_SLUG_BYTES:
+        raise StoreError(
+            f"model id {model_id[:40]!r}... is {len(slug.encode())} bytes long as a folder name; a series' name is at "
+            f"most {MAX_SLUG_BYTES} (the store names folders and files after it, and a file name holds 255): "
+            "name the series shorter with --series-name"
+        )
     if (
         not all(_SAFE.fullmatch(p) and not _RESERVED.fullmatch(p) for p in parts)
         or "--" in model_id
@@ -72,7 +81,23 @@ def series_slug(model_id: str) -> str:
             "part starting with a letter, digit or '_' and no device name (CON, NUL, COM1, ...); no '--' or '..', "
             "e.g. 'allenai/OLMo-2-1124-7B' or 'tiny-olmo2'"
         )
-    return "--".join(parts)
+    return slug
+
+
+def check_series_name(name) -> None:
+    """A `--series-name` the store can name folders after (`series_slug`), else the ConfigError naming the option,
+    at parse time as in the request: before anything is created."""
+    try:
+        series_slug(name if isinstance(name, str) else "")
+    except StoreError as e:  # said as the option's
+        too_long = "bytes long" in str(e)
+        raise ConfigError(
+            f"--series-name {name[:40]!r}...: {len(name.encode())} bytes, at most {MAX_SLUG_BYTES} (the store names "
+            "folders and files after it, and a file name holds 255); choose a shorter name"
+            if too_long
+            else f"--series-name {name!r}: use letters, digits, '.', '_', '-', starting with a letter, digit or '_', "
+            "no device name (CON, NUL, ...), no '--' or '..', e.g. tiny-olmo2-rerun"
+        ) from None
 
 
 def model_id_of_slug(slug: str) -> str:

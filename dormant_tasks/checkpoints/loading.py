@@ -68,7 +68,7 @@ def load_model_and_tokenizer(
     torch_dtype = resolve_dtype(dtype)
     device = resolve_device(device)
     where = f"{source}" + (f"@{revision}" if revision else "")
-    config = _local_config(Path(source) / "config.json")
+    config = _local_config(Path(source) / "config.json", where)
     if config is not None:
         _refuse_custom_config(config, where)
         _refuse_impossible_shape(config, where)
@@ -154,14 +154,26 @@ def _refuse_multimodal(config: dict | None, where: str, e: BaseException) -> Non
         ) from None
 
 
-def _local_config(config_file: Path) -> dict | None:
+def _local_config(config_file: Path, where: str) -> dict | None:
     """A local folder's config.json as a dict; None when there is none readable (transformers' own error says
-    so) or the source is a Hub id."""
+    so) or the source is a Hub id. One that is there but is no JSON object is named as such (transformers, reading
+    the tokenizer first, would say that no tokenizer could be loaded)."""
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = config_file.read_bytes()
+    except OSError:
         return None
-    return config if isinstance(config, dict) else None
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError is one
+        raise CheckpointError(
+            f"{where}: its config.json is not valid JSON ({_first_line(e)}); fix it or re-download the checkpoint"
+        ) from None
+    if not isinstance(config, dict):
+        raise CheckpointError(
+            f"{where}: its config.json is not a JSON object ({type(config).__name__}); fix it or re-download the "
+            "checkpoint"
+        )
+    return config
 
 
 def _refuse_custom_config(config: dict, where: str) -> None:
@@ -174,9 +186,17 @@ def _refuse_custom_config(config: dict, where: str) -> None:
 
 
 def _refuse_impossible_shape(config: dict, where: str) -> None:
-    """A config that cannot be a model (more key/value heads than heads, heads not a multiple of them, a width
-    not divisible by the heads): one line before loading, where torch would die of a floating-point exception."""
+    """A config that cannot be a model (no layers, more key/value heads than heads, heads not a multiple of them, a
+    width not divisible by the heads): one line before loading, where torch would die of a floating-point exception
+    or the engine find no head to score."""
     config = config["text_config"] if isinstance(config.get("text_config"), dict) else config  # a multimodal one's
+    layers = config.get("num_hidden_layers")
+    if isinstance(layers, int) and not isinstance(layers, bool) and layers < 1:
+        # transformers builds a model of no layers, which has no heads to score
+        raise CheckpointError(
+            f"{where}: its config.json cannot be a model: num_hidden_layers {layers} (a model has at least one "
+            "layer, and a head is scored in one); fix the config or drop this checkpoint"
+        )
     values = [config.get("num_attention_heads"), config.get("num_key_value_heads"), config.get("hidden_size")]
     values[1] = values[1] or values[0]
     ints = [x for x in values if isinstance(x, int) and not isinstance(x, bool)]

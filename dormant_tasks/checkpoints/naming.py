@@ -201,6 +201,9 @@ class Selection:
         for flag, value in (("--every", self.every), ("--max", self.max_n)):
             if value is not None and not _is_int(value):
                 raise ConfigError(f"{flag} {value!r:.60}: must be a positive integer")
+        if self.steps is not None and any(s is not None and s < 0 for s in self.steps):
+            lo, hi = ("" if s is None else s for s in self.steps)
+            raise ConfigError(f"--steps {lo}:{hi}: steps count from 0; give A:B with A and B 0 or more")
         if self.steps is not None and None not in self.steps and self.steps[0] > self.steps[1]:
             raise ConfigError(f"--steps {self.steps[0]}:{self.steps[1]}: the first step is after the last; swap them")
         if self.every is not None and self.every < 1:

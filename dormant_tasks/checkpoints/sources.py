@@ -233,6 +233,10 @@ def list_revisions(
         {r.name: unit for r in revisions if (unit := name_token_unit(r.name)) is not None},
         per_step,
     )
+    if axis.refusal is not None:
+        raise CheckpointError(
+            f"{source}: {axis.refusal}; pass --tokens-per-step N ({unit_hint([r.name for r in revisions])})"
+        )
     revisions = [r if axis.tokens[r.name] == r.tokens else replace(r, tokens=axis.tokens[r.name]) for r in revisions]
     for name, why in axis.disagreements.items():
         log.warning("%s: %s", name, why)

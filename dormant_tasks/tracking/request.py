@@ -12,8 +12,8 @@ from typing import Any
 from dormant_tasks.checkpoints import Selection, source_for
 from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
 from dormant_tasks.engine import TRACKED_IDS, ScoringOptions, parse_score_functions
-from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
-from dormant_tasks.names import series_slug
+from dormant_tasks.errors import ConfigError, did_you_mean
+from dormant_tasks.names import check_series_name
 from dormant_tasks.requests import (
     MAX_SEED,
     Request,
@@ -34,16 +34,6 @@ class Runner(StrEnum):
 
     LOCAL = "local"  # Prefect's thread runner: one checkpoint scoring while the next downloads
     DASK = "dask"  # one task per checkpoint on a Dask cluster (local processes or --address)
-
-
-def _check_series_name(name) -> None:
-    try:
-        series_slug(name if isinstance(name, str) else "")
-    except StoreError:  # said as the option's
-        raise ConfigError(
-            f"--series-name {name!r}: use letters, digits, '.', '_', '-', starting with a letter, digit or '_', no "
-            "device name (CON, NUL, ...), no '--' or '..', e.g. tiny-olmo2-rerun"
-        ) from None
 
 
 def _calibration_name(name: str) -> str:
@@ -179,7 +169,7 @@ class TrackRequest(Request):
         if not self.source.strip():
             raise ConfigError("--model is empty: name a Hub repo id (org/name) or a folder of checkpoint folders")
         if self.series_name is not None:
-            _check_series_name(self.series_name)
+            check_series_name(self.series_name)
         set_field(self, "source", source_for(self.source).spec)  # a folder: absolute; a Hub id as is
         for name in ("store", "texts", "cache_dir", "reports_dir"):
             set_field(self, name, absolute_path(getattr(self, name)))

@@ -11,6 +11,7 @@ from .options import (
     add_series_name_argument,
     add_store_argument,
     add_threads_argument,
+    seed_type,
 )
 from .pretrain_tiny import DEFAULT_STEPS
 
@@ -33,7 +34,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--steps", type=int, default=DEFAULT_STEPS, metavar="N", help="pretraining steps (default: %(default)s)"
     )
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="pretraining seed (default: %(default)s)")
+    parser.add_argument(
+        "--seed", type=seed_type(), default=0, metavar="N", help="pretraining seed (default: %(default)s)"
+    )
     add_threads_argument(parser)
     parser.add_argument(
         "--seeds",

@@ -22,6 +22,7 @@ from .options import (
     add_model_argument,
     add_out_argument,
     add_scores_argument,
+    seed_type,
 )
 
 OUT_FORMATS = (".parquet", ".csv")
@@ -42,7 +43,7 @@ def add_parser(subparsers) -> None:
     add_device_argument(p, "score")
     add_scores_argument(p, "score functions, space- or comma-separated (default: all 16, incl. random)")
     p.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
+        "--seed", type=seed_type(), default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
     )
     add_max_tokens_argument(p)
     add_out_argument(
@@ -72,11 +73,6 @@ def run(args) -> int:
     why = cannot_create_in(out.parent)
     if why:
         raise ConfigError(f"--out {args.out}: no file can be created in {str(out.parent)!r} ({why}); choose another")
-
-    from dormant_tasks.requests import MAX_SEED
-
-    if not 0 <= args.seed <= MAX_SEED:
-        raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {args.seed}")
 
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -254,8 +254,13 @@ def _flag(dest: str) -> str:
 
 
 def add_parser(subparsers) -> None:
+    from dormant_tasks.engine import DORMANT_RULE
+
     parser = subparsers.add_parser(
-        "track", help="track dormant heads through a series of checkpoints", description=__doc__.split("\n\n")[0]
+        "track",
+        help="track dormant heads through a series of checkpoints",
+        description=__doc__.split("\n\n")[0],
+        epilog=DORMANT_RULE,  # the rule of the masks it stores, in its --help's one sentence
     )
     add_track_arguments(parser)
     add_dry_run_arguments(parser)
