@@ -126,47 +126,13 @@ class SeriesResults:
         return _frame(self.view.histories(_listed(score_fns)))
 
     def findings(self, score_fn: str | None = None) -> pd.DataFrame:
-        """The paper's three findings (docs/SCORES.md), one row per measured quantity: `finding`, `quantity`,
-        `value`, its 95% interval `low`/`high` (NaN where none), and `k` of `n` for shares. The full objects:
-        `findings_object`."""
-        f = self.findings_object(score_fn)
-        e, t, d = f.emergence, f.transitions, f.input_dependence
-        rows = [
-            _row("emergence", "% dormant at the first checkpoint", e.pct_dormant_first),
-            _row("emergence", "% dormant at the last checkpoint", e.pct_dormant_last),
-            _row("emergence", "heads settled dormant", len(e.heads)),
-            _row("emergence", "heads right-censored (not settled by the end)", e.n_censored),
-            _row("emergence", "settling time, median over every head (tokens)", e.settled_median_all),
-            _row(
-                "emergence",
-                "first dormant, median over settled heads (fraction of the series' tokens)",
-                e.first_fraction,
-            ),
-            _row(
-                "emergence", "settled, median over settled heads (fraction of the series' tokens)", e.settled_fraction
-            ),
-            _row("emergence", "settled heads settled early", e.early),
-            _row("transitions", "mask changes", t.n_transitions),
-            _row("transitions", "confident transitions", t.n_confident),
-            _row(  # NaN: the store keeps no listing of the series (unknown)
-                "transitions",
-                "confident transitions resolved to adjacent checkpoints",
-                t.resolution.n_resolved if t.resolution is not None and t.resolution.known else float("nan"),
-            ),
-            _row("transitions", "blips", t.n_blips),
-            _row("transitions", "blips with both legs confident", t.n_confident_blips),
-            *(_row("transitions", f"confident per billion tokens, stage {r.stage}", r.per_billion) for r in t.stages),
-            _row("transitions", "heads whose mask changed at least once", t.ever_changed),
-            _row("transitions", "heads whose mask changed more than once", t.more_than_once),
-            _row("transitions", "heads with a confident transition", t.confidently_changed),
-        ]
-        if d.last is not None:
-            rows.append(_row("input dependence", "pooled Jaccard at the last shared checkpoint", d.last))
-        if d.noise_floor is not None:
-            rows.append(_row("input dependence", "across-set minus within-set agreement", d.noise_floor.difference))
-        out = pd.DataFrame(rows)
-        out.insert(0, "score_fn", f.score_fn)
-        return out
+        """The paper's three findings (docs/SCORES.md) as the findings table (`findings/table.py`, the published
+        `findings`): one row per quantity, its id (`finding`, `quantity`), English `label` (null: none), `value`,
+        its 95% interval `low`/`high`, `method`, `unit`, `n_units`, `k` of `n` for shares, and a `note` on what
+        is missing. The full objects: `findings_object`."""
+        from dormant_tasks.findings import findings_table
+
+        return _frame(findings_table([self.findings_object(score_fn)]))
 
     def findings_object(self, score_fn: str | None = None):
         """The `findings.dynamics.Findings` of the series' primary set (default function ahon_ln when tracked)."""
@@ -181,23 +147,3 @@ class SeriesResults:
 
 def _listed(score_fns) -> list[str] | None:
     return [score_fns] if isinstance(score_fns, str) else score_fns
-
-
-def _row(finding: str, quantity: str, value) -> dict:
-    """One findings row: a plain number (a count: method "count"), or a value with its 95% interval, the interval's
-    method and the units behind it (an `Estimate`, or a `Share` with k of n)."""
-    low, high = (getattr(value, "low", float("nan")), getattr(value, "high", float("nan")))
-    k, n = getattr(value, "k", None), getattr(value, "n", None)
-    number = getattr(value, "value", value)
-    method, units = getattr(value, "method", "count"), getattr(value, "n_units", None)
-    return {
-        "finding": finding,
-        "quantity": quantity,
-        "value": float(number),
-        "low": low,
-        "high": high,
-        "method": method,
-        "n_units": units,
-        "k": k,
-        "n": n,
-    }

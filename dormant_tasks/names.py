@@ -2,17 +2,19 @@
 library give the same answer before and after the heavy imports).
 
 The vocabulary, through every layer:
-- a **source** is what `--model` names: a Hub repo id (`org/name`) or a local folder (one checkpoint, or a
-  series' folder of checkpoint folders);
-- a **model_id** is a series' name in the store: the Hub id, or the folder's name (`--series-name` overrides it);
+- a **source** is what `--model` names: a Hub repo id (`org/name`), a local folder (one checkpoint, or a
+  series' folder of checkpoint folders), or `scheme://...` of a registered source (`checkpoints.source_for`
+  resolves it: a `CheckpointSource`);
+- a **model_id** is a series' name in the store: its source's `name` (the Hub id, the folder's name;
+  `--series-name` overrides it);
 - a series' **slug** is its model_id as a folder name (`series_slug`: the store's partitions and the reports' folders);
-- a series' **identity** is `hub:ORG/NAME` or `local:` and the folder's resolved path, recorded in the store at its
-  first write, so one name never stands for two series.
+- a series' **identity** is its source's `identity` (`hub:ORG/NAME`, or `local:` and the folder's resolved path),
+  recorded in the store at its first write, so one name never stands for two series.
 
 Which one `--model NAME` means, when a folder in the working directory and a stored series share the name:
 - a command that reads the store (report, findings, compare, status) reads the stored series of that name
   (`names_stored_series`): a folder that happens to be in the working directory does not shadow it;
-- `track` (and `score`, `evaluate`) reads the folder (`is_local_source`): it tracks what is on disk;
+- `track` (and `score`, `evaluate`) reads the folder (`checkpoints.source_for`): it tracks what is on disk;
 - `./NAME`, `../NAME`, `/abs/NAME`, `~/NAME` or `NAME/` is always the folder, for every command
   (`spelled_as_path`): the way to name a folder whose name is a stored series'.
 A store path's checks are the store's to know (`store.check_store_path`, stdlib only as well): its marker and folders
@@ -25,22 +27,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from dormant_tasks.errors import StoreError
-
-
-def is_local_source(source: str | Path) -> bool:
-    """A source is a local folder, never a Hub id, when it is spelled as a path (./x, /x, ~/x, x/, a/b/c: a Hub id is
-    org/name, one slash), exists on disk, or lies inside an existing folder (data/x where ./data is one: a mistyped
-    local path, not the Hub org "data")."""
-    s = str(source)
-    return (
-        s.startswith((".", "/", "~"))
-        or s.endswith("/")
-        or s.count("/") >= 2
-        or Path(s).expanduser().exists()
-        or Path(s).expanduser().is_symlink()  # a broken link or a loop: a folder meant, which `ls` lists
-        or ("/" in s and Path(s.split("/")[0]).is_dir())
-    )
+from dormant_tasks.errors import ConfigError, StoreError
 
 
 def spelled_as_path(source: str | Path) -> bool:
@@ -55,17 +42,6 @@ def names_stored_series(value: str, stored: Iterable[str]) -> bool:
     return not spelled_as_path(value) and value in set(stored)
 
 
-def model_id_for(source: str) -> str:
-    """A source's series name: a Hub repo id as is; a local series by its folder name (e.g. `tiny-olmo2`)."""
-    return Path(source).expanduser().resolve().name if is_local_source(source) else str(source)
-
-
-def source_identity(source: str) -> str:
-    """What a series is, whatever its name: "hub:ORG/NAME", or "local:" and the folder's resolved path (recorded
-    in the store at the series' first write: `store.provenance.record_source`)."""
-    return f"local:{Path(source).expanduser().resolve()}" if is_local_source(source) else f"hub:{source}"
-
-
 def split_names(values: str | Iterable) -> tuple[str, ...]:
     """A list option's names: "a,b", ["a", "b"] and ["a,b", "a"] all give ("a", "b") (order kept, duplicates and
     blanks dropped; `()` when none: the caller says what was expected)."""
@@ -75,6 +51,8 @@ def split_names(values: str | Iterable) -> tuple[str, ...]:
 
 _SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # no leading "." or "-": hidden files, options
 # names Windows reserves for devices, with or without an extension: a lock or folder named so cannot be created there
+# A slug's longest file name is `series=<slug>.json` (`_sums`, `sources`): 12 bytes more, within the 255 of a name
+MAX_SLUG_BYTES = 243
 _RESERVED = re.compile(r"(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(\..*)?", re.IGNORECASE)
 
 
@@ -86,6 +64,13 @@ def series_slug(model_id: str) -> str:
     Hugging Face Hub), so the slug maps back to exactly one model_id (`model_id_of_slug`).
     """
     parts = model_id.split("/") if isinstance(model_id, str) else [""]
+    slug = "--".join(parts)
+    if len(slug.encode()) > MAX_SLUG_BYTES:
+        raise StoreError(
+            f"model id {model_id[:40]!r}... is {len(slug.encode())} bytes long as a folder name; a series' name is at "
+            f"most {MAX_SLUG_BYTES} (the store names folders and files after it, and a file name holds 255): "
+            "name the series shorter with --series-name"
+        )
     if (
         not all(_SAFE.fullmatch(p) and not _RESERVED.fullmatch(p) for p in parts)
         or "--" in model_id
@@ -96,7 +81,23 @@ def series_slug(model_id: str) -> str:
             "part starting with a letter, digit or '_' and no device name (CON, NUL, COM1, ...); no '--' or '..', "
             "e.g. 'allenai/OLMo-2-1124-7B' or 'tiny-olmo2'"
         )
-    return "--".join(parts)
+    return slug
+
+
+def check_series_name(name) -> None:
+    """A `--series-name` the store can name folders after (`series_slug`), else the ConfigError naming the option,
+    at parse time as in the request: before anything is created."""
+    try:
+        series_slug(name if isinstance(name, str) else "")
+    except StoreError as e:  # said as the option's
+        too_long = "bytes long" in str(e)
+        raise ConfigError(
+            f"--series-name {name[:40]!r}...: {len(name.encode())} bytes, at most {MAX_SLUG_BYTES} (the store names "
+            "folders and files after it, and a file name holds 255); choose a shorter name"
+            if too_long
+            else f"--series-name {name!r}: use letters, digits, '.', '_', '-', starting with a letter, digit or '_', "
+            "no device name (CON, NUL, ...), no '--' or '..', e.g. tiny-olmo2-rerun"
+        ) from None
 
 
 def model_id_of_slug(slug: str) -> str:

@@ -148,6 +148,31 @@ class Request:
     """JSON round trip and identity, shared by every request kind (a frozen dataclass subclass)."""
 
     KIND = ""
+    # The command's options (long names, dashes as underscores) that set a field of another name; every other
+    # option sets the field of its name.
+    OPTION_FIELDS: dict[str, str] = {}
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        """The names `from_options` takes: the command's request options, dashes as underscores."""
+        fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]  # every request is a dataclass
+        return frozenset((fields - set(cls.OPTION_FIELDS.values())) | set(cls.OPTION_FIELDS))
+
+    @classmethod
+    def from_options(cls, **options):
+        """The request of the command's options, as a Python caller or the parsed command line gives them: an
+        option left out or None takes its default, as on the command line; a list is a repeated option.
+        ConfigError for an option the command does not have (with the nearest name)."""
+        known = cls.option_names()
+        for name in options:
+            if name not in known:
+                raise ConfigError(f"{cls.KIND} has no option {name!r}{did_you_mean(name, sorted(known))}")
+        return cls(**cls.fields_of_options({k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}))
+
+    @classmethod
+    def fields_of_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """The fields that known `options` set (a kind with options of other shapes adds them)."""
+        return {cls.OPTION_FIELDS.get(k, k): v for k, v in options.items() if v is not None}
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.KIND, "request_version": REQUEST_VERSION}

@@ -222,15 +222,43 @@ def dask_lines_off() -> Iterator[None]:
 def checkpoint_result(future):
     """A checkpoint task's result. A task that Dask gave up on because the workers running it died
     (`KilledWorker`: killed, out of memory) is a `CheckpointError`, recorded as that checkpoint's failure."""
-    from distributed import KilledWorker
-
     try:
         return future.result()
-    except KilledWorker as e:
+    except Exception as e:
+        if type(e).__name__ != "KilledWorker" or type(e).__module__.split(".")[0] != "distributed":
+            raise
         raise CheckpointError(
             f"the Dask worker computing it died {e.allowed_failures + 1} times (killed, or out of memory: give the "
             "workers more memory, or fewer per machine with --workers)"
         ) from None
+
+
+def window(request: TrackRequest) -> int | None:
+    """Checkpoints computed at once: one in this process (one model in memory, the next one downloading), every
+    one on a Dask cluster (its scheduler places them on its workers)."""
+    return None if request.runner is Runner.DASK else 1
+
+
+def prefetches(request: TrackRequest) -> bool:
+    """Whether a download ahead of its scoring helps: on the local runner it lands on the disk the scoring reads;
+    a Dask worker downloads its own checkpoint."""
+    return request.runner is Runner.LOCAL
+
+
+def submitting(request: TrackRequest):
+    """Around a checkpoint task's submission: on Dask, its GPU resource (`gpu_resources`) and the flow's Prefect
+    API (`reporting_to_flow_api`) travel with it."""
+    if request.runner is not Runner.DASK:
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    stack.enter_context(gpu_resources(request.device))
+    stack.enter_context(reporting_to_flow_api())
+    return stack
+
+
+def waiting(request: TrackRequest):
+    """While the flow waits for a checkpoint: on Dask, its scheduler's and nannies' lines off (`dask_lines_off`)."""
+    return dask_lines_off() if request.runner is Runner.DASK else contextlib.nullcontext()
 
 
 def uses_gpu(device) -> bool:

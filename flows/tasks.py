@@ -1,4 +1,5 @@
-"""Prefect @task wrappers around the library: thin, no science here. Flows in `flows/` call these.
+"""Prefect @task wrappers around the library: thin, no science here. Flows in `flows/` submit these: a track run's
+checkpoint work (`flows.executor.PrefectTasks`), an evaluation's targets.
 
 Retries are for transient failures only (network, a worker lost): a `DormantError` is the user's to fix
 and is never retried. No Prefect caching (`cache_policy=NONE`): the store is the cache, and hashing the
@@ -40,27 +41,6 @@ def _checkpoint_task(name: str, task_run_name: str):
     )
 
 
-@task(name="series-state", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_transient, cache_policy=NONE)
-def series_state(request: TrackRequest) -> tracking.SeriesState:
-    """The series as the run finds it (plan, stored sets and taus, pending checkpoints), asked once per run."""
-    state = tracking.series_state(request)
-    if state.plan.skipped_names:
-        names = state.plan.skipped_names
-        get_run_logger().info(
-            "skipped %d names that are not checkpoints: %s",
-            len(names),
-            ", ".join(names[:10]) + (" ..." if len(names) > 10 else ""),
-        )
-    return state
-
-
-@task(name="series-taus", cache_policy=NONE)
-def series_taus(request: TrackRequest, state: tracking.SeriesState, score=None, write=None) -> tracking.SeriesTaus:
-    """`score`: how to score the checkpoint the taus need (None: here, in the flow's process); `write`: the flow's
-    one writer of a checkpoint, which writes that one too."""
-    return tracking.resolve_series_taus(request, state, score, write)
-
-
 @_checkpoint_task("score-checkpoint", "score-{revision.name}")
 def score_checkpoint(request: TrackRequest, revision: Revision) -> tuple[tracking.ScoredCheckpoint, ...]:
     """Load and score one checkpoint (every set), touching no store: on a Dask cluster the checkpoint a new
@@ -98,11 +78,6 @@ def compute_checkpoint(
         s.get("score", 0),
     )
     return rows
-
-
-@task(name="derive-transitions", cache_policy=NONE)
-def derive_transitions(request: TrackRequest) -> tracking.SeriesSummary:
-    return tracking.derive_series(request)
 
 
 @task(

@@ -39,7 +39,8 @@ print(
     f"{int(transitions['blip'].sum())} blips"
 )
 print("\nfindings:")
-print(s.findings(fn)[["finding", "quantity", "value", "low", "high"]].to_string(index=False))
+findings = s.findings(fn)  # every quantity; those with a label are the headline numbers
+print(findings[findings["label"].notna()][["label", "value", "low", "high"]].to_string(index=False))
 evaluations = s.evaluations()
 print(f"\n{len(evaluations)} evaluation rows")
 if len(evaluations):

@@ -1,6 +1,7 @@
-"""Checkpoints: which checkpoints a series has and in which order (`list_revisions`, `Revision`, `Selection`), the
-Hugging Face Hub (pinned, verified downloads), file hashes, and a model loaded at a revision
-(`load_checkpoint`, `load_model_at`). Layer 2: it uses only the shared leaves.
+"""Checkpoints: where a series' checkpoints come from (`CheckpointSource`: the Hugging Face Hub, a local folder, more
+by `register_source`), which checkpoints it has and in which order (`list_revisions`, `Revision`, `Selection`),
+pinned, verified downloads, file hashes, and a model loaded at a revision (`load_checkpoint`, `load_model_at`).
+Layer 2: it uses only the shared leaves.
 """
 
 from typing import TYPE_CHECKING
@@ -38,12 +39,18 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         Revision as Revision,
         Selection as Selection,
         format_tokens as format_tokens,
-        list_revisions as list_revisions,
         log_spread as log_spread,
         parse_revision_name as parse_revision_name,
         series_sort_key as series_sort_key,
         step_tokens as step_tokens,
         training_positions as training_positions,
+    )
+    from dormant_tasks.checkpoints.sources import (
+        CheckpointSource as CheckpointSource,
+        list_revisions as list_revisions,
+        register_source as register_source,
+        silent_hub as silent_hub,
+        source_for as source_for,
     )
 
 __all__, __getattr__, __dir__ = attach(__name__)

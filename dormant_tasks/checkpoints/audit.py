@@ -25,23 +25,17 @@ some of the latter.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from fnmatch import translate
 from pathlib import Path
-from typing import NamedTuple
 
-from dormant_tasks.checkpoints.hub import (
-    LISTING_WORKERS,
-    file_sha256,
-    is_loading_file,
-    list_branch_files,
-    read_small_file,
-)
-from dormant_tasks.checkpoints.naming import Listing, Revision, list_revisions
+from dormant_tasks.checkpoints.hub import LISTING_WORKERS, is_loading_file
+from dormant_tasks.checkpoints.naming import Listing, Revision
+from dormant_tasks.checkpoints.sources import WEIGHTS as _WEIGHTS
+from dormant_tasks.checkpoints.sources import BranchFile as BranchFile  # (its files, as their source lists them)
+from dormant_tasks.checkpoints.sources import list_revisions, source_for
 
 DUPLICATE = "duplicate"  # set aside: the weights of another step
 DUPLICATE_STEP = "duplicate step"  # set aside: a second branch at one step
@@ -54,16 +48,8 @@ SET_ASIDE_KINDS = (DUPLICATE, DUPLICATE_STEP)
 FAILED_KINDS = (PARTIAL, INCOMPLETE)
 WARNED_KINDS = (*SET_ASIDE_KINDS, *FAILED_KINDS, TOKENS, CONFIG)
 
-_WEIGHTS = re.compile("|".join(translate(p) for p in ("*.safetensors", "*.bin", "*.pt", "*.pth")))
 _SHARD = re.compile(r"(?P<stem>.+)-(?P<index>\d+)-of-(?P<total>\d+)\.(?P<ext>safetensors|bin)")
 _ARCHITECTURE = ("model_type", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size")
-
-
-class BranchFile(NamedTuple):
-    path: str
-    size: int | None
-    digest: str  # LFS sha256 or git blob id (Hub), sha256 (local)
-    lfs: bool
 
 
 @dataclass(frozen=True)
@@ -98,6 +84,7 @@ class SeriesAudit:
     tokens_source: str = ""  # where the tokens per step came from (`tokens.TokenAxis.source`)
     tokens_per_step: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
+    how: str = ""  # how its source listed the files, in words (`CheckpointSource.audited_by`)
 
     def flagged(self, kinds: tuple[str, ...]) -> dict[str, Flag]:
         """{branch: its first flag of one of `kinds`}, in series order."""
@@ -148,16 +135,10 @@ def audit_series(
     start = time.monotonic()
     listing = listing or list_revisions(source, include_main=True, tokens_per_step=tokens_per_step)
     revisions = listing.revisions
-    if listing.is_local:
-        files, configs, indexes = _local_files(revisions)
-    else:
-        commits = {r.name: r.commit for r in revisions if r.commit}
-        listed = list_branch_files(str(source), commits, workers)
-        files = {name: [BranchFile(*f) for f in entries] for name, entries in listed.items()}
-        configs = _hub_configs(str(source), revisions, files, cache)
-        indexes = _hub_indexes(str(source), revisions, files, cache)
+    origin = source_for(source)
+    held = origin.audit_listing(revisions, workers, cache)  # a Hub branch's tree, a folder's hashes
     axis = listing.tokens
-    branches = compare_branches(revisions, files, configs, indexes, axis.disagreements if axis else {})
+    branches = compare_branches(revisions, held.files, held.configs, held.indexes, axis.disagreements if axis else {})
     return SeriesAudit(
         listing.source,
         listing.is_local,
@@ -165,6 +146,7 @@ def audit_series(
         axis.source if axis else "",
         dict(axis.tokens_per_step) if axis else {},
         time.monotonic() - start,
+        origin.audited_by,
     )
 
 
@@ -354,91 +336,6 @@ def _config_changes(revisions: list[Revision], configs: dict[str, dict | None], 
             flags[r.name].append(Flag(CONFIG, f"another architecture than the series': {differs}", file="config.json"))
 
 
-def _local_files(
-    revisions: list[Revision],
-) -> tuple[dict[str, list[BranchFile]], dict[str, dict | None], dict[str, set[str]]]:
-    """Each local folder's loadable files with their sha256 (the hash cache: a rerun reads nothing), its config
-    and the files its shard index lists."""
-    files, configs, indexes = {}, {}, {}
-    for r in revisions:
-        folder = r.path
-        if folder is None:
-            continue
-        entries = sorted(
-            p for p in folder.iterdir() if p.is_file() and (is_loading_file(p.name) or _WEIGHTS.fullmatch(p.name))
-        )
-        files[r.name] = [BranchFile(p.name, p.stat().st_size, file_sha256(p), False) for p in entries]
-        configs[r.name] = _read_json(folder / "config.json")
-        listed: set[str] = set()
-        for index in folder.glob("*.index.json"):
-            weight_map = (_read_json(index) or {}).get("weight_map") or {}
-            listed |= {str(v) for v in weight_map.values()}
-        indexes[r.name] = listed
-    return files, configs, indexes
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _hub_configs(
-    repo: str, revisions: list[Revision], files: dict[str, list[BranchFile]], cache: bool = True
-) -> dict[str, dict | None]:
-    """Each branch's config, read once per distinct config.json (by its blob id): usually one small read."""
-    by_digest: dict[str, list[Revision]] = defaultdict(list)
-    for r in revisions:
-        digest = next((f.digest for f in files.get(r.name, []) if f.path == "config.json"), None)
-        if digest is not None and r.commit:
-            by_digest[digest].append(r)
-    configs: dict[str, dict | None] = {}
-    if len(by_digest) < 2:  # one config for the whole series: no architecture can differ
-        return configs
-    for branches in by_digest.values():
-        first = branches[0]
-        try:
-            data = json.loads(read_small_file(repo, first.name, first.commit or "", "config.json", cache=cache))
-        except ValueError:
-            data = None
-        for b in branches:
-            configs[b.name] = data if isinstance(data, dict) else None
-    return configs
-
-
-def _hub_indexes(
-    repo: str, revisions: list[Revision], files: dict[str, list[BranchFile]], cache: bool = True
-) -> dict[str, set[str]]:
-    """The files each branch's shard indexes (`*.index.json`) list, read once per distinct index (by its blob
-    id: a series' branches usually share one), `LISTING_WORKERS` at a time; paths relative to the repo root."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    holders: dict[str, list[tuple[Revision, str]]] = defaultdict(list)
-    for r in revisions:
-        for f in files.get(r.name, []):
-            if f.path.endswith(".index.json") and r.commit:
-                holders[f.digest].append((r, f.path))
-
-    def listed(held: list[tuple[Revision, str]]) -> set[str]:
-        first, path = held[0]
-        try:
-            data = json.loads(read_small_file(repo, first.name, first.commit or "", path, cache=cache))
-        except ValueError:  # not JSON: it lists nothing that can be checked
-            return set()
-        weight_map = (data.get("weight_map") if isinstance(data, dict) else None) or {}
-        folder = path.rpartition("/")[0]
-        return {f"{folder}/{v}" if folder else str(v) for v in weight_map.values()}
-
-    indexes: dict[str, set[str]] = defaultdict(set)
-    with ThreadPoolExecutor(max_workers=LISTING_WORKERS, thread_name_prefix="hub-index") as pool:
-        for held, names in zip(holders.values(), pool.map(listed, holders.values())):
-            for r, _ in held:
-                indexes[r.name] |= names
-    return dict(indexes)
-
-
 def format_audit(audit: SeriesAudit) -> list[str]:
     """The audit as text: one line per branch (name, step, tokens, verdict, note), then a summary line."""
     from dormant_tasks.checkpoints.tokens import format_tokens
@@ -454,7 +351,7 @@ def format_audit(audit: SeriesAudit) -> list[str]:
     said = ", ".join(f"{n} {kind}" for kind, n in counts.items() if kind not in ("ok", MAIN_IS)) or "nothing flagged"
     lines.append(
         f"{len(audit.branches)} branches of {audit.source} audited in {audit.seconds:.1f} s "
-        f"({'file hashes' if audit.is_local else 'one tree listing per branch, no weights downloaded'}): {said}; "
+        f"({audit.how}): {said}; "
         f"{len(audit.set_aside())} set aside, {len(audit.failed())} not downloaded by `dormant track`"
     )
     return lines

@@ -2,8 +2,8 @@
 
 `load_model_and_tokenizer` is the one place that calls `from_pretrained`, always with `trust_remote_code=False`
 (a checkpoint's own Python code is never run, and transformers never prompts). A checkpoint of a series is
-either a local folder, used in place and identified by the content hash of its files, or a Hub revision,
-whose download, verification and eviction belong to `hub` (this module only asks it).
+fetched, evicted and given its commit by the series' source (`sources`: a local folder used in place and identified
+by the content hash of its files, a Hub revision downloaded, verified and evicted by `hub`); this module only asks.
 """
 
 from __future__ import annotations
@@ -22,16 +22,14 @@ import torch
 
 from dormant_tasks.checkpoints.hub import (  # noqa: F401 (re-exported)
     _content_hash,
-    download_revision,
-    evict_revision,
     file_sha256,
     is_loading_file,
     local_content_hash,
 )
-from dormant_tasks.checkpoints.naming import UNKNOWN, Revision, parse_revision_name
+from dormant_tasks.checkpoints.naming import Revision
+from dormant_tasks.checkpoints.sources import CheckpointSource, source_for
 from dormant_tasks.devices import Device, DType, check_device_available, is_cuda, parse_device, parse_dtype
 from dormant_tasks.errors import CheckpointError, ConfigError
-from dormant_tasks.names import is_local_source
 
 log = logging.getLogger(__name__)
 TORCH_DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
@@ -70,7 +68,7 @@ def load_model_and_tokenizer(
     torch_dtype = resolve_dtype(dtype)
     device = resolve_device(device)
     where = f"{source}" + (f"@{revision}" if revision else "")
-    config = _local_config(Path(source) / "config.json")
+    config = _local_config(Path(source) / "config.json", where)
     if config is not None:
         _refuse_custom_config(config, where)
         _refuse_impossible_shape(config, where)
@@ -156,14 +154,26 @@ def _refuse_multimodal(config: dict | None, where: str, e: BaseException) -> Non
         ) from None
 
 
-def _local_config(config_file: Path) -> dict | None:
+def _local_config(config_file: Path, where: str) -> dict | None:
     """A local folder's config.json as a dict; None when there is none readable (transformers' own error says
-    so) or the source is a Hub id."""
+    so) or the source is a Hub id. One that is there but is no JSON object is named as such (transformers, reading
+    the tokenizer first, would say that no tokenizer could be loaded)."""
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = config_file.read_bytes()
+    except OSError:
         return None
-    return config if isinstance(config, dict) else None
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError is one
+        raise CheckpointError(
+            f"{where}: its config.json is not valid JSON ({_first_line(e)}); fix it or re-download the checkpoint"
+        ) from None
+    if not isinstance(config, dict):
+        raise CheckpointError(
+            f"{where}: its config.json is not a JSON object ({type(config).__name__}); fix it or re-download the "
+            "checkpoint"
+        )
+    return config
 
 
 def _refuse_custom_config(config: dict, where: str) -> None:
@@ -176,9 +186,17 @@ def _refuse_custom_config(config: dict, where: str) -> None:
 
 
 def _refuse_impossible_shape(config: dict, where: str) -> None:
-    """A config that cannot be a model (more key/value heads than heads, heads not a multiple of them, a width
-    not divisible by the heads): one line before loading, where torch would die of a floating-point exception."""
+    """A config that cannot be a model (no layers, more key/value heads than heads, heads not a multiple of them, a
+    width not divisible by the heads): one line before loading, where torch would die of a floating-point exception
+    or the engine find no head to score."""
     config = config["text_config"] if isinstance(config.get("text_config"), dict) else config  # a multimodal one's
+    layers = config.get("num_hidden_layers")
+    if isinstance(layers, int) and not isinstance(layers, bool) and layers < 1:
+        # transformers builds a model of no layers, which has no heads to score
+        raise CheckpointError(
+            f"{where}: its config.json cannot be a model: num_hidden_layers {layers} (a model has at least one "
+            "layer, and a head is scored in one); fix the config or drop this checkpoint"
+        )
     values = [config.get("num_attention_heads"), config.get("num_key_value_heads"), config.get("hidden_size")]
     values[1] = values[1] or values[0]
     ints = [x for x in values if isinstance(x, int) and not isinstance(x, bool)]
@@ -350,7 +368,7 @@ def _first_line(e: BaseException) -> str:
     return (str(e).splitlines() or [""])[0]
 
 
-# ---- Checkpoints of a series: local folders used in place, Hub revisions downloaded through `hub` ----
+# ---- Checkpoints of a series: fetched, evicted and given their commit by the series' source ----
 
 
 @dataclass
@@ -368,24 +386,20 @@ class LoadedCheckpoint:
 
 
 def fetch_revision(
-    source: str | Path,
+    source: str | Path | CheckpointSource,
     revision: Revision,
     cache_dir: str | Path | None = None,
     retries: int = 3,
     backoff_s: float = 2.0,
 ) -> Path:
-    """The folder holding `revision`'s files: a local checkpoint folder as is, or a Hub revision downloaded
-    pinned to its commit by `hub.download_revision` (disk- and hash-checked, evicted on failure)."""
-    if revision.path is not None:
-        return Path(revision.path)
-    from dormant_tasks.progress import waiting
-
-    with waiting(f"download {source}@{revision.name}"):  # on a pipe or file: a line at least every 20 s
-        return download_revision(str(source), revision.name, revision.commit, cache_dir, retries, backoff_s)
+    """The folder holding `revision`'s files (`CheckpointSource.fetch`): a local checkpoint folder as is, or a Hub
+    revision downloaded pinned to its commit by `hub.download_revision` (disk- and hash-checked, evicted on
+    failure)."""
+    return source_for(source).fetch(revision, cache_dir, retries, backoff_s)
 
 
 def load_checkpoint(
-    source: str | Path,
+    source: str | Path | CheckpointSource,
     revision: Revision,
     dtype: str = "float32",
     device: str = "auto",
@@ -393,25 +407,24 @@ def load_checkpoint(
     keep: bool = True,
     int8: bool = False,
 ) -> LoadedCheckpoint:
-    """Fetch `revision` of `source` and load it. With `keep=False` a Hub revision is evicted (by
-    `hub.evict_revision`) as soon as loading is over, whether it succeeded or not, so a sweep's disk holds
-    no more than the revisions in flight; local folders are never touched."""
+    """Fetch `revision` of `source` and load it. With `keep=False` a fetched copy is evicted by its source (a Hub
+    revision: `hub.evict_revision`) as soon as loading is over, whether it succeeded or not, so a sweep's disk
+    holds no more than the revisions in flight; local folders are never touched."""
+    origin = source_for(source)
     t0 = time.perf_counter()
-    path = fetch_revision(source, revision, cache_dir)
+    path = origin.fetch(revision, cache_dir)
     t1 = time.perf_counter()
     try:
         model, tokenizer = load_model_and_tokenizer(path, None, dtype, device, int8=int8)
     finally:
-        if revision.path is None and not keep:
-            evict_revision(str(source), path.name, cache_dir)
+        if not keep:
+            origin.evict(revision, path, cache_dir)
     t2 = time.perf_counter()
-    # A Hub snapshot folder is named by the commit sha it was pinned to.
-    commit = local_content_hash(path) if revision.path is not None else path.name
-    return LoadedCheckpoint(model, tokenizer, revision, commit, path, t1 - t0, t2 - t1)
+    return LoadedCheckpoint(model, tokenizer, revision, origin.commit(revision, path), path, t1 - t0, t2 - t1)
 
 
 def load_model_at(
-    source: str | Path,
+    source: str | Path | CheckpointSource,
     revision: str | None = None,
     dtype: str = "float32",
     device: str = "auto",
@@ -419,11 +432,8 @@ def load_model_at(
     *,
     int8: bool = False,
 ):
-    """(model, tokenizer) of one checkpoint: a local folder in place, or a Hub branch/tag (default `main`)
-    downloaded through `fetch_revision`, i.e. pinned to its commit, disk-checked and hash-checked."""
-    if is_local_source(source):
-        return load_model_and_tokenizer(source, revision, dtype, device, int8=int8)
-    name = revision or "main"
-    rev = parse_revision_name(name) or Revision(name, UNKNOWN, UNKNOWN, UNKNOWN)
-    loaded = load_checkpoint(str(source), rev, dtype, device, cache_dir, int8=int8)
-    return loaded.model, loaded.tokenizer
+    """(model, tokenizer) of one checkpoint (`CheckpointSource.checkpoint`): a local folder in place, or a Hub
+    branch/tag (default `main`) downloaded pinned to its commit, disk-checked and hash-checked."""
+    origin = source_for(source)
+    path = origin.fetch(origin.checkpoint(revision), cache_dir)
+    return load_model_and_tokenizer(path, None, dtype, device, int8=int8)

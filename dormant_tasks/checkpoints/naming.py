@@ -1,4 +1,4 @@
-"""Discover, parse, order and select the checkpoints (revisions) of a series: a Hub repo or a local folder.
+"""Parse, order and select the checkpoints (revisions) of a series, whatever its source (`sources` lists them).
 
 Names (docs/CHECKPOINTS.md), the same for Hub branches and local subfolders:
 - with a token count: OLMo-2's `stage1-step{S}-tokens{T}B` and `stage2-ingredient{N}-step{S}-tokens{T}B`, and
@@ -19,28 +19,21 @@ Names (docs/CHECKPOINTS.md), the same for Hub branches and local subfolders:
 from __future__ import annotations
 
 import fnmatch
-import logging
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from dormant_tasks.checkpoints.hub import list_branches
 from dormant_tasks.checkpoints.tokens import (
     TOKEN_UNITS,
     UNKNOWN,
-    Checkpoint,
     TokenAxis,
     TokensPerStep,
     stage_tokens_per_step,
-    token_axis,
 )
 from dormant_tasks.checkpoints.tokens import format_tokens as format_tokens  # the one format, said here as before
-from dormant_tasks.errors import CheckpointError, ConfigError, did_you_mean
-from dormant_tasks.names import is_local_source
-
-log = logging.getLogger(__name__)
+from dormant_tasks.errors import ConfigError, did_you_mean
 
 MAIN = "main"
 
@@ -137,14 +130,13 @@ class Listing:
     revisions: list[Revision]
     skipped: list[str]
     tokens: TokenAxis | None = None
+    kind: str = ""  # its source's kind, in words ("Hub repo", "local folder": `CheckpointSource.kind`)
 
 
-def known_tokens_per_step(source: str | Path) -> TokensPerStep | None:
+def known_tokens_per_step(repo: str | Path) -> TokensPerStep | None:
     """The tokens per step (one number, or one per stage) of a public series whose names carry no token count
-    (`KNOWN_TOKENS_PER_STEP`)."""
-    if is_local_source(source):
-        return None
-    repo = str(source).lower()
+    (`KNOWN_TOKENS_PER_STEP`, by Hub repo id: a folder's name, which has no "/", matches none)."""
+    repo = str(repo).lower()
     return next((n for pattern, n in KNOWN_TOKENS_PER_STEP.items() if fnmatch.fnmatchcase(repo, pattern)), None)
 
 
@@ -155,90 +147,6 @@ def check_tokens_per_step(tokens_per_step: int | None) -> int | None:
             "the names' number stands for)"
         )
     return None if tokens_per_step is None else int(tokens_per_step)
-
-
-def _unit(names: list[str]) -> str:
-    """What N of --tokens-per-step is for these names: LLM360's `ckpt_{N}` number checkpoints, not steps."""
-    if all(n.lower().startswith("ckpt_") for n in names):
-        return "N = training tokens per checkpoint: the number in ckpt_{N} is a checkpoint index, e.g. about 3.5B for Amber"
-    return "N = training tokens per step: sequences per batch x sequence length"
-
-
-def list_revisions(source: str | Path, include_main: bool = False, tokens_per_step: int | None = None) -> Listing:
-    """All checkpoints of `source` (a local folder of checkpoint folders, or a Hub repo id), in training order.
-    `tokens_per_step` (default: the series' known value) gives the tokens of names that carry none; when such
-    names are found and neither is known, CheckpointError asks for --tokens-per-step."""
-    per_step: TokensPerStep | None = check_tokens_per_step(tokens_per_step) or known_tokens_per_step(source)
-    if is_local_source(source):
-        names, paths, commits = _local_names(Path(source).expanduser())
-    else:
-        commits = list_branches(str(source))
-        names, paths = list(commits), {}
-    revisions, skipped = [], []
-    for name in names:
-        rev = parse_revision_name(name, per_step)
-        if rev is None:
-            skipped.append(name)
-        elif not rev.is_main or include_main:
-            revisions.append(
-                Revision(
-                    rev.name,
-                    rev.stage,
-                    rev.step,
-                    rev.tokens,
-                    rev.ingredient,
-                    commit=commits.get(name),
-                    path=paths.get(name),
-                )
-            )
-    axis = token_axis(
-        [Checkpoint(r.name, r.stage, r.step, r.tokens, r.path) for r in revisions],
-        {r.name: unit for r in revisions if (unit := name_token_unit(r.name)) is not None},
-        per_step,
-    )
-    revisions = [r if axis.tokens[r.name] == r.tokens else replace(r, tokens=axis.tokens[r.name]) for r in revisions]
-    for name, why in axis.disagreements.items():
-        log.warning("%s: %s", name, why)
-    revisions.sort(key=lambda r: r.sort_key)
-    untokened = [r.name for r in revisions if r.tokens == UNKNOWN and not r.is_main]
-    if untokened:
-        raise CheckpointError(
-            f"{source}: {len(untokened)} checkpoint names ({untokened[0]} ... {untokened[-1]}) carry a step but no "
-            f"token count, and this series' tokens per step are not known; pass --tokens-per-step N ({_unit(untokened)})"
-        )
-    if not revisions:
-        hint = (
-            " (it has a `main` revision: pass --include-main to analyse the final model)"
-            if MAIN in names and not include_main
-            else ""
-        )
-        raise CheckpointError(
-            f"{source}: no checkpoints found{hint}; checkpoints are "
-            f"{'subfolders with a config.json' if is_local_source(source) else 'branches'} named like "
-            f"stage1-step1000-tokens4B, step1000-tokens4B, stage1-step1000, step1000 or ckpt_010"
-            + (f"; skipped names: {', '.join(sorted(skipped)[:5])}" if skipped else "")
-        )
-    if skipped:
-        log.info("%s: skipped %d names that are not checkpoints: %s", source, len(skipped), ", ".join(skipped))
-    return Listing(str(source), is_local_source(source), revisions, sorted(skipped), axis)
-
-
-def _local_names(folder: Path) -> tuple[list[str], dict[str, Path], dict[str, str]]:
-    if not folder.is_dir():
-        raise CheckpointError(
-            f"{folder}: no such folder; point --model at a folder of checkpoint folders "
-            "or at a Hub repo id like allenai/OLMo-2-0425-1B"
-        )
-    if (folder / "config.json").exists():
-        raise CheckpointError(
-            f"{folder} is itself a checkpoint, not a series; point --model at its parent folder "
-            f"{folder.parent}, whose subfolders are the checkpoints"
-        )
-    subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-    names = [p.name for p in subfolders]
-    paths = {p.name: p for p in subfolders if (p / "config.json").exists()}
-    # A subfolder without config.json is listed as skipped through a name no checkpoint can have.
-    return [n if n in paths else f"{n}/ (no config.json)" for n in names], paths, {}
 
 
 def _is_int(value) -> bool:
@@ -293,6 +201,9 @@ class Selection:
         for flag, value in (("--every", self.every), ("--max", self.max_n)):
             if value is not None and not _is_int(value):
                 raise ConfigError(f"{flag} {value!r:.60}: must be a positive integer")
+        if self.steps is not None and any(s is not None and s < 0 for s in self.steps):
+            lo, hi = ("" if s is None else s for s in self.steps)
+            raise ConfigError(f"--steps {lo}:{hi}: steps count from 0; give A:B with A and B 0 or more")
         if self.steps is not None and None not in self.steps and self.steps[0] > self.steps[1]:
             raise ConfigError(f"--steps {self.steps[0]}:{self.steps[1]}: the first step is after the last; swap them")
         if self.every is not None and self.every < 1:

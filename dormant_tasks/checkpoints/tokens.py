@@ -10,6 +10,9 @@ A name whose count disagrees with step x tokens per step (beyond the rounding of
 takes the record's count (or step x tokens per step); the other checkpoints keep theirs. Exact counts replace
 the names' rounded ones wherever they are known (a record's count, or step x a known tokens per step); a
 majority of names gives no exact count, so there the names' own counts stay.
+Counts are checked for order too: training never loses tokens, so where the axis left by these rules would fall
+while steps rise (names with no majority, no record and no tokens per step), the names that fall are flagged and
+the axis is refused (`TokenAxis.refusal`), to be given by --tokens-per-step.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
+
+from dormant_tasks.text import plural
 
 UNKNOWN = -1  # stage/step/tokens of `main`, whose name carries none of them
 TOKEN_UNITS = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
@@ -49,6 +54,7 @@ class TokenAxis:
     tokens_per_step: dict[int, int]  # stage -> tokens per step (stages the series could tell)
     source: str  # where the tokens per step came from: "record", "option", "names", "" (nothing)
     disagreements: dict[str, str]
+    refusal: str | None = None  # why these names cannot be the axis (their counts fall while steps rise)
 
 
 def stage_tokens_per_step(tokens_per_step: TokensPerStep | None, stage: int) -> int | None:
@@ -89,7 +95,7 @@ def token_axis(
 ) -> TokenAxis:
     """The checkpoints' token counts, checked (module docstring). `units`: {name: the rounding unit of the count
     its name carries} (names without a count are absent); `given`: --tokens-per-step or the known value."""
-    records = {r.name: read_record(r.path) for r in revisions if r.path is not None}
+    records = {r.name: read_record(r.path) for r in revisions}  # a checkpoint not on disk has none
     per_stage: dict[int, int] = {}
     source = ""
     recorded = [
@@ -126,7 +132,42 @@ def token_axis(
                 )
             tokens = expected if r.stage in exact or r.name in disagreements else tokens
         out[r.name] = tokens
-    return TokenAxis(out, per_stage, source, disagreements)
+    falls = _falls(revisions, out, units)
+    for earlier, later in falls:
+        disagreements.setdefault(
+            later.name,
+            f"its name says {format_tokens(later.tokens)} tokens at step {later.step}, fewer than {earlier.name}'s "
+            f"{format_tokens(earlier.tokens)} at step {earlier.step}: token counts that fall while steps rise cannot "
+            "be the token axis",
+        )
+    refusal = None
+    if falls:
+        earlier, later = falls[0]
+        refusal = (
+            f"the token counts of {plural(len(falls), 'name')} fall while steps rise ({earlier.name}, then "
+            f"{later.name}), and neither a {RECORD} nor a known tokens per step gives the axis instead"
+        )
+    return TokenAxis(out, per_stage, source, disagreements, refusal)
+
+
+def _falls(revisions: list[Checkpoint], tokens: dict[str, int], units: dict[str, int]) -> list[tuple]:
+    """The (earlier, later) named checkpoints of one stage whose counts in `tokens` fall while the step rises, by
+    more than the two names' rounding and 1% (each later checkpoint once, against the largest count before it)."""
+    out = []
+    for stage in sorted({r.stage for r in revisions if r.stage != UNKNOWN}):
+        named = sorted(
+            (r for r in revisions if r.stage == stage and r.step >= 0 and r.name in units and tokens[r.name] >= 0),
+            key=lambda r: r.step,
+        )
+        top = None
+        for r in named:
+            if top is not None and r.step > top.step:
+                slack = units[top.name] + units[r.name] + RELATIVE_SLACK * tokens[top.name]
+                if tokens[top.name] - tokens[r.name] > slack:
+                    out.append((top, r))
+            if top is None or tokens[r.name] > tokens[top.name]:
+                top = r
+    return out
 
 
 def _said(source: str) -> str:

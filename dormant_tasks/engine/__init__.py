@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         ALL_IDS as ALL_IDS,
         DEFAULT_FN as DEFAULT_FN,
         DETERMINISTIC_IDS as DETERMINISTIC_IDS,
+        DORMANT_RULE as DORMANT_RULE,
         SCORE_FUNCTIONS as SCORE_FUNCTIONS,
         SCORING_VERSION as SCORING_VERSION,
         TRACKED_IDS as TRACKED_IDS,

@@ -22,6 +22,13 @@ SCORING_VERSION = "1"
 
 DEFAULT_QUANTILE = 0.15  # the default quantile of a reference-quantile tau (docs/SCORES.md §4)
 
+# A head's state at a checkpoint, from its per-input verdicts (`is_inactive`; aggregated by `tracking.masks`): the
+# one sentence the README, the report and `track --help` state, never "dormant if its mean score is past tau".
+DORMANT_RULE = (
+    "A head is dormant at a checkpoint when it is inactive (its score on the inactive side of its function's tau) "
+    "on at least half of the calibration inputs, whatever its mean score."
+)
+
 
 class Direction(StrEnum):
     """The side of tau on which a score marks a head inactive (stored as "<" / ">")."""

@@ -176,6 +176,8 @@ def scoring_pass(
     if kernel not in KERNELS:
         raise ConfigError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
     n_layers, n_heads = _shape(model)
+    if n_layers < 1 or n_heads < 1:
+        raise ScoringError(f"{type(model).__name__} has {n_layers} layers of {n_heads} heads: no head to score")
     _validate_zeroing(zeroing, n_layers, n_heads)
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)

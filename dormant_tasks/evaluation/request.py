@@ -10,10 +10,11 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
+from dormant_tasks.checkpoints import source_for
 from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
 from dormant_tasks.engine import parse_score_functions
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.names import is_local_source, split_names
+from dormant_tasks.names import split_names
 from dormant_tasks.requests import Request, absolute_path, check_positive, check_types, parse_enum, set_field
 
 DEFAULT_EVAL_SCORES = ("ahon_ln", "lthon_ln", "awft")
@@ -91,6 +92,7 @@ class EvalRequest(Request):
     """Everything that fixes an `evaluate` run: which checkpoint(s), task, functions, mode, thresholds."""
 
     KIND = "evaluate"
+    OPTION_FIELDS = {"scores": "score_fns"}  # `dormant evaluate`'s options of another name than their field
 
     model: str  # checkpoint folder or Hub repo; with series=True the tracked repo or series folder
     store: str
@@ -126,8 +128,7 @@ class EvalRequest(Request):
         check_types(self)
         if not self.model.strip():
             raise ConfigError("--model is empty: name a checkpoint folder or a Hub repo id")
-        if is_local_source(self.model):
-            set_field(self, "model", absolute_path(self.model))
+        set_field(self, "model", source_for(self.model).spec)  # a folder: absolute; a Hub id as is
         set_field(self, "store", absolute_path(self.store))
         mode = None if self.mode is None else parse_enum(Mode, self.mode, "--mode")
         if self.series and mode is Mode.DYNAMIC:

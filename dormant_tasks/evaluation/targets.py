@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dormant_tasks.checkpoints import UNKNOWN, Revision, check_repo_id, load_model_at, parse_revision_name
+from dormant_tasks.checkpoints import (
+    UNKNOWN,
+    Revision,
+    check_repo_id,
+    load_model_at,
+    parse_revision_name,
+    source_for,
+)
 from dormant_tasks.errors import CheckpointError, StoreError, did_you_mean
 from dormant_tasks.evaluation.authors import authors_taus
 from dormant_tasks.evaluation.lm_tasks import check_task_names
@@ -37,7 +44,6 @@ from dormant_tasks.evaluation.sweep import (
     protocol_line,
     run_sweep,
 )
-from dormant_tasks.names import is_local_source
 from dormant_tasks.store import check_store, read_table, series_name_of, write_request, write_table
 from dormant_tasks.tracking import SeriesView, common_columns
 from dormant_tasks.version import __version__
@@ -58,8 +64,9 @@ class Target:
 def single_target(model: str, revision: str | None = None) -> Target:
     """`--model PATH_OR_REPO [--revision R]`. A local checkpoint folder named like a branch (inside a series
     folder) is labelled with its series, so its rows join the tracker's in reports."""
-    if is_local_source(model):
-        folder = Path(model).expanduser().resolve()
+    source = source_for(model)
+    if source.folder is not None:  # one checkpoint folder, read in place
+        folder = Path(source.spec)
         if not (folder / "config.json").is_file():
             what = "does not exist" if not folder.exists() else "has no config.json"
             raise CheckpointError(
@@ -80,7 +87,8 @@ def _label(name: str) -> Revision:
 
 def series_targets(store, source: str) -> list[Target]:
     """Every current checkpoint of a tracked series, in series order (for `--series`)."""
-    model_id = series_name_of(store, source)  # its --series-name
+    origin = source_for(source)
+    model_id = series_name_of(store, origin.identity, origin.name)  # its --series-name
     if not SeriesView.exists(store, model_id):
         known = sorted(set(read_table(store, "taus").column("model_id").to_pylist()))
         raise StoreError(
@@ -88,14 +96,8 @@ def series_targets(store, source: str) -> list[Target]:
             "run `dormant track --model ...` first (evaluate --series uses the tracker's masks)"
         )
     view = SeriesView.open(store, model_id)
-    targets = []
-    for name in view.revisions:
-        rev = view.revision(name)
-        if is_local_source(source):
-            targets.append(Target(str(Path(source).expanduser().resolve() / rev.name), None, model_id, rev))
-        else:
-            targets.append(Target(source, rev.name, model_id, rev))
-    return targets
+    # each loaded as its source finds it by name (`CheckpointSource.checkpoint`: a folder's subfolder, a Hub branch)
+    return [Target(origin.spec, name, model_id, view.revision(name)) for name in view.revisions]
 
 
 def check_request(request: EvalRequest, targets: Sequence[Target]) -> None:

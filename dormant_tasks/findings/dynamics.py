@@ -32,7 +32,7 @@ count (OLMo-2's stage-2 ingredients count their own tokens), the tokens of the b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -77,6 +77,7 @@ class Emergence:
     first_dormant_revision: str | None  # the first checkpoint with any dormant head
     first_dormant_tokens: int | None
     heads: list[str]  # "L{layer}.H{head}" of the heads that settle dormant (emerged)
+    n_settled: int = field(init=False)  # len(heads): a count of its own in the findings table
     first_tokens: np.ndarray  # int64 [emerged head]: tokens at its first dormant checkpoint on the path
     settled_tokens: np.ndarray  # int64 [emerged head]: tokens from which it is dormant at >= STABLE
     settled_revisions: list[str]  # [emerged head]
@@ -94,6 +95,9 @@ class Emergence:
     # unscored between (interval-censored, `findings/resolution.py`); else settled_tokens. None: not computed
     settled_low: np.ndarray | None = None
     n_interval: int | None = None  # emerged heads whose settling time is an interval; None: the listing is unknown
+
+    def __post_init__(self):
+        object.__setattr__(self, "n_settled", len(self.heads))
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,7 @@ class Findings:
     transitions: Transitions
     input_dependence: InputDependence
     resampling: Resampling = DEFAULT_RESAMPLING
+    taus_id: str = ""  # the taus the states were decided under (a row of the findings table names them)
 
 
 # ------------------------------------------------------------------------------------------ pieces
@@ -213,10 +218,13 @@ def series_findings(
     fdr: float = FDR,
     resampling: Resampling = DEFAULT_RESAMPLING,
     fdr_method: str = FDR_METHOD,
+    *,
+    views: list | None = None,
 ) -> Findings:
     """The three findings of `model_id` on its primary calibration set under `score_fn` (default ahon_ln when
     tracked, else the first tracked function); confident transitions at false discovery rate `fdr` by
-    `fdr_method` ("bh" or "by"), decided afresh from the stored dormant rates; reads the store only."""
+    `fdr_method` ("bh" or "by"), decided afresh from the stored dormant rates; reads the store only (`views`: the
+    series' views when the caller opened them already, the primary set first)."""
     from dormant_tasks.errors import ConfigError
     from dormant_tasks.tracking import SeriesView, open_views
 
@@ -226,7 +234,7 @@ def series_findings(
         raise ConfigError(f"--fdr-method {fdr_method!r}: choose one of {', '.join(FDR_METHODS)}")
     if resampling.resamples < 1 or resampling.permutations < 1:
         raise ConfigError(f"--resamples {resampling.resamples}: give a positive number (e.g. {RESAMPLES})")
-    views = open_views(store, model_id)
+    views = views or open_views(store, model_id)
     if not views:
         SeriesView.open(store, model_id)  # the StoreError that names what the store holds
     view = views[0]
@@ -256,6 +264,7 @@ def series_findings(
         transition_findings(s, tokens, transitions, fdr, resampling, fdr_method, resolution),
         input_dependence(views, fn, s, tokens, resampling),
         resampling,
+        view.taus_id,
     )
 
 

@@ -19,6 +19,7 @@ from scipy import stats
 
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.findings.dynamics import Findings
+from dormant_tasks.findings.table import QUANTITIES, quantity
 from dormant_tasks.statistics import MIN_UNITS, Estimate, Share
 
 T_SEEDS = "Student's t interval over seeds (independent training runs of one recipe)"
@@ -55,21 +56,24 @@ def _value(x) -> float:
     return float("nan") if x is None else float(x.value) if not isinstance(x, int | float) else float(x)
 
 
-# (name, unit, the number of one series' findings): the numbers a paper's table reports per recipe
+# (quantity id, unit): the numbers a paper's table reports per recipe, named by their label (`findings/table.py`);
+# the settled heads as a share of the heads
 HEADLINE = (
-    ("dormant at the last checkpoint", "% of heads", lambda f: f.emergence.pct_dormant_last),
-    ("heads that settled dormant", "fraction of heads", lambda f: Share(len(f.emergence.heads), f.emergence.n_heads, math.nan, math.nan, "count")),
-    ("settling time, median over settled heads", "fraction of the series' tokens", lambda f: f.emergence.settled_fraction),
-    ("settled heads that settled early", "fraction of settled heads", lambda f: f.emergence.early),
-    ("heads whose mask ever changed", "fraction of heads", lambda f: f.transitions.ever_changed),
-    ("heads with a confident transition", "fraction of heads", lambda f: f.transitions.confidently_changed),
-    ("confident transitions", "count", lambda f: f.transitions.n_confident),
-    (
-        "input dependence: across minus within",
-        "Jaccard",
-        lambda f: f.input_dependence.noise_floor.difference if f.input_dependence.noise_floor else None,
-    ),
-)  # fmt: skip
+    ("emergence.pct_dormant_last", "% of heads"),
+    ("emergence.n_settled", "fraction of heads"),
+    ("emergence.settled_fraction", "fraction of the series' tokens"),
+    ("emergence.early", "fraction of settled heads"),
+    ("transitions.ever_changed", "fraction of heads"),
+    ("transitions.confidently_changed", "fraction of heads"),
+    ("transitions.n_confident", "count"),
+    ("input_dependence.noise_floor.difference", "Jaccard"),
+)
+
+
+def _headline(f: Findings, id: str):
+    if id == "emergence.n_settled":
+        return Share(f.emergence.n_settled, f.emergence.n_heads, math.nan, math.nan, "count")
+    return quantity(f, id)
 
 
 def missing_reason(x) -> str:
@@ -118,13 +122,13 @@ def seed_group_findings(findings: list[Findings]) -> ReplicatedFindings:
                     "group is one recipe tracked alike: track every seed on the same checkpoints and sets"
                 )
     numbers = []
-    for name, unit, get in HEADLINE:
-        per = [get(f) for f in findings]
+    for id, unit in HEADLINE:
+        per = [_headline(f, id) for f in findings]
         values = np.array([_value(x) for x in per])
         known = values[~np.isnan(values)]
         spread = (float(known.min()), float(known.max())) if known.size else (math.nan, math.nan)
         missing = tuple((f.model_id, missing_reason(x)) for f, x, v in zip(findings, per, values) if np.isnan(v))
-        numbers.append(Replicated(name, unit, per, over_seeds(values, unit), spread, missing))
+        numbers.append(Replicated(QUANTITIES[id], unit, per, over_seeds(values, unit), spread, missing))
     return ReplicatedFindings(
         [f.model_id for f in findings], first.score_fn, first.calibration_id, first.n_checkpoints, numbers, findings
     )

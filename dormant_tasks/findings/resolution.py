@@ -31,7 +31,7 @@ class ChangeResolution:
 
     known: bool
     n_confident: int
-    n_resolved: int  # 0 unscored between their pair (0 when unknown)
+    n_resolved: int | None  # 0 unscored between their pair (None when unknown)
     unresolved: tuple[Unresolved, ...]  # in series order
     n_unknown: int = 0  # whose pair the listing cannot place (a revision it lacks)
 
@@ -41,7 +41,7 @@ def change_resolution(transitions, confident: np.ndarray, resolution) -> ChangeR
     `resolution`: the series' `tracking.Resolution`."""
     rows = [r for r, c in zip(transitions.to_pylist(), confident.tolist()) if c]
     if not resolution.known:
-        return ChangeResolution(False, len(rows), 0, ())
+        return ChangeResolution(False, len(rows), None, ())
     pairs: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         pairs.setdefault((r["from_revision"], r["to_revision"]), []).append(r)

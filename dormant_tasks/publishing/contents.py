@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-
 from dormant_tasks.errors import ConfigError, StoreError
-from dormant_tasks.findings import series_findings
-from dormant_tasks.reporting import findings_record, resolve_model_id
+from dormant_tasks.findings import findings_table, series_findings
+from dormant_tasks.reporting import resolve_model_id
 from dormant_tasks.statistics import FDR, FDR_METHOD
 from dormant_tasks.store import (
     PUBLISHED,
@@ -143,7 +140,7 @@ def build_publication(
         results,
         current,
         with_inputs=with_inputs,
-        tables={FINDINGS: findings_table(found, views)},
+        tables={FINDINGS: findings_table(found)},
         derived={k: t for k, t in pending.items() if t is not None},
     )
     kept = {r["file_key"] for r in results if r["input_scores_kept"]}
@@ -202,70 +199,6 @@ def check_license(license: str | None) -> str:
             f" (lowercase, e.g. {', '.join(COMMON_LICENSES[:5])})"
         )
     return value
-
-
-# ---- the findings as a table ----
-
-FINDINGS_SCHEMA = pa.schema(
-    [
-        pa.field("model_id", pa.string(), nullable=False),
-        pa.field("score_fn", pa.string(), nullable=False),
-        pa.field("calibration_id", pa.string(), nullable=False),
-        pa.field("taus_id", pa.string(), nullable=False),
-        pa.field("tau", pa.float64(), nullable=False),
-        pa.field("direction", pa.string(), nullable=False),
-        pa.field("finding", pa.string(), nullable=False),  # emergence, transitions, input_dependence, series
-        pa.field("quantity", pa.string(), nullable=False),  # its name in `dormant findings --format json`
-        pa.field("value", pa.float64()),  # a number (null: censored, undefined, or a text quantity)
-        pa.field("low", pa.float64()),  # its 95% interval, where the method gives one
-        pa.field("high", pa.float64()),
-        pa.field("method", pa.string()),
-        pa.field("unit", pa.string()),
-        pa.field("n_units", pa.int64()),
-        pa.field("k", pa.int64()),  # a share's count and total
-        pa.field("n", pa.int64()),
-        pa.field("note", pa.string()),  # why a value or interval is missing (not reached, undefined, too few units)
-        pa.field("text", pa.string()),  # a quantity that is a name (a revision, a head, the correction)
-    ]
-)
-_SERIES_FIELDS = ("model_id", "score_fn", "calibration_id", "tau", "direction")
-
-
-def findings_table(found, views) -> pa.Table:
-    """The findings (`dormant findings --format json`, one record per score function) as one long table: a row per
-    quantity, numbers with their interval, method and unit; a list's items as `name.0`, `name.1`, ..."""
-    taus_of = {v.calibration_id: v.taus_id for v in views}
-    rows: list[dict] = []
-    for f in found:
-        record = findings_record(f)
-        base = {k: record[k] for k in _SERIES_FIELDS} | {"taus_id": taus_of[f.calibration_id]}
-        for section, value in record.items():
-            if section in _SERIES_FIELDS:
-                continue
-            finding = section if isinstance(value, dict) and section != "resampling" else "series"
-            prefix = "" if finding != "series" else section
-            rows += [base | {"finding": finding} | row for row in _flat(value, prefix)]
-    return pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA)
-
-
-def _flat(value, name: str) -> list[dict]:
-    if isinstance(value, dict) and "method" in value and "value" in value:  # an Estimate or a Share
-        note = value.get("not_reached") and f"not reached ({value['not_reached']})"
-        note = note or ("undefined" if value.get("undefined") else value.get("interval"))
-        return [
-            {"quantity": name, "note": note}
-            | {k: value.get(k) for k in ("value", "low", "high", "method", "unit", "n_units", "k", "n")}
-        ]
-    if isinstance(value, dict):
-        return [row for k, v in value.items() for row in _flat(v, f"{name}.{k}" if name else str(k))]
-    if isinstance(value, list):
-        return [row for i, v in enumerate(value) for row in _flat(v, f"{name}.{i}")]
-    if isinstance(value, bool):
-        return [{"quantity": name, "value": float(value)}]
-    if isinstance(value, int | float):
-        number = float(value)
-        return [{"quantity": name, "value": None if math.isnan(number) else number}]
-    return [{"quantity": name, "text": None if value is None else str(value)}]
 
 
 def write_publication(pub: Publication, out, store) -> Path:

@@ -11,10 +11,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     from dormant_tasks.reporting.compare_page import render_comparison as render_comparison
     from dormant_tasks.reporting.compare_tables import comparison_table as comparison_table
     from dormant_tasks.reporting.figures import DPI as DPI, draw_auc_agreement as draw_auc_agreement
-    from dormant_tasks.reporting.findings_report import (
-        findings_record as findings_record,
-        write_findings as write_findings,
-    )
+    from dormant_tasks.reporting.findings_report import write_findings as write_findings
     from dormant_tasks.reporting.report import ReportSettings as ReportSettings, render_report as render_report
     from dormant_tasks.reporting.series_data import resolve_model_id as resolve_model_id
     from dormant_tasks.reporting.texts import (

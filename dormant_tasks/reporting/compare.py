@@ -29,7 +29,7 @@ import numpy as np
 
 from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.errors import ConfigError, ReportError
-from dormant_tasks.findings import EARLY, Findings, path_tokens, series_findings
+from dormant_tasks.findings import QUANTITIES, Findings, path_tokens, series_findings
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.figure_data import dormant_percent, layer_counts
 from dormant_tasks.reporting.series_data import ReportSeries, load_series, resolve_model_id
@@ -318,19 +318,19 @@ def differences(c: Comparison, fn: str) -> list[Difference]:
         a, b = m.findings[fn], ref.findings[fn]
         pairs: list[tuple[str, Share | None, Share | None, str | None]] = [
             (
-                "heads dormant at the last checkpoint",
+                QUANTITIES["emergence.n_settled"],
                 Share.of(len(a.emergence.heads), a.emergence.n_heads),
                 Share.of(len(b.emergence.heads), b.emergence.n_heads),
                 None,
             ),
             (
-                f"of those, dormant for good by {int(100 * EARLY)}% of tokens",
+                QUANTITIES["emergence.early"],
                 a.emergence.early,
                 b.emergence.early,
                 None,
             ),
             (
-                "input dependence: heads dormant on every set, of those dormant on any",
+                QUANTITIES["input_dependence.all_of_any"],
                 a.input_dependence.all_of_any,
                 b.input_dependence.all_of_any,
                 input_dependence_untested(m.model_id, a.input_dependence, ref.model_id, b.input_dependence, fn),

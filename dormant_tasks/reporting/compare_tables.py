@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.findings import EARLY, Findings
+from dormant_tasks.findings import QUANTITIES, Findings, quantity
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.compare import COMPARISON_FORMATS, POINTS, Comparison, differences, series_tau_source
 from dormant_tasks.reporting.texts import few_units, no_interval
@@ -25,22 +25,18 @@ def _stage_rates(f: Findings) -> str:
     return "; ".join(parts) or "a single checkpoint"
 
 
-def _input_last(f: Findings) -> Any:
-    return f.input_dependence.last if f.input_dependence.measured else "not measured (one calibration set)"
+def _measured(f: Findings, id: str, otherwise: str) -> Any:
+    return quantity(f, id) if f.input_dependence.measured else otherwise
 
 
-def _input_floor(f: Findings) -> Any:
-    floor = f.input_dependence.noise_floor
-    return floor.difference if floor is not None else f.input_dependence.noise_floor_note or "not measured"
+def _by_id(id: str, get: Callable[[Findings], Any] | None = None) -> tuple[str, Callable[[Findings], Any]]:
+    """A column of one findings quantity: its label and its value (`findings/table.py`)."""
+    return QUANTITIES[id], get or (lambda f: quantity(f, id))
 
 
-def _input_all(f: Findings) -> Any:
-    return f.input_dependence.all_of_any if f.input_dependence.measured else ""
-
-
-# The findings columns: (header, the value from a series' Findings). A new field of the findings is one line here;
-# `cell_text` / `cell_fields` render every value, one with an interval (a Share, an Estimate, any object with
-# `value`, `low` and `high`) as such.
+# The findings columns: (header, the value from a series' Findings), one quantity of the findings table by its id or
+# a few shown together. `cell_text` / `cell_fields` render every value, one with an interval (a Share, an Estimate,
+# any object with `value`, `low` and `high`) as such.
 FINDINGS_COLUMNS: list[tuple[str, Callable[[Findings], Any]]] = [
     ("calibration set", lambda f: f.calibration_id),
     ("tau", lambda f: f"score {f.direction} {f.tau:g}"),
@@ -54,21 +50,30 @@ FINDINGS_COLUMNS: list[tuple[str, Callable[[Findings], Any]]] = [
             else "never"
         ),
     ),
-    (f"dormant for good by {int(100 * EARLY)}% of tokens", lambda f: f.emergence.early),
-    ("first dormant, median (fraction of tokens)", lambda f: f.emergence.first_fraction),
-    ("settled dormant, median (fraction of tokens)", lambda f: f.emergence.settled_fraction),
+    _by_id("emergence.early"),
+    _by_id("emergence.first_fraction"),
+    _by_id("emergence.settled_fraction"),
     (
         "transitions (fell / woke)",
         lambda f: f"{f.transitions.n_transitions} ({f.transitions.fell_dormant} / {f.transitions.woke})",
     ),
-    ("confident", lambda f: f.transitions.n_confident),
-    ("blips", lambda f: f.transitions.n_blips),
+    _by_id("transitions.n_confident"),
+    _by_id("transitions.n_blips"),
     ("confident transitions per billion tokens", _stage_rates),
-    ("heads changing state at least once", lambda f: f.transitions.ever_changed),
-    ("heads changing state more than once", lambda f: f.transitions.more_than_once),
-    ("input dependence: Jaccard index at the last shared checkpoint", _input_last),
-    ("dormant on every set, of those on any", _input_all),
-    ("input dependence: Jaccard across kinds minus within a kind (noise floor)", _input_floor),
+    _by_id("transitions.ever_changed"),
+    _by_id("transitions.more_than_once"),
+    _by_id(
+        "input_dependence.last", lambda f: _measured(f, "input_dependence.last", "not measured (one calibration set)")
+    ),
+    _by_id("input_dependence.all_of_any", lambda f: _measured(f, "input_dependence.all_of_any", "")),
+    _by_id(
+        "input_dependence.noise_floor.difference",
+        lambda f: (
+            quantity(f, "input_dependence.noise_floor.difference")
+            or f.input_dependence.noise_floor_note
+            or "not measured"
+        ),
+    ),
 ]
 
 

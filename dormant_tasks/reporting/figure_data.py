@@ -168,10 +168,10 @@ def agreement_iou(series: ReportSeries, checkpoint: int = -1) -> np.ndarray:
 # ---------------------------------------------------------------- where each tau sits
 
 
-def series_tau_positions(store, series: ReportSeries) -> list[TauPosition]:
+def series_tau_positions(store, series: ReportSeries, view: SeriesView | None = None) -> list[TauPosition]:
     """Per tracked function, where its tau sits at the series' reference checkpoint, with its warning
-    (`tracking.tau_positions`: the same lines `dormant track` prints)."""
-    return positions_of(SeriesView.open(store, series.model_id))
+    (`tracking.tau_positions`: the same lines `dormant track` prints); `view`: the series' primary view, when open."""
+    return positions_of(view or SeriesView.open(store, series.model_id))
 
 
 # ---------------------------------------------------------------- interventions

@@ -158,7 +158,7 @@ def draw_raster(
     column_ticks(ax, tokens)
     fn = get_score_function(score_fn)
     undone = ", blips undone" if hide_blips else ""
-    ax.set_title(f"{score_fn} head states (dormant if score {fn.direction} {tau:g}{undone})")
+    ax.set_title(f"{score_fn} head states (dormant: score {fn.direction} {tau:g} on >= half the inputs{undone})")
     used = sorted(set(np.unique(codes).tolist()) | {1, 2})
     handles = [Patch(facecolor=RASTER_COLOURS[c], edgecolor="#888888", label=RASTER_NAMES[c]) for c in used]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
@@ -236,7 +236,11 @@ def draw_score_bands(tokens: np.ndarray, bands: np.ndarray, tau: float, score_fn
     elif traces is not None:
         ax.plot([], [], " ", label="no head is dormant at any checkpoint")
     ax.axhline(
-        tau, color="black", linestyle="--", linewidth=1, label=f"tau = {tau:g} (dormant if score {fn.direction} tau)"
+        tau,
+        color="black",
+        linestyle="--",
+        linewidth=1,
+        label=f"tau = {tau:g} (inactive on an input if score {fn.direction} tau)",
     )
     set_tokens_axis(ax, tokens)
     ax.set_ylabel(f"{score_fn} score (per-head mean over inputs)")
@@ -303,8 +307,11 @@ def draw_emergence(e) -> Figure:
                 else f" (no interval: {e.early.n_units} layer{'' if e.early.n_units == 1 else 's'})"
             ),
         )
+    else:  # nothing settled: 0% throughout, drawn over the series' own tokens (the axis does not collapse)
+        ax.step([0, e.final_tokens], [0, 0], where="post", color="C0", linewidth=1.6)
     ax.axvline(e.early_tokens, color="C3", linestyle="--", linewidth=1)
-    set_tokens_axis(ax, np.unique(np.concatenate([settled, [e.early_tokens, e.final_tokens]])))
+    start = [] if settled.size else [0]  # the flat line's start: training's
+    set_tokens_axis(ax, np.unique(np.concatenate([start, settled, [e.early_tokens, e.final_tokens]])))
     ax.set_ylim(-2, 102)
     ax.set_ylabel(f"% of the {len(e.heads)} heads that settled\n({e.n_censored} more right-censored)")
     ax.grid(alpha=0.3)
@@ -313,9 +320,16 @@ def draw_emergence(e) -> Figure:
             *ax.get_legend_handles_labels(), loc="outside lower center", ncols=1, fontsize=8, frameon=False
         )  # outside the curve
     else:
-        ax.text(0.5, 0.5, "no head is dormant at the last checkpoint", transform=ax.transAxes, ha="center")
+        ax.text(0.5, 0.5, no_settled_text(e), transform=ax.transAxes, ha="center")
     ax.set_title("Emergence: when heads settled into dormancy")
     return fig
+
+
+def no_settled_text(e) -> str:
+    """The emergence panel's words when no head settled: what holds at the last checkpoint, which may well hold
+    dormant heads that have not settled (dormant at >= e.stable of the later checkpoints) yet."""
+    k = round(e.pct_dormant_last * e.n_heads / 100)
+    return f"no head settled dormant; {k} of {e.n_heads} dormant at the last checkpoint"
 
 
 def draw_confident_transitions(t, score_fn: str) -> Figure:

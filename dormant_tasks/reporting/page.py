@@ -13,6 +13,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from dormant_tasks.checkpoints import format_tokens
+from dormant_tasks.engine import DORMANT_RULE
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
 from dormant_tasks.reporting.figure_data import head_view, raw_quantile_fns
 from dormant_tasks.reporting.texts import (
@@ -168,6 +169,7 @@ def report_html(p: ReportPage) -> str:
         "style": STYLE,
         "intro": f"{plural(len(t), 'checkpoint')}, {series.revisions[0]} ({format_tokens(t[0])} tokens) to "
         f"{series.revisions[-1]} ({format_tokens(t[-1])} tokens); {series.n_layers} layers × {series.n_heads} heads",
+        "rule": DORMANT_RULE,
         "provenance": _provenance(series),
         "taus": _taus_table(series, p.positions),
         "tau_warnings": [q.warning for q in p.positions if q.warning],

@@ -41,7 +41,7 @@ from dormant_tasks.reporting.series_data import load_series, resolve_model_id
 from dormant_tasks.reporting.sets import calibration_sets, length_dependence
 from dormant_tasks.reporting.texts import report_markdown
 from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, FDR_METHOD, Resampling
-from dormant_tasks.tracking import open_views, stored_files
+from dormant_tasks.tracking import SeriesView, open_views, stored_files
 from dormant_tasks.version import __version__
 
 if TYPE_CHECKING:
@@ -97,18 +97,22 @@ def render_report(
     settings = settings or ReportSettings()
     if reuse and (done := _reused(store, model_id, out_dir, settings)) is not None:
         return done
-    series = load_series(store, model_id, settings.fdr, fdr_method=settings.fdr_method)  # checks that it is a store
     root = Path(store)
+    model_id = resolve_model_id(root, model_id)  # checks that it is a store
+    # The series is opened once (every calibration set, the primary first) and read by each section from here.
+    views = open_views(root, model_id) if SeriesView.exists(root, model_id) else []
+    series = load_series(store, model_id, settings.fdr, fdr_method=settings.fdr_method, view=next(iter(views), None))
     fn = settings.score_fn or (DEFAULT_FN if DEFAULT_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = report_folder(series.model_id, out_dir)
     owner = Owner.of("report", store, series.model_id)
     check_folder(out, owner, default=out_dir is None)  # before the figures are drawn
-    views = open_views(root, series.model_id)  # every calibration set, read once for the section
     sets = calibration_sets(views, series, fn)
     # after every set's transitions were read: a pending decision a run stores is in the files the stamp hashes
     stamp = inputs_stamp(root, series.model_id, settings, out)
-    found = series_findings(store, series.model_id, fn, settings.fdr, settings.resampling, settings.fdr_method)
+    found = series_findings(
+        store, series.model_id, fn, settings.fdr, settings.resampling, settings.fdr_method, views=views
+    )
     groups = evaluation_groups(series)
     plots = _series_plots(series, fn, settings.hide_blips)
     if sets is not None and sets.revisions:
@@ -123,7 +127,7 @@ def render_report(
         groups,
         sets,
         found,
-        tuple(series_tau_positions(root, series)),
+        tuple(series_tau_positions(root, series, views[0])),
         tuple(comparisons.comparisons_of(root, series.model_id, out)),  # `dormant compare` pages of the series
     )
     with staged(out, owner, default=out_dir is None) as tmp:  # published whole, or the old folder kept

@@ -85,18 +85,24 @@ def resolve_model_id(store, model_id: str | None) -> str:
 
 
 def load_series(
-    store, model_id: str | None, fdr: float = FDR, calibration_id: str | None = None, fdr_method: str = FDR_METHOD
+    store,
+    model_id: str | None,
+    fdr: float = FDR,
+    calibration_id: str | None = None,
+    fdr_method: str = FDR_METHOD,
+    view: SeriesView | None = None,
 ) -> ReportSeries:
     """One model's current series (`SeriesView`) on its primary calibration set, or on `calibration_id`;
     ReportError when the store cannot give a consistent one. Confident transitions at `fdr` by `fdr_method`: the
-    stored ones when they were decided by that rule, else decided again from the dormant rates read here."""
+    stored ones when they were decided by that rule, else decided again from the dormant rates read here. `view`: the
+    series' view when the caller opened it already."""
     root = Path(store)  # `resolve_model_id` checks that it is a store (`stored_series`)
     model_id = resolve_model_id(root, model_id)
     if not SeriesView.exists(root, model_id):
         raise ReportError(
             f"{model_id} has no tracked checkpoints in the store (evaluations only?); run `dormant track --model {model_id}`"
         )
-    view = SeriesView.open(root, model_id, calibration_id)
+    view = view or SeriesView.open(root, model_id, calibration_id)  # (a report opened it already)
     checkpoints = list(view.checkpoints)
     if not checkpoints:
         raise ReportError(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dormant_tasks.checkpoints import format_tokens
+from dormant_tasks.engine import DORMANT_RULE
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
 from dormant_tasks.findings import EARLY, T_SEEDS, WELCH, Findings
 from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
@@ -40,6 +41,8 @@ def report_markdown(
         f"{series.n_heads} heads; calibration set {md(series.checkpoints[0]['calibration_id'])} (its name, text "
         f"count and a hash of its texts); taus {md(series.checkpoints[0]['taus_id'])} (a hash of every function's "
         "threshold: a change of any tau starts a new one, and `dormant track --retau` rescores under it).",
+        "",
+        DORMANT_RULE,
         "",
         "| score function | tau | first checkpoint with a dormant head | final % dormant | fell dormant | woke "
         "| confident | blips | heads that changed state |",
@@ -306,7 +309,7 @@ def tau_marks_nothing(score_fn: str, direction: str, tau: float, n_checkpoints: 
     """The words for a function under which no head is dormant at any checkpoint: its tau marks nothing here,
     which says where the tau sits on this model's scores, not that every head is active."""
     return (
-        f"no head is ever dormant: {score_fn}'s tau (dormant if score {direction} {tau:g}) marks no head at any of "
+        f"no head is ever dormant: {score_fn}'s tau (inactive if score {direction} {tau:g}) marks no head at any of "
         f"the {n_checkpoints} checkpoints, so it says where this tau sits on this model's scores, not that every head "
         "is active (the report's taus table gives the share of (input, head) pairs it marks)"
     )
@@ -336,7 +339,8 @@ def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
 def _findings_header(f: Findings, esc: Callable[[str], str]) -> str:
     e = f.emergence
     return (
-        f"Findings for {esc(f.model_id)} under {f.score_fn} (dormant if score {f.direction} {f.tau:g}), calibration "
+        f"Findings for {esc(f.model_id)} under {f.score_fn} (inactive if score {f.direction} {f.tau:g}, dormant when "
+        f"inactive on at least half of the inputs), calibration "
         f"set {esc(f.calibration_id)}, {plural(f.n_checkpoints, 'checkpoint')} to {esc(e.final_revision)} "
         f"({_tokens(e.final_tokens)} tokens)."
     )

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         check_store as check_store,
         check_store_path as check_store_path,
         comparisons_files as comparisons_files,
+        damage_fix as damage_fix,
         is_store as is_store,
         refuse_published as refuse_published,
         running_writers as running_writers,
@@ -67,7 +68,11 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         stored_requests as stored_requests,
         write_request as write_request,
     )
-    from dormant_tasks.store.published import publication_files as publication_files
+    from dormant_tasks.store.published import (
+        publication_damage as publication_damage,
+        publication_files as publication_files,
+        publication_listed as publication_listed,
+    )
     from dormant_tasks.store.repair import (
         all_series as all_series,
         damaged_files as damaged_files,

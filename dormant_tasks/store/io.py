@@ -37,7 +37,15 @@ from dormant_tasks.atomic import atomic_file, sweep_dead_temps, write_errors
 from dormant_tasks.errors import USER_ERRNOS, StoreError, did_you_mean
 from dormant_tasks.hashing import sha256_file
 from dormant_tasks.names import model_id_of_slug
-from dormant_tasks.store.layout import MARKER, data_files, safe_file_key, series_dir, store_folder, store_root_of
+from dormant_tasks.store.layout import (
+    MARKER,
+    damage_fix,
+    data_files,
+    safe_file_key,
+    series_dir,
+    store_folder,
+    store_root_of,
+)
 from dormant_tasks.store.lock import series_lock
 from dormant_tasks.store.schema import (
     CHECKPOINT_KEY_COLUMNS,
@@ -333,10 +341,7 @@ def _one_line(e: Exception) -> str:
 
 def damaged_error(path: Path, reason: str) -> StoreError:
     root = store_root_of(path)
-    return StoreError(
-        f"store file {str(Path(path).relative_to(root))!r} is damaged ({reason}); run `dormant store repair "
-        f"--store {root}`: it moves damaged files aside, and the next `dormant track` rebuilds what they held"
-    )
+    return StoreError(f"store file {str(Path(path).relative_to(root))!r} is damaged ({reason}); {damage_fix(root)}")
 
 
 def damage_of(path: Path, sha256: str | None = None, size: int | None = None, *, pages: bool = True) -> str | None:
@@ -469,8 +474,10 @@ def check_result_files(
             path = folder / name
             raise StoreError(
                 f"store {str(root)!r}: the {table} file of {model_id}@{r['revision']} ({path.name}) is missing "
-                f"(deleted by hand?); run `dormant store repair --store {root}`: it drops such checkpoints from "
-                "the manifest, and the next `dormant track` scores them again"
+                "(deleted by hand?); "
+                + damage_fix(
+                    root, "it drops such checkpoints from the manifest, and the next `dormant track` scores them again"
+                )
             )
         size = r.get(f"{table}_bytes")
         if size is not None and st.st_size != size:  # the cheap check of every read: the checksum is status's
@@ -492,8 +499,8 @@ def check_manifest(root: Path, model_id: str) -> None:
     if heads:
         raise StoreError(
             f"store {str(root)!r}: series {model_id} has {len(heads)} head_scores files but no manifest "
-            f"({path.relative_to(root)} is missing: deleted by hand?); run `dormant store repair --store "
-            f"{root}`: it rebuilds the manifest from the files"
+            f"({path.relative_to(root)} is missing: deleted by hand?); "
+            + damage_fix(root, "it rebuilds the manifest from the files")
         )
 
 

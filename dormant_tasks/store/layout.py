@@ -165,6 +165,22 @@ def refuse_published(root, shown=None) -> None:
         )
 
 
+REPAIR_DOES = "it moves damaged files aside, and the next `dormant track` rebuilds what they held"
+
+
+def damage_fix(root, repair_does: str = REPAIR_DOES) -> str:
+    """What fixes a damaged or missing file of the store at `root`, said after its name: `dormant store repair`
+    (which `repair_does`) for a store of one's own; a publication is a read-only copy (repair refuses it),
+    published again or fetched again."""
+    if (Path(root) / PUBLISHED).is_file():
+        return (
+            "the publication is a read-only copy: publish it again from the store it came from (`dormant publish "
+            f"--store SOURCE --out {root}`), or, fetched from an hf:// store, delete {root} and read it again to "
+            "fetch it anew"
+        )
+    return f"run `dormant store repair --store {root}`: {repair_does}"
+
+
 def comparisons_files(store) -> tuple[Path, Path]:
     """The store's index of the `dormant compare` folders made from it, and its writers' lock file (`outputs`
     reads and writes them)."""

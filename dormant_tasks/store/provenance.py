@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dormant_tasks.atomic import atomic_file, write_errors
 from dormant_tasks.errors import ConfigError, StoreError
-from dormant_tasks.names import model_id_for, series_slug, source_identity
+from dormant_tasks.names import series_slug
 from dormant_tasks.store.layout import REQUESTS, SOURCES, is_store, safe_file_key, store_folder
 from dormant_tasks.store.lock import series_lock
 
@@ -127,7 +127,7 @@ def record_source(store, model_id: str, source: str) -> None:
 
 
 def series_of_source(store, identity: str) -> str | None:
-    """The series the store keeps from the source of this identity (`names.source_identity`), or None."""
+    """The series the store keeps from the source of this identity (`CheckpointSource.identity`), or None."""
     folder = Path(store) / SOURCES
     for path in sorted(folder.glob("series=*.json")) if folder.is_dir() else ():
         try:
@@ -139,7 +139,7 @@ def series_of_source(store, identity: str) -> str | None:
     return None
 
 
-def series_name_of(store, source: str) -> str:
-    """The stored series that a source names: the series the store records it as the source of (tracked under
-    `--series-name`), else its own name (`names.model_id_for`: the Hub id, or the folder's name)."""
-    return series_of_source(store, source_identity(source)) or model_id_for(source)
+def series_name_of(store, identity: str, name: str) -> str:
+    """The stored series that a source names: the series the store records its `identity` as the source of
+    (tracked under `--series-name`), else its own `name` (`CheckpointSource.name`: the Hub id, the folder's name)."""
+    return series_of_source(store, identity) or name

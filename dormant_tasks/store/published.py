@@ -18,8 +18,9 @@ them, written by the publisher, makes the folder read-only to every writer (`lay
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Collection, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,8 +28,17 @@ import pyarrow.parquet as pq
 from dormant_tasks.errors import StoreError
 from dormant_tasks.hashing import sha256_file
 from dormant_tasks.store.io import conform, parquet_options
-from dormant_tasks.store.layout import MARKER, data_files, marker_json, safe_file_key, series_dir, store_folder
-from dormant_tasks.store.schema import MANIFEST_KEY, TABLES, derived_file_key
+from dormant_tasks.store.layout import (
+    MARKER,
+    PUBLISHED,
+    data_files,
+    marker_json,
+    safe_file_key,
+    series_dir,
+    store_folder,
+)
+from dormant_tasks.store.repair import Damage
+from dormant_tasks.store.schema import MANIFEST_KEY, RESULT_TABLES, TABLES, derived_file_key
 from dormant_tasks.store.sums import sums_json, sums_path
 from dormant_tasks.store.upgrade import DERIVED
 
@@ -109,3 +119,46 @@ def _digest(content: Path | bytes) -> tuple[str, int]:
     if isinstance(content, bytes):
         return hashlib.sha256(content).hexdigest(), len(content)
     return sha256_file(content), content.stat().st_size
+
+
+def publication_listed(store) -> dict[Path, str]:
+    """The files a publication's `PUBLISHED` record lists, with the SHA-256 it records for each ({} for a store
+    that is no publication, or a record that cannot be read: `publication_damage` names it)."""
+    return _record(store_folder(store))[0]
+
+
+def publication_damage(store, verify: bool = True) -> list[Damage]:
+    """Every file a publication's record lists, checked against the SHA-256 recorded there: the card (README.md)
+    and the findings table, which no store table holds, included. A file missing or other than recorded is named
+    (its model id the record's); none for a store that is no publication. Without `verify`, the per-checkpoint
+    result files are left to `damaged_files`' size checks, as a plain `dormant status` reads a store."""
+    root = store_folder(store)
+    listed, model_id, reason = _record(root)
+    if reason is not None:
+        return [Damage(root / PUBLISHED, reason, model_id, "")]
+    out = []
+    for path, sha in listed.items():
+        table = path.relative_to(root).parts[0]
+        if not verify and table in RESULT_TABLES:
+            continue
+        if not path.is_file() or path.is_symlink():
+            out.append(Damage(path, f"missing, which {PUBLISHED} lists", model_id, table))
+        elif sha256_file(path) != sha:
+            out.append(Damage(path, f"its SHA-256 is not the one {PUBLISHED} records", model_id, table))
+    return out
+
+
+def _record(root: Path) -> tuple[dict[Path, str], str, str | None]:
+    """(the listed files, the series, why the record cannot be read or None) of the publication at `root`."""
+    path = root / PUBLISHED
+    if not path.is_file():
+        return {}, "", None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        files, model_id = dict(record["files"]), str(record["model_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}, "", "not a publication record of dormant-heads"
+    rels = {PurePosixPath(p): sha for p, sha in files.items()}
+    if any(p.is_absolute() or ".." in p.parts or not isinstance(sha, str) for p, sha in rels.items()):
+        return {}, model_id, "not a publication record of dormant-heads (a path outside the store, or no SHA-256)"
+    return {root.joinpath(*p.parts): sha for p, sha in rels.items()}, model_id, None

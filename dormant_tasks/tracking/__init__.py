@@ -89,7 +89,12 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         tau_positions as tau_positions,
         tau_warnings_of as tau_warnings_of,
     )
-    from dormant_tasks.tracking.request import Runner as Runner, TrackRequest as TrackRequest
+    from dormant_tasks.tracking.request import (
+        OPTION_FIELDS as OPTION_FIELDS,
+        SELECTION_OPTIONS as SELECTION_OPTIONS,
+        Runner as Runner,
+        TrackRequest as TrackRequest,
+    )
     from dormant_tasks.tracking.results import (
         CheckpointResult as CheckpointResult,
         common_columns as common_columns,

@@ -1,6 +1,6 @@
 """A `--budget` run's checkpoints: the budgeted search (`budget.budgeted_search`) over a series' selection, its
 choices read from the store between rounds. The runner is the caller's: `run(revisions)` computes and writes
-those checkpoints (the track flow's local or Dask runner, or a test's steps) and returns their results."""
+those checkpoints (a run's executor: in this process, or the flow's tasks) and returns their results."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ the kept per-input scores where the store is (`reaggregate_from_input_scores`), 
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ import pyarrow.compute as pc
 
 from dormant_tasks.checkpoints import Revision
 from dormant_tasks.engine import SCORING_VERSION
-from dormant_tasks.errors import CheckpointError, ScoringError
+from dormant_tasks.errors import CheckpointError, DormantError, ScoringError
 from dormant_tasks.store import (
     CheckpointKey,
     commit_checkpoint,
@@ -35,6 +36,8 @@ from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit, with_columns
 from dormant_tasks.tracking.series import architecture_change
 from dormant_tasks.version import __version__
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # the engine (torch) loads when a model is scored, not when this module is imported
     from dormant_tasks.engine import InputScores
@@ -111,6 +114,10 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
                 )
             except ScoringError as e:
                 raise ScoringError(f"calibration set {cal.name}: {e}") from None
+            except DormantError:
+                raise
+            except Exception as e:
+                raise unscorable(revision, cal, e) from None
             n_layers, n_heads = scores.values.shape[2:]
             seconds = {"score": time.perf_counter() - t0}
             if k == 0:  # the download and load are the checkpoint's, counted once
@@ -123,6 +130,23 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
     finally:
         del loaded.model
     return tuple(out)
+
+
+def unscorable(revision: Revision, cal: CalibrationSet, e: Exception) -> ScoringError:
+    """The failure of a forward pass over a checkpoint the engine loaded (a model's own code failing on it: a
+    tokenizer whose ids its embedding does not hold, a shape no check foresaw, memory), as this checkpoint's
+    failure in one line, so that the run records it and goes on (the traceback at DEBUG: `--debug`)."""
+    log.debug("scoring %s failed", revision.name, exc_info=True)
+    first = (str(e).splitlines() or [""])[0][:300]
+    advice = (
+        "use --batch-size 1, --dtype bfloat16 or another --device"
+        if isinstance(e, MemoryError) or "out of memory" in first.lower()
+        else "check that its config, weights and tokenizer belong together, or drop it from the selection"
+    )
+    return ScoringError(
+        f"{revision.name}: the model failed while scoring calibration set {cal.name} ({type(e).__name__}: "
+        f"{first}); {advice}"
+    )
 
 
 @dataclass

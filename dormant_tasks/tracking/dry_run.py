@@ -7,7 +7,7 @@ store holds. From it: the checkpoints the run scores (those stored already cost 
 download (the files loading needs, `hub.ALLOW_PATTERNS`), the disk the run needs at once and the download time
 at a stated bandwidth. A size the listing does not give is said to be unknown, never guessed.
 
-What "at once" means is what the flow does (`flows/track.py`): on the local runner one checkpoint downloads
+What "at once" means is what a run does (`dormant_tasks/run.py`): on the local runner one checkpoint downloads
 while the one before it loads, and a loaded checkpoint is evicted before it is scored (`load_checkpoint(...,
 keep=False)`), so two consecutive downloads are on disk at most; `--keep-checkpoints` keeps every one; on Dask
 each worker holds the one it scores. A new series scores its taus' checkpoint first (the reference of quantile
@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from dormant_tasks.checkpoints import Revision, format_tokens
+from dormant_tasks.checkpoints import Revision, format_tokens, source_for
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.text import plural
 from dormant_tasks.tracking.plan import SeriesState
@@ -88,11 +88,12 @@ class PlannedCheckpoint:
     revision: Revision
     size: int | None  # bytes of the files loading needs (Hub: the listing's sizes; a folder: on disk)
     why: str  # "selected", "coarse pass", "taus' reference (not stored: not selected)"
+    remote: bool = True  # its source downloads it (`CheckpointSource.is_remote`); else it is read in place
 
     @property
     def download(self) -> int | None:
-        """Bytes downloaded: a local folder is read in place."""
-        return 0 if self.revision.path is not None else self.size
+        """Bytes downloaded: a checkpoint read in place downloads none."""
+        return self.size if self.remote else 0
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ class DryRun:
     cache: str | None = None  # the Hub cache folder the downloads go to (None: nothing downloaded)
     cache_free: int | None = None  # bytes free on its disk now
     notes: tuple[str, ...] = field(default_factory=tuple)
+    kind: str = "Hub repo"  # its source's kind, in words (`CheckpointSource.kind`)
 
     @property
     def download_bytes(self) -> int | None:
@@ -172,6 +174,12 @@ def plan_dry_run(
     request, plan = state.request, state.plan
     selected = list(plan.selected)
     size = plan.loading_bytes
+    source = source_for(request.source)
+    remote = source.is_remote  # what the run downloads, its source says
+
+    def planned_as(revision, why: str) -> PlannedCheckpoint:
+        return PlannedCheckpoint(revision, size.get(revision.name), why, remote)
+
     notes: list[str] = []
     if state.pending is not None:  # a stored series: its taus are fixed, the stored checkpoints skipped
         todo, why = list(state.pending), "not stored yet"
@@ -183,14 +191,14 @@ def plan_dry_run(
                 "is the most it downloads"
             )
     n_stored = len(selected) - len(todo)
-    candidates = [PlannedCheckpoint(r, size.get(r.name), why) for r in todo]
+    candidates = [planned_as(r, why) for r in todo]
     first = taus_checkpoint(request, plan) if state.pending is None and selected else None  # scored before the rest
     planned, most = candidates, None
     if budget is not None:
-        planned, most = _coarse(selected, candidates, budget, n_stored, first, size)
+        planned, most = _coarse(selected, candidates, budget, n_stored, first, planned_as)
     if first is not None:
         label = "the taus' checkpoint" + ("" if first in selected else " (scored for the taus, not stored)")
-        planned = [PlannedCheckpoint(first, size.get(first.name), label), *(c for c in planned if c.revision != first)]
+        planned = [planned_as(first, label), *(c for c in planned if c.revision != first)]
     disk, rule = _disk_at_once(request, planned, workers)
     most_bytes = None
     if most is not None:  # the refinement picks the rest among the candidates: the largest they could be
@@ -200,16 +208,15 @@ def plan_dry_run(
         largest = sorted(rest, key=lambda c: (c.download is None, c.download or 0), reverse=True)[:extra]
         sizes = [c.download for c in planned + largest]
         most_bytes = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
-        if extra and any(c.revision.path is None for c in largest):
+        if extra and largest and remote:
             more, how = _refinement_disk(request, largest, workers)
             keep = request.keep_checkpoints
             disk = None if disk is None or more is None else disk + more if keep else max(disk, more)
             rule += f"; the refinement: {how}"
     cache, free = None, None
-    if any(c.revision.path is None for c in planned):
-        from dormant_tasks.checkpoints import cache_free_bytes
-
-        folder, free = cache_free_bytes(str(request.source), request.cache_dir)
+    where = source.cache_free(request.cache_dir) if planned else None  # (None: nothing is downloaded)
+    if where is not None:
+        folder, free = where
         cache = str(folder)
         if disk is not None and disk > free:
             notes.append(
@@ -225,7 +232,7 @@ def plan_dry_run(
     return DryRun(
         request.model_id,
         str(request.source),
-        all(r.path is not None for r in plan.listed) and bool(plan.listed),
+        not remote and bool(plan.listed),
         len(plan.listed),
         len(selected),
         n_stored,
@@ -241,10 +248,11 @@ def plan_dry_run(
         cache,
         free,
         tuple(notes),
+        source.kind,
     )
 
 
-def _coarse(selected, candidates, budget, n_stored, first, size) -> tuple[list[PlannedCheckpoint], int]:
+def _coarse(selected, candidates, budget, n_stored, first, planned_as) -> tuple[list[PlannedCheckpoint], int]:
     """`--budget`: (the coarse pass's checkpoints still to score, the most this run scores of the selection). The
     stored checkpoints count, and so does a new series' taus' checkpoint, stored before the search starts."""
     from dormant_tasks.tracking.budget import available_positions, first_pass  # the budgeted search (`--budget`)
@@ -253,16 +261,14 @@ def _coarse(selected, candidates, budget, n_stored, first, size) -> tuple[list[P
     positions, one_step = available_positions(list(selected))
     before = [i for i, r in enumerate(selected) if r not in pending or r == first]
     coarse = [selected[i] for i in first_pass(positions, budget, before, one_step)]
-    return [PlannedCheckpoint(r, size.get(r.name), "coarse pass") for r in coarse], min(
-        len(candidates), max(0, budget - n_stored)
-    )
+    return [planned_as(r, "coarse pass") for r in coarse], min(len(candidates), max(0, budget - n_stored))
 
 
 def _refinement_disk(request, largest: list[PlannedCheckpoint], workers: int | None) -> tuple[int | None, str]:
     """The most the budgeted search's refinement keeps on disk at once when it picks the `largest` candidates
     (which ones it picks is not known in advance), and how: one a round on the local runner, one per worker a
-    round on Dask (`flows/track.py`, `_run_budgeted`); with --keep-checkpoints, what it adds to the coarse pass's."""
-    sizes = [c.download for c in largest if c.revision.path is None]
+    round on Dask (`dormant_tasks/run.py`, `_run_budgeted`); with --keep-checkpoints, what it adds to the coarse pass's."""
+    sizes = [c.download for c in largest]  # (asked only when the source downloads)
     if any(s is None for s in sizes):
         return None, "a size is not listed"
     known = [s for s in sizes if s is not None]
@@ -278,7 +284,7 @@ def _refinement_disk(request, largest: list[PlannedCheckpoint], workers: int | N
 def _disk_at_once(request, planned: list[PlannedCheckpoint], workers: int | None) -> tuple[int | None, str]:
     """What the flow keeps on disk at the same time, downloading `planned` in this order, and the rule, in words
     (module docstring)."""
-    downloads = [c.download for c in planned if c.revision.path is None]
+    downloads = [c.download for c in planned if c.remote]
     if not downloads:
         return 0, "nothing is downloaded: local checkpoint folders are read in place"
     if any(s is None for s in downloads):
@@ -314,9 +320,8 @@ def _store_growth(request, n: int) -> int | None:
 
 def format_dry_run(dry: DryRun, shown: int = SHOWN) -> list[str]:
     """The dry run as text: one line per checkpoint (a long plan: its first and last few and a count), totals."""
-    where = "local folder" if dry.is_local else "Hub repo"
     lines = [
-        f"dry run: {dry.model_id} ({where} {dry.source}): {dry.n_selected} of {dry.n_listed} checkpoints selected, "
+        f"dry run: {dry.model_id} ({dry.kind} {dry.source}): {dry.n_selected} of {dry.n_listed} checkpoints selected, "
         f"{dry.n_stored} already stored" + (f", {dry.n_set_aside} set aside by the audit" if dry.n_set_aside else "")
     ]
     if dry.budget is not None:
@@ -331,7 +336,7 @@ def format_dry_run(dry: DryRun, shown: int = SHOWN) -> list[str]:
     half = shown // 2
     for c in picked[:half] + picked[-half:] if cut else picked:
         r = c.revision
-        size = byte_size(c.size) + (" (on disk)" if r.path is not None and c.size is not None else "")
+        size = byte_size(c.size) + (" (on disk)" if not c.remote and c.size is not None else "")
         rows.append((r.name, "?" if r.is_main else str(r.step), format_tokens(r.tokens), size, c.why))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     text = ["  ".join([*(cell.ljust(w) for cell, w in zip(row[:4], widths)), row[4]]).rstrip() for row in rows]
@@ -342,7 +347,7 @@ def format_dry_run(dry: DryRun, shown: int = SHOWN) -> list[str]:
     known = sum(c.download or 0 for c in dry.scored)
     if total is None:
         said = f"to download: {byte_size(known)} + {plural(dry.n_unknown, 'checkpoint')} of unknown size"
-    elif picked and not known and all(c.revision.path is not None for c in picked):
+    elif picked and not known and dry.is_local:
         on_disk = sum(c.size or 0 for c in picked)
         said = f"nothing to download (local folders, read in place: {byte_size(on_disk)} on disk)"
     else:

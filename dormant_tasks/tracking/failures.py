@@ -16,8 +16,9 @@ from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit
 
 # What makes one checkpoint fail, not the run: it cannot be downloaded or loaded (`CheckpointError`: a truncated
-# file, a revision the Hub lost), or its inputs cannot be scored on it (`ScoringError`). A bad option, a store
-# error or a full disk stops the run (exit 2); anything else is a bug and keeps its traceback.
+# file, a revision the Hub lost), or its inputs cannot be scored on it (`ScoringError`, which a model's own forward
+# pass failing on it becomes: `checkpoint_work.unscorable`). A bad option, a store error or a full disk stops the
+# run (exit 2); anything else is a bug and keeps its traceback.
 CHECKPOINT_FAILURES = (CheckpointError, ScoringError)
 CheckpointFailure = CheckpointError | ScoringError
 FAILURES_KEY = "failed"  # file key of a series' one failed_checkpoints file

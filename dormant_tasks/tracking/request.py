@@ -9,11 +9,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from dormant_tasks.checkpoints import Selection
+from dormant_tasks.checkpoints import Selection, source_for
 from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
 from dormant_tasks.engine import TRACKED_IDS, ScoringOptions, parse_score_functions
-from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
-from dormant_tasks.names import is_local_source, model_id_for, series_slug, source_identity
+from dormant_tasks.errors import ConfigError, did_you_mean
+from dormant_tasks.names import check_series_name
 from dormant_tasks.requests import (
     MAX_SEED,
     Request,
@@ -34,16 +34,6 @@ class Runner(StrEnum):
 
     LOCAL = "local"  # Prefect's thread runner: one checkpoint scoring while the next downloads
     DASK = "dask"  # one task per checkpoint on a Dask cluster (local processes or --address)
-
-
-def _check_series_name(name) -> None:
-    try:
-        series_slug(name if isinstance(name, str) else "")
-    except StoreError:  # said as the option's
-        raise ConfigError(
-            f"--series-name {name!r}: use letters, digits, '.', '_', '-', starting with a letter, digit or '_', no "
-            "device name (CON, NUL, ...), no '--' or '..', e.g. tiny-olmo2-rerun"
-        ) from None
 
 
 def _calibration_name(name: str) -> str:
@@ -85,11 +75,24 @@ def _selection_of(value) -> Selection:
     )
 
 
+# `dormant track`'s options (named as the long options, dashes as underscores) that set a request field of another
+# name; a selection option sets a field of `selection`. Every other option is the field of its name.
+OPTION_FIELDS = {"model": "source", "scores": "score_fns", "tau": "taus", "calibration": "calibrations"}
+SELECTION_OPTIONS = {
+    "revisions": "revisions_glob",
+    "steps": "steps",
+    "every": "every",
+    "max": "max_n",
+    "max_n": "max_n",
+}
+
+
 @dataclass(frozen=True)
 class TrackRequest(Request):
     """Everything that fixes a `track` run: the series, the selection, what is scored and how, where it runs."""
 
     KIND = "track"
+    OPTION_FIELDS = OPTION_FIELDS
 
     source: str  # Hub repo id, or a folder of checkpoint folders (stored absolute)
     store: str  # Parquet store folder (stored absolute)
@@ -135,6 +138,27 @@ class TrackRequest(Request):
     resolution: float | None = field(default=None, metadata={"omit_unset": True})
 
     @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return (super().option_names() - {"selection", "report"}) | {*SELECTION_OPTIONS, "taus", "no_report"}
+
+    @classmethod
+    def fields_of_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """`dormant track`'s options as `dormant_tasks.track` takes them: `--max-batch-tokens N` is
+        `max_batch_tokens=N`, `--no-report` is `no_report=True`, a selection option sets a field of `selection`."""
+        selection = {SELECTION_OPTIONS[k]: options.pop(k) for k in list(options) if k in SELECTION_OPTIONS}
+        report = options.pop("no_report", None)
+        fields = super().fields_of_options(options)
+        if options.get("keep_duplicates") is False:
+            fields.pop("keep_duplicates")  # unset: not saved, the request id as before the option
+        if report is not None:
+            fields["report"] = not report
+        if any(v is not None for v in selection.values()):
+            fields["selection"] = Selection(**{k: v for k, v in selection.items() if v is not None})
+        if fields.get("source") is None:
+            raise ConfigError("--model is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder")
+        return fields
+
+    @classmethod
     def read_fields(cls, data: dict[str, Any]) -> dict[str, Any]:
         return data | {"selection": _selection_of(data["selection"])} if "selection" in data else data
 
@@ -145,9 +169,8 @@ class TrackRequest(Request):
         if not self.source.strip():
             raise ConfigError("--model is empty: name a Hub repo id (org/name) or a folder of checkpoint folders")
         if self.series_name is not None:
-            _check_series_name(self.series_name)
-        if is_local_source(self.source):
-            set_field(self, "source", absolute_path(self.source))
+            check_series_name(self.series_name)
+        set_field(self, "source", source_for(self.source).spec)  # a folder: absolute; a Hub id as is
         for name in ("store", "texts", "cache_dir", "reports_dir"):
             set_field(self, name, absolute_path(getattr(self, name)))
         names = (self.calibrations,) if isinstance(self.calibrations, str) else tuple(self.calibrations or ())
@@ -219,11 +242,11 @@ class TrackRequest(Request):
 
     @property
     def model_id(self) -> str:
-        return self.series_name or model_id_for(self.source)
+        return self.series_name or source_for(self.source).name
 
     @property
     def source_identity(self) -> str:
-        return source_identity(self.source)
+        return source_for(self.source).identity
 
     @property
     def score_fn_ids(self) -> tuple[str, ...]:

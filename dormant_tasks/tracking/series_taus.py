@@ -66,8 +66,8 @@ def resolve_series_taus(request: TrackRequest, state: SeriesState, score=None, w
     scores its reference checkpoint first; it is stored only when selected. With fixed taus only, a new
     series, or a `--retau` that brings a calibration set the series has not scored, scores its first selected
     checkpoint before the taus are written (bad input leaves the store untouched). `score` scores that
-    checkpoint (default `score_checkpoint`, here; the Dask flow passes one that runs it on a worker); `write`
-    writes its rows (default `write_checkpoint`; the flow passes its one writer, the function every other
+    checkpoint (default `score_checkpoint`, here; a run passes its executor's, which on Dask runs it on a worker);
+    `write` writes its rows (default `write_checkpoint`; a run passes its one writer, the function every other
     checkpoint of the run is written by, so this one takes the same path).
     """
     if state.taus is not None:

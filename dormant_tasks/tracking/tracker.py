@@ -2,10 +2,10 @@
 checkpoints, and what the run did (`TrackResult`). The other steps live beside it: the taus (`series_taus`), one
 checkpoint's work (`checkpoint_work`), failures (`failures`), the derived tables (`derive`).
 
-Every step takes the run's `TrackRequest` whole. The one orchestrator of a run is the track flow
-(`flows/track.py`, through the task wrappers of `flows.tasks`): it asks `series_state` once (plan, stored
-sets, taus, pending checkpoints), fixes the taus (`resolve_series_taus`), has every pending checkpoint computed
-by a task on its runner (`compute_checkpoint`: rows, no store) and writes each itself (`write_checkpoint`, the
+Every step takes the run's `TrackRequest` whole. The one orchestrator of a run is `dormant_tasks.run.run_track`
+(the CLI's, the Prefect flow's body, a notebook's `dormant_tasks.track`): it asks `series_state` once (plan,
+stored sets, taus, pending checkpoints), fixes the taus (`resolve_series_taus`), has every pending checkpoint
+computed by its executor (`compute_checkpoint`: rows, no store) and writes each itself (`write_checkpoint`, the
 one writer), then derives the transitions (`derive_series`); it returns a `TrackResult`. A checkpoint that
 cannot be downloaded, loaded or scored is recorded as failed by the same writer (`record_failure`,
 docs/DATA_CONTRACT.md "failed_checkpoints") and the run goes on, unless the request says `fail_fast`.

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     print(
         f"{len(selected)} of {len(listing.revisions)} checkpoints of {listing.source} "
-        f"({'local folder' if listing.is_local else 'Hub repo'}); selection: {selection.describe()}"
+        f"({listing.kind}); selection: {selection.describe()}"
     )
     if listing.skipped:
         names = ", ".join(listing.skipped)  # a diagnostic: stderr, so stdout is the table and its summary

@@ -11,6 +11,7 @@ from .options import (
     add_series_name_argument,
     add_store_argument,
     add_threads_argument,
+    seed_type,
 )
 from .pretrain_tiny import DEFAULT_STEPS
 
@@ -33,7 +34,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--steps", type=int, default=DEFAULT_STEPS, metavar="N", help="pretraining steps (default: %(default)s)"
     )
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="pretraining seed (default: %(default)s)")
+    parser.add_argument(
+        "--seed", type=seed_type(), default=0, metavar="N", help="pretraining seed (default: %(default)s)"
+    )
     add_threads_argument(parser)
     parser.add_argument(
         "--seeds",
@@ -87,11 +90,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _one(args: argparse.Namespace, source: str, seed: int, reports_dir: str | None) -> tuple[int, str]:
     """One seed's series: pretrained (once), tracked, reported; (exit code, its series' name)."""
+    from dormant_tasks.run import answer_from_store
     from dormant_tasks.tiny import is_complete
     from dormant_tasks.tracking import TrackRequest
     from flows.demo import demo
 
-    from .track import answer_from_store, check_reports_dir, exit_code, print_summary
+    from .track import check_reports_dir, exit_code, print_summary
 
     started = time.perf_counter()
     request = TrackRequest(
@@ -126,10 +130,9 @@ def _one(args: argparse.Namespace, source: str, seed: int, reports_dir: str | No
 
 
 def interrupted(args: argparse.Namespace) -> str:
+    from dormant_tasks.run import stored_note
     from dormant_tasks.tracking import TrackRequest
     from flows.demo import DEMO_SERIES
-
-    from .track import stored_note
 
     calibrations = tuple(args.calibration or DEMO_CALIBRATION)
     source = str(args.model or DEMO_SERIES)

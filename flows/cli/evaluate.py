@@ -161,35 +161,13 @@ def add_parser(subparsers) -> None:
 
 def request_from_args(args: argparse.Namespace):
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.evaluation import DEFAULT_EVAL_SCORES, DEFAULT_QUANTILES, EvalRequest
+    from dormant_tasks.evaluation import EvalRequest
 
     if not args.model:
         raise ConfigError("--model is required: name a checkpoint folder or Hub repo (or use --reproduce-seed)")
 
-    return EvalRequest(
-        model=args.model,
-        store=args.store,
-        revision=args.revision,
-        series=args.series,
-        tasks=tuple(args.tasks or ("winogrande",)),
-        shots=args.shots,
-        chat_template=args.chat_template,
-        bos=args.bos,
-        datasets=args.datasets,
-        log_samples=args.log_samples,
-        score_fns=tuple(args.scores or DEFAULT_EVAL_SCORES),
-        mode=args.mode,
-        quantiles=tuple(args.quantiles) if args.quantiles else DEFAULT_QUANTILES,
-        limit=args.limit,
-        batch_size=args.batch_size,
-        dtype=args.dtype,
-        device=args.device,
-        rendering=args.rendering,
-        system_instruction=args.system_instruction,
-        precision=args.precision,
-        thresholds=args.thresholds,
-        chat_date=args.chat_date,
-    )
+    names = EvalRequest.option_names()  # (the parser's others: the command's own, its bookkeeping)
+    return EvalRequest.from_options(**{k: v for k, v in vars(args).items() if k in names})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -55,9 +55,9 @@ def run(args) -> int:
 
     if args.scores and len(args.scores) > 1:
         raise ConfigError(f"--scores: the findings are of one function, got {len(args.scores)}; name one")
-    from dormant_tasks.findings import series_findings
+    from dormant_tasks.findings import findings_json, series_findings
     from dormant_tasks.outputs import Owner, check_folder
-    from dormant_tasks.reporting import findings_lines, findings_record, resolve_model_id, write_findings
+    from dormant_tasks.reporting import findings_lines, resolve_model_id, write_findings
     from dormant_tasks.statistics import Resampling
     from dormant_tasks.text import md
 
@@ -73,7 +73,7 @@ def run(args) -> int:
     if args.format == "json":
         import json
 
-        print(json.dumps(findings_record(found) | {"set_aside": set_aside_record(args.store, model_id)}, indent=1))
+        print(json.dumps(findings_json(found, set_aside=set_aside_record(args.store, model_id)), indent=1))
     else:
         lines = findings_lines(found, esc=md if args.format == "markdown" else str)
         print("\n".join(lines if args.format == "markdown" else map(plain_text, lines)))
@@ -88,8 +88,8 @@ def seed_group(args) -> int:
     import json
 
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.findings import seed_group_findings, series_findings
-    from dormant_tasks.reporting import findings_record, resolve_model_id, seed_group_lines
+    from dormant_tasks.findings import findings_record, seed_group_findings, series_findings
+    from dormant_tasks.reporting import resolve_model_id, seed_group_lines
     from dormant_tasks.statistics import Resampling
     from dormant_tasks.text import md
 

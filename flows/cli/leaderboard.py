@@ -52,6 +52,7 @@ def add_parser(subparsers) -> None:
         p,
         "bootstrap resamples of the items for each value's 95%% interval, where its run stored its items "
         "(evaluate --log-samples); 0: no intervals",
+        low=0,
     )
     p.add_argument(
         "--select-on",
@@ -83,9 +84,6 @@ def run(args) -> int:
     figure = Path(args.figure) if args.figure else None
     if figure is not None and figure.suffix.lower() not in FIGURE_SUFFIXES:
         raise ConfigError(f"--figure {args.figure}: name a .png, .svg or .pdf file")
-
-    if args.resamples < 0:
-        raise ConfigError(f"--resamples {args.resamples}: give 0 (no intervals) or more")
 
     from dormant_tasks.evaluation import (
         ItemResampling,

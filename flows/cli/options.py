@@ -25,7 +25,7 @@ import sys
 
 from dormant_tasks.devices import DEVICE_FORMS, DType, parse_device, parse_dtype
 from dormant_tasks.errors import ConfigError, DormantError, did_you_mean
-from dormant_tasks.names import split_names
+from dormant_tasks.names import check_series_name, split_names
 from dormant_tasks.paths import default_store
 
 DTYPES = [d.value for d in DType]
@@ -55,6 +55,7 @@ class DormantParser(argparse.ArgumentParser):
         renamed = RENAMED.get(command, {}) if " " in self.prog else {}
         if renamed:
             args = [self._rename(a, renamed) for a in args]
+        args = self._negative_values(args)
         try:
             namespace, extras = super().parse_known_args(args, namespace)
         except DormantError as e:
@@ -64,6 +65,26 @@ class DormantParser(argparse.ArgumentParser):
         if " " in self.prog:
             namespace.given = self._given(args)
         return namespace, extras
+
+    def _negative_values(self, args: list[str]) -> list[str]:
+        """`--opt -5` read as `--opt=-5` where `--opt` takes one value and the next word starts with "-" and a
+        digit or "." (`--steps -5:-1`, `--bandwidth -5MB/s`, `--seed -1`): argparse takes such a word for an
+        option and answers "expected one argument"; so the option's own check judges the value in either form."""
+        out: list[str] = []
+        words = iter(args)
+        for word in words:
+            action = self._option_string_actions.get(word) if word.startswith("--") else None
+            if word == "--":
+                return [*out, word, *words]
+            if action is not None and action.nargs is None and action.option_strings:
+                value = next(words, None)
+                if value is not None and re.match(r"-[\d.]", value) and value not in self._option_string_actions:
+                    out.append(f"{word}={value}")
+                    continue
+                out += [word] if value is None else [word, value]
+                continue
+            out.append(word)
+        return out
 
     def _given(self, args: list[str]) -> frozenset[str]:
         """The dests of the options spelled on the line (a default is not given; `--request` conflicts with the
@@ -183,9 +204,16 @@ def add_out_argument(parser, help: str, metavar: str = "FILE", required: bool = 
     parser.add_argument("--out", required=required, metavar=metavar, help=help)
 
 
+def series_name_type(text: str) -> str:
+    """`--series-name`, checked as the line is parsed (`names.check_series_name`): before anything is created."""
+    check_series_name(text)
+    return text
+
+
 def add_series_name_argument(parser) -> None:
     parser.add_argument(
         "--series-name",
+        type=series_name_type,
         metavar="NAME",
         help="store the series under NAME (default: the Hub id, or the folder's name); a second source with the "
         "same name is refused, never merged",
@@ -325,15 +353,52 @@ def add_statistics_arguments(parser) -> None:
     add_resampling_arguments(parser, "bootstrap resamples (of layers and heads) for the findings' intervals")
 
 
-def add_resampling_arguments(parser, resamples_help: str) -> None:
-    """--resamples and --seed: how many bootstrap resamples of what (`resamples_help`), drawn from which seed."""
+# The most bootstrap resamples a command takes: 50 times the default, past which an interval's ends no longer
+# move (a billion would run for days and be printed as if it had been used).
+MAX_RESAMPLES = 100_000
+
+
+def bounded_int(option: str, low: int, high: int, rule: str | None = None):
+    """An argparse `type` for an integer option from `low` to `high`: a value outside, or not an integer, is the
+    one-line ConfigError "OPTION must be RULE, got VALUE" (`rule` default: "from LOW to HIGH"), at parse time,
+    before any store is read."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise ConfigError(f"{option} must be {rule or f'from {low:,} to {high:,}'}, got {text}")
+        return value
+
+    parse.__name__ = option  # argparse's words for the option, should it name the type
+    return parse
+
+
+def seed_type(option: str = "--seed"):
+    """Every seed option's one rule, in the words of `track`'s request: an integer from 0 to `requests.MAX_SEED`."""
+    from dormant_tasks.requests import MAX_SEED
+
+    return bounded_int(option, 0, MAX_SEED, "0 or more (at most 2**63 - 1)")
+
+
+def add_resampling_arguments(parser, resamples_help: str, low: int = 1) -> None:
+    """--resamples and --seed: how many bootstrap resamples of what (`resamples_help`; from `low` to
+    `MAX_RESAMPLES`), drawn from which seed."""
     from dormant_tasks.statistics import RESAMPLES, SEED
 
     parser.add_argument(
-        "--resamples", type=int, default=RESAMPLES, metavar="N", help=f"{resamples_help} (default: %(default)s)"
+        "--resamples",
+        type=bounded_int(
+            "--resamples", low, MAX_RESAMPLES, f"from {low}{' (no intervals)' * (low == 0)} to {MAX_RESAMPLES:,}"
+        ),
+        default=RESAMPLES,
+        metavar="N",
+        help=f"{resamples_help} (default: %(default)s; at most {MAX_RESAMPLES:,})",
     )
     parser.add_argument(
-        "--seed", type=int, default=SEED, metavar="N", help="seed of the resampling (default: %(default)s)"
+        "--seed", type=seed_type(), default=SEED, metavar="N", help="seed of the resampling (default: %(default)s)"
     )
 
 

@@ -1,8 +1,9 @@
 """The command line's cheap checks, run before any heavy import (`boundary.run_command`): the forms of `--model`
-(a checkpoint folder, a series folder, a Hub id, a stored series' name), the device, the store and reports
-folders, and one brief question to the Hub. Each raises the error class the library raises for the same input,
-seconds earlier; what they decide (a folder, a series name) comes from the library's own stdlib-only resolvers
-(`dormant_tasks.names`, `dormant_tasks.store.layout.check_store_path`)."""
+(a checkpoint folder, a series folder, a Hub id, a registered source's `scheme://`, a stored series' name), the
+device, the store and reports folders, and the source's own cheap check (a folder there, one brief question to the
+Hub). Each raises the error class the library raises for the same input, seconds earlier; what they decide (a
+folder, a series name) comes from the library's own stdlib-only resolvers (`dormant_tasks.names`,
+`dormant_tasks.checkpoints.source_for`, `dormant_tasks.store.layout.check_store_path`)."""
 
 from __future__ import annotations
 
@@ -15,43 +16,23 @@ import unicodedata
 from pathlib import Path
 
 from dormant_tasks.atomic import cannot_create_in
+from dormant_tasks.checkpoints import CheckpointSource, source_for
 from dormant_tasks.devices import check_device_available
-from dormant_tasks.errors import CheckpointError, ConfigError, StoreError, did_you_mean
-from dormant_tasks.names import is_local_source, model_id_for, names_stored_series, source_identity
-from dormant_tasks.offline import hub_offline, task_data_offline
+from dormant_tasks.errors import CheckpointError, ConfigError, StoreError
+from dormant_tasks.names import names_stored_series
+from dormant_tasks.offline import task_data_offline
 from dormant_tasks.requests import check_max_tokens
 from dormant_tasks.store import check_store_path
 
 from .publish import published_store
 
-
-def missing_folder(value: str) -> str:
-    """Why a `--model` path does not exist: the nearest folder that does, and the closest of its subfolders."""
-    path = Path(value).expanduser()
-    nearest = path.parent
-    while str(nearest) not in (".", "/") and not nearest.is_dir():
-        nearest = nearest.parent
-    if path.exists():
-        return f"--model {value} is a file, not a folder"
-    if path.is_symlink():  # `ls` lists it, yet it leads to no folder
-        return (
-            f"--model {value} is a symbolic link that leads to no folder (a loop, or a missing target; ls -l shows it)"
-        )
-    missing = path.relative_to(nearest).parts[0] if nearest != path else path.name
-    subfolders = sorted(p.name for p in nearest.iterdir() if p.is_dir()) if nearest.is_dir() else []
-    close = did_you_mean(missing, subfolders)
-    where = "the working folder" if str(nearest) == "." else str(nearest)
-    suggestion = f"; did you mean {nearest / close.split(chr(34))[1]}?" if close else ""
-    return f"--model {value}: no such folder ({where} has no {missing}{suggestion})"
-
-
 _CHECKPOINT_FILE = "config.json"
 
 
-def check_checkpoint_folder(value: str) -> None:
-    """CheckpointError when a local `--model` that must be one checkpoint (score, evaluate) is not: a series
-    folder (its checkpoint subfolders named) or a folder without config.json. Reads one folder listing."""
-    path = Path(value).expanduser()
+def check_checkpoint_folder(value: str, path: Path) -> None:
+    """CheckpointError when a local `--model` (`value`, at `path`) that must be one checkpoint (score, evaluate) is
+    not: a series folder (its checkpoint subfolders named) or a folder without config.json. Reads one folder
+    listing."""
     if (path / _CHECKPOINT_FILE).is_file():
         return
     checkpoints = sorted(
@@ -82,13 +63,14 @@ def series_name(value: str | None, store=None) -> str | None:
         return value
     if not Path(value).expanduser().is_dir():
         return value
+    source = source_for(value)
     if store is None:
-        return model_id_for(value)
+        return source.name
     from dormant_tasks.store import check_source, series_name_of
 
-    name = series_name_of(store, value)
+    name = series_name_of(store, source.identity, source.name)
     try:
-        check_source(store, name, source_identity(value))
+        check_source(store, name, source.identity)
     except ConfigError:
         raise ConfigError(
             f"--model {value}: the store keeps no series tracked from this folder; its series {name} comes from "
@@ -98,12 +80,12 @@ def series_name(value: str | None, store=None) -> str | None:
     return name
 
 
-def check_folder_name(value: str) -> None:
+def check_folder_name(value: str, source: CheckpointSource) -> None:
     """ConfigError when a local series' folder name cannot be its stored name (`names.series_slug`: a non-ASCII
     name, a leading '-'), naming `--series-name`, which stores it under another one."""
     from dormant_tasks.names import series_slug
 
-    name = model_id_for(value)
+    name = source.name
     try:
         series_slug(name)
     except StoreError:
@@ -122,10 +104,10 @@ def stored_names(store) -> list[str]:
     return list_models(store) if is_store(store) else []
 
 
-def source_for(value: str, store) -> str:
-    """A `--model` source: a folder or a Hub id as given; a stored local series' name (a folder name: no "/")
-    -> its folder."""
-    if is_local_source(value) or store is None or "/" in value:
+def model_source(value: str, store) -> str:
+    """A `--model` source: a folder, a Hub id or a `scheme://` source as given; a stored local series' name (a
+    name that no source claims: no "/") -> its folder."""
+    if store is None or "/" in value or source_for(value).folder is not None:
         return value
     if Path(store).is_dir():
         from dormant_tasks.store import recorded_source
@@ -168,24 +150,16 @@ def preflight(args: argparse.Namespace) -> None:
     if isinstance(model, str) and role == "new":
         check_new_folder(model, "--model")
     if isinstance(model, str) and role in ("source", "checkpoint"):
-        args.model = source_for(model, getattr(args, "store", None))
+        args.model = model_source(model, getattr(args, "store", None))
         if args.model != model and Path(args.model).name != model and getattr(args, "series_name", "") is None:
             args.series_name = model  # a series stored under --series-name, named by that name
-        if is_local_source(args.model) and not Path(args.model).expanduser().is_dir():
-            raise CheckpointError(  # the class `checkpoints.naming` raises for a missing series folder
-                f"{missing_folder(args.model)}: name a checkpoint folder (or a folder of them), a Hub repo id "
-                "(org/name) or a series the store keeps"
-            )
-        if is_local_source(args.model) and getattr(args, "series_name", "") is None:
-            check_folder_name(args.model)
-        if role == "checkpoint" and is_local_source(args.model) and not getattr(args, "series", None):
-            check_checkpoint_folder(args.model)
-        elif not is_local_source(args.model) and not hub_offline() and (silent := hub_silence()):
-            # Not "set HF_HUB_OFFLINE=1": a Hub --model needs the Hub's branch list even when its files are cached.
-            raise CheckpointError(
-                f"--model {args.model}: the Hub at {hub_endpoint()} does not answer ({silent}); check the network "
-                "(HF_ENDPOINT, HTTPS_PROXY), or give a local checkpoint folder"
-            )
+        source = source_for(args.model)
+        source.check_available()  # a folder that is there, a Hub that answers: the source knows how to ask
+        if source.folder is not None:  # checkpoints read in place: the folder's name and kind
+            if getattr(args, "series_name", "") is None:
+                check_folder_name(args.model, source)
+            if role == "checkpoint" and not getattr(args, "series", None):
+                check_checkpoint_folder(args.model, Path(args.model).expanduser())
     elif role == "series":
         store = getattr(args, "store", None)
         args.model = [series_name(m, store) for m in model] if isinstance(model, list) else series_name(model, store)
@@ -369,19 +343,11 @@ def hub_endpoint() -> str:
 
 
 def hub_silence() -> str | None:
-    """None when the Hub answers one brief request (`checkpoints.hub_silence`: through huggingface_hub's session,
-    so `HTTPS_PROXY` and `HF_ENDPOINT` apply), else why not; asked once per process.
+    """None when the Hub answers one brief request, else why not (`checkpoints.silent_hub`, which switches this
+    process offline when it is silent); asked once per process."""
+    from dormant_tasks.checkpoints import silent_hub
 
-    A silent Hub switches this process offline (`checkpoints.go_offline`): every later Hub access of the run
-    (tokenizers, configs, datasets) then reads the Hugging Face cache or fails at once, instead of its own retry
-    loops."""
-    from dormant_tasks.checkpoints import go_offline
-    from dormant_tasks.checkpoints import hub_silence as silence
-
-    reason = silence()
-    if reason:
-        go_offline()
-    return reason
+    return silent_hub()
 
 
 def hub_datasets_fallback(args: argparse.Namespace) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .options import add_model_argument, add_threads_argument
+from .options import add_model_argument, add_threads_argument, seed_type
 
 DEFAULT_STEPS = 600  # = dormant_tasks.tiny.DEFAULT_STEPS (not imported: it loads torch; a test checks they agree)
 
@@ -24,7 +24,11 @@ def add_parser(subparsers) -> None:
         help="optimizer steps, the last one saved (default: %(default)s)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="seed for initialisation and data order (default: %(default)s)"
+        "--seed",
+        type=seed_type(),
+        default=0,
+        metavar="N",
+        help="seed for initialisation and data order (default: %(default)s)",
     )
     add_threads_argument(parser)
     parser.set_defaults(func=run)

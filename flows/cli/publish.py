@@ -37,6 +37,7 @@ def add_parser(subparsers) -> None:
         "--license",
         "--licence",
         dest="license",
+        required=True,  # refused as the line is parsed: before the store and the publishing code are loaded
         metavar="ID",
         help="the licence the published tables are under, as the Hub spells it (e.g. cc-by-4.0, cc0-1.0, mit, "
         "other): required, never guessed",

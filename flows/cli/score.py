@@ -10,10 +10,9 @@ then rename: never a partial file).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from dormant_tasks.atomic import cannot_create_in
-from dormant_tasks.names import is_local_source
+from dormant_tasks.checkpoints import source_for
 
 from .options import (
     add_calibration_arguments,
@@ -23,6 +22,7 @@ from .options import (
     add_model_argument,
     add_out_argument,
     add_scores_argument,
+    seed_type,
 )
 
 OUT_FORMATS = (".parquet", ".csv")
@@ -43,7 +43,7 @@ def add_parser(subparsers) -> None:
     add_device_argument(p, "score")
     add_scores_argument(p, "score functions, space- or comma-separated (default: all 16, incl. random)")
     p.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
+        "--seed", type=seed_type(), default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
     )
     add_max_tokens_argument(p)
     add_out_argument(
@@ -62,7 +62,7 @@ def run(args) -> int:
         raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
     if not args.out.strip():
         raise ConfigError("--out is empty: name a .parquet or .csv file, e.g. --out scores.parquet")
-    if args.revision and is_local_source(args.model):
+    if args.revision and source_for(args.model).folder is not None:
         raise ConfigError(f"--revision names a Hub branch; --model {args.model} is a folder: drop --revision")
     out = check_file(args.out)  # before the heavy imports below: a wrong --out answers at once
     if out.suffix.lower() not in OUT_FORMATS:
@@ -73,11 +73,6 @@ def run(args) -> int:
     why = cannot_create_in(out.parent)
     if why:
         raise ConfigError(f"--out {args.out}: no file can be created in {str(out.parent)!r} ({why}); choose another")
-
-    from dormant_tasks.requests import MAX_SEED
-
-    if not 0 <= args.seed <= MAX_SEED:
-        raise ConfigError(f"--seed must be 0 or more (at most 2**63 - 1), got {args.seed}")
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -125,11 +120,8 @@ def run(args) -> int:
 
 
 def _resolved(model: str, revision: str | None) -> tuple[str, str]:
-    """(model_id, revision) as a reader can find the model again: a local checkpoint as its absolute folder and
-    the folder's name (a branch name, as `track` stores it), a Hub repo as its id and the revision asked
-    (default `main`)."""
-
-    if is_local_source(model):
-        folder = Path(model).expanduser().resolve()
-        return str(folder), folder.name
-    return model, revision or "main"
+    """(model_id, revision) as a reader can find the model again (`CheckpointSource.spec` and the checkpoint's
+    name): a local checkpoint as its absolute folder and the folder's name (a branch name, as `track` stores it), a
+    Hub repo as its id and the revision asked (default `main`)."""
+    source = source_for(model)
+    return source.spec, source.checkpoint(revision).name

@@ -209,7 +209,16 @@ def confidence_rule(rule: tuple[float, str] | None, n_heads: int | None = None) 
 
 def run(args) -> int:
     from dormant_tasks.errors import StoreError
-    from dormant_tasks.store import damaged_files, list_models, store_folder, unchecked_files
+    from dormant_tasks.store import (
+        PUBLISHED,
+        damage_fix,
+        damaged_files,
+        list_models,
+        publication_damage,
+        publication_listed,
+        store_folder,
+        unchecked_files,
+    )
 
     root = store_folder(args.store)
     models = list_models(args.store)
@@ -217,15 +226,16 @@ def run(args) -> int:
         raise StoreError(
             f"store {args.store!r} holds no model series yet: run `dormant track --model ... --store {args.store}` first"
         )
-    # every file checked (sizes, footers, columns; with --verify every byte): a damaged one is named, with the fix
-    damage = damaged_files(root, verify=args.verify)
-    for d in damage:
-        print(
-            f"dormant status: error: damaged file {d.path.relative_to(root)} ({d.reason}); run `dormant store "
-            f"repair --store {args.store}`",
-            file=sys.stderr,
-        )
-    damaged = {d.model_id for d in damage}
+    # every file checked (sizes, footers, columns; with --verify every byte), a publication's also against its
+    # record (its card and findings table too): each damaged one named once, with the fix this store takes
+    found = damaged_files(root, verify=args.verify) + publication_damage(root, verify=args.verify)
+    damage: dict = {}
+    for d in found:  # one line a file, with its first reason
+        damage.setdefault(d.path, d)
+    fix = damage_fix(args.store)
+    for d in damage.values():
+        print(f"dormant status: error: damaged file {d.path.relative_to(root)} ({d.reason}); {fix}", file=sys.stderr)
+    damaged = {d.model_id for d in damage.values()}
     failed = bool(damage)
     for model_id in models:
         if model_id in damaged:
@@ -236,12 +246,21 @@ def run(args) -> int:
             print(f"dormant status: error: {model_id}: {e}", file=sys.stderr)
             failed = True
     if args.verify and not failed:
-        unchecked = unchecked_files(root)
-        if unchecked:
+        listed = publication_listed(root)  # a publication's files are checked against its record
+        unchecked = [p for p in unchecked_files(root) if p not in listed]
+        if unchecked and listed:
+            print(
+                f"verified: every file of the publication matches its {PUBLISHED}; {plural(len(unchecked), 'file')} "
+                f"beside them it does not list (added since it was written; e.g. {unchecked[0].relative_to(root)}) "
+                "are not part of it"
+            )
+        elif unchecked:
             print(
                 f"verified: {len(unchecked)} file{'s' if len(unchecked) != 1 else ''} of the store have no recorded "
-                f"checksum yet (written before the store kept them; e.g. {unchecked[0].relative_to(root)}): their "
-                f"footers and page checksums are whole; `dormant store repair --store {args.store}` records them"
+                f"checksum yet (written before the store kept them, or a result left by a write that did not finish, "
+                f"which no manifest row names and no read sees; e.g. {unchecked[0].relative_to(root)}): their footers "
+                f"and page checksums are whole; `dormant store repair --store {args.store}` records the first and "
+                "deletes the second"
             )
         else:
             print("verified: every file matches its recorded checksum")

@@ -14,7 +14,7 @@ from dormant_tasks.store import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
 from dormant_tasks.text import plural
 from dormant_tasks.tracking import bundled_set_names
 
-from .checkpoints import add_selection_arguments, add_tokens_per_step_argument, selection_from_args
+from .checkpoints import add_selection_arguments, add_tokens_per_step_argument
 from .options import (
     add_calibration_arguments,
     add_device_argument,
@@ -180,57 +180,14 @@ def add_track_arguments(parser: argparse.ArgumentParser) -> None:
     add_reports_dir_argument(g)
 
 
-# The request field each option sets, where the names differ (`--request` compares the given options with it).
-_FIELD_OF = {"model": "source", "scores": "score_fns", "calibration": "calibrations", "no_report": "report"}
-_SELECTION_OPTIONS = {"revisions": "revisions_glob", "steps": "steps", "every": "every", "max_n": "max_n"}
-
-
 def request_from_args(args: argparse.Namespace):
     """The run's `TrackRequest` from parsed options (ConfigError for a bad or conflicting option)."""
-    from dormant_tasks.errors import ConfigError
     from dormant_tasks.tracking import TrackRequest
 
     if args.request:
         return replayed_request(args)
-    if not args.model:
-        raise ConfigError("--model is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder")
-    return TrackRequest(
-        source=args.model,
-        store=args.store,
-        selection=selection_from_args(args),
-        include_main=args.include_main,
-        tokens_per_step=args.tokens_per_step,
-        score_fns=args.scores,
-        taus=tuple(args.taus),
-        reference=args.reference,
-        retau=args.retau,
-        texts=args.texts,
-        calibrations=tuple(args.calibration or ()),
-        limit=args.limit,
-        sample=args.sample,
-        cluster_field=args.cluster_field,
-        batch_size=args.batch_size,
-        max_tokens=args.max_tokens,
-        max_batch_tokens=args.max_batch_tokens,
-        dtype=args.dtype,
-        device=args.device,
-        seed=args.seed,
-        input_scores=InputScoresPolicy(args.input_scores or "auto"),  # a choice of the option
-        cache_dir=args.cache_dir,
-        keep_checkpoints=args.keep_checkpoints,
-        runner=args.runner,
-        address=args.address,
-        workers=args.workers,
-        report=not args.no_report,
-        reports_dir=args.reports_dir,
-        fail_fast=args.fail_fast,
-        series_name=args.series_name,
-        keep_duplicates=True if args.keep_duplicates else None,  # unset: not saved, the request id as before
-        budget=args.budget,
-        resolution=args.resolution,
-        **({} if args.fdr is None else {"fdr": args.fdr}),
-        **({} if args.fdr_method is None else {"fdr_method": args.fdr_method}),
-    )
+    names = TrackRequest.option_names()  # (the parser's others: the command's own, its bookkeeping)
+    return TrackRequest.from_options(**{k: v for k, v in vars(args).items() if k in names})
 
 
 def replayed_request(args: argparse.Namespace):
@@ -241,19 +198,19 @@ def replayed_request(args: argparse.Namespace):
     import dataclasses
 
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.tracking import TrackRequest
+    from dormant_tasks.tracking import SELECTION_OPTIONS, TrackRequest
 
     saved = TrackRequest.from_file(args.request)
     names = {f.name for f in dataclasses.fields(TrackRequest)}
-    given = sorted(d for d in getattr(args, "given", ()) if d in _SELECTION_OPTIONS or _field(d) in names)
+    given = sorted(d for d in getattr(args, "given", ()) if d in SELECTION_OPTIONS or _field(d) in names)
     if not given:
         return saved
     fields, selection = {}, {}
     for dest in given:
         value = getattr(args, dest)
         value = tuple(value) if isinstance(value, list) else value
-        if dest in _SELECTION_OPTIONS:
-            selection[_SELECTION_OPTIONS[dest]] = value
+        if dest in SELECTION_OPTIONS:
+            selection[SELECTION_OPTIONS[dest]] = value
         else:
             fields[_field(dest)] = not value if dest == "no_report" else value
     if selection:
@@ -277,13 +234,18 @@ def replayed_request(args: argparse.Namespace):
 
 
 def _field(dest: str) -> str:
-    return _FIELD_OF.get(dest, dest)
+    """The request field the option `dest` sets."""
+    from dormant_tasks.tracking import OPTION_FIELDS
+
+    return {**OPTION_FIELDS, "no_report": "report"}.get(dest, dest)
 
 
 def _value(request, dest: str):
     """The request's value of the option `dest` (a selection option reads the selection)."""
-    if dest in _SELECTION_OPTIONS:
-        return getattr(request.selection, _SELECTION_OPTIONS[dest])
+    from dormant_tasks.tracking import SELECTION_OPTIONS
+
+    if dest in SELECTION_OPTIONS:
+        return getattr(request.selection, SELECTION_OPTIONS[dest])
     return getattr(request, _field(dest))
 
 
@@ -292,8 +254,13 @@ def _flag(dest: str) -> str:
 
 
 def add_parser(subparsers) -> None:
+    from dormant_tasks.engine import DORMANT_RULE
+
     parser = subparsers.add_parser(
-        "track", help="track dormant heads through a series of checkpoints", description=__doc__.split("\n\n")[0]
+        "track",
+        help="track dormant heads through a series of checkpoints",
+        description=__doc__.split("\n\n")[0],
+        epilog=DORMANT_RULE,  # the rule of the masks it stores, in its --help's one sentence
     )
     add_track_arguments(parser)
     add_dry_run_arguments(parser)
@@ -335,12 +302,8 @@ EXIT_CHECKPOINTS_FAILED = 3
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from dormant_tasks.names import series_slug
-    from dormant_tasks.progress import early
-    from dormant_tasks.store import check_store, check_store_path, hold_series
-    from dormant_tasks.tracking import record_audit, record_listing, series_state
+    from dormant_tasks.store import check_store_path
 
     if getattr(args, "dry_run", False) or getattr(args, "bandwidth", None) or getattr(args, "format", None):
         return run_dry(args)
@@ -354,33 +317,18 @@ def run(args: argparse.Namespace) -> int:
             check_device_available(request.device)
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
     limit_note("track", request.calibration_sets, args.limit)
-    # One writer per series: the run holds it from its state to its last write; another run on the same series
-    # waits (a line on stderr at least every 20 s), or with --no-wait is refused, and then sees this one's results.
-    with hold_series(request.store, request.model_id, wait=not getattr(args, "no_wait", False)):
-        # The series' state, asked once per run (the flow gets it): an unknown folder or repo, an empty selection,
-        # sets or taus that differ from the stored series' fail here, before Prefect starts; a rerun with nothing
-        # to do answers from it. Naming no calibration set, the run tracks the stored series' own sets.
-        with early(f"dormant track: {request.model_id}: listing its checkpoints and the stored results"):
-            state = series_state(request)
-        request = state.request
-        check_reports_dir(request)
-        for calibration in request.calibration_sets:
-            for note in calibration.notes("track"):
-                print(note, file=sys.stderr)
-        if state.done:
-            refused = record_audit(request, state.plan)  # what the audit set aside, recorded before the derivation
-            if writable(request.store):  # a read-only store answers a finished rerun: its listing stays as it is
-                record_listing(request.store, request.model_id, state.plan, request.request_id)  # an older store's too
-            result = result_from_store(request, state)  # writes only derived tables that are missing or stale
-            if refused:
-                result = replace(result, failed=tuple((r.revision.name, r.failed or "") for r in refused))
-        else:
-            check_store(request.store, "writes")
-            if request.address:  # before Prefect starts: a scheduler that does not answer costs seconds
-                from flows.runners import check_scheduler
+    from dormant_tasks.run import run_track
+    from flows.executor import PrefectTasks
 
-                check_scheduler(request.address)
-            result = run_track(request, state)
+    # The run (`dormant_tasks.run.run_track`) holds the series, asks its state, answers a finished rerun from the
+    # store, and otherwise starts the track flow, whose task runner computes the checkpoints.
+    result = run_track(
+        request,
+        PrefectTasks(request),
+        wait=not getattr(args, "no_wait", False),
+        progress=True,
+        note=lambda line: print(line, file=sys.stderr),
+    )
     print_summary(result)
     return exit_code(result)
 
@@ -443,69 +391,11 @@ def exit_code(result) -> int:
     return EXIT_CHECKPOINTS_FAILED if result.failed else 0
 
 
-def run_track(request, state=None):
-    """Run the track flow on the request's task runner; returns its `TrackResult`."""
-    from flows.runners import task_runner
-    from flows.session import start_prefect
-    from flows.track import track
-
-    start_prefect()
-    return track.with_options(task_runner=task_runner(request))(request, progress=True, state=state)
-
-
 def interrupted(args: argparse.Namespace) -> str:
     """The line an interrupted `track` prints (`boundary.run_command`)."""
+    from dormant_tasks.run import stored_note
+
     return stored_note(request_from_args(args))
-
-
-def stored_note(request) -> str:
-    from dormant_tasks.store import stored_checkpoint_keys
-
-    n = len({key.revision for key in stored_checkpoint_keys(request.store, request.model_id)})
-    return f"interrupted: {n} checkpoint{'s' if n != 1 else ''} of {request.model_id} stored, rerun to continue"
-
-
-def result_from_store(request, state):
-    """The `TrackResult` of a rerun on a fully stored series: loads no model, starts no Prefect; writes to the
-    store only the derived tables that are missing, damaged or stale (`rederive`: a read-only store whose
-    tables are current answers too); the report, when asked for, is reused or rendered into the reports folder."""
-    from dormant_tasks.tracking import TrackResult, rederive
-
-    rederive(request.store, request.model_id, request.fdr, request.fdr_method)
-    report = None
-    if request.report:
-        from dormant_tasks.reporting import ReportSettings, render_report
-        from dormant_tasks.statistics import FDR_METHOD
-
-        settings = ReportSettings(fdr=request.fdr, fdr_method=request.fdr_method or FDR_METHOD)
-        report = str(
-            render_report(request.store, request.model_id, request.reports_dir, settings, reuse=True).index_html
-        )
-    skipped = len(state.plan.selected)
-    if request.budget is not None:  # a spent budget: the selected checkpoints it stored, not every one
-        from dormant_tasks.store import stored_checkpoint_keys
-
-        names = {key.revision for key in stored_checkpoint_keys(request.store, request.model_id)}
-        skipped = sum(r.name in names for r in state.plan.selected)
-    return TrackResult(
-        model_id=request.model_id,
-        store=request.store,
-        analysed=0,
-        skipped=skipped,
-        request_id=request.request_id,
-        report=report,
-    )
-
-
-def answer_from_store(request) -> object | None:
-    """The `TrackResult` of a finished rerun (`result_from_store`), or None when the run has work to do."""
-    from dormant_tasks.store import is_store
-    from dormant_tasks.tracking import series_state
-
-    if not is_store(request.store):
-        return None
-    state = series_state(request)
-    return result_from_store(state.request, state) if state.done else None
 
 
 def stored_tau_warnings(result) -> list[str]:
@@ -558,16 +448,3 @@ def print_summary(result, warnings: bool = True) -> None:
         )
     if result.report:
         print(f"report: {result.report}")
-
-
-def writable(store) -> bool:
-    """Whether a finished rerun may bring the store's derived records up to date (an older store's listing): not on
-    a read-only or published store, which such a rerun only reads."""
-    from dormant_tasks.errors import StoreError
-    from dormant_tasks.store import check_store_path
-
-    try:
-        check_store_path(store, "writes")
-    except StoreError:
-        return False
-    return True

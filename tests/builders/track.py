@@ -1,56 +1,18 @@
-"""A track run without Prefect, and what a test reads back of its store: rows, manifests."""
+"""A track run in this process, and what a test reads back of its store: rows, manifests."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 
-def track_steps(request):
-    """The track flow's steps, called as the flow calls them (one state, the taus, each pending checkpoint computed,
-    then written: `store_checkpoint`), without Prefect: a real series tracked into a real store by the library."""
-    from dormant_tasks import tracking as tracker
-    from dormant_tasks.tracking.tracker import TrackResult
+def track_steps(request, executor=None):
+    """A track run in this process, as a notebook's call runs it (`dormant_tasks.run.run_track`, no Prefect), with
+    no report (the report's tests render theirs): a real series tracked into a real store by the library."""
+    import dataclasses
 
-    state = tracker.series_state(request)
-    refused = tracker.record_audit(state.request, state.plan)  # what the integrity audit set aside, before any work
-    series = tracker.resolve_series_taus(request, state)
-    tracker.record_listing(request.store, state.request.model_id, state.plan, state.request.request_id)
-    results = refused + ([series.reference] if series.reference is not None else [])
-    pending = tracker.pending_revisions(request, state, series)
-    if request.budget is None:
-        results += [store_checkpoint(request, r, series) for r in pending]
-    else:  # the budgeted search, as the flow's local runner runs it: one checkpoint a round after the coarse pass
-        results += budget_results(request, state, series, pending)
-    summary = tracker.derive_series(request)
-    return TrackResult.of(request, results, n_checkpoints=summary.n_checkpoints)
+    from dormant_tasks.run import Executor, run_track
 
-
-def budget_results(request, state, series, pending, run_one=None) -> list:
-    """`--budget`: the checkpoints `tracking.run_budgeted` chooses, each stored by `run_one` (default:
-    `store_checkpoint`); their results."""
-    from dormant_tasks import tracking as tracker
-
-    results: list = []
-    one = run_one or (lambda r: store_checkpoint(request, r, series))
-
-    def run(revisions):
-        done = [one(r) for r in revisions]
-        results.extend(done)
-        return done
-
-    tracker.run_budgeted(request, state.plan.selected, pending, run)
-    return results
-
-
-def store_checkpoint(request, revision, series):
-    """One checkpoint as the track flow handles it on every runner: its rows computed (or the failure that stopped
-    that), then written by the one writer."""
-    from functools import partial
-
-    from dormant_tasks import tracking as tracker
-
-    outcome = tracker.checkpoint_outcome(partial(tracker.compute_checkpoint, request, revision, series))
-    return tracker.write_checkpoint(request, revision, outcome)
+    return run_track(dataclasses.replace(request, report=False), executor or Executor())
 
 
 def stored_checkpoints(store) -> int:

@@ -34,7 +34,7 @@ def demo_like_series(tmp_path_factory, tiny_tokenizer):
 
 def _selected(kind: str, series, *argv) -> list[int]:
     if kind == "checkpoints":
-        from dormant_tasks.checkpoints.naming import list_revisions
+        from dormant_tasks.checkpoints.sources import list_revisions
         from flows.cli.checkpoints import selection_from_args
 
         args = build_parser().parse_args(["checkpoints", "--model", str(series), *argv])

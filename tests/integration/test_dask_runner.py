@@ -80,10 +80,10 @@ def test_a_checkpoint_a_worker_cannot_load_is_recorded_and_the_flow_writes_the_r
 
 def test_both_runners_write_every_checkpoint_through_the_flows_one_function(random_series, tmp_path, monkeypatch):
     """One per-checkpoint path: on the thread runner and on a real Dask cluster, each checkpoint's task returns its
-    rows (or its failure) without writing, and the flow's `_write_checkpoint` writes or records it, in the flow's
+    rows (or its failure) without writing, and the run's `_write_checkpoint` writes or records it, in the flow's
     process, the checkpoint the taus' step scores included. The series has a truncated checkpoint, so that both
     kinds of outcome go through it."""
-    import flows.track
+    import dormant_tasks.run
 
     series = Path(shutil.copytree(random_series, tmp_path / "random-olmo2"))
     bad = "stage1-step10-tokens20K"
@@ -91,15 +91,15 @@ def test_both_runners_write_every_checkpoint_through_the_flows_one_function(rand
     with open(weights, "r+b") as f:
         f.truncate(weights.stat().st_size // 3)
     calls = []
-    real = flows.track._write_checkpoint
+    real = dormant_tasks.run._write_checkpoint
 
-    def spy(request, revision, outcome):
+    def spy(log, request, revision, outcome):
         stored = read_table(request.store, "checkpoints").column("revision").to_pylist()
         kind = type(outcome).__name__ if isinstance(outcome, Exception) else type(outcome[0]).__name__
         calls.append((request.runner.value, revision.name, kind, revision.name in stored, os.getpid()))
-        return real(request, revision, outcome)
+        return real(log, request, revision, outcome)
 
-    monkeypatch.setattr(flows.track, "_write_checkpoint", spy)
+    monkeypatch.setattr(dormant_tasks.run, "_write_checkpoint", spy)
     kw = dict(source=str(series), limit=4, score_fns=("ahon_ln",), report=False)
     for request in (
         TrackRequest(store=str(tmp_path / "local"), **kw),

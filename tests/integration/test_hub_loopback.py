@@ -72,7 +72,7 @@ def test_download_at_each_branch_matches_its_checkpoint(hub_server, hub_series, 
     """Every branch is fetched pinned to its commit with only the needed files, loads, and has its own weights."""
     code = """
         import json, sys, torch
-        from dormant_tasks.checkpoints.naming import list_revisions
+        from dormant_tasks.checkpoints.sources import list_revisions
         from dormant_tasks.checkpoints.loading import load_checkpoint
         listing = list_revisions(sys.argv[1], include_main=True)
         out = {}
@@ -103,7 +103,7 @@ def test_evict_removes_one_revision_only(hub_server, hub_series, tmp_path):
     """`hub.evict_revision` deletes exactly one revision; `load_checkpoint(keep=False)` asks it once loaded."""
     code = """
         import sys
-        from dormant_tasks.checkpoints.naming import list_revisions
+        from dormant_tasks.checkpoints.sources import list_revisions
         from dormant_tasks.checkpoints.hub import evict_revision
         from dormant_tasks.checkpoints.loading import fetch_revision, load_checkpoint
         revs = list_revisions(sys.argv[1]).revisions
@@ -124,7 +124,8 @@ def test_evict_removes_one_revision_only(hub_server, hub_series, tmp_path):
 def test_unknown_repo_and_revision_give_one_line_errors(hub_server, tmp_path):
     code = """
         import sys
-        from dormant_tasks.checkpoints.naming import Revision, list_revisions
+        from dormant_tasks.checkpoints.naming import Revision
+        from dormant_tasks.checkpoints.sources import list_revisions
         from dormant_tasks.errors import CheckpointError
         from dormant_tasks.checkpoints.loading import fetch_revision
         for call in (lambda: list_revisions("test-org/no-such-repo"),
@@ -147,7 +148,7 @@ def test_corrupt_cached_file_is_detected_evicted_and_refetched(hub_server, hub_s
     refused with a clear error and removed; the next fetch downloads it again intact."""
     code = """
         import sys
-        from dormant_tasks.checkpoints.naming import list_revisions
+        from dormant_tasks.checkpoints.sources import list_revisions
         from dormant_tasks.errors import CheckpointError
         from dormant_tasks.checkpoints.loading import fetch_revision
         rev = list_revisions(sys.argv[1]).revisions[0]
@@ -177,7 +178,7 @@ def test_interrupted_download_leaves_nothing_and_the_retry_succeeds(hub_series, 
     and leaves no partial file or half revision in the cache; with the server back, the fetch succeeds."""
     fetch = """
         import sys
-        from dormant_tasks.checkpoints.naming import list_revisions
+        from dormant_tasks.checkpoints.sources import list_revisions
         from dormant_tasks.errors import CheckpointError
         from dormant_tasks.checkpoints.loading import fetch_revision
         rev = list_revisions(sys.argv[1]).revisions[0]
@@ -369,7 +370,7 @@ def test_pythia_branches_download_load_and_score(pythia_hub, tmp_path):
     server, folders, commits = pythia_hub
     code = """
         import json, sys, torch
-        from dormant_tasks.checkpoints.naming import list_revisions
+        from dormant_tasks.checkpoints.sources import list_revisions
         from dormant_tasks.checkpoints.loading import load_checkpoint
         from dormant_tasks.engine.options import ScoringOptions
         from dormant_tasks.engine.scoring import score_texts

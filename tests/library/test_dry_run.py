@@ -4,7 +4,7 @@ and the time at a bandwidth, before anything is downloaded, and nothing written.
 A local series is real (random tiny checkpoints, a store filled by the library's own track steps); a Hub series'
 plan is made by hand from `Revision`s and sizes (the listing itself, through the real client and a real Hub
 server, is tests/integration/test_dry_run_hub.py). The disk a run needs at once is checked against a step-by-step
-replay of what the track flow's local runner does (`flows/track.py`: `_prefetch_past_reference`, `_run_locally`).
+replay of what a run's local executor does (`dormant_tasks/run.py`: `_prefetch_past_reference`, `_computed`).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def hub_state(tmp_path, sizes: list[int | None], *, selected=None, pending=None,
 
 def replay_local_runner(order: list[int]) -> int:
     """The most bytes on disk at once while the local runner downloads `order` (sizes, in the run's order),
-    replayed step by step as flows/track.py runs: the first downloaded alone; then for each checkpoint, the next
+    replayed step by step as dormant_tasks/run.py runs: the first downloaded alone; then for each checkpoint, the next
     one's download starts, this one loads (both on disk), this one is evicted, then scored."""
     on_disk: dict[int, int] = {}
     peak = 0

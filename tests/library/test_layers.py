@@ -70,6 +70,7 @@ RANKS = {
     "dormant_tasks.reporting": 5,
     "dormant_tasks.publishing": 6,
     "dormant_tasks.api": 7,
+    "dormant_tasks.run": 7,  # one track run (the CLI's, the flow's, a notebook's)
     "dormant_tasks": 8,  # the package's own face: the Python API and the version
     "flows": 9,
     "flows.cli": 10,

@@ -18,7 +18,8 @@ from dormant_tasks.checkpoints.audit import (
     audit_series,
     compare_branches,
 )
-from dormant_tasks.checkpoints.naming import list_revisions, parse_revision_name
+from dormant_tasks.checkpoints.naming import parse_revision_name
+from dormant_tasks.checkpoints.sources import list_revisions
 from dormant_tasks.checkpoints.tokens import Checkpoint, token_axis
 from tests.builders.series import save_random_series
 
@@ -134,6 +135,55 @@ def test_names_without_a_majority_are_taken_as_they_are():
     names = ["step10-tokens1K", "step20-tokens9K"]
     found = axis(names)
     assert found.disagreements == {} and found.tokens == {"step10-tokens1K": 1_000, "step20-tokens9K": 9_000}
+
+
+# Issue 62: counts that run backwards, no trainer_state.json: no majority of names, so they stood as the axis.
+BACKWARDS = [
+    "stage1-step0-tokens0K",
+    "stage1-step10-tokens961K",
+    "stage1-step20-tokens500K",
+    "stage1-step30-tokens250K",
+    "stage1-step40-tokens61K",
+]
+
+
+def test_token_counts_that_fall_while_steps_rise_never_become_the_axis():
+    found = axis(BACKWARDS)
+    assert found.refusal is not None and "fall while steps rise" in found.refusal, found
+    assert list(found.disagreements) == BACKWARDS[2:]
+    assert "fewer than stage1-step10-tokens961K's 961K at step 10" in found.disagreements[BACKWARDS[2]]
+    given = axis(BACKWARDS, 512)  # --tokens-per-step: step x 512, every name that disagrees flagged
+    assert given.refusal is None and [given.tokens[n] for n in BACKWARDS] == [0, 5_120, 10_240, 15_360, 20_480]
+    assert list(given.disagreements) == BACKWARDS[1:]
+    # counts that rise, within their names' rounding, are no fall; a majority of names corrects a fall itself
+    assert axis(["step10-tokens1K", "step20-tokens1K", "step30-tokens2K"]).refusal is None
+    assert axis(["step10-tokens1K", "step20-tokens9K"]).refusal is None
+
+
+def test_a_local_series_named_backwards_is_refused_or_flagged_never_tracked_on_its_names(
+    tmp_path, tiny_tokenizer, capsys
+):
+    from dormant_tasks.errors import CheckpointError
+    from flows.cli import main
+
+    series = save_random_series(tmp_path / "backwards", tiny_tokenizer, BACKWARDS)
+    capsys.readouterr()  # the saving's own bars
+    with pytest.raises(CheckpointError, match=r"fall while steps rise .*; pass --tokens-per-step N") as e:
+        list_revisions(series)
+    assert "\n" not in str(e.value)
+    assert main(["checkpoints", "--model", str(series)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--tokens-per-step" in err, err
+    audit = audit_series(series, tokens_per_step=512)
+    found = {b.revision.name: b.verdict for b in audit.branches if b.verdict != "ok"}
+    assert found == dict.fromkeys(BACKWARDS[1:], "tokens")
+    assert [r.tokens for r in list_revisions(series, tokens_per_step=512).revisions] == [
+        0,
+        5_120,
+        10_240,
+        15_360,
+        20_480,
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,12 @@ from dormant_tasks.checkpoints.naming import (
     Selection,
     format_tokens,
     known_tokens_per_step,
-    list_revisions,
     parse_revision_name,
     select_revisions,
     series_sort_key,
     training_positions,
 )
+from dormant_tasks.checkpoints.sources import list_revisions
 from dormant_tasks.errors import CheckpointError, ConfigError
 from dormant_tasks.tiny import branch_name
 from flows.cli import main
@@ -422,7 +422,7 @@ def test_empty_folder_and_bad_sources_are_clear_errors(tmp_path, tiny_model_dir)
         list_revisions(tiny_model_dir)
     with pytest.raises(CheckpointError, match="neither an existing folder nor a Hub repo id"):
         list_revisions("not a valid/repo id")
-    # two slashes: a path, never a Hub id (names.is_local_source: the CLI and the library read it alike)
+    # two slashes: a path, never a Hub id (sources.is_local_source: the CLI and the library read it alike)
     with pytest.raises(CheckpointError, match="no such folder; point --model at a folder .* or at a Hub repo id"):
         list_revisions("not a/valid/repo id")
 

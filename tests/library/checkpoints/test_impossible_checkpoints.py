@@ -27,6 +27,7 @@ def copy_with_config(src, dst, **changes):
         ({"num_key_value_heads": 8}, "num_attention_heads 4 is not a positive multiple of num_key_value_heads 8"),
         ({"num_key_value_heads": 3}, "num_attention_heads 4 is not a positive multiple of num_key_value_heads 3"),
         ({"hidden_size": 66}, "hidden_size 66 is not divisible by num_attention_heads 4"),
+        ({"num_hidden_layers": 0}, "num_hidden_layers 0 (a model has at least one layer"),
     ],
 )
 def test_a_config_that_cannot_be_a_model_is_refused_before_loading(tiny_model_dir, tmp_path, changes, why):

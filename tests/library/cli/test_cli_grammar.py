@@ -573,7 +573,7 @@ def test_a_silent_hub_is_asked_once_and_evaluate_reads_the_bundled_task_data(tmp
 
 
 def test_a_missing_model_folder_is_one_checkpoint_error_from_the_cli_and_the_library(tmp_path):
-    from dormant_tasks.checkpoints.naming import list_revisions
+    from dormant_tasks.checkpoints.sources import list_revisions
     from dormant_tasks.errors import CheckpointError
     from flows.cli.preflight import preflight
 

@@ -235,6 +235,13 @@ def test_model_without_attention_interface_is_refused(tiny_tokenizer):
         scoring_pass(model, torch.tensor([[1, 2, 3]]))
 
 
+def test_a_model_of_no_layers_is_refused_in_one_line(tiny_tokenizer):
+    """Issue 62: a 0-layer model passed the layer count check (0 of 0 layers reported) and died in torch.stack."""
+    model = make_model("olmo2", tiny_tokenizer, n_layers=0)
+    with pytest.raises(ScoringError, match="has 0 layers of 4 heads: no head to score"):
+        scoring_pass(model, torch.tensor([[1, 2, 3]]))
+
+
 def test_bad_inputs_are_refused(olmo2, tiny_tokenizer):
     ids = torch.tensor([[5, 6, 7], [5, 6, 7]])
     with pytest.raises(ScoringError, match="right-padded"):

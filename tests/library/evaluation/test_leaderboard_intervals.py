@@ -313,4 +313,6 @@ def test_cli_resamples_seed_and_select_on(halves):
     bare = run("--resamples", "0")
     assert bare.returncode == 0 and "95% interval" not in bare.stdout
     bad = run("--resamples", "-1")
-    assert bad.returncode == 2 and bad.stderr.strip().endswith("--resamples -1: give 0 (no intervals) or more")
+    assert bad.returncode == 2 and bad.stderr.strip().endswith(
+        "--resamples must be from 0 (no intervals) to 100,000, got -1"
+    )

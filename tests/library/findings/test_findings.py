@@ -248,6 +248,23 @@ def test_emergence_without_a_dormant_head_at_the_end(tmp_path):
     assert "no head has settled dormant" in "\n".join(findings_lines(f))
 
 
+def test_emergence_figure_says_what_is_true_when_no_head_settled(tmp_path):
+    """Issue 62 item 4: with heads dormant at the last checkpoint but none settled (a short run), the panel said
+    "no head is dormant at the last checkpoint" and its x axis collapsed around the EARLY line; it now counts the
+    dormant heads there and keeps the series' tokens (0 to the last checkpoint's) on its axis."""
+    from dormant_tasks.reporting import figures as fg
+
+    tokens = [0, 2_000, 4_000, 6_400]
+    d = np.zeros((4, 4, 8), dtype=bool)  # [checkpoint, layer, head]: 32 heads
+    d[3, 0, :2] = True  # two heads dormant at the last checkpoint only: a run too short to have settled
+    e = series_findings(write_series(tmp_path / "s", {"ahon_ln": d}, tokens), MODEL).emergence
+    assert e.settled_tokens.size == 0 and e.n_heads == 32
+    ax = fg.draw_emergence(e).axes[0]
+    assert [t.get_text() for t in ax.texts] == ["no head settled dormant; 2 of 32 dormant at the last checkpoint"]
+    low, high = ax.get_xlim()
+    assert low <= 0 and high >= tokens[-1], (low, high)
+
+
 @pytest.mark.parametrize("settled", [[400_000, 900_000], [10, 20]])  # none early (k = 0), all early (k = n)
 @pytest.mark.parametrize("rounded", [False, True])  # the interval's end exact, or past the value by rounding
 def test_emergence_figure_at_the_ends_of_the_interval(settled, rounded):

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.findings import compare_seed_groups, seed_group_findings, series_findings
+from dormant_tasks.findings import QUANTITIES, compare_seed_groups, seed_group_findings, series_findings
 from dormant_tasks.findings.replication import over_seeds
 from flows.cli import main
 from tests.builders.stores import write_series
@@ -54,7 +54,7 @@ def test_a_seed_group_states_each_number_over_seeds_beside_each_seeds_own(tmp_pa
     assert group.model_ids == names and group.n_checkpoints == 6
     last = group.numbers[0]
     values = [f.emergence.pct_dormant_last for f in found]
-    assert last.name == "dormant at the last checkpoint" and last.over_seeds.value == pytest.approx(np.mean(values))
+    assert last.name == "% dormant at the last checkpoint" and last.over_seeds.value == pytest.approx(np.mean(values))
     assert last.over_seeds.n_units == 5 and last.over_seeds.low < np.mean(values) < last.over_seeds.high
     assert last.spread == (min(values), max(values))
     settled = group.numbers[1]
@@ -120,7 +120,7 @@ def test_a_seed_without_a_value_is_named_with_its_reason_and_counted(tmp_path):
     root = tmp_path / "store"
     names = seed_store(root, 4, 0.5) + seed_store(root, 1, 0.0, seed=1, prefix="none-s")
     group = seed_group_findings([series_findings(root, n) for n in names])
-    settling = next(x for x in group.numbers if x.name.startswith("settling time"))
+    settling = next(x for x in group.numbers if x.name == QUANTITIES["emergence.settled_fraction"])
     assert settling.n_missing == 1 and settling.missing[0][0] == "none-s0"
     assert settling.over_seeds.n_units == 4
     dependence = group.numbers[-1]

@@ -19,9 +19,8 @@ import pytest
 import yaml
 
 from dormant_tasks.errors import ConfigError, StoreError
-from dormant_tasks.findings import series_findings
+from dormant_tasks.findings import findings_record, series_findings
 from dormant_tasks.publishing import build_publication, check_dataset_repo, check_license, write_publication
-from dormant_tasks.reporting import findings_record
 from dormant_tasks.store import PUBLISHED, check_store_path, damaged_files, read_table, store_folder, write_table
 from dormant_tasks.tracking import open_views
 from flows.cli import main
@@ -299,7 +298,7 @@ def test_cli_refusals_are_one_line_and_write_nothing(store, tmp_path, capsys, mo
     monkeypatch.delenv("HF_TOKEN", raising=False)
     out = tmp_path / "out"
     cases = {
-        ("--out", out): "--license is required",
+        ("--out", out): "the following arguments are required: --license",
         ("--out", out, "--license", "cc-by-4.0", "--model", "other/series"): "not in the store",
         ("--repo-id", "not a repo", "--license", "mit"): "not a dataset repo id",
         ("--repo-id", "lab/name", "--license", "mit"): "no Hugging Face token",
@@ -324,3 +323,50 @@ def test_an_out_folder_holding_other_files_is_refused(store, tmp_path, capsys):
     assert run_main("publish", "--store", store, "--out", fresh, "--license", "mit") == 0
     assert run_main("publish", "--store", store, "--out", fresh, "--license", "mit") == 0
     assert "published:" in capsys.readouterr().out
+
+
+# ---- a damaged publication ----
+
+
+def _flip(path: Path, at: float = 0.5) -> None:
+    data = bytearray(path.read_bytes())
+    data[int(len(data) * at)] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_status_verify_names_every_damaged_file_of_a_publication_and_says_to_publish_again(published, tmp_path, capsys):
+    """Issue 62 item 2: a flipped byte in the findings table or the card of a publication (files no store table
+    holds) passed `status --verify` ("every file matches"); every file is now checked against `_published.json`,
+    each damaged one named, exit 2, and the advice is to publish again (or fetch again), never `store repair` (which
+    a publication refuses)."""
+    pub = Path(shutil.copytree(published, tmp_path / "pub"))
+    assert run_main("status", "--store", pub, "--verify") == 0
+    assert "verified: every file matches" in capsys.readouterr().out
+    record = json.loads((pub / PUBLISHED).read_text())["files"]
+    findings = next(p for p in record if p.startswith("findings/"))
+    head = next(p for p in record if p.startswith("head_scores/"))
+    for path in (findings, "README.md", head):
+        _flip(pub / path)
+
+    assert run_main("status", "--store", pub, "--verify") == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert "verified" not in out
+    for path in (findings, "README.md", head):
+        (line,) = [x for x in lines if f"damaged file {path} " in x]
+        assert "_published.json" in line or "checksum" in line, line
+        assert "dormant publish" in line and "store repair" not in line, line
+    # plain status (no --verify) reads every file but the per-checkpoint results: the card and findings are named
+    assert run_main("status", "--store", pub) == 2
+    err = capsys.readouterr().err
+    assert f"damaged file {findings} " in err and "damaged file README.md " in err and head not in err
+
+
+def test_a_damaged_publication_read_by_a_command_says_to_publish_again(published, tmp_path, capsys):
+    """The read error of a damaged file names the fix a publication takes (publish again, or fetch again)."""
+    pub = Path(shutil.copytree(published, tmp_path / "pub"))
+    record = json.loads((pub / PUBLISHED).read_text())["files"]
+    manifest = next(p for p in record if p.startswith("checkpoints/"))
+    (pub / manifest).write_bytes((pub / manifest).read_bytes()[:-9])  # cut short: its footer is gone
+    err = one_line_error(capsys, run_main("findings", "--store", pub))
+    assert "is damaged" in err and "dormant publish" in err and "store repair" not in err, err

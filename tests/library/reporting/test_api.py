@@ -66,10 +66,12 @@ def test_open_store_gives_the_series_as_dataframes(store):
         (1, 2, "active"),
         (1, 2, "dormant"),
     ]
-    f = series.findings("ahon_ln").set_index("quantity")
-    assert f.loc["mask changes", "value"] == 3 and f.loc["mask changes", "method"] == "count"
-    assert f.loc["heads whose mask changed at least once", "n_units"] == 2  # the bootstrap's units: 2 layers
-    assert f.loc["% dormant at the last checkpoint", "value"] == pytest.approx(100 / 6)
+    table = series.findings("ahon_ln")  # the published findings table: a row per quantity, by id and label
+    f = table.set_index(["finding", "quantity"])
+    assert f.loc[("transitions", "n_transitions"), "value"] == 3 and f.loc[("transitions", "n_transitions"), "label"]
+    assert f.loc[("transitions", "ever_changed"), "n_units"] == 2  # the bootstrap's units: 2 layers
+    assert f.loc[("emergence", "pct_dormant_last"), "value"] == pytest.approx(100 / 6)
+    assert set(table["score_fn"]) == {"ahon_ln"} and table["label"].notna().sum() >= 15
     ev = series.evaluations()
     assert list(ev["accuracy"]) == pytest.approx([0.6, 0.5, 0.4]) and str(ev["shots"].dtype) == "Int32"
 

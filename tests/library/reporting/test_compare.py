@@ -163,10 +163,13 @@ def test_the_findings_table_is_each_series_own_findings(store, rendered):
     assert len(rows) == 3 * len(FNS)
     for row in rows:
         f = series_findings(store, row["series"], row["score_fn"])
-        assert int(row["confident"]) == f.transitions.n_confident and int(row["checkpoints"]) == f.n_checkpoints
+        assert (
+            int(row["confident transitions"]) == f.transitions.n_confident
+            and int(row["checkpoints"]) == f.n_checkpoints
+        )
         share = f.transitions.more_than_once
-        assert float(row["heads changing state more than once"]) == pytest.approx(share.value, rel=1e-5)
-        low = row["heads changing state more than once low"]  # empty: too few layers for an interval
+        assert float(row["heads whose mask changed more than once"]) == pytest.approx(share.value, rel=1e-5)
+        low = row["heads whose mask changed more than once low"]  # empty: too few layers for an interval
         assert (float(low) if low else math.nan) == pytest.approx(share.low, rel=1e-5, nan_ok=True)
 
 

@@ -139,7 +139,7 @@ def test_a_tau_that_marks_nothing_is_said_so_with_the_tau(tmp_path):
     store = write_series(tmp_path / "store", {"ahon_ln": d, "awft": np.zeros_like(d)}, TOKENS)
     text = " ".join(findings_lines(series_findings(store, MODEL, "awft"), esc=str))
     assert (
-        f"no head is ever dormant: awft's tau (dormant if score < 0.5) marks no head at any of the {len(TOKENS)} "
+        f"no head is ever dormant: awft's tau (inactive if score < 0.5) marks no head at any of the {len(TOKENS)} "
         "checkpoints" in text
     )
     assert "marks no head" not in " ".join(findings_lines(series_findings(store, MODEL, "ahon_ln"), esc=str))

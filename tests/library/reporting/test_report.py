@@ -332,3 +332,20 @@ def test_length_figure_leaves_undefined_slopes_out_instead_of_drawing_0():
     ax = sf.draw_set_length(none).axes[0]
     assert not ax.patches
     assert any("undefined (NaN) for all 3 heads" in t.get_text() for t in ax.texts)
+
+
+def test_a_report_opens_its_series_once(known_store, tmp_path, monkeypatch):
+    """Each calibration set's view is opened once per report (its taus, manifest and set-aside table read once), and
+    every section reads that view: before, one report opened the series four times."""
+    from dormant_tasks.tracking import SeriesView
+
+    opened = []
+    real = SeriesView.open.__func__
+
+    def counting(cls, store, model_id, calibration_id=None, **kw):
+        opened.append((model_id, calibration_id))
+        return real(cls, store, model_id, calibration_id, **kw)
+
+    monkeypatch.setattr(SeriesView, "open", classmethod(counting))
+    render_report(known_store, MODEL, out_dir=tmp_path / "report")
+    assert opened == [(MODEL, CAL)]  # the store's one set, once

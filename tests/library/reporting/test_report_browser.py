@@ -98,5 +98,5 @@ def test_the_per_head_view_draws_the_most_dormant_head_in_chromium(tmp_path):
     (plot,) = re.findall(r'<svg id="head-plot".*?</svg>', dom, re.S)
     dormant = picture.reshape(len(TOKENS), -1).sum(axis=0)  # [head] checkpoints dormant
     assert plot.count("<circle") == len(TOKENS) and plot.count('fill="#d62728"') == dormant.max()
-    assert "tau = 0.5 (dormant if score &lt; tau)" in plot
+    assert "tau = 0.5 (inactive on an input if score &lt; tau)" in plot
     assert dom.count("<option") == picture[0].size

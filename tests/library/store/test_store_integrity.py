@@ -16,14 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from dormant_tasks import store as S
-from dormant_tasks import tracking as tracker
 from dormant_tasks.errors import StoreError
 from dormant_tasks.names import series_slug
 from dormant_tasks.tracking.derive import DERIVED_BY_KEY
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.tracker import TrackResult
 from flows.cli import main as cli_main
-from tests.builders.track import store_checkpoint, store_rows
+from tests.builders.track import store_rows, track_steps
 
 
 def request(series: Path, store: Path, **kw) -> TrackRequest:
@@ -31,13 +30,7 @@ def request(series: Path, store: Path, **kw) -> TrackRequest:
 
 
 def run_steps(req: TrackRequest) -> TrackResult:
-    """The track flow's steps, called as the flow calls them (one state, the taus, each pending checkpoint)."""
-    state = tracker.series_state(req)
-    series = tracker.resolve_series_taus(req, state)
-    results = [series.reference] if series.reference is not None else []
-    results += [store_checkpoint(req, r, series) for r in tracker.pending_revisions(req, state, series)]
-    summary = tracker.derive_series(req)
-    return TrackResult.of(req, results, n_checkpoints=summary.n_checkpoints, n_transitions=summary.n_transitions)
+    return track_steps(req)
 
 
 def checksum(root: Path) -> str:

@@ -12,7 +12,7 @@ from dormant_tasks.tracking import SeriesView, TrackRequest, budgeted_search, se
 from dormant_tasks.tracking.budget import available_positions
 from dormant_tasks.tracking.tracker import stored_rates
 from tests.builders.series import save_interpolated_series
-from tests.builders.track import budget_results, track_steps
+from tests.builders.track import track_steps
 
 pytestmark = pytest.mark.slow  # two dozen real checkpoints scored, some twice: about a minute on 2 CPU cores
 
@@ -99,21 +99,21 @@ def test_every_confident_transition_of_the_budgeted_run_agrees_with_the_exhausti
 def test_killed_and_rerun_ends_with_the_checkpoints_of_an_uninterrupted_run(dense, budgeted, tmp_path):
     folder, _, _ = dense
     request = request_of(folder, tmp_path / "store", BUDGET)
-    from dormant_tasks import tracking
-    from tests.builders.track import store_checkpoint
+    from dormant_tasks.run import Executor
 
-    state = tracking.series_state(request)
-    series = tracking.resolve_series_taus(request, state)  # the reference: stored first, as the flow does
-    count = [1]
+    class DiesAfterFour(Executor):
+        """A run killed as its fifth checkpoint starts computing (after the reference and three more)."""
 
-    def dies_after_four(revision):
-        if count[0] >= 4:
-            raise Killed
-        count[0] += 1
-        return store_checkpoint(request, revision, series)
+        count = 1
+
+        def compute(self, request, revision, series):
+            if self.count >= 4:
+                raise Killed
+            self.count += 1
+            return super().compute(request, revision, series)
 
     with pytest.raises(Killed):
-        budget_results(request, state, series, tracking.pending_revisions(request, state, series), dies_after_four)
+        track_steps(request, DiesAfterFour())
     assert len(stored_names(request)) == 4
     track_steps(request)  # the same run again
     assert stored_names(request) == stored_names(budgeted)

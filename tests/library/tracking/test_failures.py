@@ -102,3 +102,59 @@ def test_a_failure_recorded_twice_keeps_one_row_with_the_newest_reason(tmp_path,
     rows = tracker.failed_checkpoints(request.store, request.model_id)
     assert [(r["revision"], r["reason"]) for r in rows] == [(revision.name, "second reason")]
     assert tracker.failed_checkpoints(tmp_path / "no-store", request.model_id) == []
+
+
+def _with_config(folder: Path, **changes) -> None:
+    import json
+
+    config = json.loads((folder / "config.json").read_text())
+    config.update(changes)
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def _vocab_of(folder: Path, tokenizer, vocab_size: int) -> None:
+    """`folder`'s checkpoint made again with a vocabulary smaller than its tokenizer's (weights and config agree,
+    so it loads): the embedding lookup of the tokenizer's higher ids fails inside the forward pass."""
+    import shutil
+
+    import torch
+    from transformers import Olmo2ForCausalLM
+
+    from dormant_tasks.tiny import tiny_config
+
+    shutil.rmtree(folder)
+    config = tiny_config(tokenizer, n_layers=2, n_heads=4, hidden_size=64)
+    config.vocab_size = vocab_size
+    config.pad_token_id = config.bos_token_id = config.eos_token_id = 0
+    torch.manual_seed(7)
+    Olmo2ForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+@pytest.mark.parametrize(
+    ("damage", "cause"),
+    [
+        (lambda folder, tok: _with_config(folder, num_hidden_layers=0), "num_hidden_layers 0"),
+        (lambda folder, tok: _vocab_of(folder, tok, 16), "IndexError"),
+    ],
+    ids=["no-layers", "forward-fails"],
+)
+def test_a_checkpoint_the_engine_cannot_score_for_any_reason_is_recorded_and_the_run_goes_on(
+    tmp_path, tiny_tokenizer, damage, cause
+):
+    """Issue 62 item 1: a config of 0 layers (torch.stack of no layers raised RuntimeError through the task engine,
+    retried, then the run died) and a forward pass that fails inside the model (not one of ours) are one line each,
+    recorded as failed; the other checkpoints are stored and a rerun answers the same, still without a traceback."""
+    series = save_random_series(tmp_path / "random-olmo2", tiny_tokenizer, NAMES)
+    damage(series / BAD, tiny_tokenizer)
+    store = tmp_path / "store"
+    request = TrackRequest(source=str(series), store=str(store), limit=4, score_fns=("ahon_ln", "awft"), report=False)
+
+    result = run_steps(request)
+    assert [name for name, _ in result.failed] == [BAD]
+    reason = result.failed[0][1]
+    assert cause in reason and BAD in reason and "\n" not in reason and "Traceback" not in reason
+    assert _stored(store) == sorted(set(NAMES) - {BAD})
+    again = run_steps(request)
+    assert [(name, why) for name, why in again.failed] == [(BAD, reason)]
+    assert [r["reason"] for r in tracker.failed_checkpoints(store, request.model_id)] == [reason]
