@@ -141,11 +141,34 @@ class Transitions:
     resolution: ChangeResolution | None = None  # which confident transitions are resolved to adjacent checkpoints
     # whether the inputs' clusters let any state be confident at these heads (`statistics.cluster_reach`); its
     # `message()` goes beside every confident count. None: not decided from clusters (counts only)
-    reach: ClusterReach | None = None
-    clusters: InferredClusters | None = None  # the clusters used: given, inferred (blocks) or absent
+    # (these three objects hold per-input and per-(pair, head) arrays: the findings record and table carry the
+    # summaries below instead, `record: False`)
+    reach: ClusterReach | None = field(default=None, metadata={"record": False})
+    # the clusters used: given, inferred (blocks) or absent
+    clusters: InferredClusters | None = field(default=None, metadata={"record": False})
     # heads that changed on these inputs between adjacent checkpoints (`statistics.paired_changes`: McNemar's exact
     # test, clustered, BH or BY over the heads of each pair); None without per-input indicators
-    paired: PairedChanges | None = None
+    paired: PairedChanges | None = field(default=None, metadata={"record": False})
+    reach_z: float | None = field(init=False)  # the largest |z| the clusters allow (None: not decided from clusters)
+    reach_needed: float | None = field(init=False)  # the |z| the first confident state needs at least
+    reach_note: str | None = field(init=False)  # `reach.message()`: said beside every confident count
+    input_clusters: str | None = field(init=False)  # the clusters used, in words (`clusters.describe()`)
+    paired_changes: int | None = field(init=False)  # (pair, head) changes on these inputs at the FDR
+    paired_heads: int | None = field(init=False)  # heads with at least one such change
+    paired_test: str | None = field(init=False)  # the paired test and its correction, in words
+
+    def __post_init__(self):
+        reach, paired = self.reach, self.paired
+        for name, value in {
+            "reach_z": None if reach is None else float(reach.largest),
+            "reach_needed": None if reach is None else float(reach.needed),
+            "reach_note": None if reach is None else reach.message(),
+            "input_clusters": None if self.clusters is None else self.clusters.describe(),
+            "paired_changes": None if paired is None else paired.n_changed,
+            "paired_heads": None if paired is None else paired.heads_changed,
+            "paired_test": None if paired is None else f"{paired.test}; {paired.method.upper()} q <= {paired.fdr:g}",
+        }.items():
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)

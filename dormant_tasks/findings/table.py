@@ -40,6 +40,13 @@ QUANTITIES = {
     "transitions.more_than_once": "heads whose mask changed more than once",
     "transitions.confidently_changed": "heads with a confident transition",
     "transitions.resolution.n_resolved": "confident transitions resolved to adjacent checkpoints",
+    "transitions.reach_z": "largest |z| the input clusters allow",
+    "transitions.reach_needed": "|z| the first confident state needs",
+    "transitions.reach_note": "whether a state can be confident with these clusters",
+    "transitions.input_clusters": "clusters of inputs",
+    "transitions.paired_changes": "changes on these inputs (adjacent checkpoints, paired test)",
+    "transitions.paired_heads": "heads that changed on these inputs",
+    "transitions.paired_test": "the paired test",
     "input_dependence.last": "input dependence: Jaccard index at the last shared checkpoint",
     "input_dependence.all_of_any": "dormant on every set, of those on any",
     "input_dependence.noise_floor.difference": "input dependence: Jaccard across kinds minus within a kind (noise floor)",
@@ -94,7 +101,8 @@ def findings_record(f) -> dict:
                 out["interval"] = "none: fewer units than the method needs" if x.n_units else "none"
             return out
         if dataclasses.is_dataclass(x) and not isinstance(x, type):
-            return {field.name: plain(getattr(x, field.name)) for field in dataclasses.fields(x)}
+            fields = [f for f in dataclasses.fields(x) if f.metadata.get("record", True)]  # (arrays summarised)
+            return {field.name: plain(getattr(x, field.name)) for field in fields}
         if isinstance(x, dict):
             return {(" vs ".join(k) if isinstance(k, tuple) else str(k)): plain(v) for k, v in x.items()}
         if isinstance(x, list | tuple | np.ndarray):

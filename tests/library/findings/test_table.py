@@ -53,6 +53,9 @@ def test_each_label_names_one_quantity_and_its_row_carries_that_number(store):
     assert len({r["label"] for r in labelled}) == len(labelled) == len(QUANTITIES)  # one stage: each id once
     for r in labelled:
         x = quantity(f, f"{r['finding']}.{r['quantity']}")
+        if isinstance(x, str):  # a quantity in words (the clusters used, whether confidence is reachable)
+            assert r["text"] == x and r["value"] is None, r["label"]
+            continue
         value = float("nan") if x is None else float(x if isinstance(x, int | float) else x.value)  # None: unknown
         assert r["value"] == (pytest.approx(value) if math.isfinite(value) else None), r["label"]  # inf: not reached
     stage = next(r for r in labelled if r["quantity"] == "stages.0.per_billion")
@@ -64,17 +67,17 @@ def test_a_new_statistic_is_a_field_and_one_entry_in_quantities(store, monkeypat
     entry; the table, its label, the JSON and `quantity` follow."""
     f = series_findings(store, MODEL)
     paired = dataclasses.make_dataclass(
-        "Paired", [("paired_changes", Share, None)], bases=(type(f.transitions),), frozen=True
+        "Paired", [("paired_share", Share, None)], bases=(type(f.transitions),), frozen=True
     )
     fields = {k.name: getattr(f.transitions, k.name) for k in dataclasses.fields(f.transitions) if k.init}
-    g = dataclasses.replace(f, transitions=paired(**fields, paired_changes=Share.of(3, 7)))
-    monkeypatch.setitem(QUANTITIES, "transitions.paired_changes", "mask changes significant by McNemar, BH over heads")
-    row = next(r for r in table_rows(g) if r["quantity"] == "paired_changes")
+    g = dataclasses.replace(f, transitions=paired(**fields, paired_share=Share.of(3, 7)))
+    monkeypatch.setitem(QUANTITIES, "transitions.paired_share", "mask changes significant by McNemar, BH over heads")
+    row = next(r for r in table_rows(g) if r["quantity"] == "paired_share")
     assert (row["finding"], row["label"], row["k"], row["n"]) == (
         "transitions",
-        QUANTITIES["transitions.paired_changes"],
+        QUANTITIES["transitions.paired_share"],
         3,
         7,
     )
-    assert findings_record(g)["transitions"]["paired_changes"]["k"] == 3
-    assert quantity(g, "transitions.paired_changes").n == 7
+    assert findings_record(g)["transitions"]["paired_share"]["k"] == 3
+    assert quantity(g, "transitions.paired_share").n == 7
