@@ -3,7 +3,7 @@
 `track(model, store=..., **options)` is the public call (a notebook's, a script's): the options are `dormant
 track`'s long options, dashes as underscores, with the same defaults; it runs in this process with no Prefect.
 `run_track(request, executor)` is the run itself, for the CLI and the flow: `dormant track` runs it with
-`flows.executor.PrefectTasks` as its executor (its `run` starts the Prefect flow, whose body is this function again,
+`flows.track.PrefectTasks` as its executor (its `run` starts the Prefect flow, whose body is this function again,
 inside the flow run), so the run's sequence is written once, here, and only where the work runs differs.
 
 The executor seam (`Executor`): where a checkpoint is scored (`score`: the taus' checkpoint; `compute`: every
@@ -118,7 +118,7 @@ def track(model: str | None = None, *, store: str = "data/store", executor: Exec
 
 def run_track(
     request: TrackRequest,
-    executor: Executor,
+    executor: Executor | Callable[[TrackRequest], Executor],
     *,
     state: SeriesState | None = None,
     wait: bool = True,
@@ -128,8 +128,10 @@ def run_track(
     """The whole track run of `request`. One writer per series: the run holds it from its state to its last write
     (another run on the series waits, or with `wait=False` is refused). `state`: the series' state when the caller
     asked it under the same hold (the flow, started by this function, gets it). `note` receives the notes of the
-    run's calibration sets (default: the log's warnings); `progress`: lines and bars on stderr."""
-    say = note or executor.log.warning
+    run's calibration sets (default: the log's warnings); `progress`: lines and bars on stderr. `executor` may be
+    a function of the request that makes one, called only when the run has work (the CLI's: Prefect is imported
+    then, never for a finished rerun)."""
+    say = note or (executor.log.warning if isinstance(executor, Executor) else LOG.warning)
     with hold_series(request.store, request.model_id, wait=wait):
         if state is None:
             # An unknown folder or repo, an empty selection, sets or taus that differ from the stored series' fail
@@ -146,6 +148,8 @@ def run_track(
         if state.done:
             return finished_rerun(state)
         check_store(state.request.store, "writes")
+        if not isinstance(executor, Executor):
+            executor = executor(state.request)
         return executor.run(state.request, state, partial(_work, state, progress=progress))
 
 

@@ -1,5 +1,5 @@
 """Prefect @task wrappers around the library: thin, no science here. Flows in `flows/` submit these: a track run's
-checkpoint work (`flows.executor.PrefectTasks`), an evaluation's targets.
+checkpoint work (`flows.track.PrefectTasks`), an evaluation's targets.
 
 Retries are for transient failures only (network, a worker lost): a `DormantError` is the user's to fix
 and is never retried. No Prefect caching (`cache_policy=NONE`): the store is the cache, and hashing the

@@ -318,19 +318,25 @@ def run(args: argparse.Namespace) -> int:
     request.calibration_sets  # noqa: B018 (an unknown set, an empty or non-UTF-8 file, two equal sets: here)
     limit_note("track", request.calibration_sets, args.limit)
     from dormant_tasks.run import run_track
-    from flows.executor import PrefectTasks
 
     # The run (`dormant_tasks.run.run_track`) holds the series, asks its state, answers a finished rerun from the
     # store, and otherwise starts the track flow, whose task runner computes the checkpoints.
     result = run_track(
         request,
-        PrefectTasks(request),
+        _prefect_tasks,  # imported only when the run has work: a finished rerun answers without Prefect
         wait=not getattr(args, "no_wait", False),
         progress=True,
         note=lambda line: print(line, file=sys.stderr),
     )
     print_summary(result)
     return exit_code(result)
+
+
+def _prefect_tasks(request):
+    """The track flow's executor (`flows.track.PrefectTasks`), for a run with work to do."""
+    from flows.track import PrefectTasks
+
+    return PrefectTasks(request)
 
 
 def run_dry(args: argparse.Namespace) -> int:

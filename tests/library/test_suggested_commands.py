@@ -53,6 +53,8 @@ ADVICE: dict[str, str | None] = {
     "dormant leaderboard --tasks T": "dormant leaderboard --tasks winogrande",
     "dormant pretrain-tiny": "dormant pretrain-tiny --model data/series/other --steps 2",
     "dormant publish": "dormant publish --model tiny-olmo2 --out published --license cc-by-4.0",
+    # a damaged publication's advice (publish it again from its store: --model and --license as when first published)
+    "dormant publish --store SOURCE --out {}": "dormant publish --model tiny-olmo2 --out published --license cc-by-4.0",
     "dormant pretrain-tiny --seed N": "dormant pretrain-tiny --model data/series/seed1 --seed 1 --steps 2",
     "dormant report": "dormant report",
     "dormant score": "dormant score --model data/series/tiny-olmo2/{last} --out scores.parquet --limit 4",
