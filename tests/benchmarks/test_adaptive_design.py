@@ -1,22 +1,18 @@
 """benchmarks/adaptive_design.py: the refinement a budgeted run makes (checkpoints chosen from the observed masks),
 and the FDR of the confident-state decision on the checkpoints it chose, at sizes a unit test affords."""
 
-import importlib.util
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from tests.builders.benchmarks import load_benchmark
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def benchmark():
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("adaptive_design", REPO / "benchmarks" / "adaptive_design.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("adaptive_design")
 
 
 def test_the_search_scores_where_the_masks_change():

@@ -2,10 +2,8 @@
 end: NEW meets its target in every design where BEFORE, the clusters taken as given, does not), its power to fail a
 method whose FDR is 0.10, and docs/SCORES.md's table written by the saved run."""
 
-import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,21 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.builders.benchmarks import load_benchmark
+from tests.builders.benchmarks import table_value as value
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def benchmark():
-    """benchmarks/cluster_designs.py (a script), imported from its file."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("cluster_designs", REPO / "benchmarks" / "cluster_designs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cluster_designs"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def value(line: str) -> float:
-    return float(re.search(r"\| ([\d.]+) \+-", line).group(1))
+    return load_benchmark("cluster_designs")
 
 
 @pytest.mark.slow

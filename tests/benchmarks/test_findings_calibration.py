@@ -2,10 +2,8 @@
 the OLD ones miss where they should), its power to fail a method whose FDR is 0.10, and the docs' table written by
 the full run (no drift between docs/SCORES.md, the saved result and the benchmark's sizes)."""
 
-import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,22 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.builders.benchmarks import load_benchmark
+from tests.builders.benchmarks import table_value as value
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def benchmark():
-    """benchmarks/findings_calibration.py (a script, not a package module), imported from its file."""
-    spec = importlib.util.spec_from_file_location(
-        "findings_calibration", REPO / "benchmarks" / "findings_calibration.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["findings_calibration"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def value(line: str) -> float:
-    return float(re.search(r"\| ([\d.]+) \+-", line).group(1))
+    return load_benchmark("findings_calibration")
 
 
 @pytest.mark.slow
