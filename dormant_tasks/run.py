@@ -83,6 +83,10 @@ class Executor:
     def as_completed(self, futures: list) -> Iterable:
         return futures_completed(futures)
 
+    def waiting(self, request: TrackRequest) -> contextlib.AbstractContextManager:
+        """Around the run's waiting for its computed checkpoints (and their writes)."""
+        return contextlib.nullcontext()
+
     def round_size(self, request: TrackRequest) -> int:
         """How many checkpoints a `--budget` round scores: as many as are computed at once."""
         return self.window or 1
@@ -354,19 +358,20 @@ def _computed(request: TrackRequest, todo: list, series, executor: Executor, wri
     ahead_too = _downloads_ahead(request, executor)
     queue: list = list(todo)
     running: dict = {}  # future -> its revision
-    while queue or running:
-        while queue and len(running) < window:
-            current = queue.pop(0)
-            if current in ahead:  # one download at a time: the next starts once this one is on disk (or failed,
-                with contextlib.suppress(Exception):  # and the computing retries it), else they share the bandwidth
-                    ahead.pop(current).result()
-            nxt = queue[0] if queue else None
-            if ahead_too and nxt is not None and nxt not in ahead:
-                ahead[nxt] = executor.fetch(request, nxt)  # overlaps this scoring
-            running[executor.compute(request, current, series)] = current
-        future = next(iter(running)) if len(running) == 1 else next(iter(executor.as_completed(list(running))))
-        revision = running.pop(future)
-        yield write(request, revision, executor.outcome(future))
+    with executor.waiting(request):  # (on a cluster: its scheduler's lines off while the run waits)
+        while queue or running:
+            while queue and len(running) < window:
+                current = queue.pop(0)
+                if current in ahead:  # one download at a time: the next starts once this one is on disk (or failed,
+                    with contextlib.suppress(Exception):  # and the computing retries it), else they share the bandwidth
+                        ahead.pop(current).result()
+                nxt = queue[0] if queue else None
+                if ahead_too and nxt is not None and nxt not in ahead:
+                    ahead[nxt] = executor.fetch(request, nxt)  # overlaps this scoring
+                running[executor.compute(request, current, series)] = current
+            future = next(iter(running)) if len(running) == 1 else next(iter(executor.as_completed(list(running))))
+            revision = running.pop(future)
+            yield write(request, revision, executor.outcome(future))
 
 
 def _run_budgeted(state: SeriesState, todo: list, series, executor: Executor, write, advance) -> None:

@@ -80,8 +80,10 @@ class PrefectTasks(Executor):
         return tasks.prefetch_checkpoint.submit(request, revision)
 
     def outcome(self, future):
-        with runners.waiting(self.request):
-            return checkpoint_outcome(lambda: runners.checkpoint_result(future))
+        return checkpoint_outcome(lambda: runners.checkpoint_result(future))
+
+    def waiting(self, request):
+        return runners.waiting(request)
 
     def as_completed(self, futures):
         from prefect.futures import as_completed

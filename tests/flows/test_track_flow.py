@@ -111,7 +111,7 @@ def test_a_run_with_its_report_stores_the_confident_state_decision_and_its_summa
     view = tracker.SeriesView.open(store, result.model_id)
     assert not view.decision_pending()
     assert view.stored_transitions().equals(view.transitions())
-    assert re.search(r" \(\d+ confident at BH q <= 0\.05 over 8 heads, ", series_line(store, result.model_id))
+    assert re.search(r" \(\d+ confident at BH q <= 0\.05 over 8 heads[,;] ", series_line(store, result.model_id))
 
 
 def test_taus_that_differ_from_the_stored_series_are_refused(random_series, tmp_path):

@@ -229,6 +229,7 @@ PYTHON_MARKED = {  # the first line of the block that the mark is for
     "import subprocess": "needs a SLURM cluster with GPUs",
     "# a series published on the Hub, read without scoring anything": HUB + ": a published dataset repo",
     "from datasets import load_dataset": HUB + ": a published dataset repo",
+    "# an OLMo-2 series from the Hub, on a GPU": HUB + " and a GPU",
 }
 
 

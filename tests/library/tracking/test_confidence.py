@@ -234,10 +234,14 @@ def test_each_mask_change_keeps_mcnemars_p_and_confident_is_about_the_states():
             (the rate on these inputs changed), but neither 60 nor 70 of 128 is a confident state: not confident;
     head 1: 0-62 (63, active), then 1-64 (64, dormant): b = 1, c = 2, p = 1;
     head 2: 0-63 then 64-127: 64 of 128 both times, no state change, no row;
-    head 3: 0-9 (confidently active), then 0-99 (confidently dormant): p = 2/2^90, confident."""
+    head 3: 0-9 (confidently active), then 0-99 (confidently dormant): p = 2/2^90, confident.
+    Input i is stored as input perm[i] (a fixed permutation): contiguous ranges would make neighbouring inputs
+    alike, which the decision, told no clusters, reads as dependent blocks; the paired counts are the same."""
     a, b = ckpt("m", 1, 1), ckpt("m", 1, 2)
+    perm = np.random.default_rng(0).permutation(128)
     before = [set(range(60)), set(range(63)), set(range(64)), set(range(10))]
     after = [set(range(70)), set(range(1, 65)), set(range(64, 128)), set(range(100))]
+    before, after = ([{int(perm[i]) for i in s} for s in sets] for sets in (before, after))
     rows = rows_with_inactive_inputs(a, before) + rows_with_inactive_inputs(b, after)
     tr = {r["head_index"]: r for r in derive_transitions(table(rows), checkpoints_table([a, b], 128)).to_pylist()}
     assert sorted(tr) == [0, 1, 3]
