@@ -243,7 +243,7 @@ def _work(state: SeriesState, executor: Executor, *, progress: bool) -> TrackRes
     )
     for warning in series.warnings:
         log.info("%s", warning)
-    results = refused + _run_checkpoints(state, series, executor, progress, ahead)
+    results = refused + _run_checkpoints(state, series, executor, write, progress, ahead)
     summary = tracking.derive_series(request)
     result = TrackResult.of(
         request,
@@ -307,9 +307,9 @@ def _prefetch_past_reference(state: SeriesState, executor: Executor) -> dict:
 
 
 def _run_checkpoints(
-    state: SeriesState, series, executor: Executor, progress: bool, ahead: dict
+    state: SeriesState, series, executor: Executor, write, progress: bool, ahead: dict
 ) -> list[CheckpointResult]:
-    """Compute and write every selected checkpoint not yet stored; the taus' one (if selected) is already done."""
+    """Compute and write every selected checkpoint not yet stored; the taus' one (if selected) is already done. `write`: the run's one writer."""
     request, selected = state.request, state.plan.selected
     todo = tracking.pending_revisions(request, state, series)
     done = [series.reference] if series.reference is not None else []
@@ -331,7 +331,6 @@ def _run_checkpoints(
         bar.update(1)
         executor.progress(len(results), total)
 
-    write = partial(_write_checkpoint, executor.log)
     try:
         if request.retau:  # checkpoints with kept per-input scores are re-aggregated here, without a model
             todo = [r for r in todo if not _reaggregated(request, r, series, write, advance)]

@@ -102,6 +102,8 @@ class PrefectTasks(Executor):
             )
         elif done == total or time.monotonic() - self._updated > PROGRESS_EVERY_S:
             update_progress_artifact(self._artifact, 100.0 * min(1.0, done / total))
+        else:
+            return  # (the clock runs from the last API call, so a steady stream of checkpoints still updates it)
         self._updated = time.monotonic()
 
     def reported(self, report) -> None:
