@@ -33,3 +33,8 @@ def default_reports_dir() -> Path:
 def default_series_dir() -> Path:
     """`data/series` under the working directory: where `dormant demo` pretrains its tiny series."""
     return Path("data/series")
+
+
+def absolute_path(path: str | None) -> str | None:
+    """Paths are stored absolute, so a saved request means the same thing from any working directory."""
+    return None if path is None else str(Path(path).expanduser().resolve())

@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from dormant_tasks.errors import ConfigError, did_you_mean
+from dormant_tasks.options import MAX_SEED as MAX_SEED  # re-exported: the requests' rule
+from dormant_tasks.options import fields_of, flag_of, options_of
+from dormant_tasks.paths import absolute_path as absolute_path  # re-exported: the requests' paths
 
 # Bump when a field is added or changes meaning; `from_json` refuses a request of a newer version.
 # 2: evaluate requests name `tasks` (was `task`) and carry the protocol; 3: `calibrations`; 4: track requests
@@ -40,24 +43,17 @@ def parse_enum(cls: type[StrEnum], value, name: str) -> StrEnum:
         ) from None
 
 
-# The option a request field comes from, where its name differs (`--` + the field's name with "-" otherwise).
-_OPTION_OF = {
-    "source": "--model",
-    "score_fns": "--scores",
-    "taus": "--tau",
-    "calibrations": "--calibration",
-    "report": "--no-report",
-    "series": "--series",
-    "selection": "--revisions/--steps/--every/--max",
-}
 # Fields that name a file or folder: a Python caller may pass a Path.
 _PATH_FIELDS = frozenset({"store", "texts", "cache_dir", "reports_dir", "calibrations"})
-MAX_SEED = 2**63 - 1  # any seed the random baseline takes and a Parquet int64 column holds
 
 
-def option_of(name: str) -> str:
-    """The command-line option of a request field (`score_fns` -> `--scores`)."""
-    return _OPTION_OF.get(name, "--" + name.replace("_", "-"))
+def _option_names(cls) -> dict[str, str]:
+    """Each name a request option goes by (its long name, dashes as underscores, and its parsed name) -> the
+    parsed name."""
+    out = {}
+    for o in options_of(cls):
+        out[o.flag.removeprefix("--").replace("-", "_")] = out[o.dest] = o.dest
+    return out
 
 
 def _is(value, hint, path_ok: bool) -> bool:
@@ -106,11 +102,13 @@ def check_types(request) -> None:
         if isinstance(value, str) and typing.get_origin(hints[f.name]) is tuple:
             set_field(request, f.name, (value,))  # one name where a list is expected: a list of one
         elif f.name in _PATH_FIELDS and isinstance(value, str) and not value.strip():
-            raise ConfigError(f"{option_of(f.name)} is empty: name a path, or leave the option out")
+            raise ConfigError(f"{flag_of(type(request), f.name)} is empty: name a path, or leave the option out")
         elif not _is(value, hints[f.name], f.name in _PATH_FIELDS):
             shown = repr(value if not isinstance(value, list) else tuple(value))
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
-            raise ConfigError(f"{f.name} ({option_of(f.name)}) must be {_kind(hints[f.name])}, got {shown}")
+            raise ConfigError(
+                f"{f.name} ({flag_of(type(request), f.name)}) must be {_kind(hints[f.name])}, got {shown}"
+            )
 
 
 def check_positive(value: int | None, name: str) -> None:
@@ -136,11 +134,6 @@ def set_field(obj, name: str, value) -> None:
     object.__setattr__(obj, name, value)  # normalising a frozen dataclass's own field in __post_init__
 
 
-def absolute_path(path: str | None) -> str | None:
-    """Paths are stored absolute, so a saved request means the same thing from any working directory."""
-    return None if path is None else str(Path(path).expanduser().resolve())
-
-
 _MAX_REQUEST_BYTES = 1 << 20  # a saved request is about 1 kB; a larger file is not one (and is not read whole)
 
 
@@ -148,15 +141,12 @@ class Request:
     """JSON round trip and identity, shared by every request kind (a frozen dataclass subclass)."""
 
     KIND = ""
-    # The command's options (long names, dashes as underscores) that set a field of another name; every other
-    # option sets the field of its name.
-    OPTION_FIELDS: dict[str, str] = {}
 
     @classmethod
     def option_names(cls) -> frozenset[str]:
-        """The names `from_options` takes: the command's request options, dashes as underscores."""
-        fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]  # every request is a dataclass
-        return frozenset((fields - set(cls.OPTION_FIELDS.values())) | set(cls.OPTION_FIELDS))
+        """The names `from_options` takes: each option's long name and its parsed name, dashes as underscores
+        (`max_batch_tokens`, `max` or `max_n`)."""
+        return frozenset(_option_names(cls))
 
     @classmethod
     def from_options(cls, **options):
@@ -167,12 +157,23 @@ class Request:
         for name in options:
             if name not in known:
                 raise ConfigError(f"{cls.KIND} has no option {name!r}{did_you_mean(name, sorted(known))}")
-        return cls(**cls.fields_of_options({k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}))
+        dest = _option_names(cls)
+        fields = cls.fields_of_options({dest[k]: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # every request is a dataclass
+            if f.name not in fields and f.default is f.default_factory is dataclasses.MISSING:
+                raise ConfigError(cls.missing(f.name))
+        return cls(**fields)
+
+    @classmethod
+    def missing(cls, name: str) -> str:
+        """The refusal of a request whose field `name` (one without a default) no option set."""
+        return f"{flag_of(cls, name)} is required"
 
     @classmethod
     def fields_of_options(cls, options: dict[str, Any]) -> dict[str, Any]:
-        """The fields that known `options` set (a kind with options of other shapes adds them)."""
-        return {cls.OPTION_FIELDS.get(k, k): v for k, v in options.items() if v is not None}
+        """The fields that parsed `options` set (a kind with options of other shapes adds them)."""
+        field = fields_of(cls)
+        return {field[k]: v for k, v in options.items() if v is not None}
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.KIND, "request_version": REQUEST_VERSION}

@@ -38,7 +38,7 @@ from dormant_tasks.checkpoints.naming import (
 )
 from dormant_tasks.checkpoints.tokens import Checkpoint, TokensPerStep, token_axis
 from dormant_tasks.errors import CheckpointError, ConfigError, did_you_mean
-from dormant_tasks.requests import absolute_path
+from dormant_tasks.paths import absolute_path
 
 if TYPE_CHECKING:
     from dormant_tasks.checkpoints.hub import ListedFile

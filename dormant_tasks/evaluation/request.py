@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
@@ -14,7 +14,9 @@ from dormant_tasks.checkpoints import source_for
 from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
 from dormant_tasks.engine import parse_score_functions
 from dormant_tasks.errors import ConfigError
+from dormant_tasks.grammar import device_option, dtype_option, model_option, scores_option, store_option, tasks_option
 from dormant_tasks.names import split_names
+from dormant_tasks.options import declare
 from dormant_tasks.requests import Request, absolute_path, check_positive, check_types, parse_enum, set_field
 
 DEFAULT_EVAL_SCORES = ("ahon_ln", "lthon_ln", "awft")
@@ -92,30 +94,129 @@ class EvalRequest(Request):
     """Everything that fixes an `evaluate` run: which checkpoint(s), task, functions, mode, thresholds."""
 
     KIND = "evaluate"
-    OPTION_FIELDS = {"scores": "score_fns"}  # `dormant evaluate`'s options of another name than their field
 
-    model: str  # checkpoint folder or Hub repo; with series=True the tracked repo or series folder
-    store: str
-    revision: str | None = None
-    series: bool = False  # every tracked checkpoint of `model`, with its static tracker mask
-    tasks: tuple[str, ...] = ("winogrande",)  # lm-eval task, group or tag names
-    shots: int | None = None  # None: the authors' count per task (eval_tasks.PAPER_SHOTS), else lm-eval's default
-    score_fns: tuple[str, ...] = DEFAULT_EVAL_SCORES
-    mode: Mode | None = None  # None: dynamic, or static with series=True
-    quantiles: tuple[float, ...] = DEFAULT_QUANTILES
-    limit: int | None = None  # first N items of every (leaf) task
-    batch_size: int = 16
-    dtype: DType = DType.FLOAT32
-    device: Device | str = Device.AUTO  # or "cuda:N" (devices.parse_device)
-    chat_template: ChatTemplate = ChatTemplate.AUTO
-    bos: Bos = Bos.PAPER
-    datasets: DataSource = DataSource.AUTO
-    log_samples: bool = False  # one `evaluation_items` row per item and setting
-    rendering: Rendering = Rendering.PAPER  # chat-templated prompts as lm-eval 0.4.5 (paper) or 0.4.13 rendered them
-    system_instruction: str | None = None  # a system turn (chat) or prefix (plain) before every prompt
-    precision: Precision = Precision.DTYPE
-    thresholds: ThresholdSource = ThresholdSource.OWN
-    chat_date: str | None = None  # YYYY-MM-DD, the day a chat template sees (None: the day the run starts)
+    # checkpoint folder or Hub repo; with series=True the tracked repo or series folder
+    model: str = field(
+        metadata=declare(
+            model_option(
+                "checkpoint folder or Hub repo id (with --series: the tracked repo, series folder or stored series "
+                "name; required, unless --reproduce-seed)",
+                required=False,
+                role="checkpoint",
+            )
+        )
+    )
+    store: str = field(metadata=declare(store_option(use="writes")))
+    revision: str | None = field(default=None, metadata=declare("Hub revision (branch) of --model", metavar="REV"))
+    tasks: tuple[str, ...] = field(  # lm-eval task, group or tag names
+        default=("winogrande",),
+        metadata=declare(
+            tasks_option("lm-eval tasks, groups and tags, space- or comma-separated (default: winogrande)")
+        ),
+    )
+    shots: int | None = field(  # None: the authors' count per task (eval_tasks.PAPER_SHOTS), else lm-eval's default
+        default=None,
+        metadata=declare(
+            "few-shot examples for every task (default: the authors' count, 5 for winogrande/gsm8k and every task of "
+            "the mmlu group, 0 for piqa; lm-eval's task default otherwise)",
+            metavar="N",
+        ),
+    )
+    chat_template: ChatTemplate = field(
+        default=ChatTemplate.AUTO,
+        metadata=declare(
+            "apply the tokenizer's chat template (auto: when the model id contains -Instruct, -chat, -SFT or -DPO, the "
+            "authors' rule) (default: %(default)s)"
+        ),
+    )
+    bos: Bos = field(
+        default=Bos.PAPER,
+        metadata=declare(
+            "paper: no BOS added, as lm-eval 0.4.5 encoded requests; tokenizer: as the tokenizer adds it (lm-eval "
+            "0.4.13) (default: %(default)s)"
+        ),
+    )
+    # chat-templated prompts as lm-eval 0.4.5 (paper) or 0.4.13 rendered them
+    rendering: Rendering = field(
+        default=Rendering.PAPER,
+        metadata=declare(
+            "how chat-templated prompts are rendered: paper, as lm-eval 0.4.5 (the authors') did (target delimiter "
+            "kept, WinoGrande's option after the assistant header); lm-eval, as the installed lm-eval 0.4.13 does "
+            "(default: %(default)s; without a chat template both are the same)"
+        ),
+    )
+    system_instruction: str | None = field(  # a system turn (chat) or prefix (plain) before every prompt
+        default=None,
+        metadata=declare(
+            "a system instruction before every prompt (a system turn under a chat template)", metavar="TEXT"
+        ),
+    )
+    chat_date: str | None = field(  # YYYY-MM-DD, the day a chat template sees (None: the day the run starts)
+        default=None,
+        metadata=declare(
+            "the day a chat template sees as today (Llama-3.x writes it into the system header; recorded per row as "
+            "chat_date); fix it to get the same prompts on another day (default: the day the run starts)",
+            type=lambda text: parse_chat_date(text).isoformat(),  # checked as it is parsed, before the other checks
+            metavar="YYYY-MM-DD",
+        ),
+    )
+    precision: Precision = field(
+        default=Precision.DTYPE,
+        metadata=declare(
+            "dtype: load in --dtype; paper: as the authors, OLMo-2 ids in float16 with 8-bit weights (needs "
+            "bitsandbytes: pip install 'dormant-heads[int8]'), others in the checkpoint's own dtype "
+            "(default: %(default)s)"
+        ),
+    )
+    thresholds: ThresholdSource = field(
+        default=ThresholdSource.OWN,
+        metadata=declare(
+            "own: quantiles of this run's un-intervened scores; authors: the authors' frozen thresholds.json (their 14 "
+            "models; mmlu, piqa, winogrande); auto: theirs where they cover the model, task and function, else own "
+            "(default: %(default)s)"
+        ),
+    )
+    datasets: DataSource = field(
+        default=DataSource.AUTO,
+        metadata=declare(
+            "task data from the Hub or the bundled copies (auto: bundled when HF_DATASETS_OFFLINE or HF_HUB_OFFLINE "
+            "is set) (default: %(default)s)"
+        ),
+    )
+    log_samples: bool = field(  # one `evaluation_items` row per item and setting
+        default=False,
+        metadata=declare("store one evaluation_items row per item and setting (prediction, correct, log-likelihoods)"),
+    )
+    score_fns: tuple[str, ...] = field(
+        default=DEFAULT_EVAL_SCORES,
+        metadata=declare(scores_option("score functions, space- or comma-separated (default: ahon_ln lthon_ln awft)")),
+    )
+    mode: Mode | None = field(  # None: dynamic, or static with series=True
+        default=None,
+        metadata=declare(
+            "dynamic: the paper's per-input zeroing; static: the tracker's mask (default: dynamic, static with --series)"
+        ),
+    )
+    series: bool = field(  # every tracked checkpoint of `model`, with its static tracker mask
+        default=False,
+        metadata=declare("evaluate the static tracker mask of every stored checkpoint of --model"),
+    )
+    quantiles: tuple[float, ...] = field(
+        default=DEFAULT_QUANTILES,
+        metadata=declare(
+            "dynamic thresholds as quantiles of the un-intervened scores (default: 0 .05 ... .30)",
+            type=float,
+            nargs="+",
+            metavar="Q",
+        ),
+    )
+    limit: int | None = field(  # first N items of every (leaf) task
+        default=None, metadata=declare("first N items of every task (default: all)", metavar="N")
+    )
+    batch_size: int = field(default=16, metadata=declare("items per forward pass (default: %(default)s)", metavar="N"))
+    dtype: DType = field(default=DType.FLOAT32, metadata=declare(dtype_option()))
+    # or "cuda:N" (devices.parse_device)
+    device: Device | str = field(default=Device.AUTO, metadata=declare(device_option("run")))
 
     @classmethod
     def upgrade_fields(cls, data: dict[str, Any], version: int) -> dict[str, Any]:

@@ -59,6 +59,12 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         scaled as scaled,
         share_estimate as share_estimate,
     )
+    from dormant_tasks.statistics.options import (
+        MAX_RESAMPLES as MAX_RESAMPLES,
+        fdr_options as fdr_options,
+        resampling_options as resampling_options,
+        statistics_options as statistics_options,
+    )
     from dormant_tasks.statistics.paired import (
         PairedChanges as PairedChanges,
         paired_changes as paired_changes,

@@ -90,7 +90,6 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         tau_warnings_of as tau_warnings_of,
     )
     from dormant_tasks.tracking.request import (
-        OPTION_FIELDS as OPTION_FIELDS,
         SELECTION_OPTIONS as SELECTION_OPTIONS,
         Runner as Runner,
         TrackRequest as TrackRequest,

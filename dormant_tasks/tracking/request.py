@@ -11,9 +11,26 @@ from typing import Any
 
 from dormant_tasks.checkpoints import Selection, source_for
 from dormant_tasks.devices import Device, DType, parse_device, parse_dtype
-from dormant_tasks.engine import TRACKED_IDS, ScoringOptions, parse_score_functions
+from dormant_tasks.engine import ALL_IDS, TRACKED_IDS, ScoringOptions, parse_score_functions
 from dormant_tasks.errors import ConfigError, did_you_mean
+from dormant_tasks.grammar import (
+    CALIBRATION_BATCH_SIZE,
+    INCLUDE_MAIN,
+    LIMIT,
+    MAX_TOKENS,
+    SELECTION,
+    SERIES_NAME,
+    TEXTS,
+    TOKENS_PER_STEP,
+    device_option,
+    dtype_option,
+    model_option,
+    reports_dir_option,
+    scores_option,
+    store_option,
+)
 from dormant_tasks.names import check_series_name
+from dormant_tasks.options import declare
 from dormant_tasks.requests import (
     MAX_SEED,
     Request,
@@ -24,9 +41,11 @@ from dormant_tasks.requests import (
     parse_enum,
     set_field,
 )
-from dormant_tasks.statistics import FDR, FDR_METHODS
-from dormant_tasks.store import InputScoresPolicy
-from dormant_tasks.tracking.masks import parse_tau_option
+from dormant_tasks.statistics import FDR, FDR_METHODS, fdr_options
+from dormant_tasks.store import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
+from dormant_tasks.tracking.calibration import bundled_set_names
+
+_FDR, _FDR_METHOD = fdr_options(group="execution")
 
 
 class Runner(StrEnum):
@@ -75,71 +94,243 @@ def _selection_of(value) -> Selection:
     )
 
 
-# `dormant track`'s options (named as the long options, dashes as underscores) that set a request field of another
-# name; a selection option sets a field of `selection`. Every other option is the field of its name.
-OPTION_FIELDS = {"model": "source", "scores": "score_fns", "tau": "taus", "calibration": "calibrations"}
+# The selection's options (their parsed names) -> the fields of `Selection` they set; `max` is `--max` as a Python
+# caller spells it (`dormant_tasks.track(..., max=8)`).
 SELECTION_OPTIONS = {
     "revisions": "revisions_glob",
     "steps": "steps",
     "every": "every",
-    "max": "max_n",
     "max_n": "max_n",
+    "max": "max_n",
 }
+
+# `dormant track --help`'s groups
+BUDGET = 'budgeted search (docs/USAGE.md, "Budgeted search")'
+SCORING = "scoring"
+ON_DISK = "checkpoints on disk"
+EXECUTION = "execution"
+_LEFT_OUT = [fn for fn in ALL_IDS if fn not in TRACKED_IDS]
 
 
 @dataclass(frozen=True)
 class TrackRequest(Request):
-    """Everything that fixes a `track` run: the series, the selection, what is scored and how, where it runs."""
+    """Everything that fixes a `track` run: the series, the selection, what is scored and how, where it runs. Each
+    field declares its `dormant track` option (`dormant_tasks.options`): the parser is built from these fields."""
 
     KIND = "track"
-    OPTION_FIELDS = OPTION_FIELDS
 
-    source: str  # Hub repo id, or a folder of checkpoint folders (stored absolute)
-    store: str  # Parquet store folder (stored absolute)
-    selection: Selection = field(default_factory=Selection)
-    include_main: bool = False  # also list `main`, ordered after every other checkpoint
-    tokens_per_step: int | None = None  # tokens of `step{N}` / `ckpt_{N}` names (default: the series' known value)
-    score_fns: tuple[str, ...] | None = None  # None: the default set (engine.TRACKED_IDS), or a stored series' own
-    taus: tuple[str, ...] = ()  # `--tau FN=VALUE` / `FN=qQ`, on top of the defaults
-    reference: str | None = None  # the reference revision of quantile taus (default: the series' last)
-    retau: bool = False  # replace the series' stored taus
-    texts: str | None = None  # calibration texts file (default: the bundled WinoGrande dev sentences)
-    calibrations: tuple[str, ...] = ()  # `--calibration`: bundled set names or text files, scored in one pass
-    limit: int | None = None  # first N calibration texts of each set (default 128)
-    # `--sample N`: a file's set is N texts drawn at random (FILE:K the K-th draw); not saved when unset
-    sample: int | None = field(default=None, metadata={"omit_unset": True})
-    # `--cluster-field NAME`: text files are JSON Lines, each text's cluster in NAME; not saved when unset
-    cluster_field: str | None = field(default=None, metadata={"omit_unset": True})
-    batch_size: int | None = None  # inputs per forward pass (None: 8 on a CPU, by tokens alone on a GPU)
-    max_tokens: int | None = None  # truncate inputs to this many tokens (default: the model's context)
-    max_batch_tokens: int | None = None  # padded tokens per batch (default: the score engine's budget)
-    dtype: DType = DType.FLOAT32
-    device: Device | str = Device.AUTO  # or "cuda:N" (devices.parse_device)
-    seed: int = 0  # of the random baseline
-    input_scores: InputScoresPolicy = InputScoresPolicy.AUTO  # keep per-input scores (auto: when small)
-    cache_dir: str | None = None  # Hugging Face cache for downloads (default: HF_HUB_CACHE)
-    keep_checkpoints: bool = False  # keep downloaded revisions after scoring
-    runner: Runner = Runner.LOCAL
-    address: str | None = None  # scheduler of an existing Dask cluster (runner dask)
-    workers: int | None = None  # workers of a local Dask cluster (runner dask; default 2)
-    report: bool = True  # render the report at the end
-    reports_dir: str | None = None  # default: reports/<series>/
-    fail_fast: bool = False  # stop at the first checkpoint that fails (default: record it, go on with the rest)
+    # Hub repo id, or a folder of checkpoint folders (stored absolute)
+    source: str = field(
+        metadata=declare(
+            model_option(
+                "the series: a Hub repo id (e.g. allenai/OLMo-2-0425-1B), a folder of checkpoint folders, or the name "
+                "of a local series the store keeps (required unless --request)",
+                required=False,
+            )
+        )
+    )
+    store: str = field(metadata=declare(store_option(use="updates")))  # (stored absolute); a finished rerun reads it
     # the series' name in the store (default: the Hub id, or the folder's name); not saved when unset
-    series_name: str | None = field(default=None, metadata={"omit_unset": True})
-    # `--keep-duplicates`: score the branches the integrity audit sets aside (marked); not saved when unset
-    keep_duplicates: bool | None = field(default=None, metadata={"omit_unset": True})
-    fdr: float = FDR  # the false discovery rate of the heads called to change confident state
-    # its correction over heads: "bh" (Benjamini-Hochberg), "by" (Benjamini-Yekutieli); None: the stored one, else bh
-    fdr_method: str | None = field(default=None, metadata={"omit_unset": True})
+    series_name: str | None = field(default=None, metadata={"omit_unset": True, **declare(SERIES_NAME)})
+    # tokens of `step{N}` / `ckpt_{N}` names (default: the series' known value)
+    tokens_per_step: int | None = field(default=None, metadata=declare(TOKENS_PER_STEP))
+    selection: Selection = field(default_factory=Selection, metadata=declare(*SELECTION))
+    include_main: bool = field(default=False, metadata=declare(INCLUDE_MAIN))  # `main`, after every other checkpoint
     # `--budget N`: at most N checkpoints of the selection scored in all, chosen by the budgeted search
     # (tracking.budget); `--resolution R`: an interval located enough once its end has <= (1+R)x its start's tokens
-    budget: int | None = field(default=None, metadata={"omit_unset": True})
-    resolution: float | None = field(default=None, metadata={"omit_unset": True})
-
-    @classmethod
-    def option_names(cls) -> frozenset[str]:
-        return (super().option_names() - {"selection", "report"}) | {*SELECTION_OPTIONS, "taus", "no_report"}
+    budget: int | None = field(
+        default=None,
+        metadata={
+            "omit_unset": True,
+            **declare(
+                "score at most N checkpoints of the selection in all (those stored count): a coarse pass log-spaced in "
+                "tokens, then the middle checkpoint of the intervals where dormancy changed, until every change lies "
+                "between adjacent checkpoints or N are scored; a rerun continues (default: score every one)",
+                group=BUDGET,
+                metavar="N",
+            ),
+        },
+    )
+    resolution: float | None = field(
+        default=None,
+        metadata={
+            "omit_unset": True,
+            **declare(
+                "with --budget: stop refining an interval once its end has at most (1+R) times its start's tokens "
+                "(e.g. 0.1: within 10%%; default: down to adjacent checkpoints)",
+                group=BUDGET,
+                metavar="R",
+            ),
+        },
+    )
+    # None: the default set (engine.TRACKED_IDS), or a stored series' own
+    score_fns: tuple[str, ...] | None = field(
+        default=None,
+        metadata=declare(
+            scores_option(
+                f"score functions, space- or comma-separated, or 'all' (default: the {len(TRACKED_IDS)} whose default "
+                f"taus mark heads on any model, all but {', '.join(_LEFT_OUT)}, which --scores all adds; a tracked "
+                "series: its own; docs/SCORES.md §4)",
+                group=SCORING,
+            )
+        ),
+    )
+    taus: tuple[str, ...] = field(  # `--tau FN=VALUE` / `FN=qQ`, on top of the defaults
+        default=(),
+        metadata=declare(
+            "fix a tau: a value (ahon_ln=0.4) or a quantile of the reference checkpoint (ahon=q0.15); repeatable",
+            flag="--tau",
+            group=SCORING,
+            action="append",
+            default=[],
+            metavar="FN=VALUE|FN=qQ",
+            dest="taus",
+        ),
+    )
+    reference: str | None = field(  # the reference revision of quantile taus (default: the series' last)
+        default=None,
+        metadata=declare(
+            "reference checkpoint of quantile taus (default: the last checkpoint of the whole series)",
+            group=SCORING,
+            metavar="REV",
+        ),
+    )
+    retau: bool = field(  # replace the series' stored taus
+        default=False,
+        metadata=declare(
+            "replace the series' stored taus (re-aggregates from kept per-input scores, else rescores)", group=SCORING
+        ),
+    )
+    # calibration texts file (default: the bundled WinoGrande dev sentences)
+    texts: str | None = field(default=None, metadata=declare(TEXTS.placed(SCORING)))
+    limit: int | None = field(default=None, metadata=declare(LIMIT.placed(SCORING)))  # first N texts of each set
+    # inputs per forward pass (None: 8 on a CPU, by tokens alone on a GPU)
+    batch_size: int | None = field(default=None, metadata=declare(CALIBRATION_BATCH_SIZE.placed(SCORING)))
+    # `--calibration`: bundled set names or text files, scored in one pass
+    calibrations: tuple[str, ...] = field(
+        default=(),
+        metadata=declare(
+            "a calibration set, repeatable: a bundled set or a UTF-8 text file (one text per line); every set is scored "
+            "on each loaded checkpoint and keeps its own taus, masks and transitions; the first is the series' primary "
+            "set. Bundled: " + ", ".join(bundled_set_names()) + " (default: winogrande). A plain name is the set's "
+            "first N texts (--limit; winogrande's are the authors' protocol); NAME:K is the K-th of disjoint sets drawn "
+            "at random (seed 0) from all of NAME, cluster-whole (WinoGrande twins together), e.g. winogrande:1 "
+            "winogrande:2 to compare two samples of one text; FILE:K is the K-th block of N lines of a file (a "
+            "contiguous cut), or its K-th disjoint draw with --sample",
+            flag="--calibration",
+            group=SCORING,
+            action="append",
+            metavar="NAME",
+        ),
+    )
+    # `--sample N`: a file's set is N texts drawn at random (FILE:K the K-th draw); not saved when unset
+    sample: int | None = field(
+        default=None,
+        metadata={
+            "omit_unset": True,
+            **declare(
+                "draw N texts of each text file at random (seed 0), cluster-whole, instead of taking its first lines; "
+                "FILE:K is then the K-th of disjoint draws",
+                group=SCORING,
+                metavar="N",
+            ),
+        },
+    )
+    # `--cluster-field NAME`: text files are JSON Lines, each text's cluster in NAME; not saved when unset
+    cluster_field: str | None = field(
+        default=None,
+        metadata={
+            "omit_unset": True,
+            **declare(
+                'text files are JSON Lines: a string "text" and, in NAME, its cluster (texts of one document or source '
+                "file), kept together by draws and by the input-dependence test (default: one line, one cluster)",
+                group=SCORING,
+                metavar="NAME",
+            ),
+        },
+    )
+    # truncate inputs to this many tokens (default: the model's context)
+    max_tokens: int | None = field(default=None, metadata=declare(MAX_TOKENS.placed(SCORING)))
+    max_batch_tokens: int | None = field(  # padded tokens per batch (default: the score engine's budget)
+        default=None,
+        metadata=declare(
+            "padded tokens per batch, which bounds attention memory (default: the engine's budget)",
+            group=SCORING,
+            metavar="N",
+        ),
+    )
+    dtype: DType = field(default=DType.FLOAT32, metadata=declare(dtype_option(SCORING)))
+    # or "cuda:N" (devices.parse_device)
+    device: Device | str = field(default=Device.AUTO, metadata=declare(device_option("score", SCORING)))
+    seed: int = field(  # of the random baseline
+        default=0,
+        metadata=declare("seed of the random baseline (default: %(default)s)", group=SCORING, metavar="N"),
+    )
+    input_scores: InputScoresPolicy = field(  # keep per-input scores (auto: when small)
+        default=InputScoresPolicy.AUTO,
+        metadata=declare(
+            "keep per-input scores (float32; they let --retau skip the model): auto keeps them while a checkpoint has "
+            f"at most {INPUT_SCORES_AUTO_LIMIT:,} values (default: auto); `dormant store gc` drops them later",
+            group=SCORING,
+        ),
+    )
+    cache_dir: str | None = field(  # Hugging Face cache for downloads (default: HF_HUB_CACHE)
+        default=None,
+        metadata=declare(
+            "Hugging Face cache folder for downloads (default: $HF_HUB_CACHE)", group=ON_DISK, metavar="DIR"
+        ),
+    )
+    keep_checkpoints: bool = field(  # keep downloaded revisions after scoring
+        default=False, metadata=declare("keep downloaded revisions after scoring", group=ON_DISK)
+    )
+    runner: Runner = field(
+        default=Runner.LOCAL,
+        metadata=declare(
+            "local: one checkpoint at a time, next download overlapped; dask: one task per checkpoint on a Dask "
+            "cluster (default: %(default)s)",
+            group=EXECUTION,
+        ),
+    )
+    address: str | None = field(  # scheduler of an existing Dask cluster (runner dask)
+        default=None,
+        metadata=declare("scheduler of an existing Dask cluster (with --runner dask)", group=EXECUTION, metavar="URL"),
+    )
+    workers: int | None = field(  # workers of a local Dask cluster (runner dask; default 2)
+        default=None,
+        metadata=declare(
+            "workers of a local Dask cluster, with --runner dask (default: 2)", group=EXECUTION, metavar="N"
+        ),
+    )
+    fail_fast: bool = field(  # stop at the first checkpoint that fails (default: record it, go on with the rest)
+        default=False,
+        metadata=declare(
+            "stop at the first checkpoint that cannot be downloaded, loaded or scored (default: record it as failed, "
+            "go on with the rest, exit 3)",
+            group=EXECUTION,
+        ),
+    )
+    # `--keep-duplicates`: score the branches the integrity audit sets aside (marked); not saved when unset
+    keep_duplicates: bool | None = field(
+        default=None,
+        metadata={
+            "omit_unset": True,
+            **declare(
+                "score the branches the integrity audit sets aside (a full duplicate of another step, a second branch "
+                "at one step) and partial duplicates, marked (default: set aside before any download; `dormant "
+                "checkpoints --audit` lists them)",
+                group=EXECUTION,
+            ),
+        },
+    )
+    # the false discovery rate of the heads called to change confident state, and its correction over heads: "bh"
+    # (Benjamini-Hochberg), "by" (Benjamini-Yekutieli); None: the stored one, else bh (not saved when unset)
+    fdr: float = field(default=FDR, metadata=declare(_FDR))
+    fdr_method: str | None = field(default=None, metadata={"omit_unset": True, **declare(_FDR_METHOD)})
+    report: bool = field(  # render the report at the end
+        default=True,
+        metadata=declare("do not render the report at the end", flag="--no-report", group=EXECUTION, dest="no_report"),
+    )
+    reports_dir: str | None = field(default=None, metadata=declare(reports_dir_option().placed(EXECUTION)))
 
     @classmethod
     def fields_of_options(cls, options: dict[str, Any]) -> dict[str, Any]:
@@ -154,9 +345,11 @@ class TrackRequest(Request):
             fields["report"] = not report
         if any(v is not None for v in selection.values()):
             fields["selection"] = Selection(**{k: v for k, v in selection.items() if v is not None})
-        if fields.get("source") is None:
-            raise ConfigError("--model is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder")
         return fields
+
+    @classmethod
+    def missing(cls, name: str) -> str:
+        return "--model is required: a Hub repo id (e.g. allenai/OLMo-2-0425-1B) or a series folder"
 
     @classmethod
     def read_fields(cls, data: dict[str, Any]) -> dict[str, Any]:
@@ -188,6 +381,8 @@ class TrackRequest(Request):
             )
         set_field(self, "score_fns", None if self.score_fns is None else tuple(parse_score_functions(self.score_fns)))
         set_field(self, "taus", tuple(self.taus))
+        from dormant_tasks.tracking.masks import parse_tau_option
+
         fns = self.score_fn_ids
         for t in self.taus:
             spec = parse_tau_option(t)

@@ -1,7 +1,6 @@
 """`dormant checkpoints`: list the checkpoints of a Hub repo or a local series folder, in training order.
 
-The selection options are defined once here (`add_selection_arguments`, `selection_from_args`) and
-reused by `dormant track`.
+The selection options are declared once (`dormant_tasks.options.SELECTION`), for `track`'s request and here.
 """
 
 from __future__ import annotations
@@ -9,44 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import add_model_argument, add_store_argument
+from dormant_tasks.grammar import INCLUDE_MAIN, SELECTION, TOKENS_PER_STEP, model_option, store_option
+from dormant_tasks.options import Option
 
+from .options import add_options
 
-def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options that pick which checkpoints of a series to analyse (see `Selection` for their order)."""
-    group = parser.add_argument_group("checkpoint selection (applied in this order)")
-    group.add_argument(
-        "--revisions",
-        action="append",
-        metavar="GLOB",
-        default=[],
-        help="keep revisions whose name matches this fnmatch pattern, e.g. 'stage1-*' (repeatable)",
-    )
-    group.add_argument("--steps", metavar="A:B", help="keep steps A..B inclusive; either side may be left out")
-    group.add_argument(
-        "--every", type=int, metavar="N", help="keep every N-th checkpoint in training order, starting with the first"
-    )
-    group.add_argument(
-        "--max",
-        type=int,
-        metavar="N",
-        dest="max_n",
-        help="keep N checkpoints spread evenly in log(tokens), always the first and the last",
-    )
-    group.add_argument(
-        "--include-main", action="store_true", help="also list the `main` revision (the final model), ordered last"
-    )
-
-
-def add_tokens_per_step_argument(parser: argparse.ArgumentParser) -> None:
-    """The token axis of a series whose checkpoint names carry no token count (`step1000`, `ckpt_010`)."""
-    parser.add_argument(
-        "--tokens-per-step",
-        type=int,
-        metavar="N",
-        help="tokens per training step, for checkpoint names without a token count (step1000, ckpt_010): "
-        "sequences per batch x sequence length (default: known for EleutherAI/pythia-*, 2,097,152)",
-    )
+AUDIT = "integrity audit (docs/CHECKPOINTS.md, Integrity)"
 
 
 def selection_from_args(args: argparse.Namespace):
@@ -59,24 +26,32 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "checkpoints", help="list the checkpoints of a Hub repo or a local series", description=__doc__.splitlines()[0]
     )
-    add_model_argument(
+    add_options(
         parser,
-        "the series: a Hub repo id (e.g. allenai/OLMo-2-0425-1B), a folder of checkpoint folders, or the name of a "
-        "local series the store keeps",
-    )
-    add_tokens_per_step_argument(parser)
-    add_store_argument(parser, use="optional")
-    add_selection_arguments(parser)
-    audit = parser.add_argument_group("integrity audit (docs/CHECKPOINTS.md, Integrity)")
-    audit.add_argument(
-        "--audit",
-        action="store_true",
-        help="compare every branch's files (Hub: one tree listing per branch, LFS sha256 / blob ids and sizes, no "
-        "weights downloaded; a folder: file hashes): full and partial duplicates, incomplete branches, token counts "
-        "that disagree with the series, config changes, which step main is",
-    )
-    audit.add_argument(
-        "--format", default="text", choices=("text", "json", "csv"), help="--audit's output (default: %(default)s)"
+        [
+            model_option(
+                "the series: a Hub repo id (e.g. allenai/OLMo-2-0425-1B), a folder of checkpoint folders, or the name "
+                "of a local series the store keeps"
+            ),
+            TOKENS_PER_STEP,
+            store_option(use="optional"),
+            *SELECTION,
+            INCLUDE_MAIN,
+            Option(
+                "--audit",
+                "compare every branch's files (Hub: one tree listing per branch, LFS sha256 / blob ids and sizes, no "
+                "weights downloaded; a folder: file hashes): full and partial duplicates, incomplete branches, token "
+                "counts that disagree with the series, config changes, which step main is",
+                AUDIT,
+                {"action": "store_true"},
+            ),
+            Option(
+                "--format",
+                "--audit's output (default: %(default)s)",
+                AUDIT,
+                {"default": "text", "choices": ("text", "json", "csv")},
+            ),
+        ],
     )
     parser.set_defaults(func=run)
 

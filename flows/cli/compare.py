@@ -10,8 +10,10 @@ import os
 import sys
 
 from dormant_tasks.engine import DEFAULT_FN
+from dormant_tasks.grammar import model_option, reports_dir_option, scores_option, store_option
+from dormant_tasks.options import Option
 
-from .options import add_model_argument, add_reports_dir_argument, add_scores_argument, add_store_argument
+from .options import add_options
 
 # The choices of `dormant_tasks.reporting.compare.COMPARISON_FORMATS` (importing it here would load pyarrow into --help).
 FORMATS = ["markdown", "csv"]
@@ -23,25 +25,30 @@ def add_parser(subparsers) -> None:
         help="compare tracked series side by side: dormancy across model sizes and families",
         description=__doc__.split("\n\n")[0],
     )
-    add_store_argument(p, published=True)
-    add_model_argument(
+    add_options(
         p,
-        "the series to compare, two or more: Hub ids, local folders or their names, as `dormant status` lists "
-        "them; repeat it or separate with commas",
-        required=False,
-        many=True,
-        role="series",
+        [
+            store_option(published=True),
+            model_option(
+                "the series to compare, two or more: Hub ids, local folders or their names, as `dormant status` lists "
+                "them; repeat it or separate with commas",
+                required=False,
+                many=True,
+                role="series",
+            ),
+            Option(
+                "--seed-group",
+                "instead of --model: two recipes, each a group of series that differ only in seed (give it twice); "
+                "each headline number over the seeds and the difference with Welch's t interval",
+                kw={"action": "append", "metavar": "SERIES,SERIES,..."},
+            ),
+            reports_dir_option("the comparison's folder (default: <$DORMANT_REPORTS or ./reports>/compare-A-vs-B/)"),
+            scores_option(f"the score functions compared (default: {DEFAULT_FN} when every series tracks it)"),
+            Option(
+                "--format", "stdout table format (default: %(default)s)", kw={"default": "markdown", "choices": FORMATS}
+            ),
+        ],
     )
-    p.add_argument(
-        "--seed-group",
-        action="append",
-        metavar="SERIES,SERIES,...",
-        help="instead of --model: two recipes, each a group of series that differ only in seed (give it twice); "
-        "each headline number over the seeds and the difference with Welch's t interval",
-    )
-    add_reports_dir_argument(p, "the comparison's folder (default: <$DORMANT_REPORTS or ./reports>/compare-A-vs-B/)")
-    add_scores_argument(p, f"the score functions compared (default: {DEFAULT_FN} when every series tracks it)")
-    p.add_argument("--format", default="markdown", choices=FORMATS, help="stdout table format (default: %(default)s)")
     p.set_defaults(func=run)
 
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from .options import (
-    add_model_argument,
-    add_reports_dir_argument,
-    add_series_name_argument,
-    add_store_argument,
-    add_threads_argument,
-    seed_type,
-)
+from dormant_tasks.grammar import SERIES_NAME, model_option, reports_dir_option, store_option, threads_option
+from dormant_tasks.options import Option, seed_type
+
+from .options import add_options
 from .pretrain_tiny import DEFAULT_STEPS
 
 # The demo tracks three kinds of text at once: does a head fall dormant on all of them, or on some?
@@ -23,40 +19,47 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "demo", help="the offline demo: pretrain a tiny OLMo-2, track it, report", description=__doc__.splitlines()[0]
     )
-    add_model_argument(
+    add_options(
         parser,
-        "folder of the tiny series, made by `dormant pretrain-tiny` (default: ./data/series/tiny-olmo2)",
-        required=False,
-        role="new",
+        [
+            model_option(
+                "folder of the tiny series, made by `dormant pretrain-tiny` (default: ./data/series/tiny-olmo2)",
+                required=False,
+                role="new",
+            ),
+            store_option(use="writes"),
+            SERIES_NAME,
+            Option(
+                "--steps",
+                "pretraining steps (default: %(default)s)",
+                kw={"type": int, "default": DEFAULT_STEPS, "metavar": "N"},
+            ),
+            Option(
+                "--seed",
+                "pretraining seed (default: %(default)s)",
+                kw={"type": seed_type(), "default": 0, "metavar": "N"},
+            ),
+            threads_option(),
+            Option(
+                "--seeds",
+                "pretrain and track N series of seeds --seed, --seed + 1, ... (the first in --model's folder, the "
+                "others beside it as <folder>-seed<S>) and state the findings over the seeds: seeds are the unit of "
+                "replication (default: %(default)s)",
+                kw={"type": int, "default": 1, "metavar": "N"},
+            ),
+            Option(
+                "--limit",
+                "texts per calibration set (default: %(default)s)",
+                kw={"type": int, "default": 128, "metavar": "N"},
+            ),
+            Option(
+                "--calibration",
+                f"calibration sets, repeatable (default: {' '.join(DEMO_CALIBRATION)}; see `dormant track --help`)",
+                kw={"action": "append", "metavar": "NAME"},
+            ),
+            reports_dir_option(),
+        ],
     )
-    add_store_argument(parser, use="writes")
-    add_series_name_argument(parser)
-    parser.add_argument(
-        "--steps", type=int, default=DEFAULT_STEPS, metavar="N", help="pretraining steps (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--seed", type=seed_type(), default=0, metavar="N", help="pretraining seed (default: %(default)s)"
-    )
-    add_threads_argument(parser)
-    parser.add_argument(
-        "--seeds",
-        type=int,
-        default=1,
-        metavar="N",
-        help="pretrain and track N series of seeds --seed, --seed + 1, ... (the first in --model's folder, the others "
-        "beside it as <folder>-seed<S>) and state the findings over the seeds: seeds are the unit of replication "
-        "(default: %(default)s)",
-    )
-    parser.add_argument(
-        "--limit", type=int, default=128, metavar="N", help="texts per calibration set (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--calibration",
-        action="append",
-        metavar="NAME",
-        help=f"calibration sets, repeatable (default: {' '.join(DEMO_CALIBRATION)}; see `dormant track --help`)",
-    )
-    add_reports_dir_argument(parser)
     parser.set_defaults(func=run)
 
 

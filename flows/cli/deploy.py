@@ -19,7 +19,32 @@ from __future__ import annotations
 
 import argparse
 
+from dormant_tasks.options import Option
+
+from .options import add_options
 from .track import add_track_arguments, check_reports_dir, request_from_args
+
+DEPLOYMENT = (
+    Option(
+        "--pool",
+        "the work pool whose workers run it (created as a `process` pool when missing; required)",
+        "deployment",
+        {"required": True, "metavar": "NAME"},
+    ),
+    Option(
+        "--cron",
+        'cron schedule, e.g. "0 3 * * *" (03:00 daily; default: runs on demand)',
+        "deployment",
+        {"metavar": "CRON"},
+    ),
+    Option("--name", "deployment name (default: track-<model>)", "deployment", {"metavar": "NAME"}),
+    Option(
+        "--image",
+        "the image of a docker or kubernetes pool's runs (dormant-heads installed)",
+        "deployment",
+        {"metavar": "IMAGE"},
+    ),
+)
 
 
 def add_parser(subparsers) -> None:
@@ -31,20 +56,7 @@ def add_parser(subparsers) -> None:
         epilog=__doc__.split("\n\n", 1)[1],
     )
     add_track_arguments(parser)
-    g = parser.add_argument_group("deployment")
-    g.add_argument(
-        "--pool",
-        required=True,
-        metavar="NAME",
-        help="the work pool whose workers run it (created as a `process` pool when missing; required)",
-    )
-    g.add_argument(
-        "--cron", metavar="CRON", help='cron schedule, e.g. "0 3 * * *" (03:00 daily; default: runs on demand)'
-    )
-    g.add_argument("--name", metavar="NAME", help="deployment name (default: track-<model>)")
-    g.add_argument(
-        "--image", metavar="IMAGE", help="the image of a docker or kubernetes pool's runs (dormant-heads installed)"
-    )
+    add_options(parser, DEPLOYMENT)
     # --device names the worker's device: it is not looked for on this host (`preflight`)
     parser.set_defaults(func=run, device_elsewhere=True)
 

@@ -19,18 +19,31 @@ import argparse
 import sys
 from pathlib import Path
 
-from .options import (
-    add_device_argument,
-    add_dtype_argument,
-    add_model_argument,
-    add_scores_argument,
-    add_store_argument,
-    add_tasks_argument,
-)
+from dormant_tasks.options import Option, options_of
+
+from .options import add_options
 from .preflight import print_hub_note
+
+# `evaluate`'s own options beside its request's (`EvalRequest`'s fields declare those)
+OWN = (
+    Option(
+        "--reproduce-seed",
+        "evaluate the seed leaderboard's 14 models on WinoGrande under the paper protocol (the authors' thresholds, "
+        "precision and rendering), one run per (model, function); runs already stored are skipped, so an interrupted "
+        "reproduction resumes (needs the Hub and a GPU; see docs/LEADERBOARD.md)",
+        kw={"action": "store_true"},
+    ),
+    Option(
+        "--dry-run",
+        "with --reproduce-seed: list the runs (done or to do) and their forward tokens; load no model",
+        kw={"action": "store_true"},
+    ),
+)
 
 
 def add_parser(subparsers) -> None:
+    from dormant_tasks.evaluation import EvalRequest
+
     parser = subparsers.add_parser(
         "evaluate",
         help="zero marked heads, re-score lm-eval tasks, leaderboard metric",
@@ -38,124 +51,7 @@ def add_parser(subparsers) -> None:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_model_argument(
-        parser,
-        "checkpoint folder or Hub repo id (with --series: the tracked repo, series folder or stored series name; "
-        "required, unless --reproduce-seed)",
-        required=False,
-        role="checkpoint",
-    )
-    parser.add_argument("--revision", metavar="REV", help="Hub revision (branch) of --model")
-    add_tasks_argument(
-        parser, "lm-eval tasks, groups and tags, space- or comma-separated (default: winogrande)", default=None
-    )
-    parser.add_argument(
-        "--shots",
-        type=int,
-        metavar="N",
-        help="few-shot examples for every task (default: the authors' count, 5 for winogrande/gsm8k and every task "
-        "of the mmlu group, 0 for piqa; lm-eval's task default otherwise)",
-    )
-    parser.add_argument(
-        "--chat-template",
-        choices=["auto", "on", "off"],
-        default="auto",
-        help="apply the tokenizer's chat template (auto: when the model id contains -Instruct, -chat, -SFT or "
-        "-DPO, the authors' rule) (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--bos",
-        choices=["paper", "tokenizer"],
-        default="paper",
-        help="paper: no BOS added, as lm-eval 0.4.5 encoded requests; tokenizer: as the tokenizer adds it "
-        "(lm-eval 0.4.13) (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--rendering",
-        choices=["paper", "lm-eval"],
-        default="paper",
-        help="how chat-templated prompts are rendered: paper, as lm-eval 0.4.5 (the authors') did (target delimiter "
-        "kept, WinoGrande's option after the assistant header); lm-eval, as the installed lm-eval 0.4.13 does "
-        "(default: %(default)s; without a chat template both are the same)",
-    )
-    parser.add_argument(
-        "--system-instruction",
-        metavar="TEXT",
-        help="a system instruction before every prompt (a system turn under a chat template)",
-    )
-    parser.add_argument(
-        "--chat-date",
-        type=_chat_date,
-        metavar="YYYY-MM-DD",
-        help="the day a chat template sees as today (Llama-3.x writes it into the system header; recorded per row as "
-        "chat_date); fix it to get the same prompts on another day (default: the day the run starts)",
-    )
-    parser.add_argument(
-        "--precision",
-        choices=["dtype", "paper"],
-        default="dtype",
-        help="dtype: load in --dtype; paper: as the authors, OLMo-2 ids in float16 with 8-bit weights "
-        "(needs bitsandbytes: pip install 'dormant-heads[int8]'), others in the checkpoint's own dtype "
-        "(default: %(default)s)",
-    )
-    parser.add_argument(
-        "--thresholds",
-        choices=["own", "authors", "auto"],
-        default="own",
-        help="own: quantiles of this run's un-intervened scores; authors: the authors' frozen thresholds.json "
-        "(their 14 models; mmlu, piqa, winogrande); auto: theirs where they cover the model, task and function, "
-        "else own (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--datasets",
-        choices=["auto", "hub", "bundled"],
-        default="auto",
-        help="task data from the Hub or the bundled copies (auto: bundled when HF_DATASETS_OFFLINE or "
-        "HF_HUB_OFFLINE is set) (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--log-samples",
-        action="store_true",
-        help="store one evaluation_items row per item and setting (prediction, correct, log-likelihoods)",
-    )
-    add_scores_argument(
-        parser, "score functions, space- or comma-separated (default: ahon_ln lthon_ln awft)", default=None
-    )
-    parser.add_argument(
-        "--mode",
-        choices=["dynamic", "static"],
-        help="dynamic: the paper's per-input zeroing; static: the tracker's mask "
-        "(default: dynamic, static with --series)",
-    )
-    parser.add_argument(
-        "--series", action="store_true", help="evaluate the static tracker mask of every stored checkpoint of --model"
-    )
-    parser.add_argument(
-        "--quantiles",
-        type=float,
-        nargs="+",
-        metavar="Q",
-        help="dynamic thresholds as quantiles of the un-intervened scores (default: 0 .05 ... .30)",
-    )
-    parser.add_argument("--limit", type=int, metavar="N", help="first N items of every task (default: all)")
-    add_store_argument(parser, use="writes")
-    parser.add_argument(
-        "--batch-size", type=int, default=16, metavar="N", help="items per forward pass (default: %(default)s)"
-    )
-    add_dtype_argument(parser)
-    add_device_argument(parser, "run")
-    parser.add_argument(
-        "--reproduce-seed",
-        action="store_true",
-        help="evaluate the seed leaderboard's 14 models on WinoGrande under the paper protocol (the authors' "
-        "thresholds, precision and rendering), one run per (model, function); runs already stored are skipped, "
-        "so an interrupted reproduction resumes (needs the Hub and a GPU; see docs/LEADERBOARD.md)",
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="with --reproduce-seed: list the runs (done or to do) and their forward tokens; load no model",
-    )
+    add_options(parser, [*options_of(EvalRequest), *OWN])
     parser.set_defaults(func=run)
 
 
@@ -343,10 +239,3 @@ def _cache_task_index() -> None:
 
 def interrupted(args: argparse.Namespace) -> str:
     return "interrupted: the evaluations of finished checkpoints are stored, rerun the rest"
-
-
-def _chat_date(value: str) -> str:
-    """`--chat-date` checked as it is parsed, before the other checks (one line naming it when it is no day)."""
-    from dormant_tasks.evaluation import parse_chat_date
-
-    return parse_chat_date(value).isoformat()

@@ -7,14 +7,11 @@ each stated with its number, its 95% interval and a figure, from the store only 
 from __future__ import annotations
 
 from dormant_tasks.engine import DEFAULT_FN
+from dormant_tasks.grammar import STORED_SERIES, reports_dir_option, scores_option, store_option
+from dormant_tasks.options import Option
+from dormant_tasks.statistics import statistics_options
 
-from .options import (
-    add_reports_dir_argument,
-    add_scores_argument,
-    add_statistics_arguments,
-    add_store_argument,
-    add_stored_series_argument,
-)
+from .options import add_options
 
 
 def add_parser(subparsers) -> None:
@@ -23,29 +20,31 @@ def add_parser(subparsers) -> None:
         help="state the paper's three training-dynamics findings as measured on a tracked series",
         description=__doc__.split("\n\n")[0],
     )
-    add_store_argument(p, published=True)
-    add_stored_series_argument(p)
-    add_scores_argument(p, f"the one score function of the findings (default: {DEFAULT_FN} when tracked)", one=True)
-    add_statistics_arguments(p)
-    p.add_argument(
-        "--seed-group",
-        action="append",
-        metavar="SERIES,SERIES,...",
-        help="series that differ only in their training seed (e.g. PolyPythias' seeds, or `dormant pretrain-tiny "
-        "--seed N` runs): each headline number over the seeds, with an interval over seeds beside each seed's "
-        "interval over heads (repeat it or separate with commas; instead of --model)",
-    )
-    p.add_argument(
-        "--format",
-        choices=("text", "markdown", "json"),
-        default="text",
-        help="text: plain text; markdown: the Markdown of findings.md; json: every number with its interval, "
-        "method, unit and units behind it, for a paper's tables (default: %(default)s)",
-    )
-    add_reports_dir_argument(
+    add_options(
         p,
-        "also write findings.md and the three figures (PNG + SVG) into this folder (new, empty, or this "
-        "store's findings of this series: nothing else is replaced)",
+        [
+            store_option(published=True),
+            STORED_SERIES,
+            scores_option(f"the one score function of the findings (default: {DEFAULT_FN} when tracked)", one=True),
+            *statistics_options(),
+            Option(
+                "--seed-group",
+                "series that differ only in their training seed (e.g. PolyPythias' seeds, or `dormant pretrain-tiny "
+                "--seed N` runs): each headline number over the seeds, with an interval over seeds beside each seed's "
+                "interval over heads (repeat it or separate with commas; instead of --model)",
+                kw={"action": "append", "metavar": "SERIES,SERIES,..."},
+            ),
+            Option(
+                "--format",
+                "text: plain text; markdown: the Markdown of findings.md; json: every number with its interval, "
+                "method, unit and units behind it, for a paper's tables (default: %(default)s)",
+                kw={"choices": ("text", "markdown", "json"), "default": "text"},
+            ),
+            reports_dir_option(
+                "also write findings.md and the three figures (PNG + SVG) into this folder (new, empty, or this "
+                "store's findings of this series: nothing else is replaced)"
+            ),
+        ],
     )
     p.set_defaults(func=run)
 

@@ -16,9 +16,14 @@ import os
 import sys
 from pathlib import Path
 
-from .options import add_model_argument, add_resampling_arguments, add_store_argument, add_tasks_argument
+from dormant_tasks.grammar import model_option, store_option, tasks_option
+from dormant_tasks.options import Option
 
 # The choices of `dormant_tasks.evaluation.leaderboard_table.LEADERBOARD_FORMATS` (importing it here would load
+from dormant_tasks.statistics import resampling_options
+
+from .options import add_options
+
 # pyarrow into --help).
 FORMATS = ["markdown", "csv", "latex"]
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -32,48 +37,50 @@ def add_parser(subparsers) -> None:
         help="the leaderboard across models from the stored evaluations",
         description=__doc__.split("\n\n")[0],
     )
-    add_store_argument(p)
-    add_model_argument(
+    add_options(
         p,
-        "only these series: Hub ids, folders or names, space- or comma-separated (default: every swept model)",
-        required=False,
-        many=True,
-        role="series",
-    )
-    add_tasks_argument(p, "only these tasks, space- or comma-separated (default: every swept task)")
-    p.add_argument(
-        "--revision",
-        metavar="REV",
-        help="compare every model at this revision (default: main when evaluated, else each model's latest "
-        "evaluated checkpoint in training order)",
-    )
-    p.add_argument("--format", default="markdown", choices=FORMATS, help="table format (default: %(default)s)")
-    add_resampling_arguments(
-        p,
-        "bootstrap resamples of the items for each value's 95%% interval, where its run stored its items "
-        "(evaluate --log-samples); 0: no intervals",
-        low=0,
-    )
-    p.add_argument(
-        "--select-on",
-        choices=SELECT_ON,
-        metavar="HALF",
-        help="choose the best function ('ours', 'best of all functions') on this half of the items (even or odd "
-        "clusters: WinoGrande's twin pairs kept together, any other task's items by doc_id) and report its value "
-        "on the other half (default: chosen and reported on the same items, as the authors did); needs the "
-        "stored items",
-    )
-    p.add_argument(
-        "--reproduction",
-        action="store_true",
-        help="instead of the table: the seed leaderboard's published WinoGrande values beside ours, per (model, "
-        "function) cell it has, with the difference in points and the rendering each of ours used",
-    )
-    p.add_argument(
-        "--figure",
-        metavar="PATH",
-        help="also draw how models agree on the ranking of the functions (Spearman correlation of their AUCs) "
-        "to PATH (.png, .svg or .pdf); needs 2 models or more",
+        [
+            store_option(),
+            model_option(
+                "only these series: Hub ids, folders or names, space- or comma-separated (default: every swept model)",
+                required=False,
+                many=True,
+                role="series",
+            ),
+            tasks_option("only these tasks, space- or comma-separated (default: every swept task)"),
+            Option(
+                "--revision",
+                "compare every model at this revision (default: main when evaluated, else each model's latest "
+                "evaluated checkpoint in training order)",
+                kw={"metavar": "REV"},
+            ),
+            Option("--format", "table format (default: %(default)s)", kw={"default": "markdown", "choices": FORMATS}),
+            *resampling_options(
+                "bootstrap resamples of the items for each value's 95%% interval, where its run stored its items "
+                "(evaluate --log-samples); 0: no intervals",
+                low=0,
+            ),
+            Option(
+                "--select-on",
+                "choose the best function ('ours', 'best of all functions') on this half of the items (even or odd "
+                "clusters: WinoGrande's twin pairs kept together, any other task's items by doc_id) and report its "
+                "value on the other half (default: chosen and reported on the same items, as the authors did); needs "
+                "the stored items",
+                kw={"choices": SELECT_ON, "metavar": "HALF"},
+            ),
+            Option(
+                "--reproduction",
+                "instead of the table: the seed leaderboard's published WinoGrande values beside ours, per (model, "
+                "function) cell it has, with the difference in points and the rendering each of ours used",
+                kw={"action": "store_true"},
+            ),
+            Option(
+                "--figure",
+                "also draw how models agree on the ranking of the functions (Spearman correlation of their AUCs) to "
+                "PATH (.png, .svg or .pdf); needs 2 models or more",
+                kw={"metavar": "PATH"},
+            ),
+        ],
     )
     p.set_defaults(func=run)
 

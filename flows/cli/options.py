@@ -19,16 +19,12 @@ stdlib only here: building the parser stays light.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 
-from dormant_tasks.devices import DEVICE_FORMS, DType, parse_device, parse_dtype
 from dormant_tasks.errors import ConfigError, DormantError, did_you_mean
-from dormant_tasks.names import check_series_name, split_names
-from dormant_tasks.paths import default_store
-
-DTYPES = [d.value for d in DType]
+from dormant_tasks.names import split_names
+from dormant_tasks.options import Computed
 
 # Old spelling -> current option, per command (`dormant CMD`); each is accepted for one more release.
 RENAMED: dict[str, dict[str, str]] = {
@@ -153,159 +149,24 @@ class ListOption(argparse.Action):
         setattr(namespace, self.dest, list(dict.fromkeys(items)))
 
 
-# ---- the shared options ----
-
-
-def add_model_argument(parser, help: str, required: bool = True, many: bool = False, role: str = "source") -> None:
-    """`--model`: the thing analysed. `role` says what the cheap checks ask of it: `source` (must exist when
-    spelled as a path; a stored series' name finds its folder), `series` (a stored series: a folder is read as
-    its name), `checkpoint` (as `source`, and a folder must be one checkpoint, not a series), `new` (a folder this
-    command creates)."""
-    kwargs = {"action": ListOption} if many else {}
-    parser.add_argument(
-        "--model",
-        required=required,
-        metavar="MODEL",
-        help=help + (" (required)" if required else ""),
-        **kwargs,
-    )
-    parser.set_defaults(model_role=role)
-
-
-def add_stored_series_argument(parser) -> None:
-    """`--model` naming one series the store keeps (report, findings): optional when the store has only one."""
-    add_model_argument(
-        parser,
-        "the series: a Hub repo id, its local folder or that folder's name, as `dormant status` lists them "
-        "(default: the store's only series)",
-        required=False,
-        role="series",
-    )
-
-
-def add_store_argument(parser, use: str = "reads", published: bool = False) -> None:
-    """The one `--store` option of every command that reads or writes a store. `use`: `reads` (it must exist),
-    `writes` (it, or the folder it is created in, must take a file), `updates` (as `writes` for a store yet to be
-    created; an existing one may be read-only until the command has something to write) or `optional` (a stored
-    series' name). Checked by `store.layout.check_store_path` (`preflight`), as the library checks it. `published`:
-    the command also reads a series published on the Hub (`hf://datasets/ORG/NAME`, fetched by `preflight`)."""
-    parser.add_argument(
-        "--store",
-        default=str(default_store()),
-        metavar="DIR",
-        help="Parquet store folder (default: $DORMANT_STORE or ./data/store)"
-        + ("; or a published series, hf://datasets/ORG/NAME or a folder `dormant publish` wrote" if published else ""),
-    )
-    parser.set_defaults(store_use=use, store_published=published)
-
-
-def add_out_argument(parser, help: str, metavar: str = "FILE", required: bool = False) -> None:
-    """`--out`: what a command writes outside the store, a file (`score`) or a folder (`publish`)."""
-    parser.add_argument("--out", required=required, metavar=metavar, help=help)
-
-
-def series_name_type(text: str) -> str:
-    """`--series-name`, checked as the line is parsed (`names.check_series_name`): before anything is created."""
-    check_series_name(text)
-    return text
-
-
-def add_series_name_argument(parser) -> None:
-    parser.add_argument(
-        "--series-name",
-        type=series_name_type,
-        metavar="NAME",
-        help="store the series under NAME (default: the Hub id, or the folder's name); a second source with the "
-        "same name is refused, never merged",
-    )
-
-
-def add_reports_dir_argument(
-    parser, help: str = "report folder (default: <$DORMANT_REPORTS or ./reports>/<series slug>/)"
-) -> None:
-    parser.add_argument("--reports-dir", metavar="DIR", help=help)
-
-
-def cores_seen() -> int:
-    """The CPU cores this process may run on (its affinity: a container's or `taskset`'s limit, not the host's
-    count), as torch sees them by default; stdlib, so `--help` stays light."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _threads(text: str) -> int:
-    n = int(text) if text.strip().isdigit() else 0
-    if n < 1:
-        raise ConfigError(f"--threads {text}: give a whole number of 1 or more (this process may use {cores_seen()})")
-    return n
-
-
-def add_threads_argument(parser) -> None:
-    """`--threads`: torch's CPU threads for the tiny series' pretraining (`demo`, `pretrain-tiny`)."""
-    parser.add_argument(
-        "--threads",
-        type=_threads,
-        default=cores_seen(),
-        metavar="N",
-        help="torch CPU threads for the pretraining; its weights are the same for any N (default: the cores this "
-        "process may use, %(default)s here)",
-    )
-
-
-def add_tasks_argument(parser, help: str, default=None) -> None:
-    parser.add_argument("--tasks", action=ListOption, default=default, metavar="TASK", help=help)
-
-
-def add_scores_argument(parser, help: str, default=None, one: bool = False) -> None:
-    """`--scores`: score functions, space- or comma-separated; `one`: a command of one function takes one value
-    (its usage says `--scores FN`; a comma list is refused by the command, naming how many it got)."""
-    extra = {"nargs": None} if one else {}
-    parser.add_argument("--scores", action=ListOption, default=default, metavar="FN", help=help, **extra)
-
-
-def add_dtype_argument(parser) -> None:
-    parser.add_argument(
-        "--dtype",
-        default=DType.FLOAT32,
-        type=parse_dtype,
-        metavar="|".join(DTYPES),
-        help="model dtype (default: %(default)s)",
-    )
-
-
-def add_device_argument(parser, what: str) -> None:
-    parser.add_argument(
-        "--device",
-        default=parse_device("auto"),
-        type=parse_device,
-        metavar="DEVICE",
-        help=f"where to {what}: {DEVICE_FORMS} (default: %(default)s = cuda when a GPU is visible)",
-    )
-
-
-def add_calibration_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The calibration set and its batching, as `track` and `score` read them."""
-    parser.add_argument(
-        "--texts",
-        metavar="FILE",
-        help="calibration texts, UTF-8, one per line (default: WinoGrande dev sentences, blank filled)",
-    )
-    parser.add_argument(
-        "--limit",
-        type=int,
-        metavar="N",
-        help="first N texts of each calibration set, of --texts too: a file is read only that far "
-        "(default: 128; a longer file gives a note)",
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=None,
-        metavar="N",
-        help="inputs per forward pass (default: 8 on a CPU; on a GPU batches are cut by padded tokens alone)",
-    )
+def add_options(parser, options) -> None:
+    """Add declared options (`dormant_tasks.options.Option`: a request's fields, `options_of`, or a command's own)
+    to `parser`, each in its `--help` group (made on first use) in the order given."""
+    groups = {g.title: g for g in parser._action_groups}
+    for option in options:
+        target = parser
+        if option.group is not None:
+            target = groups.get(option.group) or groups.setdefault(
+                option.group, parser.add_argument_group(option.group)
+            )
+        kw = dict(option.kw)
+        if kw.get("action") == "list":
+            kw["action"] = ListOption
+        if isinstance(kw.get("default"), Computed):
+            kw["default"] = kw["default"].value()
+        target.add_argument(option.flag, help=option.help, **kw)
+        if option.defaults:
+            parser.set_defaults(**option.defaults)
 
 
 def add_global_flags(parser: argparse.ArgumentParser, default=False) -> None:
@@ -322,91 +183,3 @@ def add_global_flags(parser: argparse.ArgumentParser, default=False) -> None:
         if isinstance(action, argparse._SubParsersAction):
             for nested in action.choices.values():
                 add_global_flags(nested, default=argparse.SUPPRESS)
-
-
-def add_fdr_argument(parser, default=None, method_default=None) -> None:
-    """--fdr and --fdr-method: the false discovery rate of the heads called to change confident state."""
-    from dormant_tasks.statistics import FDR, FDR_METHOD, FDR_METHODS
-
-    parser.add_argument(
-        "--fdr",
-        type=float,
-        default=default,
-        metavar="Q",
-        help="false discovery rate of the heads called to change confident state (a confident transition goes "
-        f"between opposite confident states; docs/SCORES.md) (default: {FDR})",
-    )
-    parser.add_argument(
-        "--fdr-method",
-        choices=tuple(FDR_METHODS),
-        default=method_default,
-        help="its correction over heads: bh = Benjamini-Hochberg (independent or positively dependent heads), "
-        f"by = Benjamini-Yekutieli (any dependence) (default: {FDR_METHOD})",
-    )
-
-
-def add_statistics_arguments(parser) -> None:
-    """--fdr, --resamples and --seed: how the findings decide a confident transition and draw their intervals."""
-    from dormant_tasks.statistics import FDR, FDR_METHOD
-
-    add_fdr_argument(parser, FDR, FDR_METHOD)
-    add_resampling_arguments(parser, "bootstrap resamples (of layers and heads) for the findings' intervals")
-
-
-# The most bootstrap resamples a command takes: 50 times the default, past which an interval's ends no longer
-# move (a billion would run for days and be printed as if it had been used).
-MAX_RESAMPLES = 100_000
-
-
-def bounded_int(option: str, low: int, high: int, rule: str | None = None):
-    """An argparse `type` for an integer option from `low` to `high`: a value outside, or not an integer, is the
-    one-line ConfigError "OPTION must be RULE, got VALUE" (`rule` default: "from LOW to HIGH"), at parse time,
-    before any store is read."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise ConfigError(f"{option} must be {rule or f'from {low:,} to {high:,}'}, got {text}")
-        return value
-
-    parse.__name__ = option  # argparse's words for the option, should it name the type
-    return parse
-
-
-def seed_type(option: str = "--seed"):
-    """Every seed option's one rule, in the words of `track`'s request: an integer from 0 to `requests.MAX_SEED`."""
-    from dormant_tasks.requests import MAX_SEED
-
-    return bounded_int(option, 0, MAX_SEED, "0 or more (at most 2**63 - 1)")
-
-
-def add_resampling_arguments(parser, resamples_help: str, low: int = 1) -> None:
-    """--resamples and --seed: how many bootstrap resamples of what (`resamples_help`; from `low` to
-    `MAX_RESAMPLES`), drawn from which seed."""
-    from dormant_tasks.statistics import RESAMPLES, SEED
-
-    parser.add_argument(
-        "--resamples",
-        type=bounded_int(
-            "--resamples", low, MAX_RESAMPLES, f"from {low}{' (no intervals)' * (low == 0)} to {MAX_RESAMPLES:,}"
-        ),
-        default=RESAMPLES,
-        metavar="N",
-        help=f"{resamples_help} (default: %(default)s; at most {MAX_RESAMPLES:,})",
-    )
-    parser.add_argument(
-        "--seed", type=seed_type(), default=SEED, metavar="N", help="seed of the resampling (default: %(default)s)"
-    )
-
-
-def add_max_tokens_argument(parser) -> None:
-    """`--max-tokens`, one definition for `track` and `score`."""
-    parser.add_argument(
-        "--max-tokens",
-        type=int,
-        metavar="N",
-        help="truncate each input to N tokens (default: the model's context length)",
-    )

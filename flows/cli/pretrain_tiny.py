@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from .options import add_model_argument, add_threads_argument, seed_type
+from dormant_tasks.grammar import model_option, threads_option
+from dormant_tasks.options import Option, seed_type
+
+from .options import add_options
 
 DEFAULT_STEPS = 600  # = dormant_tasks.tiny.DEFAULT_STEPS (not imported: it loads torch; a test checks they agree)
 
@@ -15,22 +18,23 @@ def add_parser(subparsers) -> None:
         "demo corpus; save checkpoints named stage1-step{S}-tokens{T}K into the --model folder. Deterministic "
         "for a seed; a rerun with the same options is a no-op.",
     )
-    add_model_argument(parser, "folder of the series: new, empty, or a previous run's", role="new")
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=DEFAULT_STEPS,
-        metavar="N",
-        help="optimizer steps, the last one saved (default: %(default)s)",
+    add_options(
+        parser,
+        [
+            model_option("folder of the series: new, empty, or a previous run's", role="new"),
+            Option(
+                "--steps",
+                "optimizer steps, the last one saved (default: %(default)s)",
+                kw={"type": int, "default": DEFAULT_STEPS, "metavar": "N"},
+            ),
+            Option(
+                "--seed",
+                "seed for initialisation and data order (default: %(default)s)",
+                kw={"type": seed_type(), "default": 0, "metavar": "N"},
+            ),
+            threads_option(),
+        ],
     )
-    parser.add_argument(
-        "--seed",
-        type=seed_type(),
-        default=0,
-        metavar="N",
-        help="seed for initialisation and data order (default: %(default)s)",
-    )
-    add_threads_argument(parser)
     parser.set_defaults(func=run)
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import sys
 
-from .options import add_out_argument, add_scores_argument, add_store_argument, add_stored_series_argument
+from dormant_tasks.grammar import STORED_SERIES, out_option, scores_option, store_option
+from dormant_tasks.options import Option
+
+from .options import add_options
 
 
 def add_parser(subparsers) -> None:
@@ -18,22 +21,25 @@ def add_parser(subparsers) -> None:
         help="publish a tracked series as a Hugging Face dataset repo (or the same files in a folder)",
         description=__doc__.split("\n\n")[0],
     )
-    add_store_argument(p)
-    add_stored_series_argument(p)
+    add_options(p, [store_option(), STORED_SERIES])
     where = p.add_mutually_exclusive_group()  # one of them: `run` says so in one line when neither is given
-    where.add_argument(
-        "--repo-id",
-        metavar="ORG/NAME",
-        help="the dataset repo to upload to (created when missing), in one commit of the files that changed; the "
-        "token from HF_TOKEN or `hf auth login`",
-    )
-    add_out_argument(
+    add_options(
         where,
-        "instead of uploading, write the repo's files into this folder (new, empty, or this store's publication of "
-        "the series: nothing else is replaced)",
-        metavar="DIR",
+        [
+            Option(
+                "--repo-id",
+                "the dataset repo to upload to (created when missing), in one commit of the files that changed; the "
+                "token from HF_TOKEN or `hf auth login`",
+                kw={"metavar": "ORG/NAME"},
+            ),
+            out_option(
+                "instead of uploading, write the repo's files into this folder (new, empty, or this store's "
+                "publication of the series: nothing else is replaced)",
+                metavar="DIR",
+            ),
+        ],
     )
-    p.add_argument(
+    p.add_argument(  # two spellings: the one option whose flags are not one
         "--license",
         "--licence",
         dest="license",
@@ -42,21 +48,28 @@ def add_parser(subparsers) -> None:
         help="the licence the published tables are under, as the Hub spells it (e.g. cc-by-4.0, cc0-1.0, mit, "
         "other): required, never guessed",
     )
-    add_scores_argument(
-        p, "the score functions whose findings the findings table holds (default: ahon_ln when tracked)"
-    )
-    p.add_argument(
-        "--with-inputs",
-        action="store_true",
-        help="also publish the per-input scores and per-item evaluation rows the store keeps (their size is said "
-        "before anything is written)",
-    )
-    p.add_argument("--private", action="store_true", help="create the repo private (a repo that exists keeps its own)")
-    p.add_argument(
-        "--allow-foreign",
-        action="store_true",
-        help="publish into a repo that holds files dormant publish did not write (they are kept; files of the same "
-        "name are replaced)",
+    add_options(
+        p,
+        [
+            scores_option(
+                "the score functions whose findings the findings table holds (default: ahon_ln when tracked)"
+            ),
+            Option(
+                "--with-inputs",
+                "also publish the per-input scores and per-item evaluation rows the store keeps (their size is said "
+                "before anything is written)",
+                kw={"action": "store_true"},
+            ),
+            Option(
+                "--private", "create the repo private (a repo that exists keeps its own)", kw={"action": "store_true"}
+            ),
+            Option(
+                "--allow-foreign",
+                "publish into a repo that holds files dormant publish did not write (they are kept; files of the same "
+                "name are replaced)",
+                kw={"action": "store_true"},
+            ),
+        ],
     )
     p.set_defaults(func=run)
 

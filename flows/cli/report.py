@@ -3,33 +3,35 @@
 from __future__ import annotations
 
 from dormant_tasks.engine import DEFAULT_FN
+from dormant_tasks.grammar import STORED_SERIES, reports_dir_option, scores_option, store_option
+from dormant_tasks.options import Option
+from dormant_tasks.statistics import statistics_options
 
-from .options import (
-    add_reports_dir_argument,
-    add_scores_argument,
-    add_statistics_arguments,
-    add_store_argument,
-    add_stored_series_argument,
-)
+from .options import add_options
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "report", help="render the evolution report of a tracked model series", description=__doc__.splitlines()[0]
     )
-    add_store_argument(p, published=True)
-    add_stored_series_argument(p)
-    add_reports_dir_argument(p)
-    add_scores_argument(
-        p, f"the one function of the per-function figures (default: {DEFAULT_FN} when tracked)", one=True
+    add_options(
+        p,
+        [
+            store_option(published=True),
+            STORED_SERIES,
+            reports_dir_option(),
+            scores_option(
+                f"the one function of the per-function figures (default: {DEFAULT_FN} when tracked)", one=True
+            ),
+            Option(
+                "--hide-blips",
+                "draw the raster with blips undone: a head that changes state at a checkpoint and changes back at the "
+                "next one is shown in its earlier state there (docs/SCORES.md, Confidence)",
+                kw={"action": "store_true"},
+            ),
+            *statistics_options(),
+        ],
     )
-    p.add_argument(
-        "--hide-blips",
-        action="store_true",
-        help="draw the raster with blips undone: a head that changes state at a checkpoint and changes back at "
-        "the next one is shown in its earlier state there (docs/SCORES.md, Confidence)",
-    )
-    add_statistics_arguments(p)
     p.set_defaults(func=run)
 
 

@@ -13,17 +13,20 @@ import sys
 
 from dormant_tasks.atomic import cannot_create_in
 from dormant_tasks.checkpoints import source_for
-
-from .options import (
-    add_calibration_arguments,
-    add_device_argument,
-    add_dtype_argument,
-    add_max_tokens_argument,
-    add_model_argument,
-    add_out_argument,
-    add_scores_argument,
-    seed_type,
+from dormant_tasks.grammar import (
+    CALIBRATION_BATCH_SIZE,
+    LIMIT,
+    MAX_TOKENS,
+    TEXTS,
+    device_option,
+    dtype_option,
+    model_option,
+    out_option,
+    scores_option,
 )
+from dormant_tasks.options import Option, seed_type
+
+from .options import add_options
 
 OUT_FORMATS = (".parquet", ".csv")
 
@@ -34,22 +37,33 @@ def add_parser(subparsers) -> None:
         help="score every attention head of one model on a calibration set",
         description=__doc__.splitlines()[0],
     )
-    add_model_argument(p, "checkpoint folder or Hub repo id", role="checkpoint")
-    p.add_argument(
-        "--revision", default=None, metavar="REV", help="Hub branch, tag or commit (default: the repo's main)"
-    )
-    add_calibration_arguments(p)
-    add_dtype_argument(p)
-    add_device_argument(p, "score")
-    add_scores_argument(p, "score functions, space- or comma-separated (default: all 16, incl. random)")
-    p.add_argument(
-        "--seed", type=seed_type(), default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
-    )
-    add_max_tokens_argument(p)
-    add_out_argument(
+    add_options(
         p,
-        "output file, .parquet or .csv: its suffix names the format (required; new, or a Parquet file `dormant score` wrote: nothing else is replaced)",
-        required=True,
+        [
+            model_option("checkpoint folder or Hub repo id", role="checkpoint"),
+            Option(
+                "--revision",
+                "Hub branch, tag or commit (default: the repo's main)",
+                kw={"default": None, "metavar": "REV"},
+            ),
+            TEXTS,
+            LIMIT,
+            CALIBRATION_BATCH_SIZE,
+            dtype_option(),
+            device_option("score"),
+            scores_option("score functions, space- or comma-separated (default: all 16, incl. random)"),
+            Option(
+                "--seed",
+                "seed of the random baseline (default: %(default)s)",
+                kw={"type": seed_type(), "default": 0, "metavar": "N"},
+            ),
+            MAX_TOKENS,
+            out_option(
+                "output file, .parquet or .csv: its suffix names the format (required; new, or a Parquet file `dormant "
+                "score` wrote: nothing else is replaced)",
+                required=True,
+            ),
+        ],
     )
     p.set_defaults(func=run)
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+from dormant_tasks.options import Option
+
+from .options import add_options
 from .track import add_track_arguments, request_from_args
 
 
@@ -23,10 +26,17 @@ def add_parser(subparsers) -> None:
         epilog=__doc__.split("\n\n", 1)[1],
     )
     add_track_arguments(parser)
-    parser.add_argument(
-        "--cron", required=True, metavar="CRON", help='cron schedule, e.g. "0 3 * * *" (03:00 daily; required)'
+    add_options(
+        parser,
+        [
+            Option(
+                "--cron",
+                'cron schedule, e.g. "0 3 * * *" (03:00 daily; required)',
+                kw={"required": True, "metavar": "CRON"},
+            ),
+            Option("--name", "deployment name (default: track-<model>)", kw={"metavar": "NAME"}),
+        ],
     )
-    parser.add_argument("--name", metavar="NAME", help="deployment name (default: track-<model>)")
     parser.set_defaults(func=run)
 
 

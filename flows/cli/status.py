@@ -8,9 +8,11 @@ from __future__ import annotations
 import sys
 
 from dormant_tasks.engine import DEFAULT_FN
+from dormant_tasks.grammar import store_option
+from dormant_tasks.options import Option
 from dormant_tasks.text import plural
 
-from .options import add_store_argument
+from .options import add_options
 
 # The v1 "dormant head" rule, the function the status line summarises.
 MAIN_FN = DEFAULT_FN
@@ -20,12 +22,17 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "status", help="summarise the model series stored in a Parquet store", description=__doc__.split("\n\n")[0]
     )
-    add_store_argument(p, published=True)
-    p.add_argument(
-        "--verify",
-        action="store_true",
-        help="read every byte of the store: each file's content checksum and page checksums (plain status checks "
-        "every file's size, footer and columns, and the content of all but the per-checkpoint results)",
+    add_options(
+        p,
+        [
+            store_option(published=True),
+            Option(
+                "--verify",
+                "read every byte of the store: each file's content checksum and page checksums (plain status checks "
+                "every file's size, footer and columns, and the content of all but the per-checkpoint results)",
+                kw={"action": "store_true"},
+            ),
+        ],
     )
     p.set_defaults(func=run)
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import add_model_argument, add_store_argument
+from dormant_tasks.grammar import model_option, store_option
+from dormant_tasks.options import Option
+
+from .options import add_options
+
+NO_WAIT = Option(
+    "--no-wait",
+    "when another run is writing a series, stop at once (exit 2) instead of waiting for it",
+    kw={"action": "store_true"},
+)
 
 
 def add_parser(subparsers) -> None:
@@ -21,7 +30,7 @@ def add_parser(subparsers) -> None:
         description="Rewrite a store of an older schema version in place (atomically "
         "per file, the marker last; rerun it after an interruption).",
     )
-    add_store_argument(upgrade, use="writes")
+    add_options(upgrade, [store_option(use="writes")])
     upgrade.set_defaults(func=run_upgrade)
     repair = actions.add_parser(
         "repair",
@@ -34,17 +43,21 @@ def add_parser(subparsers) -> None:
         "killed writer), and derive transitions, histories and agreement again where they are missing, damaged "
         "or stale.",
     )
-    add_store_argument(repair, use="writes")
-    repair.add_argument(
-        "--check",
-        action=_CheckOnly,
-        nargs=0,
-        help="only report damaged files, by name (exit 2 when there are any); writes nothing, so it runs on a full "
-        "disk or a read-only store",
-    )
-    _add_no_wait(repair)
-    add_model_argument(
-        repair, "repair one series: its Hub id, folder or name (default: every series)", required=False, role="series"
+    add_options(
+        repair,
+        [
+            store_option(use="writes"),
+            Option(
+                "--check",
+                "only report damaged files, by name (exit 2 when there are any); writes nothing, so it runs on a full "
+                "disk or a read-only store",
+                kw={"action": _CheckOnly, "nargs": 0},
+            ),
+            NO_WAIT,
+            model_option(
+                "repair one series: its Hub id, folder or name (default: every series)", required=False, role="series"
+            ),
+        ],
     )
     repair.set_defaults(func=run_repair)
     gc = actions.add_parser(
@@ -53,11 +66,16 @@ def add_parser(subparsers) -> None:
         description="Drop the per-input scores kept by `dormant track --input-scores keep|auto`: the masks, "
         "transitions and reports stay; a later `--retau` loads the models again instead of re-aggregating.",
     )
-    add_store_argument(gc, use="writes")
-    add_model_argument(
-        gc, "one series: its Hub id, folder or name (default: every series)", required=False, role="series"
+    add_options(
+        gc,
+        [
+            store_option(use="writes"),
+            model_option(
+                "one series: its Hub id, folder or name (default: every series)", required=False, role="series"
+            ),
+            NO_WAIT,
+        ],
     )
-    _add_no_wait(gc)
     gc.set_defaults(func=run_gc)
 
 
@@ -67,14 +85,6 @@ class _CheckOnly(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         namespace.check = True
         namespace.store_use = "reads"
-
-
-def _add_no_wait(parser) -> None:
-    parser.add_argument(
-        "--no-wait",
-        action="store_true",
-        help="when another run is writing a series, stop at once (exit 2) instead of waiting for it",
-    )
 
 
 def run_upgrade(args: argparse.Namespace) -> int:

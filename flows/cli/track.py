@@ -9,175 +9,39 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dormant_tasks.engine import ALL_IDS, TRACKED_IDS
-from dormant_tasks.store import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
+from dormant_tasks.options import Option
+from dormant_tasks.store import INPUT_SCORES_AUTO_LIMIT
 from dormant_tasks.text import plural
-from dormant_tasks.tracking import bundled_set_names
 
-from .checkpoints import add_selection_arguments, add_tokens_per_step_argument
-from .options import (
-    add_calibration_arguments,
-    add_device_argument,
-    add_dtype_argument,
-    add_fdr_argument,
-    add_max_tokens_argument,
-    add_model_argument,
-    add_reports_dir_argument,
-    add_scores_argument,
-    add_series_name_argument,
-    add_store_argument,
-)
+from .options import add_options
 
-CALIBRATION_SETS = bundled_set_names()
 INPUT_SCORES_NOTE = {
     "auto": f"kept while a checkpoint has at most {INPUT_SCORES_AUTO_LIMIT:,} values; `dormant store gc` drops them",
     "keep": "kept; `dormant store gc` drops them",
     "drop": "not kept: a later --retau loads the models again",
 }
+# `track`'s own options beside its request's (`TrackRequest`'s fields declare those)
+OWN = (
+    Option(
+        "--request",
+        "run a saved request again (a <store>/requests/.../*.json file); no other option",
+        kw={"metavar": "FILE"},
+    ),
+    Option(
+        "--no-wait",
+        "when another run is writing the same series, stop at once (exit 2) instead of waiting for it",
+        "execution",
+        {"action": "store_true"},
+    ),
+)
 
 
 def add_track_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of a track run; shared with `dormant serve`."""
-    add_model_argument(
-        parser,
-        "the series: a Hub repo id (e.g. allenai/OLMo-2-0425-1B), a folder of checkpoint folders, or the name of a "
-        "local series the store keeps (required unless --request)",
-        required=False,
-    )
-    add_store_argument(parser, use="updates")  # a finished rerun answers from a read-only store
-    add_series_name_argument(parser)
-    parser.add_argument(
-        "--request",
-        metavar="FILE",
-        help="run a saved request again (a <store>/requests/.../*.json file); no other option",
-    )
-    add_tokens_per_step_argument(parser)
-    add_selection_arguments(parser)
-    g = parser.add_argument_group('budgeted search (docs/USAGE.md, "Budgeted search")')
-    g.add_argument(
-        "--budget",
-        type=int,
-        metavar="N",
-        help="score at most N checkpoints of the selection in all (those stored count): a coarse pass log-spaced "
-        "in tokens, then the middle checkpoint of the intervals where dormancy changed, until every change lies "
-        "between adjacent checkpoints or N are scored; a rerun continues (default: score every one)",
-    )
-    g.add_argument(
-        "--resolution",
-        type=float,
-        metavar="R",
-        help="with --budget: stop refining an interval once its end has at most (1+R) times its start's tokens "
-        "(e.g. 0.1: within 10%%; default: down to adjacent checkpoints)",
-    )
-    g = parser.add_argument_group("scoring")
-    left_out = [fn for fn in ALL_IDS if fn not in TRACKED_IDS]
-    add_scores_argument(
-        g,
-        f"score functions, space- or comma-separated, or 'all' (default: the {len(TRACKED_IDS)} whose default taus "
-        f"mark heads on any model, all but {', '.join(left_out)}, which --scores all adds; a tracked series: its "
-        "own; docs/SCORES.md §4)",
-    )
-    g.add_argument(
-        "--tau",
-        action="append",
-        default=[],
-        metavar="FN=VALUE|FN=qQ",
-        dest="taus",
-        help="fix a tau: a value (ahon_ln=0.4) or a quantile of the reference checkpoint (ahon=q0.15); repeatable",
-    )
-    g.add_argument(
-        "--reference",
-        metavar="REV",
-        help="reference checkpoint of quantile taus (default: the last checkpoint of the whole series)",
-    )
-    g.add_argument(
-        "--retau",
-        action="store_true",
-        help="replace the series' stored taus (re-aggregates from kept per-input scores, else rescores)",
-    )
-    add_calibration_arguments(g)
-    g.add_argument(
-        "--calibration",
-        action="append",
-        metavar="NAME",
-        help="a calibration set, repeatable: a bundled set or a UTF-8 text file (one text per line); every set "
-        "is scored on each loaded checkpoint and keeps its own taus, masks and transitions; the first is the "
-        "series' primary set. Bundled: " + ", ".join(CALIBRATION_SETS) + " (default: winogrande). A plain name "
-        "is the set's first N texts (--limit; winogrande's are the authors' protocol); NAME:K is the K-th of "
-        "disjoint sets drawn at random (seed 0) from all of NAME, cluster-whole (WinoGrande twins together), "
-        "e.g. winogrande:1 winogrande:2 to compare two samples of one text; FILE:K is the K-th block of N lines "
-        "of a file (a contiguous cut), or its K-th disjoint draw with --sample",
-    )
-    g.add_argument(
-        "--sample",
-        type=int,
-        metavar="N",
-        help="draw N texts of each text file at random (seed 0), cluster-whole, instead of taking its first lines; "
-        "FILE:K is then the K-th of disjoint draws",
-    )
-    g.add_argument(
-        "--cluster-field",
-        metavar="NAME",
-        help='text files are JSON Lines: a string "text" and, in NAME, its cluster (texts of one document or '
-        "source file), kept together by draws and by the input-dependence test (default: one line, one cluster)",
-    )
-    add_max_tokens_argument(g)
-    g.add_argument(
-        "--max-batch-tokens",
-        type=int,
-        metavar="N",
-        help="padded tokens per batch, which bounds attention memory (default: the engine's budget)",
-    )
-    add_dtype_argument(g)
-    add_device_argument(g, "score")
-    g.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="seed of the random baseline (default: %(default)s)"
-    )
-    g.add_argument(
-        "--input-scores",
-        choices=[p.value for p in InputScoresPolicy],
-        help="keep per-input scores (float32; they let --retau skip the model): auto keeps them while a "
-        f"checkpoint has at most {INPUT_SCORES_AUTO_LIMIT:,} values (default: auto); "
-        "`dormant store gc` drops them later",
-    )
-    g = parser.add_argument_group("checkpoints on disk")
-    g.add_argument(
-        "--cache-dir", metavar="DIR", help="Hugging Face cache folder for downloads (default: $HF_HUB_CACHE)"
-    )
-    g.add_argument("--keep-checkpoints", action="store_true", help="keep downloaded revisions after scoring")
-    g = parser.add_argument_group("execution")
-    g.add_argument(
-        "--runner",
-        default="local",
-        choices=["local", "dask"],
-        help="local: one checkpoint at a time, next download overlapped; dask: one task per "
-        "checkpoint on a Dask cluster (default: %(default)s)",
-    )
-    g.add_argument("--address", metavar="URL", help="scheduler of an existing Dask cluster (with --runner dask)")
-    g.add_argument(
-        "--workers", type=int, metavar="N", help="workers of a local Dask cluster, with --runner dask (default: 2)"
-    )
-    g.add_argument(
-        "--fail-fast",
-        action="store_true",
-        help="stop at the first checkpoint that cannot be downloaded, loaded or scored (default: record it as "
-        "failed, go on with the rest, exit 3)",
-    )
-    g.add_argument(
-        "--keep-duplicates",
-        action="store_true",
-        help="score the branches the integrity audit sets aside (a full duplicate of another step, a second branch "
-        "at one step) and partial duplicates, marked (default: set aside before any download; `dormant checkpoints "
-        "--audit` lists them)",
-    )
-    g.add_argument(
-        "--no-wait",
-        action="store_true",
-        help="when another run is writing the same series, stop at once (exit 2) instead of waiting for it",
-    )
-    add_fdr_argument(g)
-    g.add_argument("--no-report", action="store_true", help="do not render the report at the end")
-    add_reports_dir_argument(g)
+    """The options of a track run (its request's fields and `OWN`); shared with `dormant serve` and `deploy`."""
+    from dormant_tasks.options import options_of
+    from dormant_tasks.tracking import TrackRequest
+
+    add_options(parser, [*options_of(TrackRequest), *OWN])
 
 
 def request_from_args(args: argparse.Namespace):
@@ -198,34 +62,35 @@ def replayed_request(args: argparse.Namespace):
     import dataclasses
 
     from dormant_tasks.errors import ConfigError
+    from dormant_tasks.options import options_of
     from dormant_tasks.tracking import SELECTION_OPTIONS, TrackRequest
 
     saved = TrackRequest.from_file(args.request)
-    names = {f.name for f in dataclasses.fields(TrackRequest)}
-    given = sorted(d for d in getattr(args, "given", ()) if d in SELECTION_OPTIONS or _field(d) in names)
+    declared = {o.dest: o for o in options_of(TrackRequest)}
+    given = {d: _listed(getattr(args, d)) for d in sorted(getattr(args, "given", ())) if d in declared}
     if not given:
         return saved
-    fields, selection = {}, {}
-    for dest in given:
-        value = getattr(args, dest)
-        value = tuple(value) if isinstance(value, list) else value
-        if dest in SELECTION_OPTIONS:
-            selection[SELECTION_OPTIONS[dest]] = value
-        else:
-            fields[_field(dest)] = not value if dest == "no_report" else value
+    selection = {SELECTION_OPTIONS[d]: given[d] for d in given if d in SELECTION_OPTIONS}
+    fields = TrackRequest.fields_of_options({d: v for d, v in given.items() if d not in SELECTION_OPTIONS})
     if selection:
         fields["selection"] = dataclasses.replace(saved.selection, **selection)
-    flags = ", ".join(_flag(d) for d in given)
+    flags = ", ".join(declared[d].flag for d in given)
     try:
         asked = dataclasses.replace(saved, **fields)
     except ConfigError as e:
         raise ConfigError(f"--request {args.request} with {flags}: {e}") from None
-    differ = [d for d in given if _value(asked, d) != _value(saved, d)]
+
+    def value(request, dest):  # the request's value of an option (a selection option: of its selection)
+        if dest in SELECTION_OPTIONS:
+            return getattr(request.selection, SELECTION_OPTIONS[dest])
+        return getattr(request, declared[dest].field)
+
+    differ = [d for d in given if value(asked, d) != value(saved, d)]
     if differ:
-        said = _value(saved, differ[0])
+        said = value(saved, differ[0])
         said = " ".join(map(str, said)) if isinstance(said, tuple) else "unset" if said is None else said
-        said = "" if isinstance(said, bool) else f" (the file's {_flag(differ[0])}: {said})"
-        flags = ", ".join(_flag(d) for d in differ)
+        said = "" if isinstance(said, bool) else f" (the file's {declared[differ[0]].flag}: {said})"
+        flags = ", ".join(declared[d].flag for d in differ)
         raise ConfigError(
             f"--request {args.request} replays a saved request: {flags} differ{'s' if len(differ) == 1 else ''} "
             f"from it{said}; drop {flags}, or edit the file"
@@ -233,24 +98,8 @@ def replayed_request(args: argparse.Namespace):
     return saved
 
 
-def _field(dest: str) -> str:
-    """The request field the option `dest` sets."""
-    from dormant_tasks.tracking import OPTION_FIELDS
-
-    return {**OPTION_FIELDS, "no_report": "report"}.get(dest, dest)
-
-
-def _value(request, dest: str):
-    """The request's value of the option `dest` (a selection option reads the selection)."""
-    from dormant_tasks.tracking import SELECTION_OPTIONS
-
-    if dest in SELECTION_OPTIONS:
-        return getattr(request.selection, SELECTION_OPTIONS[dest])
-    return getattr(request, _field(dest))
-
-
-def _flag(dest: str) -> str:
-    return {"max_n": "--max", "taus": "--tau"}.get(dest, "--" + dest.replace("_", "-"))
+def _listed(value):
+    return tuple(value) if isinstance(value, list) else value
 
 
 def add_parser(subparsers) -> None:
@@ -263,7 +112,7 @@ def add_parser(subparsers) -> None:
         epilog=DORMANT_RULE,  # the rule of the masks it stores, in its --help's one sentence
     )
     add_track_arguments(parser)
-    add_dry_run_arguments(parser)
+    add_options(parser, DRY_RUN_OPTIONS)
     parser.set_defaults(func=run)
 
 
@@ -277,22 +126,23 @@ class _DryRun(argparse.Action):
 DEFAULT_BANDWIDTH = "1Gbit/s"  # --dry-run's download rate when none is given
 
 
-def add_dry_run_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("before you download")
-    g.add_argument(
+DRY_RUN = "before you download"
+DRY_RUN_OPTIONS = (
+    Option(
         "--dry-run",
-        nargs=0,
-        action=_DryRun,
-        default=False,
-        help="list what the run would score and download (the Hub listing's sizes), the disk it needs at once "
-        "and the download time, then stop: nothing downloaded, nothing written",
-    )
-    g.add_argument(
+        "list what the run would score and download (the Hub listing's sizes), the disk it needs at once and the "
+        "download time, then stop: nothing downloaded, nothing written",
+        DRY_RUN,
+        {"nargs": 0, "action": _DryRun, "default": False},
+    ),
+    Option(
         "--bandwidth",
-        metavar="RATE",
-        help=f"--dry-run's download rate, e.g. 100MB/s or 1Gbit/s (default: {DEFAULT_BANDWIDTH})",
-    )
-    g.add_argument("--format", choices=("text", "json"), help="--dry-run's output (default: text)")
+        f"--dry-run's download rate, e.g. 100MB/s or 1Gbit/s (default: {DEFAULT_BANDWIDTH})",
+        DRY_RUN,
+        {"metavar": "RATE"},
+    ),
+    Option("--format", "--dry-run's output (default: text)", DRY_RUN, {"choices": ("text", "json")}),
+)
 
 
 # Exit codes of `dormant track` (and `dormant demo`): 0 every selected checkpoint is stored; 2 bad input (the

@@ -57,11 +57,13 @@ RANKS = {
     "dormant_tasks.hashing": 1,
     "dormant_tasks.names": 1,
     "dormant_tasks.offline": 1,
-    "dormant_tasks.requests": 1,
+    "dormant_tasks.options": 1,  # command-line options, declared as data (the requests' fields read it)
+    "dormant_tasks.requests": 2,
     "dormant_tasks.engine": 2,
     "dormant_tasks.checkpoints": 2,
     "dormant_tasks.store": 2,
     "dormant_tasks.statistics": 2,
+    "dormant_tasks.grammar": 2,  # the options several commands share
     "dormant_tasks.tracking": 3,
     "dormant_tasks.outputs": 3,
     "dormant_tasks.findings": 4,
