@@ -170,3 +170,25 @@ def test_status_says_when_the_transitions_lag_the_stored_checkpoints(series_stor
     assert "transitions derived over 5 of 6 checkpoints" in line and "`dormant track` derives them" in line
     tracker.derive_series(TrackRequest(source=MODEL, store=str(series_store), report=False))
     assert "transitions derived over" not in series_line(series_store, MODEL)
+
+
+def test_a_reader_outside_the_tool_sees_every_row_once_a_run_has_stored_the_decision(series_store):
+    """docs/DATA_CONTRACT.md, "Reading the store without this project": while appends' parts and a pending decision
+    are on disk, pyarrow's dataset discovery misses the parts' rows and sees `confident` null (never False); the
+    API's one call gives every row, decided; after a run holding the series has read them (a `dormant track`
+    rerun's report), the plain dataset read is those rows."""
+    import pyarrow.dataset as ds
+
+    def outside():  # as the contract's pyarrow example reads a table
+        t = ds.dataset(series_store / "transitions", format="parquet", partitioning="hive").to_table()
+        return t.drop_columns(["series"]).select(want.column_names).sort_by(order)
+
+    list(append_in_order(series_store, 6))
+    assert parts_of(series_store)
+    order = [(c, "ascending") for c in ("score_fn", "to_step", "layer", "head_index")]
+    want = SeriesView.open(series_store, MODEL).transitions().sort_by(order)
+    before = outside()
+    assert before.num_rows < want.num_rows and before.column("confident").null_count == before.num_rows
+    with hold_series(series_store, MODEL):  # what `dormant track` run again without --no-report does at its report
+        SeriesView.open(series_store, MODEL).transitions()
+    assert not parts_of(series_store) and outside().equals(want)
