@@ -54,10 +54,14 @@ import torch
 from dormant_tasks.engine.adapters import FamilyAdapter, float_weight
 from dormant_tasks.engine.cpu_attention_adapter import fused_cpu_attention
 from dormant_tasks.engine.score_functions import (
+    RAW_IDS,
+    RAW_STATISTICS,
     SCORE_FUNCTIONS,
     Normaliser,
+    Reduce,
     get_score_function,
     is_inactive,
+    quantities,
     raw_statistics,
 )
 from dormant_tasks.errors import ScoringError
@@ -69,13 +73,6 @@ KERNELS = ("auto", "triton", "torch")  # ScoringSession.kernel
 # torch's fused CPU attention that also returns the log-sum-exp; None where this torch's op is missing or its
 # signature changed (the engine then takes the public sdpa and the query-block rows)
 _FUSED_CPU: Any = fused_cpu_attention()
-
-# The raw statistics (score_functions.RAW_IDS) by the per-query quantities they are computed from: a function
-# reads one or two of them (its registry record), and each group is computed when any of its statistics is needed.
-ATTENTION_ROWS = frozenset({"awft", "aeqd"})  # the first-token weight and the entropy of each query's softmax row
-OUTPUT_NORMS = frozenset({"ahon", "lthon"})  # the norm of each query's head output
-VALUE_NORMS = frozenset({"ftvvn", "avvn"})  # the norm of each key's value vector
-FULL_OUTPUT_NORMS = frozenset({"fhon"})  # the norm of each query's head output through W_O[h]
 
 
 @dataclass(frozen=True)
@@ -210,18 +207,19 @@ def layer_scores(
     `window`: the layer's sliding window where the input is longer than it (None: full causal attention)."""
     needed = session.needed()
     raws = raw_statistics(needed)  # the raw statistics they read
-    batch, n_heads, seq, _ = query.shape
+    wanted = quantities(raws)  # the per-position quantities those read (score_functions.RAW_STATISTICS)
+    seq = query.shape[2]
     lengths = session.lengths.to(query.device)  # [batch]
     valid = (torch.arange(seq, device=query.device) < lengths[:, None]).double()  # [batch, seq]
-    n_rep = n_heads // key.shape[1]
-    raw: dict[str, torch.Tensor] = {}
-    _value_scores(raw, value, n_rep, valid, lengths, raws)
+    per: dict[str, torch.Tensor] = {}  # quantity -> [batch, head, seq]
+    if "value_norm" in wanted:
+        per["value_norm"] = _value_norms(value, query.shape[1] // key.shape[1])
 
-    if raws & ATTENTION_ROWS:
+    if wanted & {"first_weight", "entropy"}:
         q32 = query.float()  # [batch, head, seq, d]
-        k32 = _repeat_kv(key.float(), n_rep)  # [batch, head, seq, d]
+        k32 = _repeat_kv(key.float(), query.shape[1] // key.shape[1])  # [batch, head, seq, d]
         fused = session.query_block is None and query.device.type == "cpu" and _FUSED_CPU is not None
-        if fused and lse is not None and "aeqd" not in raws:
+        if fused and lse is not None and "entropy" not in wanted:
             first = _first_weight(q32, k32, scaling, lse, window)  # [batch, head, seq]
             entropy = None
         elif fused:
@@ -233,21 +231,37 @@ def layer_scores(
             # Query 0 sees only itself: entropy exactly 0, whatever the rounding of lse - z.
             entropy = entropy.clamp_min(0.0)  # [batch, head, seq]
             entropy[:, :, 0] = 0.0
-            raw["aeqd"] = _masked_mean(entropy, valid, lengths)
-        raw["awft"] = _masked_mean(first, valid, lengths)
+            per["entropy"] = entropy
+        per["first_weight"] = first
 
     o32 = attn_output.float()  # [batch, head, seq, d]
-    if raws & OUTPUT_NORMS:
-        o_norm = o32.norm(dim=-1)  # [batch, head, seq]
-        raw["ahon"] = _masked_mean(o_norm, valid, lengths)
-        last = (lengths - 1)[:, None, None].expand(batch, n_heads, 1)  # [batch, head, 1]
-        raw["lthon"] = o_norm.gather(2, last)[..., 0].double()  # [batch, head]
-
-    if raws & FULL_OUTPUT_NORMS:
-        gram = _layer_gram(module, session, n_heads)  # [head, d, d]
+    if "output_norm" in wanted:
+        per["output_norm"] = o32.norm(dim=-1)  # [batch, head, seq]
+    if "full_output_norm" in wanted:
+        gram = _layer_gram(module, session, query.shape[1])  # [head, d, d]
         sq = torch.einsum("bhsd,hde,bhse->bhs", o32, gram, o32)  # [batch, head, seq] = ||o W_O[h]^T||^2
-        raw["fhon"] = _masked_mean(sq.clamp_min(0.0).sqrt(), valid, lengths)
-    return _final_scores(raw, needed, session, module.layer_idx, query.device)
+        per["full_output_norm"] = sq.clamp_min(0.0).sqrt()
+    return _final_scores(reduce_raw(per, raws, valid, lengths), needed, session, module.layer_idx, query.device)
+
+
+def reduce_raw(per: dict[str, torch.Tensor], raws, valid: torch.Tensor, lengths: torch.Tensor) -> dict:
+    """Each raw statistic of `raws` [batch, head] float64 from the per-position quantities `per` ([batch, head, seq]
+    each), as its record says (score_functions.RAW_STATISTICS): the mean over the input's positions, its last
+    position, or position 0. `valid` [batch, seq]: the positions that are not padding; `lengths` [batch]."""
+    out = {}
+    for name in RAW_IDS:  # the registry's order
+        if name not in raws:
+            continue
+        stat = RAW_STATISTICS[name]
+        x = per[stat.quantity]
+        if stat.reduce is Reduce.MEAN:
+            out[name] = _masked_mean(x, valid, lengths)
+        elif stat.reduce is Reduce.LAST:
+            last = (lengths - 1)[:, None, None].expand(x.shape[0], x.shape[1], 1)  # [batch, head, 1]
+            out[name] = x.gather(2, last)[..., 0].double()
+        else:
+            out[name] = x[:, :, 0].double()
+    return out
 
 
 def _layer_gram(module, session: ScoringSession, n_heads: int) -> torch.Tensor:
@@ -258,12 +272,9 @@ def _layer_gram(module, session: ScoringSession, n_heads: int) -> torch.Tensor:
     return session.gram[module.layer_idx]
 
 
-def _value_scores(raw: dict, value, n_rep: int, valid, lengths, raws: set[str]) -> None:
-    """ftvvn and avvn into `raw`, from the KV heads' value norms (repeated per query head only as [batch, head, seq])."""
-    if raws & VALUE_NORMS:
-        v_norm = _repeat_kv(value.float().norm(dim=-1, keepdim=True), n_rep)[..., 0]  # [batch, head, seq]
-        raw["ftvvn"] = v_norm[:, :, 0].double()
-        raw["avvn"] = _masked_mean(v_norm, valid, lengths)
+def _value_norms(value: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """The norm of each key's value vector, per query head [batch, head, seq] (the KV heads' norms, repeated)."""
+    return _repeat_kv(value.float().norm(dim=-1, keepdim=True), n_rep)[..., 0]
 
 
 def _final_scores(raw: dict, needed: set[str], session: ScoringSession, layer: int, device) -> dict[str, torch.Tensor]:
@@ -301,30 +312,26 @@ def triton_layer_scores(
 
     needed = session.needed()
     raws = raw_statistics(needed)  # the raw statistics they read
-    batch, n_heads, seq, _ = query.shape
+    wanted = quantities(raws)  # the per-position quantities those read (score_functions.RAW_STATISTICS)
+    n_heads, seq = query.shape[1], query.shape[2]
     lengths = session.lengths.to(query.device)  # [batch]
     valid = (torch.arange(seq, device=query.device) < lengths[:, None]).double()  # [batch, seq]
-    entropy = "aeqd" in raws
-    first = "awft" in raws
-    norm = bool(raws & OUTPUT_NORMS)
-    gram = _layer_gram(module, session, n_heads) if raws & FULL_OUTPUT_NORMS else None
+    gram = _layer_gram(module, session, n_heads) if "full_output_norm" in wanted else None
     out, stats = tri.attention_with_stats(
-        query, key, value, scaling, entropy=entropy, first_weight=first, norm=norm, gram=gram, window=window
+        query,
+        key,
+        value,
+        scaling,
+        entropy="entropy" in wanted,
+        first_weight="first_weight" in wanted,
+        norm="output_norm" in wanted,
+        gram=gram,
+        window=window,
     )  # [batch, seq, head, d], [batch, head, 4, seq]
-    means = (stats.double() * valid[:, None, None, :]).sum(-1) / lengths[:, None, None]  # [batch, head, 4]
-    raw: dict[str, torch.Tensor] = {}
-    if entropy:
-        raw["aeqd"] = means[..., tri.STAT_ENTROPY]
-    if first:
-        raw["awft"] = means[..., tri.STAT_FIRST]
-    if norm:
-        raw["ahon"] = means[..., tri.STAT_NORM]
-        last = (lengths - 1)[:, None].expand(batch, n_heads)[:, :, None]  # [batch, head, 1]
-        raw["lthon"] = stats[:, :, tri.STAT_NORM].gather(2, last)[..., 0].double()  # [batch, head]
-    if gram is not None:
-        raw["fhon"] = means[..., tri.STAT_FULL_NORM]
-    _value_scores(raw, value, n_heads // key.shape[1], valid, lengths, raws)
-    return out, _final_scores(raw, needed, session, module.layer_idx, query.device)
+    per = {q: stats[:, :, tri.STATS[q]] for q in wanted if q in tri.STATS}  # quantity -> [batch, head, seq]
+    if "value_norm" in wanted:
+        per["value_norm"] = _value_norms(value, n_heads // key.shape[1])
+    return out, _final_scores(reduce_raw(per, raws, valid, lengths), needed, session, module.layer_idx, query.device)
 
 
 def _use_triton(session: ScoringSession, query: torch.Tensor) -> bool:

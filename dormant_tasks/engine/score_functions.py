@@ -188,6 +188,42 @@ TRACKED_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.
 RAW_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.raw == k)
 
 
+class Reduce(StrEnum):
+    """How a raw statistic reduces its per-position quantity [batch, head, seq] to one value per input and head."""
+
+    MEAN = "mean"  # over the input's positions (padding left out)
+    LAST = "last"  # at the input's last position
+    FIRST = "first"  # at position 0
+
+
+@dataclass(frozen=True)
+class RawStatistic:
+    """How the engine computes a raw statistic: the per-position quantity it reads and its reduction. Both the torch
+    path (`engine.attention.layer_scores`) and the Triton kernel's (`triton_layer_scores`) compute each quantity
+    once, whichever statistics read it, and reduce them through this table (`attention.reduce_raw`)."""
+
+    quantity: str  # first_weight, entropy: of each query's softmax row; output_norm, full_output_norm: of each query's
+    # head output (through W_O[h] for the full norm); value_norm: of each key's value vector
+    reduce: Reduce
+
+
+RAW_STATISTICS: dict[str, RawStatistic] = {
+    "awft": RawStatistic("first_weight", Reduce.MEAN),
+    "aeqd": RawStatistic("entropy", Reduce.MEAN),
+    "ftvvn": RawStatistic("value_norm", Reduce.FIRST),
+    "avvn": RawStatistic("value_norm", Reduce.MEAN),
+    "lthon": RawStatistic("output_norm", Reduce.LAST),
+    "ahon": RawStatistic("output_norm", Reduce.MEAN),
+    "fhon": RawStatistic("full_output_norm", Reduce.MEAN),
+}
+assert tuple(RAW_STATISTICS) == RAW_IDS, "every raw statistic of the registry has its record, in its order"
+
+
+def quantities(raws) -> set[str]:
+    """The per-position quantities the raw statistics `raws` read."""
+    return {RAW_STATISTICS[r].quantity for r in raws}
+
+
 def get_score_function(name: str) -> ScoreFunction:
     try:
         return SCORE_FUNCTIONS[name]

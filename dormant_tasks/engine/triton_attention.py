@@ -37,6 +37,13 @@ except ImportError:  # the optional extra is not installed: the engine keeps its
 INTERPRETED = triton is not None and bool(triton.knobs.runtime.interpret)
 
 STAT_ENTROPY, STAT_FIRST, STAT_NORM, STAT_FULL_NORM = range(4)
+# The kernel's statistics by the per-position quantity they are (engine.score_functions.RAW_STATISTICS)
+STATS = {
+    "entropy": STAT_ENTROPY,
+    "first_weight": STAT_FIRST,
+    "output_norm": STAT_NORM,
+    "full_output_norm": STAT_FULL_NORM,
+}
 N_STATS = 4
 KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_HEAD_DIM = 256
@@ -288,6 +295,7 @@ def attention_with_stats(
 
 __all__ = [
     "N_STATS",
+    "STATS",
     "STAT_ENTROPY",
     "STAT_FIRST",
     "STAT_FULL_NORM",

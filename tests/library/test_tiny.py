@@ -221,8 +221,8 @@ def test_threads_default_to_the_cores_this_process_may_use_and_a_bad_count_is_on
     count the pretraining gets; 0 is refused in one line before anything is written."""
     import os
 
+    from dormant_tasks.options import cores_seen
     from flows.cli import build_parser
-    from flows.cli.options import cores_seen
 
     assert cores_seen() == len(os.sched_getaffinity(0))
     for command in ("demo", "pretrain-tiny"):
