@@ -343,7 +343,8 @@ def test_findings_one_or_two_checkpoints_cannot_support_are_not_stated(tmp_path)
     assert one.count("needs at least 2 checkpoints and the series has 1") == 2, one
     assert "Rates: not measured: a rate of transitions per token needs at least 3 checkpoints" in two, two
     assert "first dormant head" in two and "confident per billion" not in two
-    assert "confident per billion tokens (extrapolated: the stage spans 4M tokens, under the 1B" in six, six
+    assert "no rate per billion tokens: the stage spans 4M tokens, under the 1B" in six, six
+    assert "confident per billion" not in six  # withheld, not extrapolated (issue 62)
     assert "needs at least" not in six
 
 
