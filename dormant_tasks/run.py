@@ -285,8 +285,7 @@ def _fixing_taus(state: SeriesState, progress: bool):
     20 s on a pipe (`progress.waiting`), so that the run is not silent while it downloads, loads and scores it."""
     if not progress or state.taus is not None:
         return contextlib.nullcontext()
-    checkpoint = tracking.taus_checkpoint(state.request, state.plan).name
-    return waiting(f"taus of {state.request.model_id}: scoring {checkpoint}")
+    return waiting(f"taus of {state.request.model_id}: {tracking.taus_step(state.request, state.plan)}")
 
 
 def _prefetch_past_reference(state: SeriesState, executor: Executor) -> dict:
@@ -322,8 +321,10 @@ def _run_checkpoints(
     total = len(selected) if request.budget is None else max(len(results), min(len(selected), request.budget))
     executor.progress(len(results), total)
     # A bar on a terminal; on a pipe or file a plain line at least every 20 s, even while one checkpoint downloads.
+    # It counts from 0 what is left to score; those already done (stored, or scored for the taus) are named beside it.
+    before = f" ({len(results)} of {total} already done)" if results else ""
     bar = progress_bar(
-        total=total, initial=len(results), desc="checkpoints", unit="ckpt", enabled=progress and bool(todo)
+        total=total - len(results), desc=f"checkpoints to score{before}", unit="ckpt", enabled=progress and bool(todo)
     )
 
     def advance(result: CheckpointResult) -> None:
