@@ -80,6 +80,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         pooled_threshold as pooled_threshold,
     )
     from dormant_tasks.tracking.plan import (
+        NothingSelected as NothingSelected,
         SeriesState as SeriesState,
         SeriesTaus as SeriesTaus,
         plan_series as plan_series,
