@@ -68,8 +68,11 @@ lowest: .venv-lowest/.installed
 		tests/library/test_adapters.py tests/library/engine/test_engine_adapters.py \
 		tests/library/evaluation/test_generation_adapter.py tests/library/engine/test_scoring.py
 
+# DEMO_ARGS: options of `dormant demo`, e.g. `make demo DEMO_ARGS='--threads 1'` on a machine whose cores are busy
+DEMO_ARGS ?=
+
 demo: setup
-	$(VENV)/bin/dormant demo
+	$(VENV)/bin/dormant demo $(DEMO_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
