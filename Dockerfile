@@ -4,7 +4,7 @@
 #
 #   docker build -t dormant-heads .
 #   docker build -t dormant-heads:cu128 --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128 \
-#       --build-arg EXTRAS=gpu,cluster .
+#       --build-arg EXTRAS=gpu,eval,cluster-tools .
 #   docker run --rm -v "$PWD/data:/data" dormant-heads demo
 #
 # torch is installed first, pinned (the Makefile's pin) from TORCH_INDEX, then the wheel with a constraint that
@@ -20,11 +20,12 @@ COPY flows ./flows
 RUN pip install --no-cache-dir --disable-pip-version-check "setuptools>=77" \
     && pip wheel --no-deps --no-build-isolation --no-cache-dir -w /wheels .
 
-# ---- the runtime: torch, then the wheel (and its extras, e.g. EXTRAS=gpu,cluster)
+# ---- the runtime: torch, then the wheel and its extras (default eval,cluster: `dormant evaluate` and a Dask
+# worker's environment; e.g. EXTRAS=gpu,eval,cluster-tools on a GPU host)
 FROM ${BASE}
 ARG TORCH=2.13.0
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-ARG EXTRAS=
+ARG EXTRAS=eval,cluster
 ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PREFECT_SERVER_ANALYTICS_ENABLED=false \

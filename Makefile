@@ -9,12 +9,14 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 
 # torch first, pinned: this machine's CPU build lies on disk; an open range would pull a multi-GB CUDA build.
 # The gpu extra (Triton) lets the tests run the GPU score kernel in Triton's interpreter on CPU; the int8 extra
-# (bitsandbytes, with a CPU backend) lets them run the 8-bit tests instead of skipping them.
+# (bitsandbytes, with a CPU backend) lets them run the 8-bit tests instead of skipping them; eval (lm-eval) and
+# cluster (Dask) are what `dormant evaluate` and `--runner dask` need (cluster-tools, whose dask-cuda pins Dask to
+# its RAPIDS release, stays out).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,gpu,int8]'
+	$(PY) -m pip install -q -e '.[dev,gpu,int8,eval,cluster]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -45,7 +47,7 @@ lmeval045: .venv-lmeval045/.installed
 # hand (PyPI's Linux torch is the CUDA build); its one internal is checked before use, with the public sdpa
 # behind it (dormant_tasks/engine/cpu_attention_adapter.py), and docs/DEVELOPING.md says what is tested.
 LOWEST := $(shell $(PYTHON) -c "import re, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
-	reqs = p['dependencies'] + p['optional-dependencies']['gpu']; \
+	reqs = p['dependencies'] + p['optional-dependencies']['eval'] + p['optional-dependencies']['gpu']; \
 	print(' '.join(re.sub(r'>=([^,]+).*', r'==\1', r) for r in reqs if r.split('>')[0] in ('lm-eval', 'triton', 'transformers')))")
 LOWEST_WITH := huggingface-hub==1.5.0 tokenizers==0.22.0 datasets==5.0.0
 
@@ -66,8 +68,11 @@ lowest: .venv-lowest/.installed
 		tests/library/test_adapters.py tests/library/engine/test_engine_adapters.py \
 		tests/library/evaluation/test_generation_adapter.py tests/library/engine/test_scoring.py
 
+# DEMO_ARGS: options of `dormant demo`, e.g. `make demo DEMO_ARGS='--threads 1'` on a machine whose cores are busy
+DEMO_ARGS ?=
+
 demo: setup
-	$(VENV)/bin/dormant demo
+	$(VENV)/bin/dormant demo $(DEMO_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

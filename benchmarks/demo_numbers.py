@@ -98,7 +98,7 @@ def _step(revision: str) -> int:
 def numbers(run: DemoRun) -> dict[str, str]:
     """Each marked passage's text, from the run's output and its store (the primary set, WinoGrande, ahon_ln)."""
     from dormant_tasks.checkpoints.naming import format_tokens
-    from dormant_tasks.findings import series_findings
+    from dormant_tasks.findings import MIN_RATE_TOKENS, series_findings
     from dormant_tasks.text import plural
     from dormant_tasks.tracking import SeriesView
 
@@ -125,6 +125,9 @@ def numbers(run: DemoRun) -> dict[str, str]:
         f"a rate per token ({stage.per_billion.value:,.0f} confident per billion tokens; the exact Poisson interval "
         f"as if independent, {stage.poisson.low:,.0f}-{stage.poisson.high:,.0f}) comes with the checkpoint spacing "
         f"(median {format_tokens(stage.spacing.value)} tokens)"
+        if stage and stage.n_confident and stage.tokens >= MIN_RATE_TOKENS
+        else f"no rate per token: the run spans {format_tokens(stage.tokens)} tokens, under the "
+        f"{format_tokens(MIN_RATE_TOKENS)} a rate per billion tokens is stated from"
         if stage and stage.n_confident
         else "no confident transition, so no rate per token"
     )

@@ -13,6 +13,7 @@ themselves (`heartbeat=False`), without sleeping.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -205,3 +206,97 @@ def _duration(seconds: float) -> str:
         return f"{m}m{s:02d}s"
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m"
+
+
+# ------------------------------------------------------------------------------------------ a command's first line
+
+# A command that has printed nothing for this long says what it is doing. The test suite sets it far off
+# (DORMANT_TEST_FIRST_LINE_S, tests/conftest.py) for the commands whose whole output its tests compare, and back
+# to this in the tests of the line itself.
+FIRST_LINE_S = 1.0
+
+
+class FirstLine:
+    """A command's first line when it is slow to print one: while nothing else has been written, a line on `stream`
+    once the command has lasted `first_after` seconds (counted from `started`), then every `every`, naming what it
+    is doing (`phase`); the first write of anything else ends it without a further line (`done`). Whatever the
+    command waits for before its own first line (torch's import, the temporary Prefect server, the store's lock),
+    the user sees a line within about `first_after` s."""
+
+    def __init__(
+        self,
+        command: str,
+        stream: IO[str],
+        *,
+        started: float,
+        first_after: float = FIRST_LINE_S,
+        every: float = EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat: bool = True,
+    ):
+        self.command, self._stream, self._started, self._clock = command, stream, started, clock
+        self._next = started + first_after
+        self._every = every
+        self.phase = "starting (loading its libraries)"
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        if heartbeat:
+            threading.Thread(target=self._beat, name="first-line", daemon=True).start()
+
+    def done(self) -> None:
+        self._done.set()
+
+    def tick(self) -> bool:
+        """Print the line when it is due and nothing else was written; True when it printed."""
+        with self._lock:
+            now = self._clock()
+            if self._done.is_set() or now < self._next:
+                return False
+            self._stream.write(f"dormant {self.command}: {self.phase}: {_duration(now - self._started)} elapsed\n")
+            self._stream.flush()
+            self._next = now + self._every
+            return True
+
+    def _beat(self) -> None:
+        while not self._done.wait(min(HEARTBEAT_S, max(0.05, self._next - self._clock()))):
+            self.tick()
+
+
+class _Watched:
+    """A text stream that calls `on_write` once, at its first write, and otherwise is the stream it wraps."""
+
+    def __init__(self, stream: IO[str], on_write: Callable[[], None]):
+        self._wrapped, self._on_write = stream, on_write
+
+    def write(self, text: str) -> int:
+        if text:
+            self._on_write()
+        return self._wrapped.write(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+
+_first_line: FirstLine | None = None
+
+
+def first_line(command: str, started: float) -> FirstLine:
+    """For a command run as a program: its first line when it is slow to print one (`FirstLine`), on stderr. Its
+    stdout and stderr are watched from here on: the first write to either ends the wait."""
+    global _first_line
+    raw = sys.stderr
+    after = float(os.environ.get("DORMANT_TEST_FIRST_LINE_S") or FIRST_LINE_S)
+    _first_line = FirstLine(command, raw, started=started, first_after=after)
+    sys.stdout = _Watched(sys.stdout, _first_line.done)  # type: ignore[assignment]
+    sys.stderr = _Watched(sys.stderr, _first_line.done)  # type: ignore[assignment]
+    return _first_line
+
+
+def waiting_for(phase: str) -> None:
+    """What the command waits for now, for its first line (`first_line`), if none was printed yet."""
+    if _first_line is not None:
+        _first_line.phase = phase

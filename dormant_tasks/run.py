@@ -29,7 +29,7 @@ from functools import partial
 
 from dormant_tasks import tracking
 from dormant_tasks.atomic import sweep_dead_temps
-from dormant_tasks.checkpoints import fetch_revision, source_for
+from dormant_tasks.checkpoints import fetch_revision, skipped_note, source_for
 from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.errors import StoreError
 from dormant_tasks.outputs import report_folder
@@ -141,7 +141,11 @@ def run_track(
             # An unknown folder or repo, an empty selection, sets or taus that differ from the stored series' fail
             # here, before anything is loaded; a rerun with nothing to do answers from it.
             with early(f"dormant track: {request.model_id}: listing its checkpoints and the stored results"):
-                state = tracking.series_state(request)
+                try:
+                    state = tracking.series_state(request)
+                except tracking.NothingSelected as e:
+                    _record_set_aside(request, e.plan)
+                    raise
             if state.request.report:
                 from dormant_tasks.outputs import check_report_folder
 
@@ -149,12 +153,24 @@ def run_track(
             for calibration in state.request.calibration_sets:
                 for line in calibration.notes("track"):
                     say(line)
+            if state.plan.skipped_names:  # as `dormant checkpoints` says it: no name is skipped silently
+                say(f"dormant track: note: {skipped_note(state.plan.skipped_names)}")
         if state.done:
             return finished_rerun(state)
         check_store(state.request.store, "writes")
         if not isinstance(executor, Executor):
             executor = executor(state.request)
         return executor.run(state.request, state, partial(_work, state, progress=progress))
+
+
+def _record_set_aside(request: TrackRequest, plan) -> None:
+    """A run refused because its selection matches only checkpoints the audit set aside: what the audit found is
+    recorded all the same (on a writable store that holds the series), and the derived tables follow, so the
+    findings and the report stop reading the stored rows of checkpoints that are no longer points of training."""
+    if not writable(request.store) or not tracking.SeriesView.exists(request.store, request.model_id):
+        return
+    tracking.record_audit(request, plan)
+    tracking.rederive(request.store, request.model_id, request.fdr, request.fdr_method)
 
 
 def finished_rerun(state: SeriesState) -> TrackResult:
@@ -214,13 +230,6 @@ def _work(state: SeriesState, executor: Executor, *, progress: bool) -> TrackRes
     refused = tracking.record_audit(request, plan)  # before any download: what the audit set aside, and why
     for name, flag in ({} if request.keep_duplicates else plan.set_aside).items():
         log.info("%s: set aside, not a point of training: %s", name, flag.text)
-    if plan.skipped_names:
-        names = plan.skipped_names
-        log.info(
-            "skipped %d names that are not checkpoints: %s",
-            len(names),
-            ", ".join(names[:10]) + (" ..." if len(names) > 10 else ""),
-        )
     log.info(
         "%s: %d of %d checkpoints selected (%s), calibration %s, request %s",
         request.model_id,
@@ -285,8 +294,7 @@ def _fixing_taus(state: SeriesState, progress: bool):
     20 s on a pipe (`progress.waiting`), so that the run is not silent while it downloads, loads and scores it."""
     if not progress or state.taus is not None:
         return contextlib.nullcontext()
-    checkpoint = tracking.taus_checkpoint(state.request, state.plan).name
-    return waiting(f"taus of {state.request.model_id}: scoring {checkpoint}")
+    return waiting(f"taus of {state.request.model_id}: {tracking.taus_step(state.request, state.plan)}")
 
 
 def _prefetch_past_reference(state: SeriesState, executor: Executor) -> dict:
@@ -322,8 +330,10 @@ def _run_checkpoints(
     total = len(selected) if request.budget is None else max(len(results), min(len(selected), request.budget))
     executor.progress(len(results), total)
     # A bar on a terminal; on a pipe or file a plain line at least every 20 s, even while one checkpoint downloads.
+    # It counts from 0 what is left to score; those already done (stored, or scored for the taus) are named beside it.
+    before = f" ({len(results)} of {total} already done)" if results else ""
     bar = progress_bar(
-        total=total, initial=len(results), desc="checkpoints", unit="ckpt", enabled=progress and bool(todo)
+        total=total - len(results), desc=f"checkpoints to score{before}", unit="ckpt", enabled=progress and bool(todo)
     )
 
     def advance(result: CheckpointResult) -> None:

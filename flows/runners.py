@@ -24,6 +24,7 @@ from collections.abc import Iterator
 
 from dormant_tasks.devices import Device, is_cuda, parse_device, visible_gpus
 from dormant_tasks.errors import CheckpointError
+from dormant_tasks.extras import require_extra
 from dormant_tasks.tracking import Runner, TrackRequest
 
 DEFAULT_DASK_WORKERS = 2
@@ -41,6 +42,7 @@ def task_runner(request: TrackRequest):
         from prefect.task_runners import ThreadPoolTaskRunner
 
         return ThreadPoolTaskRunner(max_workers=2)  # one checkpoint scoring, one downloading
+    require_extra("cluster", "--runner dask")  # (a saved request's runner, which preflight did not see)
     from prefect_dask import DaskTaskRunner
 
     if request.address:

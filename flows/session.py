@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Callable
 from typing import IO, Any
 
+from dormant_tasks.progress import early
 from flows import prefect_adapter
 
 _started = False
@@ -65,7 +66,8 @@ def start_prefect() -> None:
     global _server, _server_output
     _server_output = None if _show_library_output else tempfile.TemporaryFile()
     try:
-        _server = prefect_adapter.start_server(_server_output, preexec_fn=_die_with_parent())
+        with early("dormant: starting the temporary Prefect server (seconds, once per command)"):
+            _server = prefect_adapter.start_server(_server_output, preexec_fn=_die_with_parent())
         _watch_server(_server)
     except Exception as e:
         if _server_output is not None:

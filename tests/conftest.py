@@ -14,6 +14,10 @@ os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="dormant-prefect-home-")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# A `dormant` subprocess prints "dormant CMD: starting ...: 1s elapsed" when it has printed nothing for a second
+# (dormant_tasks/progress.py, FirstLine): on a loaded machine, before a one-line refusal too. The tests that compare
+# a command's whole stderr would count it; the line's own tests (tests/flows/test_first_line.py) unset this.
+os.environ["DORMANT_TEST_FIRST_LINE_S"] = "3600"
 # Never the user's real ~/.cache/dormant-heads: a private file hash cache (dormant_tasks/checkpoints/hash_cache.py) per session.
 os.environ["DORMANT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dormant-cache-")
 # No Hub here: lm-eval tasks read the bundled datasets (huggingface_hub itself stays online for the loopback tests).

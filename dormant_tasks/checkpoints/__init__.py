@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         list_revisions as list_revisions,
         register_source as register_source,
         silent_hub as silent_hub,
+        skipped_note as skipped_note,
         source_for as source_for,
     )
 

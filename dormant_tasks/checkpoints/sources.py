@@ -211,6 +211,16 @@ def source_for(spec: str | Path | CheckpointSource) -> CheckpointSource:
     return next((cls for cls in _SOURCES.values() if cls.claims(text)), HubRepo)(text)
 
 
+def _dead_link(path: Path) -> bool:
+    """A symbolic link that leads to no folder or file: a loop, or a missing target."""
+    return path.is_symlink() and not path.exists()
+
+
+def skipped_note(skipped) -> str:
+    """The one line that names the listing's names that are not checkpoints (`dormant checkpoints`, `track`)."""
+    return f"skipped {len(skipped)} names that are not checkpoints: {', '.join(skipped)}"
+
+
 def list_revisions(
     source: str | Path | CheckpointSource, include_main: bool = False, tokens_per_step: int | None = None
 ) -> Listing:
@@ -476,11 +486,14 @@ class LocalFolder(CheckpointSource):
                 f"{folder} is itself a checkpoint, not a series; point --model at its parent folder "
                 f"{folder.parent}, whose subfolders are the checkpoints"
             )
-        subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+        subfolders = [p for p in entries if p.is_dir()]
         paths = {p.name: p for p in subfolders if (p / "config.json").exists()}
-        # A subfolder without config.json is listed as skipped through a name no checkpoint can have.
+        # A subfolder without config.json, and a link that leads to no folder (a loop, a missing target, which `ls`
+        # lists as a folder might be), are listed as skipped through a name no checkpoint can have.
+        dead_links = [f"{p.name} (a symbolic link that leads to no folder)" for p in entries if _dead_link(p)]
         return ListedNames(
-            [p.name if p.name in paths else f"{p.name}/ (no config.json)" for p in subfolders], {}, paths
+            [p.name if p.name in paths else f"{p.name}/ (no config.json)" for p in subfolders] + dead_links, {}, paths
         )
 
     def audit_listing(self, revisions: list[Revision], workers: int | None = None, cache: bool = True) -> AuditListing:

@@ -25,11 +25,13 @@ from __future__ import annotations
 import copy
 
 from dormant_tasks.errors import EvaluationError
+from dormant_tasks.extras import require_extra
 
 SUPPORTED = ">=0.4.12,<0.5"  # pyproject.toml's range for lm-eval (a test keeps the two equal)
 
 
 def check_version() -> None:
+    require_extra("eval", "evaluation under lm-eval")  # the core install leaves lm-eval out
     import lm_eval
     from packaging.specifiers import SpecifierSet
 

@@ -38,10 +38,16 @@ from datetime import date
 
 import numpy as np
 import torch
-from lm_eval.api.model import TemplateLM
 
 from dormant_tasks.engine import DEFAULT_FN, DynamicZeroing, StaticZeroing, batch_runs, padded_batch, scoring_pass
 from dormant_tasks.errors import EvaluationError
+from dormant_tasks.extras import require_extra
+
+try:
+    from lm_eval.api.model import TemplateLM
+except ImportError:  # the core install (no eval extra): one line naming the extra rather than a traceback
+    require_extra("eval", "the evaluation model (dormant_tasks.evaluation.model)")
+    raise
 from dormant_tasks.evaluation.chat_date_adapter import chat_day
 from dormant_tasks.evaluation.generation_adapter import eos_token_ids, generation_config, logits_processors
 from dormant_tasks.evaluation.request import Bos, parse_chat_date

@@ -12,6 +12,7 @@ from dormant_tasks.face import attach
 if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
     from dormant_tasks.findings.dynamics import (
         EARLY as EARLY,
+        MIN_RATE_TOKENS as MIN_RATE_TOKENS,
         Findings as Findings,
         path_tokens as path_tokens,
         series_findings as series_findings,

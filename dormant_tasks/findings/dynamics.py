@@ -63,6 +63,10 @@ from dormant_tasks.statistics import (
 from dormant_tasks.tracking import Resolution, apply_decisions, series_resolution, state_decisions
 
 EARLY = 0.10  # "early": by this fraction of the series' tokens
+# The fewest tokens a stage spans for its rate "per billion tokens" to be stated: the unit itself. A shorter stage's
+# count scaled up to a billion would be an extrapolation (61K tokens: x16,000), so its rate is withheld (NaN).
+MIN_RATE_TOKENS = 10**9
+RATE_WITHHELD = f"withheld: a rate per billion tokens is stated over at least {MIN_RATE_TOKENS:,} tokens"
 STABLE = 0.80  # "settled": dormant at >= this fraction of the checkpoints from then to the last
 MIN_RUN = 3  # ... over at least this many checkpoints (one dormant last checkpoint is not "settled")
 
@@ -463,6 +467,8 @@ def _stage_rates(s, has_pred, span, to, head, confident, resampling: Resampling)
         sure_head = np.bincount(head[confident & mine], minlength=n_heads)  # [head] each head's whole history
         low, high = poisson_interval(n_sure)
         gaps = span[in_stage]
+        rated = stage_tokens <= 0 or stage_tokens >= MIN_RATE_TOKENS  # (no span: NaN, said as such)
+        withheld = Estimate.undefined(RATE_WITHHELD, "per billion tokens")
         stages.append(
             StageRate(
                 int(stage),
@@ -470,8 +476,10 @@ def _stage_rates(s, has_pred, span, to, head, confident, resampling: Resampling)
                 n_sure,
                 stage_tokens,
                 Estimate(float(np.median(gaps)), float(gaps.min()), float(gaps.max()), "median (min-max)", "tokens"),
-                rate_estimate(sure_head, s.layer, stage_tokens, resampling),
-                Estimate(n_sure * scale, low * scale, high * scale, POISSON, "per billion tokens", n_sure),
+                rate_estimate(sure_head, s.layer, stage_tokens, resampling) if rated else withheld,
+                Estimate(n_sure * scale, low * scale, high * scale, POISSON, "per billion tokens", n_sure)
+                if rated
+                else withheld,
             )
         )
     return stages

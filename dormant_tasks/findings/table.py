@@ -97,6 +97,8 @@ def findings_record(f) -> dict:
                 out["high_not_reached"] = True
             if math.isnan(x.value):
                 out["undefined"] = True
+                if x.method.startswith("withheld"):  # a number withheld by rule (its method says which)
+                    out["withheld"] = True
             elif math.isnan(x.low):
                 out["interval"] = "none: fewer units than the method needs" if x.n_units else "none"
             return out
@@ -142,6 +144,8 @@ def findings_table(found) -> pa.Table:
 def _flat(value, name: str, finding: str, parent: dict) -> list[dict]:
     if isinstance(value, dict) and "method" in value and "value" in value:  # an Estimate or a Share
         note = "not reached" if value.get("value_not_reached") else "undefined" if value.get("undefined") else None
+        if value.get("withheld"):
+            note = value["method"]  # why, with the minimum it was held to (a rate over too few tokens)
         if value.get("high_not_reached"):
             note = "the interval's upper end not reached"
         row = {k: value.get(k) for k in ("value", "low", "high", "method", "unit", "n_units", "k", "n")}

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.findings import QUANTITIES, Findings, quantity
+from dormant_tasks.findings import MIN_RATE_TOKENS, QUANTITIES, Findings, quantity
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting.compare import COMPARISON_FORMATS, POINTS, Comparison, differences, series_tau_source
 from dormant_tasks.reporting.texts import few_units, no_interval
@@ -19,7 +19,11 @@ from dormant_tasks.text import md
 
 def _stage_rates(f: Findings) -> str:
     parts = [
-        f"stage {r.stage}: {cell_text(r.per_billion)}" if r.tokens > 0 else f"stage {r.stage}: no token span"
+        f"stage {r.stage}: {cell_text(r.per_billion)}"
+        if r.tokens >= MIN_RATE_TOKENS
+        else f"stage {r.stage}: withheld ({fg.format_tokens(r.tokens)} tokens, under {fg.format_tokens(MIN_RATE_TOKENS)})"
+        if r.tokens > 0
+        else f"stage {r.stage}: no token span"
         for r in f.transitions.stages
     ]
     return "; ".join(parts) or "a single checkpoint"

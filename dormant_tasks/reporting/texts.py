@@ -15,7 +15,7 @@ import numpy as np
 from dormant_tasks.checkpoints import format_tokens
 from dormant_tasks.engine import DORMANT_RULE
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
-from dormant_tasks.findings import EARLY, T_SEEDS, WELCH, Findings
+from dormant_tasks.findings import EARLY, MIN_RATE_TOKENS, T_SEEDS, WELCH, Findings
 from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
 from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.reporting.sets import CalibrationSets
@@ -317,8 +317,6 @@ def tau_marks_nothing(score_fn: str, direction: str, tau: float, n_checkpoints: 
 
 # Findings one checkpoint cannot support: how heads change needs two checkpoints, a rate over intervals three
 MIN_DYNAMICS_CHECKPOINTS, MIN_RATE_CHECKPOINTS = 2, 3
-# A rate "per billion tokens" from a stage shorter than this is an extrapolation, and is marked as one
-MIN_RATE_TOKENS = 10**9
 
 
 def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
@@ -462,8 +460,7 @@ def _rates(f: Findings) -> str:
         return f"Rates: {too_few[0].lower()}{too_few[1:]}"
     parts = [
         f"stage {g.stage}: {plural(g.n_transitions, 'mask change')}, {g.n_confident} confident over "
-        f"{_tokens(g.tokens)} tokens = {_ci(g.per_billion)} confident per billion tokens{_extrapolated(g.tokens)} "
-        f"(exact Poisson, as if independent: {_num(g.poisson.low)}-{_num(g.poisson.high)}); checkpoint spacing "
+        f"{_tokens(g.tokens)} tokens{_rate(g)}; checkpoint spacing "
         f"{_tokens(g.spacing.value)} tokens (median; {_tokens(g.spacing.low)}-{_tokens(g.spacing.high)})"
         if g.tokens > 0
         else f"stage {g.stage}: {plural(g.n_transitions, 'mask change')}, {g.n_confident} confident (no token span)"
@@ -475,11 +472,17 @@ def _rates(f: Findings) -> str:
     )
 
 
-def _extrapolated(tokens: int) -> str:
-    if tokens >= MIN_RATE_TOKENS:
-        return ""
+def _rate(g) -> str:
+    """A stage's rate per billion tokens, or why it is withheld: over fewer tokens than the unit it would be an
+    extrapolation (`findings.MIN_RATE_TOKENS`)."""
+    if g.tokens < MIN_RATE_TOKENS:
+        return (
+            f"; no rate per billion tokens: the stage spans {_tokens(g.tokens)} tokens, under the "
+            f"{_tokens(MIN_RATE_TOKENS)} a rate per billion is stated from (scaling its count up would extrapolate)"
+        )
     return (
-        f" (extrapolated: the stage spans {_tokens(tokens)} tokens, under the {_tokens(MIN_RATE_TOKENS)} of the unit)"
+        f" = {_ci(g.per_billion)} confident per billion tokens (exact Poisson, as if independent: "
+        f"{_num(g.poisson.low)}-{_num(g.poisson.high)})"
     )
 
 

@@ -80,6 +80,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         pooled_threshold as pooled_threshold,
     )
     from dormant_tasks.tracking.plan import (
+        NothingSelected as NothingSelected,
         SeriesState as SeriesState,
         SeriesTaus as SeriesTaus,
         plan_series as plan_series,
@@ -108,6 +109,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     from dormant_tasks.tracking.series_taus import (
         resolve_series_taus as resolve_series_taus,
         taus_checkpoint as taus_checkpoint,
+        taus_step as taus_step,
     )
     from dormant_tasks.tracking.tracker import (
         TrackResult as TrackResult,

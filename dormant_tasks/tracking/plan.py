@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from dormant_tasks.checkpoints import Flag, Revision, audit_series, list_revisions
-from dormant_tasks.errors import DormantError, StoreError
+from dormant_tasks.errors import ConfigError, DormantError, StoreError
 from dormant_tasks.store import stored_requests
 from dormant_tasks.tracking.calibration import CalibrationSet
 from dormant_tasks.tracking.masks import Tau
@@ -39,16 +39,42 @@ def plan_series(request: TrackRequest, cache: bool = True) -> SeriesPlan:
     if not listed:  # only `main`: said as the listing says it (pass --include-main)
         list_revisions(request.source, request.include_main, request.tokens_per_step)
     dropped = set() if request.keep_duplicates else set(set_aside) | set(refused)
-    selected = request.selection.apply([r for r in listed if r.name not in dropped])
-    return SeriesPlan(
-        tuple(listed),
-        tuple(selected),
-        tuple(listing.skipped),
-        set_aside,
-        refused,
-        tuple(listing.revisions),
-        {b.revision.name: b.loading_bytes for b in audit.branches},
-    )
+
+    def plan(selected) -> SeriesPlan:
+        return SeriesPlan(
+            tuple(listed),
+            tuple(selected),
+            tuple(listing.skipped),
+            set_aside,
+            refused,
+            tuple(listing.revisions),
+            {b.revision.name: b.loading_bytes for b in audit.branches},
+        )
+
+    try:
+        return plan(request.selection.apply([r for r in listed if r.name not in dropped]))
+    except ConfigError as e:
+        aside = [r.name for r in listed if r.name in dropped]
+        if not aside:
+            raise
+        flags = {**set_aside, **refused}
+        named = ", ".join(
+            f"{n} ({flags[n].kind}{f' of {flags[n].other}' if flags[n].other else ''})" for n in aside[:5]
+        ) + (" ..." if len(aside) > 5 else "")
+        raise NothingSelected(
+            f"{e}; the integrity audit set aside {len(aside)} more ({named}): `dormant checkpoints --model "
+            f"{request.source} --audit` says why, --keep-duplicates scores them",
+            plan(()),
+        ) from None
+
+
+class NothingSelected(ConfigError):
+    """The selection matches none of the checkpoints left once the integrity audit set some aside: its message
+    names those; `plan` (nothing selected) lets the run record what the audit found before it stops."""
+
+    def __init__(self, message: str, plan: SeriesPlan):
+        super().__init__(message)
+        self.plan = plan
 
 
 def with_stored_sets(request: TrackRequest, stored_sets: tuple[str, ...]) -> TrackRequest:

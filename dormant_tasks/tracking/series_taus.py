@@ -37,6 +37,16 @@ def taus_checkpoint(request: TrackRequest, plan: SeriesPlan) -> Revision:
     return reference_revision(request, plan) if needs_reference(specs) else plan.selected[0]
 
 
+def taus_step(request: TrackRequest, plan: SeriesPlan) -> str:
+    """What a new series' run is doing while it scores `taus_checkpoint`, in words: which checkpoint, and why that
+    one (the reference of its quantile taus; with fixed taus only, the first selected, tried before anything is
+    written)."""
+    checkpoint = taus_checkpoint(request, plan).name
+    if needs_reference(tau_specs(request.score_fn_ids, request.taus)):
+        return f"scoring {checkpoint}, the reference checkpoint of its quantile taus"
+    return f"scoring {checkpoint} first (its taus are fixed values; one checkpoint is tried before any is written)"
+
+
 def stored_taus(request: TrackRequest, stored_sets) -> SeriesTaus:
     """The stored series' taus for this run, refused (StoreError naming the fix) when the run's calibration
     sets, --scores, --reference or --tau differ from the series'."""

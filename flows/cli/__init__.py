@@ -11,6 +11,7 @@ import importlib
 import os
 import signal
 import sys
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -55,21 +56,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flows.session import configure_console
-
-    from .boundary import run_command
-
+    started = time.monotonic()  # what the command's reported times count from: the wall time the user waits
     args = sys.argv[1:] if argv is None else argv
     if argv is None:
         utf8_everywhere()
         signal.signal(signal.SIGINT, _interrupted_early)  # until `run_command` takes over: nothing has started
         no_stdin()
+        if not {"-h", "--help", "--version"} & set(args):
+            from dormant_tasks.progress import first_line
+
+            # a line within about a second, whatever the command waits for before its own (imports, the server)
+            first_line(next((a for a in args if not a.startswith("-")), ""), started)
+    from flows.session import configure_console
+
+    from .boundary import run_command
+
     verbose = "--verbose" in args
     if not verbose and not sys.stderr.isatty():
         plain_diagnostics()
     # before any library is imported: it reads the settings once
     configure_console(verbose=verbose, debug="--debug" in args)
-    code = run_command(build_parser().parse_args(argv))
+    parsed = build_parser().parse_args(argv)
+    parsed.started = started
+    code = run_command(parsed)
     if code == 130 and argv is None:  # an interrupted program (not a call from Python): leave now
         # The server is stopped, the run's logs flushed, the note printed and every write atomic; the
         # interpreter's finalization of torch, transformers and prefect alone took seconds on a loaded machine.

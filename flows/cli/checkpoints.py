@@ -88,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
         f"({listing.kind}); selection: {selection.describe()}"
     )
     if listing.skipped:
-        names = ", ".join(listing.skipped)  # a diagnostic: stderr, so stdout is the table and its summary
-        print(f"note: skipped {len(listing.skipped)} names that are not checkpoints: {names}", file=sys.stderr)
+        from dormant_tasks.checkpoints import skipped_note
+
+        print(f"note: {skipped_note(listing.skipped)}", file=sys.stderr)  # stderr: stdout is the table and its summary
     return 0
 
 

@@ -19,6 +19,7 @@ from dormant_tasks.atomic import cannot_create_in
 from dormant_tasks.checkpoints import CheckpointSource, source_for
 from dormant_tasks.devices import check_device_available
 from dormant_tasks.errors import CheckpointError, ConfigError, StoreError
+from dormant_tasks.extras import require_extra
 from dormant_tasks.names import names_stored_series
 from dormant_tasks.offline import task_data_offline
 from dormant_tasks.requests import check_max_tokens
@@ -134,6 +135,10 @@ def preflight(args: argparse.Namespace) -> None:
     exists, the Hub answers. Each raises the error class the library raises for the same input (ConfigError,
     StoreError, CheckpointError), seconds earlier."""
     check_environment(args.command)
+    if args.command == "evaluate":
+        require_extra("eval", "dormant evaluate")
+    if getattr(args, "runner", None) == "dask":
+        require_extra("cluster", "--runner dask")
     check_max_tokens(getattr(args, "max_tokens", None))  # `score` as `track` (its request checks it too)
     elsewhere = getattr(args, "address", None) or getattr(args, "device_elsewhere", False)
     if getattr(args, "device", None) is not None and not elsewhere:

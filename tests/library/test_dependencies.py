@@ -27,11 +27,11 @@ import dormant_tasks
 ROOT = Path(dormant_tasks.__file__).resolve().parent.parent
 OWN = ("dormant_tasks", "flows")
 # Extras the library never imports: the developer's tools, and the scale-out tools run on the command line
-NOT_IMPORTED = ("dev", "cluster")
+NOT_IMPORTED = ("dev", "cluster-tools")
 # Imports of an extra that the dev venv cannot hold, each with its extra and why: they must stay inside a function
 # and be declared there. dask-cuda pins dask and distributed to its RAPIDS release (rapids-dask-dependency),
-# which would move the dev venv's own; the local cluster uses it where a GPU host installed the cluster extra.
-NOT_INSTALLED_HERE = {"dask_cuda": ("cluster", "dask-cuda")}
+# which would move the dev venv's own; the local cluster uses it where a GPU host installed the cluster-tools extra.
+NOT_INSTALLED_HERE = {"dask_cuda": ("cluster-tools", "dask-cuda")}
 
 
 @dataclass(frozen=True)

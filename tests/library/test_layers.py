@@ -58,6 +58,7 @@ RANKS = {
     "dormant_tasks.names": 1,
     "dormant_tasks.offline": 1,
     "dormant_tasks.options": 1,  # command-line options, declared as data (the requests' fields read it)
+    "dormant_tasks.extras": 1,
     "dormant_tasks.requests": 2,
     "dormant_tasks.engine": 2,
     "dormant_tasks.checkpoints": 2,
