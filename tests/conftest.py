@@ -16,6 +16,9 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Never the user's real ~/.cache/dormant-heads: a private file hash cache (dormant_tasks/checkpoints/hash_cache.py) per session.
 os.environ["DORMANT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dormant-cache-")
+# Before dask is imported: a Dask scratch folder per process (`cli_env` gives each `dormant` process one too), never
+# the shared /tmp/dask-scratch-space, where one run's clean-up of another's files printed a second stderr line.
+os.environ["DASK_TEMPORARY_DIRECTORY"] = tempfile.mkdtemp(prefix="dormant-dask-scratch-")
 # No Hub here: lm-eval tasks read the bundled datasets (huggingface_hub itself stays online for the loopback tests).
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 # Before triton is imported anywhere: the Triton score kernel runs on CPU tensors only in Triton's interpreter
