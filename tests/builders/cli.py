@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,8 +38,10 @@ class Result:
 
     @property
     def lines(self) -> list[str]:
-        """stderr's lines, blank ones left out."""
-        return [line for line in self.stderr.splitlines() if line.strip()]
+        """stderr's lines, blank ones and a library's progress bar left out (transformers' "Loading weights:
+        100%|###|": in-process, tqdm was imported before `main` could set TQDM_DISABLE for a pipe, as a `dormant`
+        process does)."""
+        return [line for line in self.stderr.splitlines() if line.strip() and not re.search(r"\d+%\|", line)]
 
 
 class _Capture(io.StringIO):

@@ -8,7 +8,6 @@ path runs where bitsandbytes is importable (its CPU backend does LLM.int8 too): 
 
 from __future__ import annotations
 
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -64,9 +63,7 @@ def _cli(model, store, *extra, api: str | None = None) -> Result:
 
 
 def _one_line_exit_2(r, needle: str, store: Path) -> None:
-    # a library's bar aside (transformers' "Loading weights: 100%|###|"): in-process, tqdm was imported before
-    # `main` could set TQDM_DISABLE for a pipe, as a `dormant` process does
-    lines = [line for line in r.stderr.splitlines() if line.strip() and not re.search(r"\d+%\|", line)]
+    lines = r.lines
     assert r.code == 2 and len(lines) == 1 and needle in lines[0], r.stderr[-1500:]
     assert lines[0].startswith("dormant evaluate: error: ")
     assert not store.exists()
