@@ -94,10 +94,13 @@ def prefect_harness(_prefect_server):
     import prefect.context
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    from flows.prefect_adapter import drain_workers
+
     with temporary_settings({PREFECT_API_URL: _prefect_server}):
         # also for code whose context was copied before this one started (as the harness does)
         with prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()):
             yield
+            drain_workers(timeout_s=10)  # this process's queued logs and events, while the server still answers
 
 
 @pytest.fixture(scope="session")

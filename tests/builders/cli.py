@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import signal
@@ -67,22 +68,29 @@ def _environment(env: Mapping[str, str | None] | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _console_to(out: io.StringIO, err: io.StringIO) -> Iterator[None]:
-    """sys.stdout and sys.stderr, and the streams of Prefect's console handlers (bound when Prefect set up its
-    logging), to the captures."""
+def _console_to(out: io.StringIO, err: io.StringIO, verbose: bool) -> Iterator[None]:
+    """sys.stdout and sys.stderr to the captures, and Prefect's console handlers as a `dormant` process on a pipe
+    configures them: their stream `err`, their level WARNING (INFO with --verbose or --debug), their records plain
+    `LEVEL: message` lines. A process gets that from the variables `main` sets before Prefect is imported
+    (`flows.session.configure_console`, `flows.cli.plain_diagnostics`); in this process Prefect read them long ago."""
     handlers = []
     if "prefect" in sys.modules:  # not imported by this run's parsing: a handler made later is made on `err`
         from flows.prefect_adapter import console_handlers
 
-        handlers = [(h, h.stream, h.console.file, list(h.filters)) for h in console_handlers()]
+        handlers = [(h, h.stream, h.console.file, list(h.filters), h.level, h.formatter) for h in console_handlers()]
     for h, *_ in handlers:
         h.stream = h.console.file = err
+        h.setLevel(logging.INFO if verbose else logging.WARNING)
+        if not verbose:
+            h.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             yield
     finally:
-        for h, stream, file, filters in handlers:
+        for h, stream, file, filters, level, formatter in handlers:
             h.stream, h.console.file, h.filters = stream, file, filters
+            h.setLevel(level)
+            h.setFormatter(formatter)
 
 
 def _reset_session() -> bool:
@@ -116,7 +124,8 @@ def invoke(
     args = [str(a) for a in argv]
     _reset_session()
     try:
-        with _environment(env), _console_to(out, err):
+        verbose = "--verbose" in args or "--debug" in args
+        with _environment(env), _console_to(out, err, verbose):
             sys.argv = ["dormant", *args]
             if cwd is not None:
                 os.chdir(cwd)
