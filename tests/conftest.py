@@ -1,4 +1,5 @@
-"""Shared fixtures. Prefect's temporary server is started once per session, and only by tests that ask."""
+"""Shared fixtures. One Prefect test server per pytest run (shared by the xdist workers), started only when a test
+asks for it; what is costly and read-only (the short demo) is built once per run too (`tests/builders/shared.py`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Before prefect is imported anywhere: a private PREFECT_HOME and no telemetry (there is no network here). One per
-# process, not inherited: each pytest-xdist worker (`make test-fast`) runs its own test server and keeps its own files.
+# process, not inherited: each pytest-xdist worker keeps its own files (the run's one test server has its own home).
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="dormant-prefect-home-")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
