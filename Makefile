@@ -79,7 +79,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# Both run the tests on WORKERS processes (pytest-xdist; each has its own Prefect server and folders). On 2 cores
+# Both run the tests on WORKERS processes (pytest-xdist; one Prefect test server for all, folders of their own). On 2 cores
 # the whole suite took 1,121 s on two workers against 1,707 s in one process. `--dist loadgroup`: the tests of a module
 # marked `xdist_group` run on one worker, so its costly module fixture is built once.
 WORKERS ?= 2

@@ -1,4 +1,5 @@
-"""Shared fixtures. Prefect's temporary server is started once per session, and only by tests that ask."""
+"""Shared fixtures. One Prefect test server per pytest run (shared by the xdist workers), started only when a test
+asks for it; what is costly and read-only (the short demo) is built once per run too (`tests/builders/shared.py`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Before prefect is imported anywhere: a private PREFECT_HOME and no telemetry (there is no network here). One per
-# process, not inherited: each pytest-xdist worker (`make test-fast`) runs its own test server and keeps its own files.
+# process, not inherited: each pytest-xdist worker keeps its own files (the run's one test server has its own home).
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="dormant-prefect-home-")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -20,6 +21,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["DORMANT_TEST_FIRST_LINE_S"] = "3600"
 # Never the user's real ~/.cache/dormant-heads: a private file hash cache (dormant_tasks/checkpoints/hash_cache.py) per session.
 os.environ["DORMANT_CACHE_DIR"] = tempfile.mkdtemp(prefix="dormant-cache-")
+# Before dask is imported: a Dask scratch folder per process (`cli_env` gives each `dormant` process one too), never
+# the shared /tmp/dask-scratch-space, where one run's clean-up of another's files printed a second stderr line.
+os.environ["DASK_TEMPORARY_DIRECTORY"] = tempfile.mkdtemp(prefix="dormant-dask-scratch-")
 # No Hub here: lm-eval tasks read the bundled datasets (huggingface_hub itself stays online for the loopback tests).
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 # Before triton is imported anywhere: the Triton score kernel runs on CPU tensors only in Triton's interpreter
@@ -32,6 +36,7 @@ import pytest  # noqa: E402
 from dormant_tasks.tiny import tiny_config, train_tokenizer  # noqa: E402
 from dormant_tasks.tracking.calibration import DEMO_CORPUS  # noqa: E402
 from tests.builders.series import save_random_series  # noqa: E402
+from tests.builders.shared import built_once  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -78,21 +83,50 @@ def tiny_model_dir(tmp_path_factory, tiny_tokenizer):
 
 
 @pytest.fixture(scope="session")
-def prefect_harness():
-    """One Prefect test server for the whole session (its first start can take over a minute)."""
-    from prefect.testing.utilities import prefect_test_harness
+def _prefect_server(tmp_path_factory) -> str:
+    """The PREFECT_API_URL of the one Prefect test server of this pytest run: started by the first test process that
+    asks (`built_once`; under `make test` the xdist workers share it; its first start can take a minute), stopped
+    when the run ends (`pytest_unconfigure`)."""
+    from tests.builders.prefect_server import start_test_server
 
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
+    return built_once(tmp_path_factory, "prefect-server", start_test_server)
 
 
 @pytest.fixture(scope="session")
-def prefect_api_url(prefect_harness) -> str:
-    """The session's Prefect test server as a PREFECT_API_URL, for `dormant` subprocesses that should run their
-    flows on it instead of starting a server of their own (one server start per worker, not one more per module)."""
-    from prefect.settings import PREFECT_API_URL
+def prefect_harness(_prefect_server):
+    """This process's Prefect client on the run's test server, for the whole session (what `prefect_test_harness`
+    does, with one server for every worker instead of one each)."""
+    import prefect.context
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    return PREFECT_API_URL.value()
+    from flows.prefect_adapter import drain_workers
+
+    with temporary_settings({PREFECT_API_URL: _prefect_server}):
+        # also for code whose context was copied before this one started (as the harness does)
+        with prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()):
+            yield
+            drain_workers(timeout_s=10)  # this process's queued logs and events, while the server still answers
+
+
+@pytest.fixture(scope="session")
+def prefect_api_url(prefect_harness, _prefect_server) -> str:
+    """The run's Prefect test server as a PREFECT_API_URL (this process's client on it too), for `dormant` runs
+    in-process (tests/builders/cli.py) and for subprocesses that should run their flows on it instead of starting
+    a temporary server of their own."""
+    return _prefect_server
+
+
+def pytest_unconfigure(config):
+    """The run's Prefect test server stops with the run (in the process that ran the session: the controller
+    under xdist, whose workers have all finished)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    factory = getattr(config, "_tmp_path_factory", None)
+    base = getattr(factory, "_basetemp", None)
+    if base is not None:
+        from tests.builders.prefect_server import stop_test_server
+
+        stop_test_server(base / "prefect-server")
 
 
 @dataclass(frozen=True)
@@ -119,23 +153,29 @@ class ShortDemo:
 
 
 @pytest.fixture(scope="session")
-def short_demo(tmp_path_factory, prefect_harness) -> ShortDemo:
+def short_demo(tmp_path_factory, request) -> ShortDemo:
     """`dormant demo --steps 30 --limit 8` (the real demo, shorter: 4 checkpoints, the three calibration sets) run
-    once per session through the demo flow in this process. Its users (tests/flows/test_demo_flow.py and
-    tests/library/test_suggested_commands.py) share the xdist group `short_demo`, so one worker runs it once."""
-    from dormant_tasks.tracking import TrackRequest
-    from flows.cli.demo import DEMO_CALIBRATION
-    from flows.demo import demo
+    once per pytest run through the demo flow, in the process of the first test that asks (on its Prefect test
+    server); the other xdist workers wait for it and read it (`built_once`). Its users (tests/flows/test_demo_flow.py
+    and tests/library/test_suggested_commands.py) read it, or copy its store before changing it."""
 
-    run = ShortDemo(tmp_path_factory.mktemp("short-demo"), None, steps=30, limit=8)
-    request = TrackRequest(
-        source=str(run.series),
-        store=str(run.store),
-        limit=run.limit,
-        calibrations=DEMO_CALIBRATION,
-        reports_dir=str(run.reports),
-    )
-    return dataclasses.replace(run, result=demo(request, steps=run.steps))
+    def build(folder: Path) -> ShortDemo:
+        from dormant_tasks.tracking import TrackRequest
+        from flows.cli.demo import DEMO_CALIBRATION
+        from flows.demo import demo
+
+        request.getfixturevalue("prefect_harness")
+        run = ShortDemo(folder, None, steps=30, limit=8)
+        track = TrackRequest(
+            source=str(run.series),
+            store=str(run.store),
+            limit=run.limit,
+            calibrations=DEMO_CALIBRATION,
+            reports_dir=str(run.reports),
+        )
+        return dataclasses.replace(run, result=demo(track, steps=run.steps))
+
+    return built_once(tmp_path_factory, "short-demo", build)
 
 
 @pytest.fixture(scope="session")

@@ -68,3 +68,57 @@ def prefect_server(env: dict[str, str], log: Path) -> Iterator[str]:
         yield api
     finally:
         stop_session(server)
+
+
+def start_test_server(folder: Path) -> str:
+    """The API server that `prefect_test_harness` starts (uvicorn on Prefect's app, its ephemeral services, no UI,
+    a SQLite database in `folder`), but in a process session of its own that outlives the test process that
+    started it: one server for every xdist worker of a pytest run (`tests/conftest.py`), stopped by
+    `stop_test_server` when the run ends. Its pid is in `folder/pid`; returns its PREFECT_API_URL."""
+    import prefect
+
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(folder / "home"),
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder / 'prefect-test.db'}",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+    }
+    env.pop("PREFECT_API_URL", None)
+    args = [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(prefect.__file__).parent.parent)]
+    args += ["--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--log-level", "error", "--lifespan", "on"]
+    server = start_session(args, env, folder / "server.log")
+    (folder / "pid").write_text(str(server.pid))
+    wait_healthy(api, server, folder / "server.log", within=240)
+    return api
+
+
+def stop_test_server(folder: Path) -> None:
+    """Stop what `start_test_server` started in `folder` (nothing when it never started)."""
+    pid_file = folder / "pid"
+    if not pid_file.is_file():
+        return
+    pid = int(pid_file.read_text())
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):  # reaped here when this process started it (`-n 0`)
+                os.waitpid(pid, os.WNOHANG)
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            continue
+        break
+    pid_file.unlink()

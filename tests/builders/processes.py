@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -17,10 +18,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cli_env(*hooks: Path, **extra: str) -> dict:
     """The environment of a user's run (its own temporary Prefect server, no Hub), this checkout first on the path;
-    `hooks`: folders of a `sitecustomize.py` that every Python process of the run imports."""
+    `hooks`: folders of a `sitecustomize.py` that every Python process of the run imports. Each run gets a Dask
+    scratch folder of its own: in the shared /tmp/dask-scratch-space, one run's clean-up of another's files printed
+    a second stderr line (a flaky one-line assertion)."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     path = os.pathsep.join([*map(str, hooks), str(REPO)])
-    return {**env, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1", "PYTHONPATH": path, **extra}
+    scratch = tempfile.mkdtemp(prefix="dormant-dask-scratch-")
+    return {
+        **env,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": path,
+        "DASK_TEMPORARY_DIRECTORY": scratch,
+        **extra,
+    }
 
 
 def run_cli(args, env: dict, cwd, timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:

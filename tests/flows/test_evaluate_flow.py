@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import build_parser
 from flows.evaluate import evaluate
 from flows.track import track
+from tests.builders.cli import invoke
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 REPO = Path(__file__).resolve().parents[2]
@@ -123,16 +122,16 @@ def test_series_mode_zeroes_each_tracked_mask(random_series, tmp_path, capsys, m
         pytest.param(["--mode", "static", "--tasks", "gsm8k"], "no tracked series", marks=pytest.mark.slow),
     ],
 )
-def test_bad_input_exits_2_and_writes_nothing(tiny_model_dir, tmp_path, extra, needle):
+def test_bad_input_exits_2_and_writes_nothing(tiny_model_dir, tmp_path, extra, needle, prefect_api_url):
+    """In-process (tests/builders/cli.py); a refusal that comes inside the flow runs it on the session's server."""
     store = tmp_path / "store"
-    r = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "evaluate", "--model", str(tiny_model_dir), "--store", str(store), *extra],
+    r = invoke(
+        ["evaluate", "--model", tiny_model_dir, "--store", store, *extra],
         cwd=REPO,
-        capture_output=True,
-        text=True,
+        env={"PREFECT_API_URL": prefect_api_url},
     )
-    lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr[-1500:]
+    lines = r.lines
+    assert r.code == 2 and len(lines) == 1 and needle in lines[0], r.stderr[-1500:]
     assert lines[0].startswith("dormant evaluate: error: ")
     assert not store.exists()
 

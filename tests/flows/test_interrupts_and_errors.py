@@ -1,7 +1,9 @@
-"""Ctrl-C and expected failures of real `dormant` subprocesses: exit codes, stderr, and what the store keeps.
+"""Ctrl-C and expected failures of `dormant`: exit codes, stderr, and what the store keeps.
 
-Each run starts its own temporary Prefect server (no PREFECT_API_URL), as a user's does; the signal goes to
-the run's whole process group, as a terminal's Ctrl-C does. Faked, because it cannot be timed otherwise:
+A run that is signalled, or whose temporary Prefect server's shutdown is what is tested, is a real `dormant`
+subprocess that starts its own temporary server (no PREFECT_API_URL), as a user's does; the signal goes to the
+run's whole process group, as a terminal's Ctrl-C does. The other failures run in-process (tests/builders/cli.py),
+their flows on the session's Prefect test server. Faked, because it cannot be timed otherwise:
 "SIGINT during a write" slows the head_scores write down by a sitecustomize hook (see `_SLOW_WRITE`); a
 full disk is a real size-limited tmpfs filled while the run goes on, a read-only store a real read-only
 bind mount (both skipped where mounting is not allowed); the temporary server's shutdown logging a cancelled
@@ -27,6 +29,7 @@ from dormant_tasks.engine import TRACKED_IDS
 from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking.request import TrackRequest
 from flows.track import track
+from tests.builders.cli import Result, invoke
 from tests.builders.progress import is_progress
 from tests.builders.series import save_random_series
 from tests.builders.track import store_rows, stored_checkpoints
@@ -183,9 +186,15 @@ def _run(args, **env) -> subprocess.CompletedProcess:
     )
 
 
-def _assert_one_line_error(r: subprocess.CompletedProcess, command: str, needle: str) -> None:
+def _in_process(args, api: str, **env) -> Result:
+    """`dormant ARGS` in-process, its flows on the session's test server `api`, no Hub unless `env` says."""
+    return invoke(args, cwd=REPO, env={"PREFECT_API_URL": api, "HF_HUB_OFFLINE": "1", **env})
+
+
+def _assert_one_line_error(r: subprocess.CompletedProcess | Result, command: str, needle: str) -> None:
     lines = [x for x in r.stderr.strip().splitlines() if not is_progress(x)]
-    assert r.returncode == 2, r.stderr[-3000:]
+    code = r.code if isinstance(r, Result) else r.returncode
+    assert code == 2, r.stderr[-3000:]
     assert len(lines) == 1, r.stderr[-3000:]
     assert lines[0].startswith(f"dormant {command}: error: ") and needle in lines[0], lines
 
@@ -202,7 +211,7 @@ def _truncate(weights: Path) -> None:
 
 
 def test_a_truncated_checkpoint_among_four_is_recorded_the_run_goes_on_and_a_rerun_stores_it(
-    random_series, tmp_path, tiny_tokenizer
+    random_series, tmp_path, tiny_tokenizer, prefect_api_url
 ):
     series = _four_checkpoint_series(random_series, tmp_path, tiny_tokenizer)
     bad = "stage1-step10-tokens20K"
@@ -210,8 +219,8 @@ def test_a_truncated_checkpoint_among_four_is_recorded_the_run_goes_on_and_a_rer
     _truncate(series / bad / "model.safetensors")
     store = tmp_path / "store"
     args = ["track", "--model", str(series), "--store", str(store), "--limit", "4", "--no-report"]
-    r = _run(args)
-    assert r.returncode == 3, r.stderr[-3000:]  # not 2 (bad input), not 130 (interrupted)
+    r = _in_process(args, prefect_api_url)
+    assert r.code == 3, r.stderr[-3000:]  # not 2 (bad input), not 130 (interrupted)
     assert "random-olmo2: 3 checkpoints analysed, 0 already stored, 1 failed" in r.stdout, r.stdout
     assert f"  1 checkpoint failed, not stored (a rerun of `dormant track` retries):\n    {bad}: " in r.stdout
     assert "the file is cut short" in r.stdout and "--model" not in r.stdout + r.stderr
@@ -219,12 +228,12 @@ def test_a_truncated_checkpoint_among_four_is_recorded_the_run_goes_on_and_a_rer
     assert last.startswith("dormant track: 1 checkpoint of random-olmo2 failed") and f"({bad})" in last, last
     assert last.endswith("exit 3") and "Traceback" not in r.stderr
     assert sorted(set(read_table(store, "checkpoints").column("revision").to_pylist())) == good
-    status = _run(["status", "--store", str(store)])
-    assert status.returncode == 0 and f"    {bad}: " in status.stdout and "the file is cut short" in status.stdout
+    status = _in_process(["status", "--store", str(store)], prefect_api_url)
+    assert status.code == 0 and f"    {bad}: " in status.stdout and "the file is cut short" in status.stdout
 
     # --fail-fast: today's behaviour, one line, exit 2, the store as it was
     before = _checksum(store)
-    r = _run([*args, "--fail-fast"])
+    r = _in_process([*args, "--fail-fast"], prefect_api_url)
     _assert_one_line_error(r, "track", "the file is cut short")
     assert _checksum(store) == before
 
@@ -234,7 +243,7 @@ def test_a_truncated_checkpoint_among_four_is_recorded_the_run_goes_on_and_a_rer
     summary = track(TrackRequest(source=str(series), store=str(store), limit=4, report=False))
     assert (summary.analysed, summary.skipped, summary.failed) == (1, 3, ())
     assert sorted(set(read_table(store, "checkpoints").column("revision").to_pylist())) == sorted([*good, bad])
-    status = _run(["status", "--store", str(store)])
+    status = _in_process(["status", "--store", str(store)], prefect_api_url)
     assert "failed" not in status.stdout and status.stdout.startswith("random-olmo2: 4 checkpoints"), status.stdout
 
 
@@ -269,7 +278,7 @@ def test_the_temporary_servers_shutdown_records_stay_off_the_console(case, rando
 
 
 @pytest.mark.parametrize("case", ["missing-path", "unreachable-hub", "store-is-a-file"])
-def test_evaluate_errors_are_one_line_and_write_nothing(case, tiny_model_dir, tmp_path):
+def test_evaluate_errors_are_one_line_and_write_nothing(case, tiny_model_dir, tmp_path, prefect_api_url, monkeypatch):
     store = tmp_path / "store"
     model, env, needle = str(tiny_model_dir), {}, ""
     if case == "missing-path":
@@ -277,11 +286,14 @@ def test_evaluate_errors_are_one_line_and_write_nothing(case, tiny_model_dir, tm
     elif case == "unreachable-hub":
         model, needle = "allenai/OLMo-2-1124-7B", "does not answer"  # the CLI's one probe, before any import
         env = {"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens on port 9
+        import huggingface_hub.constants as constants
+
+        monkeypatch.setattr(constants, "ENDPOINT", env["HF_ENDPOINT"])  # as a fresh process reads it on import
     else:
         store.write_text("not a store")
         needle = "is a file, not a folder"
     before = _checksum(tmp_path)
-    r = _run(["evaluate", "--model", model, "--store", str(store), "--limit", "2"], **env)
+    r = _in_process(["evaluate", "--model", model, "--store", str(store), "--limit", "2"], prefect_api_url, **env)
     _assert_one_line_error(r, "evaluate", needle)
     assert _checksum(tmp_path) == before
 

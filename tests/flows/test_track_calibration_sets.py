@@ -5,8 +5,6 @@ nothing written). Real tiny checkpoints, real bundled sets, the library's own st
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,7 @@ from dormant_tasks.tracking import checkpoint_work, tracker
 from dormant_tasks.tracking.agreement import set_agreement
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.series import SeriesView
+from tests.builders.cli import Result, invoke
 
 SETS = ("winogrande", "code", "wikipedia")
 FNS = ("ahon_ln", "lthon_ln", "awft", "ahon")
@@ -82,14 +81,18 @@ def test_k_sets_load_each_checkpoint_once_and_equal_separate_runs(random_series,
     assert state.done and state.request.calibration_sets == together.calibration_sets
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
-    )
+@pytest.fixture
+def _cli(prefect_api_url):
+    """`dormant ARGS` in-process (tests/builders/cli.py), its flows on the session's Prefect test server."""
+
+    def run(*args: str, cwd: Path) -> Result:
+        return invoke(args, cwd=cwd, env={"PREFECT_API_URL": prefect_api_url, "HF_HUB_OFFLINE": "1"})
+
+    return run
 
 
 @pytest.mark.parametrize("case", ["unknown", "typo", "empty", "not-utf8", "twice"])
-def test_bad_calibration_sets_are_one_line_exit_2_and_write_nothing(case, random_series, tmp_path):
+def test_bad_calibration_sets_are_one_line_exit_2_and_write_nothing(case, random_series, tmp_path, _cli):
     store = tmp_path / "store"
     bad = tmp_path / "texts.txt"
     args, needle = ["--calibration", "winogrande"], ""
@@ -121,7 +124,7 @@ def test_bad_calibration_sets_are_one_line_exit_2_and_write_nothing(case, random
         cwd=tmp_path,
     )
     lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert r.returncode == 2, r.stderr[-3000:]
+    assert r.code == 2, r.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith("dormant track: error: ") and needle in lines[0], lines
     assert not store.exists(), sorted(str(p) for p in store.rglob("*"))
 
@@ -137,7 +140,7 @@ def _store_digest(store: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_texts_longer_than_the_context_are_truncated_with_a_warning_as_score_does(random_series, tmp_path):
+def test_texts_longer_than_the_context_are_truncated_with_a_warning_as_score_does(random_series, tmp_path, _cli):
     """One truncation rule for `score` and `track` (docs/USAGE.md): a text past the model's context (even every text of
     the set, even one 200,000-character line) is cut to it and counted in one warning, never refused."""
     long = tmp_path / "long.txt"  # the tiny model's context is 512 tokens (tiny_config)
@@ -145,7 +148,7 @@ def test_texts_longer_than_the_context_are_truncated_with_a_warning_as_score_doe
     assert len(long.read_text(encoding="utf-8").splitlines()[0]) == 200_000
     args = ["--model", str(random_series), "--store", str(tmp_path / "store"), "--no-report", "--scores", "ahon_ln"]
     r = _cli("track", *args, "--calibration", str(long), "--steps", "0:0", cwd=tmp_path)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.code == 0, r.stderr[-3000:]
     # named by its calibration set, in the singular for one input
     from dormant_tasks.tracking.calibration import load_calibration
 
@@ -165,11 +168,11 @@ def test_texts_longer_than_the_context_are_truncated_with_a_warning_as_score_doe
         "ahon_ln",
         cwd=tmp_path,
     )
-    assert r.returncode == 0 and "1 of 2 inputs (0) were cut to their first 512 tokens" in r.stderr, r.stderr[-3000:]
+    assert r.code == 0 and "1 of 2 inputs (0) were cut to their first 512 tokens" in r.stderr, r.stderr[-3000:]
 
 
 @pytest.mark.slow
-def test_retau_whose_first_checkpoint_cannot_be_scored_writes_nothing(random_series, tmp_path):
+def test_retau_whose_first_checkpoint_cannot_be_scored_writes_nothing(random_series, tmp_path, _cli):
     """A --retau of a stored series with fixed taus only (no reference to score) and a new calibration set scores
     its first selected checkpoint before it writes the taus: when that checkpoint cannot be loaded, one line,
     exit 2, and the store byte for byte as it was (its taus and request still those of the results it holds).
@@ -180,7 +183,7 @@ def test_retau_whose_first_checkpoint_cannot_be_scored_writes_nothing(random_ser
     store = tmp_path / "store"
     common = ["--model", str(series), "--store", str(store), "--no-report", "--scores", "ahon_ln"]
     first = _cli("track", *common, "--limit", "4", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.code == 0, first.stderr[-3000:]
     before = _store_digest(store)
     assert any(name.startswith("taus/") for name in before), sorted(before)
     weights = series / "stage1-step0-tokens0K" / "model.safetensors"
@@ -188,7 +191,7 @@ def test_retau_whose_first_checkpoint_cannot_be_scored_writes_nothing(random_ser
         f.truncate(weights.stat().st_size // 3)
     r = _cli("track", *common, "--retau", "--tau", "ahon_ln=0.4", "--calibration", "code", cwd=tmp_path)
     lines = [line for line in r.stderr.splitlines() if line.strip() and " elapsed" not in line]
-    assert r.returncode == 2, r.stderr[-3000:]
+    assert r.code == 2, r.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith("dormant track: error: "), lines
     assert "the file is cut short" in lines[0], lines
     assert _store_digest(store) == before

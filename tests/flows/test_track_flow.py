@@ -20,6 +20,7 @@ from dormant_tasks.store.io import read_table
 from dormant_tasks.tracking import checkpoint_work, series_taus, tracker
 from dormant_tasks.tracking.request import TrackRequest
 from flows.track import track
+from tests.builders.cli import invoke
 from tests.builders.track import stored_checkpoints
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -181,19 +182,9 @@ def test_cli_bad_inputs_exit_2_and_leave_the_store_untouched(random_series, tmp_
         ([], "schema"),
     ]
     for extra, needle in cases:
-        r = _dormant_cli(
-            "track",
-            "--model",
-            str(random_series),
-            "--store",
-            str(store),
-            "--limit",
-            "2",
-            "--no-report",
-            *extra,
-            env=_prefect_env(),
-        )
-        assert r.returncode == 2, (extra, r.stderr[-2000:])
+        argv = ["track", "--model", random_series, "--store", store, "--limit", "2", "--no-report", *extra]
+        r = invoke(argv, cwd=REPO, env=_prefect_env())
+        assert r.code == 2, (extra, r.stderr[-2000:])
         last = r.stderr.strip().splitlines()[-1]
         assert needle in last and last.startswith("dormant track: error:"), last
     assert [p.name for p in _files(store)] == ["_store.json"]

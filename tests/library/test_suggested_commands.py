@@ -8,11 +8,13 @@ Collected, not listed by hand:
 - every code block of README.md and docs/*.md: each `dormant` line of a shell block (`$ ` lines of a text block),
   each Python block, each SQL (DuckDB) block.
 
-They run against one demo store: a copy of the session's short demo (`short_demo` in tests/conftest.py: the demo
+They run against one demo store, built once per pytest run whichever xdist worker asks first (`built_once` in
+tests/conftest.py; the commands spread over the workers): a copy of the run's short demo (`short_demo`: the demo
 flow as `dormant demo --steps 30 --limit 8` runs it, the real demo, shorter), one `dormant evaluate` sweep on its
 last checkpoint (the README's, smaller), and a copy of its checkpoints as a folder of `step{N}` checkpoints
-(`runs/my-run`), all on the session's Prefect test server (one server start instead of one per command). Each command runs on its own copy of the store (series folders linked, so their sources stay the same),
-through a `dormant` on PATH, as a user types it, and must exit 0. The few that need the Hub, a GPU, a cluster or
+(`runs/my-run`). Each command runs on its own copy of the store (series folders linked, so their sources stay the
+same), in-process as a user types it (tests/builders/cli.py: its `VAR=value` prefixes, `&&` and `>` read as the
+shell reads them), its flows on the worker's Prefect test server, and must exit 0 with no traceback. The few that need the Hub, a GPU, a cluster or
 a second series are in `MARKED` with the reason; a command run with other values (a 2,000-step demo's checkpoint
 name, a smaller --limit) is in `RUN_AS`. The recipes of docs/DATA_CONTRACT.md must also give the tool's numbers.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,7 +33,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders.cli import Result, invoke
 from tests.builders.processes import cli_env
+from tests.builders.shared import built_once, shared_folder
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -248,62 +253,69 @@ def _python_blocks() -> list[Block]:
     return [b for b in code_blocks() if b.lang == "python" and b.text.splitlines()[0] not in PYTHON_MARKED]
 
 
-# one xdist worker runs the module (`--dist loadgroup`) with the demo flow's test: the session's short demo is built
-# once, on that worker, not once per worker
-pytestmark = pytest.mark.xdist_group("short_demo")
-
 # ---- the demo store ----
 
 
 @dataclass(frozen=True)
 class Demo:
     folder: Path  # data/store, data/series/tiny-olmo2, runs/my-run
-    env: dict[str, str]
+    env: dict[str, str | None]  # the changes to this process's environment that a command runs with
     last: str  # the series' last checkpoint
 
-
-def _run(line: str, demo: Demo, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", "-c", line.format(last=demo.last)],
-        cwd=cwd,
-        env=demo.env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    def process_env(self) -> dict[str, str]:
+        """The environment of a Python process (a docs' Python block): this checkout first on the path."""
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        for key, value in self.env.items():
+            env.pop(key, None) if value is None else env.__setitem__(key, value)
+        return env
 
 
-def _ok(r: subprocess.CompletedProcess, line: str) -> None:
-    assert r.returncode == 0, f"{line}\nexit {r.returncode}\n{r.stderr[-3000:]}\n{r.stdout[-1000:]}"
+def _run(line: str, demo: Demo, cwd: Path) -> Result:
+    """A shell line of `dormant` commands, in-process: `VAR=value` prefixes, `a && b`, `> file` read as the shell
+    reads them (each command in order until one fails)."""
+    r = Result(0, "", "")
+    for part in line.format(last=demo.last).split(" && "):
+        words = shlex.split(part)
+        env = dict(demo.env)
+        while re.match(r"^[A-Z_]+=", words[0]):
+            key, value = words.pop(0).split("=", 1)
+            env[key] = value
+        target = None
+        if ">" in words:
+            target, words = words[words.index(">") + 1], words[: words.index(">")]
+        assert words[0] == "dormant", line
+        r = invoke(words[1:], cwd=cwd, env=env)
+        if target is not None:
+            (cwd / target).write_text(r.stdout, encoding="utf-8")
+        if r.code != 0:
+            return r
+    return r
+
+
+def _ok(r: Result, line: str) -> None:
+    assert r.code == 0 and "Traceback" not in r.stderr, f"{line}\nexit {r.code}\n{r.stderr[-3000:]}\n{r.stdout[-1000:]}"
 
 
 @pytest.fixture(scope="module")
 def demo(short_demo, prefect_api_url, tmp_path_factory):
-    home = tmp_path_factory.mktemp("advice")
-    bin_dir = home / "bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "dormant"  # `dormant` as installed: this checkout's CLI
-    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m flows.cli "$@"\n')
-    shim.chmod(0o755)
-    env = cli_env(PREFECT_HOME=str(home / "prefect-home"), HF_DATASETS_OFFLINE="1")
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
-    env["PREFECT_API_URL"] = prefect_api_url  # the session's test server: flows of every command run on it
-    for name in ("DORMANT_STORE", "DORMANT_REPORTS"):
-        env.pop(name, None)
-    folder = home / "demo"
-    # the session's short demo (`dormant demo --steps 30 --limit 8` in a working folder): its store copied (the
-    # evaluate below writes to it), its series folders linked
-    shutil.copytree(short_demo.store, folder / "data" / "store")
-    (folder / "data" / "series").symlink_to(short_demo.series.parent)
-    series = folder / "data" / "series" / "tiny-olmo2"
-    names = sorted((p.name for p in series.iterdir() if p.is_dir()), key=lambda n: int(n.split("-")[1][4:]))
-    runs = folder / "runs" / "my-run"  # the same checkpoints as a run's step{N} folders (hard links)
-    for name in names:
-        shutil.copytree(series / name, runs / name.split("-")[1], copy_function=os.link)
-    made = Demo(folder, env, names[-1])
-    _ok(_run(RUN_AS[FIXTURE_EVALUATE], made, folder), FIXTURE_EVALUATE)
-    return made
+    env = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "DORMANT_STORE": None, "DORMANT_REPORTS": None}
+    env["PREFECT_API_URL"] = prefect_api_url  # the worker's test server: flows of every command run on it
+
+    def build(folder: Path) -> str:
+        # the run's short demo (`dormant demo --steps 30 --limit 8` in a working folder): its store copied (the
+        # evaluate below writes to it), its series folders linked
+        shutil.copytree(short_demo.store, folder / "data" / "store")
+        (folder / "data" / "series").symlink_to(short_demo.series.parent)
+        series = folder / "data" / "series" / "tiny-olmo2"
+        names = sorted((p.name for p in series.iterdir() if p.is_dir()), key=lambda n: int(n.split("-")[1][4:]))
+        runs = folder / "runs" / "my-run"  # the same checkpoints as a run's step{N} folders (hard links)
+        for name in names:
+            shutil.copytree(series / name, runs / name.split("-")[1], copy_function=os.link)
+        _ok(_run(RUN_AS[FIXTURE_EVALUATE], Demo(folder, env, names[-1]), folder), FIXTURE_EVALUATE)
+        return names[-1]
+
+    last = built_once(tmp_path_factory, "advice-demo", build)
+    return Demo(shared_folder(tmp_path_factory) / "advice-demo", env, last)
 
 
 @pytest.fixture
@@ -359,9 +371,14 @@ def test_the_suggested_command_runs(line, suggested_by, demo, work):
 @pytest.mark.parametrize("block", _python_blocks(), ids=[b.where for b in _python_blocks()])
 def test_the_docs_python_block_runs(block, demo, work):
     r = subprocess.run(
-        [sys.executable, "-c", block.text], cwd=work, env=demo.env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", block.text],
+        cwd=work,
+        env=demo.process_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    _ok(r, f"{block.where}\n{block.text}")
+    assert r.returncode == 0, f"{block.where}\n{block.text}\n{r.stderr[-3000:]}"
 
 
 @pytest.mark.slow

@@ -1,10 +1,10 @@
 """The grammar of `dormant` (docs/USAGE.md, "Command grammar"), table-driven over every command and option, and the bad
-inputs a newcomer tries, run as real `python -m flows.cli` subprocesses.
+inputs a newcomer tries, run through `flows.cli.main` in-process (tests/builders/cli.py: captured output, exit code).
 
 Speed of the cheap checks, measured two ways so that the test holds on a loaded 2-core machine:
-- deterministically: the subprocess runs under `-X importtime` and must not have imported torch, pyarrow,
-  prefect, transformers, huggingface_hub, numpy or matplotlib before it answered (the heavy imports are what took
-  10-60 s); its wall time, interpreter start-up included, gets a generous bound (CLI_WALL_S);
+- deterministically: every bad input runs, one after another, in one fresh interpreter (`in_one_process`) that
+  must not have imported torch, pyarrow, prefect, transformers, huggingface_hub, numpy or matplotlib before it
+  answered (the heavy imports are what took 10-60 s);
 - by time: the check itself (`main(argv)` in-process, where start-up is already paid) answers in under
   CHECK_S = 2 s, the issue's figure; the checks themselves take milliseconds, so 2 s leaves room for load.
 """
@@ -16,8 +16,6 @@ import ast
 import os
 import re
 import socket
-import subprocess
-import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -30,11 +28,10 @@ from dormant_tasks.evaluation.request import EvalRequest
 from dormant_tasks.tracking.request import TrackRequest
 from flows.cli import build_parser, main
 from flows.cli.options import RENAMED, ListOption
+from tests.builders.cli import HEAVY, in_one_process, invoke
 
 REPO = Path(__file__).resolve().parents[3]
-HEAVY = {"torch", "transformers", "pyarrow", "prefect", "numpy", "matplotlib", "huggingface_hub"}
 CHECK_S = 2.0  # the issue's bound for a cheap check, measured in-process
-CLI_WALL_S = 15.0  # a whole subprocess, start-up included, on a loaded machine (the heavy path took 15-85 s)
 
 
 def subcommands(parser=None, path=()):
@@ -303,26 +300,6 @@ def _series(folder: Path) -> Path:
     return folder
 
 
-def dormant(*argv, env=None, cwd=None) -> tuple[subprocess.CompletedProcess, float, set[str]]:
-    """A real `python -X importtime -m flows.cli ...`: (its result with the import lines taken out of stderr,
-    wall seconds, the top-level packages it imported)."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "flows.cli", *map(str, argv)],
-        cwd=cwd or REPO,
-        env={k: v for k, v in full_env.items() if v is not None},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    seconds = time.perf_counter() - started
-    lines = proc.stderr.splitlines()
-    imported = {line.split("|")[2].strip().split(".")[0] for line in lines if line.startswith("import time:")}
-    proc.stderr = "\n".join(line for line in lines if not line.startswith("import time:"))
-    return proc, seconds, imported
-
-
 def test_model_is_a_folder_or_a_stored_series_name_alike(tmp_path):
     from dormant_tasks.store.provenance import write_request
 
@@ -330,9 +307,9 @@ def test_model_is_a_folder_or_a_stored_series_name_alike(tmp_path):
     store = tmp_path / "store"
     request = TrackRequest(source=str(series), store=str(store))
     write_request(store, request.model_id, request)  # what a track run leaves: the series' folder, by name
-    by_folder, _, _ = dormant("checkpoints", "--model", series, "--store", store)
-    by_name, _, _ = dormant("checkpoints", "--model", "my-series", "--store", store)
-    assert by_folder.returncode == by_name.returncode == 0, by_folder.stderr + by_name.stderr
+    by_folder = invoke(["checkpoints", "--model", series, "--store", store], cwd=REPO)
+    by_name = invoke(["checkpoints", "--model", "my-series", "--store", store], cwd=REPO)
+    assert by_folder.code == by_name.code == 0, by_folder.stderr + by_name.stderr
     assert by_folder.stdout == by_name.stdout and "2 of 2 checkpoints" in by_name.stdout
 
 
@@ -458,33 +435,38 @@ def _endpoint(monkeypatch, env: dict) -> None:
 
 
 @pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
-def test_a_bad_input_is_one_line_exit_2_cheap_and_leaves_the_store(case, places, monkeypatch, capsys):
+def test_a_bad_input_is_one_line_exit_2_cheap_and_leaves_the_store(case, places, monkeypatch):
     name, argv, needle, env = case
     argv = [_fill(a, places) for a in argv]
     env = {k: _fill(v, places) for k, v in env.items()}
     before = _snapshot(places["tmp"])
-
-    proc, seconds, imported = dormant(*argv, env=env, cwd=places["tmp"])
-    lines = proc.stderr.splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    assert lines[0].startswith("dormant") and ": error: " in lines[0] and needle in lines[0], lines[0]
-    advice = re.findall(r"`([^`]*)`", lines[0])  # a command the error suggests runs as typed
-    assert not [a for a in advice if "(in the working folder" in a], lines[0]
-    heavy = HEAVY - {"huggingface_hub"} if name in ASKS_THE_HUB else HEAVY
-    assert not imported & heavy, f"answered after importing {sorted(imported & heavy)}"
-    assert seconds < CLI_WALL_S
-    assert proc.stdout == ""
-
-    # the check itself, in-process (interpreter start-up and imports already paid)
-    for k, v in env.items():
-        monkeypatch.delenv(k, raising=False) if v is None else monkeypatch.setenv(k, v)
     _endpoint(monkeypatch, env)
-    monkeypatch.chdir(places["tmp"])
     started = time.perf_counter()
-    code = run_main(*argv)
+    r = invoke(argv, cwd=places["tmp"], env=env)
     assert time.perf_counter() - started < CHECK_S
-    assert code == 2 and needle in capsys.readouterr().err
+    assert r.code == 2 and len(r.lines) == 1, r.stderr
+    line = r.lines[0]
+    assert line.startswith("dormant") and ": error: " in line and needle in line, line
+    advice = re.findall(r"`([^`]*)`", line)  # a command the error suggests runs as typed
+    assert not [a for a in advice if "(in the working folder" in a], line
+    assert r.stdout == "" and not r.prefect_started
     assert _snapshot(places["tmp"]) == before, "a bad input changed a file"
+
+
+def test_every_bad_input_answers_before_a_heavy_import(places):
+    """All of BAD in one fresh interpreter, those that ask the Hub (and so import its client) last: each answers
+    with its one line before importing a heavy library."""
+    cases = sorted(BAD, key=lambda c: c[0] in ASKS_THE_HUB)
+    runs = [
+        ([_fill(a, places) for a in c[1]], places["tmp"], {k: _fill(v, places) for k, v in c[3].items()}) for c in cases
+    ]
+    results = in_one_process(runs)
+    assert {c[0]: r.stderr for c, r in zip(cases, results, strict=True) if r.code != 2 or c[2] not in r.stderr} == {}
+    heavy = {
+        c[0]: sorted(r.imported & (HEAVY - {"huggingface_hub"} if c[0] in ASKS_THE_HUB else HEAVY))
+        for c, r in zip(cases, results, strict=True)
+    }
+    assert {k: v for k, v in heavy.items() if v} == {}, "answered after importing a heavy library"
 
 
 # ---- outputs: one token format; store gc counts checkpoints as status does ----

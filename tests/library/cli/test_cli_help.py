@@ -12,9 +12,9 @@ import pytest
 
 from dormant_tasks import __version__
 from flows.cli import build_parser
+from tests.builders.cli import HEAVY, in_one_process
 
 REPO = Path(__file__).resolve().parents[3]
-HEAVY = {"torch", "transformers", "pyarrow", "prefect", "numpy", "matplotlib", "huggingface_hub"}
 
 
 def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -30,21 +30,14 @@ COMMANDS = list(commands(build_parser()))
 IDS = [" ".join(path) or "dormant" for path, _ in COMMANDS]
 
 
-@pytest.mark.parametrize("path", [path for path, _ in COMMANDS], ids=IDS)
-def test_help_imports_no_heavy_library(path):
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "flows.cli", *path, "--help"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    # `import time: self [us] | cumulative | imported package`, the package indented by its nesting depth
-    imported = {
-        line.split("|")[2].strip().split(".")[0] for line in proc.stderr.splitlines() if line.startswith("import time:")
-    }
-    assert not imported & HEAVY, f"`dormant {' '.join(path)} --help` imports {sorted(imported & HEAVY)}"
+def test_help_imports_no_heavy_library():
+    """Every command's `--help`, one after another in one fresh process (`in_one_process`): a `--help` that imports
+    nothing heavy leaves the process as clean as a fresh one for the next, so each is checked as if alone."""
+    results = in_one_process([([*path, "--help"], REPO, None) for path, _ in COMMANDS])
+    assert {i: (r.code, r.stderr) for i, r in zip(IDS, results, strict=True) if r.code != 0} == {}
+    assert all(r.stdout.startswith("usage: dormant") for r in results)
+    heavy = {i: sorted(r.imported & HEAVY) for i, r in zip(IDS, results, strict=True) if r.imported & HEAVY}
+    assert heavy == {}, f"`--help` imports a heavy library: {heavy}"
 
 
 @pytest.mark.parametrize("path,parser", COMMANDS, ids=IDS)

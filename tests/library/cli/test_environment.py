@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders.cli import invoke
 from tests.builders.processes import cli_env, run_cli
 from tests.builders.progress import is_progress
 
@@ -24,6 +25,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def _run(argv, tmp_path, **env_changes) -> tuple[subprocess.CompletedProcess, float]:
+    """A real `dormant` process: for what only a fresh interpreter shows (its locale, its start)."""
     env = cli_env(PREFECT_HOME=str(tmp_path / "prefect-home"))
     env.pop("TMPDIR", None)
     for key, value in env_changes.items():
@@ -71,24 +73,34 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_an_environment_prefect_cannot_run_in_is_one_line_exit_2_within_10_s(case, random_series, tmp_path):
+    """In-process (tests/builders/cli.py): the environment as a user's shell would give it, its changes undone after."""
     changes, needle = CASES[case]
     (tmp_path / "a-file").write_text("not a folder\n")
     full = _full_tmpfs(tmp_path) if "full" in case else None
     fill = {"file": tmp_path / "a-file", "tmp": tmp_path, "full": full}
+    env = {
+        "PREFECT_API_URL": None,
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "TMPDIR": None,
+        "HF_HUB_OFFLINE": "1",
+    }
+    env.update({k: (v.format(**fill) if v else v) for k, v in changes.items()})
     try:
-        env = {k: (v.format(**fill) if v else v) for k, v in changes.items()}
-        r, seconds = _run(
-            ["track", "--model", random_series, "--store", tmp_path / "store", "--device", "cpu"], tmp_path, **env
+        started = time.perf_counter()
+        r = invoke(
+            ["track", "--model", random_series, "--store", tmp_path / "store", "--device", "cpu"], cwd=tmp_path, env=env
         )
+        seconds = time.perf_counter() - started
     finally:
         if full is not None:
             subprocess.run(["umount", str(full)], check=False)
     lines = [x for x in r.stderr.strip().splitlines() if not is_progress(x)]
-    assert r.returncode == 2, r.stderr[-3000:]
+    assert r.code == 2, r.stderr[-3000:]
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert lines[0].startswith("dormant track: error: ") and needle.format(**fill) in lines[0], lines
     assert "writable folder" in lines[0], lines  # the fix
     assert seconds < 10, f"{seconds:.1f} s"
+    assert not r.prefect_started, "Prefect was started"
     assert not (tmp_path / "store").exists(), "the refused run created the store"
 
 
@@ -114,12 +126,12 @@ def test_the_environment_check_answers_in_under_a_second_without_prefect(variabl
 
 
 def test_the_same_environment_does_not_block_a_command_without_prefect(tmp_path):
-    r, _ = _run(
+    r = invoke(
         ["status", "--store", tmp_path / "store"],
-        tmp_path,
-        PREFECT_HOME=str(tmp_path / "f" / "x"),
-        TMPDIR=str(tmp_path / "no-such-tmp"),
+        cwd=tmp_path,
+        env={"PREFECT_HOME": str(tmp_path / "f" / "x"), "TMPDIR": str(tmp_path / "no-such-tmp")},
     )
+    assert r.code == 2 and "does not exist" in r.stderr, r.stderr  # the store's own refusal, not the environment's
     assert "PREFECT_HOME" not in r.stderr and "TMPDIR" not in r.stderr, r.stderr
 
 

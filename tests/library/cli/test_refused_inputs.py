@@ -1,5 +1,6 @@
-"""Bad input to real `dormant` subprocesses (stdin closed, stderr a pipe): exit 2, ONE stderr line (progress lines
-aside), no traceback, no Prefect server started (its PREFECT_HOME stays absent) and nothing created or changed
+"""Bad input to `dormant` (in-process, stderr not a terminal: tests/builders/cli.py): exit 2, ONE stderr line (progress
+lines aside), no traceback, no Prefect started (nor imported: all of them in one fresh process whose PREFECT_HOME
+stays absent) and nothing created or changed
 under the test's folder, also for a refusal that used to come after Prefect started (a negative --seed, a
 series name the store cannot keep) or as a traceback (request files with wrong types, binary or deeply
 nested JSON, a store or reports folder where no file can be created)."""
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dormant_tasks.tracking.request import TrackRequest
-from tests.builders.processes import run_cli
+from tests.builders.cli import in_one_process, invoke
 from tests.builders.progress import is_progress
 
 REPO = Path(__file__).resolve().parents[3]
@@ -116,8 +117,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_one_line_exit_2_before_prefect_and_creates_nothing(case, random_series, tmp_path):
+def _prepare(case: str, random_series: Path, tmp_path: Path) -> tuple[list[str], Path]:
+    """The case's folder as the run finds it, and its (argv, working folder)."""
     if "no-file-can-be-created" in case and not Path("/proc/self").is_dir():
         pytest.skip("needs /proc, a folder where no file can be created")
     if case == "series-name-the-store-cannot-keep":  # a folder name with a space (a copy: a link resolves)
@@ -126,20 +127,45 @@ def test_bad_input_is_one_line_exit_2_before_prefect_and_creates_nothing(case, r
         shutil.copytree(random_series, tmp_path / "sériés")
     if case == "model-a-symlink-loop":
         (tmp_path / "loop").symlink_to(tmp_path / "loop")
-    build, needle = CASES[case]
+    build, _ = CASES[case]
     argv = ["track", *map(str, build(tmp_path, Path(random_series))), "--device", "cpu"]
-    cwd = "/proc" if case.startswith("reports-dir-dot") else tmp_path
+    return argv, Path("/proc") if case.startswith("reports-dir-dot") else tmp_path
+
+
+# the environment of a user's run: no Prefect server named, no Hub
+ENV = {"PREFECT_API_URL": None, "HF_HUB_OFFLINE": "1"}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_one_line_exit_2_before_prefect_and_creates_nothing(case, random_series, tmp_path):
+    argv, cwd = _prepare(case, random_series, tmp_path)
     before = _snapshot(tmp_path)
-    prefect_home = tmp_path.parent / f"{tmp_path.name}-prefect-home"
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(PREFECT_HOME=str(prefect_home), HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
-    r, _ = run_cli(argv, env, cwd)
+    r = invoke(argv, cwd=cwd, env=ENV)
     lines = [x for x in r.stderr.strip().splitlines() if not is_progress(x)]
-    assert r.returncode == 2, r.stderr[-3000:]
+    assert r.code == 2, r.stderr[-3000:]
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    assert lines[0].startswith("dormant track: error: ") and needle in lines[0], lines
-    assert not prefect_home.exists(), "a Prefect server was started"
+    assert lines[0].startswith("dormant track: error: ") and CASES[case][1] in lines[0], lines
+    assert not r.prefect_started, "Prefect was started"
     assert _snapshot(tmp_path) == before, "a refused run created or changed files"
+
+
+def test_every_bad_input_is_refused_before_prefect_is_imported(random_series, tmp_path):
+    """CASES one after another in one fresh interpreter with a PREFECT_HOME of its own: none imports prefect, and
+    the home stays absent."""
+    runs, names = [], []
+    for case in CASES:
+        if "no-file-can-be-created" in case and not Path("/proc/self").is_dir():
+            continue
+        (tmp_path / case).mkdir()
+        argv, cwd = _prepare(case, random_series, tmp_path / case)
+        runs.append((argv, cwd, {**ENV, "PREFECT_HOME": str(tmp_path / "prefect-home")}))
+        names.append(case)
+    results = in_one_process(runs)
+    assert {
+        n: r.stderr for n, r in zip(names, results, strict=True) if r.code != 2 or CASES[n][1] not in r.stderr
+    } == {}
+    assert {n: sorted(r.imported) for n, r in zip(names, results, strict=True) if "prefect" in r.imported} == {}
+    assert not (tmp_path / "prefect-home").exists(), "a Prefect server was started"
 
 
 @pytest.mark.parametrize("name", [".", "-x", "CON"])

@@ -2,13 +2,13 @@
 
 Bad input is one stderr line naming the fix, exit 2, before any model is loaded, nothing written. The 8-bit
 path runs where bitsandbytes is importable (its CPU backend does LLM.int8 too): `make setup` installs the
-`int8` extra, so `make test` runs it; without bitsandbytes those tests skip, saying so.
+`int8` extra, so `make test` runs it; without bitsandbytes those tests skip, saying so. The refusal without an
+8-bit backend runs everywhere: the test makes bitsandbytes unimportable in its own process.
 """
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import pytest
 from dormant_tasks.errors import ConfigError
 from dormant_tasks.evaluation.precision import precision_for, precision_label
 from dormant_tasks.evaluation.request import EvalRequest
+from tests.builders.cli import Result, invoke
 from tests.builders.evaluation import eval_request
 
 REPO = Path(__file__).resolve().parents[3]
@@ -53,41 +54,42 @@ def test_paper_precision_and_a_dtype_contradict(tmp_path):
         EvalRequest(model=str(tmp_path), store=str(tmp_path / "s"), thresholds="authors", quantiles=(0.1,))
 
 
-def _cli(model, store, *extra):
-    return subprocess.run(
-        [sys.executable, "-m", "flows.cli", "evaluate", "--model", str(model), "--store", str(store), *extra],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def _cli(model, store, *extra, api: str | None = None) -> Result:
+    """`dormant evaluate` in-process (tests/builders/cli.py). A refusal that comes inside the flow runs it on the
+    session's Prefect server (`api`); without one, the refusal must come before any flow starts."""
+    r = invoke(["evaluate", "--model", model, "--store", store, *extra], cwd=REPO, env={"PREFECT_API_URL": api})
+    assert api or not r.prefect_started, r.stderr[-1500:]
+    return r
 
 
 def _one_line_exit_2(r, needle: str, store: Path) -> None:
-    lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr[-1500:]
+    lines = r.lines
+    assert r.code == 2 and len(lines) == 1 and needle in lines[0], r.stderr[-1500:]
     assert lines[0].startswith("dormant evaluate: error: ")
     assert not store.exists()
 
 
 @pytest.mark.slow
-def test_authors_thresholds_for_a_model_they_do_not_cover(tiny_model_dir, tmp_path):
+def test_authors_thresholds_for_a_model_they_do_not_cover(tiny_model_dir, tmp_path, prefect_api_url):
     store = tmp_path / "store"
-    r = _cli(tiny_model_dir, store, "--thresholds", "authors", "--limit", "2")
+    r = _cli(tiny_model_dir, store, "--thresholds", "authors", "--limit", "2", api=prefect_api_url)
     _one_line_exit_2(r, "the authors' thresholds cover 14 models", store)
     assert "--thresholds auto" in r.stderr
 
 
 @pytest.mark.slow
-def test_a_chat_rendering_for_a_model_without_a_chat_template(tiny_model_dir, tmp_path):
+def test_a_chat_rendering_for_a_model_without_a_chat_template(tiny_model_dir, tmp_path, prefect_api_url):
     store = tmp_path / "store"
-    r = _cli(tiny_model_dir, store, "--chat-template", "on", "--rendering", "paper", "--limit", "2")
+    r = _cli(
+        tiny_model_dir, store, "--chat-template", "on", "--rendering", "paper", "--limit", "2", api=prefect_api_url
+    )
     _one_line_exit_2(r, "has no chat template", store)
 
 
-def test_paper_precision_without_an_8bit_backend(olmo2_named, tmp_path):
-    if _has_bitsandbytes():
-        pytest.skip("bitsandbytes is installed here, so 8-bit weights load: nothing to refuse")
+def test_paper_precision_without_an_8bit_backend(olmo2_named, tmp_path, monkeypatch):
+    """bitsandbytes unimportable (None in sys.modules: `import bitsandbytes` raises ImportError), as where the
+    int8 extra is not installed."""
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)
     store = tmp_path / "store"
     r = _cli(olmo2_named, store, "--precision", "paper", "--limit", "2", "--device", "cpu")
     _one_line_exit_2(r, "pip install 'dormant-heads[int8]'", store)
