@@ -23,7 +23,9 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.statistics.cluster_states import (
         StateDecision as StateDecision,
+        checkpoint_rate_interval as checkpoint_rate_interval,
         decide_states as decide_states,
+        rate_interval as rate_interval,
     )
     from dormant_tasks.statistics.confidence import (
         Z95 as Z95,

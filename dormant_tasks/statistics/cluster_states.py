@@ -49,6 +49,7 @@ import numpy as np
 from scipy import special
 
 from dormant_tasks.statistics.blocks import ABSENT, GIVEN, InferredClusters, infer_clusters, unit_order
+from dormant_tasks.statistics.confidence import wilson_interval
 from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, FEW_CLUSTERS, SEED, STATE_SAMPLES
 from dormant_tasks.statistics.reachable import ClusterReach, cluster_reach, cluster_sizes, harmonic
 
@@ -169,6 +170,22 @@ def cluster_deviations(inactive: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return counts.astype(np.float32) - (sizes / 2).astype(np.float32)
 
 
+def checkpoint_rate_interval(inactive: np.ndarray, clusters=None, small_sample: bool = True):
+    """(low, high) [head]: the 95% interval of each head's dormant rate at one checkpoint by the rule of
+    `decide_states` (`rate_interval` with the critical |z| of a single two-sided 95% test, Z95), with the inputs'
+    clusters as given (None: each input its own; no blocks are inferred from one checkpoint). inactive: bool
+    [head, input]. It lies above (below) 1/2 when the state test of this checkpoint alone rejects a rate of 1/2;
+    the series' decision, over many checkpoints and heads, asks for more (`StateDecision.rate_low/high`)."""
+    from dormant_tasks.statistics.confidence import Z95
+
+    x = np.asarray(inactive, dtype=bool)[None]  # [1, head, input]
+    labels = np.arange(x.shape[-1]) if clusters is None else np.asarray(clusters)
+    d = cluster_deviations(x, labels)
+    df = d.shape[-1] - 1 if small_sample and d.shape[-1] < FEW_CLUSTERS else 0
+    low, high = rate_interval(d, label_sizes(labels), Z95, df)
+    return low[0], high[0]
+
+
 def label_sizes(labels: np.ndarray) -> np.ndarray:
     """[cluster] the clusters' sizes in the order `cluster_deviations` puts them (their labels sorted)."""
     return np.bincount(np.unique(labels, return_inverse=True)[1])
@@ -209,7 +226,9 @@ def rate_interval(
     the comparison there, so that the interval lies above (below) 1/2 exactly when the state is confidently
     dormant (active). The rates are searched on the grid j / 2n, j = 0 .. 2n (n inputs: 1/2 and every k/n on it);
     the interval runs from the last rejected grid point below the first p not rejected to the first rejected one
-    above the last (the hull, rounded outwards by at most 1/2n; k/n itself is never rejected). NaN with no input.
+    above the last (the hull, rounded outwards by at most 1/2n; k/n itself is never rejected), widened to the
+    Wilson interval of k of n at the same critical value where that is wider (near a rate of 0 or 1, where the
+    self-normalised variance vanishes). NaN with no input.
     """
     d = np.asarray(d, dtype=np.float64)
     sizes = np.asarray(sizes, dtype=np.float64)
@@ -233,7 +252,11 @@ def rate_interval(
         last = keep.shape[0] - 1 - np.argmax(keep[::-1], axis=0)
         low[t] = np.where(keep.any(axis=0), p[np.maximum(first - 1, 0)], np.nan)
         high[t] = np.where(keep.any(axis=0), p[np.minimum(last + 1, 2 * n)], np.nan)
-    return low, high
+    # never narrower than Wilson's interval of k of n at the same critical value: the self-normalised variance
+    # vanishes at a rate of 0 or 1 (0 of 128 alone would give [0, 0.008]); widening keeps "above 1/2 => confident"
+    w_low, w_high = wilson_interval(d.sum(axis=-1) + n / 2, n, np.minimum(crit, 40.0)[None, :])
+    inf = np.isinf(crit)[None, :]
+    return np.minimum(low, np.where(inf, 0.0, w_low)), np.maximum(high, np.where(inf, 1.0, w_high))
 
 
 def t_to_normal(z: np.ndarray, df: int) -> np.ndarray:
