@@ -443,7 +443,7 @@ def _winogrande_texts() -> Items:
     # exactly the historical default (no whitespace rewriting), so the stored calibration_id does not move; a
     # cluster is a twin pair (two items written together, a word or two apart)
     items = load_winogrande_items()
-    twins = list(winogrande_twins(items))
+    twins: list[Hashable] = list(winogrande_twins(items))
     return [winogrande_filled(i) for i in items], twins, twins
 
 
