@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         StateDecision as StateDecision,
         checkpoint_rate_interval as checkpoint_rate_interval,
         decide_states as decide_states,
+        decision_clusters as decision_clusters,
         rate_interval as rate_interval,
     )
     from dormant_tasks.statistics.confidence import (
@@ -62,6 +63,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         share_estimate as share_estimate,
     )
     from dormant_tasks.statistics.paired import (
+        PAIRED_FDR_FAMILIES as PAIRED_FDR_FAMILIES,
         PairedChanges as PairedChanges,
         paired_changes as paired_changes,
         pooled_qvalues as pooled_qvalues,

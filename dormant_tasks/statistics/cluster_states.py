@@ -122,12 +122,7 @@ def decide_states(
     if labels.shape != (n_inputs,):
         raise ValueError(f"clusters: one per input ({n_inputs}), got shape {labels.shape}")
     pred = np.asarray(predecessor, dtype=np.int64)
-    units, _ = unit_order(labels)  # the given clusters (or inputs) in order of their first input
-    d = cluster_deviations(x, units)  # [checkpoint, head, unit]
-    made = infer_clusters(d, None if clusters is None else units, seed) if neighbours else None
-    if made is not None and made.block > 1:
-        labels = made.labels
-        d = cluster_deviations(x, labels)  # [checkpoint, head, cluster]
+    labels, d, made = _clusters_of(x, clusters, seed, neighbours)
     z, norm = standardise(d)
     df = d.shape[-1] - 1 if small_sample and d.shape[-1] < FEW_CLUSTERS else 0
     z = t_to_normal(z, df)
@@ -147,8 +142,6 @@ def decide_states(
     sure = state_p <= level
     state = np.where(sure & (z > 0), 1, np.where(sure & (z < 0), -1, 0)).astype(np.int8)
     sizes = cluster_sizes(labels)
-    if made is None:
-        made = InferredClusters(units, ABSENT if clusters is None else GIVEN, 1, float("nan"), clusters is not None)
     crit = tails.critical(level)  # [head] the |z| from which a state is confident
     low, high = rate_interval(d, label_sizes(labels), crit, df, state != 0)
     return StateDecision(
@@ -168,6 +161,27 @@ def cluster_deviations(inactive: np.ndarray, labels: np.ndarray) -> np.ndarray:
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     counts = np.add.reduceat(inactive[..., order].astype(np.int16), starts, axis=-1)
     return counts.astype(np.float32) - (sizes / 2).astype(np.float32)
+
+
+def decision_clusters(inactive: np.ndarray, clusters: np.ndarray | None, seed: int = SEED) -> InferredClusters:
+    """The clusters `decide_states` uses on these indicators (given, inferred blocks or absent), without the tail:
+    what a paired test should read the inputs as (`statistics.paired_changes`). inactive: bool [checkpoint, head,
+    input]."""
+    return _clusters_of(np.asarray(inactive, dtype=bool), clusters, seed, True)[2]
+
+
+def _clusters_of(x: np.ndarray, clusters, seed: int, neighbours: bool):
+    """(labels [input], deviations [checkpoint, head, cluster], InferredClusters) of `decide_states`."""
+    labels = np.arange(x.shape[-1]) if clusters is None else np.asarray(clusters)
+    units, _ = unit_order(labels)  # the given clusters (or inputs) in order of their first input
+    d = cluster_deviations(x, units)  # [checkpoint, head, unit]
+    made = infer_clusters(d, None if clusters is None else units, seed) if neighbours else None
+    if made is not None and made.block > 1:
+        labels = made.labels
+        d = cluster_deviations(x, labels)  # [checkpoint, head, cluster]
+    if made is None:
+        made = InferredClusters(units, ABSENT if clusters is None else GIVEN, 1, float("nan"), clusters is not None)
+    return labels, d, made
 
 
 def checkpoint_rate_interval(inactive: np.ndarray, clusters=None, small_sample: bool = True):

@@ -28,6 +28,15 @@ def add_parser(subparsers) -> None:
     add_scores_argument(p, f"the one score function of the findings (default: {DEFAULT_FN} when tracked)", one=True)
     add_statistics_arguments(p)
     p.add_argument(
+        "--paired-fdr",
+        choices=("pair", "function", "series"),
+        default="pair",
+        help="the family over which the paired changes' (heads that changed on these inputs) false discovery rate "
+        "is held: pair = the heads of each adjacent pair of checkpoints, function = every pair and head of the "
+        "function, series = every pair and head of every function and calibration set of the series "
+        '(docs/SCORES.md, "Paired changes") (default: %(default)s)',
+    )
+    p.add_argument(
         "--seed-group",
         action="append",
         metavar="SERIES,SERIES,...",
@@ -68,7 +77,13 @@ def run(args) -> int:
         check_folder(args.reports_dir, Owner.of("findings", args.store, model_id))
     resampling = Resampling(resamples=args.resamples, seed=args.seed)
     found = series_findings(
-        args.store, model_id, args.scores[0] if args.scores else None, args.fdr, resampling, args.fdr_method
+        args.store,
+        model_id,
+        args.scores[0] if args.scores else None,
+        args.fdr,
+        resampling,
+        args.fdr_method,
+        paired_family=args.paired_fdr,
     )
     if args.format == "json":
         import json
