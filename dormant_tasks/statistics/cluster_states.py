@@ -37,7 +37,10 @@ and its deviation from a dormant rate of one half is d_tc = k_tc - m_c / 2.
 Cost: counting clusters is O(T H n); the tail O(H x samples x T x (C + grid points up to the head's largest
 |z|)), in chunks of heads sized to T (CHUNK_CELLS: linear in T, 256 heads x 128 inputs T 100 -> 1,000:
 10.5x the CPU where fixed chunks of 32 heads took 20x). 1,024 heads x 200 checkpoints x 128 inputs: 3.7 s of CPU
-(independent inputs), 8.9 s (twins) on a shared 2-core machine (benchmarks/findings_calibration.py --timing). Deterministic: every draw comes from `seed` and is shared by all heads (a head's result does not depend
+(independent inputs), 8.9 s (twins) on a shared 2-core machine (benchmarks/findings_calibration.py --timing). The
+tail runs with the BLAS limited to one thread (threadpoolctl): its products are small per chunk of heads, and with
+the default 2 threads on a busy 2-core machine one decision (256 heads x 100 checkpoints x 128 inputs) took 2.3x
+to 4.1x the wall time of one thread (benchmarks/state_threads.py, two runs); the decision is the same. Deterministic: every draw comes from `seed` and is shared by all heads (a head's result does not depend
 on the others, nor on the chunking).
 """
 
@@ -47,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
+from threadpoolctl import threadpool_limits
 
 from dormant_tasks.statistics.blocks import ABSENT, GIVEN, InferredClusters, infer_clusters, unit_order
 from dormant_tasks.statistics.confidence import wilson_interval
@@ -128,7 +132,8 @@ def decide_states(
     z = t_to_normal(z, df)
     # no level can be below fdr / (H x BY's harmonic sum): where Bonferroni's bound is under that, G needs no finer
     floor = 0.1 * fdr / (max(n_heads, 1) * harmonic(max(n_heads, 1)))
-    tails = TailGrid.fit(d, norm, np.abs(z).max(axis=0, initial=0.0), samples, seed, floor)
+    with threadpool_limits(1):  # small products per chunk: BLAS threads only wait (benchmarks/state_threads.py)
+        tails = TailGrid.fit(d, norm, np.abs(z).max(axis=0, initial=0.0), samples, seed, floor)
     state_p = tails.p(np.abs(z))  # [checkpoint, head]
 
     # the largest x at which the head is confidently on one side at i and on the other at a later j

@@ -402,11 +402,8 @@ def split_part(name: str) -> tuple[str, int | None]:
 
 # ---- the bundled sets ---------------------------------------------------------------------------------------
 
-# (texts, per text its cluster key, per text its draw unit): what each bundled set's loader gives. The cluster is
-# the unit of dependence stored with every result (the decision's clusters); the draw unit is what `NAME:K` keeps
-# whole. They are the same, except where the cluster is a stratum too large to draw whole sets of 128 from (an MMLU
-# subject, a HellaSwag activity): there a draw keeps the question / the source video whole, and two draws share
-# subjects (they are samples of questions of the same subjects, not of subjects).
+# (texts, per text its cluster (stored, the decision's unit), per text its draw unit (what `NAME:K` keeps whole:
+# the cluster, or a question / a video where the cluster is too large to draw sets from; data/README.md))
 Items = tuple[list[str], list[Hashable], list[Hashable]]
 
 
@@ -415,21 +412,14 @@ def one_line(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def _unique_lines(
-    texts: Iterable[str], keys: Iterable[Hashable] | None = None, units: Iterable[Hashable] | None = None
-) -> Items:
-    """Each text on one line; empty ones dropped, exact duplicates dropped (the first occurrence kept, with its
-    cluster key and draw unit; every text its own cluster when no keys are given, its cluster its draw unit when
-    no units are given)."""
-    keys = None if keys is None else list(keys)
-    units = None if units is None else list(units)
+def _unique_lines(texts: Iterable[str], keys: Iterable[Hashable] = (), units: Iterable[Hashable] = ()) -> Items:
+    """Each text on one line; empty and repeated ones dropped (the first kept, with its cluster key and draw unit;
+    without keys every text its own cluster, without units its cluster its draw unit)."""
     first: dict[str, tuple[Hashable, Hashable]] = {}
-    for i, text in enumerate(texts):
-        key = i if keys is None else keys[i]
-        unit = key if units is None else units[i]
+    for i, (text, key, unit) in enumerate(zip_longest(texts, keys, units)):
         line = one_line(text)
         if line and line not in first:
-            first[line] = (key, unit)
+            first[line] = (i if key is None else key, (i if key is None else key) if unit is None else unit)
     return list(first), [k for k, _ in first.values()], [u for _, u in first.values()]
 
 
@@ -440,23 +430,20 @@ def _parquet_column(path: Path, column: str) -> list:
 
 
 def _winogrande_texts() -> Items:
-    # exactly the historical default (no whitespace rewriting), so the stored calibration_id does not move; a
-    # cluster is a twin pair (two items written together, a word or two apart)
+    # exactly the historical default (no whitespace rewriting), so the stored calibration_id does not move
     items = load_winogrande_items()
     twins: list[Hashable] = list(winogrande_twins(items))
     return [winogrande_filled(i) for i in items], twins, twins
 
 
 def _wikipedia_texts() -> Items:
-    # BoolQ keeps no article title with its passages, and its passages come in random order (neighbours are not
-    # of one article): one passage, one cluster
+    # BoolQ keeps no article title, and neighbours are not of one article: one passage, one cluster
     return _unique_lines(DEMO_CORPUS.read_text(encoding="utf-8").splitlines())
 
 
 def _mmlu_texts() -> Items:
-    """The test questions of the 57 subjects, round-robin over the sorted subjects (each in file order), so the
-    first 57 are one of each; a cluster is a subject (its questions share a topic and their writers), a draw
-    keeps a question whole."""
+    """The test questions, round-robin over the 57 sorted subjects (each in file order); a cluster is a subject,
+    a draw keeps a question whole."""
     subjects = sorted(p for p in MMLU_DIR.iterdir() if (p / "test.parquet").is_file())
     columns = [_parquet_column(p / "test.parquet", "question") for p in subjects]
     rows = [(q, p.name) for row in zip_longest(*columns) for q, p in zip(row, subjects) if q is not None]
@@ -464,19 +451,16 @@ def _mmlu_texts() -> Items:
 
 
 def _hellaswag_texts() -> Items:
-    """The validation contexts in file order; a cluster is an activity (`activity_label`, 192 of them: "Canoeing",
-    "Sharpening knives", ...), a draw keeps the contexts of one ActivityNet video or WikiHow article
-    (`source_id`) whole."""
-    column = lambda name: _parquet_column(HELLASWAG_VALIDATION, name)  # noqa: E731
-    return _unique_lines(column("ctx"), column("activity_label"), column("source_id"))
+    """The validation contexts in file order; a cluster is an activity (`activity_label`), a draw keeps the
+    contexts of one video or article (`source_id`) whole."""
+    return _unique_lines(*(_parquet_column(HELLASWAG_VALIDATION, c) for c in ("ctx", "activity_label", "source_id")))
 
 
 def _gsm8k_texts() -> Items:
     return _unique_lines(_parquet_column(GSM8K_TEST, "question"))
 
 
-def _code_texts() -> Items:
-    """Lines of 256 stdlib modules, 4 of each (data/derive_code_lines.py); a cluster is a module (a file)."""
+def _code_texts() -> Items:  # lines of 256 stdlib modules, 4 of each (data/derive_code_lines.py); a file a cluster
     modules = [line.split()[0] for line in CODE_SOURCES.read_text(encoding="utf-8").splitlines()]
     return _unique_lines(CODE_LINES.read_text(encoding="utf-8").splitlines(), modules)
 
