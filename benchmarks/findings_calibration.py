@@ -24,7 +24,9 @@ an ORACLE that bounds what the data hold.
 2. Intervals over heads. L layers x L heads, value = a_l + e_lh, a_l ~ N(0, s) and e_lh ~ N(0, 1 - s) drawn anew
    each replicate (s = 0.3, the layer effect's share of the variance; s = 0: exchangeable heads). The model's heads
    are one draw of layers and heads from that population, so the true values are the population's: the share of
-   heads above 1.0 is P(N(0, 1) > 1) = 0.159, the mean and the median 0.
+   heads above 1.0 is P(N(0, 1) > 1) = 0.159, the mean and the median 0. A third design, the skewed layer effect
+   (dormant heads concentrated in a few layers): a_l lognormal, shifted and scaled to mean 0 and variance 0.5
+   (skewness 6); its true share by quadrature (0.119), its mean 0; only the share and the mean are measured.
    NEW: the two-stage bootstrap over layers with the expanded percentile interval (`share_estimate`,
    `layered_estimate`) and the exact order-statistic interval of the median (`median_order_interval`, which
    assumes exchangeable heads: with a layer factor its row is measured without a target). OLD: the percentile
@@ -355,20 +357,44 @@ BOUND_SLACK = 0.1
 
 # ------------------------------------------------------------------------------ 2. intervals over heads
 
+# the skewed layer effect (issue 60: dormant heads concentrated in a few layers): a_l = sqrt(s) (exp(Z) - m) / sd,
+# Z ~ N(0, 1), m and sd the lognormal's mean and standard deviation, so a_l has mean 0, variance s and skewness 6
+SKEWED = -1.0  # the marker of the skewed design among the layer shares
+SKEWED_SHARE = 0.5
+_LOGNORMAL = (math.exp(0.5), math.sqrt((math.e - 1) * math.e))
+
+
+def skewed_effect(rng: np.random.Generator, n: int) -> np.ndarray:
+    m, sd = _LOGNORMAL
+    return math.sqrt(SKEWED_SHARE) * (np.exp(rng.standard_normal(n)) - m) / sd
+
+
+def skewed_share() -> float:
+    """P(a + e > THRESHOLD) under the skewed design, by quadrature over Z."""
+    from scipy import integrate
+
+    m, sd = _LOGNORMAL
+    a = lambda z: math.sqrt(SKEWED_SHARE) * (math.exp(z) - m) / sd  # noqa: E731
+    spread = math.sqrt(1 - SKEWED_SHARE)
+    return float(
+        integrate.quad(lambda z: stats.norm.pdf(z) * stats.norm.sf((THRESHOLD - a(z)) / spread), -10, 10, limit=200)[0]
+    )
+
 
 def section_intervals(sizes: Sizes, seed: int) -> list[Row]:
     rows = []
     resampling = Resampling(resamples=sizes.resamples, seed=seed)
     n_layers = sizes.layers
     layer = np.repeat(np.arange(n_layers), n_layers)
-    true_share = float(stats.norm.sf(THRESHOLD))
-    for share in (LAYER_SHARE, 0.0):
+    for share in (LAYER_SHARE, 0.0, SKEWED):
         hits: dict[str, list[float]] = {}
+        skewed = share == SKEWED
+        true_share = skewed_share() if skewed else float(stats.norm.sf(THRESHOLD))
         for rep in range(sizes.interval_reps):
-            rng = np.random.default_rng([seed, 4, rep, int(share * 100)])
-            values = np.repeat(rng.normal(0, math.sqrt(share), n_layers), n_layers) + rng.normal(
-                0, math.sqrt(1 - share), layer.size
-            )
+            rng = np.random.default_rng([seed, 4, rep, 77 if skewed else int(share * 100)])
+            effect = skewed_effect(rng, n_layers) if skewed else rng.normal(0, math.sqrt(share), n_layers)
+            spread = math.sqrt(1 - (SKEWED_SHARE if skewed else share))
+            values = np.repeat(effect, n_layers) + rng.normal(0, spread, layer.size)
             hit = values > THRESHOLD
             idx = resample_heads(layer.size, resampling, rep)  # [resample, head]
 
@@ -381,11 +407,13 @@ def section_intervals(sizes: Sizes, seed: int) -> list[Row]:
             cover("OLD bootstrap heads|mean", *bootstrap_interval(values[idx].mean(axis=1)), 0.0)
             e = layered_estimate(np.mean, values, layer, resampling, rep, "")
             cover("NEW two-stage layers|mean", e.low, e.high, 0.0)
+            if skewed:  # the share and the mean only: the median's truth has no closed form here
+                continue
             cover("OLD bootstrap heads|median", *bootstrap_interval(np.median(values[idx], axis=1)), 0.0)
             cover("NEW order statistics|median", *median_order_interval(values), 0.0)
             e = layered_estimate(np.median, values, layer, resampling, rep, "")
             cover("NEW two-stage layers|median", e.low, e.high, 0.0)
-        null = f"layer share {share:.1f}"
+        null = f"skewed layer effect (lognormal, share {SKEWED_SHARE:.1f})" if skewed else f"layer share {share:.1f}"
         for key, h in hits.items():
             name, stat = key.split("|")
             v, se = mean_se(h)
