@@ -3,25 +3,27 @@
     .venv/bin/python data/derive_code_lines.py [STDLIB]   # default: this Python's (sysconfig's "stdlib")
 
 The set is clustered by file (a file is the unit of dependence: its lines share names, style and topic), so it is
-built from many files with a few lines each: `FILES` pure-Python modules of the standard library and
-`PER_FILE` lines of each. The modules are the `.py` files under the stdlib folder, tests, IDLE, lib2to3, the
-turtle demos and installed packages left out, that hold at least `PER_FILE` code lines; `FILES` of them are taken
-evenly spaced in sorted path order (so the choice spreads over the alphabet and the packages). A code line is
-not blank, not a comment only, not inside a string literal that fills the whole line (docstrings), 20-200
-characters once stripped and with runs of whitespace collapsed to one space, and found in no other module (so
-no text is shared by two clusters: `if __name__ == "__main__":`, `from __future__ import annotations`); a module's `PER_FILE` lines are taken
-evenly spaced over its code lines (not its first lines: they are mostly imports). No line is left out
-(the first occurrence kept), and the modules are interleaved line by line in sorted order, so any prefix of up to
-`FILES` texts (the first 128, say) holds one line of each of as many files. `code_lines_files.txt` says where each
-line comes from (`<module> <index among the module's code lines>`, line by line): the set's clusters (the module)
-are read from it. The files are committed: the set does not change with the Python version; this script prints
-the version it read. The source is under the PSF License Version 2.
+built from many files with a few lines each: one module of each top-level package of the standard library (a
+top-level module is its own package), so that no two files share a package either (the modules of one package, the
+`encodings` codecs or `asyncio`'s files, are alike too, and a cluster per file would miss that). The candidates are
+the `.py` files under the stdlib folder, tests, IDLE, lib2to3, the turtle demos and installed packages left out;
+of each package the module with the most code lines, if it has at least `PER_FILE`. A code line is not blank, not
+a comment only, not inside a string literal that fills the whole line (docstrings), 20-200 characters once stripped
+and with runs of whitespace collapsed to one space, and found in no other module (so no text is shared by two
+clusters: `if __name__ == "__main__":`, `from __future__ import annotations`); a module's `PER_FILE` lines are taken
+evenly spaced over its code lines (not its first lines: they are mostly imports). The modules are put in a seeded
+random order (`SEED`; the sorted order would put related ones side by side) and interleaved line by line in it, so
+any prefix of up to one text per module (the first 128, say) holds one line of each of as many unrelated files.
+`code_lines_files.txt` says where each line comes from (`<module> <index among the module's code lines>`, line by
+line): the set's clusters (the module) are read from it. The files are committed: the set does not change with the
+Python version; this script prints the version it ran under. The source is under the PSF License Version 2.
 """
 
 from __future__ import annotations
 
 import io
 import platform
+import random
 import re
 import sys
 import sysconfig
@@ -32,8 +34,8 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "dormant_tasks" / "data" / "code_lines.txt"
 SOURCES = OUT.with_name("code_lines_files.txt")
-FILES = 256  # modules, each a cluster: a drawn set of 128 texts holds 32 whole files
-PER_FILE = 4  # lines of each module
+PER_FILE = 4  # lines of each module: a drawn set of 128 texts holds 32 whole files
+SEED = 0  # of the modules' order
 MIN_CHARS, MAX_CHARS = 20, 200
 SKIP = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT, tokenize.ENDMARKER}
 LEFT_OUT = ("test", "tests", "idlelib", "lib2to3", "turtledemo", "site-packages", "dist-packages", "__pycache__")
@@ -83,9 +85,14 @@ def main() -> None:
     lines_of = {name: module_lines(stdlib / name) for name in candidates}
     seen = Counter(line for lines in lines_of.values() for line in lines)
     lines_of = {name: [line for line in lines if seen[line] == 1] for name, lines in lines_of.items()}
-    eligible = [name for name in candidates if len(lines_of[name]) >= PER_FILE]
-    modules = spread(eligible, FILES)
-    print(f"  {len(candidates)} modules, {len(eligible)} with at least {PER_FILE} code lines, {len(modules)} taken")
+    best: dict[str, str] = {}  # top-level package -> its module with the most code lines
+    for name in candidates:
+        package = name.split("/")[0]
+        if len(lines_of[name]) > len(lines_of.get(best.get(package, ""), [])):
+            best[package] = name
+    modules = sorted(name for name in best.values() if len(lines_of[name]) >= PER_FILE)
+    random.Random(SEED).shuffle(modules)
+    print(f"  {len(candidates)} modules in {len(best)} packages; {len(modules)} taken (one a package)")
     numbered = [
         [(line, f"{name} {lines_of[name].index(line)}") for line in spread(lines_of[name], PER_FILE)]
         for name in modules

@@ -360,12 +360,13 @@ def test_drawn_sets_are_disjoint_cluster_whole_seeded_and_named():
 
 
 def test_the_bundled_sets_are_clustered_by_their_real_units():
-    """code: a file of the standard library (>= 64 of them, 4 lines each); MMLU: a subject; HellaSwag: an activity;
+    """code: a file of the standard library (>= 64 of them, 4 lines each, no two of one package); MMLU: a subject; HellaSwag: an activity;
     WinoGrande: a twin pair; a draw keeps a file or a twin pair whole, and MMLU/HellaSwag draws keep a question or a
     source video whole (a subject or an activity is larger than a set)."""
     sources = [line.split() for line in cal.CODE_SOURCES.read_text(encoding="utf-8").splitlines()]
     modules = Counter(module for module, _ in sources)
     assert len(modules) >= 64 and set(modules.values()) == {4} and all(m.endswith(".py") for m in modules)
+    assert len({m.split("/")[0] for m in modules}) == len(modules)  # one module of a package
     first = load_calibration_set("code")  # the first 128 lines: one line of each of 128 files
     assert first.clusters is None and len({m for m, _ in sources[:128]}) == 128
     for k in (1, 2):
