@@ -77,6 +77,7 @@ from dormant_tasks.statistics import (
     share_estimate,
     state_transitions,
 )
+from dormant_tasks.statistics.estimates import cluster_bootstrap, expanded_tail  # noqa: E402
 
 FDR = 0.05
 N_INPUTS = 128
@@ -364,6 +365,31 @@ SKEWED_SHARE = 0.5
 _LOGNORMAL = (math.exp(0.5), math.sqrt((math.e - 1) * math.e))
 
 
+def studentized(values: np.ndarray, layer: np.ndarray, resampling: Resampling, stream: int) -> tuple[float, float]:
+    """A candidate for skewed layer effects (issue 60): the studentized (bootstrap-t) interval of a mean over heads,
+    over the same two-stage resamples as `layered_estimate` (`cluster_bootstrap`), with the expanded tails
+    (`expanded_tail`). Layers of equal size: se = sd(layer means) / sqrt(L), in each resample from its drawn layers;
+    t* = (mean* - mean) / se* (+-inf where se* = 0 and the mean moved); the interval [mean - t*_hi se, mean - t*_lo
+    se], clipped to the values' range."""
+    values = np.asarray(values, dtype=np.float64)
+    n_layers = int(np.unique(layer).size)
+    size = values.size // n_layers
+    mean = float(values.mean())
+    se = float(values.reshape(n_layers, size).mean(axis=1).std(ddof=1)) / math.sqrt(n_layers)
+    if se == 0:
+        return mean, mean
+    drawn = np.stack(cluster_bootstrap(layer, resampling, stream))  # [resample, L x size], drawn layer by layer
+    means = values[drawn].reshape(len(drawn), n_layers, size).mean(axis=2)  # [resample, drawn layer]
+    se_star = means.std(axis=1, ddof=1) / math.sqrt(n_layers)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(se_star > 0, (means.mean(axis=1) - mean) / np.where(se_star > 0, se_star, 1.0), 0.0)
+        t = np.where((se_star == 0) & (means.mean(axis=1) != mean), np.sign(means.mean(axis=1) - mean) * np.inf, t)
+    tail = expanded_tail(n_layers)
+    lo_q, hi_q = np.quantile(t, [tail, 1 - tail], method="inverted_cdf")
+    low, high = mean - hi_q * se, mean - lo_q * se
+    return float(np.clip(low, values.min(), values.max())), float(np.clip(high, values.min(), values.max()))
+
+
 def skewed_effect(rng: np.random.Generator, n: int) -> np.ndarray:
     m, sd = _LOGNORMAL
     return math.sqrt(SKEWED_SHARE) * (np.exp(rng.standard_normal(n)) - m) / sd
@@ -404,9 +430,13 @@ def section_intervals(sizes: Sizes, seed: int) -> list[Row]:
             cover("OLD bootstrap heads|share", *bootstrap_interval(hit[idx].mean(axis=1)), true_share)
             s = share_estimate(hit, layer, resampling, rep)
             cover("NEW two-stage layers|share", s.low, s.high, true_share)
+            cover(
+                "CANDIDATE two-stage layers, studentized|share", *studentized(hit, layer, resampling, rep), true_share
+            )
             cover("OLD bootstrap heads|mean", *bootstrap_interval(values[idx].mean(axis=1)), 0.0)
             e = layered_estimate(np.mean, values, layer, resampling, rep, "")
             cover("NEW two-stage layers|mean", e.low, e.high, 0.0)
+            cover("CANDIDATE two-stage layers, studentized|mean", *studentized(values, layer, resampling, rep), 0.0)
             if skewed:  # the share and the mean only: the median's truth has no closed form here
                 continue
             cover("OLD bootstrap heads|median", *bootstrap_interval(np.median(values[idx], axis=1)), 0.0)
@@ -424,6 +454,9 @@ def section_intervals(sizes: Sizes, seed: int) -> list[Row]:
                 continue
             # target 0.95, the nominal level (within 2 se); short of it a stated shortfall (docs/SCORES.md), below
             # 0.85 a failure
+            if name.startswith("CANDIDATE"):  # not the method in use: measured beside it, no target
+                rows.append(Row("2", name, null, f"coverage of the {stat}", v, se, "- (candidate)", None))
+                continue
             near, exact = at_least(0.95, v, se)
             ok = (v >= 0.85) if new else None
             short = new and ok and not near
