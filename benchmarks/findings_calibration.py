@@ -27,6 +27,7 @@ an ORACLE that bounds what the data hold.
    heads above 1.0 is P(N(0, 1) > 1) = 0.159, the mean and the median 0. A third design, the skewed layer effect
    (dormant heads concentrated in a few layers): a_l lognormal, shifted and scaled to mean 0 and variance 0.5
    (skewness 6); its true share by quadrature (0.119), its mean 0; only the share and the mean are measured.
+   CANDIDATE (no target, not in use): the studentized interval over the same resamples (`studentized`).
    NEW: the two-stage bootstrap over layers with the expanded percentile interval (`share_estimate`,
    `layered_estimate`) and the exact order-statistic interval of the median (`median_order_interval`, which
    assumes exchangeable heads: with a layer factor its row is measured without a target). OLD: the percentile
