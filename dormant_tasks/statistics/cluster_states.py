@@ -181,6 +181,7 @@ def _clusters_of(x: np.ndarray, clusters, seed: int, neighbours: bool):
     units, _ = unit_order(labels)  # the given clusters (or inputs) in order of their first input
     d = cluster_deviations(x, units)  # [checkpoint, head, unit]
     made = infer_clusters(d, None if clusters is None else units, seed) if neighbours else None
+    labels = units  # d's clusters are in the order of their labels: `label_sizes(labels)` gives theirs
     if made is not None and made.block > 1:
         labels = made.labels
         d = cluster_deviations(x, labels)  # [checkpoint, head, cluster]

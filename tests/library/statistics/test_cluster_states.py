@@ -346,3 +346,18 @@ def test_the_stored_interval_uses_the_clusters_and_never_narrows_wilson():
 
     z = t_to_normal(z, n // 8 - 1)
     assert ((blow > 0.5) <= (z >= Z95)).all() and ((bhigh < 0.5) <= (z <= -Z95)).all()
+
+
+def test_the_interval_does_not_depend_on_how_the_clusters_are_numbered():
+    """Clusters of unequal sizes numbered against their order of appearance: the same decision and interval as
+    with them numbered 0, 1, ... (each cluster's size goes with its own deviations)."""
+    rng = np.random.default_rng(5)
+    sizes = [1, 7, 2, 5, 3, 6, 4] * 6
+    first = np.repeat(np.arange(len(sizes)), sizes)  # numbered by appearance
+    shuffled = np.array([40, 3, 17, 8, 29, 0, 11] * 6)[first] * 100 + first  # the same clusters, other numbers
+    x = rng.random((4, 16, first.size)) < rng.uniform(0.1, 0.9, (4, 16, 1))
+    a = decide_states(x, first, np.arange(4) - 1, samples=256, neighbours=False)
+    b = decide_states(x, shuffled, np.arange(4) - 1, samples=256, neighbours=False)
+    np.testing.assert_array_equal(a.rate_low, b.rate_low)
+    np.testing.assert_array_equal(a.rate_high, b.rate_high)
+    np.testing.assert_array_equal(a.state, b.state)
