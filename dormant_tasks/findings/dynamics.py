@@ -32,7 +32,7 @@ count (OLMo-2's stage-2 ingredients count their own tokens), the tokens of the b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from dormant_tasks.statistics import (
     FDR,
     FDR_METHOD,
     FDR_METHODS,
+    PAIRED_FDR_FAMILIES,
     POISSON,
     RESAMPLES,
     ClusterReach,
@@ -53,9 +54,11 @@ from dormant_tasks.statistics import (
     PairedChanges,
     Resampling,
     Share,
+    decision_clusters,
     interval_median_estimate,
     paired_changes,
     poisson_interval,
+    pooled_qvalues,
     rate_estimate,
     scaled,
     share_estimate,
@@ -170,7 +173,9 @@ class Transitions:
             "input_clusters": None if self.clusters is None else self.clusters.describe(),
             "paired_changes": None if paired is None else paired.n_changed,
             "paired_heads": None if paired is None else paired.heads_changed,
-            "paired_test": None if paired is None else f"{paired.test}; {paired.method.upper()} q <= {paired.fdr:g}",
+            "paired_test": None
+            if paired is None
+            else f"{paired.test}; {paired.method.upper()} q <= {paired.fdr:g} over {_family_words(paired.family)}",
         }.items():
             object.__setattr__(self, name, value)
 
@@ -247,11 +252,15 @@ def series_findings(
     fdr_method: str = FDR_METHOD,
     *,
     views: list | None = None,
+    paired_family: str = "pair",
 ) -> Findings:
     """The three findings of `model_id` on its primary calibration set under `score_fn` (default ahon_ln when
     tracked, else the first tracked function); confident transitions at false discovery rate `fdr` by
     `fdr_method` ("bh" or "by"), decided afresh from the stored dormant rates; reads the store only (`views`: the
-    series' views when the caller opened them already, the primary set first)."""
+    series' views when the caller opened them already, the primary set first). `paired_family`: the family over
+    which the paired changes' false discovery rate is held, "pair" (the heads of each adjacent pair), "function"
+    (every pair and head of the function) or "series" (every pair and head of every function and calibration set
+    of the series, `statistics.pooled_qvalues`)."""
     from dormant_tasks.errors import ConfigError
     from dormant_tasks.tracking import SeriesView, open_views
 
@@ -261,6 +270,8 @@ def series_findings(
         raise ConfigError(f"--fdr-method {fdr_method!r}: choose one of {', '.join(FDR_METHODS)}")
     if resampling.resamples < 1 or resampling.permutations < 1:
         raise ConfigError(f"--resamples {resampling.resamples}: give a positive number (e.g. {RESAMPLES})")
+    if paired_family not in PAIRED_FDR_FAMILIES:
+        raise ConfigError(f"--paired-fdr {paired_family!r}: choose one of {', '.join(PAIRED_FDR_FAMILIES)}")
     views = views or open_views(store, model_id)
     if not views:
         SeriesView.open(store, model_id)  # the StoreError that names what the store holds
@@ -288,7 +299,17 @@ def series_findings(
         view.taus[fn].direction,
         len(s.revision),
         emergence(s, tokens, resampling, resolution=resolution),
-        transition_findings(s, tokens, transitions, fdr, resampling, fdr_method, resolution),
+        transition_findings(
+            s,
+            tokens,
+            transitions,
+            fdr,
+            resampling,
+            fdr_method,
+            resolution,
+            paired_family,
+            views if paired_family == "series" else None,
+        ),  # fmt: skip
         input_dependence(views, fn, s, tokens, resampling),
         resampling,
         view.taus_id,
@@ -365,10 +386,13 @@ def transition_findings(
     resampling: Resampling = DEFAULT_RESAMPLING,
     fdr_method: str = FDR_METHOD,
     resolution: Resolution | None = None,
+    paired_family: str = "pair",
+    views: list | None = None,
 ) -> Transitions:
     """Finding 2 from a `DormantMatrix` (with its rates and inputs), its `path_tokens` and the function's stored
     transitions (the mask changes), confident ones decided at `fdr` by `fdr_method`; with the series' `resolution`,
-    which of them are resolved to adjacent checkpoints."""
+    which of them are resolved to adjacent checkpoints. The paired changes' FDR over `paired_family` (with
+    "series", over every function of every view in `views`)."""
     from dormant_tasks.statistics import UNDETERMINED
 
     decided = state_decisions([s], fdr, fdr_method)
@@ -416,15 +440,40 @@ def transition_findings(
         None if resolution is None else change_resolution(transitions, confident, resolution),
         st.reach if st is not None else None,
         st.clusters if st is not None else None,
-        _paired(s, st, fdr, fdr_method),
+        _paired(s, st, fdr, fdr_method, paired_family, views),
     )
 
 
-def _paired(s, st, fdr: float, method: str) -> PairedChanges | None:
-    """The paired-changes finding on the clusters the decision used (None: no indicators kept)."""
+def _paired(s, st, fdr: float, method: str, family: str = "pair", views: list | None = None) -> PairedChanges | None:
+    """The paired-changes finding on the clusters the decision used (None: no indicators kept); with family
+    "series", its q-values pooled with every other function's and calibration set's of `views`."""
     if s.inactive is None or st is None or st.clusters is None:
         return None
-    return paired_changes(s.inactive, st.clusters.labels, s.predecessor, fdr=fdr, method=method)
+    mine = paired_changes(
+        s.inactive,
+        st.clusters.labels,
+        s.predecessor,
+        fdr=fdr,
+        method=method,
+        family="pair" if family == "series" else family,
+    )
+    if family != "series":
+        return mine
+    others = [
+        paired_changes(o.inactive, decision_clusters(o.inactive, o.clusters).labels, o.predecessor).p
+        for view in views or []
+        for o in view.states()
+        if o.inactive is not None and not (view.calibration_id == s.calibration_id and o.score_fn == s.score_fn)
+    ]
+    q = pooled_qvalues([mine.p, *others], method)[0]
+    return replace(mine, q=q, family=f"series ({1 + len(others)} functions x sets)")
+
+
+def _family_words(family: str) -> str:
+    """The family of a paired FDR, in words."""
+    if family.startswith("series"):
+        return f"every function and calibration set of the series, {family[len('series ') :].strip('()')}"
+    return {"pair": "the heads of each adjacent pair", "function": "every pair and head"}.get(family, family)
 
 
 def _clusters_words(st) -> str:

@@ -23,7 +23,10 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.statistics.cluster_states import (
         StateDecision as StateDecision,
+        checkpoint_rate_interval as checkpoint_rate_interval,
         decide_states as decide_states,
+        decision_clusters as decision_clusters,
+        rate_interval as rate_interval,
     )
     from dormant_tasks.statistics.confidence import (
         Z95 as Z95,
@@ -66,6 +69,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         statistics_options as statistics_options,
     )
     from dormant_tasks.statistics.paired import (
+        PAIRED_FDR_FAMILIES as PAIRED_FDR_FAMILIES,
         PairedChanges as PairedChanges,
         paired_changes as paired_changes,
         pooled_qvalues as pooled_qvalues,

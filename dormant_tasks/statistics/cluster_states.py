@@ -37,7 +37,10 @@ and its deviation from a dormant rate of one half is d_tc = k_tc - m_c / 2.
 Cost: counting clusters is O(T H n); the tail O(H x samples x T x (C + grid points up to the head's largest
 |z|)), in chunks of heads sized to T (CHUNK_CELLS: linear in T, 256 heads x 128 inputs T 100 -> 1,000:
 10.5x the CPU where fixed chunks of 32 heads took 20x). 1,024 heads x 200 checkpoints x 128 inputs: 3.7 s of CPU
-(independent inputs), 8.9 s (twins) on a shared 2-core machine (benchmarks/findings_calibration.py --timing). Deterministic: every draw comes from `seed` and is shared by all heads (a head's result does not depend
+(independent inputs), 8.9 s (twins) on a shared 2-core machine (benchmarks/findings_calibration.py --timing). The
+tail runs with the BLAS limited to one thread (threadpoolctl): its products are small per chunk of heads, and with
+the default 2 threads on a busy 2-core machine one decision (256 heads x 100 checkpoints x 128 inputs) took 2.3x
+to 4.1x the wall time of one thread (benchmarks/state_threads.py, two runs); the decision is the same. Deterministic: every draw comes from `seed` and is shared by all heads (a head's result does not depend
 on the others, nor on the chunking).
 """
 
@@ -47,8 +50,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
+from threadpoolctl import threadpool_limits
 
 from dormant_tasks.statistics.blocks import ABSENT, GIVEN, InferredClusters, infer_clusters, unit_order
+from dormant_tasks.statistics.confidence import wilson_interval
 from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, FEW_CLUSTERS, SEED, STATE_SAMPLES
 from dormant_tasks.statistics.reachable import ClusterReach, cluster_reach, cluster_sizes, harmonic
 
@@ -76,6 +81,11 @@ class StateDecision:
     n_clusters: int  # the units behind every test
     reach: ClusterReach  # whether the clusters let any state be confident at these heads (`cluster_reach`)
     clusters: InferredClusters  # the clusters used and how they came about: given, inferred (blocks) or absent
+    # [checkpoint, head] the dormant rate's interval by the same rule (`rate_interval`: the rates a state test at
+    # this checkpoint, with these clusters, at this level, does not reject): above 1/2 exactly when the state is
+    # confidently dormant, below exactly when confidently active
+    rate_low: np.ndarray
+    rate_high: np.ndarray
 
     @property
     def n_selected(self) -> int:
@@ -116,18 +126,14 @@ def decide_states(
     if labels.shape != (n_inputs,):
         raise ValueError(f"clusters: one per input ({n_inputs}), got shape {labels.shape}")
     pred = np.asarray(predecessor, dtype=np.int64)
-    units, _ = unit_order(labels)  # the given clusters (or inputs) in order of their first input
-    d = cluster_deviations(x, units)  # [checkpoint, head, unit]
-    made = infer_clusters(d, None if clusters is None else units, seed) if neighbours else None
-    if made is not None and made.block > 1:
-        labels = made.labels
-        d = cluster_deviations(x, labels)  # [checkpoint, head, cluster]
+    labels, d, made = _clusters_of(x, clusters, seed, neighbours)
     z, norm = standardise(d)
-    if small_sample and d.shape[-1] < FEW_CLUSTERS:
-        z = t_to_normal(z, d.shape[-1] - 1)
+    df = d.shape[-1] - 1 if small_sample and d.shape[-1] < FEW_CLUSTERS else 0
+    z = t_to_normal(z, df)
     # no level can be below fdr / (H x BY's harmonic sum): where Bonferroni's bound is under that, G needs no finer
     floor = 0.1 * fdr / (max(n_heads, 1) * harmonic(max(n_heads, 1)))
-    tails = TailGrid.fit(d, norm, np.abs(z).max(axis=0, initial=0.0), samples, seed, floor)
+    with threadpool_limits(1):  # small products per chunk: BLAS threads only wait (benchmarks/state_threads.py)
+        tails = TailGrid.fit(d, norm, np.abs(z).max(axis=0, initial=0.0), samples, seed, floor)
     state_p = tails.p(np.abs(z))  # [checkpoint, head]
 
     # the largest x at which the head is confidently on one side at i and on the other at a later j
@@ -141,11 +147,11 @@ def decide_states(
     sure = state_p <= level
     state = np.where(sure & (z > 0), 1, np.where(sure & (z < 0), -1, 0)).astype(np.int8)
     sizes = cluster_sizes(labels)
-    if made is None:
-        made = InferredClusters(units, ABSENT if clusters is None else GIVEN, 1, float("nan"), clusters is not None)
+    crit = tails.critical(level)  # [head] the |z| from which a state is confident
+    low, high = rate_interval(d, label_sizes(labels), crit, df, state != 0)
     return StateDecision(
         state, z, state_p, head_p, head_q, float(level), method, float(fdr), int(sizes.size),
-        cluster_reach(sizes, n_heads, fdr, method, small_sample), made,
+        cluster_reach(sizes, n_heads, fdr, method, small_sample), made, low, high,
     )  # fmt: skip
 
 
@@ -162,16 +168,115 @@ def cluster_deviations(inactive: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return counts.astype(np.float32) - (sizes / 2).astype(np.float32)
 
 
+def decision_clusters(inactive: np.ndarray, clusters: np.ndarray | None, seed: int = SEED) -> InferredClusters:
+    """The clusters `decide_states` uses on these indicators (given, inferred blocks or absent), without the tail:
+    what a paired test should read the inputs as (`statistics.paired_changes`). inactive: bool [checkpoint, head,
+    input]."""
+    return _clusters_of(np.asarray(inactive, dtype=bool), clusters, seed, True)[2]
+
+
+def _clusters_of(x: np.ndarray, clusters, seed: int, neighbours: bool):
+    """(labels [input], deviations [checkpoint, head, cluster], InferredClusters) of `decide_states`."""
+    labels = np.arange(x.shape[-1]) if clusters is None else np.asarray(clusters)
+    units, _ = unit_order(labels)  # the given clusters (or inputs) in order of their first input
+    d = cluster_deviations(x, units)  # [checkpoint, head, unit]
+    made = infer_clusters(d, None if clusters is None else units, seed) if neighbours else None
+    labels = units  # d's clusters are in the order of their labels: `label_sizes(labels)` gives theirs
+    if made is not None and made.block > 1:
+        labels = made.labels
+        d = cluster_deviations(x, labels)  # [checkpoint, head, cluster]
+    if made is None:
+        made = InferredClusters(units, ABSENT if clusters is None else GIVEN, 1, float("nan"), clusters is not None)
+    return labels, d, made
+
+
+def checkpoint_rate_interval(inactive: np.ndarray, clusters=None, small_sample: bool = True):
+    """(low, high) [head]: the 95% interval of each head's dormant rate at one checkpoint by the rule of
+    `decide_states` (`rate_interval` with the critical |z| of a single two-sided 95% test, Z95), with the inputs'
+    clusters as given (None: each input its own; no blocks are inferred from one checkpoint). inactive: bool
+    [head, input]. It lies above (below) 1/2 when the state test of this checkpoint alone rejects a rate of 1/2;
+    the series' decision, over many checkpoints and heads, asks for more (`StateDecision.rate_low/high`)."""
+    from dormant_tasks.statistics.confidence import Z95
+
+    x = np.asarray(inactive, dtype=bool)[None]  # [1, head, input]
+    labels = np.arange(x.shape[-1]) if clusters is None else np.asarray(clusters)
+    d = cluster_deviations(x, labels)
+    df = d.shape[-1] - 1 if small_sample and d.shape[-1] < FEW_CLUSTERS else 0
+    low, high = rate_interval(d, label_sizes(labels), Z95, df)
+    return low[0], high[0]
+
+
+def label_sizes(labels: np.ndarray) -> np.ndarray:
+    """[cluster] the clusters' sizes in the order `cluster_deviations` puts them (their labels sorted)."""
+    return np.bincount(np.unique(labels, return_inverse=True)[1])
+
+
 def standardise(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(z, norm), each [checkpoint, head]: the continuity-corrected self-normalised sums and |d_t| (0 where every
     cluster sits exactly at one half; its z is 0 and it never counts as a test)."""
     total = d.sum(axis=-1, dtype=np.float64)
     norm = np.sqrt(np.einsum("thc,thc->th", d, d, dtype=np.float64))
-    nonzero = np.where(d != 0, np.abs(d), np.float32(np.inf)).min(axis=-1)  # the sum's lattice: its half step
-    delta = np.where(np.isfinite(nonzero), nonzero, 0.0)
+    return _corrected(total, norm, _half_step(d)), norm
+
+
+def _half_step(d: np.ndarray) -> np.ndarray:
+    """[checkpoint, head] the continuity correction: the smallest non-zero |d_tc| (the sum's lattice: its half
+    step); 0 where every cluster sits exactly at one half."""
+    nonzero = np.where(d != 0, np.abs(d), np.float32(np.inf)).min(axis=-1)
+    return np.where(np.isfinite(nonzero), nonzero, 0.0)
+
+
+def _corrected(total: np.ndarray, norm: np.ndarray, delta: np.ndarray) -> np.ndarray:
     safe = np.where(norm > 0, norm, 1.0)
-    z = np.where(norm > 0, np.sign(total) * np.maximum(np.abs(total) - delta, 0.0) / safe, 0.0)
-    return z, norm
+    return np.where(norm > 0, np.sign(total) * np.maximum(np.abs(total) - delta, 0.0) / safe, 0.0)
+
+
+def rate_interval(
+    d: np.ndarray, sizes: np.ndarray, crit, df: int = 0, at_half: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high), each [checkpoint, head]: the dormant rates p that the state test does not reject, by the rule
+    of `decide_states` (the test of "rate = p" is the one of "rate = 1/2" with p in place of 1/2).
+
+    d: float32 [checkpoint, head, cluster] the deviations k_tc - m_c / 2 (`cluster_deviations`, clusters in label
+    order) and sizes: [cluster] m_c in the same order. At a rate p the deviations are d_tc(p) = d_tc + m_c (1/2 - p);
+    z_t(p) is the self-normalised sum (`standardise`) with the continuity correction of p = 1/2 (so that z_t(1/2)
+    is the decision's z_t), read as t(df) when df >= 1 (`t_to_normal`). p is rejected when |z_t(p)| >= crit
+    ([head] or a number: the decision's critical |z|, `TailGrid.critical`; Z95 for a single 95% interval).
+    `at_half`: bool [checkpoint, head], the decision itself at p = 1/2 (a confident state), which then stands for
+    the comparison there, so that the interval lies above (below) 1/2 exactly when the state is confidently
+    dormant (active). The rates are searched on the grid j / 2n, j = 0 .. 2n (n inputs: 1/2 and every k/n on it);
+    the interval runs from the last rejected grid point below the first p not rejected to the first rejected one
+    above the last (the hull, rounded outwards by at most 1/2n; k/n itself is never rejected), widened to the
+    Wilson interval of k of n at the same critical value where that is wider (near a rate of 0 or 1, where the
+    self-normalised variance vanishes). NaN with no input.
+    """
+    d = np.asarray(d, dtype=np.float64)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    n_ckpt, n_heads, _ = d.shape
+    n = int(sizes.sum())
+    low, high = np.full((n_ckpt, n_heads), np.nan), np.full((n_ckpt, n_heads), np.nan)
+    if n == 0:
+        return low, high
+    p = np.arange(2 * n + 1) / (2 * n)  # [grid]
+    e = (0.5 - p)[:, None]  # [grid, 1]
+    crit = np.broadcast_to(np.asarray(crit, dtype=np.float64), (n_heads,))
+    delta = _half_step(d)  # [checkpoint, head]
+    for t in range(n_ckpt):
+        total = d[t].sum(axis=-1)[None, :] + n * e  # [grid, head]
+        norm2 = (d[t] ** 2).sum(axis=-1)[None, :] + 2 * e * (d[t] @ sizes)[None, :] + e * e * (sizes @ sizes)
+        z = t_to_normal(_corrected(total, np.sqrt(np.maximum(norm2, 0.0)), delta[t][None, :]), df)
+        keep = np.abs(z) < crit[None, :]  # [grid, head] not rejected
+        if at_half is not None:
+            keep[n] = ~np.asarray(at_half[t], dtype=bool)
+        first = np.argmax(keep, axis=0)
+        last = keep.shape[0] - 1 - np.argmax(keep[::-1], axis=0)
+        low[t] = np.where(keep.any(axis=0), p[np.maximum(first - 1, 0)], np.nan)
+        high[t] = np.where(keep.any(axis=0), p[np.minimum(last + 1, 2 * n)], np.nan)
+    # never narrower than Wilson's interval of k of n at the same critical value: the self-normalised variance
+    # vanishes at a rate of 0 or 1 (0 of 128 alone would give [0, 0.008]); widening keeps "above 1/2 => confident"
+    w_low, w_high = wilson_interval(d.sum(axis=-1) + n / 2, n, np.minimum(crit, 40.0)[None, :])
+    inf = np.isinf(crit)[None, :]
+    return np.minimum(low, np.where(inf, 0.0, w_low)), np.maximum(high, np.where(inf, 1.0, w_high))
 
 
 def t_to_normal(z: np.ndarray, df: int) -> np.ndarray:
@@ -241,6 +346,16 @@ class TailGrid:
         for k in range(NODES.size - 2, -1, -1):
             log_r[:, k] = np.maximum(log_r[:, k], log_r[:, k + 1] - hazard[k] * NODE_STEP)
         return cls(log_r, n_tests)
+
+    def critical(self, level: float) -> np.ndarray:
+        """[head] the smallest |z| (to 1e-9) at which G(|z|) <= level, by bisection on `p` (non-increasing up to
+        the last node); inf where no |z| up to 40 reaches it."""
+        lo, hi = np.zeros(self.log_r.shape[0]), np.full(self.log_r.shape[0], 40.0)
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            below = self.p(mid) <= level
+            hi, lo = np.where(below, mid, hi), np.where(below, lo, mid)
+        return np.where(self.p(hi) <= level, hi, np.inf)
 
     def p(self, x: np.ndarray) -> np.ndarray:
         """G_h(x) for x [..., head] >= 0: Phi(-x) r(x), r interpolated linearly between the nodes (constant below

@@ -30,6 +30,9 @@ from dormant_tasks.statistics.confidence import bh_qvalues, mcnemar_exact_p
 from dormant_tasks.statistics.defaults import FDR, FDR_METHOD
 
 PAIRED_FAMILIES = ("pair", "function")
+# the families a findings run may hold the paired changes' FDR over: "series" pools every function and calibration
+# set of a series (`pooled_qvalues`; `findings.series_findings(paired_family=...)`, `dormant findings --paired-fdr`)
+PAIRED_FDR_FAMILIES = (*PAIRED_FAMILIES, "series")
 
 
 @dataclass(frozen=True)

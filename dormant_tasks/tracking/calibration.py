@@ -11,8 +11,8 @@ text is one line (runs of whitespace collapsed to a space), non-empty, and uniqu
 
 A plain name is the set's first N texts (the authors' protocol for `winogrande`, and what stores tracked before
 draws existed hold); `NAME:K` is the K-th of disjoint sets drawn at random (seed `DRAW_SEED`) from the whole of
-NAME, cluster-whole: the texts of one cluster (WinoGrande twins, a HellaSwag source video, a block of lines of one
-Python file) always go to the same set, so two draws are the independent samples that the input-dependence test
+NAME, cluster-whole: the texts of one cluster (WinoGrande twins, a HellaSwag source video, the lines of one Python
+file) always go to the same set, so two draws are the independent samples that the input-dependence test
 compares (findings/dependence.py). A file is cut (`FILE:K`: its K-th block of N lines) or, with `sample`, drawn
 the same way; each text's cluster is kept in `CalibrationSet.clusters` and stored with every result.
 Stdlib only at import: pyarrow and numpy are imported by the loaders that need them.
@@ -27,7 +27,7 @@ import stat
 from collections import deque
 from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import count, zip_longest
+from itertools import zip_longest
 from pathlib import Path
 
 from dormant_tasks.errors import ConfigError, ScoringError, did_you_mean
@@ -36,14 +36,15 @@ from dormant_tasks.paths import bundled_file
 WINOGRANDE_DEV = bundled_file("winogrande_dev.jsonl")
 DEMO_CORPUS = bundled_file("demo_corpus.txt")
 CODE_LINES = bundled_file("code_lines.txt")
-CODE_SOURCES = bundled_file("code_lines_files.txt")  # per line of CODE_LINES: "<module> <index in the module>"
+CODE_SOURCES = bundled_file(
+    "code_lines_files.txt"
+)  # per line of CODE_LINES: "<module> <index in the module>"; the module is its cluster
 TASKS = bundled_file("tasks")
 MMLU_DIR = TASKS / "cais--mmlu"
 HELLASWAG_VALIDATION = TASKS / "Rowan--hellaswag" / "validation.parquet"
 GSM8K_TEST = TASKS / "openai--gsm8k" / "main" / "test.parquet"
 DEFAULT_CALIBRATION_SIZE = 128
 DRAW_SEED = 0  # of every drawn set (`NAME:K`, `--sample`); written in the set's name, so in its calibration_id
-CODE_BLOCK = 8  # a `code` cluster: this many consecutive kept lines of one module (the proxy of a file, below)
 WINOGRANDE_TWIN_OVERLAP = 0.5  # word overlap (multiset Jaccard) above which consecutive items are twins
 
 
@@ -401,8 +402,9 @@ def split_part(name: str) -> tuple[str, int | None]:
 
 # ---- the bundled sets ---------------------------------------------------------------------------------------
 
-# (texts, per text its cluster key): what each bundled set's loader gives
-Items = tuple[list[str], list[Hashable]]
+# (texts, per text its cluster (stored, the decision's unit), per text its draw unit (what `NAME:K` keeps whole:
+# the cluster, or a question / a video where the cluster is too large to draw sets from; data/README.md))
+Items = tuple[list[str], list[Hashable], list[Hashable]]
 
 
 def one_line(text: str) -> str:
@@ -410,15 +412,15 @@ def one_line(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def _unique_lines(texts: Iterable[str], keys: Iterable[Hashable] | None = None) -> Items:
-    """Each text on one line; empty ones dropped, exact duplicates dropped (the first occurrence kept, with its
-    cluster key; every text its own cluster when no keys are given)."""
-    first: dict[str, Hashable] = {}
-    for text, key in zip(texts, count() if keys is None else keys):
+def _unique_lines(texts: Iterable[str], keys: Iterable[Hashable] = (), units: Iterable[Hashable] = ()) -> Items:
+    """Each text on one line; empty and repeated ones dropped (the first kept, with its cluster key and draw unit;
+    without keys every text its own cluster, without units its cluster its draw unit)."""
+    first: dict[str, tuple[Hashable, Hashable]] = {}
+    for i, (text, key, unit) in enumerate(zip_longest(texts, keys, units)):
         line = one_line(text)
         if line and line not in first:
-            first[line] = key
-    return list(first), list(first.values())
+            first[line] = (i if key is None else key, (i if key is None else key) if unit is None else unit)
+    return list(first), [k for k, _ in first.values()], [u for _, u in first.values()]
 
 
 def _parquet_column(path: Path, column: str) -> list:
@@ -430,39 +432,37 @@ def _parquet_column(path: Path, column: str) -> list:
 def _winogrande_texts() -> Items:
     # exactly the historical default (no whitespace rewriting), so the stored calibration_id does not move
     items = load_winogrande_items()
-    return [winogrande_filled(i) for i in items], list(winogrande_twins(items))
+    twins: list[Hashable] = list(winogrande_twins(items))
+    return [winogrande_filled(i) for i in items], twins, twins
 
 
 def _wikipedia_texts() -> Items:
-    # BoolQ keeps no article title with its passages: one passage, one cluster
+    # BoolQ keeps no article title, and neighbours are not of one article: one passage, one cluster
     return _unique_lines(DEMO_CORPUS.read_text(encoding="utf-8").splitlines())
 
 
 def _mmlu_texts() -> Items:
-    """The test questions of the 57 subjects, round-robin over the sorted subjects (each in file order); each
-    question its own cluster (a subject is a stratum of topics, not a group of near-copies)."""
+    """The test questions, round-robin over the 57 sorted subjects (each in file order); a cluster is a subject,
+    a draw keeps a question whole."""
     subjects = sorted(p for p in MMLU_DIR.iterdir() if (p / "test.parquet").is_file())
     columns = [_parquet_column(p / "test.parquet", "question") for p in subjects]
-    return _unique_lines(q for row in zip_longest(*columns) for q in row if q is not None)
+    rows = [(q, p.name) for row in zip_longest(*columns) for q, p in zip(row, subjects) if q is not None]
+    return _unique_lines((q for q, _ in rows), [s for _, s in rows], range(len(rows)))
 
 
 def _hellaswag_texts() -> Items:
-    # the contexts cut from one ActivityNet video or WikiHow article (`source_id`) are one cluster
-    return _unique_lines(
-        _parquet_column(HELLASWAG_VALIDATION, "ctx"), _parquet_column(HELLASWAG_VALIDATION, "source_id")
-    )
+    """The validation contexts in file order; a cluster is an activity (`activity_label`), a draw keeps the
+    contexts of one video or article (`source_id`) whole."""
+    return _unique_lines(*(_parquet_column(HELLASWAG_VALIDATION, c) for c in ("ctx", "activity_label", "source_id")))
 
 
 def _gsm8k_texts() -> Items:
     return _unique_lines(_parquet_column(GSM8K_TEST, "question"))
 
 
-def _code_texts() -> Items:
-    """Lines of 7 stdlib modules; a cluster is CODE_BLOCK consecutive kept lines of one module (a function or
-    two): whole files (7) are too few to draw sets from, and lines next to each other in a file share names."""
-    sources = [line.split() for line in CODE_SOURCES.read_text(encoding="utf-8").splitlines()]
-    keys = [(module, int(index) // CODE_BLOCK) for module, index in sources]
-    return _unique_lines(CODE_LINES.read_text(encoding="utf-8").splitlines(), keys)
+def _code_texts() -> Items:  # 4 lines of each of 189 stdlib modules, one a package (data/derive_code_lines.py)
+    modules = [line.split()[0] for line in CODE_SOURCES.read_text(encoding="utf-8").splitlines()]
+    return _unique_lines(CODE_LINES.read_text(encoding="utf-8").splitlines(), modules)
 
 
 # name -> (description, loader of every text of the set with its cluster key, in order); the CalibrationSet name
@@ -485,7 +485,7 @@ AVAILABLE_TEXTS = {
     "mmlu": 13868,
     "hellaswag": 10018,
     "gsm8k": 1319,
-    "code": 1022,
+    "code": 756,
 }
 
 
@@ -520,12 +520,12 @@ def bundled_calibration(
             f"unknown bundled calibration set {name!r}{did_you_mean(name, BUNDLED_SETS)}; "
             f"choose one of {', '.join(BUNDLED_SETS)}"
         )
-    texts, keys = BUNDLED_SETS[name][1]()
+    texts, keys, units = BUNDLED_SETS[name][1]()
     base = SET_NAMES.get(name, name)
     if part is None:
         n = len(texts) if limit is None else limit
         return CalibrationSet(base, tuple(texts[:n]), clusters=cluster_labels(keys[:n]))
-    pick = draw_indices(keys, len(texts) if limit is None else limit, part, f"{name}:{part}", name)
+    pick = draw_indices(units, len(texts) if limit is None else limit, part, f"{name}:{part}", name)
     return CalibrationSet(
         f"{base}-draw{part}-seed{DRAW_SEED}",
         tuple(texts[i] for i in pick),

@@ -171,7 +171,7 @@ def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: Ser
     common = common_columns(request.model_id, rev)
     cal_id = cal.calibration_id
     sc = scored.scores
-    heads = aggregate_heads(sc.values, sc.score_fns, one.taus, sc.n_tokens, sc.first_boundary)
+    heads = aggregate_heads(sc.values, sc.score_fns, one.taus, sc.n_tokens, sc.first_boundary, cal.clusters)
     heads = with_columns(heads, {**common, "calibration_id": cal_id, "taus_id": tid})
     heads = with_layer_windows(heads, scored.windows)
     inputs = None

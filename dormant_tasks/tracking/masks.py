@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dormant_tasks.engine import SCORE_FUNCTIONS, get_score_function, is_inactive
 from dormant_tasks.errors import ConfigError
-from dormant_tasks.statistics import pack_inputs, wilson_interval
+from dormant_tasks.statistics import checkpoint_rate_interval, pack_inputs
 
 # The functions whose default tau is a quantile of the reference checkpoint (the raw-unit ones; the registry's
 # `tau`, docs/SCORES.md §4)
@@ -187,10 +187,12 @@ def taus_id(taus: dict[str, Tau]) -> str:
 
 
 def aggregate_heads(
-    values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None, first_boundary=None
+    values: np.ndarray, score_fns, taus: dict[str, Tau], n_tokens=None, first_boundary=None, clusters=None
 ) -> pa.Table:
     """Per (score_fn, layer, head): score, score_std, tau, direction, dormant_rate, dormant, and the 95%
-    Wilson interval of the rate, dormant_rate_low and dormant_rate_high (docs/SCORES.md, "Confidence"); the
+    interval of the rate, dormant_rate_low and dormant_rate_high, by the confident states' rule with the inputs'
+    `clusters` (per input; None: each its own) at one checkpoint (`statistics.checkpoint_rate_interval`;
+    docs/SCORES.md, "Confidence"); the
     per-input inactive indicators packed into bits, `inactive_inputs` (for the paired test of a transition);
     with the inputs' token counts and first-token kinds, how the score depends on them (`input_effects`).
 
@@ -211,7 +213,8 @@ def aggregate_heads(
             score_std = np.nanstd(v, axis=0)  # [layer, head]
             inactive = is_inactive(v, tau.value, tau.direction)  # [input, layer, head]
             rate = inactive.mean(axis=0)  # [layer, head]
-        low, high = wilson_interval(np.round(rate * n_inputs), n_inputs)  # [layer, head]
+        low, high = checkpoint_rate_interval(inactive.reshape(n_inputs, -1).T, clusters)  # [layer * head]
+        low, high = low.reshape(rate.shape), high.reshape(rate.shape)
         parts.append(
             {
                 "score_fn": np.full(layer.size, fn, dtype=object),

@@ -28,6 +28,14 @@ def add_parser(subparsers) -> None:
             scores_option(f"the one score function of the findings (default: {DEFAULT_FN} when tracked)", one=True),
             *statistics_options(),
             Option(
+                "--paired-fdr",
+                "the family over which the paired changes' (heads that changed on these inputs) false discovery rate "
+                "is held: pair = the heads of each adjacent pair of checkpoints, function = every pair and head of "
+                "the function, series = every pair and head of every function and calibration set of the series "
+                '(docs/SCORES.md, "Paired changes") (default: %(default)s)',
+                kw={"choices": ("pair", "function", "series"), "default": "pair"},
+            ),
+            Option(
                 "--seed-group",
                 "series that differ only in their training seed (e.g. PolyPythias' seeds, or `dormant pretrain-tiny "
                 "--seed N` runs): each headline number over the seeds, with an interval over seeds beside each seed's "
@@ -67,7 +75,13 @@ def run(args) -> int:
         check_folder(args.reports_dir, Owner.of("findings", args.store, model_id))
     resampling = Resampling(resamples=args.resamples, seed=args.seed)
     found = series_findings(
-        args.store, model_id, args.scores[0] if args.scores else None, args.fdr, resampling, args.fdr_method
+        args.store,
+        model_id,
+        args.scores[0] if args.scores else None,
+        args.fdr,
+        resampling,
+        args.fdr_method,
+        paired_family=args.paired_fdr,
     )
     if args.format == "json":
         import json

@@ -370,3 +370,30 @@ def test_findings_say_a_repeated_caveat_once_and_explain_the_state_level(tmp_pat
         "p over the head's checkpoints (null: its dormant rate never crosses 0.5; whole clusters of inputs resampled) is <="
         in text
     )
+
+
+def test_paired_changes_pooled_over_every_function_and_set_of_the_series(tmp_path, capsys):
+    """`paired_family="series"` (`dormant findings --paired-fdr series`): the paired changes' q-values are BH over
+    every (pair, head) of every function and calibration set at once, by hand here from each set's paired p."""
+    from dormant_tasks.errors import ConfigError
+    from dormant_tasks.statistics import bh_qvalues, decision_clusters, paired_changes
+    from dormant_tasks.tracking import open_views
+    from tests.builders.stores import store_of_two_sets
+
+    root = store_of_two_sets(tmp_path, differ=True)
+    ps = []
+    for view in open_views(root, MODEL):
+        (s,) = view.states(["ahon_ln"])
+        ps.append(paired_changes(s.inactive, decision_clusters(s.inactive, s.clusters).labels, s.predecessor).p)
+    by_pair = series_findings(root, MODEL).transitions.paired
+    pooled = series_findings(root, MODEL, paired_family="series").transitions.paired
+    np.testing.assert_array_equal(pooled.p, by_pair.p)
+    np.testing.assert_array_equal(pooled.p, ps[0])
+    flat = bh_qvalues(np.concatenate([p.ravel() for p in ps]))
+    np.testing.assert_allclose(pooled.q, flat[: ps[0].size].reshape(ps[0].shape), rtol=1e-12)
+    assert not np.array_equal(pooled.q, by_pair.q)  # a larger family: other q-values
+    assert pooled.family == "series (2 functions x sets)"
+    assert main(["findings", "--store", str(root), "--model", MODEL, "--paired-fdr", "series", "--format", "json"]) == 0
+    assert "every function and calibration set of the series" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="--paired-fdr"):
+        series_findings(root, MODEL, paired_family="heads")

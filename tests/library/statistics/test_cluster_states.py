@@ -283,3 +283,81 @@ def test_the_chunking_of_heads_does_not_change_the_decision(monkeypatch):
     whole = decide_states(x, clusters, np.arange(20) - 1, fdr=0.2)
     monkeypatch.setattr(cs, "CHUNK_CELLS", 20 * 5)  # 5 heads a chunk
     np.testing.assert_array_equal(decide_states(x, clusters, np.arange(20) - 1, fdr=0.2).head_p, whole.head_p)
+
+
+# ------------------------------------------------------------------------------- one reading of a state
+
+
+def clear_changes(low: np.ndarray, high: np.ndarray, pred: np.ndarray) -> list[tuple[int, int, int]]:
+    """(head, i, j): i before j on a path, the interval wholly above 0.6 at one and wholly below 0.4 at the other."""
+    out = []
+    for j in range(low.shape[0]):
+        i = pred[j]
+        while i >= 0:
+            for h in np.flatnonzero(((low[i] > 0.6) & (high[j] < 0.4)) | ((high[i] < 0.4) & (low[j] > 0.6))):
+                out.append((int(h), int(i), int(j)))
+            i = pred[i]
+    return out
+
+
+@pytest.mark.parametrize("cluster", [3, 8])
+def test_a_clear_change_of_the_interval_is_a_confident_transition(cluster):
+    """The decision's interval (rate_low/high) inverts the state test itself: a head whose interval is above 0.6 at
+    one checkpoint and below 0.4 at a later one has a confident change there, and every state whose interval
+    excludes 1/2 is confident. Per-input Wilson intervals (the inputs as independent) show clear changes that
+    blocks of 8 do not support (the issue's 10 of 77 on the demo)."""
+    from dormant_tasks.statistics import wilson_interval
+
+    rng = np.random.default_rng(cluster)
+    T, H, n = 6, 48, 96
+    x, clusters, _, _ = series(rng, T, H, n, persistence=0.9, cluster=cluster, icc=0.6, moving=0.6)
+    pred = np.arange(T) - 1
+    d = decide_states(x, clusters, pred, fdr=0.05, samples=512)
+    assert (d.rate_low <= x.mean(axis=-1)).all() and (x.mean(axis=-1) <= d.rate_high).all()
+    assert ((d.rate_low > 0.5) <= (d.state == 1)).all() and ((d.rate_high < 0.5) <= (d.state == -1)).all()
+    clear = clear_changes(d.rate_low, d.rate_high, pred)
+    for h, i, j in clear:
+        assert d.head_q[h] <= d.fdr and d.state[i, h] == -d.state[j, h] != 0
+    wl, wh = wilson_interval(x.sum(axis=-1), n)
+    unsupported = [(h, i, j) for h, i, j in clear_changes(wl, wh, pred) if d.head_q[h] > d.fdr]
+    if cluster == 3:
+        assert len(clear) >= 10  # the heads that move do show clear changes
+    else:
+        assert len(unsupported) >= 5  # independent-input intervals claim changes that the clusters do not support
+
+
+def test_the_stored_interval_uses_the_clusters_and_never_narrows_wilson():
+    """`checkpoint_rate_interval` (what head_scores stores): with one input per cluster it holds Wilson's interval
+    and k/n; clusters of agreeing inputs widen it; it lies above 1/2 only where the single state test rejects 1/2."""
+    from dormant_tasks.statistics import Z95, checkpoint_rate_interval, wilson_interval
+
+    rng = np.random.default_rng(3)
+    n = 64
+    block = np.repeat(rng.random((40, n // 8)) < rng.random((40, 1)), 8, axis=1)  # whole blocks of 8 agree
+    low, high = checkpoint_rate_interval(block)
+    wl, wh = wilson_interval(block.sum(axis=1), n)
+    assert (low <= wl + 1e-12).all() and (high >= wh - 1e-12).all()
+    k = block.mean(axis=1)
+    assert ((low <= k) & (k <= high)).all()
+    blow, bhigh = checkpoint_rate_interval(block, np.arange(n) // 8)
+    assert ((blow <= low) & (bhigh >= high)).all() and ((bhigh - blow) > (high - low)).sum() > 30
+    z = standardise(cluster_deviations(block[None], np.arange(n) // 8))[0][0]
+    from dormant_tasks.statistics.cluster_states import t_to_normal
+
+    z = t_to_normal(z, n // 8 - 1)
+    assert ((blow > 0.5) <= (z >= Z95)).all() and ((bhigh < 0.5) <= (z <= -Z95)).all()
+
+
+def test_the_interval_does_not_depend_on_how_the_clusters_are_numbered():
+    """Clusters of unequal sizes numbered against their order of appearance: the same decision and interval as
+    with them numbered 0, 1, ... (each cluster's size goes with its own deviations)."""
+    rng = np.random.default_rng(5)
+    sizes = [1, 7, 2, 5, 3, 6, 4] * 6
+    first = np.repeat(np.arange(len(sizes)), sizes)  # numbered by appearance
+    shuffled = np.array([40, 3, 17, 8, 29, 0, 11] * 6)[first] * 100 + first  # the same clusters, other numbers
+    x = rng.random((4, 16, first.size)) < rng.uniform(0.1, 0.9, (4, 16, 1))
+    a = decide_states(x, first, np.arange(4) - 1, samples=256, neighbours=False)
+    b = decide_states(x, shuffled, np.arange(4) - 1, samples=256, neighbours=False)
+    np.testing.assert_array_equal(a.rate_low, b.rate_low)
+    np.testing.assert_array_equal(a.rate_high, b.rate_high)
+    np.testing.assert_array_equal(a.state, b.state)

@@ -350,12 +350,38 @@ def test_drawn_sets_are_disjoint_cluster_whole_seeded_and_named():
     assert cal.calibration_kind(one.calibration_id) == cal.calibration_kind(two.calibration_id) == "winogrande-dev"
     assert cal.calibration_kind(load_calibration_set("winogrande").calibration_id) == "winogrande-dev"
     # a twin pair is never split: each cluster of the full set lies in one draw with all its texts
-    texts, keys = BUNDLED_SETS["winogrande"][1]()
+    texts, keys, units = BUNDLED_SETS["winogrande"][1]()
+    assert units == keys  # a twin pair is both the cluster and what a draw keeps whole
     where = {t: k for t, k in zip(texts, keys)}
     for drawn in (one, two):
         for key in {where[t] for t in drawn.texts}:
             assert all(t in drawn.texts for t, k in zip(texts, keys) if k == key)
     assert len(load_calibration_set("code:3").texts) == 128 and load_calibration_set("code:3").clusters is not None
+
+
+def test_the_bundled_sets_are_clustered_by_their_real_units():
+    """code: a file of the standard library (>= 64 of them, 4 lines each, no two of one package); MMLU: a subject; HellaSwag: an activity;
+    WinoGrande: a twin pair; a draw keeps a file or a twin pair whole, and MMLU/HellaSwag draws keep a question or a
+    source video whole (a subject or an activity is larger than a set)."""
+    sources = [line.split() for line in cal.CODE_SOURCES.read_text(encoding="utf-8").splitlines()]
+    modules = Counter(module for module, _ in sources)
+    assert len(modules) >= 64 and set(modules.values()) == {4} and all(m.endswith(".py") for m in modules)
+    assert len({m.split("/")[0] for m in modules}) == len(modules)  # one module of a package
+    first = load_calibration_set("code")  # the first 128 lines: one line of each of 128 files
+    assert first.clusters is None and len({m for m, _ in sources[:128]}) == 128
+    for k in (1, 2):
+        drawn = load_calibration_set(f"code:{k}")
+        assert sorted(Counter(drawn.clusters).values()) == [4] * 32  # 32 whole files
+    texts, keys, units = BUNDLED_SETS["mmlu"][1]()
+    assert len(set(keys)) == 57 and len(set(units)) == len(texts)
+    assert len(set(load_calibration_set("mmlu").clusters)) == 57  # round-robin: every subject among the first 128
+    texts, keys, units = BUNDLED_SETS["hellaswag"][1]()
+    assert len(set(keys)) == 192 and len(set(keys)) < len(set(units)) < len(texts)
+    by_unit = {}
+    for key, unit in zip(keys, units):
+        by_unit.setdefault(unit, set()).add(key)
+    assert all(len(activities) == 1 for activities in by_unit.values())  # a source video is of one activity
+    assert len(set(load_calibration_set("hellaswag").clusters)) == 48  # the first 128 contexts: 48 activities
 
 
 def test_a_draw_beyond_the_clusters_is_refused_in_one_line():

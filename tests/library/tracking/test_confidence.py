@@ -20,6 +20,7 @@ from dormant_tasks.reporting.report import render_report
 from dormant_tasks.reporting.series_data import load_series
 from dormant_tasks.reporting.sets import calibration_sets
 from dormant_tasks.reporting.texts import report_markdown
+from dormant_tasks.statistics import checkpoint_rate_interval
 from dormant_tasks.statistics.confidence import (
     Z95,
     discordant,
@@ -117,8 +118,17 @@ def test_aggregate_writes_the_interval_of_the_rate_nan_inputs_in_the_denominator
     values[3:7, 0, 0, 1] = np.nan
     t = aggregate_heads(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}).to_pydict()
     assert t["dormant_rate"] == [0.7, 0.3, 0.0]
-    for h, k in enumerate((7, 3, 0)):
-        assert (t["dormant_rate_low"][h], t["dormant_rate_high"][h]) == pytest.approx(by_hand(k, n))
+    inactive = np.zeros((3, n), dtype=bool)  # [head, input]: a NaN input is not inactive, and counts in n
+    inactive[0, :7] = inactive[1, :3] = True
+    for clusters in (None, np.arange(n) // 2):
+        t = aggregate_heads(values, ["ahon_ln"], {"ahon_ln": Tau("ahon_ln", 0.5, "<", "fixed")}, clusters=clusters)
+        low, high = checkpoint_rate_interval(inactive, clusters)  # the states' rule, with the same clusters
+        assert t["dormant_rate_low"].to_pylist() == list(low) and t["dormant_rate_high"].to_pylist() == list(high)
+        for h, k in enumerate((7, 3, 0)):  # k/n inside, and never narrower than Wilson's interval of k of n
+            wl, wh = by_hand(k, n)
+            assert low[h] <= min(k / n, wl) + 1e-12 and high[h] >= max(k / n, wh) - 1e-12
+    paired, single = (checkpoint_rate_interval(inactive, c) for c in (np.arange(n) // 2, None))
+    assert (paired[0] <= single[0]).all() and (paired[1] >= single[1]).all()  # pairs widen it
     names = S.SCHEMAS["head_scores"].names
     assert names[names.index("dormant") + 1 : names.index("dormant") + 3] == ["dormant_rate_low", "dormant_rate_high"]
     assert S.SCHEMAS["head_scores"].field("dormant_rate_low").nullable
