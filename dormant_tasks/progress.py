@@ -284,16 +284,23 @@ class _Watched:
 _first_line: FirstLine | None = None
 
 
-def first_line(command: str, started: float) -> FirstLine:
-    """For a command run as a program: its first line when it is slow to print one (`FirstLine`), on stderr. Its
-    stdout and stderr are watched from here on: the first write to either ends the wait."""
+@contextlib.contextmanager
+def first_line(command: str, started: float) -> Iterator[FirstLine]:
+    """For a command run as a program, around its run: its first line when it is slow to print one (`FirstLine`), on
+    stderr. Its stdout and stderr are watched inside (the stdlib's `redirect_stdout`/`redirect_stderr`): the first
+    write to either ends the wait, and so does the block's end."""
     global _first_line
-    raw = sys.stderr
     after = float(os.environ.get("DORMANT_TEST_FIRST_LINE_S") or FIRST_LINE_S)
-    _first_line = FirstLine(command, raw, started=started, first_after=after)
-    sys.stdout = _Watched(sys.stdout, _first_line.done)  # type: ignore[assignment]
-    sys.stderr = _Watched(sys.stderr, _first_line.done)  # type: ignore[assignment]
-    return _first_line
+    line = _first_line = FirstLine(command, sys.stderr, started=started, first_after=after)
+    try:
+        with (
+            contextlib.redirect_stdout(_Watched(sys.stdout, line.done)),  # type: ignore[type-var]
+            contextlib.redirect_stderr(_Watched(sys.stderr, line.done)),  # type: ignore[type-var]
+        ):
+            yield line
+    finally:
+        line.done()
+        _first_line = None
 
 
 def waiting_for(phase: str) -> None:

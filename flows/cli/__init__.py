@@ -7,6 +7,7 @@ line on stderr and exit code 2, an interrupt exit code 130.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
@@ -58,15 +59,27 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()  # what the command's reported times count from: the wall time the user waits
     args = sys.argv[1:] if argv is None else argv
-    if argv is None:
-        utf8_everywhere()
-        signal.signal(signal.SIGINT, _interrupted_early)  # until `run_command` takes over: nothing has started
-        no_stdin()
-        if not {"-h", "--help", "--version"} & set(args):
-            from dormant_tasks.progress import first_line
+    with contextlib.ExitStack() as stack:
+        if argv is None:
+            utf8_everywhere()
+            signal.signal(signal.SIGINT, _interrupted_early)  # until `run_command` takes over: nothing has started
+            no_stdin()
+            if not {"-h", "--help", "--version"} & set(args):
+                from dormant_tasks.progress import first_line
 
-            # a line within about a second, whatever the command waits for before its own (imports, the server)
-            first_line(next((a for a in args if not a.startswith("-")), ""), started)
+                # a line within about a second, whatever the command waits for before its own (imports, the server)
+                stack.enter_context(first_line(next((a for a in args if not a.startswith("-")), ""), started))
+        code = _run(argv, args, started)
+        if code == 130 and argv is None:  # an interrupted program (not a call from Python): leave now
+            # The server is stopped, the run's logs flushed, the note printed and every write atomic; the
+            # interpreter's finalization of torch, transformers and prefect alone took seconds on a loaded machine.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
+        return code
+
+
+def _run(argv: list[str] | None, args: list[str], started: float) -> int:
     from flows.session import configure_console
 
     from .boundary import run_command
@@ -78,14 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_console(verbose=verbose, debug="--debug" in args)
     parsed = build_parser().parse_args(argv)
     parsed.started = started
-    code = run_command(parsed)
-    if code == 130 and argv is None:  # an interrupted program (not a call from Python): leave now
-        # The server is stopped, the run's logs flushed, the note printed and every write atomic; the
-        # interpreter's finalization of torch, transformers and prefect alone took seconds on a loaded machine.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
-    return code
+    return run_command(parsed)
 
 
 def utf8_everywhere() -> None:
