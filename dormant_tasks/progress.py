@@ -294,9 +294,3 @@ def first_line(command: str, started: float) -> FirstLine:
     sys.stdout = _Watched(sys.stdout, _first_line.done)  # type: ignore[assignment]
     sys.stderr = _Watched(sys.stderr, _first_line.done)  # type: ignore[assignment]
     return _first_line
-
-
-def waiting_for(phase: str) -> None:
-    """What the command waits for now, for its first line (`first_line`), if none was printed yet."""
-    if _first_line is not None:
-        _first_line.phase = phase
