@@ -281,17 +281,13 @@ class _Watched:
         return getattr(self._wrapped, name)
 
 
-_first_line: FirstLine | None = None
-
-
 @contextlib.contextmanager
 def first_line(command: str, started: float) -> Iterator[FirstLine]:
     """For a command run as a program, around its run: its first line when it is slow to print one (`FirstLine`), on
     stderr. Its stdout and stderr are watched inside (the stdlib's `redirect_stdout`/`redirect_stderr`): the first
     write to either ends the wait, and so does the block's end."""
-    global _first_line
     after = float(os.environ.get("DORMANT_TEST_FIRST_LINE_S") or FIRST_LINE_S)
-    line = _first_line = FirstLine(command, sys.stderr, started=started, first_after=after)
+    line = FirstLine(command, sys.stderr, started=started, first_after=after)
     try:
         with (
             contextlib.redirect_stdout(_Watched(sys.stdout, line.done)),  # type: ignore[type-var]
@@ -300,10 +296,4 @@ def first_line(command: str, started: float) -> Iterator[FirstLine]:
             yield line
     finally:
         line.done()
-        _first_line = None
 
-
-def waiting_for(phase: str) -> None:
-    """What the command waits for now, for its first line (`first_line`), if none was printed yet."""
-    if _first_line is not None:
-        _first_line.phase = phase
