@@ -296,4 +296,3 @@ def first_line(command: str, started: float) -> Iterator[FirstLine]:
             yield line
     finally:
         line.done()
-
