@@ -315,7 +315,7 @@ def test_fixing_a_new_series_taus_prints_progress_on_a_pipe(random_series, tmp_p
     request = TrackRequest(source=str(random_series), store=str(tmp_path / "s"), limit=4, report=False)
     track(request, progress=True)
     lines = capsys.readouterr().err.splitlines()
-    ours = [x for x in lines if x.startswith("taus of random-olmo2: scoring stage1-step25-tokens51K: ")]
+    ours = [x for x in lines if x.startswith("taus of random-olmo2: scoring stage1-step25-tokens51K, ")]
     assert ours and "elapsed" in ours[0] and ours[-1].endswith("(done)"), lines
     track(request, progress=True)
     assert not [x for x in capsys.readouterr().err.splitlines() if x.startswith("taus of")]

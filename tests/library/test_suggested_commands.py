@@ -50,6 +50,7 @@ ADVICE: dict[str, str | None] = {
     "dormant checkpoints --audit": "dormant checkpoints --model data/series/tiny-olmo2 --audit",
     "dormant checkpoints --model ...": "dormant checkpoints --model data/series/tiny-olmo2",
     "dormant checkpoints --model {}": "dormant checkpoints --model data/series/tiny-olmo2",
+    "dormant checkpoints --model {} --audit": "dormant checkpoints --model data/series/tiny-olmo2 --audit",
     "dormant evaluate --model ...": None,  # the module fixture's evaluate (RUN_AS of the README's evaluate)
     "dormant evaluate --model ... --mode dynamic": None,
     "dormant evaluate --model {} --mode dynamic": None,
