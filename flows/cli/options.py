@@ -1,13 +1,6 @@
-"""The grammar of `dormant`: the options several commands share, defined once, and the parser that enforces it.
-
-One name per concept in every command (docs/USAGE.md, "Command grammar"):
-    --model      the thing analysed: a Hub repo id, a local folder, or a stored series' name (its slug)
-    --store      the Parquet store folder
-    --reports-dir  the report folder
-    --out        what a command writes outside the store: a file (`score`), a folder (`publish`)
-    --tasks      lm-eval tasks, space- or comma-separated, repeatable
-    --scores     score functions, space- or comma-separated, repeatable
-    --device / --dtype  from `dormant_tasks.devices`, the one vocabulary of the library
+"""The parser that enforces the grammar of `dormant`, and `add_options`, which builds each command's options from
+their declarations (`dormant_tasks.options.Option`: a request's fields, `dormant_tasks.grammar`'s shared options,
+a command's own; one name per concept in every command, docs/USAGE.md "Command grammar").
 Old spellings (`--repo`, `--series DIR`, `--task`, `--score-fn`, `--models`, `report --out`, `pretrain-tiny
 --out`) keep working for one release and print one deprecation note on stderr. `--debug` and `--verbose` are
 accepted anywhere on the line. Every parse error is one stderr line, `dormant CMD: error: ...`, exit 2.
