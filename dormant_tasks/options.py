@@ -14,6 +14,7 @@ several commands share are declared in `dormant_tasks.grammar`; the statistics' 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import types
 import typing
@@ -65,14 +66,16 @@ def declare(first: Option | str, *more: Option, **kw) -> dict[str, Any]:
     return {"options": (first, *more)}
 
 
-def options_of(cls) -> list[Option]:
-    """The options of a request class (a dataclass whose fields `declare` them), in field order."""
+@functools.cache
+def options_of(cls) -> tuple[Option, ...]:
+    """The options of a request class (a dataclass whose fields `declare` them), in field order; read once per class
+    (a request built from options asks for them several times)."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
         for opt in f.metadata.get("options", ()):
             out.append(_completed(opt, f, hints[f.name]))
-    return out
+    return tuple(out)
 
 
 def fields_of(cls) -> dict[str, str]:
