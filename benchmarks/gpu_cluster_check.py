@@ -1,5 +1,5 @@
 """One worker per GPU, checked on a GPU host without Prefect: the local Dask cluster a `--runner dask --device cuda`
-track run starts (`flows.runners.make_local_cluster`, the flow's own factory) scores checkpoints of a tiny random
+track run starts (`dormant_tasks.cluster.make_local_cluster`, the flow's own factory) scores checkpoints of a tiny random
 OLMo-2 series with the flow's per-checkpoint computation (`tracking.compute_checkpoint`, what the checkpoint task
 runs), one checkpoint sent to each worker in turn, and this script checks:
 
@@ -102,8 +102,8 @@ def check(cpu: bool, n_checkpoints: int, work: Path) -> tuple[list[str], str]:
     from distributed import Client
 
     from dormant_tasks import tracking
+    from dormant_tasks.cluster import gpu_resources, make_local_cluster, visible_gpus
     from dormant_tasks.tracking import TrackRequest
-    from flows.runners import gpu_resources, make_local_cluster, visible_gpus
 
     failures: list[str] = []
     n_gpus = 0 if cpu else visible_gpus()

@@ -1,28 +1,12 @@
-"""The track flow as a Prefect deployment: served by this process (`dormant serve`) or deployed to a work pool
-(`dormant deploy`), both with the request as the deployment's parameters. Both need a Prefect server that outlives
-the command: `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api`.
-
-`dormant serve --model allenai/OLMo-2-0425-1B --cron "0 3 * * *"` runs a process that polls the Prefect API and
-runs `track` on schedule: one machine, nothing else to start.
-
-`dormant deploy --model ... --pool NAME [--cron ...]` only registers the deployment; a worker runs its runs
-(`prefect worker start --pool NAME`), on this host or another one with dormant-heads installed. The deployment
-names its flow by module path (`flows.deployments.track_deployment`): the worker imports it from the installed
-package, so no image is built and no code is uploaded or pulled from git (Prefect allows a module-path deployment
-without storage). A missing pool is created as a `process` pool (what `prefect worker start --pool NAME` would
-create).
-
-Both run `track_deployment`, which runs `track` on the request's task runner, as `dormant track` does: a flow's
-task runner is fixed where it is defined, so the `track` flow deployed as it is would run a `--runner dask`
-request on threads of the worker's host instead of its Dask cluster.
-
-Each run only analyses the checkpoints that are new since the last one.
+"""The track flow as a Prefect deployment, the request as its parameters: served by this process (`dormant serve`,
+polling the API and running on schedule) or registered with a work pool (`dormant deploy`; a worker runs it,
+importing the flow by module path from the installed package: no image built, no code uploaded). Both need a
+Prefect server that outlives the command (docs/CLUSTER.md). Both run `track_deployment`, which runs `track` on the
+request's own task runner (a flow's runner is fixed where it is defined). Each run analyses only new checkpoints.
 """
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,12 +16,6 @@ from dormant_tasks.errors import ConfigError
 
 if TYPE_CHECKING:
     from dormant_tasks.tracking import TrackRequest, TrackResult
-
-START_A_SERVER = (
-    "start one with `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api` "
-    "(or `prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api`)"
-)
-API_PROBE_S = 5.0  # a server that has not answered /health by then is taken as down (the error comes within 10 s)
 
 
 @flow(name="track-deployment", log_prints=True, validate_parameters=False)
@@ -100,42 +78,6 @@ def serve(request: TrackRequest, cron: str, name: str | None = None) -> None:
 
     prefect_serve(build_deployment(request, cron, name))
     raise KeyboardInterrupt
-
-
-def api_url(what: str = "a deployment") -> str:
-    """The Prefect API a deployment is registered with (or served from): PREFECT_API_URL (the variable or the
-    Prefect profile's setting, as Prefect reads it); ConfigError naming how to start one when none is set, or when
-    it does not answer within API_PROBE_S seconds. (Without it Prefect would start a temporary server that ends
-    with this command, and the deployment, its schedule and its runs' history with it.)"""
-    from prefect.settings import PREFECT_API_URL
-
-    url = PREFECT_API_URL.value()
-    if not url:
-        raise ConfigError(f"{what} needs a Prefect server that keeps running: {START_A_SERVER}")
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"PREFECT_API_URL {url!r} is not an http(s) URL: e.g. http://127.0.0.1:4200/api")
-    why = api_silence(url)
-    if why:
-        raise ConfigError(
-            f"the Prefect server at PREFECT_API_URL {url} does not answer ({why}): start it (`prefect server start`) "
-            "or point PREFECT_API_URL at a running one"
-        )
-    return url
-
-
-def api_silence(url: str, timeout: float = API_PROBE_S) -> str | None:
-    """None when a Prefect API answers `GET /health` (a 401 or 403 too: a server that wants a key is one), else
-    why not: no connection, no answer in `timeout` seconds, or another HTTP status (a proxy's, another server's)."""
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout):
-            return None
-    except urllib.error.HTTPError as e:
-        return None if e.code in (401, 403) else f"HTTP {e.code} at {url.rstrip('/')}/health: not a Prefect API"
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-            return f"no answer in {timeout:.0f} s"
-        return str(getattr(reason, "strerror", None) or reason)
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,11 @@
 """Prefect for one `dormant` command: its API, its console, and what Ctrl-C does to it.
 
-Without `PREFECT_API_URL` Prefect starts a temporary API server as a child process. Left as it is, that
-child shares the terminal's process group, so Ctrl-C (or `timeout -s INT`, `kill -INT -PGID`) reaches it
-too: it dies first and the run then retries a dead server for minutes. `start_prefect` starts Prefect's
-own temporary server (`SubprocessASGIServer`, the one Prefect's clients look up; `prefect_adapter.start_server`)
-in a process session of its own, so a signal reaches only the `dormant` process, which stops its run, reports it to a live
-server and stops the server on the way out. A `dormant` process killed outright (SIGKILL, the OOM killer) stops
-nothing on the way out: on Linux the kernel then sends the server SIGTERM (`_die_with_parent`).
-
-The console shows warnings and errors only (`--verbose`: every run log line); a `DormantError` raised in a
-task reaches the CLI's error boundary as one line, so Prefect's tracebacks of it are not printed twice.
-
-The temporary server is a process of its own that writes to whatever stderr it inherits. Stopping it cancels
-its background services, sometimes inside a database transaction: SQLAlchemy then logs "Exception during
-reset or similar" with a `CancelledError` traceback, a timing-dependent 25 lines in front of the one error
-line. So its stdout and stderr go to a private temporary file (shown with `--verbose` or `--debug`, and in
-the error of a server that does not start), and once `stop_prefect` has flushed the run's logs, the console
-takes no more library records either.
+Without `PREFECT_API_URL`, `start_prefect` starts Prefect's temporary API server (`prefect_adapter.start_server`)
+in a process session of its own, so Ctrl-C reaches only the `dormant` process, which stops its run, reports it and
+stops the server on the way out (a `dormant` killed outright takes the server with it: `_die_with_parent`). The
+server's output goes to a private file (shown with `--verbose`/`--debug`, and when it does not start): its
+shutdown can log a timing-dependent traceback. The console shows warnings and errors only (`--verbose`: every run
+log line); a `DormantError` or an interrupt is the CLI's one line, not Prefect's traceback too.
 """
 
 from __future__ import annotations

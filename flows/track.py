@@ -13,6 +13,7 @@ from typing import Any
 
 from prefect import flow
 
+from dormant_tasks import cluster
 from dormant_tasks.run import Executor, computed_now, run_track
 from dormant_tasks.tracking import SeriesState, TrackRequest, TrackResult, checkpoint_outcome
 from flows import runners
@@ -54,7 +55,7 @@ class PrefectTasks(Executor):
         from flows.session import start_prefect
 
         if request.address:  # before Prefect starts: a scheduler that does not answer costs seconds
-            runners.check_scheduler(request.address)
+            cluster.check_scheduler(request.address)
         start_prefect()
         return track.with_options(task_runner=runners.task_runner(request))(request, progress=True, state=state)
 
@@ -91,7 +92,7 @@ class PrefectTasks(Executor):
         return as_completed(futures)
 
     def round_size(self, request) -> int:
-        return runners.dask_workers(request) if self.window is None else self.window
+        return cluster.dask_workers(request) if self.window is None else self.window
 
     def progress(self, done: int, total: int) -> None:
         from prefect.artifacts import create_progress_artifact, update_progress_artifact

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.findings.table import (
         QUANTITIES as QUANTITIES,
+        Quantities as Quantities,
         findings_json as findings_json,
         findings_record as findings_record,
         findings_table as findings_table,

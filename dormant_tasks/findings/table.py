@@ -1,6 +1,7 @@
 """The findings as one tidy table: a row per quantity (`finding`, `quantity`, `label`, `value`, `low`, `high`,
 `method`, `unit`, `n_units`, `k`, `n`, `note`, `text`). `SeriesResults.findings()`, the published `findings` table
-and `dormant findings --format json` are this table; `compare` and the seed groups select from it by quantity id.
+and `dormant findings --format json` are this table; `compare`, the seed groups and the report's prose
+(`Quantities`) select from it by quantity id.
 
 A quantity's id is its path in the findings record: the finding (`emergence`, `transitions`, `input_dependence`;
 `series` for the run's settings) and the field within it, list items as `name.0`, `name.1`, ... Every field of the
@@ -70,6 +71,33 @@ def quantity(f, id: str):
             return None
         x = x[int(part)] if isinstance(x, list | tuple) else getattr(x, part)
     return x
+
+
+class Quantities:
+    """One findings' quantities by id, for the texts that state them: `q["transitions.n_confident"]` is the value
+    `quantity` reads, for an id that names a node of the findings record (a quantity of the table, or a section or
+    list of them); any other id is a KeyError, so a text cannot state a number the table does not hold."""
+
+    def __init__(self, f, section: str = "", ids: set[str] | None = None) -> None:
+        self.f, self.section = f, section
+        self.ids = set(_paths(findings_record(f))) if ids is None else ids
+
+    def __getitem__(self, id: str):
+        id = self.section + id
+        if id not in self.ids:
+            raise KeyError(f"{id!r} is no quantity of the findings table")
+        return quantity(self.f, id)
+
+    def within(self, section: str) -> Quantities:
+        """The quantities of one section by their ids within it: `q.within("emergence")["n_heads"]`."""
+        return Quantities(self.f, f"{self.section}{section}.", self.ids)
+
+
+def _paths(x, prefix: str = ""):
+    for key, value in x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ():
+        path = f"{prefix}{key}"
+        yield path
+        yield from _paths(value, path + ".")
 
 
 def _number(x: float) -> float | None:

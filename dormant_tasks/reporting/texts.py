@@ -15,7 +15,7 @@ import numpy as np
 from dormant_tasks.checkpoints import format_tokens
 from dormant_tasks.engine import DORMANT_RULE
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
-from dormant_tasks.findings import EARLY, MIN_RATE_TOKENS, T_SEEDS, WELCH, Findings
+from dormant_tasks.findings import EARLY, MIN_RATE_TOKENS, T_SEEDS, WELCH, Findings, Quantities
 from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
 from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.reporting.sets import CalibrationSets
@@ -287,21 +287,24 @@ def _frac(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def _settled_list(e, most: int = 20) -> str:
+def _settled_list(q: Quantities, most: int = 20) -> str:
     """Per head that settled dormant, where it settled (dormant at >= STABLE from then on), earliest first."""
-    order = np.argsort(e.settled_tokens, kind="stable")
-    parts = [f"{e.heads[i]} at {_tokens(e.settled_tokens[i])}" for i in order[:most]]
+    heads, settled = q["emergence.heads"], q["emergence.settled_tokens"]
+    order = np.argsort(settled, kind="stable")
+    parts = [f"{heads[i]} at {_tokens(settled[i])}" for i in order[:most]]
     return ", ".join(parts) + (f", and {len(order) - most} more" if len(order) > most else "")
 
 
-def _interval_list(t, most: int = 12) -> str:
+def _interval_list(q: Quantities, most: int = 12) -> str:
     """Each compared interval's changes with its checkpoint spacing (the first `most` of them)."""
+    tokens, spacing, steps = (q[f"transitions.interval_{x}"] for x in ("tokens", "spacing", "steps"))
+    confident, other = q["transitions.interval_confident"], q["transitions.interval_other"]
     parts = [
-        f"to {_tokens(t.interval_tokens[i])} (spacing {_tokens(t.interval_spacing[i])} tokens, {t.interval_steps[i]} "
-        f"steps): {t.interval_confident[i]} confident of {t.interval_confident[i] + t.interval_other[i]}"
-        for i in range(min(most, len(t.interval_tokens)))
+        f"to {_tokens(tokens[i])} (spacing {_tokens(spacing[i])} tokens, {steps[i]} "
+        f"steps): {confident[i]} confident of {confident[i] + other[i]}"
+        for i in range(min(most, len(tokens)))
     ]
-    more = len(t.interval_tokens) - most
+    more = len(tokens) - most
     return "; ".join(parts) + (f"; and {more} more intervals" if more > 0 else "")
 
 
@@ -321,104 +324,96 @@ MIN_DYNAMICS_CHECKPOINTS, MIN_RATE_CHECKPOINTS = 2, 3
 
 def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
     """The three findings as markdown paragraphs (`dormant findings`, summary.md, the report); `esc` escapes the
-    user's strings (`text.md`; `str` for a page or a terminal, which escape nothing or differently). A caveat
-    repeated within a paragraph is said once (`_said_once`)."""
-    paragraphs = [
-        _emergence_line(f, esc),
-        _transitions_line(f),
-        _dependence_line(f, esc),
-    ]
-    out = [_findings_header(f, esc), ""]
-    for paragraph in paragraphs:
+    user's strings (`text.md`; `str` for a page or a terminal, which escape nothing or differently). Every number
+    is read from the findings table by its quantity id (`Quantities`). A caveat repeated within a paragraph is
+    said once (`_said_once`)."""
+    q = Quantities(f)
+    out = [_findings_header(q, esc), ""]
+    for paragraph in (_emergence_line(q, esc), _transitions_line(q), _dependence_line(q, esc)):
         out += [_said_once(paragraph), ""]
     return [*out, _intervals_line(f)]
 
 
-def _findings_header(f: Findings, esc: Callable[[str], str]) -> str:
-    e = f.emergence
+def _findings_header(q: Quantities, esc: Callable[[str], str]) -> str:
     return (
-        f"Findings for {esc(f.model_id)} under {f.score_fn} (inactive if score {f.direction} {f.tau:g}, dormant when "
-        f"inactive on at least half of the inputs), calibration "
-        f"set {esc(f.calibration_id)}, {plural(f.n_checkpoints, 'checkpoint')} to {esc(e.final_revision)} "
-        f"({_tokens(e.final_tokens)} tokens)."
+        f"Findings for {esc(q['model_id'])} under {q['score_fn']} (inactive if score {q['direction']} {q['tau']:g}, "
+        f"dormant when inactive on at least half of the inputs), calibration "
+        f"set {esc(q['calibration_id'])}, {plural(q['n_checkpoints'], 'checkpoint')} to "
+        f"{esc(q['emergence.final_revision'])} ({_tokens(q['emergence.final_tokens'])} tokens)."
     )
 
 
-def _too_few(f: Findings, need: int, what: str) -> str | None:
+def _too_few(q: Quantities, need: int, what: str) -> str | None:
     """Why a finding is not stated: the series has fewer checkpoints than it needs (None when it has enough)."""
-    if f.n_checkpoints >= need:
+    if q["n_checkpoints"] >= need:
         return None
     return (
-        f"Not measured: {what} needs at least {need} checkpoints and the series has {f.n_checkpoints}; track more "
-        f"(`dormant track --model {f.model_id} --max N`)."
+        f"Not measured: {what} needs at least {need} checkpoints and the series has {q['n_checkpoints']}; track more "
+        f"(`dormant track --model {q['model_id']} --max N`)."
     )
 
 
-def _emergence_line(f: Findings, esc: Callable[[str], str]) -> str:
-    e = f.emergence
-    head = f"1. **Emergence.** Dormant {e.pct_dormant_first:.1f}% -> {e.pct_dormant_last:.1f}% of {e.n_heads} heads"
-    if too_few := _too_few(f, MIN_DYNAMICS_CHECKPOINTS, "when heads fall dormant"):
-        return (
-            f"1. **Emergence.** Dormant {e.pct_dormant_last:.1f}% of {e.n_heads} heads at the one checkpoint. {too_few}"
-        )
-    stable = f"dormant at >= {100 * e.stable:.0f}% of the checkpoints from then on, over {e.min_run} or more"
-    if e.heads:
+def _emergence_line(q: Quantities, esc: Callable[[str], str]) -> str:
+    e = q.within("emergence")
+    n_heads = e["n_heads"]
+    head = f"1. **Emergence.** Dormant {e['pct_dormant_first']:.1f}% -> {e['pct_dormant_last']:.1f}% of {n_heads} heads"
+    if too_few := _too_few(q, MIN_DYNAMICS_CHECKPOINTS, "when heads fall dormant"):
+        return f"1. **Emergence.** Dormant {e['pct_dormant_last']:.1f}% of {n_heads} heads at the one checkpoint. {too_few}"
+    stable = f"dormant at >= {100 * e['stable']:.0f}% of the checkpoints from then on, over {e['min_run']} or more"
+    if e["n_settled"]:
         emerge = (
-            f"{len(e.heads)} of {e.n_heads} heads settled dormant ({stable}), {e.n_censored} had not by the end "
+            f"{e['n_settled']} of {n_heads} heads settled dormant ({stable}), {e['n_censored']} had not by the end "
             f"(right-censored); over every head the median settling time is "
-            f"{_ci(e.settled_median_all, _tokens, ' tokens')}. Among the heads that settled, the median was first "
-            f"dormant at {_ci(e.first_median, _tokens, ' tokens')}, {_ci(e.first_fraction, _frac, ' of the series')}, "
-            f"and settled at {_ci(e.settled_median, _tokens, ' tokens')}, "
-            f"{_ci(e.settled_fraction, _frac, ' of the series')}; {_pct(e.early, 'settled heads')} had settled by "
-            f"{int(100 * EARLY)}% of the tokens ({_tokens(e.early_tokens)}); per head: {_settled_list(e)}."
-            f"{_censored_note(e)}"
+            f"{_ci(e['settled_median_all'], _tokens, ' tokens')}. Among the heads that settled, the median was first "
+            f"dormant at {_ci(e['first_median'], _tokens, ' tokens')}, "
+            f"{_ci(e['first_fraction'], _frac, ' of the series')}, "
+            f"and settled at {_ci(e['settled_median'], _tokens, ' tokens')}, "
+            f"{_ci(e['settled_fraction'], _frac, ' of the series')}; {_pct(e['early'], 'settled heads')} had settled by "
+            f"{int(100 * EARLY)}% of the tokens ({_tokens(e['early_tokens'])}); per head: {_settled_list(q)}."
+            f"{_censored_note(q)}"
         )
     else:
-        emerge = f"no head has settled dormant ({stable}): all {e.n_heads} are right-censored at the end."
+        emerge = f"no head has settled dormant ({stable}): all {n_heads} are right-censored at the end."
     first = (
-        f"first dormant head at {esc(e.first_dormant_revision)} ({_tokens(e.first_dormant_tokens or 0)} tokens)"
-        if e.first_dormant_revision
-        else tau_marks_nothing(f.score_fn, f.direction, f.tau, f.n_checkpoints)
+        f"first dormant head at {esc(e['first_dormant_revision'])} ({_tokens(e['first_dormant_tokens'] or 0)} tokens)"
+        if e["first_dormant_revision"]
+        else tau_marks_nothing(q["score_fn"], q["direction"], q["tau"], q["n_checkpoints"])
     )
     return f"{head}; {first}; {emerge}"
 
 
-def _transitions_line(f: Findings) -> str:
-    t = f.transitions
-    if too_few := _too_few(f, MIN_DYNAMICS_CHECKPOINTS, "a transition"):
+def _transitions_line(q: Quantities) -> str:
+    t = q.within("transitions")
+    if too_few := _too_few(q, MIN_DYNAMICS_CHECKPOINTS, "a transition"):
         return f"2. **Transitions.** {too_few}"
+    undetermined = t["undetermined"]
+    reach = f" ({t['reach_note']})" if t["reach_note"] else ""  # 0 confident read as what the clusters allow
     return (
-        f"2. **Transitions.** {plural(t.n_transitions, 'change')} of the mask ({t.fell_dormant} fell dormant, "
-        f"{t.woke} woke); {plural(t.n_confident, 'confident transition')}{_reach_note(t)}, from a confident state to "
+        f"2. **Transitions.** {plural(t['n_transitions'], 'change')} of the mask ({t['fell_dormant']} fell dormant, "
+        f"{t['woke']} woke); {plural(t['n_confident'], 'confident transition')}{reach}, from a confident state to "
         "the opposite "
-        f"one ({t.correction}: {plural(t.n_selected, 'head')}; a state is confident when its p over the head's "
+        f"one ({t['correction']}: {plural(t['n_selected'], 'head')}; a state is confident when its p over the head's "
         f"checkpoints (null: its dormant rate never crosses 0.5; whole clusters of inputs resampled) is <= "
-        f"{t.state_level:.2g}, the level that correction sets; "
-        f"{t.undetermined.k} of {t.undetermined.n} "
-        f"head-checkpoints undetermined); {plural(t.n_blips, 'blip')} of the mask, {t.n_confident_blips} with both "
-        "legs confident. McNemar's exact test (null: the same dormant rate on these inputs at both checkpoints) gives "
-        f"p < 0.05 for {t.n_raw} of the {t.n_paired} mask changes it could test, uncorrected. Heads whose mask ever "
-        f"changed: {_pct(t.ever_changed)}; more than once: {_pct(t.more_than_once)}; with a confident transition: "
-        f"{_pct(t.confidently_changed)}; with two or more: {t.confidently_more_than_once}. {_rates(f)} Per interval: "
-        f"{_interval_list(t) or 'none'}.{_resolution_note(t.resolution)}"
+        f"{t['state_level']:.2g}, the level that correction sets; "
+        f"{undetermined.k} of {undetermined.n} "
+        f"head-checkpoints undetermined); {plural(t['n_blips'], 'blip')} of the mask, {t['n_confident_blips']} with "
+        "both legs confident. McNemar's exact test (null: the same dormant rate on these inputs at both checkpoints) "
+        f"gives p < 0.05 for {t['n_raw']} of the {t['n_paired']} mask changes it could test, uncorrected. Heads whose "
+        f"mask ever changed: {_pct(t['ever_changed'])}; more than once: {_pct(t['more_than_once'])}; with a confident "
+        f"transition: {_pct(t['confidently_changed'])}; with two or more: {t['confidently_more_than_once']}. "
+        f"{_rates(q)} Per interval: {_interval_list(q) or 'none'}.{_resolution_note(t['resolution'])}"
     )
 
 
-def _reach_note(t) -> str:
-    """Beside a count of confident transitions: when the inputs' clusters cannot carry a confident state (or only
-    once enough heads change), say so, so that 0 reads as what the design allows (`statistics.cluster_reach`)."""
-    note = t.reach.message() if t.reach is not None else None
-    return f" ({note})" if note else ""
-
-
-def _censored_note(e) -> str:
+def _censored_note(q: Quantities) -> str:
     """Where checkpoints were left unscored before a head's settling checkpoint, its time is an interval."""
-    if not e.n_interval:
+    n_interval = q["emergence.n_interval"]
+    if not n_interval:
         return ""
     return (
-        f" {e.n_interval} of these {len(e.heads)} settling times lie between a scored checkpoint and the scored one "
-        "before it with listed checkpoints unscored in between: interval-censored, the medians' intervals span both "
-        "ends (docs/SCORES.md §7)."
+        f" {n_interval} of these {q['emergence.n_settled']} settling times lie between a scored checkpoint and the "
+        "scored one before it with listed checkpoints unscored in between: interval-censored, the medians' intervals "
+        "span both ends (docs/SCORES.md §7)."
     )
 
 
@@ -453,10 +448,9 @@ def _resolution_note(r) -> str:
     return f" {text}" if text else ""
 
 
-def _rates(f: Findings) -> str:
+def _rates(q: Quantities) -> str:
     """Each stage's rate of confident transitions per billion tokens, or why none is stated."""
-    t = f.transitions
-    if too_few := _too_few(f, MIN_RATE_CHECKPOINTS, "a rate of transitions per token"):
+    if too_few := _too_few(q, MIN_RATE_CHECKPOINTS, "a rate of transitions per token"):
         return f"Rates: {too_few[0].lower()}{too_few[1:]}"
     parts = [
         f"stage {g.stage}: {plural(g.n_transitions, 'mask change')}, {g.n_confident} confident over "
@@ -464,7 +458,7 @@ def _rates(f: Findings) -> str:
         f"{_tokens(g.spacing.value)} tokens (median; {_tokens(g.spacing.low)}-{_tokens(g.spacing.high)})"
         if g.tokens > 0
         else f"stage {g.stage}: {plural(g.n_transitions, 'mask change')}, {g.n_confident} confident (no token span)"
-        for g in t.stages
+        for g in q["transitions.stages"]
     ]
     return (
         f"{'; '.join(parts) or 'A single checkpoint: none yet'}. A rate per token depends on how densely the "
@@ -486,28 +480,30 @@ def _rate(g) -> str:
     )
 
 
-def _dependence_line(f: Findings, esc: Callable[[str], str]) -> str:
-    d = f.input_dependence
-    if not d.measured:
+def _dependence_line(q: Quantities, esc: Callable[[str], str]) -> str:
+    d = q.within("input_dependence")
+    calibration_ids, revisions = d["calibration_ids"], d["revisions"]
+    if len(calibration_ids) < 2 or not revisions:  # (`InputDependence.measured`)
         return (
             f"3. **Input dependence.** Not measured: the series is tracked on "
-            f"{plural(len(d.calibration_ids), 'calibration set')}; add others with `dormant track --model {f.model_id} "
-            "--calibration winogrande:1 --calibration winogrande:2 --calibration wikipedia:1 --retau` (two draws of "
-            "one text are the reference; or any `--calibration FILE`)."
+            f"{plural(len(calibration_ids), 'calibration set')}; add others with `dormant track --model "
+            f"{q['model_id']} --calibration winogrande:1 --calibration winogrande:2 --calibration wikipedia:1 "
+            "--retau` (two draws of one text are the reference; or any `--calibration FILE`)."
         )
-    first_j = "undefined throughout" if d.first is None else f"{d.first[1]:.2f} at {esc(d.first[0])}"
-    last_j = _ci(d.last, lambda x: f"{x:.2f}") if d.last is not None else "undefined"
+    first, last = d["first"], d["last"]
+    first_j = "undefined throughout" if first is None else f"{first[1]:.2f} at {esc(first[0])}"
+    last_j = _ci(last, lambda x: f"{x:.2f}") if last is not None else "undefined"
     return (
-        f"3. **Input dependence.** {len(d.calibration_ids)} calibration sets; Jaccard of their masks (pooled "
-        f"over pairs): first defined {first_j}; at the last shared checkpoint {esc(d.revisions[-1])}: {last_j}; "
-        f"heads dormant on every set, of those dormant on any: {_pct(d.all_of_any)}. {_noise_floor(d, esc)}"
+        f"3. **Input dependence.** {len(calibration_ids)} calibration sets; Jaccard of their masks (pooled "
+        f"over pairs): first defined {first_j}; at the last shared checkpoint {esc(revisions[-1])}: {last_j}; "
+        f"heads dormant on every set, of those dormant on any: {_pct(d['all_of_any'])}. {_noise_floor(q, esc)}"
     )
 
 
-def _noise_floor(d, esc: Callable[[str], str]) -> str:
-    if d.noise_floor is None:
-        return f"Noise floor: not measured ({d.noise_floor_note})."
-    nf = d.noise_floor
+def _noise_floor(q: Quantities, esc: Callable[[str], str]) -> str:
+    nf = q["input_dependence.noise_floor"]
+    if nf is None:
+        return f"Noise floor: not measured ({q['input_dependence.noise_floor_note']})."
     two = lambda x: f"{x:+.2f}"  # noqa: E731
     reference = "the cluster-whole halves of each set" if nf.halves else "disjoint sets of the same kind"
     kinds = ", ".join(esc(k) for k in dict.fromkeys(nf.kinds))

@@ -64,7 +64,9 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from dormant_tasks.errors import ConfigError
     from dormant_tasks.names import series_slug
-    from flows.deployments import api_url, check_cron, deploy
+    from flows.deployments import check_cron, deploy
+
+    from .preflight import api_url
 
     if args.cron is not None:
         check_cron(args.cron)

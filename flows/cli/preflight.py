@@ -13,6 +13,8 @@ import re
 import shutil
 import sys
 import unicodedata
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from dormant_tasks.atomic import cannot_create_in
@@ -28,6 +30,11 @@ from dormant_tasks.store import check_store_path
 from .publish import published_store
 
 _CHECKPOINT_FILE = "config.json"
+START_A_SERVER = (
+    "start one with `prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api` "
+    "(or `prefect config set PREFECT_API_URL=http://127.0.0.1:4200/api`)"
+)
+API_PROBE_S = 5.0  # a server that has not answered /health by then is taken as down (the error comes within 10 s)
 
 
 def check_checkpoint_folder(value: str, path: Path) -> None:
@@ -376,3 +383,39 @@ def print_hub_note(args: argparse.Namespace) -> None:
     if note:
         print(note, file=sys.stderr)
         args.hub_note = None
+
+
+def api_url(what: str = "a deployment") -> str:
+    """The Prefect API a deployment is registered with (or served from): PREFECT_API_URL (the variable or the
+    Prefect profile's setting, as Prefect reads it); ConfigError naming how to start one when none is set, or when
+    it does not answer within API_PROBE_S seconds. (Without it Prefect would start a temporary server that ends
+    with this command, and the deployment, its schedule and its runs' history with it.)"""
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        raise ConfigError(f"{what} needs a Prefect server that keeps running: {START_A_SERVER}")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"PREFECT_API_URL {url!r} is not an http(s) URL: e.g. http://127.0.0.1:4200/api")
+    why = api_silence(url)
+    if why:
+        raise ConfigError(
+            f"the Prefect server at PREFECT_API_URL {url} does not answer ({why}): start it (`prefect server start`) "
+            "or point PREFECT_API_URL at a running one"
+        )
+    return url
+
+
+def api_silence(url: str, timeout: float = API_PROBE_S) -> str | None:
+    """None when a Prefect API answers `GET /health` (a 401 or 403 too: a server that wants a key is one), else
+    why not: no connection, no answer in `timeout` seconds, or another HTTP status (a proxy's, another server's)."""
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout):
+            return None
+    except urllib.error.HTTPError as e:
+        return None if e.code in (401, 403) else f"HTTP {e.code} at {url.rstrip('/')}/health: not a Prefect API"
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+            return f"no answer in {timeout:.0f} s"
+        return str(getattr(reason, "strerror", None) or reason)

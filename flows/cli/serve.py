@@ -41,7 +41,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flows.deployments import api_url, build_deployment, serve
+    from flows.deployments import build_deployment, serve
+
+    from .preflight import api_url
 
     api_url("a schedule")  # a server that keeps running, and answers: asked first (seconds)
     request = request_from_args(args)

@@ -210,7 +210,7 @@ def run_dry(args: argparse.Namespace) -> int:
         state = series_state(request, cache=False)
     workers = None
     if request.runner is Runner.DASK and not request.address:  # a local cluster: its workers are known here
-        from flows.runners import local_cluster_spec
+        from dormant_tasks.cluster import local_cluster_spec
 
         workers = local_cluster_spec(state.request)[1]["n_workers"]
     dry = plan_dry_run(state, bandwidth, state.request.budget, workers)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-import flows.runners as runners
+from dormant_tasks import cluster
 from dormant_tasks.tracking import TrackRequest
 from tests.builders.processes import cli_env, run_cli
 
@@ -18,20 +18,20 @@ def _request(device: str, workers: int | None = None) -> TrackRequest:
 
 
 def test_worker_i_gets_gpu_i_in_turn():
-    assert [runners.worker_gpu(i, ["0", "1"]) for i in range(5)] == ["0", "1", "0", "1", "0"]
-    assert [runners.worker_gpu(i, ["3", "GPU-aa", "5"]) for i in range(3)] == ["3", "GPU-aa", "5"]
-    assert runners.worker_gpu("0", ["2", "4"]) == "2"  # names may come as strings
-    assert runners.worker_gpu("tcp-worker", ["2", "4"]) == runners.worker_gpu("tcp-worker", ["2", "4"])  # stable
+    assert [cluster.worker_gpu(i, ["0", "1"]) for i in range(5)] == ["0", "1", "0", "1", "0"]
+    assert [cluster.worker_gpu(i, ["3", "GPU-aa", "5"]) for i in range(3)] == ["3", "GPU-aa", "5"]
+    assert cluster.worker_gpu("0", ["2", "4"]) == "2"  # names may come as strings
+    assert cluster.worker_gpu("tcp-worker", ["2", "4"]) == cluster.worker_gpu("tcp-worker", ["2", "4"])  # stable
 
 
 def test_the_gpus_are_this_processs_own_list_or_the_visible_count(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
-    assert runners.gpu_ids() == ["2", "3"]
+    assert cluster.gpu_ids() == ["2", "3"]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    monkeypatch.setattr(runners, "visible_gpus", lambda: 4)
-    assert runners.gpu_ids() == ["0", "1", "2", "3"]
-    monkeypatch.setattr(runners, "visible_gpus", lambda: 0)
-    assert runners.gpu_ids() == []
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: 4)
+    assert cluster.gpu_ids() == ["0", "1", "2", "3"]
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: 0)
+    assert cluster.gpu_ids() == []
 
 
 @pytest.mark.parametrize("dask_cuda", [True, False])
@@ -41,26 +41,30 @@ def test_a_cuda_run_gets_one_worker_per_gpu(monkeypatch, dask_cuda):
     installed here: benchmarks/gpu_cluster_check.py starts it on a GPU host), else a LocalCluster whose
     preload pins each worker (the test below starts that one)."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(runners, "visible_gpus", lambda: 3)
-    monkeypatch.setattr(runners, "_has_dask_cuda", lambda: dask_cuda)
-    cls, kw = runners.local_cluster_spec(_request("cuda"), "http://127.0.0.1:1/api")
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: 3)
+    monkeypatch.setattr(cluster, "_has_dask_cuda", lambda: dask_cuda)
+    cls, kw = cluster.local_cluster_spec(_request("cuda"), "http://127.0.0.1:1/api")
     assert kw["n_workers"] == 3 and kw["resources"] == {"GPU": 1} and kw["threads_per_worker"] == 1
     assert kw["env"]["PREFECT_API_URL"] == "http://127.0.0.1:1/api"
     if dask_cuda:
-        assert cls == "flows.runners.cuda_cluster" and kw["CUDA_VISIBLE_DEVICES"] == "0,1,2" and "processes" not in kw
-        assert runners.WORKER_GPUS_ENV not in kw["env"]
+        assert (
+            cls == "dormant_tasks.cluster.cuda_cluster"
+            and kw["CUDA_VISIBLE_DEVICES"] == "0,1,2"
+            and "processes" not in kw
+        )
+        assert cluster.WORKER_GPUS_ENV not in kw["env"]
     else:
-        assert cls == "distributed.LocalCluster" and kw["env"][runners.WORKER_GPUS_ENV] == "0,1,2"
+        assert cls == "distributed.LocalCluster" and kw["env"][cluster.WORKER_GPUS_ENV] == "0,1,2"
     # more workers than GPUs: a LocalCluster whose workers take the GPUs in turn, dask-cuda or not
-    cls, kw = runners.local_cluster_spec(_request("cuda", workers=5))
-    assert cls == "distributed.LocalCluster" and kw["env"][runners.WORKER_GPUS_ENV] == "0,1,2"
+    cls, kw = cluster.local_cluster_spec(_request("cuda", workers=5))
+    assert cls == "distributed.LocalCluster" and kw["env"][cluster.WORKER_GPUS_ENV] == "0,1,2"
     assert "PREFECT_API_URL" not in kw["env"]  # no Prefect named: the GPU check script's cluster
     # cuda:N names one GPU: every worker uses it, unpinned; cpu: no GPU at all
     for device in ("cuda:1", "cpu"):
-        cls, kw = runners.local_cluster_spec(_request(device))
-        assert cls == "distributed.LocalCluster" and kw["n_workers"] == runners.DEFAULT_DASK_WORKERS
-        assert runners.WORKER_GPUS_ENV not in kw["env"]
-    assert "resources" not in runners.local_cluster_spec(_request("cpu"))[1]
+        cls, kw = cluster.local_cluster_spec(_request(device))
+        assert cls == "distributed.LocalCluster" and kw["n_workers"] == cluster.DEFAULT_DASK_WORKERS
+        assert cluster.WORKER_GPUS_ENV not in kw["env"]
+    assert "resources" not in cluster.local_cluster_spec(_request("cpu"))[1]
 
 
 def test_the_preload_pins_each_worker_of_a_real_local_cluster_to_its_gpu(monkeypatch):
@@ -69,8 +73,8 @@ def test_the_preload_pins_each_worker_of_a_real_local_cluster_to_its_gpu(monkeyp
     from distributed import Client
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
-    monkeypatch.setattr(runners, "_has_dask_cuda", lambda: False)
-    with runners.make_local_cluster(_request("cuda", workers=2)) as cluster, Client(cluster) as client:
+    monkeypatch.setattr(cluster, "_has_dask_cuda", lambda: False)
+    with cluster.make_local_cluster(_request("cuda", workers=2)) as local, Client(local) as client:
         seen = client.run(lambda: (os.environ["CUDA_VISIBLE_DEVICES"], "torch" in sys.modules))
         resources = {w["name"]: w["resources"] for w in client.scheduler_info()["workers"].values()}
     assert sorted(v for v, _ in seen.values()) == ["5", "7"], seen
@@ -83,10 +87,10 @@ def test_a_cuda_task_asks_the_scheduler_for_one_gpu_on_any_cluster():
     `GPU: 1` restriction: a `dask worker --resources GPU=1` (or `dask cuda worker`) runs it, one at a time."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
-        with runners.gpu_resources("cuda"):
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as local, Client(local) as client:
+        with cluster.gpu_resources("cuda"):
             gpu = client.submit(sum, [1, 2], pure=False)
-        with runners.gpu_resources("cpu"):
+        with cluster.gpu_resources("cpu"):
             cpu = client.submit(sum, [3, 4], pure=False)
 
         assert cpu.result() == 7  # both submissions have reached the scheduler (one stream, in order)
@@ -111,7 +115,7 @@ def test_a_cuda_task_asks_the_scheduler_for_one_gpu_on_any_cluster():
     ],
 )
 def test_loopback_addresses(address, loopback):
-    assert runners.is_loopback(address) is loopback
+    assert cluster.is_loopback(address) is loopback
 
 
 def test_a_scheduler_away_from_loopback_with_a_temporary_server_is_refused_in_one_line(random_series, tmp_path):

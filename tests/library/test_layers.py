@@ -70,6 +70,7 @@ RANKS = {
     "dormant_tasks.findings": 4,
     "dormant_tasks.evaluation": 4,
     "dormant_tasks.tiny": 4,
+    "dormant_tasks.cluster": 4,  # the Dask cluster of a track run (no Prefect)
     "dormant_tasks.reporting": 5,
     "dormant_tasks.publishing": 6,
     "dormant_tasks.api": 7,

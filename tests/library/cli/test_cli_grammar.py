@@ -276,7 +276,7 @@ def test_a_bad_dtype_is_one_config_error_from_the_cli_the_request_and_the_librar
 
 def test_cuda_n_is_one_device_end_to_end(tmp_path):
     from dormant_tasks.checkpoints.loading import resolve_device
-    from flows.runners import uses_gpu
+    from dormant_tasks.cluster import uses_gpu
 
     r = TrackRequest(source=str(tmp_path), store=str(tmp_path / "s"), device="cuda:1")
     assert r.device == "cuda:1" and TrackRequest.from_json(r.to_json()) == r

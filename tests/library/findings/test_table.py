@@ -81,3 +81,25 @@ def test_a_new_statistic_is_a_field_and_one_entry_in_quantities(store, monkeypat
     )
     assert findings_record(g)["transitions"]["paired_share"]["k"] == 3
     assert quantity(g, "transitions.paired_share").n == 7
+
+
+def test_the_prose_reads_its_numbers_from_the_table_by_id(store, monkeypatch):
+    """The findings' paragraphs (`reporting.texts.findings_lines`) read each number through `Quantities`: every
+    id they read is a series column or a quantity of the table (or a section or list of quantities), and an id
+    that is none (a field the record leaves out) is refused."""
+    from dormant_tasks.findings import Quantities
+    from dormant_tasks.reporting.texts import findings_lines
+
+    f = series_findings(store, MODEL)
+    read: list[str] = []
+    get = Quantities.__getitem__
+    monkeypatch.setattr(Quantities, "__getitem__", lambda self, id: (read.append(self.section + id), get(self, id))[1])
+    text = "\n".join(findings_lines(f))
+    rows = {r["quantity"] if r["finding"] == "series" else f"{r['finding']}.{r['quantity']}" for r in table_rows(f)}
+    assert len(set(read)) > 40 and "transitions.n_confident" in read
+    for id in set(read):
+        assert id in SERIES_FIELDS or any(r == id or r.startswith(id + ".") for r in rows), id
+    n = quantity(f, "transitions.n_confident")
+    assert f"{n} confident transition" in text
+    with pytest.raises(KeyError, match="no quantity of the findings table"):
+        Quantities(f)["transitions.reach"]  # the object the table summarises (reach_z, reach_note)
