@@ -1,9 +1,6 @@
-"""Load a model + tokenizer at a revision, in a dtype, on a device.
-
-`load_model_and_tokenizer` is the one place that calls `from_pretrained`, always with `trust_remote_code=False`
-(a checkpoint's own Python code is never run, and transformers never prompts). A checkpoint of a series is
-fetched, evicted and given its commit by the series' source (`sources`: a local folder used in place and identified
-by the content hash of its files, a Hub revision downloaded, verified and evicted by `hub`); this module only asks.
+"""Load a model + tokenizer at a revision, in a dtype, on a device. `load_model_and_tokenizer` is the one place that
+calls `from_pretrained`, always with `trust_remote_code=False`; fetching, eviction and the commit are the series'
+source's (`sources`).
 """
 
 from __future__ import annotations
