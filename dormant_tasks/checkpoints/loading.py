@@ -115,10 +115,9 @@ def load_model_and_tokenizer(
 
 
 def text_model(model, where: str):
-    """The causal LM of `model`'s text config, sharing `model`'s language model and output head (no copy): a
-    multimodal checkpoint that AutoModelForCausalLM loads whole (Gemma-3's Gemma3ForConditionalGeneration: a vision
-    tower beside the language model) is scored, evaluated and zeroed as its language model alone, whose forward
-    on text is the whole model's, without holding the vision tower. A text-only model is returned as it is."""
+    """The causal LM of `model`'s text config, sharing its language model and output head (no copy): a multimodal
+    checkpoint (Gemma-3's vision tower beside the language model) is scored as its language model alone, whose forward
+    on text is the whole model's. A text-only model is returned as it is."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     config = model.config

@@ -185,9 +185,8 @@ def built_task_names() -> frozenset[str] | None:
 
 @functools.cache
 def _indexed_manager():
-    """One lm-eval TaskManager per process: building its index reads every task YAML (10-50 s on 2 cores, so
-    it is built once and kept; `task_manager` hands out copies). The installed lm-eval is checked first: one
-    outside the supported range is refused in one line (an exception, never cached)."""
+    """One lm-eval TaskManager per process (its index reads every task YAML: 10-50 s on 2 cores), after the installed
+    lm-eval's version is checked (a refusal is an exception, never cached)."""
     from lm_eval.tasks import TaskManager
 
     from dormant_tasks.evaluation import lmeval_adapter
@@ -246,10 +245,9 @@ def load_tasks(
     data_source: DataSource | str = DataSource.AUTO,
     fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
 ) -> LoadedTasks:
-    """Load lm-eval's tasks `names` with the protocol's few-shot counts (`shots` for every task, else the
-    authors' count of `paper_default_shots`, else lm-eval's task default); EvaluationError for an unknown name,
-    data that is not bundled (with the Hub off; refused before lm-eval builds the task, so before any download)
-    or not reachable, or a task this evaluation cannot run."""
+    """Load lm-eval's tasks `names` with the protocol's few-shot counts (`shots`, else `paper_default_shots`, else the
+    task's default); EvaluationError for an unknown name, data not bundled (with the Hub off: before any download) or
+    not reachable, or a task this evaluation cannot run."""
     names = split_task_names(names)
     source = resolve_data_source(data_source)
     if shots is not None and (not isinstance(shots, int) or shots < 0):

@@ -32,12 +32,8 @@ def _sorted_points(points) -> np.ndarray:
 
 
 def pct_zeroed_within_1pt(points, base: float, tolerance: float = WITHIN_POINTS) -> float:
-    """x of the LAST crossing of the piecewise-linear curve with accuracy = base - tolerance, 0 if none.
-
-    As the paper's authors compute it: a crossing is a point lying exactly on the line (at its x) or a
-    segment whose ends lie strictly on both sides of it (x linearly interpolated). So a curve that ends
-    exactly on the line gives that end's x: (0,80),(10,79.5),(20,79.2),(30,79.0) with base 80 gives 30.
-    """
+    """x of the LAST crossing of the piecewise-linear curve with accuracy = base - tolerance, 0 if none; a point lying
+    exactly on the line crosses at its x (the authors' `get_intersection`; docs/SCORES.md §6 has the example)."""
     pts = _sorted_points(points)
     d = pts[:, 1] - (float(base) - tolerance)  # [n] distance above the line
     for i in range(len(pts) - 1, -1, -1):
