@@ -1,26 +1,9 @@
 """The integrity audit of a series: what each branch holds, compared with every other branch, before a byte of
-weights is downloaded (docs/CHECKPOINTS.md, "Integrity").
+weights is downloaded (docs/CHECKPOINTS.md §9: the verdicts, which copy is genuine, what it cannot see).
 
-A branch is what its files are, not what its name says. A Hub branch is read from one tree listing (each file's
-LFS sha256 or git blob id, and its size; `hub.list_branch_files`), a local checkpoint folder from its files'
-sha256 (the shared hash cache). Compared across the series:
-- full duplicate: every weight file identical to another branch's at another step. Of each such group one is
-  genuine: the branch at `main`'s step when `main` is in the group (the final model uploaded again), else the
-  earliest step among the copies whose name agrees with the series (token count, a step no other branch
-  holds); the others are set aside, never scored as points of training;
-- duplicate step: a second branch at a step another branch holds; the one whose token count agrees with the
-  series is kept, else the first in series order;
-- partial duplicate: a weight file identical to one of a branch at another step (the shard and the branch are
-  named); of the two, the one that is not genuine by the rule above is flagged (recorded as failed);
-- incomplete: no weight file, no config.json, a file of 0 bytes, or a shard missing that the shard names
-  (`-00002-of-00003`) or the branch's shard index (`model.safetensors.index.json`) list: a Hub branch's index is
-  read once per distinct index (by its blob id, pinned to a commit; a small JSON, never a weight);
-- tokens: a name whose token count disagrees with the series' tokens per step (`tokens.token_axis`);
-- config: an architecture other than the series' (layers, heads, width, family);
-- main: which step `main` is (expected, said, never a warning).
-What it cannot see: two uploads of different training states that are both wrong but distinct, and a copy
-whose bytes differ (another dtype, another shard size); the scores' second net (`dormant status`) catches
-some of the latter.
+A Hub branch is read from one tree listing (each file's LFS sha256 or git blob id and size;
+`hub.list_branch_files`), a local checkpoint folder from its files' sha256 (the shared hash cache); a branch's
+shard index is read once per distinct index (by its blob id, pinned to a commit).
 """
 
 from __future__ import annotations
@@ -157,7 +140,7 @@ def compare_branches(
     indexes: dict[str, set[str]],
     token_disagreements: dict[str, str],
 ) -> tuple[BranchAudit, ...]:
-    """The audit's verdicts (module docstring) from each branch's files, config and shard index."""
+    """The audit's verdicts (docs/CHECKPOINTS.md §9) from each branch's files, config and shard index."""
     flags: dict[str, list[Flag]] = defaultdict(list)
     by_name = {r.name: r for r in revisions}
     weights = {

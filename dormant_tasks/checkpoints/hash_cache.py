@@ -1,19 +1,12 @@
-"""A per-file sha256 cache shared by every process of this user: a rerun never re-reads a file it has hashed.
+"""A per-file sha256 cache shared by every process of this user (docs/CHECKPOINTS.md §7): a rerun never re-reads a
+file it has hashed.
 
-A file's sha256 is kept in a small sqlite database, `file-sha256.sqlite` under the user cache dir
-(`cache_dir()`: `$DORMANT_CACHE_DIR`, else `$XDG_CACHE_HOME/dormant-heads`, else `~/.cache/dormant-heads`),
-keyed by the file's (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns). The key names the inode, not the path,
-so the hard links of one file (a synthetic series of one init linked into many folders) hash once; a file that
-is rewritten or replaced gets a new inode or ctime, so a new key, and is hashed again. The ctime is what makes
-it so: an in-place rewrite of the same size whose mtime is put back (`touch -r`, `os.utime`, a restore that
-keeps times) keeps (dev, inode, size, mtime), but every write, link and utime sets the ctime to now, and no
-user call can set it back. (A new hard link also moves the ctime: its files hash once more.) A file whose mtime is
-within `RACY_S` of now is hashed but not stored (a write in the same timestamp tick could not be told apart,
-as git's "racy" index entries), nor is one whose stat changed while it was being read.
-
-The cache is an optimisation only: a cache dir that cannot be created or written, a locked or corrupt
-database fall back to hashing without it (logged at debug level), never to a failed run. Deleting the
-file is always safe. Stdlib only.
+`file-sha256.sqlite` under `cache_dir()`, keyed by (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns): the inode,
+not the path, so a file's hard links hash once. The ctime is what catches an in-place rewrite whose size and mtime
+were put back (`touch -r`): every write, link and utime sets it, and no user call can set it back. A file whose
+mtime is within `RACY_S` of now, or whose stat changed while it was read, is hashed but not stored (git's "racy"
+entries). The cache is an optimisation only: an unusable cache dir or database means hashing without it (logged
+at debug level), never a failed run. Stdlib only.
 """
 
 from __future__ import annotations

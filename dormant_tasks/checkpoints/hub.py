@@ -1,13 +1,10 @@
-"""Everything that talks to the Hugging Face Hub or its local cache: refs, pinned downloads, hashes, eviction.
+"""Everything that talks to the Hugging Face Hub or its local cache: refs, pinned downloads, hashes, eviction
+(docs/CHECKPOINTS.md §7).
 
-A Hub revision is listed from the repo's refs (docs/CHECKPOINTS.md: one branch per checkpoint, names never guessed),
-downloaded pinned to its commit sha with only the files loading needs (`ALLOW_PATTERNS`), after a
-free-disk check, verified against the Hub's own hashes, and retried on transient network errors only
-(`with_hub_retries`). `evict_revision` is the one function that deletes a cached revision: a failed
-download calls it here, and callers that are done with a revision ask it; nothing else removes cache files.
-
-This module sits below `checkpoints` and `loading` and imports neither: it speaks in repo ids, ref names
-and commit shas, not in `Revision`s.
+A revision is listed from the repo's refs, downloaded pinned to its commit with only the files loading needs
+(`ALLOW_PATTERNS`), after a free-disk check, verified against the Hub's hashes, retried on transient network errors
+only (`with_hub_retries`). `evict_revision` is the one function that deletes a cached revision. It speaks in repo
+ids, ref names and commit shas, not in `Revision`s.
 """
 
 from __future__ import annotations
@@ -74,9 +71,7 @@ def is_loading_file(name: str) -> bool:
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a file, read in 16 MiB chunks so a multi-GB shard never sits in memory whole; remembered across
-    processes by `hash_cache` per (device, inode, size, mtime), so a rerun or a hard link of a hashed file
-    reads nothing."""
+    """sha256 of a file, read in chunks, remembered across processes by `hash_cache`."""
     return cached_sha256(path if isinstance(path, Path) else Path(path), sha256_file)
 
 
@@ -97,11 +92,7 @@ def hub_endpoint() -> str:
 
 def hub_silence(timeout_s: float = HUB_PROBE_S) -> str | None:
     """None when the Hub (`hub_endpoint()`) answers an HTTP request within `timeout_s`, else why not; asked once per
-    process and endpoint (the Hub client itself retries for a minute before it gives up).
-
-    The request goes through huggingface_hub's own session, so whatever the downloads will meet applies to it:
-    `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` (a cluster whose nodes reach the Hub only through a proxy), the
-    endpoint, and offline mode (`HF_HUB_OFFLINE`: the Hub does not answer this process)."""
+    process and endpoint, through huggingface_hub's own session (its proxies, endpoint and offline mode apply)."""
     if hub_offline():
         return "offline mode is on (HF_HUB_OFFLINE)"
     return _probe(hub_endpoint(), timeout_s)
@@ -319,12 +310,9 @@ def download_revision(
     retries: int = 3,
     backoff_s: float = 2.0,
 ) -> Path:
-    """The snapshot folder of `repo` at branch/tag `name`, pinned to `commit` (resolved from the refs when None).
-
-    Only `ALLOW_PATTERNS` files are fetched, after checking that the missing ones fit on the disk, and each
-    is checked against the Hub's hash of it. A failed download (also Ctrl-C) evicts the revision, so the
-    cache never keeps half a revision. The folder is named by the commit sha.
-    """
+    """The snapshot folder (named by the commit sha) of `repo` at branch/tag `name`, pinned to `commit` (resolved from
+    the refs when None): only `ALLOW_PATTERNS` files, after a free-disk check, each checked against the Hub's hash; a
+    failed download (also Ctrl-C) evicts the revision, so the cache never keeps half a revision."""
     commit = commit or resolve_ref(repo, name, retries, backoff_s)
     where = f"{repo}@{name} ({commit[:10]})"
     files = _loading_files(repo, commit, where, retries, backoff_s)

@@ -1,11 +1,9 @@
 """The one place that sets a huggingface_hub internal: its offline switch, for a process that found no Hub.
 
-huggingface_hub reads `HF_HUB_OFFLINE` once, into `constants.HF_HUB_OFFLINE`, when it is imported, and every
-request of its session (transformers' included, through `is_offline_mode()`) asks that constant; it has no public
-call that switches an imported client offline. The Hub probe imports it, so a process whose probe found no Hub
-(`hub.hub_silence`) is switched here: the variables for whatever is imported later, the constant for what is
-imported already. Without it a silent Hub costs every later tokenizer, config and dataset access a minute of
-retries. `tests/library/test_adapters.py` checks the shape used against the installed huggingface_hub.
+huggingface_hub reads `HF_HUB_OFFLINE` once, at import, into `constants.HF_HUB_OFFLINE`, which every request of its
+session (transformers' too) asks, and has no public call to switch an imported client offline; without this a
+silent Hub costs every later tokenizer, config and dataset access a minute of retries.
+`tests/library/test_adapters.py` checks the shape used against the installed huggingface_hub.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Load a model + tokenizer at a revision, in a dtype, on a device.
-
-`load_model_and_tokenizer` is the one place that calls `from_pretrained`, always with `trust_remote_code=False`
-(a checkpoint's own Python code is never run, and transformers never prompts). A checkpoint of a series is
-fetched, evicted and given its commit by the series' source (`sources`: a local folder used in place and identified
-by the content hash of its files, a Hub revision downloaded, verified and evicted by `hub`); this module only asks.
+"""Load a model + tokenizer at a revision, in a dtype, on a device. `load_model_and_tokenizer` is the one place that
+calls `from_pretrained`, always with `trust_remote_code=False`; fetching, eviction and the commit are the series'
+source's (`sources`).
 """
 
 from __future__ import annotations
@@ -118,10 +115,9 @@ def load_model_and_tokenizer(
 
 
 def text_model(model, where: str):
-    """The causal LM of `model`'s text config, sharing `model`'s language model and output head (no copy): a
-    multimodal checkpoint that AutoModelForCausalLM loads whole (Gemma-3's Gemma3ForConditionalGeneration: a vision
-    tower beside the language model) is scored, evaluated and zeroed as its language model alone, whose forward
-    on text is the whole model's, without holding the vision tower. A text-only model is returned as it is."""
+    """The causal LM of `model`'s text config, sharing its language model and output head (no copy): a multimodal
+    checkpoint (Gemma-3's vision tower beside the language model) is scored as its language model alone, whose forward
+    on text is the whole model's. A text-only model is returned as it is."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     config = model.config

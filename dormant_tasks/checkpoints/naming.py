@@ -1,19 +1,10 @@
-"""Parse, order and select the checkpoints (revisions) of a series, whatever its source (`sources` lists them).
+"""Parse, order and select the checkpoints (revisions) of a series, whatever its source (docs/CHECKPOINTS.md §2, §5,
+§6, §8: the name forms, the series order, the selection).
 
-Names (docs/CHECKPOINTS.md), the same for Hub branches and local subfolders:
-- with a token count: OLMo-2's `stage1-step{S}-tokens{T}B` and `stage2-ingredient{N}-step{S}-tokens{T}B`, and
-  OLMo-1's (and early OLMo-2 7B's) `step{S}-tokens{T}B`, stage 1. The count is parsed from the name (the Hub
-  rounds it inconsistently, so names are never built from a step number); its unit suffix is K = 1e3,
-  M = 1e6, B = 1e9, T = 1e12, or none for an exact count (the local tiny series uses `tokens256K`);
-  OLMoE's (`allenai/OLMoE-1B-7B-0924`, `-0125`) use the same two forms;
-- without one: Pythia's `step{S}`, LLM360's `ckpt_{N}` (N is taken as the step) and OLMo-3's `stage{N}-step{S}`
-  and `stage{N}-ingredient{M}-step{S}`. Their tokens are step x tokens per step: `--tokens-per-step`, else the
-  series' known value (`KNOWN_TOKENS_PER_STEP`, e.g. Pythia's 2,097,152, or one value per stage for OLMo-3,
-  whose batch size changes between stages); with neither, listing the series is refused in one line that asks
-  for the option. A later stage counts its steps, and so its tokens, from its own start, as OLMo-2's stage-2
-  names count their tokens;
-- `main` (the final model) has no step or token count in its name: its `stage`, `step` and `tokens` are
-  `UNKNOWN` (-1), and it sorts after every other revision.
+A token count is parsed from the name (never built from a step; suffix K, M, B, T or none); names without one
+(Pythia's `step{S}`, LLM360's `ckpt_{N}`, OLMo-3's `stage{N}-step{S}`) get step x tokens per step
+(`--tokens-per-step`, else `KNOWN_TOKENS_PER_STEP`), else listing is refused in one line. `main` has `UNKNOWN` (-1)
+stage, step and tokens and sorts after every other revision.
 """
 
 from __future__ import annotations
@@ -177,13 +168,10 @@ def parse_steps(steps: str | tuple[int | None, int | None] | None) -> tuple[int 
 
 @dataclass(frozen=True)
 class Selection:
-    """Which checkpoints of a listing to analyse. Filters apply in this order: `revisions_glob` (fnmatch on
-    the name, any of several), `steps` (inclusive range), `every` (every K-th of what is left, in training
-    order, starting with the first), `max_n` (that many, first and last always included, the rest nearest to
-    evenly spaced points of log(tokens + one step's tokens)). The one-step shift keeps step 0 finite and one
-    step before step 1; log(1 + tokens) put it so far below the rest that `--max 6` on the demo series took
-    0, 10, 25, 50, 100, 2000 (now 0, 10, 25, 100, 500, 2000). `main`, when listed, is kept by every filter
-    but the glob and stays last."""
+    """Which checkpoints of a listing to analyse, filtered in this order: `revisions_glob` (fnmatch on the name, any of
+    several), `steps` (inclusive range), `every` (every K-th of what is left, from the first), `max_n` (that many, first
+    and last included, the rest nearest to evenly spaced points of log(tokens + one step's tokens), which keeps step 0
+    finite and one step before step 1). `main`, when listed, is kept by every filter but the glob and stays last."""
 
     revisions_glob: tuple[str, ...] = ()
     steps: tuple[int | None, int | None] | None = None

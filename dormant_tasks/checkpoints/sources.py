@@ -1,16 +1,8 @@
-"""Where a series' checkpoints come from: one protocol, `CheckpointSource`, that every part asks instead of testing
-"Hub or folder?" (the listing, the integrity audit's file listing and sizes, the dry run, prefetch, loading,
-eviction, the command line's cheap checks), and a registry of its implementations by scheme, as lm-eval registers
-its models by name (docs/CHECKPOINTS.md §10: each member, and how to add a source).
-
-Two are built in: the Hugging Face Hub (`HubRepo`: `hub://ORG/NAME`, or a bare `ORG/NAME`) and a local folder
-(`LocalFolder`: `local://PATH`, or a bare path). A bare `--model` is a folder when `LocalFolder.claims` it (spelled
-as a path, or existing), else a Hub repo id; another source is a subclass registered under its scheme
-(`@register_source("s3")`) and named `s3://...`; `source_for` resolves a spec, with "did you mean" for a scheme
-nobody registered.
-
-Stdlib only when imported (the command line's cheap checks ask it before any heavy import): the Hub client is
-imported by the methods that talk to the Hub.
+"""Where a series' checkpoints come from (docs/CHECKPOINTS.md §10): one protocol, `CheckpointSource`, that every part
+asks instead of testing "Hub or folder?", and a registry of its implementations by scheme, as lm-eval registers
+its models. Built in: `HubRepo` (`hub://ORG/NAME` or a bare `ORG/NAME`) and `LocalFolder` (`local://PATH`, or a
+bare spec it `claims`); another source is a subclass registered with `@register_source("s3")`. Stdlib only at
+import (the command line's cheap checks ask it): the Hub client is imported by the methods that use it.
 """
 
 from __future__ import annotations
@@ -355,34 +347,32 @@ class HubRepo(CheckpointSource):
             )
 
     def _configs(self, revisions: list[Revision], files: dict[str, list[BranchFile]], cache: bool) -> dict:
-        """Each branch's config, read once per distinct config.json (by its blob id): usually one small read."""
-        from dormant_tasks.checkpoints.hub import read_small_file
-
-        by_digest: dict[str, list[Revision]] = defaultdict(list)
-        for r in revisions:
-            digest = next((f.digest for f in files.get(r.name, []) if f.path == "config.json"), None)
-            if digest is not None and r.commit:
-                by_digest[digest].append(r)
-        configs: dict[str, dict | None] = {}
-        if len(by_digest) < 2:  # one config for the whole series: no architecture can differ
-            return configs
-        for branches in by_digest.values():
-            first = branches[0]
-            try:
-                data = json.loads(
-                    read_small_file(self.location, first.name, first.commit or "", "config.json", cache=cache)
-                )
-            except ValueError:
-                data = None
-            for b in branches:
-                configs[b.name] = data if isinstance(data, dict) else None
-        return configs
+        """Each branch's config where the series holds more than one distinct config.json (else none can differ)."""
+        configs = {f.digest for r in revisions if r.commit for f in files.get(r.name, []) if f.path == "config.json"}
+        if len(configs) < 2:
+            return {}
+        read = self._read_once(revisions, files, lambda path: path == "config.json", cache)
+        return {name: found[0][0] if isinstance(found[0][0], dict) else None for name, found in read.items()}
 
     def _indexes(
         self, revisions: list[Revision], files: dict[str, list[BranchFile]], cache: bool
     ) -> dict[str, set[str]]:
-        """The files each branch's shard indexes (`*.index.json`) list, read once per distinct index (by its blob
-        id: a series' branches usually share one), `LISTING_WORKERS` at a time; paths relative to the repo root."""
+        """The files each branch's shard indexes (`*.index.json`) list, paths relative to the repo root."""
+        read = self._read_once(revisions, files, lambda path: path.endswith(".index.json"), cache)
+        out: dict[str, set[str]] = {}
+        for name, found in read.items():
+            out[name] = set()
+            for data, path in found:
+                weight_map = (data.get("weight_map") if isinstance(data, dict) else None) or {}
+                folder = path.rpartition("/")[0]
+                out[name] |= {f"{folder}/{v}" if folder else str(v) for v in weight_map.values()}
+        return out
+
+    def _read_once(
+        self, revisions: list[Revision], files: dict[str, list[BranchFile]], wanted: Callable[[str], bool], cache: bool
+    ) -> dict[str, list[tuple[object, str]]]:
+        """name -> [(parsed JSON, None if it is none; path)] of each of its small files that `wanted` picks, each
+        distinct file (by blob id: a series' branches usually share one) read once, `LISTING_WORKERS` at a time."""
         from concurrent.futures import ThreadPoolExecutor
 
         from dormant_tasks.checkpoints.hub import LISTING_WORKERS, read_small_file
@@ -390,25 +380,22 @@ class HubRepo(CheckpointSource):
         holders: dict[str, list[tuple[Revision, str]]] = defaultdict(list)
         for r in revisions:
             for f in files.get(r.name, []):
-                if f.path.endswith(".index.json") and r.commit:
+                if wanted(f.path) and r.commit:
                     holders[f.digest].append((r, f.path))
 
-        def listed(held: list[tuple[Revision, str]]) -> set[str]:
+        def read(held: list[tuple[Revision, str]]) -> object:
             first, path = held[0]
             try:
-                data = json.loads(read_small_file(self.location, first.name, first.commit or "", path, cache=cache))
-            except ValueError:  # not JSON: it lists nothing that can be checked
-                return set()
-            weight_map = (data.get("weight_map") if isinstance(data, dict) else None) or {}
-            folder = path.rpartition("/")[0]
-            return {f"{folder}/{v}" if folder else str(v) for v in weight_map.values()}
+                return json.loads(read_small_file(self.location, first.name, first.commit or "", path, cache=cache))
+            except ValueError:  # not JSON: it says nothing that can be checked
+                return None
 
-        indexes: dict[str, set[str]] = defaultdict(set)
+        out: dict[str, list[tuple[object, str]]] = defaultdict(list)
         with ThreadPoolExecutor(max_workers=LISTING_WORKERS, thread_name_prefix="hub-index") as pool:
-            for held, names in zip(holders.values(), pool.map(listed, holders.values())):
-                for r, _ in held:
-                    indexes[r.name] |= names
-        return dict(indexes)
+            for held, data in zip(holders.values(), pool.map(read, holders.values())):
+                for r, path in held:
+                    out[r.name].append((data, path))
+        return out
 
 
 def silent_hub() -> str | None:

@@ -1,18 +1,8 @@
-"""A series' token axis checked against what the series knows: a name's token count never rescales the others.
-
-The tokens per step of a series come from the best record it has (docs/CHECKPOINTS.md, "Integrity"):
-1. a local checkpoint's own record, `trainer_state.json` (`tokens` seen, `tokens_per_step`: the tiny series
-   writes it), which also gives each checkpoint's exact token count;
-2. `--tokens-per-step`, or the series' known value (`naming.KNOWN_TOKENS_PER_STEP`);
-3. else the consistent majority of the names: the median of token count / step over the named checkpoints of
-   a stage, which a minority of wrong names cannot move.
-A name whose count disagrees with step x tokens per step (beyond the rounding of the name and 1%) is flagged and
-takes the record's count (or step x tokens per step); the other checkpoints keep theirs. Exact counts replace
-the names' rounded ones wherever they are known (a record's count, or step x a known tokens per step); a
-majority of names gives no exact count, so there the names' own counts stay.
-Counts are checked for order too: training never loses tokens, so where the axis left by these rules would fall
-while steps rise (names with no majority, no record and no tokens per step), the names that fall are flagged and
-the axis is refused (`TokenAxis.refusal`), to be given by --tokens-per-step.
+"""A series' token axis checked against what the series knows (docs/CHECKPOINTS.md §9, "Tokens per step"): the best
+record gives the tokens per step (a checkpoint's `trainer_state.json`, else `--tokens-per-step` or the known value,
+else the median of the names' count / step per stage); a name that disagrees beyond its rounding and 1% is flagged
+and takes the record's count, never rescaling the others. Counts that fall while steps rise, with nothing to
+correct them, refuse the axis (`TokenAxis.refusal`).
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""The paper authors' published artefacts, bundled as data: their frozen thresholds and the seed leaderboard.
+"""The paper authors' published artefacts, bundled as data (data/README.md): their frozen thresholds
+(`authors_thresholds.json`, their `thresholds.json`: per task, model and function, the 7 thresholds at the
+quantiles 0, 5, ..., 30 %) and the seed leaderboard (`seed_leaderboard.json`).
 
-- `authors_thresholds.json` (their `thresholds.json`, MIT licence, data/README.md): per task (mmlu, piqa,
-  winogrande), model (their 14, the Hub id with "/" written "_") and function (their class names), the 7
-  thresholds at the quantiles 0, 5, ..., 30 % of heads, from a separate recording run (">" functions: 1 - q).
-- `seed_leaderboard.json`: the leaderboard "Identification of inactive attention heads on WinoGrande" as
-  published (model, label, our function id, value).
-
-Their function names -> ours is one table, `AUTHORS_NAMES`, in the order their code defines the classes.
-Their Table 2 aggregate ("Ours") ranks another list, `AGGREGATE_ORDER`: the functions of their plotting
-notebook, in its order, which has no FullHeadOutput (fhon, fhon_ln) and puts UnnormalizedHONOR and HONOR last.
-The random baseline's thresholds are the probabilities themselves.
-
-Public API
-- `AUTHORS_NAMES`, `OUR_NAMES` (ours -> theirs), `AGGREGATE_ORDER`, `authors_thresholds()`, `authors_key(model_id)`
-- `authors_taus(model_id, tasks, score_fns, quantiles, source) -> {task: {fn: taus}}` (ThresholdError)
-- `seed_values() -> {(model, fn): value}` with fn = our id, "ours" (their aggregate) or "awft"
+Their function names -> ours is one table, `AUTHORS_NAMES`, in the order their code defines the classes; their
+Table 2 aggregate ranks another list, `AGGREGATE_ORDER` (their plotting notebook's, without fhon/fhon_ln). The
+random baseline's thresholds are the probabilities themselves.
 """
 
 from __future__ import annotations

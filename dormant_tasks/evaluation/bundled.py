@@ -1,10 +1,6 @@
-"""The evaluation datasets bundled with the package, so that lm-eval tasks run with the Hub out of reach.
-
-Each is one Parquet file per split at `dormant_tasks/data/tasks/<path>[/<name>]/<split>.parquet`, where `<path>`
-is lm-eval's `dataset_path` with "/" written "--" and `<name>` its `dataset_name` (no folder when it is None):
-`cais--mmlu/anatomy/test.parquet` is `cais/mmlu`, "anatomy", split "test". The list is read off the folder,
-so adding a dataset is adding its files (`data/derive_tasks.py` writes them; data/README.md says where each
-comes from). A dataset in `SUBSETS` holds only some rows of a split. Stdlib only: no pyarrow at import.
+"""The evaluation datasets bundled with the package, so that lm-eval tasks run with the Hub out of reach: one Parquet
+file per split at `data/tasks/<dataset_path with "/" as "--">[/<dataset_name>]/<split>.parquet`, listed off the
+folder (`data/derive_tasks.py` writes them); a dataset in `SUBSETS` holds only some rows. Stdlib only.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
-"""The day a chat template sees (`--chat-date`): a template variable where the template takes one, else the one
-transformers internal that gives templates the date, fixed for this context only.
+"""The day a chat template sees (`--chat-date`; docs/DEVELOPING.md, the adapters' table).
 
-Llama-3.x templates write the day into the system header: `{%- if not date_string is defined %} ... {%- set
-date_string = strftime_now("%d %b %Y") %}`. transformers passes the extra keyword arguments of
-`apply_chat_template` to the template as variables, so such a template gets `date_string` already formatted for
-the day, as its own line would have formatted it: no internal is touched. A template that calls `strftime_now`
-any other way reads transformers' clock, `chat_template_utils.datetime.now()` (transformers passes no callable
-from the caller to a template: its sandbox turns one into a placeholder string). For those alone `chat_day` swaps
-that clock for one that answers the day of the current context (a `ContextVar`), while at least one render needs
-it: a thread that renders at the same time, with another day or none, sees its own. A template that calls no
-`strftime_now` gets nothing, and renders exactly as lm-eval renders it.
-
-`tests/library/test_adapters.py` checks transformers' side of both (variables reach the template; the clock is
-`datetime.now()` of that module) against the installed version.
+A template that reads `date_string` (Llama-3.x) gets it as a variable, formatted as its own line would: no
+internal touched. A template that calls `strftime_now` any other way reads transformers' clock,
+`chat_template_utils.datetime.now()` (its sandbox turns a passed callable into a placeholder); for those alone
+`chat_day` swaps that clock for one that answers the current context's day (a `ContextVar`), so a thread rendering
+at the same time sees its own. `tests/library/test_adapters.py` checks both against the installed transformers.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Adapter: transformers' generation internals, which `DormantLM`'s greedy loop reads to decode as `generate` does.
-
-`model.generate` has no public way to give its generation config and logits processors without generating, and
-`DormantLM` must run each step itself (no KV cache, the score engine's pass). So this module, and only this one,
-calls `GenerationMixin._prepare_generation_config` (the checkpoint's `generation_config` merged with a request's
-arguments, validated), `_prepare_special_tokens` (the end-of-text ids as a tensor, `_eos_token_tensor`) and
-`_get_logits_processor` (the non-sampling processors: a repetition penalty, ...), as `generate` calls them. Their
-drift test (tests/library/evaluation/test_generation_adapter.py) fails, naming the installed transformers, when
-one of them moves or changes what it returns.
+"""Adapter: transformers' generation internals, which `DormantLM`'s greedy loop reads to decode as `generate` does
+(no public way to get the generation config, end-of-text ids and logits processors without generating). Drift
+test: tests/library/evaluation/test_generation_adapter.py.
 """
 
 from __future__ import annotations

@@ -1,34 +1,6 @@
-"""The uncertainty of the leaderboard's values: a paired bootstrap over items (docs/SCORES.md §6, "How sure is a
-leaderboard value").
-
-A value ("% of heads zeroed within 1 point") is a function of accuracies measured on the same items: the base
-run's and each threshold's. On 400 items one accuracy has a binomial standard error of about 1.2 points, more
-than the 1-point tolerance that defines the value, so the value moves a lot with the items drawn. The bootstrap
-redraws the items with replacement and recomputes the value from the redrawn items' outcomes
-(`evaluation_items.correct`, stored by `dormant evaluate --log-samples`):
-
-- **paired**: one redraw of the items serves the base run and every threshold of a curve (the difference
-  base - accuracy is what the metric reads), every function and every model evaluated on those items, so the
-  average over models, the best function and "ours - awft" are recomputed on each redraw from the same items;
-- **unit**: an item (lm-eval's `doc_id`), redrawn within its lm-eval leaf task (an MMLU subject keeps its size,
-  so the group's size-weighted accuracy keeps its weights). lm-eval's dataset does not mark WinoGrande's twin
-  sentences (no `qID`); the calibration sets' rule finds them (`item_clusters`, used by `--select-on`), but the
-  bootstrap still redraws items one by one: twins that agree make the interval somewhat narrow;
-- **held fixed**: the measured % of heads zeroed at each threshold (a mean over every layer, head and row of
-  the run, far steadier than an accuracy) and the thresholds themselves;
-- `--select-on`: the items are split in two halves by cluster parity, whole clusters on one side: WinoGrande's
-  twin pairs (`tracking.winogrande_calibration`'s clusters; the bundled dev file is lm-eval's validation split in
-  doc_id order), and for every other task the item itself (its `doc_id`'s parity), its clusters being unknown;
-- the interval is the 2.5 and 97.5 percentiles of the redrawn values (`statistics.bootstrap_interval`). No null
-  is tested: the interval says how far the value could move with other items of the same kind.
-
-Public API
-- `CurveItems`: the per-item outcomes behind one curve; `.subset(keep)`, `.accuracies(weights)`
-- `curve_items(items, curves, tasks_of_run) -> ({key: CurveItems}, notes)`: read from `evaluation_items` rows
-- `ItemResampling(resamples, seed)`: `.weights(items)` the redraw counts, one stream per leaf task
-- `items_behind(curves, rows, items, resampling, notes)`: the items behind the board's curves and their redraws
-- `select_half(keys, half)`: the items of the even or odd clusters (`--select-on`; `item_clusters`)
-- `chosen_elsewhere(...)`: "ours" and "best" chosen on one half of the items, reported on the other
+"""How sure a leaderboard value is: a paired bootstrap over items, redrawn within each lm-eval leaf task, the % of
+heads zeroed and the thresholds held fixed (docs/SCORES.md §6, "How sure a leaderboard value is"); and
+`--select-on`'s halves, whole clusters on one side (WinoGrande's twins; any other task's items by `doc_id`).
 """
 
 from __future__ import annotations

@@ -1,54 +1,14 @@
-"""The leaderboard across models, read from the store's `evaluations` (the paper's tables; docs/SCORES.md §6).
+"""The leaderboard across models, read from the store's `evaluations` (docs/LEADERBOARD.md, docs/SCORES.md §6).
 
-One **cell** per (score function, model, task): the "% of heads zeroed within 1 point"
-(`metric.pct_zeroed_within_1pt`) of that function's dynamic sweep, with the sweep's normalised AUC and the
-base accuracy, all in %. Around the cells:
-- task `average`, per (model, function): the same metric of the across-task average curve
-  (`metric.task_average_curve`) over every task of the board, when the board has >= 2 tasks and the
-  function was swept on each of them at the same quantiles (else no such row, and a note says why);
-- model `Average`, per (function, task): the mean over models of their cells (`n_models` of them);
-- function `ours`, per (model, task): the authors' Table 2 aggregate ("Ours"), the largest value over the
-  functions of their notebook's list except AWFT, the random baseline included and fhon/fhon_ln not (their list
-  has neither), ties going to the first in that list's order (`authors.AGGREGATE_ORDER`); with `awft`'s own cells beside it and `ours - awft`, the difference; each with its
-  `Average` over models: the seed's 'Ours (Aggregate) Average 14.45' vs 'AWFT Average 6.9';
-- function `best`, shown as "best of all functions", per (model, task): the function with the largest value
-  of all, AWFT included (ties: the larger AUC, then the name; the random baseline is no candidate), and its
-  `Average` over models.
-
-Which rows make a cell:
-- `mode` dynamic only: static rows zero the tracker's mask, they are no sweep;
-- **one revision per model**: `revision` for every model when given; else `main` (the released model)
-  when it was evaluated on the board's tasks, else the model's latest evaluated checkpoint in training order
-  (`checkpoints.series_sort_key`). A leaderboard compares trained models, so the most-trained checkpoint
-  stands for a model without `main`; a checkpoint evaluated later is not "newer". Notes name every model
-  shown at another revision than `main`;
-- **one protocol per (model, task)**: the (shots, metric, chat_template, bos) of the newest run of that
-  task at that revision; other protocols of it are left out, with a note. Models may differ in protocol
-  (the paper's rule gives Instruct models the chat template); a note names a task whose models differ in
-  shots, metric or BOS rule;
-- **the newest run wins**: per (model, revision, task, protocol, function), the rows of the run with the
-  latest `evaluated_at`. A run is one `request_id` (rows upgraded from schema version 1 have none: one
-  `evaluated_at`).
-
-How sure each value is (`intervals`, docs/SCORES.md §6): with `resampling`, every row whose curves' runs stored
-their items (`dormant evaluate --log-samples`) gets a 95% percentile interval (`low`, `high`) from a paired
-bootstrap over items, the same redraws for the base run, every threshold, function and model, so averages, the
-best function and "ours - awft" are recomputed per redraw (the best function's interval holds its selection:
-the largest value per redraw). `n_items` is the items behind a value. A curve that never crossed the line
-`base - 1` keeps the authors' 0 as its value and says why (`never`: "never within 1 point" or "within 1 point
-throughout"). With `select_on` ("even" or "odd"), "ours" and "best" choose their function on the items of that
-half and report its value on the others (`chosen_on`, `reported_on`); the halves split the items by cluster
-(`intervals.select_half`: WinoGrande's twins together, any other task's items by `doc_id`); by default they
-choose and report on the same items, as the authors did, and a note says so.
-
-The parts: this module loads the evaluations and selects models, tasks and revisions (never one the integrity
-audit set aside: `set_aside_checkpoints`); `leaderboard_curves` makes
-each cell's curve and its rows, `leaderboard_aggregates` the rows around the cells, `intervals` the items behind
-them, `leaderboard_table` the text; a row is a `leaderboard_rows.LeaderboardRow`.
-
-Public API
-- `load_leaderboard(store, models=None, tasks=None, revision=None, resampling=None, select_on=None) ->
-  Leaderboard` (`build_leaderboard` on a table already read)
+One cell per (score function, model, task): the "% of heads zeroed within 1 point" of that function's dynamic
+sweep, with its normalised AUC and base accuracy, in %; around the cells the across-task `average`, the `Average`
+over models and the aggregates (`leaderboard_aggregates`). Which rows make a cell:
+- `mode` dynamic only, never a checkpoint the integrity audit set aside;
+- one revision per model: `revision` when given, else `main`, else the model's latest evaluated checkpoint in
+  training order (a note names every model not shown at `main`);
+- one protocol per (model, task), the newest run's, and the newest run per function (`leaderboard_curves`).
+With `resampling` each value gets a paired-bootstrap interval over the stored items, and with `select_on` the
+aggregates choose their function on one half of the items and report it on the other (`intervals`).
 """
 
 from __future__ import annotations
@@ -96,9 +56,6 @@ class Leaderboard:
     warnings: tuple[str, ...] = ()  # "model task function: warning" of every shown curve that has one
     interval: str | None = None  # the method of the rows' `low`/`high` (`intervals.method_text`), None: none drawn
     selection: str = ""  # on which items "ours" and "best" chose their function and reported its value
-
-
-# ---------------------------------------------------------------------------------------------- reading
 
 
 def load_leaderboard(

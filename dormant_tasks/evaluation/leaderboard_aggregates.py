@@ -1,20 +1,6 @@
-"""The leaderboard's rows around the cells (docs/SCORES.md §6):
-
-- model `Average`, per (function, task): the mean over models of their cells (`n_models` of them);
-- function `ours`, per (model, task): the authors' Table 2 aggregate ("Ours"), the largest value over the
-  functions of their notebook's list except AWFT, the random baseline included and fhon/fhon_ln not (their list
-  has neither), ties going to the first in that list's order (`authors.AGGREGATE_ORDER`); `ours - awft`, its
-  lead over AWFT's own cell;
-- function `best`, shown as "best of all functions", per (model, task): the function with the largest value of
-  all, AWFT included (ties: the larger AUC, then the name; the random baseline is no candidate).
-
-Each is recomputed per redraw of the items when the cells carry their redrawn values (`samples`): a mean per
-redraw, a difference per redraw, and for "ours" and "best" the largest value per redraw, so their interval holds
-the selection.
-
-Public API
-- `model_averages(rows)`, `ours_rows(cells, chosen_by=None)`, `best_rows(cells, chosen_by=None)`,
-  `ours_minus_awft(ours, cells)`: lists of `LeaderboardRow`
+"""The leaderboard's rows around the cells (docs/LEADERBOARD.md): the `Average` over models, the authors' "ours",
+`ours - awft` and `best`; each recomputed per redraw when the cells carry their redrawn values (`samples`), so
+the interval of "ours" and "best" holds their selection.
 """
 
 from __future__ import annotations

@@ -1,19 +1,5 @@
-"""The leaderboard's curves and their metric: which stored rows make a cell's sweep curve, and the rows it gives
-(docs/SCORES.md §6).
-
-- **one protocol per (model, task)**: the (shots, metric, chat_template, bos, ...) of the newest run of that task
-  at the model's revision; other protocols of it are left out, with a note;
-- **the newest run wins**: per (model, task, function), the rows of the run with the latest `evaluated_at`
-  (a run is one `request_id`; rows upgraded from schema version 1 have none: one `evaluated_at`); a repeated
-  quantile within it: its newest row;
-- a cell's value is `metric.pct_zeroed_within_1pt` of its curve, with the normalised AUC and the base accuracy;
-  the across-task average (task `average`) is the same metric of `metric.task_average_curve` over every task of
-  the board, when the function was swept on each of them at the same quantiles.
-
-Public API
-- `SweepCurve`: one function's sweep of one task on one model; `newest_curves(rows_of, notes)` builds them
-- `curve_row(key, revision, curve, samples)`, `task_averages(curves, revisions, notes, samples)`: the rows
-- `protocol_notes`, `rendering_notes`: the notes on protocols that differ; `names_text`: a short list of names
+"""The leaderboard's curves: which stored rows make a cell's sweep curve (the newest protocol of a task at the model's
+revision, then the newest run of each function, a repeated quantile's newest row), and the rows they give.
 """
 
 from __future__ import annotations
@@ -35,6 +21,7 @@ from dormant_tasks.evaluation.metric import (
     pct_zeroed_within_1pt_many,
     task_average_curve,
 )
+from dormant_tasks.evaluation.rendering import RENDERED_AS, chat_text
 
 CurveKey = tuple[str, str, str]  # (score function, model, task)
 # (base [resample], accuracy [resample, point]) in %: a curve's accuracies on each redraw of its items
@@ -64,16 +51,11 @@ def _run_id(r: dict):
 
 
 def protocol_text(protocol: tuple) -> str:
-    from dormant_tasks.evaluation.rendering import RENDERED_AS
-
     shots, metric, chat, bos, rendering, precision, thresholds = protocol
-    chat_text = "no chat template"
-    if chat:
-        chat_text = "chat template" + (f" rendered as {RENDERED_AS[rendering]}" if rendering in RENDERED_AS else "")
     extra = "".join(
         f", {name} {value}" for name, value in (("precision", precision), ("thresholds", thresholds)) if value
     )
-    return f"{shots}-shot {metric}, {chat_text}, BOS {bos}{extra}"
+    return f"{shots}-shot {metric}, {chat_text(chat, rendering)}, BOS {bos}{extra}"
 
 
 def _protocol_of(r: dict) -> tuple:
@@ -245,8 +227,6 @@ def protocol_notes(curves: dict[CurveKey, SweepCurve], notes: list[str]) -> None
 def rendering_notes(curves: dict[CurveKey, SweepCurve], notes: list[str]) -> None:
     """Which rendering the chat-templated cells used, per task: lm-eval 0.4.5's (the paper's) or 0.4.13's; rows
     written before the rendering was recorded are 0.4.13's."""
-    from dormant_tasks.evaluation.rendering import RENDERED_AS
-
     by_task: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
     for (_, model, task), c in curves.items():
         if c.protocol[PROTOCOL.index("chat_template")]:

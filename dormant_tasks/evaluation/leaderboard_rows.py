@@ -1,16 +1,4 @@
-"""A leaderboard row: one value of the table across models, typed (docs/SCORES.md §6).
-
-A row is a cell (score function, model, task), an across-task average (task `average`), a mean over models
-(model `Average`) or an aggregate (function `ours`, `ours - awft`, `best`); its values are in %. The
-leaderboard builds them (`leaderboard`, `leaderboard_curves`, `leaderboard_aggregates`), the table prints them
-(`leaderboard_table`), the seed comparison and the agreement read them.
-
-Public API
-- `LeaderboardRow`: the row (frozen); `.never` (the never-crossing words, or None), `.zeros_counted`
-- `row_order(row)`: the table's order (function, then model, then task, aggregates last)
-- the labels of the rows around the cells: `AVERAGE_MODEL`, `BEST`, `OURS`, `OURS_VS_AWFT`; `AGGREGATE_RANK`,
-  `BASELINES`, `PROTOCOL` (the columns that make two runs comparable); `nan_mean`
-"""
+"""A leaderboard row: one value of the table across models, in % (a cell, an average or an aggregate)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The leaderboard as text: a markdown table, CSV or a LaTeX tabular of its rows (`dormant leaderboard
---format`), with the marks its cells carry and their footnotes.
-
-Public API
-- `format_leaderboard_table(rows, fmt)`: `markdown`, `csv` or `latex`, sorted by function then model
-- `number_text(v)`, `interval_text(low, high, never)`, `value_text(row)`, `table_notes(rows)`: one cell each, as
-  every table shows it (the seed comparison's too); `LEADERBOARD_FORMATS`, `HEADER`, `CSV_COLUMNS`
+"""The leaderboard as text (`dormant leaderboard --format`): markdown, CSV or LaTeX, with its cells' marks and their
+footnotes.
 """
 
 from __future__ import annotations

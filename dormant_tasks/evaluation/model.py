@@ -1,34 +1,13 @@
 """lm-evaluation-harness as the task layer: `DormantLM`, an lm-eval `LM` whose forward passes are the score engine's.
 
-lm-eval builds the requests (prompts, few-shot examples, chat templates) and scores the answers (filters,
-metrics); this model answers them with `scoring.scoring_pass`, so every forward pass also yields the per-input
-scores and applies the zeroing of the current setting (`DormantLM.zeroing`). It answers as lm-eval's `HFLM`
-does for a causal model: the same context/continuation split, left truncation to the context length,
-`(context + continuation)[:-1]` as the input row, the summed log-probability of the continuation and whether
-it is the greedy one; generation is greedy as `HFLM`'s `model.generate` call runs it: until a stop sequence,
-the end-of-text token, any `eos_token_id` of the checkpoint's `generation_config` or `max_gen_toks`, each
-step's logits through that config's non-sampling processors (a repetition penalty, ...) first
-(`GenerationSettings`, built by transformers as `generate` builds them: `generation_adapter`).
-
-What differs from `HFLM`, on purpose:
-- right padding (the score engine's requirement) and no KV cache: generation re-runs the whole sequence at
-  every step, so the intervention sees every token as in the authors' runs;
-- identical input rows run once (as `HFLM`'s logits cache does for one-token continuations such as MMLU's
-  " A"/" B"/...), and `DormantLM.record` counts the heads zeroed over the rows actually run;
-- the BOS rule (`Bos`): `paper` encodes as lm-eval 0.4.5 did, `add_special_tokens=False` for every causal model
-  but Gemma (so a tokenizer that adds `<|begin_of_text|>` adds nothing); `tokenizer` as lm-eval 0.4.13 does,
-  the tokenizer's own default unless the text already starts with the BOS string.
-
-Public API
-- `DormantLM(model, tokenizer, bos=Bos.PAPER, batch_size=16, score_fns=(), seed=0, max_length=None)`;
-  set `.zeroing` (None, `DynamicZeroing`, `StaticZeroing`) between runs; `.start_record(keep_scores)` /
-  `.record` (`PassRecord`).
-- lm-eval's registry: `simple_evaluate(model="dormant", model_args="pretrained=...,zeroing=FN:TAU")` once this
-  module is imported (`import dormant_tasks.evaluation.model`); see `DormantLM.create_from_arg_string`.
-- `render_chat(tokenizer, chat_history, add_generation_prompt=True, chat_date=None)`: the chat template applied,
-  as text, on `chat_date` (default today) as the day the template sees (`chat_date_adapter.chat_day`).
-- `encode_pair(tokenizer, context, continuation, bos, model_type="")` and `encode_context(tokenizer, text, bos,
-  model_type="")`: the token ids the model is given (what `DormantLM` uses; tested against lm-eval 0.4.5).
+lm-eval builds the requests and scores the answers; this model answers them with `scoring.scoring_pass`, so every
+pass also yields the per-input scores and applies the current setting's zeroing (`DormantLM.zeroing`). It answers
+as lm-eval's `HFLM` does for a causal model (context/continuation split, left truncation, the summed
+log-probability and greedy check; greedy generation through the checkpoint's non-sampling logits processors,
+`generation_adapter`), except, on purpose: right padding and no KV cache (the intervention sees every token, as in
+the authors' runs), identical input rows run once (`DormantLM.record` counts the heads zeroed over the rows run),
+and the BOS rule (`Bos`: `paper` encodes as lm-eval 0.4.5 did, `tokenizer` as 0.4.13 does). Importing this module
+registers it in lm-eval's registry as `dormant`.
 """
 
 from __future__ import annotations
@@ -392,11 +371,9 @@ class DormantLM(TemplateLM):
 
 @dataclass
 class GenerationSettings:
-    """What `model.generate` does at each greedy step under lm-eval's HFLM, from the checkpoint's own
-    `generation_config` merged with a request's generation arguments: it stops at every `eos_token_id` listed
-    there (Llama-3.1-Instruct: <|eot_id|>, <|eom_id|>, <|end_of_text|>) and transforms the logits with the
-    config's non-sampling processors (Qwen2.5-Instruct: repetition_penalty 1.05 over the prompt and the tokens
-    generated). The config and the processors are transformers' own, built as `generate` builds them."""
+    """What `model.generate` does at each greedy step under lm-eval's HFLM: the checkpoint's `generation_config` merged
+    with a request's generation arguments, its end-of-text ids and its non-sampling logits processors, built by
+    transformers as `generate` builds them."""
 
     model: object
     config: object  # transformers.GenerationConfig, special tokens prepared

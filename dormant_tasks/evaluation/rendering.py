@@ -1,18 +1,8 @@
-"""Prompt rendering under a chat template as the paper's authors ran it (lm-eval 0.4.5), written for this project.
+"""Prompt rendering under a chat template as the paper's authors ran it (lm-eval 0.4.5), written for this project
+(docs/SCORES.md §6, "Prompt rendering under a chat template": where 0.4.5 and 0.4.13 differ).
 
-lm-eval 0.4.13 (our task layer) and 0.4.5 (the authors') build the same plain-text requests, but under a chat
-template with few-shot examples as turns they differ (docs/SCORES.md §6, "Prompt rendering"):
-- 0.4.5 keeps the task's target delimiter before every continuation (`" A"`); 0.4.13 drops it (`"A"`);
-- for a task whose contexts vary with the choice (WinoGrande: the sentence filled with each option), 0.4.5
-  renders the few-shot conversation once, ending with the assistant's header, and writes each option-filled
-  sentence after it as plain text; 0.4.13 opens a new user turn per option.
-
-`Rendering.PAPER` rebuilds every request of a chat-templated model as 0.4.5 did with
-`apply_chat_template=True, fewshot_as_multiturn=True` (optionally a system instruction); `Rendering.LM_EVAL`
-keeps 0.4.13's own. Without a chat template both are lm-eval's plain rendering.
-
-0.4.5's rules, as rendered here (from reading its `ConfigurableTask.fewshot_context`, `ContextSampler.
-get_chat_context` and `HFLM.apply_chat_template`):
+0.4.5's rules, from its `ConfigurableTask.fewshot_context`, `ContextSampler.get_chat_context` and
+`HFLM.apply_chat_template`:
 - messages: a system turn when there is a system instruction or a task description (`instruction +
   fewshot_delimiter + description` when both); then per few-shot example a user turn (the example's text, or
   for an index its choice) and an assistant turn (the target, or the indexed choice; no delimiter); then
@@ -21,13 +11,7 @@ get_chat_context` and `HFLM.apply_chat_template`):
   prompt and each choice is appended to it as text: one context per choice;
 - requests: multiple choice `(context, delimiter + choice)` per choice, or with multiple inputs
   `(context + choice, delimiter + target)`; generation `(context, the task's generation arguments)`.
-The few-shot examples are the ones lm-eval's sampler draws (the same random stream, seeded per task, as in
-both versions): `lmeval_adapter.items_with_fewshot`.
-
-Public API
-- `Rendering` (`paper`, `lm-eval`; from `requests`), `RENDERED_AS` (each in words)
-- `paper_chat_messages(task, doc, fewshot_docs, system_instruction=None) -> (messages, question)`
-- `build_paper_chat_requests(task, chat_template, *, limit, seed=None, system_instruction=None) -> Instances`
+The few-shot examples are the ones lm-eval's sampler draws (`lmeval_adapter.items_with_fewshot`).
 """
 
 from __future__ import annotations
@@ -38,6 +22,13 @@ from dormant_tasks.errors import EvaluationError
 
 PAPER_LM_EVAL_VERSION = "0.4.5"  # the version whose chat rendering `Rendering.PAPER` reproduces
 RENDERED_AS = {"paper": f"lm-eval {PAPER_LM_EVAL_VERSION} (paper)", "lm-eval": "lm-eval 0.4.13"}  # in words
+
+
+def chat_text(chat: bool, rendering: str | None) -> str:
+    """A protocol's chat template in words, as every line that names the protocol says it."""
+    if not chat:
+        return "no chat template"
+    return "chat template" + (f" rendered as {RENDERED_AS[rendering]}" if rendering in RENDERED_AS else "")
 
 
 def _system_prompt(task, doc, system_instruction: str | None) -> str:

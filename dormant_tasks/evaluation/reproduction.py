@@ -1,23 +1,6 @@
-"""Reproducing the seed leaderboard: its 14 models on WinoGrande under the paper protocol, one run per
-(model, function), resumable.
-
-Every run is one `EvalRequest`: the model's `main`, task winogrande (the authors' 5 shots), one score
-function, the authors' thresholds (`thresholds=authors`; the random baseline's are its probabilities), their
-precision (`precision=paper`), lm-eval 0.4.5's chat rendering (chat template by the authors' id rule) and BOS
-rule. A run whose rows are in the store under that protocol is done and skipped, so an interrupted
-reproduction resumes where it stopped. The functions are those the authors recorded thresholds of, plus
-random: every candidate of their 'Ours' aggregate, and AWFT.
-
-Public API
-- `seed_models()`, `seed_functions()`, `reproduction_requests(store, *, limit=None, batch_size=16, device="auto",
-  chat_date=None)`
-- `done_runs(store) -> {(model, fn)}`: the runs whose rows the store holds under the paper protocol
-- `seed_comparison(rows, task)`, `format_seed_comparison(rows, selection="")`: the published seed values beside
-  ours, with our value's 95% interval when the board drew them (`leaderboard`'s paired bootstrap over items) and
-  where "ours" chose its function (`dormant leaderboard --reproduction --select-on even`: on the even items,
-  its value reported on the odd ones)
-- `forward_tokens(request, tokenizer) -> int`: the tokens the run's forward passes read (its base run and one
-  run per threshold; each distinct input row once, as `DormantLM` runs them)
+"""Reproducing the seed leaderboard: its 14 models on WinoGrande under the paper protocol, one `EvalRequest` per
+(model, function) (the authors' thresholds, precision, rendering and BOS rule), resumable: a run whose rows the
+store holds under that protocol is skipped. Also the side-by-side view of the published values and ours.
 """
 
 from __future__ import annotations
@@ -116,15 +99,10 @@ def forward_tokens(request: EvalRequest, tokenizer) -> int:
 
 
 def seed_comparison(rows: list[LeaderboardRow], task: str = "winogrande") -> list[dict]:
-    """The seed leaderboard's published values beside ours, like with like: one row per (model, function) cell
-    it publishes, `published`, `ours` (None where the board has no such cell) and `difference` = ours -
-    published, in points of % of heads zeroed within 1 point; the function "ours" is the authors' aggregate;
-    `rendering` says how our number's prompts were rendered.
-
-    Then a row per cell of a board model outside the seed (`published` None: nothing to compare), and per
-    function an "Average" row over only the models both sides have (`n_models` of `n_published`): the published
-    average itself when all of them are shared, else the mean of the shared models' published values; no
-    average row when no model is shared (a published 14-model average is never set against other models)."""
+    """The seed leaderboard's published values beside ours, one row per (model, function) cell it publishes
+    (`published`, `ours` or None, `difference` in points; "ours" is the authors' aggregate), then a row per cell of a
+    board model outside the seed (`published` None), and per function an "Average" row over only the models both
+    sides have (`n_models` of `n_published`; none when no model is shared)."""
     from dormant_tasks.evaluation.authors import seed_values
 
     values = seed_values()

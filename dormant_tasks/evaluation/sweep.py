@@ -1,20 +1,10 @@
-"""Interventions (docs/SCORES.md §6) on any lm-evaluation-harness task: accuracy with heads zeroed, the
-threshold sweep, the leaderboard metric per task and averaged across tasks.
+"""Interventions (docs/SCORES.md §6) on any lm-evaluation-harness task: accuracy with heads zeroed, the threshold
+sweep, the leaderboard metric per task and averaged across tasks.
 
-lm-eval builds each task's requests once (`prepare`); every setting (the un-intervened base run, each
-(function, threshold) of the sweep, a static mask) answers the same requests through `harness.DormantLM`
-with its zeroing, and lm-eval's own filters, `process_results` and aggregations (group sizes included)
-turn the answers into the task's accuracy. The base run also yields the per-input scores that place the
-thresholds: per task and function, the quantiles of its scores pooled over layers, heads and forward rows.
-
-Public API
-- `prepare(model, tokenizer, request, model_id=None) -> Prepared`: tasks loaded, protocol fixed, requests built.
-- `run_sweep(prepared, score_fns, quantiles=..., log_samples=False, progress=True) -> SweepResult`
-- `evaluate_static(prepared, masks, log_samples=False, progress=False) -> StaticResult` (mode "static")
-- `check_tau(score_fn, tau)`, `item_step_note(n_items)`,
-  `protocol_line(row)` (how an `evaluations` row was evaluated, in one line).
-Rows are the store's `evaluations` / `evaluation_items` rows less the checkpoint columns; proportions are
-fractions in [0, 1] there and percentages in this module's summaries.
+lm-eval builds each task's requests once (`prepare`); every setting (the base run, each (function, threshold), a
+static mask) answers them through `DormantLM` with its zeroing, and lm-eval's own filters, `process_results` and
+aggregations give the task's accuracy. The base run's per-input scores place the thresholds. Rows are the store's
+`evaluations` / `evaluation_items` rows less the checkpoint columns (fractions there, % in the summaries).
 """
 
 from __future__ import annotations
@@ -23,7 +13,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,8 +28,9 @@ from dormant_tasks.evaluation.metric import (
     pct_zeroed_within_1pt,
     task_average_curve,
 )
-from dormant_tasks.evaluation.rendering import RENDERED_AS
+from dormant_tasks.evaluation.rendering import chat_text
 from dormant_tasks.evaluation.request import DEFAULT_QUANTILES, EvalRequest, Rendering, parse_chat_date
+from dormant_tasks.progress import progress_bar
 from dormant_tasks.tracking import pooled_threshold
 
 if TYPE_CHECKING:
@@ -78,12 +69,9 @@ def item_step_note(n_items: int) -> str:
 
 def protocol_line(row: dict) -> str:
     """How a task was evaluated, in one line (printed and shown in reports)."""
-    chat = "no chat template"
-    if row["chat_template"]:
-        rendering = row.get("rendering")
-        chat = "chat template" + (f" rendered as {RENDERED_AS[rendering]}" if rendering in RENDERED_AS else "")
-        if row.get("chat_date"):
-            chat += f" on {row['chat_date']}"
+    chat = chat_text(row["chat_template"], row.get("rendering"))
+    if row["chat_template"] and row.get("chat_date"):
+        chat += f" on {row['chat_date']}"
     parts = [
         f"{row['shots']}-shot",
         row["metric"],
@@ -141,11 +129,9 @@ class Prepared:
 
 
 def prepare(model, tokenizer, request: EvalRequest, model_id: str | None = None) -> Prepared:
-    """Load the request's lm-eval tasks and build their requests once, under its protocol (the authors' by
-    default): under a chat template with `Rendering.PAPER` the requests are rendered as lm-eval 0.4.5 did
-    (`rendering.build_paper_chat_requests`), else by lm-eval itself; a chat template sees the request's
-    `chat_date` (default: today, fixed here for the whole run) as the current day. `model_id`: the evaluated
-    model's id, whose name decides the chat template under `--chat-template auto` (default: `request.model`)."""
+    """Load the request's lm-eval tasks and build their requests once, under its protocol (`build_requests`), the
+    chat template seeing the request's `chat_date` (default today, fixed for the whole run). `model_id`: the evaluated
+    model's id, which decides the chat template under `--chat-template auto` (default: `request.model`)."""
     import lm_eval
 
     from dormant_tasks.evaluation.model import DormantLM
@@ -198,9 +184,8 @@ def _items_and_chance(loaded: LoadedTasks, instances: dict) -> tuple[dict[str, f
 def build_requests(
     loaded: LoadedTasks, tokenizer, chat: bool, rendering, system_instruction, limit, chat_date: date | None = None
 ):
-    """({leaf: its lm-eval Instances}, {leaf: sample size}): every task's requests, built once; under a chat
-    template with `Rendering.PAPER` as lm-eval 0.4.5 rendered them (`rendering.build_paper_chat_requests`),
-    else by lm-eval itself; either way the template sees `chat_date` (default today) as the current day."""
+    """({leaf: its lm-eval Instances}, {leaf: sample size}), built once: under a chat template with `Rendering.PAPER` as
+    lm-eval 0.4.5 rendered them (`rendering.build_paper_chat_requests`), else by lm-eval itself."""
     from dormant_tasks.evaluation import lmeval_adapter
     from dormant_tasks.evaluation.model import render_chat
     from dormant_tasks.evaluation.rendering import build_paper_chat_requests
@@ -389,14 +374,6 @@ def _setting_items(items, spec: TaskSpec, mode, score_fn, quantile, tau) -> list
     return [{**item, **extra} for item in items]
 
 
-def _progress_bar(enabled: bool, total: int, desc: str):
-    if not enabled:
-        return None
-    from dormant_tasks.progress import progress_bar
-
-    return progress_bar(total=total, desc=desc, unit="setting")  # plain lines on a pipe (dormant_tasks.progress)
-
-
 def run_sweep(
     prepared: Prepared,
     score_fns,
@@ -418,17 +395,17 @@ def run_sweep(
     missing = [fn for fn in fns if fn not in prepared.lm.score_fns]
     if missing:
         prepared.lm.score_fns = tuple(dict.fromkeys(prepared.lm.score_fns + fns))
-    bar = _progress_bar(progress, len(prepared.specs) * (1 + len(fns) * len(quantiles)), "sweep")
+    total = len(prepared.specs) * (1 + len(fns) * len(quantiles))
+    bar = progress_bar(total=total, desc="sweep", unit="setting", enabled=progress)
     rows: list[dict] = []
     items: list[dict] = []
     summaries: dict[str, dict[str, FunctionSummary]] = {}
     bases: dict = {}
     try:
         for spec in prepared.specs:
-            if bar is not None:
-                bar.set_postfix_str(f"{spec.name} base")
+            bar.set_postfix_str(f"{spec.name} base")
             base = run_setting(prepared, spec, None, keep_scores=True, log_samples=log_samples)
-            _advance(bar)
+            bar.update(1)
             bases[spec.name] = 100.0 * base.accuracy
             items += _setting_items(base.items, spec, "base", None, None, None)
             summaries[spec.name] = {}
@@ -436,18 +413,18 @@ def run_sweep(
                 given = fixed_taus.get(spec.name, {}).get(fn)
                 taus = _thresholds(spec, fn, quantiles, given, base)
                 source = "authors" if given is not None else "own"
-                setting = _Setting(prepared, spec, fn, source, base.accuracy, log_samples, bar)
                 points = []
                 for q, tau in zip(quantiles, taus):
-                    row, result_items, point = setting.run(q, tau)
-                    rows.append(row)
-                    items += result_items
-                    points.append(point)
+                    bar.set_postfix_str(f"{spec.name} {fn} q={q:g}")
+                    result = run_setting(prepared, spec, DynamicZeroing(fn, tau), log_samples=log_samples)
+                    bar.update(1)
+                    rows.append(_row(prepared, spec, "dynamic", fn, q, tau, result, base.accuracy, source))
+                    items += _setting_items(result.items, spec, "dynamic", fn, q, tau)
+                    points.append((100.0 * result.frac_zeroed, 100.0 * result.accuracy))
                 summaries[spec.name][fn] = _summary(fn, tuple(points), bases[spec.name])
             del base
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
         prepared.lm.zeroing = None
     if len(prepared.specs) > 1:
         summaries[AVERAGE_TASK] = _task_averages(summaries, fns, quantiles)
@@ -472,29 +449,6 @@ def _thresholds(spec: TaskSpec, fn: str, quantiles: tuple[float, ...], given, ba
     return taus
 
 
-@dataclass(frozen=True)
-class _Setting:
-    """One function's dynamic settings of one task: what every point of its sweep shares."""
-
-    prepared: Prepared
-    spec: TaskSpec
-    fn: str
-    source: str  # where the thresholds come from: "authors" or "own"
-    base_accuracy: float  # fraction
-    log_samples: bool
-    bar: Any  # the progress bar, None: none
-
-    def run(self, q: float, tau: float) -> tuple[dict, list[dict], tuple[float, float]]:
-        """The point at quantile `q` (threshold `tau`): its `evaluations` row, its items, (% zeroed, accuracy %)."""
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"{self.spec.name} {self.fn} q={q:g}")
-        result = run_setting(self.prepared, self.spec, DynamicZeroing(self.fn, tau), log_samples=self.log_samples)
-        _advance(self.bar)
-        row = _row(self.prepared, self.spec, "dynamic", self.fn, q, tau, result, self.base_accuracy, self.source)
-        items = _setting_items(result.items, self.spec, "dynamic", self.fn, q, tau)
-        return row, items, (100.0 * result.frac_zeroed, 100.0 * result.accuracy)
-
-
 def _summary(fn: str, points: tuple, base: float) -> FunctionSummary:
     return FunctionSummary(fn, points, base, pct_zeroed_within_1pt(points, base), normalised_auc(points))
 
@@ -509,11 +463,6 @@ def _task_averages(
         average, average_base = task_average_curve(curves)
         out[fn] = _summary(fn, average, average_base)
     return out
-
-
-def _advance(bar) -> None:
-    if bar is not None:
-        bar.update(1)
 
 
 @dataclass
@@ -531,21 +480,20 @@ def evaluate_static(prepared: Prepared, masks: dict, *, log_samples: bool = Fals
         get_score_function(fn)
         if tau is not None:
             check_tau(fn, tau)
-    bar = _progress_bar(progress, len(prepared.specs) * (1 + len(masks)), "static")
+    bar = progress_bar(total=len(prepared.specs) * (1 + len(masks)), desc="static", unit="setting", enabled=progress)
     rows, items = [], []
     try:
         for spec in prepared.specs:
             base = run_setting(prepared, spec, None, log_samples=log_samples)
-            _advance(bar)
+            bar.update(1)
             items += _setting_items(base.items, spec, "base", None, None, None)
             for fn, (heads, tau) in masks.items():
                 result = run_setting(prepared, spec, StaticZeroing(heads), log_samples=log_samples)
-                _advance(bar)
+                bar.update(1)
                 rows.append(_row(prepared, spec, "static", fn, None, tau, result, base.accuracy))
                 items += _setting_items(result.items, spec, "static", fn, None, tau)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
         prepared.lm.zeroing = None
     mark_warnings(rows)
     return StaticResult(rows, items, prepared.notes)

@@ -1,8 +1,5 @@
-"""Interventions against the store: sweep or static-mask a checkpoint, write `evaluations`, print its leaderboard.
-
-The science (lm-eval tasks through the score engine, zeroing, the sweep, the metric) is in `evaluation`,
-`harness` and `metric`; this module
-decides which checkpoint and which heads, and writes the rows (docs/DATA_CONTRACT.md `evaluations`).
+"""Interventions against the store: which checkpoint and which heads, the sweep or static mask run on them, the
+`evaluations` rows written, and the checkpoint's leaderboard printed.
 """
 
 from __future__ import annotations
@@ -215,30 +212,24 @@ def leaderboard(rows: list[dict]) -> dict[str, list[dict]]:
         return out
     curves = _curves(rows)
     for task, fns in curves.items():
-        out[task] = [
-            {
-                "score_fn": fn,
-                "within_1pt": pct_zeroed_within_1pt(points, base),
-                "never": never_crossed(points, base),
-                "auc": normalised_auc(points),
-                "base_accuracy": base,
-            }
-            for fn, (_, points, base) in fns.items()
-        ]
+        out[task] = [_entry(fn, points, base) for fn, (_, points, base) in fns.items()]
     if len(curves) > 1:
-        out[AVERAGE_TASK] = []
-        for fn in dict.fromkeys(fn for fns in curves.values() for fn in fns):
-            points, base = task_average_curve({t: fns[fn] for t, fns in curves.items() if fn in fns})
-            out[AVERAGE_TASK].append(
-                {
-                    "score_fn": fn,
-                    "within_1pt": pct_zeroed_within_1pt(points, base),
-                    "never": never_crossed(points, base),
-                    "auc": normalised_auc(points),
-                    "base_accuracy": base,
-                }
-            )
+        out[AVERAGE_TASK] = [
+            _entry(fn, *task_average_curve({t: fns[fn] for t, fns in curves.items() if fn in fns}))
+            for fn in dict.fromkeys(fn for fns in curves.values() for fn in fns)
+        ]
     return out
+
+
+def _entry(fn: str, points, base: float) -> dict:
+    """One function's line of a task's leaderboard, from its curve (points and base in %)."""
+    return {
+        "score_fn": fn,
+        "within_1pt": pct_zeroed_within_1pt(points, base),
+        "never": never_crossed(points, base),
+        "auc": normalised_auc(points),
+        "base_accuracy": base,
+    }
 
 
 def format_leaderboard(target: Target, rows: list[dict]) -> str:

@@ -1,9 +1,5 @@
-"""The dataset card (`README.md`) of a publication: the Hub's YAML header (the licence, one config per table, which
-the Hub's viewer and `datasets.load_dataset(repo, config)` follow) and what a reader needs to trust and load the
-tables: the model and its revisions, the calibration sets, the taus, the score functions, the tool's version, the
-findings, how to load each config with pandas, DuckDB and `datasets`, and how to cite the paper.
-
-Every value comes from the series' files, so the same store gives the same card.
+"""The dataset card (`README.md`) of a publication (docs/PUBLISHING.md, "The dataset card"): the Hub's YAML header (one
+config per table) and what a reader needs to trust and load the tables. Every value comes from the series' files.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""What a publication holds (`dormant publish`): a tracked series' current results as a dataset repo's files.
-
-`build_publication` reads the series through `SeriesView` (every calibration set), refuses a store whose files are
-damaged, computes the findings table, and asks the store for the files of a store of that one series
-(`store.publication_files`: its current results byte for byte, its manifest and checksum record rewritten); to those
-it adds the dataset card (`README.md`, `card.py`) and the record of what the tool wrote (`_published.json`: the
-series, the tool, the licence, every file's SHA-256). The same store gives the same bytes, file for file: nothing in
-them depends on the clock, the host or the folder the store lies in.
+"""What a publication holds (`dormant publish`, docs/PUBLISHING.md): the store of the one series
+(`store.publication_files`), the findings table, the dataset card and the record of what the tool wrote
+(`_published.json`). The same store gives the same bytes: nothing depends on the clock, the host or the folder.
 """
 
 from __future__ import annotations

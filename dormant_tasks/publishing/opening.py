@@ -1,16 +1,7 @@
-"""A published series opened again without scoring anything: `--store hf://datasets/ORG/NAME[@REVISION]` (or a
-folder `dormant publish --out` wrote, which is a store already).
-
-A publication is a store of its one series (`store.published`), so opening it from the Hub is fetching its files,
-through huggingface_hub's file system (`HfFileSystem`), into a cache folder that every store reader then reads
-as it reads any store: `<cache>/published/datasets--ORG--NAME/<revision>/` (the cache of `checkpoints.cache_dir`).
-- The revision asked for is resolved to its commit once per open; a cached copy of that commit is used as it is,
-  another commit is fetched whole beside it and swapped in (one lock per repo, so two readers never interleave).
-- What is fetched is what the repo's `_published.json` lists, each file checked against its SHA-256 there: a repo
-  changed by hand, or a fetch cut short, is refused in one line, never read as results.
-- Offline (HF_HUB_OFFLINE), or when the Hub does not answer, the cached copy is read, with a note.
-- The copy keeps the `_published.json` record, which makes it read-only to every command that writes a store
-  (`store.refuse_published`); a fetch writes only inside the cache.
+"""A published series opened again without scoring anything: `--store hf://datasets/ORG/NAME[@REVISION]`
+(docs/PUBLISHING.md, "Reading a published series"): the files its `_published.json` lists, fetched through
+`HfFileSystem` into `<cache>/published/datasets--ORG--NAME/<revision>/` (one lock per repo), each checked against
+its SHA-256, and read there as any store, read-only; offline, the cached copy with a note.
 """
 
 from __future__ import annotations
@@ -70,7 +61,7 @@ def open_published(
     say: Callable[[str], None] = lambda line: None,
 ) -> Path:
     """The local store folder of `store`: a Hub location's cached copy, fetched when its commit is not cached yet
-    (module docstring); any other path as it is. StoreError (one line) when it cannot be had."""
+    (docs/PUBLISHING.md); any other path as it is. StoreError (one line) when it cannot be had."""
     if not is_hub_store(store):
         return Path(store)
     from filelock import FileLock

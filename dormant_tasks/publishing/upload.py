@@ -1,18 +1,6 @@
-"""A publication uploaded as a Hugging Face dataset repo (`dormant publish --repo-id ORG/NAME`), through
-huggingface_hub, in one commit or none.
-
-- The repo id and the token are checked before anything is read from the Hub (`check_dataset_repo`, `hub_token`: the
-  token from `HF_TOKEN` or `hf auth login`'s file, as huggingface_hub finds it).
-- The dataset repo is created when missing (`private` applies to a new repo only).
-- What the repo holds is listed once (`list_repo_tree`); the files are compared by content (an LFS file's sha256,
-  a git blob's oid), so only the files that changed are sent, and a publication the repo already holds makes no
-  commit at all. Files the tool wrote before and no longer writes (a checkpoint stored again under new taus) are
-  deleted in the same commit; what the tool wrote is what the repo's `_published.json` lists.
-- A file the tool did not write (anything but `.gitattributes` and what `_published.json` lists) refuses the
-  upload, unless `allow_foreign`: then it is left as it is (one of the tool's names is replaced).
-- One `create_commit` with every operation, pinned to the head it was compared with (`parent_commit`): the Hub
-  applies all of it or nothing, and refuses it when the repo moved meanwhile. A failure anywhere (the network,
-  a killed process) leaves the repo at its old head or at the new one, never between.
+"""A publication uploaded as a Hugging Face dataset repo (`dormant publish --repo-id ORG/NAME`; docs/PUBLISHING.md,
+"What goes up, and when"): compared by content with what the repo holds, in one `create_commit` pinned to the head
+it compared with (`parent_commit`), or none; a file the tool did not write refuses the upload unless allowed.
 """
 
 from __future__ import annotations
@@ -79,7 +67,7 @@ def upload_publication(
     token: str | None = None,
     say: Callable[[str], None] = lambda line: None,
 ) -> UploadResult:
-    """Upload `pub` to the dataset repo `repo_id` in one commit (module docstring); `say` gets the lines a user
+    """Upload `pub` to the dataset repo `repo_id` in one commit (docs/PUBLISHING.md); `say` gets the lines a user
     reads once the repo is known to take it, before anything is sent (what the publication weighs, what will be
     sent)."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, RepoFile
