@@ -30,6 +30,7 @@ from dormant_tasks.reporting.figure_data import (
     evaluation_groups,
     layer_counts,
     raster_data,
+    rate_intervals,
     raw_quantile_fns,
     score_bands,
     series_tau_positions,
@@ -174,6 +175,7 @@ def _series_plots(series: ReportSeries, fn: str, hide_blips: bool) -> list[_Plot
                 lambda: fg.draw_transition_bars(transition_counts(series, fn), t[1:], fn),
             )
         )
+        plots.append(("rates", f"rates_{fn}", lambda: fg.draw_rate_intervals(t, rate_intervals(series, fn), fn)))
     plots.append(
         (
             "scores",
