@@ -38,7 +38,8 @@ and its deviation from a dormant rate of one half is d_tc = k_tc - m_c / 2.
 
 Cost: counting clusters is O(T H n); the tail O(H x samples x T x (C + grid points up to the head's largest
 |z|)), in chunks of heads sized to T (CHUNK_CELLS: linear in T, 256 heads x 128 inputs T 100 -> 1,000:
-10.5x the CPU where fixed chunks of 32 heads took 20x). 1,024 heads x 200 checkpoints x 128 inputs: 3.7 s of CPU
+9.7x the CPU where fixed chunks of 32 heads took 20x, and whole-series temporaries of the rate interval 13x;
+benchmarks/state_cost.py). 1,024 heads x 200 checkpoints x 128 inputs: 3.7 s of CPU
 (independent inputs), 8.9 s (twins) on a shared 2-core machine (benchmarks/findings_calibration.py --timing). The
 tail runs with the BLAS limited to one thread (threadpoolctl): its products are small per chunk of heads, and with
 the default 2 threads on a busy 2-core machine one decision (256 heads x 100 checkpoints x 128 inputs) took 2.3x
@@ -246,8 +247,12 @@ def standardise(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _half_step(d: np.ndarray) -> np.ndarray:
     """[checkpoint, head] the continuity correction: the smallest non-zero |d_tc| (the sum's lattice: its half
     step); 0 where every cluster sits exactly at one half."""
-    nonzero = np.where(d != 0, np.abs(d), np.float32(np.inf)).min(axis=-1)
-    return np.where(np.isfinite(nonzero), nonzero, 0.0)
+    out = np.empty(d.shape[:-1])
+    rows = max(1, CHUNK_CELLS * 64 // max(int(np.prod(d.shape[1:])), 1))  # checkpoints at a time: small temporaries
+    for t in range(0, d.shape[0], rows):  # (one pass over all of d made temporaries of 4x its size: T 1,000 cost 30x)
+        nonzero = np.where(d[t : t + rows] != 0, np.abs(d[t : t + rows]), np.float32(np.inf)).min(axis=-1)
+        out[t : t + rows] = np.where(np.isfinite(nonzero), nonzero, 0.0)
+    return out
 
 
 def _corrected(total: np.ndarray, norm: np.ndarray, delta: np.ndarray) -> np.ndarray:
@@ -274,7 +279,7 @@ def rate_interval(
     Wilson interval of k of n at the same critical value where that is wider (near a rate of 0 or 1, where the
     self-normalised variance vanishes). NaN with no input.
     """
-    d = np.asarray(d, dtype=np.float64)
+    d = np.asarray(d)  # float64 one checkpoint at a time (the whole of it in float64: T 1,000 cost 30x T 100)
     sizes = np.asarray(sizes, dtype=np.float64)
     n_ckpt, n_heads, _ = d.shape
     n = int(sizes.sum())
@@ -284,11 +289,13 @@ def rate_interval(
     p = np.arange(2 * n + 1) / (2 * n)  # [grid]
     e = (0.5 - p)[:, None]  # [grid, 1]
     crit = np.broadcast_to(np.asarray(crit, dtype=np.float64), (n_heads,))
-    delta = _half_step(d)  # [checkpoint, head]
+    sums = np.empty((n_ckpt, n_heads))  # [checkpoint, head] sum_c d_tc
     for t in range(n_ckpt):
-        total = d[t].sum(axis=-1)[None, :] + n * e  # [grid, head]
-        norm2 = (d[t] ** 2).sum(axis=-1)[None, :] + 2 * e * (d[t] @ sizes)[None, :] + e * e * (sizes @ sizes)
-        z = t_to_normal(_corrected(total, np.sqrt(np.maximum(norm2, 0.0)), delta[t][None, :]), df)
+        dt = d[t].astype(np.float64)  # [head, cluster]
+        sums[t] = dt.sum(axis=-1)
+        total = sums[t][None, :] + n * e  # [grid, head]
+        norm2 = (dt**2).sum(axis=-1)[None, :] + 2 * e * (dt @ sizes)[None, :] + e * e * (sizes @ sizes)
+        z = t_to_normal(_corrected(total, np.sqrt(np.maximum(norm2, 0.0)), _half_step(dt[None])), df)
         keep = np.abs(z) < crit[None, :]  # [grid, head] not rejected
         if at_half is not None:
             keep[n] = ~np.asarray(at_half[t], dtype=bool)
@@ -298,7 +305,7 @@ def rate_interval(
         high[t] = np.where(keep.any(axis=0), p[np.minimum(last + 1, 2 * n)], np.nan)
     # never narrower than Wilson's interval of k of n at the same critical value: the self-normalised variance
     # vanishes at a rate of 0 or 1 (0 of 128 alone would give [0, 0.008]); widening keeps "above 1/2 => confident"
-    w_low, w_high = wilson_interval(d.sum(axis=-1) + n / 2, n, np.minimum(crit, 40.0)[None, :])
+    w_low, w_high = wilson_interval(sums + n / 2, n, np.minimum(crit, 40.0)[None, :])
     inf = np.isinf(crit)[None, :]
     return np.minimum(low, np.where(inf, 0.0, w_low)), np.maximum(high, np.where(inf, 1.0, w_high))
 
