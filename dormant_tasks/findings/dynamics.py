@@ -63,6 +63,7 @@ from dormant_tasks.statistics import (
     scaled,
     share_estimate,
 )
+from dormant_tasks.text import plural
 from dormant_tasks.tracking import Resolution, apply_decisions, series_resolution, state_decisions
 
 EARLY = 0.10  # "early": by this fraction of the series' tokens
@@ -178,6 +179,16 @@ class Transitions:
             else f"{paired.test}; {paired.method.upper()} q <= {paired.fdr:g} over {_family_words(paired.family)}",
         }.items():
             object.__setattr__(self, name, value)
+
+    @property
+    def paired_note(self) -> str:
+        """The paired changes as a sentence of the findings' text ("" where none were tested)."""
+        if self.paired is None:
+            return ""
+        return (
+            f" Heads that changed on these inputs ({self.paired_test}): {self.paired_changes} adjacent pair x head "
+            f"changes, in {plural(self.paired_heads or 0, 'head')}."
+        )
 
 
 @dataclass(frozen=True)

@@ -397,22 +397,10 @@ def _transitions_line(f: Findings) -> str:
         f"{t.undetermined.k} of {t.undetermined.n} "
         f"head-checkpoints undetermined); {plural(t.n_blips, 'blip')} of the mask, {t.n_confident_blips} with both "
         "legs confident. McNemar's exact test (null: the same dormant rate on these inputs at both checkpoints) gives "
-        f"p < 0.05 for {t.n_raw} of the {t.n_paired} mask changes it could test, uncorrected{_paired_note(t)}. "
-        "Heads whose mask ever "
+        f"p < 0.05 for {t.n_raw} of the {t.n_paired} mask changes it could test, uncorrected. Heads whose mask ever "
         f"changed: {_pct(t.ever_changed)}; more than once: {_pct(t.more_than_once)}; with a confident transition: "
         f"{_pct(t.confidently_changed)}; with two or more: {t.confidently_more_than_once}. {_rates(f)} Per interval: "
-        f"{_interval_list(t) or 'none'}.{_resolution_note(t.resolution)}"
-    )
-
-
-def _paired_note(t) -> str:
-    """The paired changes beside the uncorrected count: every adjacent pair and head tested on these inputs, under
-    the FDR over the family asked for (`--paired-fdr`; "" where the indicators are missing)."""
-    if t.paired_changes is None:
-        return ""
-    return (
-        f"; controlled ({t.paired_test}), {plural(t.paired_changes, 'head-pair')} changed on these inputs, in "
-        f"{plural(t.paired_heads, 'head')}"
+        f"{_interval_list(t) or 'none'}.{_resolution_note(t.resolution)}{t.paired_note}"
     )
 
 
