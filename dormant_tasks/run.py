@@ -285,7 +285,9 @@ def _render_report(request: TrackRequest):
     from dormant_tasks.reporting import ReportSettings, render_report
     from dormant_tasks.statistics import FDR_METHOD
 
-    settings = ReportSettings(fdr=request.fdr, fdr_method=request.fdr_method or FDR_METHOD)
+    settings = ReportSettings(
+        fdr=request.fdr, fdr_method=request.fdr_method or FDR_METHOD, paired_fdr=request.paired_fdr or "pair"
+    )
     return render_report(request.store, request.model_id, request.reports_dir, settings, reuse=True)
 
 

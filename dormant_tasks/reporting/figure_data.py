@@ -130,6 +130,35 @@ def dormant_traces(series: ReportSeries, score_fn: str, most: int = 24) -> Dorma
     return DormantTraces(labels, series.score[i][order], dormant[order], int(ever.size))
 
 
+@dataclass(frozen=True)
+class RateIntervals:
+    """The heads whose state changed most under one function, each its dormant rate through training with the
+    per-checkpoint 95% interval stored with it (`dormant_rate_low/high`: the rule and clusters of the confident
+    states), and where its confident transitions land."""
+
+    labels: list[str]  # "L{layer}.H{head}" of the heads shown
+    rate: np.ndarray  # float64 [shown head, checkpoint] (NaN: not scored)
+    low: np.ndarray  # float64 [shown head, checkpoint] (NaN: not scored, or no interval stored)
+    high: np.ndarray  # float64 [shown head, checkpoint]
+    confident: np.ndarray  # bool [shown head, checkpoint]: a confident transition into the checkpoint
+    n_changed: int  # heads whose mask changed at least once (shown: the first `most`)
+
+
+def rate_intervals(series: ReportSeries, score_fn: str, most: int = 6) -> RateIntervals:
+    """Up to `most` heads whose mask changed, those with the most confident transitions first, then the most mask
+    changes (ties: layer, then head), each with its dormant rate and interval at every checkpoint."""
+    i = series.fn_index(score_fn)
+    changes = (series.marks[i] != 0).sum(axis=1)  # [head]
+    confident = (series.confident[i] & (series.marks[i] != 0)).sum(axis=1)  # [head]
+    changed = np.flatnonzero(changes > 0)  # [changed head]
+    order = changed[np.lexsort((changed, -changes[changed], -confident[changed]))][:most]
+    labels = [f"L{h // series.n_heads}.H{h % series.n_heads}" for h in order]
+    rates = series.rates if series.rates is not None else np.full((3, *series.score.shape), np.nan)
+    rate, low, high = (rates[k, i][order] for k in range(3))
+    marked = series.confident[i][order] & (series.marks[i][order] != 0)
+    return RateIntervals(labels, rate, low, high, marked, int(changed.size))
+
+
 def head_view(series: ReportSeries, score_fn: str) -> dict:
     """The per-head view's data (the report's <select> of heads, drawn by its inline script): per head its
     score at every checkpoint under `score_fn` to 4 significant digits (None: not scored) and its states as one

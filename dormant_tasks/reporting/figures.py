@@ -20,6 +20,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLoca
 
 from dormant_tasks.checkpoints import format_tokens
 from dormant_tasks.engine import get_score_function
+from dormant_tasks.text import plural
 
 DPI = 150
 # Raster cell colours, indexed by raster_codes(): not scored, active, dormant, fell dormant here, woke here.
@@ -247,6 +248,49 @@ def draw_score_bands(tokens: np.ndarray, bands: np.ndarray, tau: float, score_fn
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_title(f"Distribution of {score_fn} scores over heads, with the dormant heads")
+    return fig
+
+
+def draw_rate_intervals(tokens: np.ndarray, r, score_fn: str) -> Figure:
+    """r (figure_data.RateIntervals): one panel per head, its dormant rate through training (line), the 95% interval
+    stored with each checkpoint's rate (band; the confident states' rule and clusters), the 0.5 that makes a head
+    dormant, and a star where a confident transition lands."""
+    n = len(r.labels)
+    cols = min(3, max(n, 1))
+    rows = max(1, -(-n // cols))
+    fig = Figure(figsize=(3.4 * cols + 0.6, 2.5 * rows + 0.9), layout="constrained")
+    axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        if k >= n:
+            ax.set_axis_off()
+            continue
+        ax.fill_between(tokens, r.low[k], r.high[k], color="C0", alpha=0.25, linewidth=0, step=None)
+        ax.plot(tokens, r.rate[k], color="C0", marker="o" if len(tokens) <= 40 else None, markersize=3, linewidth=1)
+        ax.axhline(0.5, color="black", linestyle="--", linewidth=0.8)
+        at = r.confident[k]
+        ax.plot(tokens[at], r.rate[k][at], "*", color="C3", markersize=9, zorder=4)
+        ax.set_title(r.labels[k], fontsize=9)
+        ax.set_ylim(-0.03, 1.03)
+        ax.grid(alpha=0.3)
+        set_tokens_axis(ax, tokens)
+        if k < n - cols:  # a panel below holds the label
+            ax.set_xlabel("")
+    fig.supylabel("dormant rate", fontsize=10)
+    if n == 0:
+        axes[0, 0].text(0.5, 0.5, f"no head's mask changed under {score_fn}", ha="center", va="center")
+    handles = [
+        Patch(color="C0", alpha=0.25, label="95% interval of the rate (the confident states' rule)"),
+        axes[0, 0].plot([], [], color="C0", marker="o", markersize=3, label="dormant rate")[0],
+        axes[0, 0].plot([], [], "--", color="black", linewidth=0.8, label="0.5: dormant at or above")[0],
+        axes[0, 0].plot([], [], "*", color="C3", markersize=9, label="confident transition into it")[0],
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    shown = (
+        f"the {n} of {r.n_changed} heads whose mask changed, those that changed most"
+        if n < r.n_changed
+        else (f"the {plural(n, 'head')} whose mask changed")
+    )
+    fig.suptitle(f"Dormant rate with its interval under {score_fn}: {shown}", fontsize=10)
     return fig
 
 

@@ -42,6 +42,11 @@ FIGURE_CAPTIONS = {
     "layers": "Number of dormant heads per layer at each checkpoint under {fn}.",
     "transitions": "Transitions under {fn} between consecutive checkpoints (from the store's transitions table): "
     "heads that fell dormant (up) and heads that woke (down) in each interval.",
+    "rates": "Each checkpoint's reading of a head's state under {fn}, for the heads whose mask changed most (those "
+    "with confident transitions first): the dormant rate (the share of calibration inputs on which the head is "
+    "inactive) with its 95% interval, stored with it (dormant_rate_low/high: the confident states' rule, over the "
+    'same clusters of inputs, one checkpoint at a time, docs/SCORES.md "Interval"); a star where a confident '
+    "transition lands (the series' decision also counts every checkpoint and head it searched: it asks more).",
     "scores": "Distribution over heads of the per-head {fn} score (each head's mean over the calibration "
     "inputs, from head_scores): median and 10–90% band, with the series' tau; over the band, in red, each head "
     "that is dormant at one checkpoint or more (up to 24, the most often dormant), a dot where it is dormant.",

@@ -30,6 +30,7 @@ from dormant_tasks.reporting.figure_data import (
     evaluation_groups,
     layer_counts,
     raster_data,
+    rate_intervals,
     raw_quantile_fns,
     score_bands,
     series_tau_positions,
@@ -40,7 +41,7 @@ from dormant_tasks.reporting.findings_report import findings_plots
 from dormant_tasks.reporting.series_data import load_series, resolve_model_id
 from dormant_tasks.reporting.sets import calibration_sets, length_dependence
 from dormant_tasks.reporting.texts import report_markdown
-from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, FDR_METHOD, Resampling
+from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, FDR_METHOD, PAIRED_FDR_FAMILIES, Resampling
 from dormant_tasks.tracking import SeriesView, open_views, stored_files
 from dormant_tasks.version import __version__
 
@@ -71,6 +72,7 @@ class ReportSettings:
     fdr: float = FDR  # the false discovery rate of the heads called to change confident state
     fdr_method: str = FDR_METHOD  # its correction
     resampling: Resampling = DEFAULT_RESAMPLING  # the findings' intervals
+    paired_fdr: str = PAIRED_FDR_FAMILIES[0]  # the family of the paired changes' FDR (`--paired-fdr`)
 
 
 _Plot = tuple[str, str, Callable[[], "Figure"]]  # (figure kind, file name, draw)
@@ -111,7 +113,14 @@ def render_report(
     # after every set's transitions were read: a pending decision a run stores is in the files the stamp hashes
     stamp = inputs_stamp(root, series.model_id, settings, out)
     found = series_findings(
-        store, series.model_id, fn, settings.fdr, settings.resampling, settings.fdr_method, views=views
+        store,
+        series.model_id,
+        fn,
+        settings.fdr,
+        settings.resampling,
+        settings.fdr_method,
+        views=views,
+        paired_family=settings.paired_fdr,
     )
     groups = evaluation_groups(series)
     plots = _series_plots(series, fn, settings.hide_blips)
@@ -174,6 +183,7 @@ def _series_plots(series: ReportSeries, fn: str, hide_blips: bool) -> list[_Plot
                 lambda: fg.draw_transition_bars(transition_counts(series, fn), t[1:], fn),
             )
         )
+        plots.append(("rates", f"rates_{fn}", lambda: fg.draw_rate_intervals(t, rate_intervals(series, fn), fn)))
     plots.append(
         (
             "scores",
@@ -249,6 +259,8 @@ def inputs_stamp(root: Path, model_id: str, settings: ReportSettings, out: Path 
         asked += f"\0fdr={s.fdr}\0{s.resampling}"
     if s.fdr_method != FDR_METHOD:
         asked += f"\0fdr_method={s.fdr_method}"
+    if s.paired_fdr != PAIRED_FDR_FAMILIES[0]:
+        asked += f"\0paired_fdr={s.paired_fdr}"
     h = hashlib.sha256(f"{__version__}\0{asked}\n".encode())
     if out is not None and (linked := comparisons.comparisons_of(root, model_id, out)):
         h.update(json.dumps(linked).encode())

@@ -49,6 +49,9 @@ class ReportSeries:
     windows: tuple[tuple[int, int], ...] = ()  # (layer, sliding window in tokens) of the windowed layers, in order
     set_aside: tuple[dict, ...] = ()  # `set_aside_checkpoints` rows: branches the integrity audit set aside
     identical: tuple[tuple[str, ...], ...] = ()  # checkpoints whose scores are bit-identical (the second net)
+    # float64 [3, fn, layer*n_heads+head, checkpoint]: dormant_rate and its 95% interval, dormant_rate_low and
+    # dormant_rate_high (the confident states' rule and clusters); NaN where not scored or not stored
+    rates: np.ndarray | None = None
 
     @property
     def revisions(self) -> list[str]:
@@ -130,6 +133,9 @@ def load_series(
     score = np.full(shape, np.nan)  # [fn, head, checkpoint]
     dormant[fn, head, col] = hs["dormant"].to_numpy(zero_copy_only=False).astype(np.int8)
     score[fn, head, col] = hs["score"].to_numpy(zero_copy_only=False)
+    rates = np.full((3, *shape), np.nan)  # [rate / low / high, fn, head, checkpoint]
+    for k, name in enumerate(("dormant_rate", "dormant_rate_low", "dormant_rate_high")):
+        rates[k, fn, head, col] = hs[name].to_numpy(zero_copy_only=False).astype(np.float64)  # null -> NaN
     taus = {f: (view.taus[f].value, str(view.taus[f].direction)) for f in score_fns}
 
     tr = view.transitions(score_fns)
@@ -160,6 +166,7 @@ def load_series(
         windowed_layers(hs),
         view.duplicates,
         tuple(tuple(g) for g in view.identical_scores()),
+        rates,
     )
 
 

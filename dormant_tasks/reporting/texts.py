@@ -258,10 +258,6 @@ def _pct(share: Share | None, of: str = "heads") -> str:
     return f"{share.k} of {share.n} {of} ({100 * share.value:.1f}%, {ci})"
 
 
-def _tokens(t: float) -> str:
-    return format_tokens(t)
-
-
 def _num(x: float) -> str:
     """A count-like number to three significant digits, never in scientific notation (6,840, 12.3, 0.0412)."""
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
@@ -283,15 +279,11 @@ def _ci(e: Estimate, fmt=_num, unit: str = "") -> str:
     return f"{fmt(e.value)}{unit} ({ci})"
 
 
-def _frac(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
 def _settled_list(q: Quantities, most: int = 20) -> str:
     """Per head that settled dormant, where it settled (dormant at >= STABLE from then on), earliest first."""
     heads, settled = q["emergence.heads"], q["emergence.settled_tokens"]
     order = np.argsort(settled, kind="stable")
-    parts = [f"{heads[i]} at {_tokens(settled[i])}" for i in order[:most]]
+    parts = [f"{heads[i]} at {format_tokens(settled[i])}" for i in order[:most]]
     return ", ".join(parts) + (f", and {len(order) - most} more" if len(order) > most else "")
 
 
@@ -300,7 +292,7 @@ def _interval_list(q: Quantities, most: int = 12) -> str:
     tokens, spacing, steps = (q[f"transitions.interval_{x}"] for x in ("tokens", "spacing", "steps"))
     confident, other = q["transitions.interval_confident"], q["transitions.interval_other"]
     parts = [
-        f"to {_tokens(tokens[i])} (spacing {_tokens(spacing[i])} tokens, {steps[i]} "
+        f"to {format_tokens(tokens[i])} (spacing {format_tokens(spacing[i])} tokens, {steps[i]} "
         f"steps): {confident[i]} confident of {confident[i] + other[i]}"
         for i in range(min(most, len(tokens)))
     ]
@@ -339,7 +331,7 @@ def _findings_header(q: Quantities, esc: Callable[[str], str]) -> str:
         f"Findings for {esc(q['model_id'])} under {q['score_fn']} (inactive if score {q['direction']} {q['tau']:g}, "
         f"dormant when inactive on at least half of the inputs), calibration "
         f"set {esc(q['calibration_id'])}, {plural(q['n_checkpoints'], 'checkpoint')} to "
-        f"{esc(q['emergence.final_revision'])} ({_tokens(q['emergence.final_tokens'])} tokens)."
+        f"{esc(q['emergence.final_revision'])} ({format_tokens(q['emergence.final_tokens'])} tokens)."
     )
 
 
@@ -354,7 +346,7 @@ def _too_few(q: Quantities, need: int, what: str) -> str | None:
 
 
 def _emergence_line(q: Quantities, esc: Callable[[str], str]) -> str:
-    e = q.within("emergence")
+    e, _frac = q.within("emergence"), "{:.1%}".format
     n_heads = e["n_heads"]
     head = f"1. **Emergence.** Dormant {e['pct_dormant_first']:.1f}% -> {e['pct_dormant_last']:.1f}% of {n_heads} heads"
     if too_few := _too_few(q, MIN_DYNAMICS_CHECKPOINTS, "when heads fall dormant"):
@@ -364,18 +356,18 @@ def _emergence_line(q: Quantities, esc: Callable[[str], str]) -> str:
         emerge = (
             f"{e['n_settled']} of {n_heads} heads settled dormant ({stable}), {e['n_censored']} had not by the end "
             f"(right-censored); over every head the median settling time is "
-            f"{_ci(e['settled_median_all'], _tokens, ' tokens')}. Among the heads that settled, the median was first "
-            f"dormant at {_ci(e['first_median'], _tokens, ' tokens')}, "
+            f"{_ci(e['settled_median_all'], format_tokens, ' tokens')}. Among the heads that settled, the median was first "
+            f"dormant at {_ci(e['first_median'], format_tokens, ' tokens')}, "
             f"{_ci(e['first_fraction'], _frac, ' of the series')}, "
-            f"and settled at {_ci(e['settled_median'], _tokens, ' tokens')}, "
+            f"and settled at {_ci(e['settled_median'], format_tokens, ' tokens')}, "
             f"{_ci(e['settled_fraction'], _frac, ' of the series')}; {_pct(e['early'], 'settled heads')} had settled by "
-            f"{int(100 * EARLY)}% of the tokens ({_tokens(e['early_tokens'])}); per head: {_settled_list(q)}."
+            f"{int(100 * EARLY)}% of the tokens ({format_tokens(e['early_tokens'])}); per head: {_settled_list(q)}."
             f"{_censored_note(q)}"
         )
     else:
         emerge = f"no head has settled dormant ({stable}): all {n_heads} are right-censored at the end."
     first = (
-        f"first dormant head at {esc(e['first_dormant_revision'])} ({_tokens(e['first_dormant_tokens'] or 0)} tokens)"
+        f"first dormant head at {esc(e['first_dormant_revision'])} ({format_tokens(e['first_dormant_tokens'] or 0)} tokens)"
         if e["first_dormant_revision"]
         else tau_marks_nothing(q["score_fn"], q["direction"], q["tau"], q["n_checkpoints"])
     )
@@ -401,7 +393,7 @@ def _transitions_line(q: Quantities) -> str:
         f"gives p < 0.05 for {t['n_raw']} of the {t['n_paired']} mask changes it could test, uncorrected. Heads whose "
         f"mask ever changed: {_pct(t['ever_changed'])}; more than once: {_pct(t['more_than_once'])}; with a confident "
         f"transition: {_pct(t['confidently_changed'])}; with two or more: {t['confidently_more_than_once']}. "
-        f"{_rates(q)} Per interval: {_interval_list(q) or 'none'}.{_resolution_note(t['resolution'])}"
+        f"{_rates(q)} Per interval: {_interval_list(q) or 'none'}.{_resolution_note(t['resolution'])}{_paired_note(t)}"
     )
 
 
@@ -431,7 +423,7 @@ def resolution_text(r, most: int = 8) -> str:
     if not r.unresolved and not r.n_unknown:
         return f"All {plural(r.n_confident, 'confident transition')} resolved to adjacent checkpoints."
     pairs = [
-        f"between {_tokens(u.from_tokens)} and {_tokens(u.to_tokens)} tokens: {plural(u.unscored, 'checkpoint')} unscored"
+        f"between {format_tokens(u.from_tokens)} and {format_tokens(u.to_tokens)} tokens: {plural(u.unscored, 'checkpoint')} unscored"
         + (f" ({u.n_confident} transitions)" if u.n_confident > 1 else "")
         for u in r.unresolved[:most]
     ]
@@ -444,8 +436,17 @@ def resolution_text(r, most: int = 8) -> str:
 
 
 def _resolution_note(r) -> str:
-    text = resolution_text(r)
-    return f" {text}" if text else ""
+    return f" {text}" if (text := resolution_text(r)) else ""
+
+
+def _paired_note(t: Quantities) -> str:
+    """The heads that changed on these inputs, as a sentence ("" where none were tested)."""
+    if t["paired_test"] is None:
+        return ""
+    return (
+        f" Heads that changed on these inputs ({t['paired_test']}): {t['paired_changes']} adjacent pair x head "
+        f"changes, in {plural(t['paired_heads'] or 0, 'head')}."
+    )
 
 
 def _rates(q: Quantities) -> str:
@@ -454,8 +455,8 @@ def _rates(q: Quantities) -> str:
         return f"Rates: {too_few[0].lower()}{too_few[1:]}"
     parts = [
         f"stage {g.stage}: {plural(g.n_transitions, 'mask change')}, {g.n_confident} confident over "
-        f"{_tokens(g.tokens)} tokens{_rate(g)}; checkpoint spacing "
-        f"{_tokens(g.spacing.value)} tokens (median; {_tokens(g.spacing.low)}-{_tokens(g.spacing.high)})"
+        f"{format_tokens(g.tokens)} tokens{_rate(g)}; checkpoint spacing "
+        f"{format_tokens(g.spacing.value)} tokens (median; {format_tokens(g.spacing.low)}-{format_tokens(g.spacing.high)})"
         if g.tokens > 0
         else f"stage {g.stage}: {plural(g.n_transitions, 'mask change')}, {g.n_confident} confident (no token span)"
         for g in q["transitions.stages"]
@@ -471,8 +472,8 @@ def _rate(g) -> str:
     extrapolation (`findings.MIN_RATE_TOKENS`)."""
     if g.tokens < MIN_RATE_TOKENS:
         return (
-            f"; no rate per billion tokens: the stage spans {_tokens(g.tokens)} tokens, under the "
-            f"{_tokens(MIN_RATE_TOKENS)} a rate per billion is stated from (scaling its count up would extrapolate)"
+            f"; no rate per billion tokens: the stage spans {format_tokens(g.tokens)} tokens, under the "
+            f"{format_tokens(MIN_RATE_TOKENS)} a rate per billion is stated from (scaling its count up would extrapolate)"
         )
     return (
         f" = {_ci(g.per_billion)} confident per billion tokens (exact Poisson, as if independent: "

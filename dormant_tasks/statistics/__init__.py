@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         FDR as FDR,
         FDR_METHOD as FDR_METHOD,
         FDR_METHODS as FDR_METHODS,
+        PAIRED_FDR_FAMILIES as PAIRED_FDR_FAMILIES,
         RESAMPLES as RESAMPLES,
         SEED as SEED,
         STATE_SAMPLES as STATE_SAMPLES,
@@ -65,11 +66,11 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     from dormant_tasks.statistics.options import (
         MAX_RESAMPLES as MAX_RESAMPLES,
         fdr_options as fdr_options,
+        paired_fdr_option as paired_fdr_option,
         resampling_options as resampling_options,
         statistics_options as statistics_options,
     )
     from dormant_tasks.statistics.paired import (
-        PAIRED_FDR_FAMILIES as PAIRED_FDR_FAMILIES,
         PairedChanges as PairedChanges,
         paired_changes as paired_changes,
         pooled_qvalues as pooled_qvalues,

@@ -27,7 +27,9 @@ and its deviation from a dormant rate of one half is d_tc = k_tc - m_c / 2.
   x, N the checkpoints whose z* reach x; it has bounded relative error in the tail and lies between Phi(-x) and
   T' Phi(-x) (Bonferroni) by construction. It is estimated at the nodes x = 1, 1.5, ..., 8 (`NODES`) as r(x) = G(x) / Phi(-x), the
   head's effective number of checkpoints, interpolated linearly between them and raised where needed so that G
-  is non-increasing (conservative), so that every decision below is one comparison.
+  is non-increasing (conservative), so that every decision below is one comparison. The nodes wholly below
+  min(M, x_lo) (M below; x_lo where the lower bound Phi(-x) alone settles every state: `settled_below`) are read
+  by nothing stored and left at Bonferroni's bound.
 - **Per head**, p_head = G(M), M = the largest x at which the head is confidently in one state at a checkpoint
   and in the other at a later one on the same path (intersection-union: under either half of the null a claim
   needs a false call on that half's side). **Over heads**: Benjamini-Hochberg (or -Yekutieli) q-values of
@@ -36,7 +38,8 @@ and its deviation from a dormant rate of one half is d_tc = k_tc - m_c / 2.
 
 Cost: counting clusters is O(T H n); the tail O(H x samples x T x (C + grid points up to the head's largest
 |z|)), in chunks of heads sized to T (CHUNK_CELLS: linear in T, 256 heads x 128 inputs T 100 -> 1,000:
-10.5x the CPU where fixed chunks of 32 heads took 20x). 1,024 heads x 200 checkpoints x 128 inputs: 3.7 s of CPU
+9.7x the CPU where fixed chunks of 32 heads took 20x, and whole-series temporaries of the rate interval 13x;
+benchmarks/state_cost.py). 1,024 heads x 200 checkpoints x 128 inputs: 3.7 s of CPU
 (independent inputs), 8.9 s (twins) on a shared 2-core machine (benchmarks/findings_calibration.py --timing). The
 tail runs with the BLAS limited to one thread (threadpoolctl): its products are small per chunk of heads, and with
 the default 2 threads on a busy 2-core machine one decision (256 heads x 100 checkpoints x 128 inputs) took 2.3x
@@ -132,12 +135,12 @@ def decide_states(
     z = t_to_normal(z, df)
     # no level can be below fdr / (H x BY's harmonic sum): where Bonferroni's bound is under that, G needs no finer
     floor = 0.1 * fdr / (max(n_heads, 1) * harmonic(max(n_heads, 1)))
-    with threadpool_limits(1):  # small products per chunk: BLAS threads only wait (benchmarks/state_threads.py)
-        tails = TailGrid.fit(d, norm, np.abs(z).max(axis=0, initial=0.0), samples, seed, floor)
-    state_p = tails.p(np.abs(z))  # [checkpoint, head]
-
     # the largest x at which the head is confidently on one side at i and on the other at a later j
     reach = _reach(z, pred)  # [head]
+    settled = settled_below(reach, fdr, method)
+    with threadpool_limits(1):  # small products per chunk: BLAS threads only wait (benchmarks/state_threads.py)
+        tails = TailGrid.fit(d, norm, np.abs(z).max(axis=0, initial=0.0), samples, seed, floor, settled)
+    state_p = tails.p(np.abs(z))  # [checkpoint, head]: the importance-sampled G from `settled` up
     head_p = tails.p(reach[None, :])[0]
     head_q = fdr_qvalues(head_p, method)
     selected = int((head_q <= fdr).sum())
@@ -153,6 +156,28 @@ def decide_states(
         state, z, state_p, head_p, head_q, float(level), method, float(fdr), int(sizes.size),
         cluster_reach(sizes, n_heads, fdr, method, small_sample), made, low, high,
     )  # fmt: skip
+
+
+def settled_below(reach: np.ndarray, fdr: float, method: str) -> np.ndarray:
+    """[head] the |z| below which no stored result of `decide_states` reads the head's tail G: min(reach, x_lo).
+
+    G(x) >= Phi(-x) (the bound's lower side), so BH (BY) over the lower bounds Phi(-reach) rejects at least as many
+    heads as over head_p = G(reach) (the step-up is monotone in the p-values): R <= R_max, so the level c = fdr
+    max(R, 1) / H (BY: / its harmonic sum) is at most c_max = fdr max(R_max, 1) / H, and below x_lo = Phi^-1(1 -
+    c_max) every state is settled unconfident by the bound alone (G(x) >= Phi(-x) > c_max >= c), as is every step
+    of `TailGrid.critical`'s bisection there. head_p reads G at the head's reach, and G between two nodes reads
+    those two (the monotone sweep runs from the right, so nodes to the left never change those to the right): the
+    nodes wholly below min(reach, x_lo) change neither head_p, the level, the states, the critical |z| (the rate
+    interval) nor the p of a confident transition; `TailGrid.fit` leaves them at Bonferroni's bound T' (`state_p`
+    there is that bound, an upper one, where no decision turns on it)."""
+    from dormant_tasks.statistics.states import fdr_qvalues
+
+    n_heads = reach.size
+    if not n_heads:
+        return np.zeros(0)
+    r_max = int((fdr_qvalues(special.ndtr(-reach), method) <= fdr).sum())
+    c_max = fdr * max(r_max, 1) / n_heads / (harmonic(n_heads) if method == "by" else 1.0)
+    return np.minimum(reach, -special.ndtri(c_max))
 
 
 def cluster_deviations(inactive: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -222,8 +247,12 @@ def standardise(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _half_step(d: np.ndarray) -> np.ndarray:
     """[checkpoint, head] the continuity correction: the smallest non-zero |d_tc| (the sum's lattice: its half
     step); 0 where every cluster sits exactly at one half."""
-    nonzero = np.where(d != 0, np.abs(d), np.float32(np.inf)).min(axis=-1)
-    return np.where(np.isfinite(nonzero), nonzero, 0.0)
+    out = np.empty(d.shape[:-1])
+    rows = max(1, CHUNK_CELLS * 64 // max(int(np.prod(d.shape[1:])), 1))  # checkpoints at a time: small temporaries
+    for t in range(0, d.shape[0], rows):  # (one pass over all of d made temporaries of 4x its size: T 1,000 cost 30x)
+        nonzero = np.where(d[t : t + rows] != 0, np.abs(d[t : t + rows]), np.float32(np.inf)).min(axis=-1)
+        out[t : t + rows] = np.where(np.isfinite(nonzero), nonzero, 0.0)
+    return out
 
 
 def _corrected(total: np.ndarray, norm: np.ndarray, delta: np.ndarray) -> np.ndarray:
@@ -250,7 +279,7 @@ def rate_interval(
     Wilson interval of k of n at the same critical value where that is wider (near a rate of 0 or 1, where the
     self-normalised variance vanishes). NaN with no input.
     """
-    d = np.asarray(d, dtype=np.float64)
+    d = np.asarray(d)  # float64 one checkpoint at a time (the whole of it in float64: T 1,000 cost 30x T 100)
     sizes = np.asarray(sizes, dtype=np.float64)
     n_ckpt, n_heads, _ = d.shape
     n = int(sizes.sum())
@@ -260,11 +289,13 @@ def rate_interval(
     p = np.arange(2 * n + 1) / (2 * n)  # [grid]
     e = (0.5 - p)[:, None]  # [grid, 1]
     crit = np.broadcast_to(np.asarray(crit, dtype=np.float64), (n_heads,))
-    delta = _half_step(d)  # [checkpoint, head]
+    sums = np.empty((n_ckpt, n_heads))  # [checkpoint, head] sum_c d_tc
     for t in range(n_ckpt):
-        total = d[t].sum(axis=-1)[None, :] + n * e  # [grid, head]
-        norm2 = (d[t] ** 2).sum(axis=-1)[None, :] + 2 * e * (d[t] @ sizes)[None, :] + e * e * (sizes @ sizes)
-        z = t_to_normal(_corrected(total, np.sqrt(np.maximum(norm2, 0.0)), delta[t][None, :]), df)
+        dt = d[t].astype(np.float64)  # [head, cluster]
+        sums[t] = dt.sum(axis=-1)
+        total = sums[t][None, :] + n * e  # [grid, head]
+        norm2 = (dt**2).sum(axis=-1)[None, :] + 2 * e * (dt @ sizes)[None, :] + e * e * (sizes @ sizes)
+        z = t_to_normal(_corrected(total, np.sqrt(np.maximum(norm2, 0.0)), _half_step(dt[None])), df)
         keep = np.abs(z) < crit[None, :]  # [grid, head] not rejected
         if at_half is not None:
             keep[n] = ~np.asarray(at_half[t], dtype=bool)
@@ -274,7 +305,7 @@ def rate_interval(
         high[t] = np.where(keep.any(axis=0), p[np.minimum(last + 1, 2 * n)], np.nan)
     # never narrower than Wilson's interval of k of n at the same critical value: the self-normalised variance
     # vanishes at a rate of 0 or 1 (0 of 128 alone would give [0, 0.008]); widening keeps "above 1/2 => confident"
-    w_low, w_high = wilson_interval(d.sum(axis=-1) + n / 2, n, np.minimum(crit, 40.0)[None, :])
+    w_low, w_high = wilson_interval(sums + n / 2, n, np.minimum(crit, 40.0)[None, :])
     inf = np.isinf(crit)[None, :]
     return np.minimum(low, np.where(inf, 0.0, w_low)), np.maximum(high, np.where(inf, 1.0, w_high))
 
@@ -313,10 +344,20 @@ class TailGrid:
     n_tests: np.ndarray  # [head] T': checkpoints whose z* is not identically 0
 
     @classmethod
-    def fit(cls, d: np.ndarray, norm: np.ndarray, reach: np.ndarray, samples: int, seed: int, floor: float) -> TailGrid:
+    def fit(
+        cls,
+        d: np.ndarray,
+        norm: np.ndarray,
+        reach: np.ndarray,
+        samples: int,
+        seed: int,
+        floor: float,
+        settled: np.ndarray | None = None,
+    ) -> TailGrid:
         """d: float32 [checkpoint, head, cluster] deviations and norm [checkpoint, head] their lengths; reach: [head]
         the largest x queried; where Bonferroni's bound T' Phi(-x) is below `floor` (no decision turns on G there)
-        it stands for G."""
+        it stands for G, and so it does at the nodes wholly below `settled` ([head]: `settled_below`; G is read
+        there by nothing that is stored), which are not estimated."""
         n_ckpt, n_heads, n_clusters = d.shape
         alive = (norm > 0).T  # [head, checkpoint]
         n_tests = alive.sum(axis=1)
@@ -326,6 +367,8 @@ class TailGrid:
         need = (NODES[None, :] <= np.maximum(reach, NODES[0])[:, None] + NODE_STEP) & (
             log_t[:, None] + special.log_ndtr(-NODES)[None, :] > np.log(floor)
         )
+        if settled is not None:  # a node is read for x in [its left neighbour, its right neighbour)
+            need &= np.append(NODES[1:], np.inf)[None, :] >= np.asarray(settled)[:, None]
         rng = np.random.default_rng([seed, 50])
         w = rng.standard_normal((samples, n_clusters)).astype(np.float32)  # shared by every head
         u = rng.random(samples)

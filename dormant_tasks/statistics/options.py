@@ -4,7 +4,7 @@ of confident transitions, and the resampling of the intervals."""
 from __future__ import annotations
 
 from dormant_tasks.options import Option, bounded_int, seed_type
-from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, FDR_METHODS, RESAMPLES, SEED
+from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, FDR_METHODS, PAIRED_FDR_FAMILIES, RESAMPLES, SEED
 
 
 def fdr_options(default=None, method_default=None, group: str | None = None) -> tuple[Option, Option]:
@@ -24,6 +24,19 @@ def fdr_options(default=None, method_default=None, group: str | None = None) -> 
             group,
             {"choices": tuple(FDR_METHODS), "default": method_default},
         ),
+    )
+
+
+def paired_fdr_option(default: str | None = PAIRED_FDR_FAMILIES[0], group: str | None = None) -> Option:
+    """--paired-fdr: the family over which the paired changes' false discovery rate is held."""
+    return Option(
+        "--paired-fdr",
+        "the family over which the paired changes' (heads that changed on these inputs) false discovery rate is "
+        "held: pair = the heads of each adjacent pair of checkpoints, function = every pair and head of the "
+        "function, series = every pair and head of every function and calibration set of the series "
+        f'(docs/SCORES.md, "Paired changes") (default: {PAIRED_FDR_FAMILIES[0]})',
+        group,
+        {"choices": PAIRED_FDR_FAMILIES, "default": default},
     )
 
 

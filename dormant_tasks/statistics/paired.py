@@ -27,12 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from dormant_tasks.statistics.confidence import bh_qvalues, mcnemar_exact_p
-from dormant_tasks.statistics.defaults import FDR, FDR_METHOD
+from dormant_tasks.statistics.defaults import FDR, FDR_METHOD, PAIRED_FDR_FAMILIES
 
-PAIRED_FAMILIES = ("pair", "function")
-# the families a findings run may hold the paired changes' FDR over: "series" pools every function and calibration
-# set of a series (`pooled_qvalues`; `findings.series_findings(paired_family=...)`, `dormant findings --paired-fdr`)
-PAIRED_FDR_FAMILIES = (*PAIRED_FAMILIES, "series")
+# the families one function's paired changes are controlled over here; PAIRED_FDR_FAMILIES (defaults.py) adds
+# "series", which pools every function and calibration set of a series (`pooled_qvalues`;
+# `findings.series_findings(paired_family=...)`, `--paired-fdr` of `dormant findings`, `report` and `track`)
+PAIRED_FAMILIES = PAIRED_FDR_FAMILIES[:2]  # "pair", "function"
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,12 @@ from dormant_tasks.requests import (
     parse_enum,
     set_field,
 )
-from dormant_tasks.statistics import FDR, FDR_METHODS, fdr_options
+from dormant_tasks.statistics import FDR, FDR_METHODS, PAIRED_FDR_FAMILIES, fdr_options, paired_fdr_option
 from dormant_tasks.store import INPUT_SCORES_AUTO_LIMIT, InputScoresPolicy
 from dormant_tasks.tracking.calibration import bundled_set_names
 
 _FDR, _FDR_METHOD = fdr_options(group="execution")
+_PAIRED_FDR = paired_fdr_option(None, group="execution")
 
 
 class Runner(StrEnum):
@@ -326,6 +327,8 @@ class TrackRequest(Request):
     # (Benjamini-Hochberg), "by" (Benjamini-Yekutieli); None: the stored one, else bh (not saved when unset)
     fdr: float = field(default=FDR, metadata=declare(_FDR))
     fdr_method: str | None = field(default=None, metadata={"omit_unset": True, **declare(_FDR_METHOD)})
+    # the family of the report's paired changes' FDR: "pair", "function", "series"; None: pair (not saved when unset)
+    paired_fdr: str | None = field(default=None, metadata={"omit_unset": True, **declare(_PAIRED_FDR)})
     report: bool = field(  # render the report at the end
         default=True,
         metadata=declare("do not render the report at the end", flag="--no-report", group=EXECUTION, dest="no_report"),
@@ -412,6 +415,11 @@ class TrackRequest(Request):
             raise ConfigError(
                 f"--fdr-method {self.fdr_method!r}: choose one of {', '.join(FDR_METHODS)}"
                 f"{did_you_mean(str(self.fdr_method), FDR_METHODS)}"
+            )
+        if self.paired_fdr is not None and self.paired_fdr not in PAIRED_FDR_FAMILIES:
+            raise ConfigError(
+                f"--paired-fdr {self.paired_fdr!r}: choose one of {', '.join(PAIRED_FDR_FAMILIES)}"
+                f"{did_you_mean(str(self.paired_fdr), PAIRED_FDR_FAMILIES)}"
             )
         self._check_budget()
         if self.reports_dir and not self.report:

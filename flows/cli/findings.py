@@ -9,7 +9,7 @@ from __future__ import annotations
 from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.grammar import STORED_SERIES, reports_dir_option, scores_option, store_option
 from dormant_tasks.options import Option
-from dormant_tasks.statistics import statistics_options
+from dormant_tasks.statistics import paired_fdr_option, statistics_options
 
 from .options import add_options
 
@@ -27,14 +27,7 @@ def add_parser(subparsers) -> None:
             STORED_SERIES,
             scores_option(f"the one score function of the findings (default: {DEFAULT_FN} when tracked)", one=True),
             *statistics_options(),
-            Option(
-                "--paired-fdr",
-                "the family over which the paired changes' (heads that changed on these inputs) false discovery rate "
-                "is held: pair = the heads of each adjacent pair of checkpoints, function = every pair and head of "
-                "the function, series = every pair and head of every function and calibration set of the series "
-                '(docs/SCORES.md, "Paired changes") (default: %(default)s)',
-                kw={"choices": ("pair", "function", "series"), "default": "pair"},
-            ),
+            paired_fdr_option(),
             Option(
                 "--seed-group",
                 "series that differ only in their training seed (e.g. PolyPythias' seeds, or `dormant pretrain-tiny "

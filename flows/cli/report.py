@@ -5,7 +5,7 @@ from __future__ import annotations
 from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.grammar import STORED_SERIES, reports_dir_option, scores_option, store_option
 from dormant_tasks.options import Option
-from dormant_tasks.statistics import statistics_options
+from dormant_tasks.statistics import paired_fdr_option, statistics_options
 
 from .options import add_options
 
@@ -30,6 +30,7 @@ def add_parser(subparsers) -> None:
                 kw={"action": "store_true"},
             ),
             *statistics_options(),
+            paired_fdr_option(),
         ],
     )
     p.set_defaults(func=run)
@@ -49,6 +50,7 @@ def run(args) -> int:
         fdr=args.fdr,
         fdr_method=args.fdr_method,
         resampling=Resampling(resamples=args.resamples, seed=args.seed),
+        paired_fdr=args.paired_fdr,
     )
     result = render_report(args.store, args.model, args.reports_dir, settings, progress=True)
     print(f"report: {result.index_html} ({len(result.figures)} figures, summary {result.summary_md})")

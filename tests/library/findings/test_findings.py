@@ -397,3 +397,36 @@ def test_paired_changes_pooled_over_every_function_and_set_of_the_series(tmp_pat
     assert "every function and calibration set of the series" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="--paired-fdr"):
         series_findings(root, MODEL, paired_family="heads")
+
+
+def test_paired_fdr_reaches_the_report_and_a_track_run(tmp_path, capsys):
+    """`--paired-fdr`, declared once (`statistics.paired_fdr_option`), is taken by `dormant report` and `track` too:
+    the report's findings hold the paired changes' FDR over the family asked for, and a track request carries it to
+    the report it renders (unset, it is not saved: the request ids of earlier runs stay)."""
+    from dormant_tasks.errors import ConfigError
+    from dormant_tasks.reporting import ReportSettings, render_report
+    from dormant_tasks.run import _render_report
+    from flows.cli import build_parser
+    from flows.cli.track import request_from_args
+    from tests.builders.stores import store_of_two_sets
+
+    root = store_of_two_sets(tmp_path, differ=True)
+    pooled = render_report(root, MODEL, tmp_path / "series", ReportSettings(paired_fdr="series"))
+    by_pair = render_report(root, MODEL, tmp_path / "pair")
+    assert "every function and calibration set of the series" in pooled.index_html.read_text()
+    assert "every function and calibration set of the series" not in by_pair.index_html.read_text()
+    assert "the heads of each adjacent pair" in by_pair.index_html.read_text()
+    out = tmp_path / "cli"
+    argv = ["report", "--store", str(root), "--model", MODEL, "--reports-dir", str(out), "--paired-fdr", "function"]
+    assert main(argv) == 0
+    assert "every pair and head" in (out / "index.html").read_text(), capsys.readouterr().out
+
+    def track(*argv):
+        return request_from_args(build_parser().parse_args(["track", "--model", MODEL, "--store", str(root), *argv]))
+
+    request = track("--paired-fdr", "series", "--reports-dir", str(tmp_path / "tracked"))
+    assert request.paired_fdr == "series" and track().paired_fdr is None
+    assert '"paired_fdr":' not in track().to_json() and track().request_id != request.request_id
+    assert "every function and calibration set of the series" in _render_report(request).index_html.read_text()
+    with pytest.raises(ConfigError, match="--paired-fdr 'heads': choose one of pair, function, series"):
+        track().__class__(**{**track().__dict__, "paired_fdr": "heads"})

@@ -225,3 +225,39 @@ def test_the_bar_and_curve_legends_sit_under_the_figure_not_on_the_data():
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw(renderer)
     assert legend.get_window_extent(renderer).y1 <= ax.get_window_extent(renderer).y0
+
+
+def test_the_rate_figure_draws_each_changed_heads_stored_rate_and_interval(tmp_path):
+    """Issue 60, item 6: the interval stored with each checkpoint's dormant rate (dormant_rate_low/high) is drawn,
+    as a band around the rate, for the heads whose mask changed, with a star on each confident transition."""
+    from dormant_tasks.reporting.figure_data import rate_intervals
+    from dormant_tasks.reporting.series_data import load_series
+    from dormant_tasks.statistics import wilson_interval
+
+    d = known_picture()  # [checkpoint, layer, head]: L0.H0 falls dormant at 1; L1.H2 falls at 3 and wakes at 5
+    n = 16
+    rates = np.where(d, 12, 3) / n + np.arange(len(TOKENS))[:, None, None] % 2 / n  # k / 16, >= 0.5 where dormant
+    store = write_series(tmp_path / "store", {"ahon_ln": d}, TOKENS, rates={"ahon_ln": rates}, n_inputs=n)
+    series = load_series(store, None)
+    r = rate_intervals(series, "ahon_ln")
+    assert sorted(r.labels) == ["L0.H0", "L1.H2"] and r.n_changed == 2  # the heads whose mask changed, only
+    for k, label in enumerate(r.labels):
+        layer, head = int(label[1]), int(label[-1])
+        np.testing.assert_allclose(r.rate[k], rates[:, layer, head])
+        interval = np.array([wilson_interval(round(x * n), n) for x in rates[:, layer, head]])  # as stored
+        np.testing.assert_allclose(np.c_[r.low[k], r.high[k]], interval)
+        h = layer * series.n_heads + head
+        np.testing.assert_array_equal(r.confident[k], series.confident[0, h] & (series.marks[0, h] != 0))
+    fig = fg.draw_rate_intervals(series.tokens, r, "ahon_ln")
+    bands = [c for c in fig.axes[0].collections if len(c.get_paths())]  # the interval's band
+    assert len(bands) == 1 and fig.axes[0].get_title() == r.labels[0]
+    assert "2 heads whose mask changed" in fig._suptitle.get_text()
+    result = render_report(store, out_dir=tmp_path / "report")
+    assert "rates_ahon_ln" in result.figures and 'src="figures/rates_ahon_ln.png"' in result.index_html.read_text()
+
+    still = write_series(tmp_path / "still", {"ahon_ln": np.zeros_like(d)}, TOKENS)  # no head changes: said
+    r = rate_intervals(load_series(still, None), "ahon_ln")
+    assert r.labels == [] and r.n_changed == 0
+    assert (
+        "no head's mask changed" in fg.draw_rate_intervals(np.array(TOKENS), r, "ahon_ln").axes[0].texts[0].get_text()
+    )

@@ -114,6 +114,7 @@ def test_render_report_writes_an_offline_report(known_store, tmp_path):
         "raster_ahon_ln",
         "layers_ahon_ln",
         "transitions_ahon_ln",
+        "rates_ahon_ln",
         "scores_ahon_ln",
         "findings_emergence",  # the findings' figures (docs/SCORES.md §7); set_agreement needs two sets, and
         # agreement between functions two functions (one here: no figure of a measurement not made)

@@ -285,6 +285,31 @@ def test_the_chunking_of_heads_does_not_change_the_decision(monkeypatch):
     np.testing.assert_array_equal(decide_states(x, clusters, np.arange(20) - 1, fdr=0.2).head_p, whole.head_p)
 
 
+@pytest.mark.parametrize("method", ["bh", "by"])
+def test_the_nodes_the_bounds_settle_change_nothing_stored(monkeypatch, method):
+    """Issue 60, item 7: the tail's nodes wholly below min(reach, x_lo) are not estimated (`settled_below`); the
+    states, head_p, q-values, level, rate intervals and the p of every confident state are those of the tail
+    estimated at every node, and only unconfident states below the settled |z| read Bonferroni's bound."""
+    import dormant_tasks.statistics.cluster_states as cs
+
+    rng = np.random.default_rng(11)
+    x, clusters, _, _ = series(rng, 24, 48, 48, moving=0.4)
+    pred = np.arange(24) - 1
+    skipped = decide_states(x, clusters, pred, method=method)
+    settled_below = cs.settled_below
+    monkeypatch.setattr(cs, "settled_below", lambda reach, fdr, m: np.zeros_like(reach))  # every node estimated
+    every = decide_states(x, clusters, pred, method=method)
+    for name in ("state", "head_p", "head_q", "rate_low", "rate_high"):
+        np.testing.assert_array_equal(getattr(skipped, name), getattr(every, name), err_msg=name)
+    assert skipped.level == every.level and skipped.n_selected > 0
+    sure = every.state != 0
+    np.testing.assert_array_equal(skipped.state_p[sure], every.state_p[sure])
+    moved = skipped.state_p != every.state_p
+    assert moved.any() and (skipped.state_p[moved] >= every.state_p[moved]).all()  # skipped: the upper bound
+    settled = settled_below(cs._reach(every.z, pred), 0.05, method)  # [head]
+    assert (np.abs(every.z)[moved] < np.broadcast_to(settled, every.z.shape)[moved]).all()
+
+
 # ------------------------------------------------------------------------------- one reading of a state
 
 
