@@ -55,7 +55,7 @@ class Store:
     def evaluations(self, model_id: str | None = None) -> pd.DataFrame:
         """The `evaluations` table (docs/DATA_CONTRACT.md), of one series or all; evaluated series need not be
         tracked."""
-        return _frame(store.read_table(self.path, "evaluations", model_id=model_id))
+        return _frame(store.read_table(self.path, store.Table.evaluations, model_id=model_id))
 
 
 def open_store(path) -> Store:
@@ -142,7 +142,7 @@ class SeriesResults:
 
     def evaluations(self) -> pd.DataFrame:
         """The series' rows of the `evaluations` table (accuracy per function, fraction zeroed, task)."""
-        return _frame(store.read_table(self.view.store, "evaluations", model_id=self.model_id))
+        return _frame(store.read_table(self.view.store, store.Table.evaluations, model_id=self.model_id))
 
 
 def _listed(score_fns) -> list[str] | None:

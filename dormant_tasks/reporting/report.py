@@ -41,7 +41,7 @@ from dormant_tasks.reporting.series_data import load_series, resolve_model_id
 from dormant_tasks.reporting.sets import calibration_sets, length_dependence
 from dormant_tasks.reporting.texts import report_markdown
 from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, FDR_METHOD, Resampling
-from dormant_tasks.tracking import SeriesView, open_views, stored_files
+from dormant_tasks.tracking import SeriesView, Table, open_views, stored_files
 from dormant_tasks.version import __version__
 
 if TYPE_CHECKING:
@@ -253,16 +253,16 @@ def inputs_stamp(root: Path, model_id: str, settings: ReportSettings, out: Path 
     if out is not None and (linked := comparisons.comparisons_of(root, model_id, out)):
         h.update(json.dumps(linked).encode())
     for table in (
-        "checkpoints",
-        "head_scores",
-        "transitions",
-        "head_histories",
-        "taus",
-        "evaluations",
-        "calibration_agreement",
-        "failed_checkpoints",
-        "set_aside_checkpoints",
-        "listed_checkpoints",  # which confident transitions are resolved to adjacent checkpoints
+        Table.checkpoints,
+        Table.head_scores,
+        Table.transitions,
+        Table.head_histories,
+        Table.taus,
+        Table.evaluations,
+        Table.calibration_agreement,
+        Table.failed_checkpoints,
+        Table.set_aside_checkpoints,
+        Table.listed_checkpoints,  # which confident transitions are resolved to adjacent checkpoints
     ):
         for p in stored_files(root, table, model_id):
             st = p.stat()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from enum import StrEnum, auto
 from pathlib import Path
 
 from dormant_tasks.atomic import atomic_file, cannot_create_in, write_errors
@@ -33,6 +34,26 @@ REQUESTS = "requests"  # <store>/requests/series=<slug>/<request_id>.json: the r
 SOURCES = "sources"  # <store>/sources/series=<slug>.json: the source a series is tracked from (its identity)
 COMPARISONS = "comparisons.json"  # <store>/comparisons.json: the comparison folders made from the store
 PUBLISHED = "_published.json"  # <store>/_published.json: a series laid out by `dormant publish`, opened read-only
+
+
+class Table(StrEnum):
+    """The store's tables, each named here once (docs/DATA_CONTRACT.md): a member is its name, as a str."""
+
+    checkpoints = auto()
+    head_scores = auto()
+    input_scores = auto()
+    transitions = auto()
+    head_histories = auto()
+    calibration_agreement = auto()
+    taus = auto()
+    evaluations = auto()
+    failed_checkpoints = auto()
+    set_aside_checkpoints = auto()
+    listed_checkpoints = auto()
+    evaluation_items = auto()
+
+    def __repr__(self) -> str:  # messages name a table as they name a str: 'transitions'
+        return repr(self.value)
 
 
 def store_folder(path, create: bool = False, allow_old: bool = False) -> Path:

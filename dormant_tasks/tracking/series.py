@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from dormant_tasks.checkpoints import Revision, series_sort_key
 from dormant_tasks.engine import SCORING_VERSION
 from dormant_tasks.errors import StoreError, did_you_mean
-from dormant_tasks.store import check_result_files, is_store, list_models, read_table, series_files, store_folder
+from dormant_tasks.store import Table, check_result_files, is_store, list_models, read_table, series_files, store_folder
 from dormant_tasks.tracking.decision import decide_pending, is_pending
 from dormant_tasks.tracking.masks import Tau
 from dormant_tasks.tracking.transition_files import read_transitions, sorted_codes, transitions_metadata
@@ -53,7 +53,7 @@ class SeriesView:
         check that every current result file is there (one stat each: the derivation after a run that just wrote
         them, whose reads check the files they open)."""
         root = store_folder(store)
-        tau_rows = read_table(root, "taus", model_id=model_id).to_pylist()
+        tau_rows = read_table(root, Table.taus, model_id=model_id).to_pylist()
         if tau_rows and calibration_id is not None:
             sets = list(dict.fromkeys(r["calibration_id"] for r in tau_rows))
             if calibration_id not in sets:
@@ -78,7 +78,7 @@ class SeriesView:
             )
             for r in tau_rows
         }
-        rows = read_table(root, "checkpoints", model_id=model_id).to_pylist()
+        rows = read_table(root, Table.checkpoints, model_id=model_id).to_pylist()
         current = [
             r
             for r in rows
@@ -91,7 +91,7 @@ class SeriesView:
         reference = next((t.reference_revision for t in taus.values() if t.reference_revision), None)
         shape = series_architecture(list(latest.values()), reference)
         in_order = sorted(latest.values(), key=checkpoint_sort_key)
-        duplicates = tuple(read_table(root, "set_aside_checkpoints", model_id=model_id).to_pylist())
+        duplicates = tuple(read_table(root, Table.set_aside_checkpoints, model_id=model_id).to_pylist())
         not_points = {d["revision"] for d in duplicates if not d["kept"]}  # not points of training
         in_order = [r for r in in_order if r["revision"] not in not_points]
         ordered = tuple(r for r in in_order if architecture(r) == shape)
@@ -117,7 +117,7 @@ class SeriesView:
         """The series' calibration sets, the primary one first (empty when it was never tracked)."""
         if not is_store(store):
             return []
-        rows = read_table(store, "taus", model_id=model_id, columns=["calibration_id"]).column("calibration_id")
+        rows = read_table(store, Table.taus, model_id=model_id, columns=["calibration_id"]).column("calibration_id")
         return list(dict.fromkeys(rows.to_pylist()))
 
     @classmethod
@@ -125,11 +125,11 @@ class SeriesView:
         """True when the store holds taus for the series (it has been tracked), without raising."""
         if not is_store(store):
             return False
-        return read_table(store, "taus", model_id=model_id).num_rows > 0
+        return read_table(store, Table.taus, model_id=model_id).num_rows > 0
 
     def tau_rows(self) -> list[dict]:
         """The series' stored `taus` rows of its current taus (`taus_id`): where each tau came from."""
-        return read_table(self.store, "taus", self.model_id, filters={"taus_id": self.taus_id}).to_pylist()
+        return read_table(self.store, Table.taus, self.model_id, filters={"taus_id": self.taus_id}).to_pylist()
 
     # ------------------------------------------------------------------------------------ checkpoints
 
@@ -150,7 +150,7 @@ class SeriesView:
     def checkpoints_table(self) -> pa.Table:
         from dormant_tasks.store import SCHEMAS
 
-        return pa.Table.from_pylist(list(self.checkpoints), schema=SCHEMAS["checkpoints"])
+        return pa.Table.from_pylist(list(self.checkpoints), schema=SCHEMAS[Table.checkpoints])
 
     # ------------------------------------------------------------------------------------ results
 
@@ -169,7 +169,7 @@ class SeriesView:
     def head_scores(self, score_fns=None, revisions=None, columns=None) -> pa.Table:
         """The current head_scores rows of the current checkpoints (optionally of some functions/revisions, and
         only some `columns`)."""
-        return self._current("head_scores", score_fns, revisions, columns)
+        return self._current(Table.head_scores, score_fns, revisions, columns)
 
     def transitions(self, score_fns=None) -> pa.Table:
         """The transitions derived under the current taus and calibration set, with `confident` decided: an append
@@ -195,7 +195,7 @@ class SeriesView:
         return is_pending(transitions_metadata(self))
 
     def histories(self, score_fns=None) -> pa.Table:
-        return self._current("head_histories", score_fns)
+        return self._current(Table.head_histories, score_fns)
 
     def states(self, score_fns=None) -> Iterator[DormantMatrix]:
         """Per score function, the dormant matrix over the current checkpoints in series order."""
@@ -276,9 +276,9 @@ def architecture_change(store, model_id: str, checkpoint: dict) -> str | None:
     if not is_store(store):
         return None
     key = {k: checkpoint[k] for k in ("calibration_id", "taus_id", "scoring_version")}
-    rows = read_table(store, "checkpoints", model_id=model_id, filters=key).to_pylist()
+    rows = read_table(store, Table.checkpoints, model_id=model_id, filters=key).to_pylist()
     rows = [r for r in rows if r["revision"] != checkpoint["revision"]]  # its own earlier analysis is replaced
-    taus = read_table(store, "taus", model_id=model_id, filters={"taus_id": checkpoint["taus_id"]}).to_pylist()
+    taus = read_table(store, Table.taus, model_id=model_id, filters={"taus_id": checkpoint["taus_id"]}).to_pylist()
     reference = next((t["reference_revision"] for t in taus if t["reference_revision"]), None)
     shape = series_architecture(rows, reference if reference != checkpoint["revision"] else None)
     if shape is None or shape == architecture(checkpoint):

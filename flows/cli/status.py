@@ -39,11 +39,11 @@ def add_parser(subparsers) -> None:
 
 def series_line(store, model_id: str) -> str:
     """The series' line (its primary calibration set), and one indented line per further calibration set."""
-    from dormant_tasks.store import read_table
+    from dormant_tasks.store import Table, read_table
     from dormant_tasks.tracking import SeriesView, open_views
 
     if not SeriesView.exists(store, model_id):
-        n_eval = read_table(store, "evaluations", model_id=model_id).num_rows
+        n_eval = read_table(store, Table.evaluations, model_id=model_id).num_rows
         return f"{model_id}: not tracked ({n_eval} evaluation rows)" + failed_lines(store, model_id)
     views = open_views(store, model_id)  # every calibration set, the primary first
     view = views[0]
@@ -194,10 +194,10 @@ def reach_note(view, n_heads: int) -> str:
 
 def _derived(view) -> bool:
     """Whether the view's transitions file exists (a series of no state change has one, with no row)."""
-    from dormant_tasks.store import derived_file_key, read_metadata
+    from dormant_tasks.store import Table, derived_file_key, read_metadata
 
-    key = derived_file_key("transitions", view.taus_id, view.calibration_id)
-    return read_metadata(view.store, "transitions", view.model_id, key) is not None
+    key = derived_file_key(Table.transitions, view.taus_id, view.calibration_id)
+    return read_metadata(view.store, Table.transitions, view.model_id, key) is not None
 
 
 def confidence_rule(rule: tuple[float, str] | None, n_heads: int | None = None) -> str:
