@@ -41,7 +41,7 @@ from dormant_tasks.reporting.series_data import load_series, resolve_model_id
 from dormant_tasks.reporting.sets import calibration_sets, length_dependence
 from dormant_tasks.reporting.texts import report_markdown
 from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, FDR_METHOD, Resampling
-from dormant_tasks.tracking import SeriesView, Table, open_views, stored_files
+from dormant_tasks.tracking import StoreFolder, Table, open_views, stored_files
 from dormant_tasks.version import __version__
 
 if TYPE_CHECKING:
@@ -97,11 +97,11 @@ def render_report(
     settings = settings or ReportSettings()
     if reuse and (done := _reused(store, model_id, out_dir, settings)) is not None:
         return done
-    root = Path(store)
-    model_id = resolve_model_id(root, model_id)  # checks that it is a store
+    root = StoreFolder.open(store)  # the one check of the store
+    model_id = resolve_model_id(root, model_id)
     # The series is opened once (every calibration set, the primary first) and read by each section from here.
-    views = open_views(root, model_id) if SeriesView.exists(root, model_id) else []
-    series = load_series(store, model_id, settings.fdr, fdr_method=settings.fdr_method, view=next(iter(views), None))
+    views = open_views(root, model_id)
+    series = load_series(root, model_id, settings.fdr, fdr_method=settings.fdr_method, view=next(iter(views), None))
     fn = settings.score_fn or (DEFAULT_FN if DEFAULT_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = report_folder(series.model_id, out_dir)
@@ -111,7 +111,7 @@ def render_report(
     # after every set's transitions were read: a pending decision a run stores is in the files the stamp hashes
     stamp = inputs_stamp(root, series.model_id, settings, out)
     found = series_findings(
-        store, series.model_id, fn, settings.fdr, settings.resampling, settings.fdr_method, views=views
+        root, series.model_id, fn, settings.fdr, settings.resampling, settings.fdr_method, views=views
     )
     groups = evaluation_groups(series)
     plots = _series_plots(series, fn, settings.hide_blips)

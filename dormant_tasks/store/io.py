@@ -401,10 +401,11 @@ def series_ids(root: Path, table: str) -> list[str]:
 
 
 def read_table(
-    store, table: str, model_id: str | None = None, filters=None, *, dedupe: bool = True, columns=None
+    store, table: str, model_id: str | None = None, filters=None, *, dedupe: bool = True, columns=None, manifest=None
 ) -> pa.Table:
     """All rows of `table` (optionally of one series and matching `filters`), with exactly SCHEMAS[table]'s columns
-    (or only `columns`, in that order).
+    (or only `columns`, in that order). `manifest`: the series' manifest rows, when the caller holds them (a series
+    opened once reads its results without reading its manifest again).
 
     `filters`: {column: value or list of values} (all must hold) or a pyarrow.dataset expression.
     An empty table with the right schema when nothing is stored. head_scores and input_scores come from the
@@ -423,7 +424,7 @@ def read_table(
             if model_id is not None
             else sorted({*series_ids(root, Table.checkpoints), *series_ids(root, table)})
         )
-        files = [p for m in series for p in result_files(root, table, m, filters, dedupe=dedupe)]
+        files = [p for m in series for p in result_files(root, table, m, filters, dedupe=dedupe, manifest=manifest)]
     else:
         files = data_files(root, table, model_id)
         check_sums(root, files)
@@ -433,12 +434,18 @@ def read_table(
     return t
 
 
-def result_files(root: Path, table: str, model_id: str, filters=None, *, dedupe: bool = True) -> list[Path]:
-    """The head_scores or input_scores files of a series' manifest rows that `filters` (a dict) can match.
+def result_files(
+    root: Path, table: str, model_id: str, filters=None, *, dedupe: bool = True, manifest=None
+) -> list[Path]:
+    """The head_scores or input_scores files of a series' manifest rows (read here, unless given) that `filters` (a
+    dict) can match.
 
     StoreError, naming `dormant store repair`, when a file the manifest names is missing.
     """
-    manifest = read_manifest(root, model_id)
+    if manifest is None:
+        manifest = read_manifest(root, model_id)
+    else:
+        manifest = pa.Table.from_pylist(list(manifest), schema=SCHEMAS[Table.checkpoints])
     if isinstance(filters, Mapping):  # prune on the columns the manifest shares with the table
         shared = {
             k: v for k, v in filters.items() if k in SCHEMAS[Table.checkpoints].names and k in SCHEMAS[table].names

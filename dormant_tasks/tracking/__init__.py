@@ -100,6 +100,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.tracking.series import (
         SeriesView as SeriesView,
+        StoreFolder as StoreFolder,  # the checked store, for the parts that read it through tracking
         Table as Table,  # the store's table names, for the parts that read it through tracking
         open_views as open_views,
         stored_files as stored_files,
