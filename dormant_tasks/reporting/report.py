@@ -109,7 +109,7 @@ def render_report(
     check_folder(out, owner, default=out_dir is None)  # before the figures are drawn
     sets = calibration_sets(views, series, fn)
     # after every set's transitions were read: a pending decision a run stores is in the files the stamp hashes
-    stamp = inputs_stamp(root, series.model_id, settings, out)
+    stamp = inputs_stamp(root.root, series.model_id, settings, out)
     found = series_findings(
         root, series.model_id, fn, settings.fdr, settings.resampling, settings.fdr_method, views=views
     )

@@ -63,14 +63,20 @@ class SeriesView:
 
     @classmethod
     def open(
-        cls, store, model_id: str, calibration_id: str | None = None, *, checked: bool = True, taus: list | None = None
+        cls,
+        store,
+        model_id: str,
+        calibration_id: str | None = None,
+        *,
+        checked: bool = True,
+        stored_taus: list | None = None,
     ) -> SeriesView:
         """The current view of `model_id` on one of its calibration sets (default: the primary one, the first
         of its taus); StoreError (with the models the store holds) when it has none. `checked=False` skips the
         check that every current result file is there (one stat each: the derivation after a run that just wrote
-        them, whose reads check the files they open). `taus`: the series' `taus` rows, read by the caller."""
+        them, whose reads check the files they open). `stored_taus`: the series' `taus` rows, read by the caller."""
         root = StoreFolder.open(store)
-        tau_rows = read_table(root, Table.taus, model_id=model_id).to_pylist() if taus is None else taus
+        tau_rows = read_table(root, Table.taus, model_id=model_id).to_pylist() if stored_taus is None else stored_taus
         if tau_rows and calibration_id is not None:
             sets = list(dict.fromkeys(r["calibration_id"] for r in tau_rows))
             if calibration_id not in sets:
@@ -114,7 +120,7 @@ class SeriesView:
         ordered = tuple(r for r in in_order if architecture(r) == shape)
         aside = tuple(r["revision"] for r in in_order if architecture(r) != shape)
         if checked:  # a file deleted by hand: refused here, with the fix
-            check_result_files(root, model_id, ordered, listed=False)
+            check_result_files(root.root, model_id, ordered, listed=False)
         stale = {r["revision"] for r in rows} - set(latest)
         return cls(
             root,
@@ -322,7 +328,7 @@ def open_views(store, model_id: str, *, checked: bool = True) -> list[SeriesView
     root = StoreFolder.open(store)
     taus = read_table(root, Table.taus, model_id=model_id).to_pylist()
     cals = dict.fromkeys(r["calibration_id"] for r in taus)
-    return [SeriesView.open(root, model_id, cal, checked=checked, taus=taus) for cal in cals]
+    return [SeriesView.open(root, model_id, cal, checked=checked, stored_taus=taus) for cal in cals]
 
 
 def stored_series(store) -> list[str]:
