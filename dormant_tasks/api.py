@@ -31,14 +31,17 @@ def _frame(table: pa.Table) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Store:
-    """A dormant-heads store (the folder `dormant track --store` wrote), opened read-only."""
+class Store(store.StoreFolder):
+    """A dormant-heads store (the folder `dormant track --store` wrote), opened read-only: checked once, when opened
+    (`store.StoreFolder`), and passed as it is to every read."""
 
-    path: Path
+    @property
+    def path(self) -> Path:
+        return self.root
 
     def series(self) -> list[str]:
         """The model ids of the series the store holds, tracked or only evaluated."""
-        return store.list_models(self.path)
+        return store.list_models(self)
 
     def __getitem__(self, model_id: str) -> SeriesResults:
         return self.open_series(model_id)
@@ -46,16 +49,16 @@ class Store:
     def open_series(self, model_id: str, calibration_id: str | None = None) -> SeriesResults:
         """One tracked series on one calibration set (default: its primary set). StoreError, naming what the
         store holds, when it was never tracked."""
-        return SeriesResults(SeriesView.open(self.path, model_id, calibration_id))
+        return SeriesResults(SeriesView.open(self, model_id, calibration_id))
 
     def calibration_ids(self, model_id: str) -> list[str]:
         """The series' calibration sets, the primary one first."""
-        return SeriesView.calibration_ids(self.path, model_id)
+        return SeriesView.calibration_ids(self, model_id)
 
     def evaluations(self, model_id: str | None = None) -> pd.DataFrame:
         """The `evaluations` table (docs/DATA_CONTRACT.md), of one series or all; evaluated series need not be
         tracked."""
-        return _frame(store.read_table(self.path, "evaluations", model_id=model_id))
+        return _frame(store.read_table(self, store.Table.evaluations, model_id=model_id))
 
 
 def open_store(path) -> Store:
@@ -63,7 +66,7 @@ def open_store(path) -> Store:
     the Hub, `hf://datasets/ORG/NAME` (fetched once into a cached, read-only copy: docs/PUBLISHING.md)."""
     from dormant_tasks.publishing import open_published
 
-    return Store(store.store_folder(open_published(path)))
+    return Store.open(open_published(path))
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ class SeriesResults:
 
     def evaluations(self) -> pd.DataFrame:
         """The series' rows of the `evaluations` table (accuracy per function, fraction zeroed, task)."""
-        return _frame(store.read_table(self.view.store, "evaluations", model_id=self.model_id))
+        return _frame(store.read_table(self.view.store, store.Table.evaluations, model_id=self.model_id))
 
 
 def _listed(score_fns) -> list[str] | None:

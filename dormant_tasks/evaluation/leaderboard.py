@@ -33,7 +33,7 @@ from dormant_tasks.evaluation.leaderboard_curves import (
 )
 from dormant_tasks.evaluation.leaderboard_rows import LeaderboardRow, row_order
 from dormant_tasks.statistics import bootstrap_interval
-from dormant_tasks.store import read_table
+from dormant_tasks.store import Table, read_table
 
 _READ = [
     *("model_id", "revision", "stage", "step", "tokens", "task", "shots", "mode", "score_fn", "quantile"),
@@ -68,7 +68,7 @@ def load_leaderboard(
 ) -> Leaderboard:
     """The leaderboard of the store's evaluations; StoreError when it holds none to rank. With `resampling` or
     `select_on`, the stored `evaluation_items` are read too."""
-    evaluations = read_table(store, "evaluations")
+    evaluations = read_table(store, Table.evaluations)
     if evaluations.num_rows == 0:
         raise StoreError(
             f"store {str(store)!r} holds no evaluations: run `dormant evaluate --model ...` on each model first"
@@ -80,7 +80,7 @@ def load_leaderboard(
         )
     items = None
     if resampling is not None or select_on is not None:
-        items = read_table(store, "evaluation_items", columns=_ITEM_COLUMNS).to_pylist()
+        items = read_table(store, Table.evaluation_items, columns=_ITEM_COLUMNS).to_pylist()
     return build_leaderboard(
         evaluations,
         models=models,
@@ -97,9 +97,9 @@ def set_aside_revisions(store) -> dict[tuple[str, str], str]:
     """{(model, revision): why} of every checkpoint the integrity audit set aside (and no run kept): a copy of
     another step is no checkpoint of its own, so its evaluations (a store may hold some from before the audit)
     are not ranked."""
-    from dormant_tasks.tracking import SET_ASIDE_TABLE, set_aside_label
+    from dormant_tasks.tracking import set_aside_label
 
-    rows = read_table(store, SET_ASIDE_TABLE).to_pylist()
+    rows = read_table(store, Table.set_aside_checkpoints).to_pylist()
     return {(r["model_id"], r["revision"]): set_aside_label(r) for r in rows if not r["kept"]}
 
 

@@ -56,13 +56,13 @@ def done_runs(store, limit: int | None = None) -> set[tuple[str, str]]:
     precision, the authors' thresholds), at all 7 quantiles and on as many items as asked."""
     from pathlib import Path
 
-    from dormant_tasks.store import MARKER, read_table
+    from dormant_tasks.store import MARKER, Table, read_table
 
     if not (Path(store) / MARKER).is_file():
         return set()
     t = read_table(
         store,
-        "evaluations",
+        Table.evaluations,
         filters={"task": SEED_TASK, "mode": "dynamic", "rendering": "paper", "threshold_source": "authors"},
         columns=["model_id", "score_fn", "quantile", "precision", "n_items"],
     )

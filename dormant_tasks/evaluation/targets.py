@@ -41,7 +41,7 @@ from dormant_tasks.evaluation.sweep import (
     protocol_line,
     run_sweep,
 )
-from dormant_tasks.store import check_store, read_table, series_name_of, write_request, write_table
+from dormant_tasks.store import Table, check_store, read_table, series_name_of, write_request, write_table
 from dormant_tasks.tracking import SeriesView, common_columns
 from dormant_tasks.version import __version__
 
@@ -87,7 +87,7 @@ def series_targets(store, source: str) -> list[Target]:
     origin = source_for(source)
     model_id = series_name_of(store, origin.identity, origin.name)  # its --series-name
     if not SeriesView.exists(store, model_id):
-        known = sorted(set(read_table(store, "taus").column("model_id").to_pylist()))
+        known = sorted(set(read_table(store, Table.taus).column("model_id").to_pylist()))
         raise StoreError(
             f"no tracked checkpoints of {model_id!r} in {store}{did_you_mean(model_id, known)}; "
             "run `dormant track --model ...` first (evaluate --series uses the tracker's masks)"
@@ -176,8 +176,8 @@ def evaluate_target(request: EvalRequest, target: Target, progress: bool = True,
     write_request(request.store, target.model_id, request)
     if result.items:  # the per-item rows first: the `evaluations` rows mark the run complete
         items = [{**common, **item, "request_id": request.request_id} for item in result.items]
-        write_table(request.store, "evaluation_items", items, file_key=file_key)
-    write_table(request.store, "evaluations", rows, file_key=file_key)
+        write_table(request.store, Table.evaluation_items, items, file_key=file_key)
+    write_table(request.store, Table.evaluations, rows, file_key=file_key)
     return rows
 
 

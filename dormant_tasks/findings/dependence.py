@@ -262,14 +262,14 @@ def input_dependence(
     """Finding 3: the calibration sets' masks through training (the `calibration_agreement` table, computed
     when the store has none yet) and the noise floor at the last shared checkpoint (`set_noise_floor`). Not
     measured with fewer than two sets."""
-    from dormant_tasks.store import read_table
-    from dormant_tasks.tracking import AGREEMENT_TABLE, set_agreement
+    from dormant_tasks.store import Table, read_table
+    from dormant_tasks.tracking import set_agreement
 
     ids = [v.calibration_id for v in views]
     if len(ids) < 2:
         return InputDependence(ids)
     model_id = views[0].model_id
-    table = read_table(views[0].store, AGREEMENT_TABLE, model_id)
+    table = read_table(views[0].store, Table.calibration_agreement, model_id)
     if table.num_rows == 0:
         table = set_agreement(views[0].store, model_id)
     rows = [r for r in table.to_pylist() if r["score_fn"] == score_fn]

@@ -18,6 +18,7 @@ from dormant_tasks.statistics import FDR, FDR_METHOD
 from dormant_tasks.store import (
     PUBLISHED,
     SCHEMA_VERSION,
+    Table,
     damaged_files,
     publication_files,
     read_table,
@@ -128,7 +129,7 @@ def build_publication(
     current = {(view.taus_id, view.calibration_id) for view in views}
     functions: list[str | None] = [*(score_fns or [])] or [None]  # None: the function `dormant findings` states
     found = [series_findings(store, model_id, fn, FDR, fdr_method=FDR_METHOD) for fn in functions]
-    pending = {("transitions", v.taus_id, v.calibration_id): decided_file(v) for v in views}  # an append's decision
+    pending = {(Table.transitions, v.taus_id, v.calibration_id): decided_file(v) for v in views}  # an append's decision
     files = publication_files(
         store,
         model_id,
@@ -139,9 +140,9 @@ def build_publication(
         derived={k: t for k, t in pending.items() if t is not None},
     )
     kept = {r["file_key"] for r in results if r["input_scores_kept"]}
-    per_input = [p for p in series_files(store, "input_scores", model_id) if p.stem in kept]
-    input_bytes = sum(p.stat().st_size for p in per_input + series_files(store, "evaluation_items", model_id))
-    evaluations = read_table(store, "evaluations", model_id=model_id)
+    per_input = [p for p in series_files(store, Table.input_scores, model_id) if p.stem in kept]
+    input_bytes = sum(p.stat().st_size for p in per_input + series_files(store, Table.evaluation_items, model_id))
+    evaluations = read_table(store, Table.evaluations, model_id=model_id)
     files[CARD] = dataset_card(
         views, found, files, repo_id=repo_id, license=license, with_inputs=with_inputs, evaluations=evaluations
     ).encode()

@@ -42,7 +42,7 @@ from dormant_tasks.reporting.series_data import load_series, resolve_model_id
 from dormant_tasks.reporting.sets import calibration_sets, length_dependence
 from dormant_tasks.reporting.texts import report_markdown
 from dormant_tasks.statistics import DEFAULT_RESAMPLING, FDR, FDR_METHOD, PAIRED_FDR_FAMILIES, Resampling
-from dormant_tasks.tracking import SeriesView, open_views, stored_files
+from dormant_tasks.tracking import StoreFolder, Table, open_views, stored_files
 from dormant_tasks.version import __version__
 
 if TYPE_CHECKING:
@@ -99,11 +99,11 @@ def render_report(
     settings = settings or ReportSettings()
     if reuse and (done := _reused(store, model_id, out_dir, settings)) is not None:
         return done
-    root = Path(store)
-    model_id = resolve_model_id(root, model_id)  # checks that it is a store
+    root = StoreFolder.open(store)  # the one check of the store
+    model_id = resolve_model_id(root, model_id)
     # The series is opened once (every calibration set, the primary first) and read by each section from here.
-    views = open_views(root, model_id) if SeriesView.exists(root, model_id) else []
-    series = load_series(store, model_id, settings.fdr, fdr_method=settings.fdr_method, view=next(iter(views), None))
+    views = open_views(root, model_id)
+    series = load_series(root, model_id, settings.fdr, fdr_method=settings.fdr_method, view=next(iter(views), None))
     fn = settings.score_fn or (DEFAULT_FN if DEFAULT_FN in series.score_fns else series.score_fns[0])
     series.fn_index(fn)
     out = report_folder(series.model_id, out_dir)
@@ -111,9 +111,9 @@ def render_report(
     check_folder(out, owner, default=out_dir is None)  # before the figures are drawn
     sets = calibration_sets(views, series, fn)
     # after every set's transitions were read: a pending decision a run stores is in the files the stamp hashes
-    stamp = inputs_stamp(root, series.model_id, settings, out)
+    stamp = inputs_stamp(root.root, series.model_id, settings, out)
     found = series_findings(
-        store,
+        root,
         series.model_id,
         fn,
         settings.fdr,
@@ -265,16 +265,16 @@ def inputs_stamp(root: Path, model_id: str, settings: ReportSettings, out: Path 
     if out is not None and (linked := comparisons.comparisons_of(root, model_id, out)):
         h.update(json.dumps(linked).encode())
     for table in (
-        "checkpoints",
-        "head_scores",
-        "transitions",
-        "head_histories",
-        "taus",
-        "evaluations",
-        "calibration_agreement",
-        "failed_checkpoints",
-        "set_aside_checkpoints",
-        "listed_checkpoints",  # which confident transitions are resolved to adjacent checkpoints
+        Table.checkpoints,
+        Table.head_scores,
+        Table.transitions,
+        Table.head_histories,
+        Table.taus,
+        Table.evaluations,
+        Table.calibration_agreement,
+        Table.failed_checkpoints,
+        Table.set_aside_checkpoints,
+        Table.listed_checkpoints,  # which confident transitions are resolved to adjacent checkpoints
     ):
         for p in stored_files(root, table, model_id):
             st = p.stat()

@@ -8,7 +8,6 @@ predecessors the tracker gave them), evaluations from `evaluation.stored`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +19,7 @@ from dormant_tasks.evaluation import series_evaluations
 from dormant_tasks.statistics import FDR, FDR_METHOD
 from dormant_tasks.tracking import (
     SeriesView,
+    StoreFolder,
     confirm_transitions,
     dormant_matrices,
     failed_checkpoints,
@@ -99,9 +99,9 @@ def load_series(
     ReportError when the store cannot give a consistent one. Confident transitions at `fdr` by `fdr_method`: the
     stored ones when they were decided by that rule, else decided again from the dormant rates read here. `view`: the
     series' view when the caller opened it already."""
-    root = Path(store)  # `resolve_model_id` checks that it is a store (`stored_series`)
+    root = StoreFolder.open(store)  # checked once (a StoreFolder as it is)
     model_id = resolve_model_id(root, model_id)
-    if not SeriesView.exists(root, model_id):
+    if view is None and not SeriesView.exists(root, model_id):
         raise ReportError(
             f"{model_id} has no tracked checkpoints in the store (evaluations only?); run `dormant track --model {model_id}`"
         )

@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         MARKER as MARKER,
         PUBLISHED as PUBLISHED,
         SCHEMA_VERSION as SCHEMA_VERSION,
+        StoreFolder as StoreFolder,
+        Table as Table,
         check_store as check_store,
         check_store_path as check_store_path,
         comparisons_files as comparisons_files,

@@ -39,6 +39,7 @@ from dormant_tasks.hashing import sha256_file
 from dormant_tasks.names import model_id_of_slug
 from dormant_tasks.store.layout import (
     MARKER,
+    Table,
     damage_fix,
     data_files,
     safe_file_key,
@@ -162,7 +163,7 @@ def write_table(
     the newer `analyzed_at` stays.
     Prefer `commit_checkpoint`, which writes a result's files and its row in the right order.
     """
-    if table == "checkpoints":
+    if table == Table.checkpoints:
         return _merge_manifest(store, data, file_key, model_id)
     t = conform(data, table)
     series = _series_of(t, table, model_id)
@@ -232,13 +233,13 @@ def _merge_manifest(store, data, file_key: str, model_id: str | None) -> Path:
     for r in rows:
         r.setdefault("file_key", safe_file_key(file_key))
         if "input_scores_kept" not in r and r.get("model_id"):
-            path = series_dir(root, "input_scores", r["model_id"]) / f"{r['file_key']}.parquet"
+            path = series_dir(root, Table.input_scores, r["model_id"]) / f"{r['file_key']}.parquet"
             r["input_scores_kept"] = path.is_file()
-    new = conform(rows, "checkpoints")
-    series = _series_of(new, "checkpoints", model_id)
+    new = conform(rows, Table.checkpoints)
+    series = _series_of(new, Table.checkpoints, model_id)
     with series_lock(root, series):
         merged = dedupe_checkpoints(pa.concat_tables([read_manifest(root, series), new]))  # the newest row per key
-        return _write_file(root, "checkpoints", series, MANIFEST_KEY, merged)
+        return _write_file(root, Table.checkpoints, series, MANIFEST_KEY, merged)
 
 
 def commit_checkpoint(store, row: dict, head_scores: pa.Table, input_scores: pa.Table | None = None) -> Path:
@@ -250,7 +251,7 @@ def commit_checkpoint(store, row: dict, head_scores: pa.Table, input_scores: pa.
     digest = scores_digest(head_scores)
     manifest_row = conform(
         [{**row, "file_key": file_key, "input_scores_kept": input_scores is not None, "scores_sha256": digest}],
-        "checkpoints",
+        Table.checkpoints,
     )
     row = manifest_row.to_pylist()[0]
     meta = {MANIFEST_ROW_KEY: json.dumps({**row, "analyzed_at": row["analyzed_at"].isoformat()})}
@@ -260,26 +261,26 @@ def commit_checkpoint(store, row: dict, head_scores: pa.Table, input_scores: pa.
         if not manifest_path(root, model_id).is_file():
             # The manifest exists before the series' first result: a crash between a result's files and its row
             # then leaves an orphan beside an (empty) manifest, which the rerun overwrites, not a "lost manifest".
-            write_manifest(root, model_id, SCHEMAS["checkpoints"].empty_table())
+            write_manifest(root, model_id, SCHEMAS[Table.checkpoints].empty_table())
         if input_scores is not None:
-            path = write_table(store, "input_scores", input_scores, file_key=file_key, model_id=model_id)
+            path = write_table(store, Table.input_scores, input_scores, file_key=file_key, model_id=model_id)
             row |= {"input_scores_sha256": sha256_file(path), "input_scores_bytes": path.stat().st_size}
-        path = write_table(store, "head_scores", head_scores, file_key=file_key, model_id=model_id, metadata=meta)
+        path = write_table(store, Table.head_scores, head_scores, file_key=file_key, model_id=model_id, metadata=meta)
         row |= {"head_scores_sha256": sha256_file(path), "head_scores_bytes": path.stat().st_size}
-        return write_table(store, "checkpoints", [row], file_key=file_key, model_id=model_id)
+        return write_table(store, Table.checkpoints, [row], file_key=file_key, model_id=model_id)
 
 
 def write_manifest(root: Path, model_id: str, checkpoints: pa.Table) -> Path:
     """Replace a series' whole manifest in the store folder `root` (opened by the caller, who holds
     `series_lock`): `store repair`, `store gc`, `store upgrade`."""
-    return _write_file(Path(root), "checkpoints", model_id, MANIFEST_KEY, conform(checkpoints, "checkpoints"))
+    return _write_file(Path(root), Table.checkpoints, model_id, MANIFEST_KEY, conform(checkpoints, Table.checkpoints))
 
 
 def drop_legacy_derived(store, model_id: str, taus_id: str) -> None:
     """Delete the derived files of schema version 3's naming (one per taus, `<table>-<taus_id>`), which the
     per-calibration-set files replace; hold `series_lock`."""
     root = store_folder(store)
-    for table in ("transitions", "head_histories"):
+    for table in (Table.transitions, Table.head_histories):
         (series_dir(root, table, model_id) / f"{table}-{safe_file_key(taus_id)}.parquet").unlink(missing_ok=True)
 
 
@@ -377,9 +378,9 @@ def damage_of(path: Path, sha256: str | None = None, size: int | None = None, *,
 def read_manifest(root: Path, model_id: str) -> pa.Table:
     path = manifest_path(root, model_id)
     if not path.is_file() or path.is_symlink():
-        return SCHEMAS["checkpoints"].empty_table()
+        return SCHEMAS[Table.checkpoints].empty_table()
     check_sums(root, [path])
-    return read_files([path], SCHEMAS["checkpoints"], None)
+    return read_files([path], SCHEMAS[Table.checkpoints], None)
 
 
 def check_sums(root: Path, files: list[Path]) -> None:
@@ -400,10 +401,11 @@ def series_ids(root: Path, table: str) -> list[str]:
 
 
 def read_table(
-    store, table: str, model_id: str | None = None, filters=None, *, dedupe: bool = True, columns=None
+    store, table: str, model_id: str | None = None, filters=None, *, dedupe: bool = True, columns=None, manifest=None
 ) -> pa.Table:
     """All rows of `table` (optionally of one series and matching `filters`), with exactly SCHEMAS[table]'s columns
-    (or only `columns`, in that order).
+    (or only `columns`, in that order). `manifest`: the series' manifest rows, when the caller holds them (a series
+    opened once reads its results without reading its manifest again).
 
     `filters`: {column: value or list of values} (all must hold) or a pyarrow.dataset expression.
     An empty table with the right schema when nothing is stored. head_scores and input_scores come from the
@@ -418,30 +420,40 @@ def read_table(
         expr = model_expr if expr is None else expr & model_expr
     if table in RESULT_TABLES:
         series = (
-            [model_id] if model_id is not None else sorted({*series_ids(root, "checkpoints"), *series_ids(root, table)})
+            [model_id]
+            if model_id is not None
+            else sorted({*series_ids(root, Table.checkpoints), *series_ids(root, table)})
         )
-        files = [p for m in series for p in result_files(root, table, m, filters, dedupe=dedupe)]
+        files = [p for m in series for p in result_files(root, table, m, filters, dedupe=dedupe, manifest=manifest)]
     else:
         files = data_files(root, table, model_id)
         check_sums(root, files)
     t = read_files(files, schema, expr, columns)
-    if dedupe and table == "checkpoints" and columns is None:
+    if dedupe and table == Table.checkpoints and columns is None:
         t = dedupe_checkpoints(t)
     return t
 
 
-def result_files(root: Path, table: str, model_id: str, filters=None, *, dedupe: bool = True) -> list[Path]:
-    """The head_scores or input_scores files of a series' manifest rows that `filters` (a dict) can match.
+def result_files(
+    root: Path, table: str, model_id: str, filters=None, *, dedupe: bool = True, manifest=None
+) -> list[Path]:
+    """The head_scores or input_scores files of a series' manifest rows (read here, unless given) that `filters` (a
+    dict) can match.
 
     StoreError, naming `dormant store repair`, when a file the manifest names is missing.
     """
-    manifest = read_manifest(root, model_id)
+    if manifest is None:
+        manifest = read_manifest(root, model_id)
+    else:
+        manifest = pa.Table.from_pylist(list(manifest), schema=SCHEMAS[Table.checkpoints])
     if isinstance(filters, Mapping):  # prune on the columns the manifest shares with the table
-        shared = {k: v for k, v in filters.items() if k in SCHEMAS["checkpoints"].names and k in SCHEMAS[table].names}
-        expr = _filter_expression(shared, SCHEMAS["checkpoints"])
+        shared = {
+            k: v for k, v in filters.items() if k in SCHEMAS[Table.checkpoints].names and k in SCHEMAS[table].names
+        }
+        expr = _filter_expression(shared, SCHEMAS[Table.checkpoints])
         if expr is not None:
             manifest = manifest.filter(expr)
-    if table == "input_scores":
+    if table == Table.input_scores:
         manifest = manifest.filter(manifest.column("input_scores_kept"))
     rows = manifest.to_pylist() if manifest.num_rows else []
     if dedupe:  # per result group, the newest result
@@ -454,7 +466,7 @@ def result_files(root: Path, table: str, model_id: str, filters=None, *, dedupe:
 
 
 def check_result_files(
-    root: Path, model_id: str, rows, table: str = "head_scores", *, listed: bool = True
+    root: Path, model_id: str, rows, table: str = Table.head_scores, *, listed: bool = True
 ) -> list[Path]:
     """The `table` files of manifest `rows` (none with `listed=False`: the checks alone); StoreError naming `dormant
     store repair` when one is missing, or when there are no rows and the manifest names none of the series' files
@@ -495,7 +507,7 @@ def check_manifest(root: Path, model_id: str) -> None:
     path = manifest_path(root, model_id)
     if path.is_file():
         return
-    heads = data_files(root, "head_scores", model_id)
+    heads = data_files(root, Table.head_scores, model_id)
     if heads:
         raise StoreError(
             f"store {str(root)!r}: series {model_id} has {len(heads)} head_scores files but no manifest "
@@ -537,11 +549,11 @@ def stored_checkpoint_keys(store, model_id: str) -> set[CheckpointKey]:
     """The results already stored for a series (empty when the store or series does not exist yet)."""
     if not (Path(store) / MARKER).is_file():
         return set()
-    t = read_table(store, "checkpoints", model_id=model_id, dedupe=False, columns=list(CheckpointKey._fields))
+    t = read_table(store, Table.checkpoints, model_id=model_id, dedupe=False, columns=list(CheckpointKey._fields))
     if not t.num_rows:
         check_manifest(Path(store), model_id)
     return set(map(CheckpointKey._make, zip(*(t.column(c).to_pylist() for c in CheckpointKey._fields))))
 
 
 def manifest_path(root: Path, model_id: str) -> Path:
-    return series_dir(root, "checkpoints", model_id) / f"{MANIFEST_KEY}.parquet"
+    return series_dir(root, Table.checkpoints, model_id) / f"{MANIFEST_KEY}.parquet"

@@ -20,7 +20,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
+from enum import StrEnum, auto
 from pathlib import Path
+from typing import Self
 
 from dormant_tasks.atomic import atomic_file, cannot_create_in, write_errors
 from dormant_tasks.errors import StoreError
@@ -35,9 +38,62 @@ COMPARISONS = "comparisons.json"  # <store>/comparisons.json: the comparison fol
 PUBLISHED = "_published.json"  # <store>/_published.json: a series laid out by `dormant publish`, opened read-only
 
 
+class Table(StrEnum):
+    """The store's tables, each named here once (docs/DATA_CONTRACT.md): a member is its name, as a str."""
+
+    checkpoints = auto()
+    head_scores = auto()
+    input_scores = auto()
+    transitions = auto()
+    head_histories = auto()
+    calibration_agreement = auto()
+    taus = auto()
+    evaluations = auto()
+    failed_checkpoints = auto()
+    set_aside_checkpoints = auto()
+    listed_checkpoints = auto()
+    evaluation_items = auto()
+
+    def __repr__(self) -> str:  # messages name a table as they name a str: 'transitions'
+        return repr(self.value)
+
+
+@dataclass(frozen=True)
+class StoreFolder:
+    """A store folder checked once (`StoreFolder.open`: its marker and schema version), passed down in place of its
+    path: every function of the library that takes a store takes it (`os.fspath` gives the folder), and
+    `store_folder` does not check it again. `published`: a series laid out by `dormant publish`, read, never written."""
+
+    root: Path
+    published: bool
+    version: int = SCHEMA_VERSION
+
+    @classmethod
+    def open(cls, path) -> Self:
+        """The store at `path` (a StoreFolder as it is); StoreError, with the fix, when it is no store of this version."""
+        if isinstance(path, cls):
+            return path
+        root = store_folder(path)
+        return cls(root, (root / PUBLISHED).is_file())
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.root)
+
+    def __str__(self) -> str:
+        return str(self.root)
+
+    def __truediv__(self, name: str) -> Path:
+        return self.root / name
+
+
 def store_folder(path, create: bool = False, allow_old: bool = False) -> Path:
     """The store folder, checked for its schema version; with create=True, made (with its marker) if needed.
-    `allow_old` is for `store_upgrade` alone: it opens a store of an older schema version."""
+    `allow_old` is for `store_upgrade` alone: it opens a store of an older schema version. A `StoreFolder` was checked
+    when it was opened: its folder, refused only when `create` asks to write to a publication."""
+    if isinstance(path, StoreFolder):
+        if create and path.published:
+            refuse_published(path.root)
+        return path.root
     root = Path(path)
     marker = root / MARKER
     if create and marker.is_file():

@@ -66,9 +66,9 @@ def stale_parts(store, table: str, model_id: str, file_key: str, generation: str
     return sorted(p for p in folder.iterdir() if p.is_dir() and p.name != safe_file_key(generation or ""))
 
 
-def all_parts(store, table: str, model_id: str) -> list[Path]:
-    """Every part file of a series' table, of any base and generation (repair's checks)."""
-    top = series_dir(store_folder(store), table, model_id) / PARTS
+def all_parts(root: Path, table: str, model_id: str) -> list[Path]:
+    """Every part file of a series' table, of any base and generation (repair's checks, in a store folder checked)."""
+    top = series_dir(root, table, model_id) / PARTS
     if not top.is_dir() or top.is_symlink():
         return []
     return sorted(p for p in top.glob("*/*/*.parquet") if _is_data_file(p) and not p.is_symlink())

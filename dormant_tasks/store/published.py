@@ -31,6 +31,7 @@ from dormant_tasks.store.io import conform, parquet_options
 from dormant_tasks.store.layout import (
     MARKER,
     PUBLISHED,
+    Table,
     data_files,
     marker_json,
     safe_file_key,
@@ -43,8 +44,8 @@ from dormant_tasks.store.sums import sums_json, sums_path
 from dormant_tasks.store.upgrade import DERIVED
 
 # Tables published whole (every file of the series); per-input tables only when asked for.
-WHOLE = ("taus", "calibration_agreement", "failed_checkpoints", "listed_checkpoints", "evaluations")
-PER_INPUT = ("input_scores", "evaluation_items")
+WHOLE = (Table.taus, Table.calibration_agreement, Table.failed_checkpoints, Table.listed_checkpoints, Table.evaluations)
+PER_INPUT = (Table.input_scores, Table.evaluation_items)
 
 
 def parquet_bytes(t: pa.Table) -> bytes:
@@ -83,7 +84,7 @@ def publication_files(
         keep_inputs = with_inputs and bool(r["input_scores_kept"])
         if not keep_inputs:
             r |= {"input_scores_kept": False, "input_scores_sha256": None, "input_scores_bytes": None}
-        for table in ("head_scores", "input_scores") if keep_inputs else ("head_scores",):
+        for table in (Table.head_scores, Table.input_scores) if keep_inputs else (Table.head_scores,):
             path = series_dir(root, table, model_id) / f"{r['file_key']}.parquet"
             if not path.is_file():
                 raise StoreError(
@@ -91,8 +92,8 @@ def publication_files(
                     f"store repair --store {root}`, then publish again"
                 )
             files[rel(path)] = path
-    manifest = series_dir(root, "checkpoints", model_id) / f"{MANIFEST_KEY}.parquet"
-    files[rel(manifest)] = parquet_bytes(conform(rows, "checkpoints"))
+    manifest = series_dir(root, Table.checkpoints, model_id) / f"{MANIFEST_KEY}.parquet"
+    files[rel(manifest)] = parquet_bytes(conform(rows, Table.checkpoints))
     for taus_id, calibration_id in sorted(current):
         for table in DERIVED:
             key = safe_file_key(derived_file_key(table, taus_id, calibration_id))
@@ -108,7 +109,7 @@ def publication_files(
             raise StoreError(f"a published table may not be named like a store table: {name!r}")
         files[rel(series_dir(root, name, model_id) / f"{name}.parquet")] = parquet_bytes(t)
     named = {rel(series_dir(root, t, model_id) / f"{r['file_key']}.parquet") for r in rows for t in PER_INPUT[:1]}
-    named |= {rel(series_dir(root, "head_scores", model_id) / f"{r['file_key']}.parquet") for r in rows}
+    named |= {rel(series_dir(root, Table.head_scores, model_id) / f"{r['file_key']}.parquet") for r in rows}
     sums = {path: [list(_digest(content))] for path, content in files.items() if path not in named}
     files[rel(sums_path(root, model_id))] = sums_json(sums)
     files[rel(root / MARKER)] = marker_json()

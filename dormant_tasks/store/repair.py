@@ -45,7 +45,7 @@ from dormant_tasks.store.io import (
     series_ids,
     write_manifest,
 )
-from dormant_tasks.store.layout import data_files, linked_entries, series_dir, store_folder
+from dormant_tasks.store.layout import Table, data_files, linked_entries, series_dir, store_folder
 from dormant_tasks.store.lock import hold_series
 from dormant_tasks.store.parts import GENERATION_KEY, PARTS, all_parts, delete_parts, stale_parts
 from dormant_tasks.store.schema import MANIFEST_ROW_KEY, RESULT_TABLES, TABLES, scores_digest
@@ -59,7 +59,7 @@ from dormant_tasks.store.sums import (
     sums_path,
 )
 
-PARTED = ("transitions",)  # derived tables that appends add parts to (`store.parts`)
+PARTED = (Table.transitions,)  # derived tables that appends add parts to (`store.parts`)
 QUARANTINE = "_quarantine"  # <store>/_quarantine/<UTC time>/<table>/series=<slug>/<file>: damaged files, kept
 
 
@@ -122,7 +122,7 @@ def _damage(root: Path, series: str, verify: bool) -> list[Damage]:
     if manifest.is_file() and not manifest.is_symlink():
         reason = sum_mismatch(manifest, recorded_entry(root, sums, manifest)) or damage_of(manifest)
         if reason is not None:
-            out.append(Damage(manifest, reason, series, "checkpoints"))
+            out.append(Damage(manifest, reason, series, Table.checkpoints))
         else:
             for r in read_manifest(root, series).to_pylist():
                 for table in RESULT_TABLES:
@@ -224,7 +224,7 @@ def _record_missing_digests(root: Path, series: str, result: RepairResult) -> No
     digests = manifest.column("scores_sha256").to_pylist()
     if all(digests):
         return
-    folder = series_dir(root, "head_scores", series)
+    folder = series_dir(root, Table.head_scores, series)
     for i, key in enumerate(manifest.column("file_key").to_pylist()):
         path = folder / f"{key}.parquet"
         if digests[i] is None and path.is_file():
@@ -250,7 +250,7 @@ def _manifest(root: Path, series: str, heads: dict[str, Path], inputs: dict[str,
     manifest = read_manifest(root, series)
     if manifest.num_rows or not heads:
         return manifest, False
-    kept = {k: (read_metadata(root, "head_scores", series, k) or {}).get(MANIFEST_ROW_KEY) for k in heads}
+    kept = {k: (read_metadata(root, Table.head_scores, series, k) or {}).get(MANIFEST_ROW_KEY) for k in heads}
     old = sorted(k for k, row in kept.items() if row is None)
     if old:
         raise StoreError(
@@ -263,11 +263,11 @@ def _manifest(root: Path, series: str, heads: dict[str, Path], inputs: dict[str,
     rows = [json.loads(row) | {"file_key": k} for k, row in kept.items() if row is not None]
     for r in rows:
         r["analyzed_at"] = datetime.fromisoformat(r["analyzed_at"])
-        for table, files in (("head_scores", heads), ("input_scores", inputs)):
+        for table, files in ((Table.head_scores, heads), (Table.input_scores, inputs)):
             path = files.get(r["file_key"])
-            if path is not None and (table == "head_scores" or r.get("input_scores_kept")):
+            if path is not None and (table == Table.head_scores or r.get("input_scores_kept")):
                 r[f"{table}_sha256"], r[f"{table}_bytes"] = sha256_file(path), path.stat().st_size
-    return conform(rows, "checkpoints"), True
+    return conform(rows, Table.checkpoints), True
 
 
 def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> RepairResult:
@@ -283,7 +283,7 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
         damage = {series: _damage(root, series, verify=True) for series in every}
         for series in every:  # refused before anything changes
             bad = {d.path for d in damage[series]}
-            heads = {k: p for k, p in _files(root, "head_scores", series).items() if p not in bad}
+            heads = {k: p for k, p in _files(root, Table.head_scores, series).items() if p not in bad}
             if manifest_path(root, series) in bad:
                 _rebuildable(root, series, heads)
             else:
@@ -291,8 +291,8 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
         for series in every:
             _quarantine(root, damage[series], result)
             # a damaged input_scores file drops its result too: the rerun scores it again, both files whole
-            bad_inputs = {d.path.stem for d in damage[series] if d.table == "input_scores"}
-            heads, inputs = _files(root, "head_scores", series), _files(root, "input_scores", series)
+            bad_inputs = {d.path.stem for d in damage[series] if d.table == Table.input_scores}
+            heads, inputs = _files(root, Table.head_scores, series), _files(root, Table.input_scores, series)
             manifest, rebuilt = _manifest(root, series, heads, inputs)
             if rebuilt:
                 result.rebuilt.append(f"{series} ({manifest.num_rows} results)")
@@ -324,7 +324,7 @@ def repair_store(store, model_id: str | None = None, *, wait: bool = True) -> Re
 
 def _rebuildable(root: Path, series: str, heads: dict[str, Path]) -> None:
     """StoreError when a damaged manifest could not be rebuilt from `heads` (see `_manifest`)."""
-    old = sorted(k for k in heads if MANIFEST_ROW_KEY not in (read_metadata(root, "head_scores", series, k) or {}))
+    old = sorted(k for k in heads if MANIFEST_ROW_KEY not in (read_metadata(root, Table.head_scores, series, k) or {}))
     if old:
         raise StoreError(
             f"store {str(root)!r}: the manifest of {series} ({manifest_path(root, series).relative_to(root)}) is "
@@ -372,9 +372,9 @@ def gc_store(store, model_id: str | None = None, *, wait: bool = True) -> GcResu
             # checkpoints as `dormant status` counts them: a revision scored on two calibration sets is one
             kept_revisions = manifest.filter(pc.fill_null(kept, False)).column("revision").to_pylist()
             result.checkpoints += len(set(kept_revisions))
-            for p in _files(root, "input_scores", series).values():  # first the manifest, then the files
+            for p in _files(root, Table.input_scores, series).values():  # first the manifest, then the files
                 result.bytes_freed += p.stat().st_size
                 result.files += 1
                 p.unlink()
-            result.links += linked_entries(root, "input_scores", series)
+            result.links += linked_entries(root, Table.input_scores, series)
     return result

@@ -9,7 +9,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from dormant_tasks.errors import StoreError, did_you_mean
-from dormant_tasks.store.layout import safe_file_key
+from dormant_tasks.store.layout import Table, safe_file_key
 
 
 def _f(name: str, type_: pa.DataType, nullable: bool = False) -> pa.Field:
@@ -26,7 +26,7 @@ COMMON: list[pa.Field] = [
 ]
 
 SCHEMAS: dict[str, pa.Schema] = {
-    "checkpoints": pa.schema(
+    Table.checkpoints: pa.schema(
         COMMON
         + [
             _f("commit", pa.string()),
@@ -62,7 +62,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("input_clusters", pa.list_(pa.int32()), nullable=True),
         ]
     ),
-    "head_scores": pa.schema(
+    Table.head_scores: pa.schema(
         COMMON
         + [
             _f("score_fn", pa.string()),
@@ -92,7 +92,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("taus_id", pa.string()),
         ]
     ),
-    "input_scores": pa.schema(
+    Table.input_scores: pa.schema(
         COMMON
         + [
             _f("input_index", pa.int32()),
@@ -103,7 +103,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("calibration_id", pa.string()),
         ]
     ),
-    "transitions": pa.schema(
+    Table.transitions: pa.schema(
         COMMON
         + [
             _f("score_fn", pa.string()),
@@ -137,7 +137,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("taus_id", pa.string()),
         ]
     ),
-    "head_histories": pa.schema(
+    Table.head_histories: pa.schema(
         COMMON
         + [
             _f("score_fn", pa.string()),
@@ -155,7 +155,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
     # One row per (checkpoint of >= 2 calibration sets, score function, pair of sets): how far the sets'
     # current dormancy masks agree (dormant_tasks/tracking/agreement.py); one file per series.
-    "calibration_agreement": pa.schema(
+    Table.calibration_agreement: pa.schema(
         COMMON
         + [
             _f("score_fn", pa.string()),
@@ -171,7 +171,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("n_dormant_any", pa.int32()),  # dormant on at least one of them
         ]
     ),
-    "taus": pa.schema(
+    Table.taus: pa.schema(
         COMMON
         + [
             _f("score_fn", pa.string()),
@@ -184,7 +184,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             _f("taus_id", pa.string()),
         ]
     ),
-    "evaluations": pa.schema(
+    Table.evaluations: pa.schema(
         COMMON
         + [
             _f("task", pa.string()),
@@ -221,7 +221,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     # One row per checkpoint of the series that could not be downloaded, loaded or scored and was not stored
     # since (one file per series, rewritten; a checkpoint stored later drops its row). Added in schema version
     # 4 without a bump: a store without it has no failed checkpoint.
-    "failed_checkpoints": pa.schema(
+    Table.failed_checkpoints: pa.schema(
         COMMON
         + [
             _f("commit", pa.string(), nullable=True),  # unknown when a Hub revision failed before its download
@@ -233,7 +233,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     # One row per branch of the series that the integrity audit set aside (docs/CHECKPOINTS.md, "Integrity"):
     # the weights of another step, or a second branch at one step (one file per series, rewritten). Added in
     # schema version 4 without a bump: a store without it has set nothing aside.
-    "set_aside_checkpoints": pa.schema(
+    Table.set_aside_checkpoints: pa.schema(
         COMMON
         + [
             _f("commit", pa.string(), nullable=True),  # its commit (a local folder's content hash)
@@ -250,7 +250,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     # One row per checkpoint the series' source listed when a track run planned, scored or not (one file per series,
     # rewritten when the listing changes): how many checkpoints lie unscored between two scored ones
     # (tracking/listing.py). Added in schema version 4 without a bump: a store without it does not know.
-    "listed_checkpoints": pa.schema(
+    Table.listed_checkpoints: pa.schema(
         COMMON
         + [
             _f("ingredient", pa.int32(), nullable=True),  # the stage-2 ingredient (null: none)
@@ -260,7 +260,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     # One row per (item, setting) of an evaluation run with --log-samples (lm-eval's --log_samples).
-    "evaluation_items": pa.schema(
+    Table.evaluation_items: pa.schema(
         COMMON
         + [
             _f("task", pa.string()),  # the lm-eval leaf task (e.g. mmlu_anatomy)
@@ -280,7 +280,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
 }
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
-RESULT_TABLES: tuple[str, ...] = ("head_scores", "input_scores")  # one file per manifest row
+RESULT_TABLES: tuple[str, ...] = (Table.head_scores, Table.input_scores)  # one file per manifest row
 MANIFEST_KEY = "checkpoints"  # file key of the one `checkpoints` file (the manifest) of a series
 MANIFEST_ROW_KEY = "dormant.manifest_row"  # head_scores metadata: its manifest row as JSON (`store repair` rebuilds)
 

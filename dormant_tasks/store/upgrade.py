@@ -52,6 +52,7 @@ from dormant_tasks.store.io import (
 )
 from dormant_tasks.store.layout import (
     SCHEMA_VERSION,
+    Table,
     data_files,
     safe_file_key,
     series_dir,
@@ -65,8 +66,8 @@ from dormant_tasks.store.sums import write_parquet
 
 _RENAMES = {"head": "head_index", "value": "score", "pct_zeroed": "frac_zeroed"}
 _PERCENT_COLUMNS = ("frac_zeroed", "accuracy", "base_accuracy")  # v1 stored these in %
-_CONVERTED = ("checkpoints", "head_scores", "input_scores", "taus", "evaluations")
-DERIVED = ("transitions", "head_histories")  # derived again by `tracking.upgrade`
+_CONVERTED = (Table.checkpoints, Table.head_scores, Table.input_scores, Table.taus, Table.evaluations)
+DERIVED = (Table.transitions, Table.head_histories)  # derived again by `tracking.upgrade`
 
 # The evaluations columns of schema version 2, in order (docs/DATA_CONTRACT.md of that version).
 V2_EVALUATION_NAMES = (
@@ -119,7 +120,7 @@ def table_files(root: Path, table: str) -> list[Path]:
 
 
 def series_to_upgrade(root: Path) -> list[str]:
-    folders = (root / "checkpoints").glob("series=*")
+    folders = (root / Table.checkpoints).glob("series=*")
     return sorted(model_id_of_slug(p.name.removeprefix("series=")) for p in folders if not p.is_symlink())
 
 
@@ -143,12 +144,12 @@ def _convert_file(path: Path, table: str) -> bool:
     t = pq.read_table(path)
     if "series" in t.column_names:
         t = t.drop_columns(["series"])
-    if not (table == "evaluations" and tuple(t.column_names) == V2_EVALUATION_NAMES):
+    if not (table == Table.evaluations and tuple(t.column_names) == V2_EVALUATION_NAMES):
         t = _v1_to_v2(t)
-    if table == "evaluations" and "metric" not in t.column_names:
+    if table == Table.evaluations and "metric" not in t.column_names:
         t = _v2_to_v3_evaluations(t, written_at)
-    if table == "checkpoints" and "file_key" not in t.column_names:  # v3 -> v4: a row names its result's files
-        kept = (path.parents[2] / "input_scores" / path.parent.name / path.name).is_file()
+    if table == Table.checkpoints and "file_key" not in t.column_names:  # v3 -> v4: a row names its result's files
+        kept = (path.parents[2] / Table.input_scores / path.parent.name / path.name).is_file()
         t = t.append_column("file_key", pa.array([path.stem] * t.num_rows, pa.string()))
         t = t.append_column("input_scores_kept", pa.array([kept] * t.num_rows, pa.bool_()))
     rewrite_file(path, conform(t, table))
@@ -169,7 +170,7 @@ def _v1_to_v2(t: pa.Table) -> pa.Table:
 def _v2_to_v3_evaluations(t: pa.Table, written_at: datetime) -> pa.Table:
     """The protocol columns, with the one protocol that versions 1 and 2 evaluated under."""
     n = t.num_rows
-    schema = SCHEMAS["evaluations"]
+    schema = SCHEMAS[Table.evaluations]
     values = dict(V3_EVALUATION_DEFAULTS)
     values["fewshot_split"] = [values["fewshot_split"] if s else None for s in t.column("shots").to_pylist()]
     values["chance"] = [WINOGRANDE_CHANCE if task == "winogrande" else None for task in t.column("task").to_pylist()]
@@ -181,13 +182,13 @@ def _v2_to_v3_evaluations(t: pa.Table, written_at: datetime) -> pa.Table:
 
 def _compact_manifest(root: Path, model_id: str) -> int:
     """v3 -> v4: a series' per-checkpoint `checkpoints` files become its one manifest file; 1 when rewritten."""
-    old = [p for p in data_files(root, "checkpoints", model_id) if p.stem != MANIFEST_KEY]
+    old = [p for p in data_files(root, Table.checkpoints, model_id) if p.stem != MANIFEST_KEY]
     if not old:
         return 0
-    rows = read_files(old, SCHEMAS["checkpoints"], None)
+    rows = read_files(old, SCHEMAS[Table.checkpoints], None)
     merged = dedupe_checkpoints(pa.concat_tables([read_manifest(root, model_id), rows]))
     # first: a rerun after a crash finds the rows in one place or the other
-    write_any_version(root, "checkpoints", merged, MANIFEST_KEY, model_id)
+    write_any_version(root, Table.checkpoints, merged, MANIFEST_KEY, model_id)
     for p in old:
         p.unlink()
     return 1
@@ -195,7 +196,7 @@ def _compact_manifest(root: Path, model_id: str) -> int:
 
 def read_any_version(root: Path, table: str, model_id: str, filters: dict | None = None) -> pa.Table:
     """`store.read_table` of one series (deduplicated the same way), at any schema version of the marker."""
-    if table == "checkpoints":
+    if table == Table.checkpoints:
         return dedupe_checkpoints(read_manifest(root, model_id))
     files = result_files(root, table, model_id, filters)
     expr = None

@@ -10,7 +10,6 @@ from dormant_tasks.face import attach
 
 if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; see dormant_tasks/face.py)
     from dormant_tasks.tracking.agreement import (
-        AGREEMENT_TABLE as AGREEMENT_TABLE,
         set_agreement as set_agreement,
         stored_agreement as stored_agreement,
     )
@@ -62,7 +61,6 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.tracking.indicators import input_clusters as input_clusters
     from dormant_tasks.tracking.integrity import (
-        SET_ASIDE_TABLE as SET_ASIDE_TABLE,
         record_audit as record_audit,
         set_aside_checkpoints as set_aside_checkpoints,
         set_aside_label as set_aside_label,
@@ -102,6 +100,8 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.tracking.series import (
         SeriesView as SeriesView,
+        StoreFolder as StoreFolder,  # the checked store, for the parts that read it through tracking
+        Table as Table,  # the store's table names, for the parts that read it through tracking
         open_views as open_views,
         stored_files as stored_files,
         stored_series as stored_series,

@@ -26,11 +26,10 @@ import pyarrow.compute as pc
 
 from dormant_tasks.engine import ALL_IDS
 from dormant_tasks.errors import StoreError
-from dormant_tasks.store import SCHEMAS, conform, read_metadata, read_table, series_lock, write_table
+from dormant_tasks.store import SCHEMAS, Table, conform, read_metadata, read_table, series_lock, write_table
 from dormant_tasks.tracking.results import result_id
 from dormant_tasks.tracking.series import SeriesView, checkpoint_sort_key, open_views
 
-AGREEMENT_TABLE = "calibration_agreement"
 AGREEMENT_FILE = "calibration_agreement"  # the one file of the table per series
 AGREEMENT_KEY = "dormant.agreement"  # its metadata: {"sets": [...], "revisions": {revision: "id|id|..."}}
 CHUNK = 64  # revisions whose head_scores are read (and compared) at once
@@ -57,7 +56,7 @@ def set_agreement(store, model_id: str) -> pa.Table:
 def stored_agreement(store, model_id: str) -> pa.Table:
     """The series' `calibration_agreement` rows as stored or, for a series tracked before the table existed,
     computed (`set_agreement`, not stored): what its report shows."""
-    table = read_table(store, AGREEMENT_TABLE, model_id)
+    table = read_table(store, Table.calibration_agreement, model_id)
     return table if table.num_rows else set_agreement(store, model_id)
 
 
@@ -74,9 +73,13 @@ def update_agreement(store, model_id: str, views: Sequence[SeriesView] | None = 
     record = agreement_record(views)
     try:
         stored = json.loads(
-            (read_metadata(store, AGREEMENT_TABLE, model_id, AGREEMENT_FILE) or {}).get(AGREEMENT_KEY, "null")
+            (read_metadata(store, Table.calibration_agreement, model_id, AGREEMENT_FILE) or {}).get(
+                AGREEMENT_KEY, "null"
+            )
         )
-        kept = read_table(store, AGREEMENT_TABLE, model_id=model_id) if stored != record and stored else None
+        kept = (
+            read_table(store, Table.calibration_agreement, model_id=model_id) if stored != record and stored else None
+        )
     except StoreError:  # a damaged file: computed again whole, which replaces it
         stored = kept = None
     if stored == record:
@@ -91,7 +94,7 @@ def update_agreement(store, model_id: str, views: Sequence[SeriesView] | None = 
     with series_lock(store, model_id):
         write_table(
             store,
-            AGREEMENT_TABLE,
+            Table.calibration_agreement,
             table,
             file_key=AGREEMENT_FILE,
             model_id=model_id,
@@ -142,7 +145,7 @@ def _ordered(table: pa.Table, views: Sequence[SeriesView]) -> pa.Table:
 def _compute(views: Sequence[SeriesView], revisions: list[str]) -> pa.Table:
     """The agreement rows of `revisions` (in series order), reading those checkpoints' head_scores only."""
     if len(views) < 2 or not revisions:
-        return SCHEMAS[AGREEMENT_TABLE].empty_table()
+        return SCHEMAS[Table.calibration_agreement].empty_table()
     rows = _checkpoint_rows(views)
     n_heads = max(int(c["n_heads"]) for c in rows.values())
     n_cells = max(int(c["n_layers"]) for c in rows.values()) * n_heads
@@ -177,7 +180,7 @@ def _compute_chunk(views, revisions: list[str], fns: list[str], rows: dict, n_he
     all_ = (dormant | ~present[..., None]).all(axis=0) & (n_sets >= 2)[..., None]  # [revision, fn, head]
     n_all, n_any = all_.sum(axis=2), dormant.any(axis=0).sum(axis=2)  # [revision, fn]
     n_dormant = dormant.sum(axis=3)  # [set, revision, fn]
-    out: dict[str, list] = {name: [] for name in SCHEMAS[AGREEMENT_TABLE].names}
+    out: dict[str, list] = {name: [] for name in SCHEMAS[Table.calibration_agreement].names}
     for i, rev in enumerate(revisions):
         c = rows[rev]
         for j, fn in enumerate(fns):
@@ -207,4 +210,7 @@ def _compute_chunk(views, revisions: list[str], fns: list[str], rows: dict, n_he
                     }
                     for name, value in values.items():
                         out[name].append(value)
-    return conform(pa.table(out) if out["revision"] else SCHEMAS[AGREEMENT_TABLE].empty_table(), AGREEMENT_TABLE)
+    return conform(
+        pa.table(out) if out["revision"] else SCHEMAS[Table.calibration_agreement].empty_table(),
+        Table.calibration_agreement,
+    )

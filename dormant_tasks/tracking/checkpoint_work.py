@@ -22,6 +22,7 @@ from dormant_tasks.engine import SCORING_VERSION
 from dormant_tasks.errors import CheckpointError, DormantError, ScoringError
 from dormant_tasks.store import (
     CheckpointKey,
+    Table,
     commit_checkpoint,
     keep_input_scores,
     read_table,
@@ -293,7 +294,7 @@ def _kept_scores(
     cal_id = cal.calibration_id
     ckpts = read_table(
         request.store,
-        "checkpoints",
+        Table.checkpoints,
         model_id=request.model_id,
         filters={"revision": revision.name, "calibration_id": cal_id, "scoring_version": SCORING_VERSION},
     )
@@ -301,7 +302,7 @@ def _kept_scores(
         return None
     inputs = read_table(
         request.store,
-        "input_scores",
+        Table.input_scores,
         model_id=request.model_id,
         filters={"revision": revision.name, "calibration_id": cal_id},
     )
@@ -333,7 +334,7 @@ def _stored_windows(
     when that result was stored before the column (its rows keep null)."""
     stored = read_table(
         request.store,
-        "head_scores",
+        Table.head_scores,
         model_id=request.model_id,
         filters={"revision": revision.name, "calibration_id": calibration_id},
         columns=["layer", "sliding_window"],

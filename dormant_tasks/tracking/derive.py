@@ -16,6 +16,7 @@ from dormant_tasks.errors import StoreError
 from dormant_tasks.statistics import FDR, FDR_METHOD
 from dormant_tasks.store import (
     SCHEMAS,
+    Table,
     derived_file_key,
     drop_legacy_derived,
     read_metadata,
@@ -71,8 +72,8 @@ DERIVED_BY_KEY = "dormant.derived_by"  # ... and the code version that derived t
 def fdr_rule(store, model_id: str, view: SeriesView) -> tuple[float, str] | None:
     """(level, method) at which the stored `confident` of a view's transitions was decided by confident states;
     None when they were stored under an older rule (derived again by the next `dormant track` or `store repair`)."""
-    key = derived_file_key("transitions", view.taus_id, view.calibration_id)
-    return stored_rule((read_metadata(store, "transitions", model_id, key) or {}).get(FDR_KEY))
+    key = derived_file_key(Table.transitions, view.taus_id, view.calibration_id)
+    return stored_rule((read_metadata(store, Table.transitions, model_id, key) or {}).get(FDR_KEY))
 
 
 def derive_series(request: TrackRequest) -> SeriesSummary:
@@ -121,9 +122,9 @@ def derive_set(
     damaged) writes the transitions whole, parts folded in."""
     ckpts = view.checkpoints_table()
     ids, pairs = series_pairs(view)
-    hkey = derived_file_key("head_histories", view.taus_id, view.calibration_id)
+    hkey = derived_file_key(Table.head_histories, view.taus_id, view.calibration_id)
     stored = _transitions_record(view)
-    histories = _derived_metadata(store, "head_histories", model_id, hkey)
+    histories = _derived_metadata(store, Table.head_histories, model_id, hkey)
     recorded = json.dumps(sorted(pairs))
     rule = recorded_choice(stored.get(FDR_KEY))  # the level and correction chosen, kept across rules
     fdr = fdr if fdr is not None else rule[0] if rule else FDR
@@ -147,7 +148,7 @@ def derive_set(
             rows = mark_blips(apply_decisions(in_series_order(new_rows, view.revisions), {}))
             with series_lock(store, model_id):
                 append_part(view, rows, sorted(new_pairs), {DERIVED_BY_KEY: __version__, FDR_KEY: stored[FDR_KEY]})
-                write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
+                write_table(store, Table.head_histories, hist, file_key=hkey, model_id=model_id, metadata=meta)
             counts = stored_counts(stored)
             if counts is None:  # a base that keeps no counts: counted, with the part just written
                 return _summary(view, counts_of(view.stored_transitions()))
@@ -175,7 +176,7 @@ def derive_set(
     pending = {DECISION_KEY: PENDING}  # decided when first read (`decision.decide_pending`)
     with series_lock(store, model_id):
         write_whole(view, trans, meta | {FDR_KEY: fdr_record(fdr, method)} | pending)
-        write_table(store, "head_histories", hist, file_key=hkey, model_id=model_id, metadata=meta)
+        write_table(store, Table.head_histories, hist, file_key=hkey, model_id=model_id, metadata=meta)
         drop_legacy_derived(store, model_id, view.taus_id)
     return _summary(view, counts_of(trans))
 
@@ -231,7 +232,7 @@ def _pair_rows(view: SeriesView, ckpts: pa.Table, ids: list[str], new_pairs: set
         changes, matrices = mask_changes(view.head_scores(revisions=two), sub)
         rows.append(changes)
         stepped.append((b, matrices))
-    return (pa.concat_tables(rows) if rows else SCHEMAS["transitions"].empty_table()), stepped
+    return (pa.concat_tables(rows) if rows else SCHEMAS[Table.transitions].empty_table()), stepped
 
 
 def series_pairs(view: SeriesView) -> tuple[list[str], list[str]]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from dormant_tasks.checkpoints import Revision, format_tokens, source_for
 from dormant_tasks.errors import ConfigError
+from dormant_tasks.store import Table
 from dormant_tasks.text import plural
 from dormant_tasks.tracking.plan import SeriesState
 from dormant_tasks.tracking.request import Runner
@@ -32,7 +33,7 @@ from dormant_tasks.tracking.series import stored_files
 from dormant_tasks.tracking.series_taus import taus_checkpoint
 
 SHOWN = 12  # a longer plan shows its first and last SHOWN // 2 checkpoints and a count of the rest
-PER_CHECKPOINT_TABLES = ("checkpoints", "head_scores", "input_scores")  # what one scored checkpoint adds
+PER_CHECKPOINT_TABLES = (Table.checkpoints, Table.head_scores, Table.input_scores)  # what one scored checkpoint adds
 
 # decimal (k, M, G, T) or binary (Ki, Mi, Gi, Ti) prefixes; B / byte: bytes, b / bit / bps: bits (1/8 byte)
 _PREFIX = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}

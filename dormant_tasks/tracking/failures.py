@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from dormant_tasks.checkpoints import Revision
 from dormant_tasks.errors import CheckpointError, ScoringError
-from dormant_tasks.store import is_store, read_table, series_lock, write_request, write_table
+from dormant_tasks.store import Table, is_store, read_table, series_lock, write_request, write_table
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit
 
@@ -48,7 +48,9 @@ def record_failure(request: TrackRequest, revision: Revision, reason: str) -> Ch
     with series_lock(request.store, request.model_id):
         rows = [r for r in failed_checkpoints(request.store, request.model_id) if r["revision"] != revision.name]
         write_request(request.store, request.model_id, request)
-        write_table(request.store, "failed_checkpoints", [*rows, row], file_key=FAILURES_KEY, model_id=request.model_id)
+        write_table(
+            request.store, Table.failed_checkpoints, [*rows, row], file_key=FAILURES_KEY, model_id=request.model_id
+        )
     return CheckpointResult(revision, row["commit"] or "", False, {}, {}, failed=reason)
 
 
@@ -59,12 +61,12 @@ def clear_failure(request: TrackRequest, revision: Revision) -> None:
         return
     with series_lock(request.store, request.model_id):
         rows = [r for r in failed_checkpoints(request.store, request.model_id) if r["revision"] != revision.name]
-        write_table(request.store, "failed_checkpoints", rows, file_key=FAILURES_KEY, model_id=request.model_id)
+        write_table(request.store, Table.failed_checkpoints, rows, file_key=FAILURES_KEY, model_id=request.model_id)
 
 
 def failed_checkpoints(store, model_id: str) -> list[dict]:
     """The series' checkpoints that failed and were not stored since, in series order (none without a store)."""
     if not is_store(store):
         return []
-    rows = read_table(store, "failed_checkpoints", model_id=model_id).to_pylist()  # no file: a glob, no read
+    rows = read_table(store, Table.failed_checkpoints, model_id=model_id).to_pylist()  # no file: a glob, no read
     return sorted(rows, key=lambda r: (r["stage"], r["step"], r["revision"]))

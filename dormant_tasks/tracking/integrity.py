@@ -12,12 +12,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from dormant_tasks.checkpoints import Revision
-from dormant_tasks.store import is_store, read_table, series_lock, write_request, write_table
+from dormant_tasks.store import Table, is_store, read_table, series_lock, write_request, write_table
 from dormant_tasks.tracking.failures import failed_checkpoints, record_failure
 from dormant_tasks.tracking.request import TrackRequest
 from dormant_tasks.tracking.results import CheckpointResult, common_columns, known_commit
 
-SET_ASIDE_TABLE = "set_aside_checkpoints"
 SET_ASIDE_KEY = "set_aside"  # file key of a series' one set_aside_checkpoints file
 
 
@@ -25,7 +24,7 @@ def set_aside_checkpoints(store, model_id: str) -> list[dict]:
     """The series' branches the audit set aside (kept or not), in series order (none without a store)."""
     if not is_store(store):
         return []
-    rows = read_table(store, SET_ASIDE_TABLE, model_id=model_id).to_pylist()
+    rows = read_table(store, Table.set_aside_checkpoints, model_id=model_id).to_pylist()
     return sorted(rows, key=lambda r: (r["stage"], r["step"], r["revision"]))
 
 
@@ -49,7 +48,7 @@ def write_set_aside(store, model_id: str, rows: list[dict], request: TrackReques
         kept = [r for r in set_aside_checkpoints(store, model_id) if r["revision"] not in names]
         if request is not None:
             write_request(store, model_id, request)
-        write_table(store, SET_ASIDE_TABLE, kept + rows, file_key=SET_ASIDE_KEY, model_id=model_id)
+        write_table(store, Table.set_aside_checkpoints, kept + rows, file_key=SET_ASIDE_KEY, model_id=model_id)
 
 
 def record_audit(request: TrackRequest, plan) -> list[CheckpointResult]:
@@ -98,7 +97,7 @@ def set_aside_stored_duplicates(store, model_id: str) -> list[str]:
 
     if not is_store(store):
         return []
-    rows = read_table(store, "checkpoints", model_id=model_id).to_pylist()
+    rows = read_table(store, Table.checkpoints, model_id=model_id).to_pylist()
     first: dict[str, dict] = {}
     known = {r["revision"] for r in set_aside_checkpoints(store, model_id)}
     new = []
@@ -131,7 +130,9 @@ def shared_weights(store, model_ids: list[str]) -> str | None:
     the data order."""
     held: dict[str, tuple[str, str]] = {}  # commit -> (series, revision)
     for model_id in dict.fromkeys(model_ids):
-        rows = read_table(store, "checkpoints", model_id=model_id, columns=["revision", "step", "commit"]).to_pylist()
+        rows = read_table(
+            store, Table.checkpoints, model_id=model_id, columns=["revision", "step", "commit"]
+        ).to_pylist()
         for r in {r["revision"]: r for r in rows}.values():
             if r["step"] == 0:
                 continue

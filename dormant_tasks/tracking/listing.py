@@ -15,10 +15,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from dormant_tasks.store import is_store, read_table, series_lock, write_table
+from dormant_tasks.store import Table, is_store, read_table, series_lock, write_table
 from dormant_tasks.tracking.results import common_columns
 
-LISTING_TABLE = "listed_checkpoints"
 LISTING_KEY = "listing"  # file key of a series' one listed_checkpoints file
 _SAME = ("revision", "stage", "step", "tokens", "ingredient", "available")  # what a rewrite compares
 
@@ -30,7 +29,7 @@ def listed_checkpoints(store, model_id: str) -> list[dict] | None:
 
     if not is_store(store):
         return None
-    rows = read_table(store, LISTING_TABLE, model_id=model_id).to_pylist()
+    rows = read_table(store, Table.listed_checkpoints, model_id=model_id).to_pylist()
     return sorted(rows, key=checkpoint_sort_key) if rows else None
 
 
@@ -55,7 +54,7 @@ def record_listing(store, model_id: str, plan, request_id: str | None = None) ->
         before = listed_checkpoints(store, model_id) or []
         if _same(before) == _same(rows):
             return False
-        write_table(store, LISTING_TABLE, rows, file_key=LISTING_KEY, model_id=model_id)
+        write_table(store, Table.listed_checkpoints, rows, file_key=LISTING_KEY, model_id=model_id)
     return True
 
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dormant_tasks.store import read_table
 from dormant_tasks.tracking.series import SeriesView, open_views
 
 TAU_MARKS_LOW, TAU_MARKS_HIGH = 0.01, 0.99  # a tau marking fewer / more (input, head) pairs is warned about
@@ -68,8 +67,7 @@ def reference_of(view: SeriesView) -> str:
 
 
 def _named_references(view: SeriesView) -> list[str]:
-    rows = read_table(view.store, "taus", model_id=view.model_id).to_pylist()
-    rows = [r for r in rows if (r["taus_id"], r["calibration_id"]) == (view.taus_id, view.calibration_id)]
+    rows = view.tau_rows()
     refs = [r["reference_revision"] for r in rows if r.get("reference_revision")]
     return [*refs, *sorted({r["revision"] for r in rows if r.get("revision")})]
 

@@ -24,16 +24,30 @@ import pyarrow.compute as pc
 from dormant_tasks.checkpoints import Revision, series_sort_key
 from dormant_tasks.engine import SCORING_VERSION
 from dormant_tasks.errors import StoreError, did_you_mean
-from dormant_tasks.store import check_result_files, is_store, list_models, read_table, series_files, store_folder
+from dormant_tasks.store import (
+    StoreFolder,
+    Table,
+    check_result_files,
+    is_store,
+    list_models,
+    read_metadata,
+    read_table,
+    series_files,
+)
 from dormant_tasks.tracking.decision import decide_pending, is_pending
 from dormant_tasks.tracking.masks import Tau
-from dormant_tasks.tracking.transition_files import read_transitions, sorted_codes, transitions_metadata
+from dormant_tasks.tracking.transition_files import (
+    read_transitions,
+    sorted_codes,
+    transitions_key,
+    transitions_metadata,
+)
 from dormant_tasks.tracking.transitions import DormantMatrix, dormant_matrices
 
 
 @dataclass(frozen=True)
 class SeriesView:
-    store: Path
+    store: StoreFolder  # opened once, by the view's `open`
     model_id: str
     taus: dict[str, Tau]  # score_fn -> the series' current tau
     taus_id: str
@@ -45,15 +59,24 @@ class SeriesView:
     # `set_aside_checkpoints` rows: branches the integrity audit set aside (duplicates; never read as current
     # unless `kept`, then read and marked)
     duplicates: tuple[dict, ...] = ()
+    stored_taus: tuple[dict, ...] = ()  # the `taus` rows of the calibration set, as read when the view was opened
 
     @classmethod
-    def open(cls, store, model_id: str, calibration_id: str | None = None, *, checked: bool = True) -> SeriesView:
+    def open(
+        cls,
+        store,
+        model_id: str,
+        calibration_id: str | None = None,
+        *,
+        checked: bool = True,
+        stored_taus: list | None = None,
+    ) -> SeriesView:
         """The current view of `model_id` on one of its calibration sets (default: the primary one, the first
         of its taus); StoreError (with the models the store holds) when it has none. `checked=False` skips the
         check that every current result file is there (one stat each: the derivation after a run that just wrote
-        them, whose reads check the files they open)."""
-        root = store_folder(store)
-        tau_rows = read_table(root, "taus", model_id=model_id).to_pylist()
+        them, whose reads check the files they open). `stored_taus`: the series' `taus` rows, read by the caller."""
+        root = StoreFolder.open(store)
+        tau_rows = read_table(root, Table.taus, model_id=model_id).to_pylist() if stored_taus is None else stored_taus
         if tau_rows and calibration_id is not None:
             sets = list(dict.fromkeys(r["calibration_id"] for r in tau_rows))
             if calibration_id not in sets:
@@ -78,7 +101,7 @@ class SeriesView:
             )
             for r in tau_rows
         }
-        rows = read_table(root, "checkpoints", model_id=model_id).to_pylist()
+        rows = read_table(root, Table.checkpoints, model_id=model_id).to_pylist()
         current = [
             r
             for r in rows
@@ -91,13 +114,13 @@ class SeriesView:
         reference = next((t.reference_revision for t in taus.values() if t.reference_revision), None)
         shape = series_architecture(list(latest.values()), reference)
         in_order = sorted(latest.values(), key=checkpoint_sort_key)
-        duplicates = tuple(read_table(root, "set_aside_checkpoints", model_id=model_id).to_pylist())
+        duplicates = tuple(read_table(root, Table.set_aside_checkpoints, model_id=model_id).to_pylist())
         not_points = {d["revision"] for d in duplicates if not d["kept"]}  # not points of training
         in_order = [r for r in in_order if r["revision"] not in not_points]
         ordered = tuple(r for r in in_order if architecture(r) == shape)
         aside = tuple(r["revision"] for r in in_order if architecture(r) != shape)
         if checked:  # a file deleted by hand: refused here, with the fix
-            check_result_files(root, model_id, ordered, listed=False)
+            check_result_files(root.root, model_id, ordered, listed=False)
         stale = {r["revision"] for r in rows} - set(latest)
         return cls(
             root,
@@ -110,6 +133,7 @@ class SeriesView:
             len(stale),
             aside,
             duplicates,
+            tuple(tau_rows),
         )
 
     @classmethod
@@ -117,7 +141,7 @@ class SeriesView:
         """The series' calibration sets, the primary one first (empty when it was never tracked)."""
         if not is_store(store):
             return []
-        rows = read_table(store, "taus", model_id=model_id, columns=["calibration_id"]).column("calibration_id")
+        rows = read_table(store, Table.taus, model_id=model_id, columns=["calibration_id"]).column("calibration_id")
         return list(dict.fromkeys(rows.to_pylist()))
 
     @classmethod
@@ -125,11 +149,11 @@ class SeriesView:
         """True when the store holds taus for the series (it has been tracked), without raising."""
         if not is_store(store):
             return False
-        return read_table(store, "taus", model_id=model_id).num_rows > 0
+        return read_table(store, Table.taus, model_id=model_id).num_rows > 0
 
     def tau_rows(self) -> list[dict]:
         """The series' stored `taus` rows of its current taus (`taus_id`): where each tau came from."""
-        return read_table(self.store, "taus", self.model_id, filters={"taus_id": self.taus_id}).to_pylist()
+        return [r for r in self.stored_taus if r["taus_id"] == self.taus_id]
 
     # ------------------------------------------------------------------------------------ checkpoints
 
@@ -150,7 +174,7 @@ class SeriesView:
     def checkpoints_table(self) -> pa.Table:
         from dormant_tasks.store import SCHEMAS
 
-        return pa.Table.from_pylist(list(self.checkpoints), schema=SCHEMAS["checkpoints"])
+        return pa.Table.from_pylist(list(self.checkpoints), schema=SCHEMAS[Table.checkpoints])
 
     # ------------------------------------------------------------------------------------ results
 
@@ -161,7 +185,8 @@ class SeriesView:
         if revisions is not None:  # head_scores: the manifest then names only these checkpoints' files
             filters["revision"] = list(revisions)
         read = None if columns is None else list(dict.fromkeys(["revision", *columns]))
-        t = read_table(self.store, table, model_id=self.model_id, filters=filters, columns=read)
+        mine = self.checkpoints if table == Table.head_scores else None  # the manifest rows read when opened
+        t = read_table(self.store, table, model_id=self.model_id, filters=filters, columns=read, manifest=mine)
         keep = pa.array(self.revisions if revisions is None else list(revisions), pa.string())
         t = _rows_in(t, "revision", keep)
         return t if columns is None else t.select(list(columns))
@@ -169,7 +194,7 @@ class SeriesView:
     def head_scores(self, score_fns=None, revisions=None, columns=None) -> pa.Table:
         """The current head_scores rows of the current checkpoints (optionally of some functions/revisions, and
         only some `columns`)."""
-        return self._current("head_scores", score_fns, revisions, columns)
+        return self._current(Table.head_scores, score_fns, revisions, columns)
 
     def transitions(self, score_fns=None) -> pa.Table:
         """The transitions derived under the current taus and calibration set, with `confident` decided: an append
@@ -190,12 +215,16 @@ class SeriesView:
         t = read_transitions(self, score_fns)
         return _rows_in(t, "to_revision", pa.array(self.revisions, pa.string()))
 
+    def derived(self) -> bool:
+        """Whether the view's transitions file exists (a series of no state change has one, with no row)."""
+        return read_metadata(self.store, Table.transitions, self.model_id, transitions_key(self)) is not None
+
     def decision_pending(self) -> bool:
         """Whether the stored transitions wait for their confident-state decision (the next `transitions` takes it)."""
         return is_pending(transitions_metadata(self))
 
     def histories(self, score_fns=None) -> pa.Table:
-        return self._current("head_histories", score_fns)
+        return self._current(Table.head_histories, score_fns)
 
     def states(self, score_fns=None) -> Iterator[DormantMatrix]:
         """Per score function, the dormant matrix over the current checkpoints in series order."""
@@ -276,9 +305,9 @@ def architecture_change(store, model_id: str, checkpoint: dict) -> str | None:
     if not is_store(store):
         return None
     key = {k: checkpoint[k] for k in ("calibration_id", "taus_id", "scoring_version")}
-    rows = read_table(store, "checkpoints", model_id=model_id, filters=key).to_pylist()
+    rows = read_table(store, Table.checkpoints, model_id=model_id, filters=key).to_pylist()
     rows = [r for r in rows if r["revision"] != checkpoint["revision"]]  # its own earlier analysis is replaced
-    taus = read_table(store, "taus", model_id=model_id, filters={"taus_id": checkpoint["taus_id"]}).to_pylist()
+    taus = read_table(store, Table.taus, model_id=model_id, filters={"taus_id": checkpoint["taus_id"]}).to_pylist()
     reference = next((t["reference_revision"] for t in taus if t["reference_revision"]), None)
     shape = series_architecture(rows, reference if reference != checkpoint["revision"] else None)
     if shape is None or shape == architecture(checkpoint):
@@ -292,15 +321,19 @@ def architecture_change(store, model_id: str, checkpoint: dict) -> str | None:
 
 
 def open_views(store, model_id: str, *, checked: bool = True) -> list[SeriesView]:
-    """The current view of every calibration set of the series, the primary set first."""
-    return [
-        SeriesView.open(store, model_id, cal, checked=checked) for cal in SeriesView.calibration_ids(store, model_id)
-    ]
+    """The current view of every calibration set of the series, the primary set first (none: it was never tracked),
+    from one check of the store and one read of its taus."""
+    if not is_store(store):
+        return []
+    root = StoreFolder.open(store)
+    taus = read_table(root, Table.taus, model_id=model_id).to_pylist()
+    cals = dict.fromkeys(r["calibration_id"] for r in taus)
+    return [SeriesView.open(root, model_id, cal, checked=checked, stored_taus=taus) for cal in cals]
 
 
 def stored_series(store) -> list[str]:
     """The model ids of the series the store holds (any table), sorted; StoreError when `store` is not one."""
-    return list_models(store_folder(store))
+    return list_models(store)
 
 
 def stored_files(store, table: str, model_id: str) -> list[Path]:

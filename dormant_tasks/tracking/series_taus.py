@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dormant_tasks.checkpoints import Revision
 from dormant_tasks.errors import ConfigError, StoreError, did_you_mean
-from dormant_tasks.store import series_lock, write_request, write_table
+from dormant_tasks.store import Table, series_lock, write_request, write_table
 from dormant_tasks.tracking.checkpoint_work import rows_of, score_checkpoint, write_checkpoint
 from dormant_tasks.tracking.masks import Tau, needs_reference, resolve_taus, tau_specs, tau_warnings, taus_id
 from dormant_tasks.tracking.plan import SeriesPlan, SeriesState, SeriesTaus, SetTaus
@@ -161,4 +161,4 @@ def _write_taus(request: TrackRequest, series: SeriesTaus, reference: Revision) 
     # keyed by their taus_id.
     with series_lock(request.store, request.model_id):
         write_request(request.store, request.model_id, request)
-        write_table(request.store, "taus", rows, file_key="taus")
+        write_table(request.store, Table.taus, rows, file_key=Table.taus)

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from dormant_tasks.errors import StoreError
 from dormant_tasks.store import (
     GENERATION_KEY,
+    Table,
     derived_file_key,
     drop_parts,
     new_generation,
@@ -45,15 +46,15 @@ RECORD_ONLY = (PARTS_KEY, GENERATION_KEY)  # kept out of a file written for anot
 
 def transitions_key(view) -> str:
     """The file key of a view's transitions (one base per taus and calibration set)."""
-    return derived_file_key("transitions", view.taus_id, view.calibration_id)
+    return derived_file_key(Table.transitions, view.taus_id, view.calibration_id)
 
 
 def _base_metadata(view) -> dict[str, str]:
-    return read_metadata(view.store, "transitions", view.model_id, transitions_key(view)) or {}
+    return read_metadata(view.store, Table.transitions, view.model_id, transitions_key(view)) or {}
 
 
 def _parts(view, base: dict[str, str]) -> list:
-    return part_files(view.store, "transitions", view.model_id, transitions_key(view), base.get(GENERATION_KEY))
+    return part_files(view.store, Table.transitions, view.model_id, transitions_key(view), base.get(GENERATION_KEY))
 
 
 def transitions_metadata(view) -> dict[str, str]:
@@ -88,11 +89,11 @@ def read_transitions(view, score_fns=None) -> pa.Table:
     for _ in range(3):  # a writer folding the parts meanwhile: read again
         base = _base_metadata(view)
         parts = _parts(view, base)
-        t = read_table(view.store, "transitions", model_id=view.model_id, filters=filters)
+        t = read_table(view.store, Table.transitions, model_id=view.model_id, filters=filters)
         if not parts:
             return t
         try:
-            rows = read_parts(view.store, "transitions", parts, filters)
+            rows = read_parts(view.store, Table.transitions, parts, filters)
         except StoreError:
             if all(p.is_file() for p in parts):
                 raise
@@ -140,8 +141,8 @@ def write_whole(view, trans: pa.Table, metadata: dict[str, str]) -> None:
     generation = new_generation()
     meta = {k: v for k, v in metadata.items() if k not in RECORD_ONLY}
     meta |= {GENERATION_KEY: generation, COUNTS_KEY: counts_json(counts_of(trans))}
-    write_table(view.store, "transitions", trans, file_key=key, model_id=view.model_id, metadata=meta)
-    drop_parts(view.store, "transitions", view.model_id, key, keep=generation)
+    write_table(view.store, Table.transitions, trans, file_key=key, model_id=view.model_id, metadata=meta)
+    drop_parts(view.store, Table.transitions, view.model_id, key, keep=generation)
 
 
 def append_part(view, rows: pa.Table, pairs: list[str], metadata: dict[str, str]) -> None:
@@ -152,7 +153,7 @@ def append_part(view, rows: pa.Table, pairs: list[str], metadata: dict[str, str]
     meta |= {PAIRS_KEY: json.dumps(sorted(pairs)), COUNTS_KEY: counts_json(counts_of(rows))}
     write_part(
         view.store,
-        "transitions",
+        Table.transitions,
         rows,
         file_key=transitions_key(view),
         generation=generation,

@@ -32,7 +32,7 @@ from dormant_tasks.statistics import (
     decide_states,
     state_transitions,
 )
-from dormant_tasks.store import SCHEMAS, conform
+from dormant_tasks.store import SCHEMAS, Table, conform
 from dormant_tasks.tracking.indicators import cell_indicators, input_clusters, paired_p
 
 
@@ -303,7 +303,7 @@ def mask_changes(head_scores: pa.Table, checkpoints: pa.Table | None = None) -> 
                 "taus_id": np.full(len(p), s.taus_id, dtype=object),
             }
         )
-    return _to_table(parts, "transitions"), matrices
+    return _to_table(parts, Table.transitions), matrices
 
 
 FDR_KEY = "dormant.fdr"  # a transitions file's metadata: how its `confident` was decided (`fdr_record`)
@@ -422,8 +422,8 @@ def apply_decisions(transitions: pa.Table, decisions: Decisions) -> pa.Table:
     }
     kept = transitions.drop_columns([c for c in columns if c in transitions.column_names])
     for name, column in columns.items():
-        kept = kept.append_column(SCHEMAS["transitions"].field(name), column)
-    return conform(kept, "transitions")
+        kept = kept.append_column(SCHEMAS[Table.transitions].field(name), column)
+    return conform(kept, Table.transitions)
 
 
 # A transition's head within its derivation: transitions of one of these and one head form the head's series.
@@ -453,7 +453,7 @@ def mark_blips(transitions: pa.Table) -> pa.Table:
             blip = seen[key[n:]]  # enters a checkpoint that the same head leaves
         else:
             blip = np.isin(key[n:], key[:n])
-    field = SCHEMAS["transitions"].field("blip")
+    field = SCHEMAS[Table.transitions].field("blip")
     column = pa.array(blip, type=pa.bool_())
     if "blip" in transitions.column_names:
         return transitions.set_column(transitions.column_names.index("blip"), field, column)
@@ -516,7 +516,7 @@ def histories_of(states: Iterable[DormantMatrix]) -> pa.Table:
                 "taus_id": np.full(n_heads, s.taus_id, dtype=object),
             }
         )
-    return _to_table(parts, "head_histories")
+    return _to_table(parts, Table.head_histories)
 
 
 def states_from_transitions(first: pa.Table, transitions: pa.Table, checkpoints: pa.Table) -> Iterator[DormantMatrix]:

@@ -21,6 +21,7 @@ from dormant_tasks.statistics import FDR
 from dormant_tasks.store import (
     DERIVED,
     SCHEMA_VERSION,
+    Table,
     convert_store,
     derived_file_key,
     finish_upgrade,
@@ -30,7 +31,6 @@ from dormant_tasks.store import (
     table_files,
     write_any_version,
 )
-from dormant_tasks.tracking.agreement import AGREEMENT_TABLE
 from dormant_tasks.tracking.derive import rederive
 from dormant_tasks.tracking.transitions import (
     FDR_KEY,
@@ -69,7 +69,7 @@ def refresh_current(root: Path) -> int:
     """Bring a version-4 store's derived files up to what this release writes (module docstring); the number
     of files rewritten (0: nothing to do)."""
     rewritten = 0
-    for path in table_files(root, AGREEMENT_TABLE):
+    for path in table_files(root, Table.calibration_agreement):
         t = pq.read_table(path)
         union = pc.subtract(pc.add(t.column("n_dormant_a"), t.column("n_dormant_b")), t.column("n_both"))
         stale = pc.and_(pc.equal(union, 0), pc.invert(pc.is_nan(t.column("jaccard"))))
@@ -81,7 +81,7 @@ def refresh_current(root: Path) -> int:
         rewrite_file(path, t)
         rewritten += 1
     older = set()
-    for path in table_files(root, "transitions"):
+    for path in table_files(root, Table.transitions):
         metadata = pq.read_schema(path).metadata or {}
         if stored_rule(metadata.get(FDR_KEY.encode(), b"").decode() or None) is None:
             older.update(pq.read_table(path, columns=["model_id"]).column("model_id").unique().to_pylist())
@@ -93,20 +93,22 @@ def refresh_current(root: Path) -> int:
 
 def _derive_again(root: Path, model_id: str) -> list[Path]:
     """Transitions and histories of every (taus_id, calibration_id) of the series' checkpoints."""
-    ckpts = read_any_version(root, "checkpoints", model_id)
+    ckpts = read_any_version(root, Table.checkpoints, model_id)
     keys = sorted(set(zip(ckpts.column("taus_id").to_pylist(), ckpts.column("calibration_id").to_pylist())))
     written = []
     for tid, cal in keys:
         mine = ckpts.filter(
             pc.and_(pc.equal(ckpts.column("taus_id"), tid), pc.equal(ckpts.column("calibration_id"), cal))
         )
-        heads = read_any_version(root, "head_scores", model_id, filters={"taus_id": tid, "calibration_id": cal})
+        heads = read_any_version(root, Table.head_scores, model_id, filters={"taus_id": tid, "calibration_id": cal})
         heads = heads.filter(pc.is_in(heads.column("revision"), mine.column("revision")))
         trans = mark_blips(derive_transitions(heads, mine))
-        key = derived_file_key("transitions", tid, cal)
-        written.append(write_any_version(root, "transitions", trans, key, model_id, {FDR_KEY: fdr_record(FDR)}))
+        key = derived_file_key(Table.transitions, tid, cal)
+        written.append(write_any_version(root, Table.transitions, trans, key, model_id, {FDR_KEY: fdr_record(FDR)}))
         hist = head_histories(heads, mine)
         written.append(
-            write_any_version(root, "head_histories", hist, derived_file_key("head_histories", tid, cal), model_id)
+            write_any_version(
+                root, Table.head_histories, hist, derived_file_key(Table.head_histories, tid, cal), model_id
+            )
         )
     return written

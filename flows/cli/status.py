@@ -39,13 +39,13 @@ def add_parser(subparsers) -> None:
 
 def series_line(store, model_id: str) -> str:
     """The series' line (its primary calibration set), and one indented line per further calibration set."""
-    from dormant_tasks.store import read_table
-    from dormant_tasks.tracking import SeriesView, open_views
+    from dormant_tasks.evaluation import series_evaluations
+    from dormant_tasks.tracking import open_views
 
-    if not SeriesView.exists(store, model_id):
-        n_eval = read_table(store, "evaluations", model_id=model_id).num_rows
-        return f"{model_id}: not tracked ({n_eval} evaluation rows)" + failed_lines(store, model_id)
     views = open_views(store, model_id)  # every calibration set, the primary first
+    if not views:
+        n_eval = series_evaluations(store, model_id).num_rows
+        return f"{model_id}: not tracked ({n_eval} evaluation rows)" + failed_lines(store, model_id)
     view = views[0]
     n = len(view.checkpoints)
     parts = [f"{n} checkpoint{'s' if n != 1 else ''}"]
@@ -152,7 +152,7 @@ def _set_parts(view) -> list[str]:
 
     # the counts, never the decision: the functions' counts from the files' metadata, MAIN_FN's rows counted in Arrow
     by_fn = mask_change_counts(view)
-    if not by_fn and len(view.checkpoints) > 1 and not _derived(view):
+    if not by_fn and len(view.checkpoints) > 1 and not view.derived():
         parts.append("transitions not derived yet (an interrupted run: `dormant track` derives them)")
         return parts
     lag = derived_lag(view)
@@ -192,14 +192,6 @@ def reach_note(view, n_heads: int) -> str:
     return f"; {note}" if note else ""
 
 
-def _derived(view) -> bool:
-    """Whether the view's transitions file exists (a series of no state change has one, with no row)."""
-    from dormant_tasks.store import derived_file_key, read_metadata
-
-    key = derived_file_key("transitions", view.taus_id, view.calibration_id)
-    return read_metadata(view.store, "transitions", view.model_id, key) is not None
-
-
 def confidence_rule(rule: tuple[float, str] | None, n_heads: int | None = None) -> str:
     """Which rule decided the stored `confident` (docs/SCORES.md, "Confidence"): confident states with the
     recorded correction, its level and the family it is held over, or a rule not recorded (an older version's, or a
@@ -218,24 +210,25 @@ def run(args) -> int:
     from dormant_tasks.errors import StoreError
     from dormant_tasks.store import (
         PUBLISHED,
+        StoreFolder,
         damage_fix,
         damaged_files,
         list_models,
         publication_damage,
         publication_listed,
-        store_folder,
         unchecked_files,
     )
 
-    root = store_folder(args.store)
-    models = list_models(args.store)
+    store = StoreFolder.open(args.store)  # the one check of the store
+    root = store.root
+    models = list_models(store)
     if not models:
         raise StoreError(
             f"store {args.store!r} holds no model series yet: run `dormant track --model ... --store {args.store}` first"
         )
     # every file checked (sizes, footers, columns; with --verify every byte), a publication's also against its
     # record (its card and findings table too): each damaged one named once, with the fix this store takes
-    found = damaged_files(root, verify=args.verify) + publication_damage(root, verify=args.verify)
+    found = damaged_files(store, verify=args.verify) + publication_damage(store, verify=args.verify)
     damage: dict = {}
     for d in found:  # one line a file, with its first reason
         damage.setdefault(d.path, d)
@@ -248,13 +241,13 @@ def run(args) -> int:
         if model_id in damaged:
             continue
         try:
-            print(series_line(args.store, model_id))
+            print(series_line(store, model_id))
         except StoreError as e:  # one inconsistent series should not hide the others: its error, then exit 2
             print(f"dormant status: error: {model_id}: {e}", file=sys.stderr)
             failed = True
     if args.verify and not failed:
-        listed = publication_listed(root)  # a publication's files are checked against its record
-        unchecked = [p for p in unchecked_files(root) if p not in listed]
+        listed = publication_listed(store)  # a publication's files are checked against its record
+        unchecked = [p for p in unchecked_files(store) if p not in listed]
         if unchecked and listed:
             print(
                 f"verified: every file of the publication matches its {PUBLISHED}; {plural(len(unchecked), 'file')} "

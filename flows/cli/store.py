@@ -130,7 +130,15 @@ def run_repair(args: argparse.Namespace) -> int:
     import contextlib
 
     from dormant_tasks.errors import StoreError
-    from dormant_tasks.store import all_series, damaged_files, hold_series, repair_store, store_folder, store_links
+    from dormant_tasks.store import (
+        Table,
+        all_series,
+        damaged_files,
+        hold_series,
+        repair_store,
+        store_folder,
+        store_links,
+    )
     from dormant_tasks.tracking import SeriesView, rederive, set_aside_stored_duplicates
 
     check_series(args.store, args.model)
@@ -175,7 +183,7 @@ def run_repair(args: argparse.Namespace) -> int:
         return 0
     for d, target in r.quarantined:
         print(f"moved damaged {d.path.relative_to(root)} ({d.reason}) aside to {target.relative_to(root)}")
-        if d.table == "taus":
+        if d.table == Table.taus:
             print(f"  the taus of {d.model_id} are gone: the next `dormant track` with its options fixes them again")
     for name in r.rebuilt:
         print(f"rebuilt the manifest of {name} from its head_scores files")
