@@ -98,9 +98,15 @@ def _start(args, env) -> subprocess.Popen:
 
 
 def _children(pid: int) -> list[str]:
+    """The command lines of `pid`'s children. A thread or a child may end between the listing and the read: what
+    is gone by then is not counted."""
     out = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
-        for child in (task / "children").read_text().split():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:  # the thread ended after the listing
+            continue
+        for child in children:
             try:
                 out.append(Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode())
             except OSError:
