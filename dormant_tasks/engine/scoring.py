@@ -43,7 +43,8 @@ from dormant_tasks.engine.attention import (
 from dormant_tasks.engine.attention_impl_adapter import attention_implementation, goes_through_attention_interface
 from dormant_tasks.engine.batching import batch_runs, device_batching, padded_batch
 from dormant_tasks.engine.options import ScoringOptions
-from dormant_tasks.engine.score_functions import parse_score_functions
+from dormant_tasks.engine.roles import target_positions
+from dormant_tasks.engine.score_functions import SCORE_FUNCTIONS, parse_score_functions
 from dormant_tasks.errors import ConfigError, ScoringError
 
 __all__ = [
@@ -189,6 +190,8 @@ def scoring_pass(
     )
     if "random" in session.needed():  # a generator per input: not paid by passes that do not ask for it
         session.random_u = torch.from_numpy(random_baseline(seed, rows, n_layers, n_heads))
+    if any(SCORE_FUNCTIONS[fn].role for fn in session.needed()):  # the role functions' targets, from the tokens
+        session.targets = target_positions(input_ids, lengths)
     with scoring_attention_installed(model) as adapter:
         session.adapter = adapter
         out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, dormant_session=session)
