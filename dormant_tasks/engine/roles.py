@@ -82,7 +82,9 @@ def target_positions(input_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Te
     return torch.from_numpy(out).to(input_ids.device)
 
 
-def target_weights(weights: torch.Tensor, positions: torch.Tensor, target: str, last: torch.Tensor, window) -> torch.Tensor:
+def target_weights(
+    weights: torch.Tensor, positions: torch.Tensor, target: str, last: torch.Tensor, window
+) -> torch.Tensor:
     """[batch, head] float64: the mean of `weights` (the last query's attention to each key, [batch, head, seq])
     over `target`'s positions (`positions`, target_positions' table; the baseline's unused columns left out); NaN
     where the target does not exist or a position of it lies outside the last query's sliding window `window`

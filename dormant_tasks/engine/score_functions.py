@@ -162,7 +162,6 @@ def _role(target: str) -> ScoreFunction:
     )
 
 
-
 SCORE_FUNCTIONS: dict[str, ScoreFunction] = {
     f.id: f
     for f in [
