@@ -582,10 +582,8 @@ def load_calibration_sets(
             f"--sample {sample} draws texts from a file, and every set here is bundled: draw a bundled set with "
             "NAME:K (K-th disjoint draw of --limit texts), or pass a file"
         )
-    fixed = {PROBE_SET: limit}  # the probe's own default size
-    sets = tuple(
-        load_calibration_set(n, fixed.get(n, limit or DEFAULT_CALIBRATION_SIZE), sample, cluster_field) for n in names
-    )
+    own = limit if limit is not None else DEFAULT_CALIBRATION_SIZE  # the probe keeps None: its own 2,000
+    sets = tuple(load_calibration_set(n, limit if n == PROBE_SET else own, sample, cluster_field) for n in names)
     seen: dict[str, tuple[str | Path, CalibrationSet]] = {}
     for name, calibration in zip(names, sets):
         sha = _sha(calibration)
