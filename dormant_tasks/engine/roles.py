@@ -19,10 +19,14 @@ import functools
 import warnings
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from dormant_tasks.engine.score_functions import ROLE_CLASSES, ROLE_TARGETS
+
+if TYPE_CHECKING:  # torch is imported by the two functions of the pass: the roles of stored means need none
+    import torch
 
 N_BASELINE = 50  # positions in the baseline
 BASELINE_SEED = 0  # numpy RandomState seed of the baseline's draw (Xu's)
@@ -62,6 +66,8 @@ def baseline_positions(length: int) -> tuple[int, ...]:
 def target_positions(input_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """[batch, N_COLUMNS] int64 positions of every role target of each right-padded input (TARGET_COLUMNS: which
     columns hold which target), -1 where the target does not exist. input_ids [batch, seq], lengths [batch]."""
+    import torch
+
     ids = input_ids.cpu().numpy()
     out = np.full((ids.shape[0], N_COLUMNS), -1, dtype=np.int64)
     for b, n in enumerate(lengths.tolist()):
@@ -89,6 +95,8 @@ def target_weights(
     over `target`'s positions (`positions`, target_positions' table; the baseline's unused columns left out); NaN
     where the target does not exist or a position of it lies outside the last query's sliding window `window`
     (None: none), as transformers masks it (key j seen by query i when i - j < window). last [batch]."""
+    import torch
+
     cols = positions[:, TARGET_COLUMNS[target]]  # [batch, k]
     if target == "baseline":  # an input shorter than 57 tokens has fewer baseline positions: -1 columns unused
         used = cols >= 0

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         compare_seed_groups as compare_seed_groups,
         seed_group_findings as seed_group_findings,
     )
+    from dormant_tasks.findings.roles import RoleShares as RoleShares, role_shares as role_shares
     from dormant_tasks.findings.table import (
         QUANTITIES as QUANTITIES,
         findings_json as findings_json,

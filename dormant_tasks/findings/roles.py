@@ -1,0 +1,74 @@
+"""Head roles over training: per checkpoint, the share of heads in each role (Xu 2026; `engine.roles`), overall
+and per layer, from the stored checkpoint means of the seven role functions.
+
+A series tracked with the role functions (`--scores roles`, on any calibration set; the induction probe is the set
+they are defined for) stores, per checkpoint and head, each function's mean over the inputs where it is defined
+(`head_scores.score`); the selectivities are their ratios to the baseline's mean, the role the best class at the
+threshold. `role_shares` reads them from the first calibration set of the series that holds every role function,
+the induction probe's first. A role's share is a count over the checkpoint's heads, not a sample: it carries no
+interval. A head whose selectivities are all undefined (its layer's window keeps every target from the last query)
+counts as "undefined".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dormant_tasks.engine import ROLE_IDS, ROLE_THRESHOLD, ROLES, head_roles
+
+UNDEFINED = "undefined"
+PROBE_KIND = "induction-probe"
+
+
+@dataclass
+class RoleCheckpoint:
+    """One checkpoint's roles: its share of heads in each role (ROLES and "undefined") and the same per layer."""
+
+    revision: str
+    tokens: int
+    shares: dict[str, float]
+    layer_shares: dict[str, list[float]]
+
+
+@dataclass
+class RoleShares:
+    calibration_id: str
+    threshold: float
+    checkpoints: list[RoleCheckpoint]
+    undefined: dict[str, str]  # class -> why it is undefined on every head at some checkpoint (first seen)
+
+
+def role_shares(views, threshold: float = ROLE_THRESHOLD) -> RoleShares | None:
+    """The role shares of a series (its `SeriesView`s, primary first) over its checkpoints; None when no
+    calibration set of the series holds every role function."""
+    holding = [v for v in views if set(ROLE_IDS) <= set(v.taus)]
+    if not holding:
+        return None
+    view = sorted(holding, key=lambda v: not v.calibration_id.startswith(PROBE_KIND))[0]
+    t = view.head_scores(ROLE_IDS, columns=["revision", "score_fn", "layer", "head_index", "score"])
+    revision, fn = t.column("revision").to_numpy(zero_copy_only=False), t.column("score_fn").to_numpy(False)
+    layer, head, score = (t.column(c).to_numpy() for c in ("layer", "head_index", "score"))
+    n_layers, n_heads = int(layer.max()) + 1, int(head.max()) + 1
+    out, undefined = [], {}
+    for c in view.checkpoints:
+        here = revision == c["revision"]
+        means = {}
+        for f in ROLE_IDS:
+            m = np.full((n_layers, n_heads), np.nan)
+            rows = here & (fn == f)
+            m[layer[rows], head[rows]] = score[rows]
+            means[f] = m
+        found = head_roles(means, threshold)
+        shares = found.shares() | {UNDEFINED: float((found.role == UNDEFINED).mean())}
+        layers = found.layer_shares() | {UNDEFINED: [float(x) for x in (found.role == UNDEFINED).mean(-1)]}
+        out.append(RoleCheckpoint(c["revision"], int(c["tokens"]), shares, layers))
+        for k, why in found.reasons.items():
+            undefined.setdefault(k, f"{why} (first at {c['revision']})")
+    return RoleShares(view.calibration_id, threshold, out, undefined)
+
+
+ROLE_LABELS = {r: f"share of heads in the {r} role" for r in (*ROLES, UNDEFINED)}
+
+__all__ = ["RoleCheckpoint", "RoleShares", "ROLE_LABELS", "role_shares"]
