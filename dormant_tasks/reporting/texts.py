@@ -17,6 +17,7 @@ from dormant_tasks.engine import DORMANT_RULE
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
 from dormant_tasks.findings import EARLY, MIN_RATE_TOKENS, T_SEEDS, WELCH, Findings
 from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
+from dormant_tasks.reporting.role_texts import roles_line
 from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.reporting.sets import CalibrationSets
 from dormant_tasks.statistics import MIN_UNITS, Estimate, Share
@@ -323,11 +324,8 @@ def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
     """The three findings as markdown paragraphs (`dormant findings`, summary.md, the report); `esc` escapes the
     user's strings (`text.md`; `str` for a page or a terminal, which escape nothing or differently). A caveat
     repeated within a paragraph is said once (`_said_once`)."""
-    paragraphs = [
-        _emergence_line(f, esc),
-        _transitions_line(f),
-        _dependence_line(f, esc),
-    ]
+    paragraphs = [_emergence_line(f, esc), _transitions_line(f), _dependence_line(f, esc)]
+    paragraphs += [] if f.role_shares is None else [roles_line(f.role_shares, esc)]  # the head roles, if tracked
     out = [_findings_header(f, esc), ""]
     for paragraph in paragraphs:
         out += [_said_once(paragraph), ""]
