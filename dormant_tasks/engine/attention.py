@@ -278,7 +278,7 @@ def reduce_raw(
 ) -> dict:
     """Each raw statistic of `raws` [batch, head] float64 from the per-position quantities `per` ([batch, head, seq]
     each), as its record says (score_functions.RAW_STATISTICS): the mean over the input's positions, its last
-    position, position 0, or the mean over its role target's positions (`targets`, roles.target_positions; NaN
+    position, position 0, the mean over its first `first_t` positions, or the mean over its role target's positions (`targets`, roles.target_positions; NaN
     where undefined or outside the layer's sliding `window`). `valid` [batch, seq]: the positions that are not
     padding; `lengths` [batch]."""
     out = {}
@@ -292,6 +292,9 @@ def reduce_raw(
             out[name] = target_weights(x, targets, stat.target, lengths - 1, window)
         elif stat.reduce is Reduce.MEAN:
             out[name] = _masked_mean(x, valid, lengths)
+        elif stat.reduce is Reduce.HEAD:  # the first `first_t` positions (Gu's T): a shorter input's all
+            first_t = torch.arange(valid.shape[1], device=valid.device) < stat.first_t  # [seq]
+            out[name] = _masked_mean(x, valid * first_t, lengths.clamp(max=stat.first_t))
         elif stat.reduce is Reduce.LAST:
             last = (lengths - 1)[:, None, None].expand(x.shape[0], x.shape[1], 1)  # [batch, head, 1]
             out[name] = x.gather(2, last)[..., 0].double()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dormant_tasks.engine.score_functions import ROLE_CLASSES, ROLE_TARGETS
+from dormant_tasks.engine.score_functions import ROLE_CLASSES, ROLE_TARGETS, SINK_EPS
 
 if TYPE_CHECKING:  # torch is imported by the two functions of the pass: the roles of stored means need none
     import torch
@@ -166,6 +166,14 @@ def head_roles_of_inputs(values: dict[str, np.ndarray], threshold: float = ROLE_
         return head_roles({fn: np.nanmean(v, axis=0) for fn, v in values.items()}, threshold)
 
 
+def sink_share(first_weight: np.ndarray, eps: float = SINK_EPS) -> float:
+    """Gu et al.'s Sink^eps_1 (ICLR 2025): the share of heads whose first-token weight exceeds `eps`, from the
+    checkpoint means of `awft_64` ([layer, head]: per input the mean of A[h, i, 0] over its first min(S, 64)
+    queries, query 0 included, then the mean over the inputs). A NaN head (none here: the weight always exists)
+    would count in the denominator, never as a sink."""
+    return float((np.asarray(first_weight) > eps).mean())
+
+
 __all__ = [
     "HeadRoles",
     "ROLES",
@@ -177,6 +185,7 @@ __all__ = [
     "head_roles",
     "head_roles_of_inputs",
     "selectivities",
+    "sink_share",
     "target_positions",
     "target_weights",
 ]

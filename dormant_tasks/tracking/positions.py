@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dormant_tasks.engine import SCORE_FUNCTIONS
 from dormant_tasks.store import read_table
 from dormant_tasks.tracking.series import SeriesView, open_views
 
@@ -118,7 +119,7 @@ def _warning(tau, ref: str, share: float | None) -> TauWarning | None:
             "chance fluctuation (read it as a zero baseline). For a baseline that marks heads, use --tau random=P "
             "with P near 0.5",
         )
-    if share is None:
+    if share is None or SCORE_FUNCTIONS[fn].role is not None:  # a role is Xu's selectivity, not this tau's mask
         return None
     quantile_tau = tau.source == "quantile" and tau.quantile is not None
     ties = quantile_tau and share < tau.quantile / 2  # far fewer than q beyond tau: the scores tie at it

@@ -18,7 +18,15 @@ import pytest
 import torch
 
 from dormant_tasks.engine import roles
-from dormant_tasks.engine.score_functions import ALL_IDS, ROLE_CLASSES, ROLE_IDS, ROLE_TARGETS, TRACKED_IDS
+from dormant_tasks.engine.score_functions import (
+    ALL_IDS,
+    ROLE_CLASSES,
+    ROLE_IDS,
+    ROLE_TARGETS,
+    SINK_ID,
+    TRACKED_IDS,
+    parse_score_functions,
+)
 from dormant_tasks.engine.scoring import scoring_pass
 from tests.builders.families import SHORT_WINDOW, make_model
 
@@ -189,3 +197,36 @@ def test_selectivity_is_the_ratio_of_means_and_the_role_the_best_class():
     assert not found.reasons  # every class is defined on some head
     values = {fn: np.full((5, 1, 4), np.nan) if fn == "attn_first" else v for fn, v in values.items()}
     assert "first" in roles.head_roles_of_inputs(values).reasons
+
+
+@pytest.mark.parametrize("path", [_path(p) for p in PATHS])
+@pytest.mark.parametrize("kind", ("olmo2", "olmo3"))
+def test_gu_first_token_weight_is_the_mean_over_the_first_64_queries(tiny_tokenizer, kind, path):
+    """awft_64 per input: the mean of A[h, i, 0] over queries 0 .. min(S, 64) - 1 (query 0 included), from eager
+    attention; an input of 80 tokens is cut at 64 queries, one of 20 keeps all (OLMo-3's sliding layers give
+    token 0 no attention past their window, and the mean counts those queries as 0)."""
+    model = make_model(kind, tiny_tokenizer)
+    rng = np.random.RandomState(3)
+    rows = [[int(x) for x in rng.randint(10, len(tiny_tokenizer), n)] for n in (80, 20)]
+    ids, mask = padded(rows)
+    got = scoring_pass(model, ids, mask, (SINK_ID, "awft"), **PATHS[path]).scores  # [batch, fn, layer, head]
+    previous = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        for b, r in enumerate(rows):
+            with torch.no_grad():
+                out = model(input_ids=torch.tensor([r]), output_attentions=True, use_cache=False)
+            t = min(len(r), 64)
+            want = np.stack([a[0, :, :t, 0].double().mean(-1).numpy() for a in out.attentions])  # [layer, head]
+            np.testing.assert_allclose(got[b, 0], want, rtol=1e-5, atol=1e-9)
+    finally:
+        model.set_attn_implementation(previous)
+    assert not np.allclose(got[0, 0], got[0, 1])  # past 64 queries it is not awft
+    np.testing.assert_array_equal(got[1, 0], got[1, 1])  # within 64 it is
+
+
+def test_sink_share_is_the_share_of_heads_over_eps_and_a_group_of_its_own():
+    weights = np.array([[0.31, 0.3, 0.9, 0.0], [0.29, 0.5, np.nan, 0.2]])
+    assert roles.sink_share(weights) == 3 / 8  # 0.3 itself is not over eps; NaN is never a sink
+    assert roles.sink_share(weights, eps=0.1) == 6 / 8
+    assert parse_score_functions(["sink"]) == [SINK_ID] and SINK_ID not in ALL_IDS + ROLE_IDS

@@ -39,7 +39,7 @@ def docs_table() -> str:
         side = "u < tau (a probability `p`)" if f.raw is None else f"score {f.direction} tau"
         tau = f"`{f.direction} {f.tau}`" if f.tau.value is not None else f"quantile {f.tau.quantile:g} of the reference"
         tau = f"`p = {f.tau}`" if f.raw is None else tau
-        tracked = "yes" if f.tracked else f"no: `--scores {'roles' if f.role else 'all'}` or name it"
+        tracked = "yes" if f.tracked else f"no: `--scores {f.group}` or name it"
         lines.append(f"| `{f.id}` | {f.paper_name} | {f.definition} | {side} | {tau} | {tracked} |")
     return "\n".join(lines)
 
@@ -80,7 +80,7 @@ def test_default_taus_come_from_the_registry():
         assert (spec.value, spec.quantile) == (f.tau.value, f.tau.quantile)
         if f.normalised and fn != "awft_ln":
             assert spec.value == 0.5
-        elif fn in RAW_IDS and fn != "awft" and not f.role:
+        elif fn in RAW_IDS and fn != "awft" and f.group == "all":
             assert spec.quantile == 0.15
     assert default_tau_spec("awft").value == 0.8 and default_tau_spec("awft_ln").value == 2.0
     assert default_tau_spec("random").value == 0.15
