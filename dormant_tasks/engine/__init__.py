@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     from dormant_tasks.engine.roles import (
         ROLES as ROLES,
         ROLE_THRESHOLD as ROLE_THRESHOLD,
+        UNDEFINED as UNDEFINED,
         HeadRoles as HeadRoles,
         head_roles as head_roles,
     )

@@ -31,5 +31,10 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         findings_table as findings_table,
         quantity as quantity,
     )
+    from dormant_tasks.findings.xu2026 import (
+        comparison as comparison,
+        format_comparison as format_comparison,
+        xu_model as xu_model,
+    )
 
 __all__, __getattr__, __dir__ = attach(__name__)

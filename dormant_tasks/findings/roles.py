@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dormant_tasks.engine import ROLE_IDS, ROLE_THRESHOLD, ROLES, head_roles
+from dormant_tasks.engine import ROLE_IDS, ROLE_THRESHOLD, ROLES, UNDEFINED, head_roles
 
-UNDEFINED = "undefined"
 PROBE_KIND = "induction-probe"
 
 

@@ -25,7 +25,13 @@ def add_parser(subparsers) -> None:
         help="track the revisions of a published head-role table and print ours beside the published numbers",
         description=__doc__.splitlines()[0],
     )
-    p.add_argument("study", choices=STUDIES, help="the published table: xu-2026 (Xu, arXiv 2606.02378)")
+    p.add_argument(
+        "study",
+        nargs="?",
+        default=STUDIES[0],
+        choices=STUDIES,
+        help="the published table: xu-2026 (Xu, arXiv 2606.02378) (default: %(default)s)",
+    )
     add_options(
         p,
         [
@@ -64,7 +70,7 @@ def track_argv(args, model) -> list[str]:
 
 def run(args) -> int:
     from dormant_tasks.errors import ConfigError
-    from dormant_tasks.findings.xu2026 import comparison, format_comparison, xu_model
+    from dormant_tasks.findings import comparison, format_comparison, xu_model
 
     from . import build_parser
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 from hub_server import REPO_ROOT, OlahServer, build_mirror_repo, client_env
 
-from dormant_tasks.findings.xu2026 import xu_model
+from dormant_tasks.findings import xu_model
 
 pytestmark = pytest.mark.slow
 MODEL = "allenai/OLMo-1B-0724-hf"
