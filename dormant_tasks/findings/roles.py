@@ -22,13 +22,31 @@ PROBE_KIND = "induction-probe"
 
 
 @dataclass
+class RoleShare:
+    """One role at one checkpoint: its share of the heads and of each layer's heads (a row of the findings table,
+    labelled with both)."""
+
+    revision: str
+    role: str
+    share: float
+    per_layer: list[float]
+
+
+@dataclass
 class RoleCheckpoint:
-    """One checkpoint's roles: its share of heads in each role (ROLES and "undefined") and the same per layer."""
+    """One checkpoint's roles: each role's share of heads (ROLES and "undefined"), overall and per layer."""
 
     revision: str
     tokens: int
-    shares: dict[str, float]
-    layer_shares: dict[str, list[float]]
+    roles: list[RoleShare]
+
+    @property
+    def shares(self) -> dict[str, float]:
+        return {r.role: r.share for r in self.roles}
+
+    @property
+    def layer_shares(self) -> dict[str, list[float]]:
+        return {r.role: r.per_layer for r in self.roles}
 
 
 @dataclass
@@ -62,12 +80,17 @@ def role_shares(views, threshold: float = ROLE_THRESHOLD) -> RoleShares | None:
         found = head_roles(means, threshold)
         shares = found.shares() | {UNDEFINED: float((found.role == UNDEFINED).mean())}
         layers = found.layer_shares() | {UNDEFINED: [float(x) for x in (found.role == UNDEFINED).mean(-1)]}
-        out.append(RoleCheckpoint(c["revision"], int(c["tokens"]), shares, layers))
+        roles = [RoleShare(c["revision"], r, shares[r], layers[r]) for r in shares]
+        out.append(RoleCheckpoint(c["revision"], int(c["tokens"]), roles))
         for k, why in found.reasons.items():
             undefined.setdefault(k, f"{why} (first at {c['revision']})")
     return RoleShares(view.calibration_id, threshold, out, undefined)
 
 
-ROLE_LABELS = {r: f"share of heads in the {r} role" for r in (*ROLES, UNDEFINED)}
+# The findings table's labels of the role shares, by quantity id (findings/table.py's QUANTITIES takes them)
+ROLE_LABELS = {
+    "role_shares.threshold": "the selectivity a head needs for a role (Xu 2026)",
+    "role_shares.checkpoints.*.roles.*.share": "share of heads in the {role} role at {revision}",
+}
 
-__all__ = ["RoleCheckpoint", "RoleShares", "ROLE_LABELS", "role_shares"]
+__all__ = ["ROLE_LABELS", "RoleCheckpoint", "RoleShare", "RoleShares", "role_shares"]

@@ -51,10 +51,7 @@ QUANTITIES = {
     "input_dependence.last": "input dependence: Jaccard index at the last shared checkpoint",
     "input_dependence.all_of_any": "dormant on every set, of those on any",
     "input_dependence.noise_floor.difference": "input dependence: Jaccard across kinds minus within a kind (noise floor)",
-    "role_shares.threshold": "the selectivity a head needs for a role (Xu 2026)",
-    "role_shares.checkpoints.*.tokens": "training tokens",
-    **{f"role_shares.checkpoints.*.shares.{r}": label for r, label in ROLE_LABELS.items()},
-    **{f"role_shares.checkpoints.*.layer_shares.{r}.*": f"{label}, per layer" for r, label in ROLE_LABELS.items()},
+    **ROLE_LABELS,  # only where the series holds the role functions (findings/roles.py)
 }
 SERIES_FIELDS = ("model_id", "score_fn", "calibration_id", "taus_id", "tau", "direction")
 _S, _F, _I = pa.string(), pa.float64(), pa.int64()

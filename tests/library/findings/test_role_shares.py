@@ -55,16 +55,20 @@ def test_role_shares_are_a_findings_field_and_table_rows(tracked, random_series)
     record = findings_json(f)
     assert record["role_shares"]["threshold"] == 30.0
     first = record["role_shares"]["checkpoints"][0]
-    assert set(first["shares"]) == {"induction", "duplicate", "previous", "self", "first", "local"} | {
+    assert {r["role"] for r in first["roles"]} == {"induction", "duplicate", "previous", "self", "first", "local"} | {
         "unclassified",
         "undefined",
     }
     table = findings_table([f]).to_pylist()
     rows = {r["quantity"]: r for r in table if r["finding"] == "role_shares"}
-    row = rows["checkpoints.2.shares.unclassified"]
-    assert row["value"] == f.role_shares.checkpoints[2].shares["unclassified"]
-    assert row["label"] == "share of heads in the unclassified role"
-    assert rows["checkpoints.0.layer_shares.first.1"]["label"] == "share of heads in the first role, per layer"
+    last = f.role_shares.checkpoints[2]
+    i = [r.role for r in last.roles].index("unclassified")
+    row = rows[f"checkpoints.2.roles.{i}.share"]
+    assert row["value"] == last.shares["unclassified"]
+    assert row["label"] == "share of heads in the unclassified role at stage1-step25-tokens51K"
+    assert rows[f"checkpoints.2.roles.{i}.per_layer.1"]["value"] == last.layer_shares["unclassified"][1]
+    labels = [r["label"] for r in table if r["label"]]
+    assert len(labels) == len(set(labels))  # each label names one quantity
 
 
 def test_a_series_without_role_functions_has_no_role_shares_row(tracked, random_series, tmp_path):
