@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dormant_tasks.engine import ROLE_IDS, ROLE_THRESHOLD, ROLES, UNDEFINED, head_roles
+from dormant_tasks.engine import ROLE_IDS, ROLE_THRESHOLD, UNDEFINED, head_roles
 
 PROBE_KIND = "induction-probe"
 
