@@ -9,7 +9,8 @@ Variants, each the whole probe batch by batch, under no_grad:
   tracked   `scoring_pass` with `track`'s default set (TRACKED_IDS), what a track run without roles computes;
   roles     `scoring_pass` with the seven role functions alone;
   both      `scoring_pass` with the default set and the roles in one pass (a track run with `--scores ... roles`).
-Time: median wall time of REPEATS runs after one warm-up (synchronised on CUDA). `--kernel triton` forces the
+Time: median wall time of REPEATS runs after one warm-up each, the variants run in turn within each repeat (a
+change in the machine's load then hits every variant alike; synchronised on CUDA). `--kernel triton` forces the
 Triton kernel (on CPU only in Triton's interpreter, TRITON_INTERPRET=1: a correctness run, not a timing).
 The last lines are `ratio VARIANT/plain: R.RRx` and `ratio both/tracked: R.RRx` (benchmarks/gpu_check.sh reads
 the last: what asking for the roles adds to a track run's pass).
@@ -69,17 +70,17 @@ def main() -> None:
                     scoring_pass(model, b, score_fns=fns, kernel=args.kernel)
 
     variants = {"plain": None, "tracked": TRACKED_IDS, "roles": ROLE_IDS, "both": TRACKED_IDS + ROLE_IDS}
-    seconds = {}
-    for name, fns in variants.items():
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for fns in variants.values():
         run(fns)  # warm-up
-        times = []
-        for _ in range(args.repeats):
+    for _ in range(args.repeats):  # the variants in turn, so that a change of the machine's load hits them alike
+        for name, fns in variants.items():
             sync()
             t0 = time.perf_counter()
             run(fns)
             sync()
-            times.append(time.perf_counter() - t0)
-        seconds[name] = statistics.median(times)
+            times[name].append(time.perf_counter() - t0)
+    seconds = {name: statistics.median(t) for name, t in times.items()}
     tokens = ids.numel()
     print(
         f"{args.n} probe sequences x 256 tokens, OLMo-2 8 x 8 heads width 512, {args.device} {args.dtype}, kernel {args.kernel}"
