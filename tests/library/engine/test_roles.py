@@ -230,3 +230,19 @@ def test_sink_share_is_the_share_of_heads_over_eps_and_a_group_of_its_own():
     assert roles.sink_share(weights) == 3 / 8  # 0.3 itself is not over eps; NaN is never a sink
     assert roles.sink_share(weights, eps=0.1) == 6 / 8
     assert parse_score_functions(["sink"]) == [SINK_ID] and SINK_ID not in ALL_IDS + ROLE_IDS
+
+
+def test_score_ids_refuses_ids_outside_the_vocabulary_and_rows_past_the_context(tiny_tokenizer):
+    from dormant_tasks.engine import ScoringOptions, score_ids
+    from dormant_tasks.errors import ScoringError
+
+    model = make_model("olmo2", tiny_tokenizer)  # a vocabulary of 512 ids, a context of 1,024 tokens
+    options = ScoringOptions(("attn_self",))
+    with pytest.raises(ScoringError, match="outside the model's vocabulary of 512"):
+        score_ids(model, [[1, 2], [3, 512]], options)
+    with pytest.raises(ScoringError, match=r"longer than the model's context \(1024 tokens\)"):
+        score_ids(model, [[1] * 1025], options)
+    got = score_ids(model, [[5, 6, 7], [8, 9]], options)
+    assert got.values.shape == (2, 1, 2, 4) and list(got.n_tokens) == [3, 2] and not got.first_boundary.any()
+    alone = scoring_pass(model, torch.tensor([[8, 9]]), None, ("attn_self",)).scores[0, 0]  # unpadded, alone
+    np.testing.assert_allclose(got.get("attn_self")[1], alone, rtol=1e-5)
