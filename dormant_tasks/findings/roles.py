@@ -6,7 +6,9 @@ they are defined for) stores, per checkpoint and head, each function's mean over
 (`head_scores.score`); the selectivities are their ratios to the baseline's mean, the role the best class at the
 threshold. `role_shares` reads them from the first calibration set of the series that holds every role function,
 the induction probe's first. A role's share is a count over the checkpoint's heads, not a sample: it carries no
-interval. A head whose selectivities are all undefined (its layer's window keeps every target from the last query)
+interval. Between consecutive checkpoints, each class's mask changes are counted (heads that took the role, heads
+that left it) and each class's emergence is the first checkpoint where a head holds it; no test of confidence
+is made on them (the dormancy masks' confident states have no counterpart for roles yet). A head whose selectivities are all undefined (its layer's window keeps every target from the last query)
 counts as "undefined".
 """
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dormant_tasks.engine import ROLE_IDS, ROLE_THRESHOLD, UNDEFINED, head_roles
+from dormant_tasks.engine import ROLE_CLASSES, ROLE_IDS, ROLE_THRESHOLD, UNDEFINED, head_roles
 
 PROBE_KIND = "induction-probe"
 
@@ -50,11 +52,34 @@ class RoleCheckpoint:
 
 
 @dataclass
+class RoleChange:
+    """Between two consecutive checkpoints, the heads that took a role and the heads that left it (a count of
+    mask changes, as the dormancy masks' are before any test of confidence)."""
+
+    from_revision: str
+    to_revision: str
+    role: str
+    entered: int
+    left: int
+
+
+@dataclass
+class RoleEmergence:
+    """The first checkpoint at which some head holds the role (revision and tokens None: none does)."""
+
+    role: str
+    revision: str | None
+    tokens: int | None
+
+
+@dataclass
 class RoleShares:
     calibration_id: str
     threshold: float
     checkpoints: list[RoleCheckpoint]
     undefined: dict[str, str]  # class -> why it is undefined on every head at some checkpoint (first seen)
+    changes: list[RoleChange]  # per consecutive pair of checkpoints and class (ROLE_CLASSES)
+    emergence: list[RoleEmergence]  # per class
 
 
 def role_shares(views, threshold: float = ROLE_THRESHOLD) -> RoleShares | None:
@@ -68,7 +93,7 @@ def role_shares(views, threshold: float = ROLE_THRESHOLD) -> RoleShares | None:
     revision, fn = t.column("revision").to_numpy(zero_copy_only=False), t.column("score_fn").to_numpy(False)
     layer, head, score = (t.column(c).to_numpy() for c in ("layer", "head_index", "score"))
     n_layers, n_heads = int(layer.max()) + 1, int(head.max()) + 1
-    out, undefined = [], {}
+    out, undefined, masks = [], {}, []
     for c in view.checkpoints:
         here = revision == c["revision"]
         means = {}
@@ -82,15 +107,26 @@ def role_shares(views, threshold: float = ROLE_THRESHOLD) -> RoleShares | None:
         layers = found.layer_shares() | {UNDEFINED: [float(x) for x in (found.role == UNDEFINED).mean(-1)]}
         roles = [RoleShare(c["revision"], r, shares[r], layers[r]) for r in shares]
         out.append(RoleCheckpoint(c["revision"], int(c["tokens"]), roles))
+        masks.append(found.role)  # [layer, head]
         for k, why in found.reasons.items():
             undefined.setdefault(k, f"{why} (first at {c['revision']})")
-    return RoleShares(view.calibration_id, threshold, out, undefined)
+    changes = [
+        RoleChange(a.revision, b.revision, r, int(((ma != r) & (mb == r)).sum()), int(((ma == r) & (mb != r)).sum()))
+        for (a, ma), (b, mb) in zip(zip(out, masks), zip(out[1:], masks[1:]))
+        for r in ROLE_CLASSES
+    ]
+    first = {r: next((c for c, m in zip(out, masks) if (m == r).any()), None) for r in ROLE_CLASSES}
+    emergence = [RoleEmergence(r, c and c.revision, c and c.tokens) for r, c in first.items()]
+    return RoleShares(view.calibration_id, threshold, out, undefined, changes, emergence)
 
 
 # The findings table's labels of the role shares, by quantity id (findings/table.py's QUANTITIES takes them)
 ROLE_LABELS = {
     "role_shares.threshold": "the selectivity a head needs for a role (Xu 2026)",
     "role_shares.checkpoints.*.roles.*.share": "share of heads in the {role} role at {revision}",
+    "role_shares.changes.*.entered": "heads that took the {role} role from {from_revision} to {to_revision}",
+    "role_shares.changes.*.left": "heads that left the {role} role from {from_revision} to {to_revision}",
+    "role_shares.emergence.*.tokens": "training tokens at the first checkpoint with a {role} head",
 }
 
-__all__ = ["ROLE_LABELS", "RoleCheckpoint", "RoleShare", "RoleShares", "role_shares"]
+__all__ = ["ROLE_LABELS", "RoleChange", "RoleCheckpoint", "RoleEmergence", "RoleShare", "RoleShares", "role_shares"]

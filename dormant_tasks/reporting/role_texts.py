@@ -19,9 +19,11 @@ def roles_line(rs, esc: Callable[[str], str]) -> str:
         )
 
     first, last = rs.checkpoints[0], rs.checkpoints[-1]
+    emerged = [f"{e.role} at {esc(e.revision)} ({format_tokens(e.tokens)} tokens)" for e in rs.emergence if e.revision]
+    firsts = f" First held: {', '.join(emerged)}." if emerged else " No head holds a role at any checkpoint."
     undefined = f" Undefined: {'; '.join(f'{k}: {v}' for k, v in rs.undefined.items())}." if rs.undefined else ""
     return (
         f"4. **Head roles** (Xu 2026: a head's role is the class whose target its last query attends to at least "
         f"{rs.threshold:g}x its baseline, ratio of means over {esc(rs.calibration_id)}). Shares of heads at "
-        f"{at(first)}; at {at(last)}.{undefined}"
+        f"{at(first)}; at {at(last)}.{firsts}{undefined}"
     )

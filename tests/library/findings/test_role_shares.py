@@ -50,6 +50,22 @@ def test_role_shares_are_the_roles_of_each_checkpoint(tracked, random_series):
         assert sum(c.shares.values()) == pytest.approx(1.0)
 
 
+def test_role_changes_and_emergence_follow_the_shares(tracked, random_series):
+    """Per pair of checkpoints and class, heads that took the role minus heads that left it is the change of its
+    count; a class emerges at the first checkpoint where its share is above 0."""
+    rs = series_findings(tracked, random_series.name).role_shares
+    n = 2 * 4  # heads of the tiny model
+    for a, b in zip(rs.checkpoints, rs.checkpoints[1:]):
+        for ch in (c for c in rs.changes if c.from_revision == a.revision):
+            assert ch.to_revision == b.revision
+            assert ch.entered - ch.left == round(n * (b.shares[ch.role] - a.shares[ch.role]))
+    assert len(rs.changes) == 6 * (len(rs.checkpoints) - 1)
+    for e in rs.emergence:
+        held = [c for c in rs.checkpoints if c.shares[e.role] > 0]
+        assert e.revision == (held[0].revision if held else None)
+        assert e.tokens == (held[0].tokens if held else None)
+
+
 def test_role_shares_are_a_findings_field_and_table_rows(tracked, random_series):
     f = series_findings(tracked, random_series.name)
     record = findings_json(f)
