@@ -293,6 +293,7 @@ def reduce_raw(
         elif stat.reduce is Reduce.MEAN:
             out[name] = _masked_mean(x, valid, lengths)
         elif stat.reduce is Reduce.HEAD:  # the first `first_t` positions (Gu's T): a shorter input's all
+            assert stat.first_t is not None  # every HEAD record names its T
             first_t = torch.arange(valid.shape[1], device=valid.device) < stat.first_t  # [seq]
             out[name] = _masked_mean(x, valid * first_t, lengths.clamp(max=stat.first_t))
         elif stat.reduce is Reduce.LAST:

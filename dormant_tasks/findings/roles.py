@@ -93,7 +93,9 @@ def role_shares(views, threshold: float = ROLE_THRESHOLD) -> RoleShares | None:
     revision, fn = t.column("revision").to_numpy(zero_copy_only=False), t.column("score_fn").to_numpy(False)
     layer, head, score = (t.column(c).to_numpy() for c in ("layer", "head_index", "score"))
     n_layers, n_heads = int(layer.max()) + 1, int(head.max()) + 1
-    out, undefined, masks = [], {}, []
+    out: list[RoleCheckpoint] = []
+    undefined: dict[str, str] = {}
+    masks: list[np.ndarray] = []
     for c in view.checkpoints:
         here = revision == c["revision"]
         means = {}
@@ -116,7 +118,9 @@ def role_shares(views, threshold: float = ROLE_THRESHOLD) -> RoleShares | None:
         for r in ROLE_CLASSES
     ]
     first = {r: next((c for c, m in zip(out, masks) if (m == r).any()), None) for r in ROLE_CLASSES}
-    emergence = [RoleEmergence(r, c and c.revision, c and c.tokens) for r, c in first.items()]
+    emergence = [
+        RoleEmergence(r, None, None) if c is None else RoleEmergence(r, c.revision, c.tokens) for r, c in first.items()
+    ]
     return RoleShares(view.calibration_id, threshold, out, undefined, changes, emergence)
 
 
