@@ -17,6 +17,9 @@
 #   5. GPU workers   benchmarks/gpu_cluster_check.py: the track flow's local Dask cluster for a CUDA device (a
 #                    dask-cuda LocalCUDACluster, one worker per GPU) scores a tiny checkpoint on each worker, equal
 #                    to the same scoring in-process, every worker process gone after (no Prefect needed).
+#   6. head roles    benchmarks/role_cost.py: the seven head-role functions (docs/SCORES.md "Head roles") on the
+#                    induction probe against a plain pass and track's default set, on the device's own path;
+#                    ratio = (default set + roles) / default set: what asking for the roles adds to a track pass.
 # Exit 0: every check passed; 1: a check failed or ran out of time; 2: no usable environment (nothing run).
 #
 #   benchmarks/gpu_check.sh                  # on the GPU machine (DEVICE=cuda:1 for another GPU)
@@ -63,13 +66,15 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" # this tree's dormant_tasks
 # overall deadline, counted from the start: 480 s on CUDA, so the whole script ends within 9 minutes.
 if [[ "$DEVICE" == cpu ]]; then
     MODE="CPU dry run"
-    DEADLINE_S=1100 T_ENV=120 T_TESTS=240 T_TABLE=300 T_SWEEP=300 T_INT8=120 T_CLUSTER=120
+    DEADLINE_S=1100 T_ENV=120 T_TESTS=240 T_TABLE=300 T_SWEEP=300 T_INT8=120 T_CLUSTER=120 T_ROLES=120
+    ROLE_ARGS=(--n 8 --repeats 1)
     TABLE_ARGS=(--models olmo2-1b,llama3.2-3b --repeats 1 --budget-s 240) # reduced shapes on CPU
     SWEEP_TASKS=winogrande SWEEP_LIMIT=5 SWEEP_BATCH=16
 else
     MODE="CUDA"
     # not yet timed on a GPU: the table's --budget-s leaves its last (model, dtype) cases out rather than overrun
-    DEADLINE_S=480 T_ENV=60 T_TESTS=110 T_TABLE=160 T_SWEEP=110 T_INT8=40 T_CLUSTER=90
+    DEADLINE_S=480 T_ENV=60 T_TESTS=110 T_TABLE=160 T_SWEEP=110 T_INT8=40 T_CLUSTER=90 T_ROLES=60
+    ROLE_ARGS=(--n 256 --repeats 3 --dtype bfloat16)
     TABLE_ARGS=(--repeats 3 --budget-s 120)
     SWEEP_TASKS=winogrande SWEEP_LIMIT=50 SWEEP_BATCH=32
 fi
@@ -358,6 +363,14 @@ result="$(verdict)"
 line="$(grep -E '^gpu_cluster_check: ' "$STEP_LOG" | tail -1)"
 [[ "$result" == PASS ]] && ! grep -q '^gpu_cluster_check: PASS' <<<"$line" && result=FAIL
 record "GPU workers, local cluster ($DEVICE)" "$result" "$STEP_S" "-" "${line#gpu_cluster_check: }"
+
+# 6. the head-role functions' cost: the default set with and without the roles, in one pass, on the device
+run_step head-roles "$T_ROLES" "$PY" benchmarks/role_cost.py --device "$DEVICE" "${ROLE_ARGS[@]}"
+result="$(verdict)"
+ratio="$(sed -nE 's/^ratio both\/tracked: ([0-9.]+x)$/\1/p' "$STEP_LOG" | tail -1)"
+[[ "$result" == PASS && -z "$ratio" ]] && result=FAIL
+record "head roles, cost over the default set ($DEVICE)" "$result" "$STEP_S" "${ratio:--}" \
+    "(default set + roles) / default set on the probe (table in the log)"
 
 # ------------------------------------------------------------------------------------------- summary
 echo

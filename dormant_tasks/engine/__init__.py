@@ -16,11 +16,20 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         padded_batch as padded_batch,
     )
     from dormant_tasks.engine.options import ScoringOptions as ScoringOptions
+    from dormant_tasks.engine.roles import (
+        ROLES as ROLES,
+        ROLE_THRESHOLD as ROLE_THRESHOLD,
+        UNDEFINED as UNDEFINED,
+        HeadRoles as HeadRoles,
+        head_roles as head_roles,
+    )
     from dormant_tasks.engine.score_functions import (
         ALL_IDS as ALL_IDS,
         DEFAULT_FN as DEFAULT_FN,
         DETERMINISTIC_IDS as DETERMINISTIC_IDS,
         DORMANT_RULE as DORMANT_RULE,
+        ROLE_CLASSES as ROLE_CLASSES,
+        ROLE_IDS as ROLE_IDS,
         SCORE_FUNCTIONS as SCORE_FUNCTIONS,
         SCORING_VERSION as SCORING_VERSION,
         TRACKED_IDS as TRACKED_IDS,
@@ -30,6 +39,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
     )
     from dormant_tasks.engine.scoring import (
         InputScores as InputScores,
+        score_ids as score_ids,
         score_texts as score_texts,
         scoring_pass as scoring_pass,
     )

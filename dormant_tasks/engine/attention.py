@@ -53,6 +53,7 @@ import torch
 
 from dormant_tasks.engine.adapters import FamilyAdapter, float_weight
 from dormant_tasks.engine.cpu_attention_adapter import fused_cpu_attention
+from dormant_tasks.engine.roles import target_weights
 from dormant_tasks.engine.score_functions import (
     RAW_IDS,
     RAW_STATISTICS,
@@ -109,6 +110,8 @@ class ScoringSession:
     gram: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [head, d_head, d_head], see head_gram
     # layer -> (raw score names, [name] count of their non-finite values), counted on the device, read once per pass
     nonfinite: dict[int, tuple[tuple[str, ...], torch.Tensor]] = field(default_factory=dict)
+    # [batch, roles.N_COLUMNS] positions of the role functions' targets (roles.target_positions); None: none asked
+    targets: torch.Tensor | None = None
 
     def needed(self) -> set[str]:
         """Every function whose value some recorded score or the zeroing rule depends on."""
@@ -241,21 +244,58 @@ def layer_scores(
         gram = _layer_gram(module, session, query.shape[1])  # [head, d, d]
         sq = torch.einsum("bhsd,hde,bhse->bhs", o32, gram, o32)  # [batch, head, seq] = ||o W_O[h]^T||^2
         per["full_output_norm"] = sq.clamp_min(0.0).sqrt()
-    return _final_scores(reduce_raw(per, raws, valid, lengths), needed, session, module.layer_idx, query.device)
+    if "last_weights" in wanted:
+        z = last_query_logits(query, key, scaling, lengths, window)  # [batch, head, seq], -inf where unseen
+        per["last_weights"] = torch.softmax(z, dim=-1)  # [batch, head, seq], 0 where unseen
+    raw = reduce_raw(per, raws, valid, lengths, session.targets, window)
+    return _final_scores(raw, needed, session, module.layer_idx, query.device, per.get("last_weights"))
 
 
-def reduce_raw(per: dict[str, torch.Tensor], raws, valid: torch.Tensor, lengths: torch.Tensor) -> dict:
+def last_query_logits(query, key, scaling, lengths, window: int | None = None) -> torch.Tensor:
+    """z [batch, head, seq] float32: scale q_{S-1}.k_j of each input's last query (S = its length) against every
+    key, -inf at the keys it does not see (later ones, padding, and those outside its sliding `window`). GQA: query
+    head h reads KV head h // (heads / kv_heads), read through a view, never a repeated copy."""
+    batch, n_heads, seq, d = query.shape
+    n_kv = key.shape[1]
+    last = (lengths - 1).to(query.device)  # [batch]
+    q_last = query.gather(2, last[:, None, None, None].expand(batch, n_heads, 1, d))[:, :, 0].float()  # [b, h, d]
+    q_grouped = q_last.view(batch, n_kv, n_heads // n_kv, d)  # [batch, kv_head, rep, d]
+    z = torch.einsum("bkrd,bksd->bkrs", q_grouped, key.float()).reshape(batch, n_heads, seq) * scaling
+    j = torch.arange(seq, device=query.device)
+    seen = j[None, :] <= last[:, None]  # [batch, seq]
+    if window is not None:
+        seen &= last[:, None] - j[None, :] < window
+    return z.masked_fill(~seen[:, None, :], float("-inf"))  # [batch, head, seq]
+
+
+def reduce_raw(
+    per: dict[str, torch.Tensor],
+    raws,
+    valid: torch.Tensor,
+    lengths: torch.Tensor,
+    targets: torch.Tensor | None = None,
+    window: int | None = None,
+) -> dict:
     """Each raw statistic of `raws` [batch, head] float64 from the per-position quantities `per` ([batch, head, seq]
     each), as its record says (score_functions.RAW_STATISTICS): the mean over the input's positions, its last
-    position, or position 0. `valid` [batch, seq]: the positions that are not padding; `lengths` [batch]."""
+    position, position 0, the mean over its first `first_t` positions, or the mean over its role target's positions (`targets`, roles.target_positions; NaN
+    where undefined or outside the layer's sliding `window`). `valid` [batch, seq]: the positions that are not
+    padding; `lengths` [batch]."""
     out = {}
     for name in RAW_IDS:  # the registry's order
         if name not in raws:
             continue
         stat = RAW_STATISTICS[name]
         x = per[stat.quantity]
-        if stat.reduce is Reduce.MEAN:
+        if stat.reduce is Reduce.TARGET:
+            assert targets is not None and stat.target is not None  # scoring_pass finds them whenever asked for
+            out[name] = target_weights(x, targets, stat.target, lengths - 1, window)
+        elif stat.reduce is Reduce.MEAN:
             out[name] = _masked_mean(x, valid, lengths)
+        elif stat.reduce is Reduce.HEAD:  # the first `first_t` positions (Gu's T): a shorter input's all
+            assert stat.first_t is not None  # every HEAD record names its T
+            first_t = torch.arange(valid.shape[1], device=valid.device) < stat.first_t  # [seq]
+            out[name] = _masked_mean(x, valid * first_t, lengths.clamp(max=stat.first_t))
         elif stat.reduce is Reduce.LAST:
             last = (lengths - 1)[:, None, None].expand(x.shape[0], x.shape[1], 1)  # [batch, head, 1]
             out[name] = x.gather(2, last)[..., 0].double()
@@ -277,16 +317,23 @@ def _value_norms(value: torch.Tensor, n_rep: int) -> torch.Tensor:
     return _repeat_kv(value.float().norm(dim=-1, keepdim=True), n_rep)[..., 0]
 
 
-def _final_scores(raw: dict, needed: set[str], session: ScoringSession, layer: int, device) -> dict[str, torch.Tensor]:
+def _final_scores(
+    raw: dict, needed: set[str], session: ScoringSession, layer: int, device, last_weights: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
     """Every needed function [batch, head] float64 from the raw per-head scores, as its registry record says
     (score_functions.SCORE_FUNCTIONS: the raw statistic, divided by its layer mean or its head's own; the random
     baseline).
     The raw scores' non-finite values are counted (`session.nonfinite`): finite activations give finite raw
     scores, so a NaN there is an overflow or a broken model, never the documented NaN of a ratio's zero
-    denominator, and `scoring_pass` refuses the pass rather than count such a head as active."""
-    if raw:
-        names = tuple(raw)
-        session.nonfinite[layer] = (names, torch.stack([(~torch.isfinite(raw[n])).sum() for n in names]))
+    denominator, and `scoring_pass` refuses the pass rather than count such a head as active. The role functions are
+    NaN by definition where their target is undefined: for them the last query's attention row `last_weights`
+    [batch, head, seq] (0 where unseen, never NaN) is counted instead."""
+    checked = {n: x for n, x in raw.items() if RAW_STATISTICS[n].reduce is not Reduce.TARGET}
+    if last_weights is not None:
+        checked["the last query's attention"] = last_weights
+    if checked:
+        names = tuple(checked)
+        session.nonfinite[layer] = (names, torch.stack([(~torch.isfinite(checked[n])).sum() for n in names]))
     out: dict[str, torch.Tensor] = {}
     for fn in needed:
         f = SCORE_FUNCTIONS[fn]
@@ -327,11 +374,17 @@ def triton_layer_scores(
         norm="output_norm" in wanted,
         gram=gram,
         window=window,
-    )  # [batch, seq, head, d], [batch, head, 4, seq]
+        lse="last_weights" in wanted,
+    )  # [batch, seq, head, d], [batch, head, N_STATS, seq]
     per = {q: stats[:, :, tri.STATS[q]] for q in wanted if q in tri.STATS}  # quantity -> [batch, head, seq]
     if "value_norm" in wanted:
         per["value_norm"] = _value_norms(value, n_heads // key.shape[1])
-    return out, _final_scores(reduce_raw(per, raws, valid, lengths), needed, session, module.layer_idx, query.device)
+    if "last_weights" in wanted:  # A = exp(z - lse) at the last query, the kernel's log-sum-exp its normaliser
+        last = (lengths - 1)[:, None, None].expand(query.shape[0], n_heads, 1)  # [batch, head, 1]
+        lse_last = stats[:, :, tri.STAT_LSE].gather(2, last)  # [batch, head, 1]
+        per["last_weights"] = torch.exp(last_query_logits(query, key, scaling, lengths, window) - lse_last)
+    raw = reduce_raw(per, raws, valid, lengths, session.targets, window)
+    return out, _final_scores(raw, needed, session, module.layer_idx, query.device, per.get("last_weights"))
 
 
 def _use_triton(session: ScoringSession, query: torch.Tensor) -> bool:

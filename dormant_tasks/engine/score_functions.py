@@ -71,6 +71,8 @@ class ScoreFunction:
     normaliser: Normaliser | None = None  # None: the raw statistic itself
     by: str | None = None  # the raw statistic of the denominator (with a normaliser)
     at_most: float = math.inf  # every score lies in [0, at_most] (1: a weight or a probability)
+    role: str | None = None  # a head-role function: its target (ROLE_TARGETS); None: a dormancy function
+    group: str = "all"  # what `--scores GROUP` adds it with: "all" (the paper's and the baseline), "roles", "sink"
 
     @property
     def normalised(self) -> bool:
@@ -126,6 +128,45 @@ _FHON = _raw(
     QUANTILE,
 )
 
+# The head-role functions (Xu, "When Do Attention Circuits Form?", arXiv 2606.02378): the attention that the input's
+# last query gives to one target position (or the mean over a few), read from the same pass. A head's role is not
+# a per-input verdict against tau but Xu's selectivity, the ratio of two checkpoint means (`engine.roles`), so these
+# records are out of the default set and out of `--scores all`: `--scores roles` (or their ids) asks for them.
+ROLE_CLASSES: tuple[str, ...] = ("induction", "duplicate", "previous", "self", "first", "local")
+ROLE_TARGETS: tuple[str, ...] = ROLE_CLASSES + ("baseline",)  # the classes' targets and the baseline they divide by
+ROLE_TAU = DefaultTau(value=0.3)
+# Gu et al., "When Attention Sink Emerges in Language Models" (ICLR 2025): Sink^eps_1 over the first T tokens
+SINK_T = 64
+SINK_EPS = 0.3  # a per-input mask only: more than 0.3 of the last query's attention on the target
+_ROLE_DEFINITIONS = {
+    "induction": "the position after the latest earlier occurrence of the last token (the `B` of `A B ... A`)",
+    "duplicate": "the latest earlier occurrence of the last token",
+    "previous": "position `S-2`",
+    "self": "position `S-1`",
+    "first": "position 0",
+    "local": "the mean over positions `S-6 .. S-3` (the four before the previous token)",
+    "baseline": "the mean over 50 positions drawn once per input length with `RandomState(0)` in `[1, S-1)`, "
+    "never 0 or the last six",
+}
+
+
+def _role(target: str) -> ScoreFunction:
+    name = "baseline" if target == "baseline" else f"{target} target"
+    return ScoreFunction(
+        f"attn_{target}",
+        f"Attention to the {name} (Xu 2026)",
+        Direction.ABOVE,
+        f"attn_{target}",
+        f"`A[h, S-1, t]` at the last query, t = {_ROLE_DEFINITIONS[target]}; NaN where the target is undefined "
+        "or outside the last query's sliding window",
+        ROLE_TAU,
+        tracked=False,
+        at_most=1.0,
+        role=target,
+        group="roles",
+    )
+
+
 SCORE_FUNCTIONS: dict[str, ScoreFunction] = {
     f.id: f
     for f in [
@@ -172,20 +213,43 @@ SCORE_FUNCTIONS: dict[str, ScoreFunction] = {
             at_most=1.0,
             tracked=False,  # p = 0.15 is a zero baseline by construction (docs/SCORES.md §2)
         ),
+        *map(_role, ROLE_TARGETS),
+        ScoreFunction(
+            f"awft_{SINK_T}",
+            f"Avg Weight of First Token over the first {SINK_T} queries (Gu et al. 2025)",
+            Direction.ABOVE,
+            f"awft_{SINK_T}",
+            f"`(1/T) sum_(i<T) A[h, i, 0]` with `T = min(S, {SINK_T})`, query 0 included: Gu's first-token weight "
+            f"per input; a head is a sink when its mean over the inputs exceeds eps = {SINK_EPS} (`sink_share`)",
+            DefaultTau(value=SINK_EPS),
+            tracked=False,
+            at_most=1.0,
+            group="sink",
+        ),
     ]
 }
+
+
+ROLE_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.group == "roles")
+SINK_ID = f"awft_{SINK_T}"  # Gu's first-token weight; `--scores sink`
 
 # The function a command uses when the user names none (status's count, the report's per-function figures,
 # the findings): AHON (LN), the v1 paper's "dormant head" rule.
 DEFAULT_FN = "ahon_ln"
 
 # The deterministic functions (the paper's 15, in its order); `random` is the seeded baseline.
-DETERMINISTIC_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.raw is not None)
-ALL_IDS: tuple[str, ...] = tuple(SCORE_FUNCTIONS)
+DETERMINISTIC_IDS: tuple[str, ...] = tuple(
+    k for k, f in SCORE_FUNCTIONS.items() if f.raw is not None and f.group == "all"
+)
+# `--scores all`: the paper's 15 and the baseline; the role functions are their own group (`--scores roles`)
+ALL_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.group == "all")
 # `track`'s default set: the functions whose default taus mean something on any model (docs/SCORES.md §4).
 TRACKED_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.tracked)
 # The raw statistics the engine computes, in the registry's order.
 RAW_IDS: tuple[str, ...] = tuple(k for k, f in SCORE_FUNCTIONS.items() if f.raw == k)
+
+
+GROUPS = ("all", "roles", "sink")  # `--scores GROUP`
 
 
 class Reduce(StrEnum):
@@ -194,6 +258,8 @@ class Reduce(StrEnum):
     MEAN = "mean"  # over the input's positions (padding left out)
     LAST = "last"  # at the input's last position
     FIRST = "first"  # at position 0
+    HEAD = "head"  # over the input's first `first_t` positions (all of a shorter input)
+    TARGET = "target"  # the mean over the record's target positions of the input (engine.roles.target_positions)
 
 
 @dataclass(frozen=True)
@@ -203,8 +269,11 @@ class RawStatistic:
     once, whichever statistics read it, and reduce them through this table (`attention.reduce_raw`)."""
 
     quantity: str  # first_weight, entropy: of each query's softmax row; output_norm, full_output_norm: of each query's
-    # head output (through W_O[h] for the full norm); value_norm: of each key's value vector
+    # head output (through W_O[h] for the full norm); value_norm: of each key's value vector; last_weights: the
+    # attention the input's last query gives each key (0 where it cannot see it)
     reduce: Reduce
+    target: str | None = None  # with Reduce.TARGET: which of ROLE_TARGETS
+    first_t: int | None = None  # with Reduce.HEAD: how many of the first positions
 
 
 RAW_STATISTICS: dict[str, RawStatistic] = {
@@ -215,6 +284,8 @@ RAW_STATISTICS: dict[str, RawStatistic] = {
     "lthon": RawStatistic("output_norm", Reduce.LAST),
     "ahon": RawStatistic("output_norm", Reduce.MEAN),
     "fhon": RawStatistic("full_output_norm", Reduce.MEAN),
+    **{f"attn_{t}": RawStatistic("last_weights", Reduce.TARGET, t) for t in ROLE_TARGETS},
+    f"awft_{SINK_T}": RawStatistic("first_weight", Reduce.HEAD, first_t=SINK_T),
 }
 assert tuple(RAW_STATISTICS) == RAW_IDS, "every raw statistic of the registry has its record, in its order"
 
@@ -244,7 +315,8 @@ def raw_statistics(score_fns) -> set[str]:
 
 
 def parse_score_functions(names, default: tuple[str, ...] = ALL_IDS) -> list[str]:
-    """Validate a list of ids (or comma-separated strings); None means `default`, 'all' every function."""
+    """Validate a list of ids (or comma-separated strings); None means `default`, 'all' the paper's functions and the
+    random baseline (ALL_IDS), 'roles' the head-role functions (ROLE_IDS), 'sink' Gu's first-token weight."""
     if names is None:
         return list(default)
     out: list[str] = []
@@ -253,8 +325,8 @@ def parse_score_functions(names, default: tuple[str, ...] = ALL_IDS) -> list[str
             name = name.strip()
             if not name:
                 continue
-            if name == "all":
-                out.extend(i for i in ALL_IDS if i not in out)
+            if name in GROUPS:
+                out.extend(i for i, f in SCORE_FUNCTIONS.items() if f.group == name and i not in out)
                 continue
             get_score_function(name)
             if name not in out:

@@ -43,7 +43,8 @@ from dormant_tasks.engine.attention import (
 from dormant_tasks.engine.attention_impl_adapter import attention_implementation, goes_through_attention_interface
 from dormant_tasks.engine.batching import batch_runs, device_batching, padded_batch
 from dormant_tasks.engine.options import ScoringOptions
-from dormant_tasks.engine.score_functions import parse_score_functions
+from dormant_tasks.engine.roles import target_positions
+from dormant_tasks.engine.score_functions import SCORE_FUNCTIONS, parse_score_functions
 from dormant_tasks.errors import ConfigError, ScoringError
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "PassResult",
     "ScoringOptions",
     "StaticZeroing",
+    "score_ids",
     "score_texts",
     "scoring_pass",
 ]
@@ -189,6 +191,8 @@ def scoring_pass(
     )
     if "random" in session.needed():  # a generator per input: not paid by passes that do not ask for it
         session.random_u = torch.from_numpy(random_baseline(seed, rows, n_layers, n_heads))
+    if any(SCORE_FUNCTIONS[fn].role for fn in session.needed()):  # the role functions' targets, from the tokens
+        session.targets = target_positions(input_ids, lengths)
     with scoring_attention_installed(model) as adapter:
         session.adapter = adapter
         out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, dormant_session=session)
@@ -281,7 +285,7 @@ def score_texts(
     if not texts:
         raise ScoringError("no texts to score; give at least one text")
     encoded, n_truncated = _encode_texts(model, tokenizer, texts, options.max_tokens, warn_truncated)
-    values = _score_batches(model, tokenizer, encoded, options, progress)
+    values = _score_batches(model, tokenizer.pad_token_id, encoded, options, progress)
     boundary = {t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id) if t is not None}
     first = np.array([ids[0] in boundary for ids in encoded], dtype=bool)  # the sink the scores look at
     lengths = np.array([len(ids) for ids in encoded], dtype=np.int64)
@@ -306,7 +310,28 @@ def _encode_texts(model, tokenizer, texts: list[str], max_tokens: int | None, wa
     return list(encoded), n_truncated
 
 
-def _score_batches(model, tokenizer, encoded: list, options: ScoringOptions, progress: bool) -> np.ndarray:
+def score_ids(
+    model, rows, options: ScoringOptions | None = None, pad_id: int | None = None, progress=False
+) -> InputScores:
+    """Per-input scores of `model` over token rows given as ids (the induction probe: no tokenizer, no special
+    tokens, nothing cut). ScoringError when a row is longer than the model's context or holds an id its
+    vocabulary does not."""
+    options = options or ScoringOptions()
+    encoded = [[int(x) for x in row] for row in rows]
+    context, vocab = _context_length(model), model.config.get_text_config().vocab_size
+    longest = max(map(len, encoded), default=0)
+    if not encoded or not longest:
+        raise ScoringError("no token rows to score; give at least one row of ids")
+    if context is not None and longest > context:
+        raise ScoringError(f"token rows of {longest} ids are longer than the model's context ({context} tokens)")
+    if max(max(r) for r in encoded if r) >= vocab or min(min(r) for r in encoded if r) < 0:
+        raise ScoringError(f"token rows hold ids outside the model's vocabulary of {vocab}")
+    values = _score_batches(model, pad_id, encoded, options, progress)
+    lengths = np.array([len(ids) for ids in encoded], dtype=np.int64)
+    return InputScores(tuple(options.score_fns or ()), values, lengths, 0, np.zeros(len(encoded), dtype=bool))
+
+
+def _score_batches(model, pad_id, encoded: list, options: ScoringOptions, progress: bool) -> np.ndarray:
     """Scores [input, fn, layer, head] float64 of right-padded batches of `encoded`, in input order."""
     fns = tuple(options.score_fns or ())
     device = next(model.parameters()).device
@@ -319,7 +344,7 @@ def _score_batches(model, tokenizer, encoded: list, options: ScoringOptions, pro
 
         batches = progress_bar(batches, desc="scoring", unit="batch")  # plain lines on a pipe (dormant_tasks.progress)
     for run in batches:
-        input_ids, mask = padded_batch(encoded[run.start : run.stop], tokenizer.pad_token_id)  # [batch, seq]
+        input_ids, mask = padded_batch(encoded[run.start : run.stop], pad_id)  # [batch, seq]
         result = scoring_pass(
             model,
             input_ids.to(device),

@@ -1,7 +1,7 @@
 """One Triton kernel for a layer's causal attention output AND the per-query statistics the scores need.
 
 `attention_with_stats(query, key, value, scaling, ...)` -> (out [batch, seq, head, d] in the query's dtype,
-stats [batch, head, 4, seq] float32). Each program takes BLOCK_M queries of one (input, head) and walks the keys
+stats [batch, head, N_STATS, seq] float32). Each program takes BLOCK_M queries of one (input, head) and walks the keys
 up to the diagonal, BLOCK_N at a time, with an online softmax in float32 (docs/SCORES.md §2, "GPU kernel").
 Per query i, with z_ij = scale q_i.k_j (j <= i), a running maximum m_i, l_i = sum_j exp(z_ij - m_i) and
 t_i = sum_j exp(z_ij - m_i) (z_ij - m_i), all rescaled when m_i grows:
@@ -10,7 +10,9 @@ t_i = sum_j exp(z_ij - m_i) (z_ij - m_i), all rescaled when m_i grows:
   0 for query 0 (it sees only itself) and never below 0;
 - STAT_FIRST: A_i0 = exp(z_i0 - m_i - ln l_i);
 - STAT_NORM: ||o_i|| of the output as stored (what the output projection receives);
-- STAT_FULL_NORM: ||o_i W_O[h]^T|| = sqrt(o_i G_h o_i^T) from the head's Gram matrix G_h = W_O[h]^T W_O[h].
+- STAT_FULL_NORM: ||o_i W_O[h]^T|| = sqrt(o_i G_h o_i^T) from the head's Gram matrix G_h = W_O[h]^T W_O[h];
+- STAT_LSE: the log-sum-exp m_i + ln l_i, so that any one weight is A_ij = exp(z_ij - lse_i): the head-role
+  functions read the last query's weights at their targets this way (`attention.triton_layer_scores`).
 Sliding window (`window`, WINDOWED): query i sees keys i - window < j <= i (transformers' `sliding_window_overlay`
 AND `causal_mask_function`); the key loop starts at the first block that holds a key of the query block's first
 window, and STAT_FIRST is exactly 0 for i >= window (key 0 is outside the window, its block maybe never read).
@@ -36,7 +38,7 @@ except ImportError:  # the optional extra is not installed: the engine keeps its
 # is set before it is imported, so the mode is fixed for the process: interpreted (any device) or compiled (CUDA).
 INTERPRETED = triton is not None and bool(triton.knobs.runtime.interpret)
 
-STAT_ENTROPY, STAT_FIRST, STAT_NORM, STAT_FULL_NORM = range(4)
+STAT_ENTROPY, STAT_FIRST, STAT_NORM, STAT_FULL_NORM, STAT_LSE = range(5)
 # The kernel's statistics by the per-position quantity they are (engine.score_functions.RAW_STATISTICS)
 STATS = {
     "entropy": STAT_ENTROPY,
@@ -44,7 +46,7 @@ STATS = {
     "output_norm": STAT_NORM,
     "full_output_norm": STAT_FULL_NORM,
 }
-N_STATS = 4
+N_STATS = 5
 KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_HEAD_DIM = 256
 
@@ -106,6 +108,7 @@ if triton is not None:
         FIRST: tl.constexpr,
         NORM: tl.constexpr,
         FULL_NORM: tl.constexpr,
+        LSE: tl.constexpr,
         IEEE: tl.constexpr,
         UPCAST: tl.constexpr,
         WINDOWED: tl.constexpr,
@@ -196,6 +199,8 @@ if triton is not None:
         if ENTROPY:
             entropy = tl.maximum(log_l - t_sum / l_sum, 0.0)  # [M]
             tl.store(st + 0 * st_k, tl.where(rows == 0, 0.0, entropy), mask=row_ok)
+        if LSE:
+            tl.store(st + 4 * st_k, m + log_l, mask=row_ok)
         if FIRST:
             first = tl.exp(z0 - m - log_l)  # [M]
             if WINDOWED:  # key 0 outside the window (its block may not even have been read): exactly 0
@@ -238,12 +243,14 @@ def attention_with_stats(
     gram: torch.Tensor | None = None,
     blocks: tuple[int, int] | None = None,
     window: int | None = None,
+    lse: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Causal attention of query [batch, head, seq, d] over key, value [batch, kv_head, seq, d]; with `window`,
     sliding-window causal attention (query i sees keys i - window < j <= i).
 
-    Returns (out [batch, seq, head, d] in the query's dtype, stats [batch, head, 4, seq] float32) with the rows
-    STAT_ENTROPY, STAT_FIRST, STAT_NORM asked for and STAT_FULL_NORM when `gram` ([head, d, d] float32) is given.
+    Returns (out [batch, seq, head, d] in the query's dtype, stats [batch, head, N_STATS, seq] float32) with the rows
+    STAT_ENTROPY, STAT_FIRST, STAT_NORM, STAT_LSE asked for and STAT_FULL_NORM when `gram` ([head, d, d] float32) is
+    given.
     `blocks` (BLOCK_M, BLOCK_N), powers of two >= 16, overrides the tile sizes (tests use it to cross blocks)."""
     reason = unavailable_reason(query)
     if reason is not None:
@@ -251,7 +258,7 @@ def attention_with_stats(
     batch, n_heads, seq, head_dim = query.shape
     n_kv = key.shape[1]
     out = torch.empty((batch, seq, n_heads, head_dim), dtype=query.dtype, device=query.device)  # [b, s, h, d]
-    stats = torch.empty((batch, n_heads, N_STATS, seq), dtype=torch.float32, device=query.device)  # [b, h, 4, s]
+    stats = torch.empty((batch, n_heads, N_STATS, seq), dtype=torch.float32, device=query.device)  # [b, h, 5, s]
     if gram is not None:
         gram = gram.to(device=query.device, dtype=torch.float32).contiguous()  # [head, d, d]
     block_m, block_n = blocks or _blocks(seq, head_dim, query.device)
@@ -284,6 +291,7 @@ def attention_with_stats(
         FIRST=first_weight,
         NORM=norm,
         FULL_NORM=gram is not None,
+        LSE=lse,
         IEEE=query.dtype == torch.float32,
         # Triton 3.9's interpreter multiplies bfloat16 dot operands as their raw 16-bit patterns: it gets them
         # in float32, which holds every bfloat16 value and product exactly (the GPU accumulates in float32 too).
@@ -299,6 +307,7 @@ __all__ = [
     "STAT_ENTROPY",
     "STAT_FIRST",
     "STAT_FULL_NORM",
+    "STAT_LSE",
     "STAT_NORM",
     "attention_with_stats",
     "unavailable_reason",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         compare_seed_groups as compare_seed_groups,
         seed_group_findings as seed_group_findings,
     )
+    from dormant_tasks.findings.roles import RoleShares as RoleShares, role_shares as role_shares
     from dormant_tasks.findings.table import (
         QUANTITIES as QUANTITIES,
         Quantities as Quantities,
@@ -30,6 +31,11 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         findings_record as findings_record,
         findings_table as findings_table,
         quantity as quantity,
+    )
+    from dormant_tasks.findings.xu2026 import (
+        comparison as comparison,
+        format_comparison as format_comparison,
+        xu_model as xu_model,
     )
 
 __all__, __getattr__, __dir__ = attach(__name__)

@@ -40,6 +40,7 @@ from dormant_tasks.engine import DEFAULT_FN
 from dormant_tasks.errors import StoreError
 from dormant_tasks.findings.dependence import InputDependence, input_dependence
 from dormant_tasks.findings.resolution import ChangeResolution, change_resolution, lower_ends
+from dormant_tasks.findings.roles import RoleShares, role_shares
 from dormant_tasks.statistics import (
     DEFAULT_RESAMPLING,
     FDR,
@@ -193,6 +194,9 @@ class Findings:
     input_dependence: InputDependence
     resampling: Resampling = DEFAULT_RESAMPLING
     taus_id: str = ""  # the taus the states were decided under (a row of the findings table names them)
+    # per checkpoint, the share of heads in each role (findings/roles.py); None, and left out of the record and
+    # the table, where the series holds no role functions
+    role_shares: RoleShares | None = field(default=None, metadata={"omit_none": True})
 
 
 # ------------------------------------------------------------------------------------------ pieces
@@ -313,6 +317,7 @@ def series_findings(
         input_dependence(views, fn, s, tokens, resampling),
         resampling,
         view.taus_id,
+        role_shares(views),
     )
 
 

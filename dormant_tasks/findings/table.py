@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from dormant_tasks.findings.dynamics import EARLY
+from dormant_tasks.findings.roles import ROLE_LABELS
 from dormant_tasks.statistics import Estimate, Share
 
 # Each quantity's English label (the API, `compare`, the seed groups), by its id: `*` for any list item, `{field}`
@@ -51,6 +52,7 @@ QUANTITIES = {
     "input_dependence.last": "input dependence: Jaccard index at the last shared checkpoint",
     "input_dependence.all_of_any": "dormant on every set, of those on any",
     "input_dependence.noise_floor.difference": "input dependence: Jaccard across kinds minus within a kind (noise floor)",
+    **ROLE_LABELS,  # only where the series holds the role functions (findings/roles.py)
 }
 SERIES_FIELDS = ("model_id", "score_fn", "calibration_id", "taus_id", "tau", "direction")
 _S, _F, _I = pa.string(), pa.float64(), pa.int64()
@@ -132,6 +134,7 @@ def findings_record(f) -> dict:
             return out
         if dataclasses.is_dataclass(x) and not isinstance(x, type):
             fields = [f for f in dataclasses.fields(x) if f.metadata.get("record", True)]  # (arrays summarised)
+            fields = [f for f in fields if not (f.metadata.get("omit_none") and getattr(x, f.name) is None)]
             return {field.name: plain(getattr(x, field.name)) for field in fields}
         if isinstance(x, dict):
             return {(" vs ".join(k) if isinstance(k, tuple) else str(k)): plain(v) for k, v in x.items()}

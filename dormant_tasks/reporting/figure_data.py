@@ -311,3 +311,28 @@ def transition_tally(marks: np.ndarray, confident: np.ndarray, blips: np.ndarray
         "confident": int((confident & changed).sum()),
         "blips": int((blips & changed).sum()),
     }
+
+
+@dataclass(frozen=True)
+class RoleShareData:
+    """The role-share figure's data: tokens [checkpoint], shares [role, checkpoint] in % of the heads, last_layers
+    [role, layer] in % of each layer's heads at the last checkpoint, roles in drawing order (only those held by
+    some head at some checkpoint, "unclassified" last)."""
+
+    tokens: np.ndarray
+    roles: tuple[str, ...]
+    shares: np.ndarray
+    last_layers: np.ndarray
+    last_revision: str
+
+
+def role_share_data(rs) -> RoleShareData:
+    """From the findings' `role_shares` (findings/roles.py)."""
+    names = list(rs.checkpoints[0].shares)
+    shares = np.array([[100 * c.shares[r] for c in rs.checkpoints] for r in names])  # [role, checkpoint]
+    last = rs.checkpoints[-1]
+    layers = np.array([[100 * x for x in last.layer_shares[r]] for r in names])  # [role, layer]
+    held = [i for i, r in enumerate(names) if shares[i].any() or r == "unclassified"]
+    held.sort(key=lambda i: names[i] == "unclassified")
+    tokens = np.array([c.tokens for c in rs.checkpoints], dtype=np.int64)
+    return RoleShareData(tokens, tuple(names[i] for i in held), shares[held], layers[held], last.revision)

@@ -401,6 +401,31 @@ def draw_confident_transitions(t, score_fn: str) -> Figure:
     return fig
 
 
+def draw_role_shares(d) -> Figure:
+    """Head roles through training (`figure_data.RoleShareData`): the % of heads in each role at each checkpoint,
+    and the % of each layer's heads in each role at the last checkpoint."""
+    fig = Figure(figsize=(11, 3.8), layout="constrained")
+    over, layers = fig.subplots(1, 2, width_ratios=[2.2, 1])
+    marker = "o" if len(d.tokens) <= 40 else None
+    for role, share in zip(d.roles, d.shares):
+        style = {"color": "0.55", "linestyle": "--"} if role == "unclassified" else {}
+        over.plot(d.tokens, share, marker=marker, markersize=3, linewidth=1.4, label=role, **style)
+    over.set_ylim(-2, 102)
+    over.set_ylabel("% of heads")
+    over.grid(alpha=0.3)
+    over.legend(loc="upper left", fontsize=8, frameon=False)
+    set_tokens_axis(over, d.tokens)
+    bottom = np.zeros(d.last_layers.shape[1])
+    for role, share in zip(d.roles, d.last_layers):
+        colour = {"color": "0.8"} if role == "unclassified" else {}
+        layers.bar(np.arange(len(bottom)), share, bottom=bottom, label=role, **colour)
+        bottom += share
+    layers.set_xlabel(f"layer (at {d.last_revision})")
+    layers.set_ylabel("% of the layer's heads")
+    layers.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
 def draw_accuracy_vs_zeroed(curves: dict[str, np.ndarray], base_accuracy: float, title: str) -> Figure:
     """curves: score_fn -> [point, 2] (% of heads zeroed, accuracy %), sorted by % zeroed."""
     fig = Figure(figsize=(8.5, 4.8), layout="constrained")

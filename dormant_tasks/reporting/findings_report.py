@@ -12,6 +12,7 @@ from dormant_tasks.findings import Findings
 from dormant_tasks.outputs import Owner, check_folder, staged
 from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting import set_figures as sf
+from dormant_tasks.reporting.figure_data import role_share_data
 from dormant_tasks.reporting.texts import findings_lines
 from dormant_tasks.text import md
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 def findings_plots(f: Findings) -> list[tuple[str, str, Callable[[], Figure]]]:
     """(kind, file name, draw) of the findings' figures: emergence, transitions and, when measured, the
-    calibration sets' agreement through training."""
+    calibration sets' agreement through training and the head roles' shares."""
     plots: list[tuple[str, str, Callable[[], Figure]]] = [
         ("findings_emergence", "findings_emergence", lambda: fg.draw_emergence(f.emergence)),
         (
@@ -39,6 +40,9 @@ def findings_plots(f: Findings) -> list[tuple[str, str, Callable[[], Figure]]]:
                 lambda: sf.draw_set_agreement(d.tokens, d.pairs, f.score_fn, floor=d.noise_floor),
             )
         )
+    if f.role_shares is not None:  # the series holds the head-role functions (findings/roles.py)
+        rs = f.role_shares
+        plots.append(("findings_roles", "findings_roles", lambda: fg.draw_role_shares(role_share_data(rs))))
     return plots
 
 

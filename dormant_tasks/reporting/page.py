@@ -74,6 +74,10 @@ FIGURE_CAPTIONS = {
     "95% interval where one is drawn (the legend says when too few units back it).",
     "findings_transitions": "Transitions under {fn} into each checkpoint: confident ones (the paired test on the "
     "calibration inputs whose indicator changed, docs/SCORES.md) and the others.",
+    "findings_roles": 'Head roles through training (Xu 2026; docs/SCORES.md, "Head roles"): the share of heads '
+    "whose best selectivity (attention of the last query to a class's target over attention to the baseline, "
+    "ratio of means over the calibration inputs) reaches 30x, by role, at each checkpoint; right, per layer at "
+    "the last checkpoint.",
 }
 
 STYLE = (
@@ -183,7 +187,9 @@ def report_html(p: ReportPage) -> str:
         "figures": {kind: p.figure(kind) for kind in fig if not kind.startswith(("accuracy", "set_", "findings"))},
         "findings": None,
         "findings_figures": [
-            p.figure(k) for k in ("findings_emergence", "findings_transitions", "set_agreement") if k in fig
+            p.figure(k)
+            for k in ("findings_emergence", "findings_transitions", "set_agreement", "findings_roles")
+            if k in fig
         ],
         "sets": None if p.sets is None else _sets_context(p.sets, p.figure, fig),
         "interventions": _interventions(p) if series.evaluations else [],

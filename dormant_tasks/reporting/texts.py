@@ -17,6 +17,7 @@ from dormant_tasks.engine import DORMANT_RULE
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
 from dormant_tasks.findings import EARLY, MIN_RATE_TOKENS, T_SEEDS, WELCH, Findings, Quantities
 from dormant_tasks.reporting.figure_data import evaluation_groups, summary_rows
+from dormant_tasks.reporting.role_texts import roles_line
 from dormant_tasks.reporting.series_data import ReportSeries
 from dormant_tasks.reporting.sets import CalibrationSets
 from dormant_tasks.statistics import MIN_UNITS, Estimate, Share
@@ -320,8 +321,10 @@ def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
     is read from the findings table by its quantity id (`Quantities`). A caveat repeated within a paragraph is
     said once (`_said_once`)."""
     q = Quantities(f)
+    paragraphs = [_emergence_line(q, esc), _transitions_line(q), _dependence_line(q, esc)]
+    paragraphs += [] if f.role_shares is None else [roles_line(q["role_shares"], esc)]  # the head roles, if tracked
     out = [_findings_header(q, esc), ""]
-    for paragraph in (_emergence_line(q, esc), _transitions_line(q), _dependence_line(q, esc)):
+    for paragraph in paragraphs:
         out += [_said_once(paragraph), ""]
     return [*out, _intervals_line(f)]
 

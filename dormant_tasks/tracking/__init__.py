@@ -88,6 +88,7 @@ if TYPE_CHECKING:  # the public names, each from its module (`as`: re-exported; 
         tau_positions as tau_positions,
         tau_warnings_of as tau_warnings_of,
     )
+    from dormant_tasks.tracking.probe import PROBE_SET as PROBE_SET, induction_probe as induction_probe
     from dormant_tasks.tracking.request import (
         SELECTION_OPTIONS as SELECTION_OPTIONS,
         Runner as Runner,

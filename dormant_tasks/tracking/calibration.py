@@ -1,9 +1,8 @@
-"""Calibration sets: the bundled sets (WinoGrande, Wikipedia, MMLU, ...) and user text files, with a content hash.
+"""Calibration sets: the bundled sets (WinoGrande, Wikipedia, MMLU, ...), user text files and the induction probe.
 
-The default calibration set is the first N WinoGrande dev sentences with the blank filled by the
-correct option (docs/SCORES.md §3). `calibration_id` = name + short sha256 of the exact texts, stored with
-every result so that results from different calibration sets are never compared.
-
+The default is the first N WinoGrande dev sentences with the blank filled by the correct option (docs/SCORES.md §3).
+`calibration_id` = name + short sha256 of the exact texts (of the recipe, for the induction probe's token ids:
+tracking/probe.py), stored with every result so that results from different calibration sets are never compared.
 Dormant heads depend on the input text, so a run may score several sets: `load_calibration_set(name_or_path)`
 gives a bundled set by name (`BUNDLED_SETS`; data/README.md says where each comes from) or a UTF-8 file with one
 text per line, and `load_calibration_sets(names)` several at once, refusing two with the same texts. Each bundled
@@ -32,13 +31,14 @@ from pathlib import Path
 
 from dormant_tasks.errors import ConfigError, ScoringError, did_you_mean
 from dormant_tasks.paths import bundled_file
+from dormant_tasks.tracking.probe import PROBE_SET, PROBE_SIZE, ProbeSpec
 
 WINOGRANDE_DEV = bundled_file("winogrande_dev.jsonl")
 DEMO_CORPUS = bundled_file("demo_corpus.txt")
 CODE_LINES = bundled_file("code_lines.txt")
 CODE_SOURCES = bundled_file(
     "code_lines_files.txt"
-)  # per line of CODE_LINES: "<module> <index in the module>"; the module is its cluster
+)  # per line of CODE_LINES: "<module> <index>"; the module its cluster
 TASKS = bundled_file("tasks")
 MMLU_DIR = TASKS / "cais--mmlu"
 HELLASWAG_VALIDATION = TASKS / "Rowan--hellaswag" / "validation.parquet"
@@ -61,6 +61,11 @@ class CalibrationSet:
     n_cut: int = field(default=0, compare=False)  # texts of a file cut to MAX_TEXT_CHARS
     # per text, its cluster (0, 1, ... in order of first appearance); None: every text its own cluster
     clusters: tuple[int, ...] | None = field(default=None, compare=False)
+    probe: ProbeSpec | None = None  # token ids drawn when scored (tracking/probe.py), no texts; None: texts
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.texts) if self.probe is None else self.probe.n
 
     def notes(self, command: str) -> list[str]:
         """What a user should know about how the set was read: texts left past the limit, texts cut."""
@@ -80,7 +85,7 @@ class CalibrationSet:
     @property
     def calibration_id(self) -> str:
         digest = hashlib.sha256("\n".join(self.texts).encode("utf-8")).hexdigest()[:12]
-        return f"{self.name}-{len(self.texts)}-{digest}"
+        return f"{self.name}-{self.n_inputs}-{self.probe.digest if self.probe else digest}"
 
 
 def load_winogrande_items(path: Path = WINOGRANDE_DEV) -> list[dict]:
@@ -128,12 +133,8 @@ def winogrande_twins(items: Sequence[dict]) -> list[int]:
 def winogrande_calibration(limit: int | None = DEFAULT_CALIBRATION_SIZE) -> CalibrationSet:
     _check_limit(limit)
     items = load_winogrande_items()
-    clusters = winogrande_twins(items)
-    if limit is not None:
-        items, clusters = items[:limit], clusters[:limit]
-    return CalibrationSet(
-        "winogrande-dev", tuple(winogrande_filled(i) for i in items), clusters=cluster_labels(clusters)
-    )
+    items, clusters = items[:limit], winogrande_twins(items)[:limit]  # [:None]: all
+    return CalibrationSet("winogrande-dev", tuple(map(winogrande_filled, items)), clusters=cluster_labels(clusters))
 
 
 def texts_calibration(
@@ -325,9 +326,6 @@ def load_calibration(
     return winogrande_calibration(limit)
 
 
-# ---- clusters and draws -------------------------------------------------------------------------------------
-
-
 def cluster_labels(keys: Sequence[Hashable]) -> tuple[int, ...] | None:
     """Per text, its cluster numbered 0, 1, ... in order of first appearance; None when every text is its own."""
     number: dict[Hashable, int] = {}
@@ -399,8 +397,6 @@ def split_part(name: str) -> tuple[str, int | None]:
         raise ConfigError(f"calibration set {name!r}: K counts the disjoint sets from 1 ({m.group(1)}:1, :2, ...)")
     return m.group(1), k
 
-
-# ---- the bundled sets ---------------------------------------------------------------------------------------
 
 # (texts, per text its cluster (stored, the decision's unit), per text its draw unit (what `NAME:K` keeps whole:
 # the cluster, or a question / a video where the cluster is too large to draw sets from; data/README.md))
@@ -547,6 +543,8 @@ def load_calibration_set(
     """
     _check_limit(limit)
     key, part = split_part(name_or_path) if isinstance(name_or_path, str) else (str(name_or_path), None)
+    if name_or_path == PROBE_SET:  # the induction probe's `limit or 2000` sequences (tracking/probe.py)
+        return CalibrationSet(PROBE_SET, (), probe=ProbeSpec(PROBE_SIZE if limit is None else limit))
     if isinstance(name_or_path, str) and key in BUNDLED_SETS:
         return bundled_calibration(key, limit, part)
     path = Path(key)
@@ -578,14 +576,14 @@ def load_calibration_sets(
         raise ConfigError(
             f"no calibration set given; name at least one of {', '.join(BUNDLED_SETS)} or a UTF-8 texts file"
         )
-    limit = DEFAULT_CALIBRATION_SIZE if limit is None else limit
     bundled = [isinstance(n, str) and split_part(n)[0] in BUNDLED_SETS for n in names]
     if sample is not None and all(bundled):
         raise ConfigError(
             f"--sample {sample} draws texts from a file, and every set here is bundled: draw a bundled set with "
             "NAME:K (K-th disjoint draw of --limit texts), or pass a file"
         )
-    sets = tuple(load_calibration_set(name, limit, sample, cluster_field) for name in names)
+    own = limit if limit is not None else DEFAULT_CALIBRATION_SIZE  # the probe keeps None: its own 2,000
+    sets = tuple(load_calibration_set(n, limit if n == PROBE_SET else own, sample, cluster_field) for n in names)
     seen: dict[str, tuple[str | Path, CalibrationSet]] = {}
     for name, calibration in zip(names, sets):
         sha = _sha(calibration)

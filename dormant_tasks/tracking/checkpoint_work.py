@@ -92,7 +92,7 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
     Each set is batched on its own (never mixed with another set's texts), so its scores are bitwise those
     of a run on that set alone; k sets cost one pass over their inputs and one model load.
     """
-    from dormant_tasks.engine import layer_windows, score_texts
+    from dormant_tasks.engine import layer_windows, score_ids, score_texts
 
     # The hub module evicts a downloaded revision once it is loaded, unless --keep-checkpoints.
     loaded = lazy_load_checkpoint(
@@ -105,14 +105,18 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
         for k, cal in enumerate(request.calibration_sets):
             t0 = time.perf_counter()
             try:
-                scores = score_texts(
-                    loaded.model,
-                    loaded.tokenizer,
-                    cal.texts,
-                    request.scoring,
-                    progress=progress,
-                    warn_truncated=False,  # the run's summary warns once, with the count
-                )
+                if cal.probe is not None:  # token ids, drawn within the model's vocabulary (tracking/probe.py)
+                    rows = cal.probe.rows(loaded.model.config.get_text_config().vocab_size)
+                    scores = score_ids(loaded.model, rows, request.scoring, loaded.tokenizer.pad_token_id, progress)
+                else:
+                    scores = score_texts(
+                        loaded.model,
+                        loaded.tokenizer,
+                        cal.texts,
+                        request.scoring,
+                        progress=progress,
+                        warn_truncated=False,  # the run's summary warns once, with the count
+                    )
             except ScoringError as e:
                 raise ScoringError(f"calibration set {cal.name}: {e}") from None
             except DormantError:
@@ -184,7 +188,7 @@ def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: Ser
         "n_layers": scored.n_layers,
         "n_heads": scored.n_heads,
         "calibration_id": cal_id,
-        "n_inputs": len(cal.texts),
+        "n_inputs": cal.n_inputs,
         "input_clusters": None if cal.clusters is None else list(cal.clusters),
         "dtype": scored.dtype,
         "device": scored.device,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dormant_tasks.engine import SCORE_FUNCTIONS
 from dormant_tasks.tracking.series import SeriesView, open_views
 
 TAU_MARKS_LOW, TAU_MARKS_HIGH = 0.01, 0.99  # a tau marking fewer / more (input, head) pairs is warned about
@@ -116,7 +117,7 @@ def _warning(tau, ref: str, share: float | None) -> TauWarning | None:
             "chance fluctuation (read it as a zero baseline). For a baseline that marks heads, use --tau random=P "
             "with P near 0.5",
         )
-    if share is None:
+    if share is None or SCORE_FUNCTIONS[fn].role is not None:  # a role is Xu's selectivity, not this tau's mask
         return None
     quantile_tau = tau.source == "quantile" and tau.quantile is not None
     ties = quantile_tau and share < tau.quantile / 2  # far fewer than q beyond tau: the scores tie at it

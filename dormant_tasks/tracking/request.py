@@ -217,7 +217,8 @@ class TrackRequest(Request):
             "first N texts (--limit; winogrande's are the authors' protocol); NAME:K is the K-th of disjoint sets drawn "
             "at random (seed 0) from all of NAME, cluster-whole (WinoGrande twins together), e.g. winogrande:1 "
             "winogrande:2 to compare two samples of one text; FILE:K is the K-th block of N lines of a file (a "
-            "contiguous cut), or its K-th disjoint draw with --sample",
+            "contiguous cut), or its K-th disjoint draw with --sample; induction-probe is Xu's synthetic batch of token "
+            "ids for the head roles (2,000 sequences of 256 tokens; --limit N takes N)",
             flag="--calibration",
             group=SCORING,
             action="append",

@@ -27,6 +27,7 @@ COMMANDS = [
     "status",
     "report",
     "findings",
+    "reproduce",
     "compare",
     "publish",
     "evaluate",

@@ -1,7 +1,8 @@
 """`dormant score`: per-input scores of one model over a calibration set, written as one Parquet or CSV file.
 
 Thin: load (`loading.load_model_at`: a Hub revision is pinned to its commit and hash-checked), read texts
-(`calibration.load_calibration`), score (`scoring.score_texts`), write the docs/DATA_CONTRACT.md `input_scores`
+(`calibration.load_calibration`, or `--calibration NAME` as `track` takes it: a bundled set, a file, or the
+induction probe's token ids), score (`scoring.score_texts`; `scoring.score_ids` for the probe), write the docs/DATA_CONTRACT.md `input_scores`
 layout plus `model_id` (the resolved source: an absolute folder or a Hub id), `revision` and `calibration_id`
 ("`dormant score` files" there), in the format `--out`'s suffix names, atomically (temp file in the same folder,
 then rename: never a partial file).
@@ -47,6 +48,12 @@ def add_parser(subparsers) -> None:
                 kw={"default": None, "metavar": "REV"},
             ),
             TEXTS,
+            Option(
+                "--calibration",
+                "a calibration set as `track --calibration` names one: a bundled set, NAME:K, a text file, or "
+                "induction-probe (Xu's 2,000 synthetic A B ... A sequences of 256 token ids; --limit N takes N)",
+                kw={"default": None, "metavar": "NAME"},
+            ),
             LIMIT,
             CALIBRATION_BATCH_SIZE,
             dtype_option(),
@@ -76,6 +83,8 @@ def run(args) -> int:
         raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
     if not args.out.strip():
         raise ConfigError("--out is empty: name a .parquet or .csv file, e.g. --out scores.parquet")
+    if args.texts and args.calibration:
+        raise ConfigError("--texts and --calibration both name a calibration set: pass the file as --calibration FILE")
     if args.revision and source_for(args.model).folder is not None:
         raise ConfigError(f"--revision names a Hub branch; --model {args.model} is a folder: drop --revision")
     out = check_file(args.out)  # before the heavy imports below: a wrong --out answers at once
@@ -93,24 +102,26 @@ def run(args) -> int:
 
     from dormant_tasks.atomic import atomic_file
     from dormant_tasks.checkpoints import load_model_at
-    from dormant_tasks.engine import ScoringOptions, parse_score_functions, score_texts
-    from dormant_tasks.tracking import load_calibration
+    from dormant_tasks.engine import ScoringOptions, parse_score_functions, score_ids, score_texts
+    from dormant_tasks.tracking import load_calibration, load_calibration_sets
 
     score_fns = parse_score_functions(args.scores)
-    calibration = load_calibration(args.texts, args.limit)
+    if args.calibration:
+        calibration = load_calibration_sets([args.calibration], args.limit)[0]
+    else:
+        calibration = load_calibration(args.texts, args.limit)
     for note in calibration.notes("score"):
         print(note, file=sys.stderr)
     from .track import limit_note
 
     limit_note("score", [calibration], args.limit)
     model, tokenizer = load_model_at(args.model, args.revision, args.dtype, args.device)
-    scores = score_texts(
-        model,
-        tokenizer,
-        calibration.texts,
-        ScoringOptions(tuple(score_fns), batch_size=args.batch_size, seed=args.seed, max_tokens=args.max_tokens),
-        progress=True,
-    )
+    options = ScoringOptions(tuple(score_fns), batch_size=args.batch_size, seed=args.seed, max_tokens=args.max_tokens)
+    if calibration.probe is not None:  # token ids within the model's vocabulary, no tokenizer
+        rows = calibration.probe.rows(model.config.get_text_config().vocab_size)
+        scores = score_ids(model, rows, options, tokenizer.pad_token_id, progress=True)
+    else:
+        scores = score_texts(model, tokenizer, calibration.texts, options, progress=True)
     table = scores.to_table()
     source, revision = _resolved(args.model, args.revision)
     n = table.num_rows
@@ -127,7 +138,7 @@ def run(args) -> int:
             pq.write_table(table, f)
     n_layers, n_heads = scores.values.shape[2:]
     print(
-        f"scored {len(calibration.texts)} inputs ({calibration.calibration_id}) x {len(score_fns)} functions "
+        f"scored {calibration.n_inputs} inputs ({calibration.calibration_id}) x {len(score_fns)} functions "
         f"x {n_layers} layers x {n_heads} heads -> {out}"
     )
     return 0

@@ -235,10 +235,10 @@ def limit_note(command: str, sets, limit: int | None) -> None:
     if not limit:
         return
     for s in sets:
-        if len(s.texts) < limit:
+        if s.n_inputs < limit:
             print(
                 f"dormant {command}: note: --limit {limit:,}: calibration set {s.name} has only "
-                f"{plural(len(s.texts), 'text')}; all of them are used",
+                f"{plural(s.n_inputs, 'text')}; all of them are used",
                 file=sys.stderr,
             )
 

@@ -70,6 +70,7 @@ GRAMMAR = {
             "leaderboard",
             "demo",
             "pretrain-tiny",
+            "reproduce",
         },
     ),
     "the store": (
@@ -90,6 +91,7 @@ GRAMMAR = {
             "store gc",
             "leaderboard",
             "demo",
+            "reproduce",
         },
     ),
     "the report folder": ("--reports-dir", {"track", "serve", "deploy", "demo", "report", "findings", "compare"}),
@@ -99,7 +101,7 @@ GRAMMAR = {
         "--scores",
         {"track", "serve", "deploy", "evaluate", "score", "report", "findings", "compare", "publish"},
     ),
-    "device": ("--device", {"track", "serve", "deploy", "evaluate", "score"}),
+    "device": ("--device", {"track", "serve", "deploy", "evaluate", "score", "reproduce"}),
     "dtype": ("--dtype", {"track", "serve", "deploy", "evaluate", "score"}),
 }
 # Names the grammar retired: no parser registers them (they are rewritten, with a note, for one release).

@@ -39,7 +39,7 @@ def docs_table() -> str:
         side = "u < tau (a probability `p`)" if f.raw is None else f"score {f.direction} tau"
         tau = f"`{f.direction} {f.tau}`" if f.tau.value is not None else f"quantile {f.tau.quantile:g} of the reference"
         tau = f"`p = {f.tau}`" if f.raw is None else tau
-        tracked = "yes" if f.tracked else "no: `--scores all` or name it"
+        tracked = "yes" if f.tracked else f"no: `--scores {f.group}` or name it"
         lines.append(f"| `{f.id}` | {f.paper_name} | {f.definition} | {side} | {tau} | {tracked} |")
     return "\n".join(lines)
 
@@ -56,8 +56,9 @@ def test_every_record_reads_raw_statistics_the_engine_computes():
     from dormant_tasks.engine import triton_attention as tri
 
     assert tuple(RAW_STATISTICS) == RAW_IDS  # each raw statistic has its record: its quantity and its reduction
-    # the kernel computes every per-position quantity of the records but the value norms (read from the values)
-    assert set(tri.STATS) == {s.quantity for s in RAW_STATISTICS.values()} - {"value_norm"}
+    # the kernel computes every per-position quantity of the records but the value norms (read from the values) and
+    # the last query's weights (from its log-sum-exp row, STAT_LSE)
+    assert set(tri.STATS) == {s.quantity for s in RAW_STATISTICS.values()} - {"value_norm", "last_weights"}
     for f in SCORE_FUNCTIONS.values():
         assert (f.normaliser is None) == (f.by is None), f.id
         assert f.raw is None or f.raw in RAW_IDS, f.id
@@ -79,7 +80,7 @@ def test_default_taus_come_from_the_registry():
         assert (spec.value, spec.quantile) == (f.tau.value, f.tau.quantile)
         if f.normalised and fn != "awft_ln":
             assert spec.value == 0.5
-        elif fn in RAW_IDS and fn != "awft":
+        elif fn in RAW_IDS and fn != "awft" and f.group == "all":
             assert spec.quantile == 0.15
     assert default_tau_spec("awft").value == 0.8 and default_tau_spec("awft_ln").value == 2.0
     assert default_tau_spec("random").value == 0.15
@@ -101,7 +102,7 @@ def test_each_record_derives_its_function_from_the_raw_statistics():
     session = ScoringSession(
         lengths=torch.tensor([4, 4]), score_fns=ALL_IDS, random_u=torch.rand(2, 1, 3, dtype=torch.float64)
     )
-    out = _final_scores(dict(raw), set(ALL_IDS), session, 0, "cpu")
+    out = _final_scores(dict(raw), set(SCORE_FUNCTIONS), session, 0, "cpu")
     for fn, f in SCORE_FUNCTIONS.items():
         if f.raw is None:
             want = session.random_u[:, 0]
