@@ -1,7 +1,8 @@
 """The demo that `make demo` runs (`dormant demo` with its defaults), run once per pytest run: the docs quote its
 numbers (benchmarks/demo_numbers.py writes them), and the demo's, the first line's and the suggested commands'
-tests read it. It is the run's longest build (4-5 minutes on 2 quiet cores, far more on busy ones), so a run whose
-tests need it starts it as soon as they are collected (`start_in_background`), beside the tests that do not."""
+tests read it. It is the run's longest build (about 5 minutes on 2 lightly loaded cores, 23 on busy ones), so a
+run whose tests need it starts it as soon as they are collected (`start_in_background`), beside the tests that do
+not."""
 
 from __future__ import annotations
 
