@@ -40,8 +40,7 @@ lmeval045: .venv-lmeval045/.installed
 
 # The lower bounds pyproject.toml claims for the libraries whose internals the project touches, tested: a venv
 # over the dev venv's packages (a path file) with lm-eval, transformers and triton at the lowest versions its
-# ranges allow, running the tests that exercise their internals (the adapters' drift tests, the engine against
-# its oracle, the task layer, the kernel in Triton's interpreter). transformers 5.4 takes huggingface-hub
+# ranges allow, running the tests that exercise their internals (LOWEST_TESTS below). transformers 5.4 takes huggingface-hub
 # >=1.5,<2 and tokenizers >=0.22,<=0.23.0, so those come at the lowest it allows, with a datasets that takes a
 # 1.x hub (the dev venv's needs 2.x). torch is not among them: only the CPU build of the Makefile's pin is at
 # hand (PyPI's Linux torch is the CUDA build); its one internal is checked before use, with the public sdpa
@@ -62,11 +61,21 @@ LOWEST_WITH := huggingface-hub==1.5.0 tokenizers==0.22.0 datasets==5.0.0
 lowest: .venv-lowest/.installed
 	.venv-lowest/bin/python -c "import lm_eval, transformers, triton, torch; print('lowest bounds:', lm_eval.__version__, \
 		transformers.__version__, triton.__version__, '(torch', torch.__version__ + ')')"
-	.venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m "not slow" tests/library/evaluation/test_lmeval_adapter_drift.py \
-		tests/library/evaluation/test_lm_eval_registry.py \
-		tests/library/evaluation/test_shots.py tests/library/evaluation/test_chat_date.py tests/library/engine/test_triton_attention.py \
-		tests/library/test_adapters.py tests/library/engine/test_engine_adapters.py \
-		tests/library/evaluation/test_generation_adapter.py tests/library/engine/test_scoring.py
+	.venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m "not slow" $(LOWEST_TESTS)
+
+# What the lowest bounds are run for, and no more (the rest of these files runs in `make test` at the dev venv's
+# versions): the adapters and their drift tests (lm-eval's, transformers', torch's internals); the Triton kernel
+# against brute force in the interpreter (Triton's bound); the engine against its oracle through transformers'
+# AttentionInterface, once per attention layout (MHA, GQA, one KV head), float32, whole queries, and GPT-2's, whose
+# attention scaling reaches it from transformers 5.4 on (transformers' bound).
+ENGINE := tests/library/engine/test_scoring.py::test_every_function_matches_the_oracle
+LOWEST_TESTS := tests/library/evaluation/test_lmeval_adapter_drift.py tests/library/test_adapters.py \
+	tests/library/engine/test_engine_adapters.py tests/library/evaluation/test_generation_adapter.py \
+	tests/library/evaluation/test_chat_date.py \
+	tests/library/engine/test_triton_attention.py::test_kernel_matches_brute_force \
+	tests/library/engine/test_triton_attention.py::test_windowed_kernel_matches_brute_force \
+	'$(ENGINE)[None-olmo2-float32]' '$(ENGINE)[None-llama-float32]' '$(ENGINE)[None-qwen2-float32]' \
+	'tests/library/engine/test_families.py::test_every_function_matches_the_oracle[None-gpt2]'
 
 # DEMO_ARGS: options of `dormant demo`, e.g. `make demo DEMO_ARGS='--threads 1'` on a machine whose cores are busy
 DEMO_ARGS ?=
@@ -84,8 +93,14 @@ lint: setup
 # marked `xdist_group` run on one worker, so its costly module fixture is built once.
 WORKERS ?= 2
 
-test: setup olah lmeval045 lint lowest
-	$(PY) -m pytest -q -rs -n $(WORKERS) --dist loadgroup --durations=25
+# lint and `make lowest` run beside the suite, not before it (their output is printed after the suite's, from
+# .test-side.log), and make test fails when any of the three does.
+test: setup olah lmeval045 .venv-lowest/.installed
+	@($(MAKE) --no-print-directory lint && $(MAKE) --no-print-directory lowest) > .test-side.log 2>&1 & side=$$!; \
+	$(PY) -m pytest -q -rs -n $(WORKERS) --dist loadgroup --durations=25; suite=$$?; \
+	wait $$side; other=$$?; echo "--- make lint, make lowest:"; cat .test-side.log; \
+	[ $$other -eq 0 ] || echo "make test: lint or lowest failed (above)"; \
+	[ $$suite -eq 0 ] && [ $$other -eq 0 ]
 
 # The contributor's loop (docs/DEVELOPING.md): the tests not marked slow. No lint and no side venvs: the tests that
 # need .venv-olah are slow, the one that needs .venv-lmeval045 skips without it.

@@ -4,8 +4,8 @@ README.md, docs/DEMO.md and docs/SCORES.md quote the demo (`make demo`: `dormant
 summary lines, its whole output, its findings, its share of blips. Each such passage sits between marker comments, `<!-- demo:NAME -->` and
 `<!-- /demo:NAME -->` (invisible in the rendered Markdown), and this script rewrites what lies between them
 from one demo run: the terminal output the run printed (its summary lines and warnings, without paths or
-timings) and the findings read from its store. tests/flows/test_demo_numbers.py runs the demo once and fails
-when a file differs from what this script would write.
+timings) and the findings read from its store. tests/flows/test_demo_flow.py reads the test run's one demo (the
+`demo_run` fixture, tests/conftest.py) and fails when a file differs from what this script would write.
 
 Usage:
     .venv/bin/python benchmarks/demo_numbers.py            # runs `dormant demo` in a temp folder, rewrites the docs
@@ -34,7 +34,8 @@ MODEL_ID = "tiny-olmo2"  # the demo series' name: its folder's
 
 @dataclass(frozen=True)
 class DemoRun:
-    """One `dormant demo` with its defaults, into `folder`: its series, store, and what it printed."""
+    """One `dormant demo` with its defaults, into `folder` laid out as `make demo` lays out the repository
+    (data/series/tiny-olmo2, data/store, reports/tiny-olmo2): its series, store, report, and what it printed."""
 
     folder: Path
     stdout: str
@@ -42,25 +43,32 @@ class DemoRun:
 
     @property
     def store(self) -> Path:
-        return self.folder / "store"
+        return self.folder / "data" / "store"
 
     @property
     def series(self) -> Path:
-        return self.folder / MODEL_ID
+        return self.folder / "data" / "series" / MODEL_ID
+
+    @property
+    def reports(self) -> Path:
+        return self.folder / "reports" / MODEL_ID
 
 
-def run_demo(folder: Path) -> DemoRun:
-    """`dormant demo` with the defaults of `make demo` (its folders moved into `folder`, one thread); its output is
-    saved beside them, so a later call on the same folder reads the run instead of repeating it."""
+def run_demo(folder: Path, env: dict[str, str] | None = None) -> DemoRun:
+    """`dormant demo` with the defaults of `make demo` (its folders in `folder`, one thread; `env`: the process's
+    environment, default this one's); its output is saved beside them, so a later call on the same folder reads
+    the run instead of repeating it."""
     folder = Path(folder)
     out, err = folder / "demo.stdout", folder / "demo.stderr"
     if not out.is_file():
         folder.mkdir(parents=True, exist_ok=True)
+        empty = DemoRun(folder, "", "")
         done = subprocess.run(
-            [sys.executable, "-m", "flows.cli", "demo", "--model", str(folder / MODEL_ID), "--store"]
-            + [str(folder / "store"), "--reports-dir", str(folder / "reports")]
+            [sys.executable, "-m", "flows.cli", "demo", "--model", str(empty.series), "--store", str(empty.store)]
+            + ["--reports-dir", str(empty.reports)]
             + ["--threads", "1"],  # the same weights as any N; N > 1 crawls while other jobs hold the cores
             cwd=REPO,
+            env=env,
             capture_output=True,
             text=True,
         )

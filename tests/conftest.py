@@ -1,13 +1,10 @@
 """Shared fixtures. One Prefect test server per pytest run (shared by the xdist workers), started only when a test
-asks for it; what is costly and read-only (the short demo) is built once per run too (`tests/builders/shared.py`)."""
+asks for it; what is costly and read-only (the demo) is built once per run too (`tests/builders/shared.py`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
-from dataclasses import dataclass
-from pathlib import Path
 
 # Before prefect is imported anywhere: a private PREFECT_HOME and no telemetry (there is no network here). One per
 # process, not inherited: each pytest-xdist worker keeps its own files (the run's one test server has its own home).
@@ -36,7 +33,6 @@ import pytest  # noqa: E402
 from dormant_tasks.tiny import tiny_config, train_tokenizer  # noqa: E402
 from dormant_tasks.tracking.calibration import DEMO_CORPUS  # noqa: E402
 from tests.builders.series import save_random_series  # noqa: E402
-from tests.builders.shared import built_once  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -87,9 +83,9 @@ def _prefect_server(tmp_path_factory) -> str:
     """The PREFECT_API_URL of the one Prefect test server of this pytest run: started by the first test process that
     asks (`built_once`; under `make test` the xdist workers share it; its first start can take a minute), stopped
     when the run ends (`pytest_unconfigure`)."""
-    from tests.builders.prefect_server import start_test_server
+    from tests.builders.prefect_server import session_server
 
-    return built_once(tmp_path_factory, "prefect-server", start_test_server)
+    return session_server(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
@@ -129,53 +125,23 @@ def pytest_unconfigure(config):
         stop_test_server(base / "prefect-server")
 
 
-@dataclass(frozen=True)
-class ShortDemo:
-    """One short demo run, laid out as `dormant demo` lays it out under a working folder. Shared by several tests:
-    they read it, or copy its store before running a command that may change it."""
-
-    folder: Path  # holds data/series/tiny-olmo2, data/store, reports/tiny-olmo2
-    result: object  # what the demo flow returned (its TrackResult)
-    steps: int
-    limit: int
-
-    @property
-    def series(self) -> Path:
-        return self.folder / "data" / "series" / "tiny-olmo2"
-
-    @property
-    def store(self) -> Path:
-        return self.folder / "data" / "store"
-
-    @property
-    def reports(self) -> Path:
-        return self.folder / "reports" / "tiny-olmo2"
+DEMO_TIMEOUT_S = 2400  # a test that reads the demo (pytest-timeout's limit, pyproject.toml: 900 s for the others)
 
 
 @pytest.fixture(scope="session")
-def short_demo(tmp_path_factory, request) -> ShortDemo:
-    """`dormant demo --steps 30 --limit 8` (the real demo, shorter: 4 checkpoints, the three calibration sets) run
-    once per pytest run through the demo flow, in the process of the first test that asks (on its Prefect test
-    server); the other xdist workers wait for it and read it (`built_once`). Its users (tests/flows/test_demo_flow.py
-    and tests/library/test_suggested_commands.py) read it, or copy its store before changing it."""
+def demo_run(tmp_path_factory, request):
+    """`make demo` (`dormant demo` with its defaults, one thread: 600 steps, 8 checkpoints, the three calibration
+    sets of 128 texts) run once per pytest run, in a `dormant` process whose flows run on the run's Prefect test
+    server, by the first test process that asks; the other xdist workers wait for it and read it (`built_once`).
+    A `demo_numbers.DemoRun` (benchmarks/demo_numbers.py): its folder laid out as make demo's (data/series,
+    data/store, reports), its stdout and stderr. Its users (tests/flows/test_demo_flow.py, the docs' numbers among
+    them; tests/flows/test_first_line.py; tests/library/test_suggested_commands.py) read it, or run their commands
+    on a copy of its store (`tests.builders.shared.linked_copy`). `DORMANT_TEST_DEMO=DIR` keeps it in DIR across
+    pytest runs (run there when DIR is empty), while working on those tests."""
+    from tests.builders.demo import built_demo, wait_for_background
 
-    def build(folder: Path) -> ShortDemo:
-        from dormant_tasks.tracking import TrackRequest
-        from flows.cli.demo import DEMO_CALIBRATION
-        from flows.demo import demo
-
-        request.getfixturevalue("prefect_harness")
-        run = ShortDemo(folder, None, steps=30, limit=8)
-        track = TrackRequest(
-            source=str(run.series),
-            store=str(run.store),
-            limit=run.limit,
-            calibrations=DEMO_CALIBRATION,
-            reports_dir=str(run.reports),
-        )
-        return dataclasses.replace(run, result=demo(track, steps=run.steps))
-
-    return built_once(tmp_path_factory, "short-demo", build)
+    wait_for_background()  # the build that collection started (`pytest_collection_modifyitems`)
+    return built_demo(tmp_path_factory, request.getfixturevalue("prefect_api_url"))
 
 
 @pytest.fixture(scope="session")
@@ -207,7 +173,15 @@ def pytest_collection_modifyitems(config, items):
     (the `xdist_group` groups first, largest first), so the long tests start early and the short ones fill the end,
     and the two workers finish together instead of one waiting on a slow test drawn last. A file stays in one piece,
     so its module fixtures are built no more often than before. Every worker sorts alike (xdist checks that they
-    collected one order); in one process (`-n 0`) the order stays the files' own."""
+    collected one order); in one process (`-n 0`) the order stays the files' own. When a test to run needs the
+    demo (`demo_run`), its build starts now, in the background (tests/builders/demo.py), beside the other tests."""
     if hasattr(config, "workerinput"):
         slow_files = {item.path for item in items if item.get_closest_marker("slow")}
         items.sort(key=lambda item: item.path not in slow_files)
+    demo_users = [item for item in items if "demo_run" in getattr(item, "fixturenames", ())]
+    for item in demo_users:  # the first to run may wait for the whole build: 4-5 min quiet, 30 on busy cores
+        item.add_marker(pytest.mark.timeout(DEMO_TIMEOUT_S))
+    if demo_users:
+        from tests.builders.demo import start_in_background
+
+        start_in_background(config._tmp_path_factory)

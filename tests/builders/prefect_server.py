@@ -70,7 +70,7 @@ def prefect_server(env: dict[str, str], log: Path) -> Iterator[str]:
         stop_session(server)
 
 
-def start_test_server(folder: Path) -> str:
+def start_test_server(folder: Path, environ: dict[str, str] | None = None) -> str:
     """The API server that `prefect_test_harness` starts (uvicorn on Prefect's app, its ephemeral services, no UI,
     a SQLite database in `folder`), but in a process session of its own that outlives the test process that
     started it: one server for every xdist worker of a pytest run (`tests/conftest.py`), stopped by
@@ -80,7 +80,7 @@ def start_test_server(folder: Path) -> str:
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     env = {
-        **os.environ,
+        **(os.environ if environ is None else environ),
         "PREFECT_HOME": str(folder / "home"),
         "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder / 'prefect-test.db'}",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -96,6 +96,15 @@ def start_test_server(folder: Path) -> str:
     (folder / "pid").write_text(str(server.pid))
     wait_healthy(api, server, folder / "server.log", within=240)
     return api
+
+
+def session_server(tmp_path_factory, environ: dict[str, str] | None = None) -> str:
+    """The PREFECT_API_URL of the one test server of this pytest run (`start_test_server`, started by the first
+    process of the run that asks: `tests.builders.shared.built_once`)."""
+    from tests.builders.shared import built_once
+
+    start = lambda folder: start_test_server(folder, environ)  # noqa: E731
+    return built_once(tmp_path_factory, "prefect-server", start)  # type: ignore[return-value]
 
 
 def stop_test_server(folder: Path) -> None:

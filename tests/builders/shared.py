@@ -29,3 +29,19 @@ def built_once(tmp_path_factory, name: str, build) -> object:
             folder.mkdir()
             done.write_bytes(pickle.dumps(build(folder)))
     return pickle.loads(done.read_bytes())
+
+
+def linked_copy(source: Path, target: Path) -> Path:
+    """A copy of the folder `source` (a shared build's store) at `target` whose files are hard links: the store
+    writes every file whole to a new name and `os.replace`s it (`dormant_tasks/atomic.py`), never into a file in
+    place, so a command run on the copy changes no file of the source. Its lock files (`_locks/*.lock`) are copied:
+    a lock is taken on the file itself, and two copies must not share one."""
+
+    def link(src: str, dst: str) -> None:
+        if src.endswith(".lock"):
+            shutil.copy2(src, dst)
+        else:
+            os.link(src, dst)
+
+    shutil.copytree(source, target, copy_function=link, symlinks=True)
+    return target

@@ -83,11 +83,14 @@ _STORE_TEMP = r"/head_scores/series=[^/]+/\.[^/]+\.tmp$"
 _REPORT_STAGING = r"/\.[^/]+\.tmp[^/]*/[^/]+$"
 
 
-def test_what_a_killed_run_left_is_removed_by_the_next_run_a_live_writers_is_kept(random_series, tmp_path):
+def test_what_a_killed_run_left_is_removed_by_the_next_run_a_live_writers_is_kept(
+    random_series, tmp_path, prefect_api_url
+):
     """SIGKILL a `dormant track` while it writes a head_scores file, then its rerun while it writes the report's
     staging folder: each next run removes what the killed one left (the store's temp file as it takes the series,
     the staging folder beside the report folder), and keeps the temp file and staging folder of a writer that still
-    runs (a live pid on this host), and any name the tool does not make."""
+    runs (a live pid on this host), and any name the tool does not make. Its runs' flows run on the session's
+    Prefect test server: what a killed run leaves in the store is tested here, its temporary server above."""
     from dormant_tasks.atomic import temp_path
     from tests.builders.processes import WatchedRun, cli_env
 
@@ -103,6 +106,7 @@ def test_what_a_killed_run_left_is_removed_by_the_next_run_a_live_writers_is_kep
         def killed_while_opening(pattern: str, name: str) -> None:
             paused.unlink(missing_ok=True)
             env = cli_env(hook, DORMANT_TEST_PAUSE_ON=pattern, DORMANT_TEST_PAUSED=str(paused))
+            env["PREFECT_API_URL"] = prefect_api_url
             run = WatchedRun(args, env, tmp_path, tmp_path / f"{name}.err")
             try:
                 deadline = time.monotonic() + 240
@@ -135,7 +139,7 @@ def test_what_a_killed_run_left_is_removed_by_the_next_run_a_live_writers_is_kep
         done = subprocess.run(
             [sys.executable, "-m", "flows.cli", *map(str, args)],
             cwd=tmp_path,
-            env=cli_env(),
+            env=cli_env(PREFECT_API_URL=prefect_api_url),
             capture_output=True,
             text=True,
             timeout=600,

@@ -197,7 +197,7 @@ def _servers_below(pids: list[int]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_workers_of_another_user_who_cannot_see_the_store_fill_it(other_user, random_series, tmp_path):
+def test_workers_of_another_user_who_cannot_see_the_store_fill_it(other_user, random_series, tmp_path, prefect_api_url):
     series = _readable_copy(random_series)
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
@@ -214,7 +214,7 @@ def test_workers_of_another_user_who_cannot_see_the_store_fill_it(other_user, ra
             t0 = time.monotonic()
             r, _ = run_cli(
                 [*args, "--scores", "ahon_ln,awft", "--no-report"],
-                cli_env(),
+                cli_env(PREFECT_API_URL=prefect_api_url),  # the session's server: the workers report to it
                 tmp_path,
                 timeout=420,
             )

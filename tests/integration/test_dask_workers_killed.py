@@ -33,17 +33,19 @@ if _bad and "--multiprocessing-fork" in sys.argv:
 
 
 def test_a_checkpoint_whose_worker_is_killed_is_run_once_more_then_recorded_and_no_process_survives(
-    random_series, tmp_path
+    random_series, tmp_path, prefect_api_url
 ):
     """`dormant track --runner dask`: each worker that starts loading one checkpoint is SIGKILLed. Dask runs it once
     more on a new worker, then gives up; the flow records it as failed (one line in the store), stores the others,
     exits 3; no process of the run (its temporary Prefect server, the workers, none that a worker started)
-    outlives it: a worker reports to the flow's Prefect API and starts no server of its own."""
+    outlives it: a worker reports to the flow's Prefect API and starts no server of its own. The flow's API is the
+    session's Prefect test server (a run's own temporary server, and its URL handed to the workers, are
+    tests/integration/test_dask_one_api.py's)."""
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_KILL_ON_LOAD)
     bad, kills, store = "stage1-step10-tokens20K", tmp_path / "kills", tmp_path / "store"
-    env = cli_env(hook, DORMANT_TEST_KILL_ON=bad, DORMANT_TEST_KILL_LOG=str(kills))
+    env = cli_env(hook, DORMANT_TEST_KILL_ON=bad, DORMANT_TEST_KILL_LOG=str(kills), PREFECT_API_URL=prefect_api_url)
     args = ["track", "--model", random_series, "--store", store, "--limit", "20", "--scores", "ahon_ln"]
     run = WatchedRun([*args, "--no-report", "--runner", "dask", "--workers", "2"], env, tmp_path, tmp_path / "err")
     try:
@@ -85,13 +87,17 @@ def _is_worker(p) -> bool:
         return False
 
 
-def test_sigterm_to_a_worker_stops_the_run_like_ctrl_c_within_seconds_leaving_no_process(random_series, tmp_path):
+def test_sigterm_to_a_worker_stops_the_run_like_ctrl_c_within_seconds_leaving_no_process(
+    random_series, tmp_path, prefect_api_url
+):
     """A SIGTERM sent to one worker of the local cluster (`kill`, a service manager stopping every process) is passed
     on to the flow: the run stops within a few seconds with the interrupt's one line and exit 130, and no process
-    it started is left. Before, the worker was restarted and the run went on (or, its server orphaned, hung)."""
+    it started is left. Before, the worker was restarted and the run went on (or, its server orphaned, hung). Its
+    flow on the session's Prefect test server; the next test stops a run's own temporary server."""
     store = tmp_path / "store"
     args = ["track", "--model", random_series, "--store", store, "--limit", "400", "--no-report"]
-    run = WatchedRun([*args, "--runner", "dask", "--workers", "2"], cli_env(), tmp_path, tmp_path / "err")
+    env = cli_env(PREFECT_API_URL=prefect_api_url)
+    run = WatchedRun([*args, "--runner", "dask", "--workers", "2"], env, tmp_path, tmp_path / "err")
     try:
         run.wait_for("checkpoints to score (1 of 3 already done): 0/2")  # the taus' one stored, the others computing
         time.sleep(1.0)

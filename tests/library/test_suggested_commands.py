@@ -9,12 +9,12 @@ Collected, not listed by hand:
   each Python block, each SQL (DuckDB) block.
 
 They run against one demo store, built once per pytest run whichever xdist worker asks first (`built_once` in
-tests/conftest.py; the commands spread over the workers): a copy of the run's short demo (`short_demo`: the demo
-flow as `dormant demo --steps 30 --limit 8` runs it, the real demo, shorter), one `dormant evaluate` sweep on its
-last checkpoint (the README's, smaller), and a copy of its checkpoints as a folder of `step{N}` checkpoints
-(`runs/my-run`). Each command runs on its own copy of the store (series folders linked, so their sources stay the
-same), in-process as a user types it (tests/builders/cli.py: its `VAR=value` prefixes, `&&` and `>` read as the
-shell reads them), its flows on the worker's Prefect test server, and must exit 0 with no traceback. The few that need the Hub, a GPU, a cluster or
+tests/conftest.py; the commands spread over the workers): a copy of the run's demo (`demo_run`: `make demo`, whose
+numbers the docs quote), one `dormant evaluate` sweep on its last checkpoint (the README's, smaller), and four of
+its checkpoints as a folder of `step{N}` checkpoints (`runs/my-run`, hard links). Each command runs on its own copy of the store
+(hard links; series folders linked, so their sources stay the same), in-process as a user types it (tests/builders/cli.py: its `VAR=value` prefixes, `&&` and `>` read as the
+shell reads them), its flows on the worker's Prefect test server; it must exit 0 with no traceback and print (or do)
+what its doc says it prints (`PRINTS`: one check per line run, the doc it reads named). The few that need the Hub, a GPU, a cluster or
 a second series are in `MARKED` with the reason; a command run with other values (a 2,000-step demo's checkpoint
 name, a smaller --limit) is in `RUN_AS`. The recipes of docs/DATA_CONTRACT.md must also give the tool's numbers.
 """
@@ -22,20 +22,22 @@ name, a smaller --limit) is in `RUN_AS`. The recipes of docs/DATA_CONTRACT.md mu
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from tests.builders.cli import Result, invoke
 from tests.builders.processes import cli_env
-from tests.builders.shared import built_once, shared_folder
+from tests.builders.shared import built_once, linked_copy, shared_folder
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -298,19 +300,20 @@ def _ok(r: Result, line: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo(short_demo, prefect_api_url, tmp_path_factory):
+def demo(demo_run, prefect_api_url, tmp_path_factory):
     env = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "DORMANT_STORE": None, "DORMANT_REPORTS": None}
     env["PREFECT_API_URL"] = prefect_api_url  # the worker's test server: flows of every command run on it
 
     def build(folder: Path) -> str:
-        # the run's short demo (`dormant demo --steps 30 --limit 8` in a working folder): its store copied (the
-        # evaluate below writes to it), its series folders linked
-        shutil.copytree(short_demo.store, folder / "data" / "store")
-        (folder / "data" / "series").symlink_to(short_demo.series.parent)
+        # the run's demo (`make demo`, laid out in a working folder as make demo lays it out): its store copied (the
+        # evaluate below writes to it), its series folder linked
+        linked_copy(demo_run.store, folder / "data" / "store")
+        (folder / "data" / "series").mkdir()
+        (folder / "data" / "series" / "tiny-olmo2").symlink_to(demo_run.series)
         series = folder / "data" / "series" / "tiny-olmo2"
         names = sorted((p.name for p in series.iterdir() if p.is_dir()), key=lambda n: int(n.split("-")[1][4:]))
-        runs = folder / "runs" / "my-run"  # the same checkpoints as a run's step{N} folders (hard links)
-        for name in names:
+        runs = folder / "runs" / "my-run"  # four of its checkpoints as a run's step{N} folders (hard links): the
+        for name in names[:3] + names[-1:]:  # first three and the last (a series to track, not a long one)
             shutil.copytree(series / name, runs / name.split("-")[1], copy_function=os.link)
         _ok(_run(RUN_AS[FIXTURE_EVALUATE], Demo(folder, env, names[-1]), folder), FIXTURE_EVALUATE)
         return names[-1]
@@ -321,11 +324,273 @@ def demo(short_demo, prefect_api_url, tmp_path_factory):
 
 @pytest.fixture
 def work(demo, tmp_path) -> Path:
-    """A copy of the demo's store (a command may change it), its series folders linked: same resolved sources."""
-    shutil.copytree(demo.folder / "data" / "store", tmp_path / "data" / "store")
+    """A copy of the demo's store (a command may change it: its files hard links, which a command replaces, never
+    rewrites), its series folders linked: same resolved sources."""
+    linked_copy(demo.folder / "data" / "store", tmp_path / "data" / "store")
     (tmp_path / "data" / "series").symlink_to(demo.folder / "data" / "series")
     (tmp_path / "runs").symlink_to(demo.folder / "runs")
     return tmp_path
+
+
+# ---- what each prints ----
+
+
+def _ordered(text: str, names: list[str]) -> bool:
+    """Every name in `text` as a word of its own, in this order."""
+    at = [m.start() if (m := re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)) else -1 for n in names]
+    return -1 not in at and at == sorted(at)
+
+
+def _in_order(folder: Path) -> list[str]:
+    """A series folder's checkpoints in training order (by step)."""
+    return sorted((p.name for p in folder.iterdir() if p.is_dir()), key=lambda n: int(re.findall(r"step(\d+)", n)[0]))
+
+
+def _files(store: Path) -> dict[str, int]:
+    """A store's files -> inode: a file written (replaced) or added shows."""
+    return {str(p.relative_to(store)): p.stat().st_ino for p in store.rglob("*") if p.is_file()}
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a suggested line's check reads: its (last) command's result, its working folder, and the store's files
+    before it ran."""
+
+    r: Result
+    work: Path
+    before: dict[str, int] = field(repr=False)
+
+    @property
+    def out(self) -> str:
+        return self.r.stdout
+
+    @property
+    def store(self) -> Path:
+        return self.work / "data" / "store"
+
+    def checkpoints(self, series: str = "tiny-olmo2") -> list[str]:
+        return _in_order(self.work / ("runs/my-run" if series == "my-run" else f"data/series/{series}"))
+
+    def stored(self, series: str) -> list[str]:
+        from dormant_tasks.store.io import read_table
+
+        rows = read_table(self.store, "checkpoints", filters={"model_id": series}).column("revision").to_pylist()
+        return sorted(set(rows))
+
+    def unchanged(self) -> bool:
+        return _files(self.store) == self.before
+
+
+def lists_checkpoints(run: Ran, m: re.Match) -> None:
+    series = "my-run" if "runs/my-run" in m[0] else "tiny-olmo2"
+    assert _ordered(run.out, run.checkpoints(series)), "not every checkpoint, in training order"
+
+
+def audits(run: Ran, m: re.Match | None = None) -> None:
+    names = run.checkpoints()
+    assert _ordered(run.out, names), "not one line per checkpoint, in training order"
+    assert re.search(rf"^{len(names)} branches of .* audited in .*: nothing flagged; 0 set aside", run.out, re.M)
+
+
+def answers_from_the_store(run: Ran, m: re.Match | None = None) -> None:
+    assert f"tiny-olmo2: 0 checkpoints analysed, {len(run.checkpoints())} already stored" in run.out
+    assert not run.r.prefect_started, "nothing left to do, yet Prefect started"
+
+
+def retaus(run: Ran, m: re.Match) -> None:
+    n, sets = len(run.checkpoints()), m[0].count("--calibration ") or 3  # the sets named, else the series' own
+    counts = re.search(r"^tiny-olmo2: (\d+) checkpoints analysed, (\d+) already stored", run.out, re.M)
+    assert counts and int(counts[1]) >= 1 and int(counts[1]) + int(counts[2]) == n, run.out  # re-aggregated
+    assert f"(primary, of {sets} sets)" in run.out, run.out
+
+
+def tracks_my_run(run: Ran, m: re.Match) -> None:
+    names, stored, budget = run.checkpoints("my-run"), run.stored("my-run"), m.groupdict().get("budget")
+    if budget is None:
+        assert stored == sorted(names), stored
+    else:  # "at most N in all", the first and the last among them
+        assert {names[0], names[-1]} <= set(stored) and len(stored) <= int(budget), stored
+    assert f"my-run: {len(stored)} checkpoints analysed, 0 already stored" in run.out, run.out
+
+
+def plans(run: Ran, m: re.Match) -> None:
+    assert run.unchanged(), "a dry run wrote to the store"
+    series = "my-run" if "runs/my-run" in m[0] else "tiny-olmo2"  # the demo's: all stored; my-run: none
+    n, budget = len(run.checkpoints(series)), m.groupdict().get("budget")
+    stored = n if series == "tiny-olmo2" else 0
+    if "--format json" in m[0]:
+        plan = json.loads(run.out)  # one JSON object
+        assert (plan["selected"], plan["stored"], plan["writes"]) == (n, stored, "nothing"), plan
+    else:
+        assert f"{n} of {n} checkpoints selected, {stored} already stored" in run.out, run.out
+        assert "nothing was downloaded or written (a dry run)" in run.out, run.out
+        assert budget is None or f"at most (the whole budget): {budget} checkpoints" in run.out, run.out
+
+
+def summarises(run: Ran, m: re.Match | None = None) -> None:
+    assert re.search(rf"^tiny-olmo2: {len(run.checkpoints())} checkpoints, steps 0\.\.600, ", run.out, re.M), run.out
+
+
+def verifies(run: Ran, m: re.Match | None = None) -> None:
+    assert re.search(r"^verified: ", run.out, re.M) and run.unchanged(), run.out
+
+
+def reports(run: Ran, m: re.Match | None = None) -> None:
+    assert (run.work / "reports" / "tiny-olmo2" / "index.html").is_file()
+    assert re.search(r"^report: (.*/)?reports/tiny-olmo2/index\.html \(\d+ figures", run.out, re.M), run.out
+
+
+def states_findings(run: Ran, m: re.Match | None = None) -> None:
+    assert re.search(
+        rf"^Findings for tiny-olmo2 under ahon_ln .* {len(run.checkpoints())} checkpoints to ", run.out, re.M
+    )
+    paragraphs = [p for p in run.out.split("\n\n") if p.strip()]
+    assert len(paragraphs) >= 4, run.out  # the header, then emergence, transitions, input dependence
+
+
+def writes_findings(run: Ran, m: re.Match | None = None) -> None:
+    states_findings(run)
+    folder = run.work / "findings"
+    said = re.search(r"^findings: (.*/)?findings/findings\.md \((\d+) figures\)", run.out, re.M)
+    assert said and (folder / "findings.md").is_file(), run.out
+    pngs, svgs = list(folder.glob("figures/*.png")), list(folder.glob("figures/*.svg"))
+    assert len(pngs) == len(svgs) == int(said[2]) > 0, (pngs, svgs)
+
+
+def publishes(run: Ran, m: re.Match) -> None:
+    out = run.work / m["out"]
+    assert (out / "README.md").is_file() and list(out.rglob("*.parquet"))  # the tables and the dataset card
+    assert re.search(rf"^published: (.*/)?{m['out']} \(\d+ files\)", run.out, re.M), run.out
+
+
+def publishes_then_reads(run: Ran, m: re.Match | None = None) -> None:
+    assert (run.work / "published" / "tiny-olmo2" / "README.md").is_file()
+    states_findings(run)
+
+
+def scores(run: Ran, m: re.Match | None = None) -> None:
+    import pyarrow.parquet as pq
+
+    assert re.search(r"^scored 4 inputs .* -> scores\.parquet$", run.out, re.M), run.out
+    assert pq.read_table(run.work / "scores.parquet").num_rows
+
+
+def pretrains(run: Ran, m: re.Match) -> None:
+    made = _in_order(run.work / m["series"])
+    assert run.out.startswith(f"{m['series']}: {len(made)} checkpoints, last {made[-1]} "), run.out
+
+
+def drops_input_scores(run: Ran, m: re.Match | None = None) -> None:
+    files = _files(run.store)
+    assert not [f for f in files if f.startswith("input_scores/") and f.endswith(".parquet")]  # dropped
+    assert [f for f in files if f.startswith("head_scores/")]  # masks stay
+    assert re.search(r"per-input scores dropped for \d+ checkpoints", run.out), run.out
+
+
+def nothing_to_repair(run: Ran, m: re.Match | None = None) -> None:
+    assert "manifests and files agree, nothing to repair" in run.out, run.out
+
+
+def whole(run: Ran, m: re.Match | None = None) -> None:
+    assert "every file is whole" in run.out and run.unchanged(), run.out  # writes nothing
+
+
+def already_current(run: Ran, m: re.Match | None = None) -> None:
+    assert "is already at schema version" in run.out and run.unchanged(), run.out
+
+
+def usage(run: Ran, m: re.Match) -> None:
+    assert run.out.startswith(f"usage: dormant {m['command']} "), run.out[:200]
+
+
+def ranks(run: Ran, m: re.Match | None = None) -> None:
+    header = "| score function | model | task | % zeroed within 1 point | 95% interval | items |"  # items stored
+    assert header in run.out and "| ahon_ln | tiny-olmo2 | winogrande |" in run.out, run.out  # markdown on stdout
+
+
+def ranks_as_csv(run: Ran, m: re.Match | None = None) -> None:
+    import csv
+
+    with open(run.work / "board.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    [row] = [r for r in rows if (r["score_fn"], r["model"], r["task"]) == ("ahon_ln", "tiny-olmo2", "winogrande")]
+    assert {"within_1pt", "auc", "base_accuracy", "low", "high", "n_items"} <= set(row), row  # every column
+    assert int(row["n_items"]) == 4, row  # the fixture's evaluate: --limit 4, its items stored
+
+
+def ranks_on_the_other_half(run: Ran, m: re.Match | None = None) -> None:
+    assert "tiny-olmo2" in run.out and "even" in run.out + run.r.stderr, run.out
+
+
+# the line run (a regex, whole) -> what its doc says it prints or does, and the check; every line run has one
+PRINTS: list[tuple[str, str, Callable[[Ran, re.Match], None]]] = [
+    (
+        r"dormant checkpoints --model (tiny-olmo2|data/series/tiny-olmo2)",
+        "CHECKPOINTS.md: the list as the tracker sees it",
+        lists_checkpoints,
+    ),
+    (
+        r"dormant checkpoints --model data/series/tiny-olmo2 --audit",
+        "CHECKPOINTS.md: a line per branch, then the count",
+        audits,
+    ),
+    (r"dormant checkpoints --model runs/my-run .*", "README: runs/my-run/step0 ... step2000", lists_checkpoints),
+    (r"dormant findings( --model tiny-olmo2)?", "README: the paper's three findings, measured", states_findings),
+    (
+        r"dormant findings --model tiny-olmo2 --reports-dir findings/",
+        "USAGE.md: findings.md, PNG + SVG figures",
+        writes_findings,
+    ),
+    (r"dormant leaderboard( --tasks winogrande)?", "LEADERBOARD.md: markdown on stdout", ranks),
+    (r"dormant leaderboard --format csv > board.csv", "LEADERBOARD.md: every column", ranks_as_csv),
+    (r"dormant leaderboard --select-on even", "LEADERBOARD.md: chosen on the even items", ranks_on_the_other_half),
+    (r"dormant pretrain-tiny --model (?P<series>data/series/[\w-]+) .*", "USAGE.md: a local series", pretrains),
+    (
+        r"dormant publish --model tiny-olmo2 --out (?P<out>published(/tiny-olmo2)?) --license cc-by-4.0",
+        "README: tables and a card",
+        publishes,
+    ),
+    (
+        r"dormant publish .* && dormant findings --store published/tiny-olmo2",
+        "README: read back as a store",
+        publishes_then_reads,
+    ),
+    (r"dormant report( --model tiny-olmo2)?", "README: re-render reports/tiny-olmo2/", reports),
+    (r"dormant score .*", "USAGE.md: per-input scores only", scores),
+    (r"dormant status( --store data/store)?", "README: the summary lines above, per stored series", summarises),
+    (r"dormant status --verify", "USAGE.md: every byte checked against its checksums", verifies),
+    (r"dormant store gc( --store data/store)?", "USAGE.md: drop kept per-input scores; masks stay", drops_input_scores),
+    (
+        r"dormant store repair( --store data/store)?",
+        "USAGE.md: sets damaged files aside (none here)",
+        nothing_to_repair,
+    ),
+    (r"dormant store repair --check --store data/store", "USAGE.md: only name the damaged files", whole),
+    (r"dormant store upgrade( --store data/store)?", "USAGE.md: a store of schema version 1-3", already_current),
+    (
+        r"dormant track --model tiny-olmo2( --store data/store| --input-scores keep| --max 8)?",
+        "USAGE.md: answered from the store",
+        answers_from_the_store,
+    ),
+    (r"dormant track --model tiny-olmo2 .*--retau.*", "the advice: re-aggregated under the taus", retaus),
+    (r"dormant (?P<command>track|report) --help", "the advice: the command's help", usage),
+    (
+        r"dormant track --model runs/my-run --tokens-per-step 1048576 --max (8|12)",
+        "README: its step{N} folders",
+        tracks_my_run,
+    ),
+    (
+        r"dormant track --model runs/my-run --tokens-per-step 1048576 --budget (?P<budget>\d)( --resolution 0\.5)?",
+        "USAGE.md: at most N",
+        tracks_my_run,
+    ),
+    (
+        r"dormant track --model (data/series/tiny-olmo2|runs/my-run --tokens-per-step 1048576 --budget (?P<budget>\d))"
+        r" --dry-run( --format json)?",
+        "USAGE.md: the plan, nothing written",
+        plans,
+    ),
+]
 
 
 # ---- the lists stay true ----
@@ -362,10 +627,30 @@ def _lines_to_run() -> list[tuple[str, list[str]]]:
     return list(lines.items())
 
 
+def _check_of(line: str) -> list[tuple[str, Callable[[Ran, re.Match], None], re.Match]]:
+    return [(what, check, m) for pattern, what, check in PRINTS if (m := re.fullmatch(pattern, line))]
+
+
+def test_every_line_run_checks_what_it_prints():
+    """Each suggested line run has one check of what its doc says it prints or does (`PRINTS`), beyond exit 0; and
+    every check is some line's."""
+    lines = [line for line, _ in _lines_to_run()]
+    assert {line: len(_check_of(line)) for line in lines if len(_check_of(line)) != 1} == {}
+    assert [p for p, _, _ in PRINTS if not any(re.fullmatch(p, line) for line in lines)] == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("line", "suggested_by"), _lines_to_run(), ids=[line for line, _ in _lines_to_run()])
 def test_the_suggested_command_runs(line, suggested_by, demo, work):
-    _ok(_run(line, demo, work), f"{line}\nsuggested by: {'; '.join(suggested_by)}")
+    """It exits 0 with no traceback, and prints (or does) what its doc says: `PRINTS`."""
+    before = _files(work / "data" / "store")
+    r = _run(line, demo, work)
+    _ok(r, f"{line}\nsuggested by: {'; '.join(suggested_by)}")
+    [(what, check, m)] = _check_of(line)
+    try:
+        check(Ran(r, work, before), m)
+    except AssertionError as e:
+        raise AssertionError(f"{line}: not what its doc says ({what}): {e}\nstderr: {r.stderr[-2000:]}") from None
 
 
 @pytest.mark.slow
