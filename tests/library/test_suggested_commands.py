@@ -207,6 +207,10 @@ MARKED = {
     "dormant evaluate --model allenai/OLMo-2-1124-7B --tasks winogrande mmlu piqa gsm8k --log-samples": HUB,
     "dormant track --model EleutherAI/pythia-160m --max 20": HUB,
     "dormant track --model allenai/OLMo-2-0425-1B --max 20": HUB,
+    "dormant track --model allenai/OLMo-2-0425-1B --max 20 --calibration winogrande --calibration induction-probe "
+    "--scores ahon_ln roles": HUB,
+    "dormant reproduce xu-2026 --model allenai/OLMo-1B-0724-hf --dry-run": HUB
+    + " (tests/integration/test_reproduce_hub.py runs it on a loopback Hub)",
     "dormant track --model allenai/OLMo-2-0425-1B --max 20 --dry-run --bandwidth 100MB/s": HUB,
     "dormant track --model allenai/OLMo-2-0425-1B --budget 40 --dry-run --bandwidth 1Gbit/s": HUB,
     "dormant track --model allenai/OLMo-2-0425-1B --budget 40 --device cuda": GPU,
