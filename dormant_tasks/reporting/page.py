@@ -214,6 +214,7 @@ def _provenance(series: ReportSeries) -> dict:
             ["code version", distinct("code_version")],
             ["scoring version", distinct("scoring_version")],
             ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
+            *([["rescored in float32", rescored]] if (rescored := rescored_note(c0)) else []),
             *([["sliding windows", note]] if (note := windows_note(series)) else []),
             *(
                 [[failed_note(series.failed), "; ".join(f"{r['revision']}: {r['reason']}" for r in series.failed)]]
@@ -228,6 +229,12 @@ def _provenance(series: ReportSeries) -> dict:
             ),
         ],
     )
+
+
+def rescored_note(checkpoints) -> str:
+    """The checkpoints scored again in float32 because their half-precision pass was not finite; '' when none."""
+    rescored = {c["revision"]: c["rescored_from"] for c in checkpoints if c.get("rescored_from")}
+    return "; ".join(f"{rev} (its {dtype} pass gave NaN or infinite scores)" for rev, dtype in rescored.items())
 
 
 def set_aside_note(series) -> str:
