@@ -28,6 +28,11 @@ class ScoringError(DormantError):
     """Inputs or a model that the score engine cannot score."""
 
 
+class NonFiniteScores(ScoringError):
+    """A pass whose raw scores came out NaN or infinite: in float16/bfloat16 the checkpoint is scored again in
+    float32 (`tracking.checkpoint_work.score_checkpoint`); in float32 the pass is refused."""
+
+
 class StoreError(DormantError):
     """A Parquet store that is missing, incompatible or inconsistent with the request."""
 

@@ -45,7 +45,7 @@ from dormant_tasks.engine.batching import batch_runs, device_batching, padded_ba
 from dormant_tasks.engine.options import ScoringOptions
 from dormant_tasks.engine.roles import target_positions
 from dormant_tasks.engine.score_functions import SCORE_FUNCTIONS, parse_score_functions
-from dormant_tasks.errors import ConfigError, ScoringError
+from dormant_tasks.errors import ConfigError, NonFiniteScores, ScoringError
 
 __all__ = [
     "DynamicZeroing",
@@ -217,7 +217,7 @@ def _refuse_non_finite(session, n_pairs: int) -> None:
         return
     i, j = (int(x) for x in torch.nonzero(counts)[0])
     name = session.nonfinite[layers[i]][0][j]
-    raise ScoringError(
+    raise NonFiniteScores(
         f"{name} is NaN or infinite at layer {layers[i]} on {int(counts[i, j])} of {n_pairs} (input, head) pairs: "
         "the model's activations are not finite (overflow in a low-precision dtype, or broken weights), so no head "
         "is scored; check the weights, or score in float32 (--dtype float32)"

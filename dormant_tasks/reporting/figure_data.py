@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dormant_tasks.checkpoints import format_tokens
-from dormant_tasks.engine import ALL_IDS
+from dormant_tasks.engine import ALL_IDS, ROLE_IDS
 from dormant_tasks.evaluation import (
     curve_warnings,
     never_crossed,
@@ -274,12 +274,20 @@ def evaluation_groups(series: ReportSeries) -> list[EvaluationGroup]:
 # ---------------------------------------------------------------- summaries (also the track flow's artifacts)
 
 
+def dormancy_fns(series: ReportSeries) -> list[int]:
+    """The indices in `series.score_fns` of its dormancy functions. The head-role functions (`--scores roles`) are
+    attention to a target whose reading is Xu's selectivity, a head's role (their figure: the role shares), not a
+    verdict against a tau: the % dormant figure and the summary table leave them out."""
+    return [i for i, fn in enumerate(series.score_fns) if fn not in ROLE_IDS]
+
+
 def summary_rows(series: ReportSeries) -> list[dict]:
-    """One row per score function: first checkpoint with a dormant head, final % dormant, transitions (of
-    which `confident` and `blips` count those the intervals are sure of and those undone at once)."""
+    """One row per dormancy function (`dormancy_fns`): first checkpoint with a dormant head, final % dormant,
+    transitions (of which `confident` and `blips` count those the intervals are sure of and those undone at once)."""
     pct = dormant_percent(series)  # [fn, checkpoint]
     rows = []
-    for i, fn in enumerate(series.score_fns):
+    for i in dormancy_fns(series):
+        fn = series.score_fns[i]
         any_dormant = np.flatnonzero((series.dormant[i] == 1).any(axis=0))  # [checkpoint]
         first = series.checkpoints[any_dormant[0]] if any_dormant.size else None
         marks = series.marks[i]  # [head, checkpoint]

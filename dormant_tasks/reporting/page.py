@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from dormant_tasks.checkpoints import format_tokens
 from dormant_tasks.engine import DORMANT_RULE
 from dormant_tasks.evaluation import AUC_UNIT, WARNED
-from dormant_tasks.reporting.figure_data import head_view, raw_quantile_fns
+from dormant_tasks.reporting.figure_data import dormancy_fns, head_view, raw_quantile_fns
 from dormant_tasks.reporting.texts import (
     failed_note,
     findings_lines,
@@ -161,9 +161,8 @@ class ReportPage:
     def figure(self, kind: str) -> dict:
         """The template's figure of `kind` (file name and caption)."""
         if kind == "dormant_percent":
-            return dormant_percent_figure(
-                self.figures[kind], self.fn, self.series.score_fns, raw_quantile_fns(self.series)
-            )
+            fns = [self.series.score_fns[i] for i in dormancy_fns(self.series)]
+            return dormant_percent_figure(self.figures[kind], self.fn, fns, raw_quantile_fns(self.series))
         return _figure(kind, self.figures[kind], self.fn)
 
 
@@ -186,6 +185,7 @@ def report_html(p: ReportPage) -> str:
         "note": raw_quantile_note(series.tau_sources),
         "figures": {kind: p.figure(kind) for kind in fig if not kind.startswith(("accuracy", "set_", "findings"))},
         "findings": None,
+        "roles_shown": False,  # the head roles' paragraph follows the three findings (`findings_lines`)
         "findings_figures": [
             p.figure(k)
             for k in ("findings_emergence", "findings_transitions", "set_agreement", "findings_roles")
@@ -199,6 +199,7 @@ def report_html(p: ReportPage) -> str:
     context["head_view"] = script_json(head_view(series, p.fn))
     if p.found is not None:
         context["findings"] = [line.replace("**", "") for line in findings_lines(p.found, esc=str)[2:] if line]
+        context["roles_shown"] = p.found.role_shares is not None
     return _template().render(**context)
 
 
@@ -214,6 +215,7 @@ def _provenance(series: ReportSeries) -> dict:
             ["code version", distinct("code_version")],
             ["scoring version", distinct("scoring_version")],
             ["dtype / device", f"{distinct('dtype')} / {distinct('device')}"],
+            *([["rescored in float32", rescored]] if (rescored := rescored_note(c0)) else []),
             *([["sliding windows", note]] if (note := windows_note(series)) else []),
             *(
                 [[failed_note(series.failed), "; ".join(f"{r['revision']}: {r['reason']}" for r in series.failed)]]
@@ -228,6 +230,12 @@ def _provenance(series: ReportSeries) -> dict:
             ),
         ],
     )
+
+
+def rescored_note(checkpoints) -> str:
+    """The checkpoints scored again in float32 because their half-precision pass was not finite; '' when none."""
+    rescored = {c["revision"]: c["rescored_from"] for c in checkpoints if c.get("rescored_from")}
+    return "; ".join(f"{rev} (its {dtype} pass gave NaN or infinite scores)" for rev, dtype in rescored.items())
 
 
 def set_aside_note(series) -> str:

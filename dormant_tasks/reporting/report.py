@@ -25,6 +25,7 @@ from dormant_tasks.reporting import figures as fg
 from dormant_tasks.reporting import set_figures as sf
 from dormant_tasks.reporting.figure_data import (
     agreement_iou,
+    dormancy_fns,
     dormant_percent,
     dormant_traces,
     evaluation_groups,
@@ -162,12 +163,20 @@ def _reused(store, model_id: str | None, out_dir, settings: ReportSettings) -> R
 def _series_plots(series: ReportSeries, fn: str, hide_blips: bool) -> list[_Plot]:
     """The series' own figures: % dormant, the raster, layers, transitions, score bands, the functions' agreement."""
     t, tau, L, H = series.tokens, series.taus[fn][0], series.n_layers, series.n_heads
-    plots: list[_Plot] = [
-        (
-            "dormant_percent",
-            "dormant_percent",
-            lambda: fg.draw_dormant_percent(t, dormant_percent(series), series.score_fns, raw_quantile_fns(series)),
-        ),
+    kept = dormancy_fns(series)  # the role functions are drawn as role shares, not as % dormant
+    fns = [series.score_fns[i] for i in kept]
+    plots: list[_Plot] = (
+        [
+            (
+                "dormant_percent",
+                "dormant_percent",
+                lambda: fg.draw_dormant_percent(t, dormant_percent(series)[kept], fns, raw_quantile_fns(series)),
+            )
+        ]
+        if kept
+        else []
+    )
+    plots += [
         (
             "raster",
             f"raster_{fn}",

@@ -316,7 +316,7 @@ MIN_DYNAMICS_CHECKPOINTS, MIN_RATE_CHECKPOINTS = 2, 3
 
 
 def findings_lines(f: Findings, esc: Callable[[str], str] = md) -> list[str]:
-    """The three findings as markdown paragraphs (`dormant findings`, summary.md, the report); `esc` escapes the
+    """The three findings (and the head roles', when tracked) as markdown paragraphs (`dormant findings`, summary.md, the report); `esc` escapes the
     user's strings (`text.md`; `str` for a page or a terminal, which escape nothing or differently). Every number
     is read from the findings table by its quantity id (`Quantities`). A caveat repeated within a paragraph is
     said once (`_said_once`)."""

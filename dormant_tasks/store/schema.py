@@ -60,6 +60,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             # one source file): the input-dependence test permutes whole clusters (findings/dependence.py).
             # Null: every input its own cluster (a user file's lines, MMLU questions, rows written before it)
             _f("input_clusters", pa.list_(pa.int32()), nullable=True),
+            # the dtype asked for (float16 or bfloat16) whose pass came out NaN or infinite, so that the checkpoint
+            # was scored again in float32 (then `dtype`); null: scored as asked, or a row written before the column
+            _f("rescored_from", pa.string(), nullable=True),
         ]
     ),
     Table.head_scores: pa.schema(

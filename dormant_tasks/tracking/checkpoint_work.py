@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from dormant_tasks.checkpoints import Revision
 from dormant_tasks.engine import SCORING_VERSION
-from dormant_tasks.errors import CheckpointError, DormantError, ScoringError
+from dormant_tasks.errors import CheckpointError, DormantError, NonFiniteScores, ScoringError
 from dormant_tasks.store import (
     CheckpointKey,
     Table,
@@ -63,6 +63,8 @@ class ScoredCheckpoint:
     seconds: dict[str, float] = field(default_factory=dict)
     calibration: CalibrationSet | None = None  # the set `scores` are of (None: the run's primary set)
     windows: tuple[int | None, ...] | None = None  # per layer, its sliding window (None: full); None: not known
+    # the dtype asked for (float16/bfloat16) whose pass was not finite, so that `dtype` is float32; None: as asked
+    rescored_from: str | None = None
 
 
 def checkpoint_key(
@@ -92,49 +94,88 @@ def score_checkpoint(request: TrackRequest, revision: Revision, progress: bool =
     Each set is batched on its own (never mixed with another set's texts), so its scores are bitwise those
     of a run on that set alone; k sets cost one pass over their inputs and one model load.
     """
-    from dormant_tasks.engine import layer_windows, score_ids, score_texts
+    import torch
+
+    from dormant_tasks.engine import layer_windows
 
     # The hub module evicts a downloaded revision once it is loaded, unless --keep-checkpoints.
     loaded = lazy_load_checkpoint(
         request.source, revision, request.dtype, request.device, request.cache_dir, keep=request.keep_checkpoints
     )
     out = []
+    rescored_from = None  # the half dtype whose pass was not finite, once the model is upcast to float32
     try:
         device = str(next(loaded.model.parameters()).device)
         windows = layer_windows(loaded.model.config)
         for k, cal in enumerate(request.calibration_sets):
             t0 = time.perf_counter()
             try:
-                if cal.probe is not None:  # token ids, drawn within the model's vocabulary (tracking/probe.py)
-                    rows = cal.probe.rows(loaded.model.config.get_text_config().vocab_size)
-                    scores = score_ids(loaded.model, rows, request.scoring, loaded.tokenizer.pad_token_id, progress)
-                else:
-                    scores = score_texts(
-                        loaded.model,
-                        loaded.tokenizer,
-                        cal.texts,
-                        request.scoring,
-                        progress=progress,
-                        warn_truncated=False,  # the run's summary warns once, with the count
-                    )
-            except ScoringError as e:
-                raise ScoringError(f"calibration set {cal.name}: {e}") from None
-            except DormantError:
-                raise
-            except Exception as e:
-                raise unscorable(revision, cal, e) from None
+                scores = _score_set(request, loaded, cal, progress)
+            except NonFiniteScores as e:
+                if loaded.model.dtype == torch.float32:  # float32 itself is not finite: refused, as ever
+                    raise ScoringError(f"calibration set {cal.name}: {e}") from None
+                rescored_from = str(loaded.model.dtype).removeprefix("torch.")
+                log.warning(
+                    "%s: its %s pass is not finite (%s); scoring it again in float32",
+                    revision.name,
+                    rescored_from,
+                    str(e).split(" on ")[0],
+                )
+                loaded.model.to(torch.float32)  # this checkpoint's copy only: the next one loads in --dtype again
+                try:
+                    scores = _score_set(request, loaded, cal, progress)
+                except NonFiniteScores as again:  # float32 is not finite either: refused, as ever
+                    raise ScoringError(f"calibration set {cal.name} (scored again in float32): {again}") from None
             n_layers, n_heads = scores.values.shape[2:]
             seconds = {"score": time.perf_counter() - t0}
             if k == 0:  # the download and load are the checkpoint's, counted once
                 seconds = {"download": loaded.seconds_download, "load": loaded.seconds_load, **seconds}
+            dtype = "float32" if rescored_from else str(request.dtype)
             out.append(
                 ScoredCheckpoint(
-                    revision, loaded.commit, scores, n_layers, n_heads, request.dtype, device, seconds, cal, windows
+                    revision,
+                    loaded.commit,
+                    scores,
+                    n_layers,
+                    n_heads,
+                    dtype,
+                    device,
+                    seconds,
+                    cal,
+                    windows,
+                    rescored_from=rescored_from,
                 )
             )
     finally:
         del loaded.model
     return tuple(out)
+
+
+def _score_set(request: TrackRequest, loaded, cal: CalibrationSet, progress: bool) -> InputScores:
+    """One calibration set's scores of the loaded model; a failure of the model's own code as this checkpoint's
+    one-line ScoringError (`unscorable`), a non-finite pass as NonFiniteScores (retried in float32 by the caller)."""
+    from dormant_tasks.engine import score_ids, score_texts
+
+    try:
+        if cal.probe is not None:  # token ids, drawn within the model's vocabulary (tracking/probe.py)
+            rows = cal.probe.rows(loaded.model.config.get_text_config().vocab_size)
+            return score_ids(loaded.model, rows, request.scoring, loaded.tokenizer.pad_token_id, progress)
+        return score_texts(
+            loaded.model,
+            loaded.tokenizer,
+            cal.texts,
+            request.scoring,
+            progress=progress,
+            warn_truncated=False,  # the run's summary warns once, with the count
+        )
+    except NonFiniteScores:
+        raise
+    except ScoringError as e:
+        raise ScoringError(f"calibration set {cal.name}: {e}") from None
+    except DormantError:
+        raise
+    except Exception as e:
+        raise unscorable(loaded.revision, cal, e) from None
 
 
 def unscorable(revision: Revision, cal: CalibrationSet, e: Exception) -> ScoringError:
@@ -191,6 +232,7 @@ def checkpoint_rows(request: TrackRequest, scored: ScoredCheckpoint, series: Ser
         "n_inputs": cal.n_inputs,
         "input_clusters": None if cal.clusters is None else list(cal.clusters),
         "dtype": scored.dtype,
+        "rescored_from": scored.rescored_from,
         "device": scored.device,
         "code_version": __version__,
         "taus_id": tid,
@@ -328,7 +370,19 @@ def _kept_scores(
     # (docs/SCORES.md, "Input dependence"), never 0.
     scores = InputScores(tuple(request.score_fn_ids), values, np.zeros(n_inputs, np.int64))
     windows = _stored_windows(request, revision, cal_id, n_layers)
-    return ScoredCheckpoint(revision, commit, scores, n_layers, n_heads, row["dtype"], row["device"], {}, cal, windows)
+    return ScoredCheckpoint(
+        revision,
+        commit,
+        scores,
+        n_layers,
+        n_heads,
+        row["dtype"],
+        row["device"],
+        {},
+        cal,
+        windows,
+        row.get("rescored_from"),
+    )
 
 
 def _stored_windows(

@@ -94,3 +94,21 @@ def test_a_series_without_role_functions_has_no_role_shares_row(tracked, random_
     assert f.role_shares is None and "role_shares" not in findings_json(f)
     assert not [r for r in findings_table([f]).to_pylist() if "role" in r["finding"] or "role" in r["quantity"]]
     assert np.isfinite([r["value"] for r in findings_table([f]).to_pylist() if r["value"] is not None]).all()
+
+
+def test_the_report_draws_the_roles_as_roles_not_as_dormancy(tracked, random_series, tmp_path):
+    """The role functions are selectivities, not dormancy verdicts against a tau: the % dormant figure and the
+    summary table hold the series' dormancy functions only, the roles get their own figure, and the findings'
+    intro counts the fourth paragraph."""
+    from dormant_tasks.reporting.report import render_report
+
+    result = render_report(tracked, random_series.name, tmp_path / "reports")
+    summarised = [r["score_fn"] for r in result.summary_rows]
+    assert "ahon_ln" in summarised and not set(summarised) & set(ROLE_IDS), summarised
+    table = result.markdown[result.markdown.index("| score function | tau |") :].split("\n\n")[0]  # summary.md's
+    assert "| ahon_ln |" in table and "attn_" not in table, table
+    legend = result.figures["dormant_percent"][1].read_text()  # the SVG: matplotlib keeps each text as a comment
+    assert "<!-- ahon_ln: " in legend and "attn_" not in legend
+    html = result.index_html.read_text()
+    assert "findings_roles" in result.figures
+    assert "findings (1 to 3)" in html and "roles (4;" in html and "three training-dynamics" not in html

@@ -123,7 +123,11 @@ def test_round_trip_layout_and_marker(tmp_path):
         checkpoint_row(1000)
         | {"request_id": None, "file_key": key, "input_scores_kept": False}
         | {f"{t}_{c}": None for t in ("head_scores", "input_scores") for c in ("sha256", "bytes")}
-        | {"input_clusters": None, "scores_sha256": None}  # written by write_table, not commit_checkpoint
+        | {
+            "input_clusters": None,
+            "scores_sha256": None,
+            "rescored_from": None,
+        }  # written by write_table, not commit_checkpoint
     ]  # python values survive: ints, floats, tz-aware timestamp, null ingredient
     assert ck[0]["analyzed_at"].utcoffset() == timedelta(0)
 
