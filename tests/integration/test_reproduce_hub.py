@@ -13,6 +13,7 @@ import pytest
 from hub_server import REPO_ROOT, OlahServer, build_mirror_repo, client_env
 
 from dormant_tasks.findings import xu_model
+from tests.builders.families import make_model
 
 pytestmark = pytest.mark.slow
 MODEL = "allenai/OLMo-1B-0724-hf"
@@ -21,25 +22,13 @@ LEFT_OUT = "step285000-tokens597B"  # a revision of Xu's list the repo does not 
 
 @pytest.fixture(scope="module")
 def xu_hub(tmp_path_factory, tiny_tokenizer, olah):
-    import torch
-    from transformers import OlmoConfig, OlmoForCausalLM
-
     root = tmp_path_factory.mktemp("xu-hub")
     folders = {}
     names = [n for n in xu_model(MODEL).revisions if n != LEFT_OUT] + ["main", "notes"]
     for seed, name in enumerate(names):
-        torch.manual_seed(seed)
-        config = OlmoConfig(
-            vocab_size=len(tiny_tokenizer),
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            max_position_embeddings=512,
-            pad_token_id=tiny_tokenizer.pad_token_id,
-        )
+        model = make_model("olmo", tiny_tokenizer, seed=seed)  # a tiny OLMo-1, as the engine's tests build it
         folders[name] = root / "checkpoints" / name
-        OlmoForCausalLM(config).save_pretrained(folders[name])
+        model.save_pretrained(folders[name])
         tiny_tokenizer.save_pretrained(folders[name])
     build_mirror_repo(root / "mirrors", MODEL, folders)
     with OlahServer(root / "mirrors", root / "olah") as server:
