@@ -6,10 +6,10 @@ import argparse
 import time
 
 from dormant_tasks.grammar import SERIES_NAME, model_option, reports_dir_option, store_option, threads_option
-from dormant_tasks.options import Option, seed_type
+from dormant_tasks.options import Option
 
 from .options import add_options
-from .pretrain_tiny import DEFAULT_STEPS
+from .pretrain_tiny import SEED, STEPS
 
 # The demo tracks three kinds of text at once: does a head fall dormant on all of them, or on some?
 DEMO_CALIBRATION = ("winogrande", "wikipedia", "code")
@@ -29,16 +29,8 @@ def add_parser(subparsers) -> None:
             ),
             store_option(use="writes"),
             SERIES_NAME,
-            Option(
-                "--steps",
-                "pretraining steps (default: %(default)s)",
-                kw={"type": int, "default": DEFAULT_STEPS, "metavar": "N"},
-            ),
-            Option(
-                "--seed",
-                "pretraining seed (default: %(default)s)",
-                kw={"type": seed_type(), "default": 0, "metavar": "N"},
-            ),
+            STEPS,
+            SEED,
             threads_option(),
             Option(
                 "--seeds",

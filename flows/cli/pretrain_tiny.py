@@ -8,6 +8,17 @@ from dormant_tasks.options import Option, seed_type
 from .options import add_options
 
 DEFAULT_STEPS = 600  # = dormant_tasks.tiny.DEFAULT_STEPS (not imported: it loads torch; a test checks they agree)
+# the tiny pretraining's options, `pretrain-tiny`'s and `demo`'s
+STEPS = Option(
+    "--steps",
+    "pretraining steps, the last one saved (default: %(default)s)",
+    kw={"type": int, "default": DEFAULT_STEPS, "metavar": "N"},
+)
+SEED = Option(
+    "--seed",
+    "pretraining seed, of the initialisation and the data order (default: %(default)s)",
+    kw={"type": seed_type(), "default": 0, "metavar": "N"},
+)
 
 
 def add_parser(subparsers) -> None:
@@ -22,16 +33,8 @@ def add_parser(subparsers) -> None:
         parser,
         [
             model_option("folder of the series: new, empty, or a previous run's", role="new"),
-            Option(
-                "--steps",
-                "optimizer steps, the last one saved (default: %(default)s)",
-                kw={"type": int, "default": DEFAULT_STEPS, "metavar": "N"},
-            ),
-            Option(
-                "--seed",
-                "seed for initialisation and data order (default: %(default)s)",
-                kw={"type": seed_type(), "default": 0, "metavar": "N"},
-            ),
+            STEPS,
+            SEED,
             threads_option(),
         ],
     )
